@@ -1,0 +1,257 @@
+"""Fixtures shared by the project's own tests.
+
+- ``fake_gym``: a stand-in Gym checkout whose ``gym`` command is ``tests/support/fake_gym.py`` (fast tests of
+  the plugin's error paths);
+- ``gym_checkout`` / ``shared_gym``: the real provisioned Gym and one started Gym shared by the real-Gym tier
+  (tests marked ``gym``), see ``tests/test_real_gym.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_gym_eval import provision
+
+SUPPORT = Path(__file__).parent / "tests" / "support"
+
+
+@dataclass
+class FakeGym:
+    """A stand-in Gym checkout: ``args`` point the plugin at it; ``calls()`` lists the gym invocations."""
+
+    checkout: Path
+    calls_path: Path
+    recording: Path
+
+    @property
+    def args(self) -> list[str]:
+        return [f"--gym-checkout={self.checkout}", f"--gym-replay={self.recording}", "-p", "no:cacheprovider"]
+
+    def calls(self) -> list[dict[str, object]]:
+        if not self.calls_path.exists():
+            return []
+        return [json.loads(line) for line in self.calls_path.read_text().splitlines()]
+
+
+def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) -> Path:
+    """Create a directory that looks like a Gym checkout whose ``gym`` is the stand-in script."""
+    checkout = root / "fake-gym-checkout"
+    (checkout / "nemo_gym").mkdir(parents=True)
+    (checkout / "nemo_gym" / "__init__.py").write_text("")
+    (checkout / "pyproject.toml").write_text('[project]\nname = "nemo-gym"\nversion = "0.0.0"\n')
+    gym = checkout / ".venv" / "bin" / "gym"
+    gym.parent.mkdir(parents=True)
+    gym.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SUPPORT / "fake_gym.py"}" "$@"\n')
+    gym.chmod(gym.stat().st_mode | stat.S_IXUSR)
+    for name in environments:
+        configs = checkout / "resources_servers" / name / "configs"
+        configs.mkdir(parents=True)
+        (configs / f"{name}.yaml").write_text(f"{name}:\n  resources_servers: {{}}\n{name}_simple_agent:\n  x: 1\n")
+    return checkout
+
+
+def write_recording(path: Path) -> Path:
+    """A one-rollout recording so the replay model server has something to serve."""
+    record = {
+        "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+        "response": {
+            "id": "r",
+            "created_at": 0,
+            "model": "m",
+            "object": "response",
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "pong"}]}],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        },
+        "reward": 1.0,
+    }
+    path.write_text(json.dumps(record) + "\n")
+    return path
+
+
+@pytest.fixture
+def fake_gym(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeGym:
+    """A stand-in Gym checkout plus a replay recording; the fake records its calls."""
+    calls = tmp_path / "fake-gym-calls.jsonl"
+    monkeypatch.setenv("FAKE_GYM_CALLS", str(calls))
+    checkout = make_fake_checkout(tmp_path)
+    return FakeGym(checkout, calls, write_recording(tmp_path / "recording_rollouts.jsonl"))
+
+
+def pytest_report_header() -> list[str]:
+    checkout = os.environ.get("PYTEST_GYM_EVAL_CHECKOUT")
+    return [f"real Gym checkout: {checkout or '(default provisioned)'}"]
+
+
+# The real-Gym tier: one provisioned Gym 0.7.0, one started Gym shared by every test that does not examine
+# start-up or teardown, and Gym's own verdicts on the recorded answers.
+
+
+@dataclass(frozen=True)
+class GymExample:
+    """Gym's mcqa example inside the provisioned checkout: 5 tasks and a real model's recorded answers."""
+
+    checkout: Path
+    dataset: Path
+    recordings: Path
+
+
+@dataclass(frozen=True)
+class SharedGym:
+    """Gym's servers started once for the tier, with the replay model serving Gym's recorded answers."""
+
+    checkout: Path
+    head_server: str
+    replay_log: Path
+
+    @property
+    def args(self) -> list[str]:
+        return [f"--gym-checkout={self.checkout}", f"--gym-head-server={self.head_server}"]
+
+
+@pytest.fixture(scope="session")
+def gym_checkout() -> provision.GymCheckout:
+    """The provisioned Gym (``$PYTEST_GYM_EVAL_CHECKOUT``, else provisioned now, cached)."""
+    from pytest_gym_eval import provision
+
+    given = os.environ.get("PYTEST_GYM_EVAL_CHECKOUT")
+    return provision.load_checkout(Path(given)) if given else provision.provision()
+
+
+@pytest.fixture(scope="session")
+def gym_example(gym_checkout: provision.GymCheckout) -> GymExample:
+    data = gym_checkout.path / "resources_servers" / "mcqa" / "data"
+    return GymExample(gym_checkout.path, data / "example.jsonl", data / "example_rollouts.jsonl")
+
+
+def start_gym_servers(checkout: provision.GymCheckout, root: Path, model_url: str) -> tuple[object, list[Path]]:
+    """Start ``gym env start`` for mcqa against ``model_url`` in ``root``; returns (process, dirs to remove)."""
+    import threading
+    import time
+
+    from pytest_gym_eval import provision
+    from pytest_gym_eval.processes import free_port
+    from pytest_gym_eval.run import (
+        ModelEndpoint,
+        RunPaths,
+        RunSettings,
+        find_agent_config,
+        launch_servers,
+        ray_temp_dir,
+        wait_until_ready,
+        write_gym_config,
+    )
+
+    paths = RunPaths(root)
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    model = ModelEndpoint(model_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
+    write_gym_config(paths.config, model, ("127.0.0.1", free_port()))
+    ray_dir, made = ray_temp_dir(root)
+    config = find_agent_config(checkout.path, "mcqa_simple_agent")
+    assert config is not None
+    settings = RunSettings(
+        gym=checkout.gym_executable,
+        env=provision.gym_environment(checkout, ray_dir),
+        cwd=checkout.path,
+        model=model,
+        gym_configs=(config,),
+    )
+    servers = launch_servers(settings, "openai_model", paths, paths.logs / "gym-env-start.log")
+    try:
+        wait_until_ready(servers, time.monotonic() + 900, threading.Event(), 900)
+    except BaseException:
+        servers.stop()
+        raise
+    return servers, [ray_dir] if made else []
+
+
+@pytest.fixture(scope="session")
+def shared_gym(
+    gym_checkout: provision.GymCheckout, gym_example: GymExample, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SharedGym]:
+    import shutil
+
+    from pytest_gym_eval.replay import ReplayServer
+    from pytest_gym_eval.run import RunPaths
+
+    root = tmp_path_factory.mktemp("shared-gym")
+    replay_log = root / "replay-model.jsonl"
+    with ReplayServer([gym_example.recordings], log_path=replay_log) as replay:
+        servers, cleanup = start_gym_servers(gym_checkout, root, replay.base_url)
+        try:
+            head = json.loads(RunPaths(root).config.read_text())["head_server"]
+            yield SharedGym(gym_checkout.path, f"{head['host']}:{head['port']}", replay_log)
+        finally:
+            servers.stop()  # type: ignore[attr-defined]
+            for path in cleanup:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def gym_verdicts(
+    gym_checkout: provision.GymCheckout, gym_example: GymExample, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, float]:
+    """Gym's own ``gym eval reverify`` of the recorded mcqa answers: task uuid -> reward.
+
+    The recording has no Gym indices, so each recorded rollout is paired with its dataset row by prompt and
+    both are stamped with ``_ng_task_index`` = its position.
+    """
+    import shutil
+
+    from pytest_gym_eval import provision
+    from pytest_gym_eval.processes import GymProcess, free_port
+    from pytest_gym_eval.run import ray_temp_dir
+
+    root = tmp_path_factory.mktemp("reverify")
+    rows = {_prompt(row): row for row in _read_jsonl(gym_example.dataset)}
+    agent_ref = {"type": "responses_api_agents", "name": "mcqa_simple_agent"}
+    uuids = []
+    with (root / "inputs.jsonl").open("w") as inputs, (root / "rollouts.jsonl").open("w") as rollouts:
+        for index, recording in enumerate(_read_jsonl(gym_example.recordings)):
+            row = rows[_prompt(recording)]
+            uuids.append(row["uuid"])
+            stamps = {"_ng_task_index": index, "_ng_rollout_index": 0, "agent_ref": agent_ref}
+            inputs.write(json.dumps({**row, **stamps}) + "\n")
+            rollouts.write(json.dumps({**recording, **stamps}) + "\n")
+    (root / "cfg.yaml").write_text(json.dumps({
+        "policy_base_url": "http://127.0.0.1:9/v1", "policy_model_name": "unused", "policy_api_key": "unused",
+        "head_server": {"host": "127.0.0.1", "port": free_port()},
+    }))  # fmt: skip
+    ray_dir, made = ray_temp_dir(root)
+    command = [
+        str(gym_checkout.gym_executable), "eval", "reverify",
+        "--config", "resources_servers/mcqa/configs/mcqa.yaml", "--model-type", "openai_model",
+        "--config", str(root / "cfg.yaml"), "--inputs", str(root / "inputs.jsonl"),
+        "--rollouts", str(root / "rollouts.jsonl"), "--output", str(root / "reverified.jsonl"),
+        "+skip_venv_if_present=true", "+model_endpoint_readiness_timeout_seconds=0",
+    ]  # fmt: skip
+    # Gym's reverify leaves its servers running when it exits: end its whole process session afterwards.
+    reverify = GymProcess(
+        command, env=provision.gym_environment(gym_checkout, ray_dir), cwd=gym_checkout.path,
+        log_path=root / "reverify.log", name="gym eval reverify",
+    )  # fmt: skip
+    status = reverify.wait(900)
+    reverify.stop()
+    if made:
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    assert status == 0, (root / "reverify.log").read_text()[-3000:]
+    return {uuids[r["_ng_task_index"]]: float(r["reward"]) for r in _read_jsonl(root / "reverified.jsonl")}
+
+
+def _read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _prompt(row: dict) -> str:  # type: ignore[type-arg]
+    return str(row["responses_create_params"]["input"][0]["content"])

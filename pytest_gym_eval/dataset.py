@@ -1,0 +1,234 @@
+"""Reading a Gym dataset (JSON lines, one task per row) into tasks with stable ids.
+
+A task id is the row's own id field when it has one, else the first 12 hex digits of the sha256 of the
+row's canonical JSON. Nothing here knows about pytest: the collector in ``items.py`` calls
+:func:`read_tasks` and turns :class:`DatasetError` into a collection error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonlines
+
+DEFAULT_ID_FIELDS = ("id", "uuid", "task_id")
+"""Fields tried, in order, for a row's own task id when ``gym_id_field`` is not set."""
+
+GYM_PRIVATE_PREFIX = "_ng_"
+"""Keys Gym stamps on rows (``_ng_task_index``, ``_ng_rollout_index``, ...); never part of a task's identity."""
+
+_FORBIDDEN_IN_ID = ("::", "[", "]", "\n", "\r", "\t")
+
+Row = dict[str, Any]
+TaskIdHook = Callable[[Row, Path, int], "str | None"]
+"""``(row, dataset path, line number) -> task id or None``: a plugin's override of the task id."""
+
+
+class DatasetError(Exception):
+    """A dataset that cannot be collected; ``str()`` names ``file:line`` and what is wrong."""
+
+    def __init__(self, path: Path, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.message = message
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One dataset row as a task.
+
+    ``line`` is the 1-based line number of the row's first occurrence; ``duplicate_lines`` holds the lines of
+    identical rows that collapsed into it; ``agent`` is the row's own ``agent_ref.name``, if any. The row itself
+    is not kept (a 100,000-row dataset must collect in little memory): :func:`read_rows` reads it again when
+    Gym's input is written.
+    """
+
+    task_id: str
+    line: int
+    digest: str
+    duplicate_lines: tuple[int, ...] = ()
+    agent: str | None = None
+
+
+def canonical_json(row: Row) -> str:
+    """The row as compact JSON with sorted keys and Gym's ``_ng_*`` keys removed (the basis of a task hash)."""
+    public = {key: value for key, value in row.items() if not key.startswith(GYM_PRIVATE_PREFIX)}
+    return json.dumps(public, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def row_digest(row: Row) -> str:
+    """Hex sha256 of :func:`canonical_json` (64 characters)."""
+    return hashlib.sha256(canonical_json(row).encode("utf-8")).hexdigest()
+
+
+def own_task_id(row: Row, id_fields: Sequence[str]) -> str | None:
+    """The first of ``id_fields`` present in ``row`` with a string or integer value, as a string, else None.
+
+    Non-scalar values (Gym's materialised rows carry a ``task_id`` object) are skipped.
+    """
+    for field in id_fields:
+        value = row.get(field)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, (str, int)):
+            return str(value)
+    return None
+
+
+def row_agent(row: Row) -> str | None:
+    """The agent a row names itself (``agent_ref.name``), or None."""
+    ref = row.get("agent_ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def check_task_id(task_id: str) -> str | None:
+    """Why ``task_id`` cannot be part of a pytest node id, or None when it can."""
+    if not task_id.strip():
+        return "the task id is empty"
+    for bad in _FORBIDDEN_IN_ID:
+        if bad in task_id:
+            return f"the task id {task_id!r} contains {bad!r}, which a pytest node id cannot hold"
+    return None
+
+
+def check_row(row: Row) -> str | None:
+    """Why ``row`` is not a Gym task, or None when it looks like one.
+
+    Gym needs ``responses_create_params`` (an object) on every row, except materialised task rows
+    (``task_input``) and rows that name a ``task_source``.
+    """
+    if "task_input" in row or "task_source" in row:
+        return None
+    params = row.get("responses_create_params")
+    if params is None:
+        return "the row has no 'responses_create_params' (Gym sends it to the agent as the task's request)"
+    if not isinstance(params, dict):
+        return f"'responses_create_params' must be a JSON object, not {_json_type(params)}"
+    return None
+
+
+def _json_type(value: object) -> str:
+    names = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+class _CountingLines:
+    """Iterates a binary file's lines and remembers the 1-based number of the last one handed out."""
+
+    def __init__(self, lines: Iterable[bytes]) -> None:
+        self._lines = iter(lines)
+        self.number = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._lines:
+            self.number += 1
+            yield line
+
+
+def iter_rows(path: Path) -> Iterator[tuple[int, Row]]:
+    """Yield ``(line number, row)`` for every non-blank line of the JSON-lines file ``path``.
+
+    Raises :class:`DatasetError` naming the line for bytes that are not UTF-8, malformed JSON, or a line that
+    is not a JSON object, and for a file that cannot be read.
+    """
+    try:
+        handle = path.open("rb")
+    except OSError as error:
+        raise DatasetError(path, None, f"cannot read the dataset: {error.strerror or error}") from error
+    with handle:
+        lines = _CountingLines(handle)
+        reader = jsonlines.Reader(lines)
+        while True:
+            try:
+                row = reader.read(type=dict, skip_empty=True)
+            except EOFError:
+                return
+            except jsonlines.InvalidLineError as error:
+                raise DatasetError(path, error.lineno, _describe_invalid_line(error)) from error
+            yield lines.number, row
+
+
+def _describe_invalid_line(error: jsonlines.InvalidLineError) -> str:
+    cause = error.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the line is not valid UTF-8 (byte 0x{cause.object[cause.start]:02x} at column {cause.start + 1})"
+    if isinstance(cause, json.JSONDecodeError):
+        return f"malformed JSON: {cause.msg} at column {cause.pos + 1}"
+    if "null value" in str(error):
+        return "the row is null, not a JSON object"
+    if "does not match requested type" in str(error):
+        try:
+            value = json.loads(error.line)
+        except (TypeError, ValueError):
+            value = None
+        return f"the row is {_json_type(value)}, not a JSON object"
+    return str(error).split(" (line")[0]
+
+
+def read_tasks(
+    path: Path,
+    id_fields: Sequence[str] = DEFAULT_ID_FIELDS,
+    task_id_hook: TaskIdHook | None = None,
+) -> tuple[list[Task], list[str]]:
+    """Read ``path`` into tasks in file order, with the warnings collection should show.
+
+    A row's task id comes from ``task_id_hook`` when it returns one, else :func:`own_task_id`, else the first
+    12 hex digits of :func:`row_digest`. Identical rows collapse into one task (a warning names the lines and
+    points to repeats). Raises :class:`DatasetError` for an empty dataset, an unreadable or malformed line, a
+    row that is not a Gym task, an unusable id, and two different rows sharing one id (naming both lines).
+    """
+    tasks: dict[str, Task] = {}
+    for line, row in iter_rows(path):
+        problem = check_row(row)
+        if problem is not None:
+            raise DatasetError(path, line, problem)
+        digest = row_digest(row)
+        task_id = (task_id_hook(row, path, line) if task_id_hook else None) or own_task_id(row, id_fields)
+        task_id = task_id if task_id is not None else digest[:12]
+        problem = check_task_id(task_id)
+        if problem is not None:
+            raise DatasetError(path, line, problem)
+        earlier = tasks.get(task_id)
+        if earlier is None:
+            tasks[task_id] = Task(task_id, line, digest, agent=row_agent(row))
+        elif earlier.digest == digest:
+            tasks[task_id] = Task(task_id, earlier.line, digest, (*earlier.duplicate_lines, line), earlier.agent)
+        else:
+            raise DatasetError(
+                path, line, f"task id {task_id!r} is already used by a different row on line {earlier.line}"
+            )
+    if not tasks:
+        raise DatasetError(path, None, "the dataset is empty (no JSON rows)")
+    warnings = [
+        f"{path}: rows on lines {', '.join(map(str, (t.line, *t.duplicate_lines)))} are identical and count "
+        f"as one task {t.task_id!r}; to roll a task out several times use repeats (--gym-repeats)"
+        for t in tasks.values()
+        if t.duplicate_lines
+    ]
+    return list(tasks.values()), warnings
+
+
+def read_rows(path: Path, lines: Iterable[int]) -> dict[int, Row]:
+    """The rows on the given 1-based line numbers of ``path`` (one pass over the file).
+
+    Raises :class:`DatasetError` as :func:`iter_rows` does, or when a wanted line is no longer in the file.
+    """
+    wanted = set(lines)
+    found: dict[int, Row] = {}
+    for line, row in iter_rows(path):
+        if line in wanted:
+            found[line] = row
+            if len(found) == len(wanted):
+                break
+    missing = sorted(wanted - found.keys())
+    if missing:
+        raise DatasetError(path, missing[0], "the row changed since collection (the line is gone)")
+    return found

@@ -1,0 +1,176 @@
+"""CI gates: reward thresholds a dataset must meet, judged on a point estimate or a confidence bound."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from pytest_gym_eval.stats import Interval, mean_interval, pass_at_k_interval, wilson_interval
+
+METRICS = ("mean_reward", "pass_rate", "pass_at_k")
+_PASS_AT_K_RE = re.compile(r"\s*([0-9]+)\s*:\s*(\S+)\s*")
+
+
+class Verdict(str, Enum):
+    """Outcome of a gate; INCONCLUSIVE means the data cannot tell whether the threshold is met."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+
+class GateMode(str, Enum):
+    """POINT compares the estimate; LOWER_BOUND compares the confidence interval."""
+
+    POINT = "point"
+    LOWER_BOUND = "lower-bound"
+
+
+def _fmt_threshold(value: float) -> str:
+    # Two decimals like the estimates, unless that would hide digits the user typed (0.755 stays 0.755).
+    two = f"{value:.2f}"
+    return two if float(two) == value else f"{value:.6g}"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``metric`` must reach ``threshold``; ``k`` is given exactly when metric is "pass_at_k".
+
+    Raises ValueError for an unknown metric, a missing or unexpected ``k``, ``k`` < 1, a non-finite
+    threshold, or a pass_rate / pass_at_k threshold outside [0, 1] (those metrics are probabilities).
+    """
+
+    metric: str
+    threshold: float
+    k: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"unknown gate metric {self.metric!r}; expected one of {', '.join(METRICS)}")
+        if (self.metric == "pass_at_k") != (self.k is not None):
+            raise ValueError("k must be given for the pass_at_k metric and only for it")
+        if self.k is not None and self.k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {self.k}")
+        if not math.isfinite(self.threshold):
+            raise ValueError(f"gate threshold must be a finite number, got {self.threshold!r}")
+        if self.metric != "mean_reward" and not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"{self.metric} threshold must lie in [0, 1], got {self.threshold!r}")
+
+    @property
+    def name(self) -> str:
+        """Human name of the statistic: ``mean reward``, ``pass rate`` or ``pass@4``."""
+        return f"pass@{self.k}" if self.metric == "pass_at_k" else self.metric.replace("_", " ")
+
+    @property
+    def label(self) -> str:
+        """E.g. ``mean reward >= 0.70`` or ``pass@4 >= 0.50``."""
+        return f"{self.name} >= {_fmt_threshold(self.threshold)}"
+
+
+def parse_pass_at_k(text: str) -> Gate:
+    """Parse the command-line form ``K:V`` (e.g. ``4:0.5``) into a pass@K >= V gate.
+
+    K is an integer >= 1 and V a number in [0, 1]; raises ValueError with the expected form otherwise.
+    """
+    match = _PASS_AT_K_RE.fullmatch(text)
+    if match is None:
+        raise ValueError(
+            f"invalid pass@k gate {text!r}: expected K:V, e.g. 4:0.5 (K integer >= 1, V in [0, 1])"
+        )
+    k = int(match.group(1))
+    if k < 1:
+        raise ValueError(f"invalid pass@k gate {text!r}: K must be an integer >= 1, got {k}")
+    try:
+        threshold = float(match.group(2))
+    except ValueError:
+        raise ValueError(
+            f"invalid pass@k gate {text!r}: V must be a number, got {match.group(2)!r}"
+        ) from None
+    if not 0.0 <= threshold <= 1.0:  # also rejects nan
+        raise ValueError(f"invalid pass@k gate {text!r}: V must lie in [0, 1], got {match.group(2)!r}")
+    return Gate("pass_at_k", threshold, k=k)
+
+
+def judge(interval: Interval, threshold: float, mode: GateMode) -> Verdict:
+    """Verdict of ``interval`` against ``threshold`` (higher is better).
+
+    POINT: estimate >= threshold → PASS, else FAIL. LOWER_BOUND: low >= threshold → PASS, high <
+    threshold → FAIL, otherwise (the interval straddles the threshold, e.g. infinite bounds) →
+    INCONCLUSIVE. A nan estimate (no data) is INCONCLUSIVE in both modes. ValueError for a nan threshold.
+    """
+    if math.isnan(threshold):
+        raise ValueError("threshold must not be NaN")
+    if math.isnan(interval.estimate):
+        return Verdict.INCONCLUSIVE
+    if mode is GateMode.POINT:
+        return Verdict.PASS if interval.estimate >= threshold else Verdict.FAIL
+    if interval.low >= threshold:
+        return Verdict.PASS
+    if interval.high < threshold:
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """A gate, the interval of its statistic, the verdict and the mode it was judged in."""
+
+    gate: Gate
+    interval: Interval
+    verdict: Verdict
+    mode: GateMode
+
+    def passed(self, inconclusive_passes: bool) -> bool:
+        """True for PASS, and for INCONCLUSIVE when ``inconclusive_passes``."""
+        return self.verdict is Verdict.PASS or (inconclusive_passes and self.verdict is Verdict.INCONCLUSIVE)
+
+    def describe(self) -> str:
+        """One line, e.g. ``mean reward 0.80 [0.54, 1.00] >= 0.70: PASS`` (point mode) or
+        ``mean reward 0.80 [0.74, 0.90]: lower bound 0.74 >= 0.70: PASS`` (lower-bound mode)."""
+        iv, threshold = self.interval, _fmt_threshold(self.gate.threshold)
+        if math.isnan(iv.estimate):
+            return f"{self.gate.name} n/a (no data), needs >= {threshold}: {self.verdict.value}"
+        head = f"{self.gate.name} {iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}]"
+        if self.mode is GateMode.POINT:
+            op = ">=" if self.verdict is Verdict.PASS else "<"
+            return f"{head} {op} {threshold}: {self.verdict.value}"
+        if self.verdict is Verdict.PASS:
+            return f"{head}: lower bound {iv.low:.2f} >= {threshold}: PASS"
+        if self.verdict is Verdict.FAIL:
+            return f"{head}: upper bound {iv.high:.2f} < {threshold}: FAIL"
+        return f"{head}: interval straddles {threshold}: INCONCLUSIVE"
+
+
+def evaluate(
+    gates: Sequence[Gate],
+    rewards_by_task: Sequence[Sequence[float]],
+    passed_by_task: Sequence[Sequence[bool]],
+    mode: GateMode,
+    confidence: float = 0.95,
+) -> list[GateResult]:
+    """Judge every gate, in order, on the rollouts of one dataset.
+
+    ``rewards_by_task[t][r]`` / ``passed_by_task[t][r]``: reward and pass flag of rollout r of task t
+    (same shape). mean_reward → :func:`mean_interval` (clustered by task); pass_rate →
+    :func:`wilson_interval` over all rollouts; pass_at_k → :func:`pass_at_k_interval` on per-task
+    (rollouts, passes). Raises ValueError when the two shapes differ (or as the statistics do).
+    """
+    if len(rewards_by_task) != len(passed_by_task) or any(
+        len(r) != len(p) for r, p in zip(rewards_by_task, passed_by_task, strict=False)
+    ):
+        raise ValueError("rewards_by_task and passed_by_task must have the same tasks and rollouts")
+    counts = [(len(task), sum(1 for ok in task if ok)) for task in passed_by_task]
+    results: list[GateResult] = []
+    for gate in gates:
+        if gate.metric == "mean_reward":
+            interval = mean_interval(rewards_by_task, confidence)
+        elif gate.metric == "pass_rate":
+            interval = wilson_interval(sum(c for _, c in counts), sum(n for n, _ in counts), confidence)
+        else:
+            assert gate.k is not None  # guaranteed by Gate.__post_init__
+            interval = pass_at_k_interval(counts, gate.k, confidence)
+        results.append(GateResult(gate, interval, judge(interval, gate.threshold, mode), mode))
+    return results

@@ -1,0 +1,138 @@
+"""The pytest collection tree of a dataset: a :class:`DatasetFile` with one :class:`RolloutItem` per
+(task, repeat), node id ``path/to/data.jsonl::<task-id>[r<k>]``, and a :class:`GateItem` when the dataset
+has CI gates.
+
+Rollout items are :class:`pytest.Function` items, so fixtures (``gym_session`` among them, and a user's own
+autouse fixtures) work on them as on any test; the dataset file is a :class:`pytest.Module` for the same reason
+pytest's own doctest text files are: module-scoped fixtures then have a module to live on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
+from pytest_gym_eval.outcome import RolloutOutcome
+from pytest_gym_eval.session import SESSION_KEY, GymSession
+
+try:  # the class pytest builds parametrizations with (renamed in pytest 9)
+    from _pytest.python import CallSpec
+except ImportError:  # pragma: no cover - pytest 8
+    from _pytest.python import CallSpec2 as CallSpec  # type: ignore[attr-defined,no-redef,unused-ignore]
+
+
+GYM_MARK = "gym"
+
+
+def gym_rollout(gym_session: GymSession) -> None:
+    """Placeholder callable of a rollout item: its signature makes pytest set up ``gym_session``."""
+
+
+def gym_gate(gym_session: GymSession) -> None:
+    """Placeholder callable of a gate item: its signature makes pytest set up ``gym_session``."""
+
+
+class RolloutError(Exception):
+    """A rollout that has no verdict (Gym failed it, it never came, or its reward is unusable): an error."""
+
+
+class RolloutFailed(Exception):
+    """A scored rollout whose reward is below the pass threshold (or that a hook failed)."""
+
+
+class DatasetFile(pytest.Module):
+    """A ``.jsonl`` dataset collected as tests: one :class:`RolloutItem` per task and repeat."""
+
+    obj = None  # never imported as Python (pytest's DoctestTextfile does the same)
+
+    def collect(self) -> Iterator[pytest.Item]:
+        gym = self.config.stash[SESSION_KEY]
+        settings = gym.options.dataset_settings(self.path)
+        hook = self.config.hook.pytest_gym_eval_task_id
+        try:
+            tasks, warnings = read_tasks(
+                self.path,
+                gym.options.id_fields,
+                lambda row, path, line: hook(row=row, path=path, line=line),
+            )
+        except DatasetError as error:
+            raise self.CollectError(str(error)) from None
+        for warning in warnings:
+            self.warn(pytest.PytestCollectionWarning(warning))
+        repeats = settings.repeats or 1
+        default_agent = gym.default_agent(self.path, settings)
+        marks = [getattr(pytest.mark, GYM_MARK)]
+        for task in tasks:
+            agent = task.agent or default_agent
+            for repeat in range(repeats):
+                # A real parametrization, as pytest.mark.parametrize would make it: node id, -k, --lf and
+                # item.callspec.id ("r0") all behave as pytest users know.
+                callspec = CallSpec(_idlist=(f"r{repeat}",))
+                item = RolloutItem.from_parent(
+                    self,
+                    name=f"{task.task_id}[r{repeat}]",
+                    callobj=gym_rollout,
+                    callspec=callspec,
+                    keywords={callspec.id: True},
+                    originalname=task.task_id,
+                    task=task,
+                    repeat=repeat,
+                    agent=agent,
+                )
+                for mark in marks:
+                    item.add_marker(mark)
+                yield item
+        if gym.gates_for(settings):
+            yield GateItem.from_parent(self, name="gym-gate", callobj=gym_gate)
+
+
+class RolloutItem(pytest.Function):
+    """One rollout of one task: passes when its reward reaches the pass threshold.
+
+    ``task``, ``repeat`` (0-based) and ``agent`` say what it rolls out. Setup waits for the rollout (an
+    infrastructure failure raises there, so pytest reports an *error*); the call judges the reward.
+    """
+
+    def __init__(self, *, task: Task, repeat: int, agent: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.task = task
+        self.repeat = repeat
+        self.agent = agent
+        self.outcome: RolloutOutcome | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.task.task_id
+
+    def setup(self) -> None:
+        super().setup()
+        session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
+        self.outcome = session.outcome_of(self)
+        if self.outcome.status == "error":
+            raise RolloutError(self.outcome.message + (f"\nlog: {self.outcome.log}" if self.outcome.log else ""))
+
+    def runtest(self) -> None:
+        assert self.outcome is not None
+        if self.outcome.status == "failed":
+            session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
+            raise RolloutFailed(session.failure_report(self))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.task.line - 1, f"{self.task_id}[r{self.repeat}]"
+
+
+class GateItem(pytest.Function):
+    """The dataset's CI gates, judged after its rollouts (``path/to/data.jsonl::gym-gate``)."""
+
+    def runtest(self) -> None:
+        session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
+        verdict = session.judge_gates(self)
+        if verdict is not None:
+            raise RolloutFailed(verdict)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, "gym-gate"

@@ -1,0 +1,363 @@
+"""The plugin's command-line options, ini options and per-dataset settings, and their precedence.
+
+Every value is looked up as: command line, then (for per-dataset values) the dataset's line in
+``gym_dataset_settings``, then the ini option, then the default. :class:`GymOptions` holds the result for
+the session; :func:`dataset_settings` gives one dataset's effective settings.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
+
+DEFAULT_MODEL_TYPE = "openai_model"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_STARTUP_TIMEOUT = 900.0
+DEFAULT_ROLLOUT_TIMEOUT = 1800.0
+
+_SETTING_KEYS = (
+    "agent",
+    "resources_server",
+    "repeats",
+    "pass_threshold",
+    "min_mean_reward",
+    "min_pass_rate",
+    "min_pass_at_k",
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Declare the ``--gym-*`` options and ``gym_*`` ini options (pytest's ``pytest_addoption``)."""
+    group = parser.getgroup("gym-eval", "NeMo Gym evaluations (pytest-gym-eval)")
+    add = group.addoption
+    add(
+        "--gym-checkout",
+        dest="gym_checkout",
+        metavar="PATH",
+        help="Gym checkout to run (ini gym_checkout; default: the one `python -m pytest_gym_eval provision` built).",
+    )
+    add(
+        "--gym-repeats",
+        dest="gym_repeats",
+        type=int,
+        metavar="N",
+        help="Rollouts per task (ini gym_repeats; default 1); each repeat is one item `<task>[r<k>]`.",
+    )
+    add(
+        "--gym-pass-threshold",
+        dest="gym_pass_threshold",
+        type=float,
+        metavar="REWARD",
+        help="A rollout passes when its reward is at least this (ini gym_pass_threshold; default 1.0).",
+    )
+    add(
+        "--gym-agent",
+        dest="gym_agent",
+        metavar="NAME",
+        help="Agent for rows without agent_ref and datasets without their own (default: <stem>_simple_agent).",
+    )
+    add(
+        "--gym-model-url",
+        dest="gym_model_url",
+        metavar="URL",
+        help="Base URL of the policy model, e.g. https://api.openai.com/v1 (ini gym_model_url).",
+    )
+    add("--gym-model", dest="gym_model", metavar="NAME", help="Policy model name (ini gym_model).")
+    add(
+        "--gym-model-type",
+        dest="gym_model_type",
+        metavar="TYPE",
+        help=f"Gym model server type: openai_model (Responses API) or vllm_model (chat completions) "
+        f"(ini gym_model_type; default {DEFAULT_MODEL_TYPE}).",
+    )
+    add(
+        "--gym-api-key-env",
+        dest="gym_api_key_env",
+        metavar="VAR",
+        help=f"Environment variable holding the model's API key; the key itself never reaches argv or logs "
+        f"(ini gym_api_key_env; default {DEFAULT_API_KEY_ENV}).",
+    )
+    add(
+        "--gym-replay",
+        dest="gym_replay",
+        action="append",
+        metavar="ROLLOUTS.jsonl",
+        help="Serve the policy model from recorded Gym rollouts on a loopback server (repeatable; no API key).",
+    )
+    add(
+        "--gym-head-server",
+        dest="gym_head_server",
+        metavar="HOST:PORT",
+        help="Attach to Gym servers that are already running instead of starting them (never stopped).",
+    )
+    add(
+        "--gym-run-dir",
+        dest="gym_run_dir",
+        metavar="DIR",
+        help="Folder under which each session makes a fresh run directory (default: pytest's basetemp).",
+    )
+    add(
+        "--gym-startup-timeout",
+        dest="gym_startup_timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"Seconds Gym's servers and the model endpoint get to become ready (default {DEFAULT_STARTUP_TIMEOUT:g}).",
+    )
+    add(
+        "--gym-rollout-timeout",
+        dest="gym_rollout_timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"Seconds an item waits for its rollout before it errors; 0 waits forever "
+        f"(default {DEFAULT_ROLLOUT_TIMEOUT:g}).",
+    )
+    add(
+        "--gym-concurrency",
+        dest="gym_concurrency",
+        type=int,
+        metavar="N",
+        help="Maximum rollouts Gym runs at once (gym eval run --concurrency; default: Gym's).",
+    )
+
+    parser.addini("gym_checkout", "Gym checkout to run (see --gym-checkout).", type="string", default="")
+    parser.addini(
+        "gym_datasets",
+        "Globs of .jsonl files, relative to the rootdir, collected as Gym datasets.",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "gym_id_field",
+        "Row field holding the task id (default: the first of id, uuid, task_id).",
+        type="string",
+        default="",
+    )
+    parser.addini("gym_repeats", "Rollouts per task (see --gym-repeats).", type="string", default="")
+    parser.addini(
+        "gym_pass_threshold",
+        "Reward at or above which a rollout passes (default 1.0).",
+        type="string",
+        default="",
+    )
+    parser.addini("gym_agent", "Default agent (see --gym-agent).", type="string", default="")
+    parser.addini("gym_model_url", "Base URL of the policy model.", type="string", default="")
+    parser.addini("gym_model", "Policy model name.", type="string", default="")
+    parser.addini("gym_model_type", "Gym model server type.", type="string", default="")
+    parser.addini("gym_api_key_env", "Environment variable holding the API key.", type="string", default="")
+    parser.addini(
+        "gym_dataset_settings",
+        "One line per dataset glob: `<glob>: key=value ...` with keys " + ", ".join(_SETTING_KEYS) + ".",
+        type="linelist",
+        default=[],
+    )
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """Settings one dataset may carry (a line of ``gym_dataset_settings``); None means "not set here".
+
+    ``min_pass_at_k`` holds ``(k, minimum pass@k)`` pairs.
+    """
+
+    agent: str | None = None
+    resources_server: str | None = None
+    repeats: int | None = None
+    pass_threshold: float | None = None
+    min_mean_reward: float | None = None
+    min_pass_rate: float | None = None
+    min_pass_at_k: tuple[tuple[int, float], ...] = ()
+
+    def over(self, other: DatasetSettings) -> DatasetSettings:
+        """These settings, with ``other``'s filling whatever is unset here."""
+        values: dict[str, Any] = {}
+        for name in _SETTING_KEYS:
+            mine = getattr(self, name)
+            values[name] = mine if mine not in (None, ()) else getattr(other, name)
+        return DatasetSettings(**values)
+
+
+@dataclass(frozen=True)
+class GymOptions:
+    """The session's resolved options (command line over ini over defaults).
+
+    Times are in seconds. ``cli`` holds the settings given on the command line (which beat a dataset's own),
+    ``ini`` those from the ini file (which a dataset's own beat), ``datasets`` the ``(glob, settings)`` lines.
+    """
+
+    rootdir: Path
+    checkout: Path | None = None
+    agent: str | None = None
+    model_url: str | None = None
+    model: str | None = None
+    model_type: str = DEFAULT_MODEL_TYPE
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    replay: tuple[Path, ...] = ()
+    head_server: tuple[str, int] | None = None
+    run_dir: Path | None = None
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    rollout_timeout: float | None = DEFAULT_ROLLOUT_TIMEOUT
+    concurrency: int | None = None
+    dataset_globs: tuple[str, ...] = ()
+    id_fields: tuple[str, ...] = DEFAULT_ID_FIELDS
+    cli: DatasetSettings = field(default_factory=DatasetSettings)
+    ini: DatasetSettings = field(default_factory=DatasetSettings)
+    datasets: tuple[tuple[str, DatasetSettings], ...] = ()
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> GymOptions:
+        """Resolve every option; raises :class:`pytest.UsageError` for a value that makes no sense."""
+        rootdir = Path(config.rootpath)
+
+        def value(dest: str) -> Any:
+            given = config.getoption(dest, default=None)
+            if given is not None:
+                return given
+            ini = config.getini(dest)
+            return ini if ini not in ("", None) else None
+
+        def path(text: str | None, base: Path) -> Path | None:
+            return (base / os.path.expanduser(text)).resolve() if text else None
+
+        inifile_dir = Path(config.inipath).parent if config.inipath else rootdir
+        checkout_cli = config.getoption("gym_checkout", default=None)
+        checkout = path(checkout_cli, Path.cwd()) if checkout_cli else path(config.getini("gym_checkout"), inifile_dir)
+        cli = DatasetSettings(
+            agent=config.getoption("gym_agent", default=None),
+            repeats=_positive_int(config.getoption("gym_repeats", default=None), "--gym-repeats"),
+            pass_threshold=_number(config.getoption("gym_pass_threshold", default=None), "--gym-pass-threshold"),
+        )
+        ini = DatasetSettings(
+            agent=config.getini("gym_agent") or None,
+            repeats=_positive_int(config.getini("gym_repeats") or None, "gym_repeats"),
+            pass_threshold=_number(config.getini("gym_pass_threshold") or None, "gym_pass_threshold"),
+        )
+        id_field = str(config.getini("gym_id_field") or "").strip()
+        rollout_timeout = _number(config.getoption("gym_rollout_timeout", default=None), "--gym-rollout-timeout")
+        startup_timeout = _number(config.getoption("gym_startup_timeout", default=None), "--gym-startup-timeout")
+        concurrency = _positive_int(config.getoption("gym_concurrency", default=None), "--gym-concurrency")
+        return cls(
+            rootdir=rootdir,
+            checkout=checkout,
+            agent=cli.agent or ini.agent,
+            model_url=value("gym_model_url"),
+            model=value("gym_model"),
+            model_type=value("gym_model_type") or DEFAULT_MODEL_TYPE,
+            api_key_env=value("gym_api_key_env") or DEFAULT_API_KEY_ENV,
+            replay=tuple(Path(p).resolve() for p in config.getoption("gym_replay", default=None) or ()),
+            head_server=_host_port(config.getoption("gym_head_server", default=None)),
+            run_dir=path(config.getoption("gym_run_dir", default=None), Path.cwd()),
+            startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
+            rollout_timeout=(DEFAULT_ROLLOUT_TIMEOUT if rollout_timeout is None else (rollout_timeout or None)),
+            concurrency=concurrency,
+            dataset_globs=tuple(config.getini("gym_datasets")),
+            id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
+            cli=cli,
+            ini=ini,
+            datasets=tuple(parse_dataset_settings(config.getini("gym_dataset_settings"))),
+        )
+
+    def is_dataset(self, path: Path) -> bool:
+        """Whether ``path`` matches one of the ``gym_datasets`` globs (relative to the rootdir)."""
+        relative = _relative(path, self.rootdir)
+        return any(fnmatch.fnmatch(relative, pattern) for pattern in self.dataset_globs)
+
+    def dataset_settings(self, path: Path) -> DatasetSettings:
+        """Effective settings of the dataset at ``path``: command line, its own lines (later lines win), ini."""
+        relative = _relative(path, self.rootdir)
+        own = DatasetSettings()
+        for pattern, settings in self.datasets:
+            if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(str(path), pattern):
+                own = settings.over(own)
+        return self.cli.over(own.over(self.ini))
+
+    def with_checkout(self, checkout: Path) -> GymOptions:
+        """A copy naming ``checkout`` as the Gym checkout."""
+        return replace(self, checkout=checkout)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
+def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSettings]]:
+    """Parse ``gym_dataset_settings`` lines of the form ``<glob>: key=value key=value ...``.
+
+    Raises :class:`pytest.UsageError` quoting the line for an unknown key or a bad value.
+    """
+    parsed: list[tuple[str, DatasetSettings]] = []
+    for line in lines:
+        pattern, sep, rest = line.rpartition(":") if ": " not in line else line.partition(": ")
+        if not sep or not pattern.strip():
+            raise pytest.UsageError(f"gym_dataset_settings: expected '<glob>: key=value ...', got {line!r}")
+        values: dict[str, Any] = {}
+        for pair in rest.split():
+            key, eq, text = pair.partition("=")
+            where = f"gym_dataset_settings line {line!r}"
+            if not eq or key not in _SETTING_KEYS:
+                raise pytest.UsageError(f"{where}: unknown setting {pair!r} (known: {', '.join(_SETTING_KEYS)})")
+            if key in ("agent", "resources_server"):
+                values[key] = text
+            elif key == "repeats":
+                values[key] = _positive_int(text, f"{where}: repeats")
+            elif key == "min_pass_at_k":
+                values[key] = tuple(parse_pass_at_k(part, where) for part in text.split(","))
+            else:
+                values[key] = _number(text, f"{where}: {key}")
+        parsed.append((pattern.strip(), DatasetSettings(**values)))
+    return parsed
+
+
+def parse_pass_at_k(text: str, where: str = "--gym-min-pass-at-k") -> tuple[int, float]:
+    """``"K:V"`` as ``(k, minimum pass@k)``; raises :class:`pytest.UsageError` naming ``where``."""
+    k_text, sep, v_text = text.partition(":")
+    k = _positive_int(k_text, where) if sep else None
+    if k is None:
+        raise pytest.UsageError(f"{where}: expected K:V such as 4:0.5, got {text!r}")
+    value = _number(v_text, where)
+    assert value is not None
+    return k, value
+
+
+def _positive_int(text: object, where: str) -> int | None:
+    if text is None or text == "":
+        return None
+    try:
+        number = int(str(text))
+    except ValueError:
+        raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
+    if number < 1:
+        raise pytest.UsageError(f"{where}: must be at least 1, got {number}")
+    return number
+
+
+def _number(text: object, where: str) -> float | None:
+    if text is None or text == "":
+        return None
+    try:
+        number = float(str(text))
+    except ValueError:
+        raise pytest.UsageError(f"{where}: expected a number, got {text!r}") from None
+    if not math.isfinite(number) or (number < 0 and "timeout" in where):
+        raise pytest.UsageError(f"{where}: expected a finite number, got {text!r}")
+    return number
+
+
+def _host_port(text: str | None) -> tuple[str, int] | None:
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise pytest.UsageError(f"--gym-head-server: expected HOST:PORT, got {text!r}")
+    return host, int(port)

@@ -1,0 +1,154 @@
+"""Turning a rollout into a test outcome, and the text a failed or errored item shows.
+
+A reward at or above the pass threshold passes; below it fails. Anything that is not a verifier's verdict
+(a failures-file row, a rollout that never came, a missing, non-numeric or NaN reward) is an *error*, never
+a reward of 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pytest_gym_eval.rollouts import Missing, RolloutRecord
+
+TRIM = 400
+"""Characters of a prompt or an answer a failure message shows."""
+
+Status = Literal["passed", "failed", "error"]
+PassHook = Callable[[RolloutRecord, float, float], "bool | None"]
+"""``(record, reward, threshold) -> passed?``; None leaves the decision to the threshold."""
+
+
+@dataclass(frozen=True)
+class RolloutOutcome:
+    """The verdict on one rollout.
+
+    ``reward`` is the numeric reward (None for an error); ``failure_class`` is Gym's ``_ng_failure_class``
+    for a rollout Gym recorded as failed, or one of ``missing``/``bad_reward``; ``message`` explains an error.
+    """
+
+    status: Status
+    reward: float | None
+    record: RolloutRecord | None = None
+    failure_class: str | None = None
+    message: str = ""
+    log: str = ""
+
+
+def judge(found: RolloutRecord | Missing, threshold: float, hook: PassHook | None = None) -> RolloutOutcome:
+    """Decide pass, fail or error for what the feed returned for one rollout.
+
+    ``threshold`` is the minimum passing reward (same units as the verifier's reward). ``hook`` may override
+    the pass/fail decision of a scored rollout (see the ``pytest_gym_eval_rollout_passed`` hook).
+    """
+    if isinstance(found, Missing):
+        return RolloutOutcome("error", None, failure_class="missing", message=found.reason, log=found.log)
+    if found.failure_class is not None:
+        text = f"Gym recorded the rollout as failed ({found.failure_class})"
+        if found.failure_message:
+            text += f": {clean_gym_message(found.failure_message)}"
+        return RolloutOutcome("error", None, found, found.failure_class, f"{text}\nrecord: {found.path}:{found.line}")
+    reward = found.numeric_reward()
+    if reward is None:
+        what = (
+            "has no reward" if found.reward is None else f"has a reward that is not a finite number: {found.reward!r}"
+        )
+        return RolloutOutcome(
+            "error", None, found, "bad_reward", f"the rollout {what}\nrecord: {found.path}:{found.line}"
+        )
+    decided = hook(found, reward, threshold) if hook is not None else None
+    passed = reward >= threshold if decided is None else bool(decided)
+    return RolloutOutcome("passed" if passed else "failed", reward, found)
+
+
+def clean_gym_message(text: str, limit: int = 600) -> str:
+    """Gym's failure text with its nested escaping collapsed, trimmed to ``limit`` characters."""
+    text = re.sub(r"\\+(['\"])", r"\1", text)
+    text = re.sub(r"\\+n", " ", text)
+    text = re.sub(r"([\"'])\1+", r"\1", text)
+    return trim(" ".join(text.split()), limit)
+
+
+def trim(text: str, limit: int = TRIM, keep_end: bool = False) -> str:
+    """``text`` cut to ``limit`` characters, marking the cut; ``keep_end`` keeps the last characters instead
+    (a model's final answer sits at the end of its output)."""
+    if len(text) <= limit:
+        return text
+    return "…" + text[-(limit - 1) :] if keep_end else text[: limit - 1] + "…"
+
+
+def message_text(content: Any) -> str:
+    """The text of a message's ``content`` (a string, or a list of parts with ``text``)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def prompt_text(record: dict[str, Any], row: dict[str, Any] | None = None) -> str:
+    """The last user message of the rollout's request (or of the dataset row), '' when there is none."""
+    for source in (record, row or {}):
+        params = source.get("responses_create_params")
+        if not isinstance(params, dict):
+            continue
+        items = params.get("input")
+        if isinstance(items, str):
+            return items
+        if isinstance(items, list):
+            for item in reversed(items):
+                if isinstance(item, dict) and item.get("role") == "user":
+                    return message_text(item.get("content"))
+    return ""
+
+
+def output_text(record: dict[str, Any]) -> str:
+    """The text of the model's last message in the rollout's response, '' when there is none."""
+    response = record.get("response")
+    outputs = response.get("output") if isinstance(response, dict) else None
+    if not isinstance(outputs, list):
+        return ""
+    for item in reversed(outputs):
+        if isinstance(item, dict) and item.get("type", "message") == "message" and item.get("role") == "assistant":
+            text = message_text(item.get("content"))
+            if text:
+                return text
+    return ""
+
+
+def expected_answer(record: dict[str, Any], row: dict[str, Any] | None = None) -> str | None:
+    """The expected answer from the rollout record or the dataset row, when either has one."""
+    for source in (record, row or {}):
+        for key in ("expected_answer", "expected_output", "answer", "ground_truth", "target"):
+            value = source.get(key)
+            if value not in (None, ""):
+                return str(value)
+    return None
+
+
+def failure_report(outcome: RolloutOutcome, threshold: float, row: dict[str, Any] | None = None) -> str:
+    """The text a failed item shows: prompt, expected answer, final output, reward, and where the record is."""
+    record = outcome.record
+    full = record.read_full() if record is not None else {}
+    lines = [f"reward {outcome.reward:g} is below the pass threshold {threshold:g}"]
+    if outcome.reward is not None and outcome.reward >= threshold:
+        lines = [f"reward {outcome.reward:g} (a pytest_gym_eval_rollout_passed hook failed the rollout)"]
+    prompt = prompt_text(full, row)
+    lines.append(f"prompt:   {_indent(trim(prompt))}" if prompt else "prompt:   (no user message)")
+    expected = expected_answer(full, row)
+    if expected is not None:
+        lines.append(f"expected: {_indent(trim(expected))}")
+    answer = output_text(full)
+    lines.append(
+        f"output:   {_indent(trim(answer, keep_end=True))}" if answer else "output:   (the model gave no text)"
+    )
+    if record is not None:
+        lines.append(f"record:   {record.path}:{record.line}")
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n          ")

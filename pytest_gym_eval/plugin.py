@@ -1,0 +1,82 @@
+"""pytest-gym-eval's pytest hooks. Each is a few lines handing over to the session object
+(:class:`~pytest_gym_eval.session.GymSession`) or to the collector (:mod:`pytest_gym_eval.items`)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval import hookspecs
+from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
+from pytest_gym_eval.options import add_options
+from pytest_gym_eval.run import GymStartError
+from pytest_gym_eval.session import SESSION_KEY, GymSession
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (added to every dataset item)")
+    config.stash[SESSION_KEY] = GymSession(config)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFile | None:
+    if file_path.suffix != ".jsonl":
+        return None
+    gym = parent.config.stash[SESSION_KEY]
+    if parent.session.isinitpath(file_path) or gym.options.is_dataset(file_path):
+        return DatasetFile.from_parent(parent, path=file_path)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # tryfirst: under xdist a worker must save the plan before it reports its collection to the controller.
+    session.config.stash[SESSION_KEY].plan_items(session.items)
+
+
+@pytest.fixture(scope="session")
+def gym_session(request: pytest.FixtureRequest) -> Iterator[GymSession]:
+    """The session's Gym run, started on first use and stopped at the end of the session.
+
+    The first time a Gym item (or any test requesting this fixture) runs, this starts ``gym env start`` once
+    with every environment the selected datasets need (or attaches with ``--gym-head-server``), waits until
+    Gym's servers and the model endpoint are ready, and starts one ``gym eval run`` over exactly the selected
+    (task, repeat) pairs. At the end of the session (also after Ctrl-C or a crash) it stops everything it
+    started. Under pytest-xdist the controller owns Gym and the workers follow it.
+
+    Returns the :class:`~pytest_gym_eval.session.GymSession`: ``run_dir``, ``head_server``, ``plan``,
+    ``options``. Raises :class:`~pytest_gym_eval.run.GymStartError` when Gym cannot start.
+    """
+    gym = request.config.stash[SESSION_KEY]
+    try:
+        gym.start()
+        yield gym
+    finally:
+        gym.stop()
+
+
+OWN_FAILURES = (RolloutError, RolloutFailed, GymStartError)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    # Our own failures read best as their message alone, without a traceback into the plugin.
+    if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
+        report.longrepr = str(call.excinfo.value)
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[SESSION_KEY].stop()

@@ -1,0 +1,125 @@
+"""Starting and stopping the ``gym`` commands the plugin runs, each in a session of its own.
+
+Gym is stopped the way the Gym notes measured works: SIGINT to its process group (Gym then stops its servers
+and Ray itself, ~9 s), a grace period, then SIGKILL to every process still in the session we created (Ray's
+idle workers sit in process groups of their own inside that session, so a group kill alone misses them).
+Only processes in sessions this module started are ever signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+DEFAULT_GRACE = 30.0
+"""Seconds a SIGINT'd Gym gets to shut down before the rest of its session is killed."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def session_members(sid: int) -> list[int]:
+    """PIDs of every live process whose session id is ``sid`` (read from ``/proc``; Linux only)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # Fields after the command name, which sits in parentheses and may contain spaces.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
+            members.append(int(entry))
+    return members
+
+
+class GymProcess:
+    """One command run in a new session, stdout and stderr appended to ``log_path``.
+
+    ``stop()`` ends the command and everything it started (see the module docstring); it is idempotent and
+    safe to call from any thread, also when the command already exited by itself.
+    """
+
+    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path, name: str) -> None:
+        self.argv = list(argv)
+        self.name = name
+        self.log_path = log_path
+        self._lock = threading.Lock()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log:
+            self._popen = subprocess.Popen(
+                self.argv,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.pid = self._popen.pid
+
+    def poll(self) -> int | None:
+        """The exit status (negative for a signal) once the command has exited, else None."""
+        return self._popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait up to ``timeout`` seconds (None: forever); the exit status, or None if still running."""
+        try:
+            return self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace: float = DEFAULT_GRACE) -> None:
+        """SIGINT the process group, wait up to ``grace`` seconds, then SIGKILL whatever is left in the session."""
+        with self._lock:
+            if self._popen.poll() is None:
+                _signal_group(self.pid, signal.SIGINT)
+                self.wait(grace)
+            deadline = time.monotonic() + 10.0
+            while members := session_members(self.pid):
+                for pid in members:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                if self._popen.poll() is None:
+                    self.wait(0.5)
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            self._popen.poll()
+
+    def tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of the log (for error messages)."""
+        return tail(self.log_path, lines)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def tail(path: Path, lines: int = 20, max_bytes: int = 64 * 1024) -> str:
+    """The last ``lines`` lines of the text file ``path`` (reads at most ``max_bytes`` from its end)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace").replace("\r", "\n")
+    return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])

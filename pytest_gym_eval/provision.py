@@ -1,0 +1,1279 @@
+"""Provision a NeMo Gym checkout that the plugin can shell out to.
+
+``python -m pytest_gym_eval provision [--gym-version 0.7.0] [--dest DIR] [--environment mcqa ...]``
+builds, in six named steps, a checkout of Gym with its own Python environment:
+
+1. ``download``: find the ``nemo-gym`` sdist of that version on the package index (PEP 691 JSON simple API,
+   with a PEP 503 HTML fallback), download it into the cache and verify its sha256 against the index.
+2. ``unpack``: extract it as the checkout (top folder stripped, unsafe members refused).
+3. ``python``: find uv (>= 0.9.30) and an interpreter satisfying the checkout's ``requires-python``; when
+   only an older patch release of the right minor version exists (3.13.0 for ``>=3.13.14``), tell uv to
+   pretend the required version (one warning says so).
+4. ``venv``: build ``<checkout>/.venv`` with uv (``uv sync --frozen --extra dev``, or, with the workaround,
+   ``uv venv`` + ``uv export`` + ``uv pip install --python-version``).
+5. ``prefetch``: ``gym env prefetch`` for each requested environment, which builds the server venvs.
+6. ``manifest``: write ``<checkout>/.pytest-gym-eval/manifest.json``, last and atomically.
+
+The manifest is the validity marker: a checkout without a valid manifest is half-built and is deleted and
+rebuilt from scratch (Python venvs hard-code absolute paths, so a checkout cannot be built elsewhere and
+renamed into place). An exclusive ``fcntl.flock`` on ``<checkout>.lock`` serialises concurrent runs. Each step
+logs to ``<checkout>/.pytest-gym-eval/logs/<step>.log``.
+
+The plugin never imports Gym: it runs ``GymCheckout.gym_executable`` with ``gym_environment(...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import datetime
+import fcntl
+import hashlib
+import importlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from glob import escape as glob_escape
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, NamedTuple
+
+__all__ = [
+    "DEFAULT_ENVIRONMENTS",
+    "DEFAULT_GYM_VERSION",
+    "GymCheckout",
+    "InterpreterChoice",
+    "ProvisionError",
+    "PythonCandidate",
+    "cache_root",
+    "choose_interpreter",
+    "default_checkout_path",
+    "find_uv",
+    "gym_environment",
+    "load_checkout",
+    "main",
+    "parse_requires_python",
+    "provision",
+    "python_satisfies",
+    "read_requires_python",
+]
+
+DEFAULT_GYM_VERSION = "0.7.0"
+DEFAULT_ENVIRONMENTS: tuple[str, ...] = ("mcqa",)
+DEFAULT_INDEX_URL = "https://pypi.org/simple"
+MIN_UV_VERSION = (0, 9, 30)
+MANIFEST_FORMAT = 1
+STATE_DIR = ".pytest-gym-eval"
+"""Folder inside the checkout for the manifest, the step logs and provisioning state."""
+MANIFEST_NAME = "manifest.json"
+BUILD_MARKER = "provisioning"
+"""File in STATE_DIR written before the first step: a checkout with it but without a valid manifest is
+half-built (and may be deleted); a folder without it was not made by ``provision`` and is never deleted."""
+STEPS = ("download", "unpack", "python", "venv", "prefetch", "manifest")
+
+RAY_ENVIRONMENT: Mapping[str, str] = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # Ray then binds 127.0.0.1 only
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "PYTHONUNBUFFERED": "1",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",  # newer Ray aborts under a `uv run` parent
+}
+DROPPED_ENVIRONMENT = ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT", "UV_PYTHON")
+"""Variables of the calling process (an activated venv, another Python's paths) that must not reach Gym's
+Python 3.13 environment or the uv commands that build it."""
+
+PREFETCH_ARGS = (
+    "--model-type",
+    "openai_model",
+    "++policy_base_url=http://127.0.0.1:9/v1",
+    "++policy_api_key=unused",
+    "++policy_model_name=unused",
+    "+skip_venv_if_present=true",
+)
+
+_SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
+_VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+!_-]*$")
+_ENVIRONMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_LOG_TAIL_LINES = 8
+
+Version3 = tuple[int, int, int]
+
+
+class ProvisionError(Exception):
+    """Provisioning failed, or a folder is not a usable Gym checkout.
+
+    ``step`` is the failed step's name (one of ``STEPS``) and ``log_path`` its log file, both ``None`` when
+    the error belongs to no step. The message names both and ends with the last lines of the log.
+    """
+
+    def __init__(self, message: str, *, step: str | None = None, log_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.log_path = log_path
+
+
+@dataclass(frozen=True)
+class GymCheckout:
+    """A Gym checkout ready to run.
+
+    ``path``: the checkout folder (absolute). ``gym_executable``: ``<path>/.venv/bin/gym``. ``version``: Gym's
+    version (``None`` when it cannot be read from a user's own checkout). ``env``: extra environment variables
+    to run ``gym`` with (``{}`` for a checkout not made by ``provision``): ``PATH`` with uv's folder and the
+    interpreter's ``bin`` folder in front of the current ``PATH``, ``UV_PYTHON_DOWNLOADS=never``,
+    ``UV_CACHE_DIR``, ``TMPDIR``, and ``XDG_CONFIG_DIRS`` when the Python-version workaround applies.
+    ``environments``: the resources servers whose venvs were prefetched. Use ``gym_environment`` to get the
+    complete environment for one call.
+    """
+
+    path: Path
+    gym_executable: Path
+    version: str | None
+    env: dict[str, str]
+    environments: tuple[str, ...] = ()
+
+
+class PythonCandidate(NamedTuple):
+    """An interpreter found while searching: path, ``(major, minor, patch)`` and where it was found."""
+
+    path: Path
+    version: Version3
+    source: str = ""
+
+
+class InterpreterChoice(NamedTuple):
+    """The interpreter for Gym's venv.
+
+    ``workaround`` is true when ``version`` does not satisfy ``requires-python`` and uv must be told to
+    treat it as ``pretend_version`` (e.g. 3.13.0 treated as 3.13.14); ``pretend_version`` is ``None``
+    otherwise.
+    """
+
+    path: Path
+    version: Version3
+    workaround: bool
+    pretend_version: str | None
+
+
+class _Clause(NamedTuple):
+    op: str
+    release: tuple[int, ...]
+    wildcard: bool
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Paths
+
+
+def _abspath(path: Path | str) -> Path:
+    return Path(os.path.abspath(os.path.expanduser(str(path))))
+
+
+def cache_root() -> Path:
+    """The cache folder: ``$PYTEST_GYM_EVAL_CACHE``, else ``$XDG_CACHE_HOME/pytest-gym-eval``, else
+    ``~/.cache/pytest-gym-eval``. It holds default checkouts, ``sdists/``, ``uv-cache/`` and ``tmp/``."""
+    override = os.environ.get("PYTEST_GYM_EVAL_CACHE")
+    if override:
+        return _abspath(override)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return _abspath(base / "pytest-gym-eval")
+
+
+def default_checkout_path(version: str = DEFAULT_GYM_VERSION) -> Path:
+    """Where ``provision`` puts Gym ``version`` without ``dest``: ``<cache_root()>/gym-<version>``."""
+    return cache_root() / f"gym-{version}"
+
+
+def _lock_path(checkout: Path) -> Path:
+    return checkout.with_name(checkout.name + ".lock")
+
+
+def _pyenv_root() -> Path:
+    return _abspath(os.environ.get("PYENV_ROOT") or "~/.pyenv")
+
+
+def _is_shim(path: Path | str) -> bool:
+    """True for pyenv-style shims, which fail inside a checkout whose .python-version is not installed."""
+    parent = Path(path).parent
+    return parent.name == "shims" and (parent.parent == _pyenv_root() or "pyenv" in str(parent).lower())
+
+
+def _path_without_shims(path_value: str | None = None) -> str:
+    value = os.environ.get("PATH", "") if path_value is None else path_value
+    return os.pathsep.join(entry for entry in value.split(os.pathsep) if entry and not _is_shim(Path(entry, "x")))
+
+
+def _which_real(name: str) -> Path | None:
+    """``shutil.which(name)`` that skips pyenv shims, then looks in ``$(pyenv root)/versions/*/bin``."""
+    found = shutil.which(name, path=_path_without_shims())
+    if found:
+        return _abspath(found)
+    for bin_dir in sorted(_pyenv_root().glob("versions/*/bin"), reverse=True):
+        candidate = bin_dir / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# requires-python
+
+
+def parse_requires_python(spec: str) -> list[_Clause]:
+    """Parse a simple ``requires-python`` such as ``">=3.13.14"`` or ``">=3.10, <4"``.
+
+    Returns ``(op, release, wildcard)`` clauses, e.g. ``[(">=", (3, 13, 14), False)]``. Supports the operators
+    ``>= > <= < == != ~=`` (and ``==X.Y.*`` / ``!=X.Y.*``) on purely numeric versions.
+    Raises ``ValueError`` for anything else (pre-releases, ``===``, empty clauses).
+    """
+    clauses: list[_Clause] = []
+    for raw in spec.split(","):
+        text = raw.strip()
+        match = re.fullmatch(r"(~=|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?", text)
+        if not match:
+            raise ValueError(f"cannot parse requires-python clause {text!r} in {spec!r}")
+        op, release, star = (
+            match.group(1),
+            tuple(int(p) for p in match.group(2).split(".")),
+            bool(match.group(3)),
+        )
+        if star and op not in ("==", "!="):
+            raise ValueError(f"wildcard only allowed with == or != in {spec!r}")
+        if op == "~=" and len(release) < 2:
+            raise ValueError(f"~= needs at least two version components in {spec!r}")
+        clauses.append(_Clause(op, release, star))
+    return clauses
+
+
+def _pad(release: Sequence[int], length: int = 3) -> tuple[int, ...]:
+    return tuple(release) + (0,) * max(0, length - len(release))
+
+
+def _clause_ok(version: Version3, clause: _Clause) -> bool:
+    op, release, wildcard = clause
+    if wildcard:
+        prefix_match = version[: len(release)] == release
+        return prefix_match if op == "==" else not prefix_match
+    length = max(len(release), 3)
+    have, want = _pad(version, length), _pad(release, length)
+    if op == "~=":
+        return have >= want and version[: len(release) - 1] == release[:-1]
+    return {
+        ">=": have >= want,
+        ">": have > want,
+        "<=": have <= want,
+        "<": have < want,
+        "==": have == want,
+        "!=": have != want,
+    }[op]
+
+
+def python_satisfies(version: Sequence[int], spec: str | None) -> bool:
+    """Whether ``version`` (``(major, minor, patch)``) satisfies ``spec``; ``None`` or ``""`` allows all.
+
+    Raises ``ValueError`` when ``spec`` cannot be parsed (see ``parse_requires_python``)."""
+    if not spec or not spec.strip():
+        return True
+    v = tuple(_pad(version))[:3]
+    version3: Version3 = (v[0], v[1], v[2])
+    return all(_clause_ok(version3, clause) for clause in parse_requires_python(spec))
+
+
+def read_requires_python(pyproject: Path) -> str | None:
+    """The ``[project] requires-python`` of a ``pyproject.toml`` (``None`` when absent).
+
+    Uses ``tomllib`` when the running Python has it, else a regex on the line. Raises ``OSError`` when the
+    file cannot be read."""
+    text = pyproject.read_text(encoding="utf-8")
+    return _project_field(text, "requires-python")
+
+
+def _project_field(pyproject_text: str, key: str) -> str | None:
+    try:
+        tomllib: Any = importlib.import_module("tomllib")
+    except ImportError:  # Python 3.10: a regex on the line is enough for simple string fields
+        match = re.search(rf"""^\s*{re.escape(key)}\s*=\s*["']([^"']*)["']""", pyproject_text, re.M)
+        return match.group(1) if match else None
+    try:
+        project = tomllib.loads(pyproject_text).get("project", {})
+    except ValueError:  # tomllib.TOMLDecodeError
+        return None
+    value = project.get(key) if isinstance(project, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _lower_bound(clauses: Sequence[_Clause]) -> Version3 | None:
+    bounds = [_pad(c.release) for c in clauses if c.op in (">=", "~=") and not c.wildcard]
+    if not bounds:
+        return None
+    best = max(bounds)
+    return (best[0], best[1], best[2])
+
+
+def _fmt(version: Sequence[int]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+def choose_interpreter(
+    requires_python: str | None,
+    candidates: Sequence[PythonCandidate],
+    searched: Sequence[str] = (),
+) -> InterpreterChoice:
+    """Pick the interpreter for Gym's venv among ``candidates`` (in order of preference).
+
+    - Some candidates satisfy ``requires_python``: the one with the lowest ``major.minor`` (closest to what
+      the project asks for), highest patch first, earlier candidates winning ties. Without
+      ``requires_python``, the highest version.
+    - None does, but one has the same ``major.minor`` as the ``>=`` lower bound with an older patch (3.13.0
+      for ``>=3.13.14``), and the bound itself satisfies every clause: the newest such candidate, with
+      ``workaround=True`` and ``pretend_version`` = the bound (``"3.13.14"``).
+    - Otherwise raises ``ProvisionError`` naming the candidates found and ``searched`` (where was looked).
+      Also raises it when ``requires_python`` cannot be parsed.
+    """
+    try:
+        clauses = parse_requires_python(requires_python) if requires_python else []
+    except ValueError as exc:
+        raise ProvisionError(f"checkout's requires-python: {exc}") from exc
+    indexed = list(enumerate(candidates))
+    if not clauses:
+        py3 = [(i, c) for i, c in indexed if c.version[0] >= 3] or indexed
+        if py3:
+            _, best = max(py3, key=lambda ic: (ic[1].version, -ic[0]))
+            return InterpreterChoice(best.path, best.version, False, None)
+    satisfying = [(i, c) for i, c in indexed if all(_clause_ok(c.version, cl) for cl in clauses)]
+    if satisfying:
+        _, best = min(satisfying, key=lambda ic: (ic[1].version[:2], -ic[1].version[2], ic[0]))
+        return InterpreterChoice(best.path, best.version, False, None)
+    bound = _lower_bound(clauses)
+    if bound is not None and all(_clause_ok(bound, cl) for cl in clauses):
+        same_minor = [(i, c) for i, c in indexed if c.version[:2] == bound[:2] and c.version < bound]
+        if same_minor:
+            _, best = max(same_minor, key=lambda ic: (ic[1].version, -ic[0]))
+            return InterpreterChoice(best.path, best.version, True, _fmt(bound))
+    found = ", ".join(f"{c.path} ({_fmt(c.version)})" for c in candidates) or "none"
+    where = "; ".join(searched) or "nowhere"
+    raise ProvisionError(
+        f"no Python satisfies requires-python {requires_python!r} (nor one of the same minor version for the "
+        f"python-version workaround). Interpreters found: {found}. Searched: {where}. "
+        "Install a matching Python (e.g. with pyenv) and run provision again."
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Environments
+
+
+def _base_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in DROPPED_ENVIRONMENT:
+        env.pop(name, None)
+    return env
+
+
+def gym_environment(checkout: GymCheckout, run_dir: Path) -> dict[str, str]:
+    """The complete environment for one ``gym`` call, as a new dict.
+
+    ``os.environ`` (without ``VIRTUAL_ENV``, ``PYTHONHOME``, ``PYTHONPATH``, ``UV_PROJECT_ENVIRONMENT`` and
+    ``UV_PYTHON``, which belong to the caller's Python) + ``checkout.env`` + Ray's settings:
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, ``RAY_TMPDIR=<run_dir>``, ``RAY_USAGE_STATS_ENABLED=0``,
+    ``PYTHONUNBUFFERED=1``, ``RAY_ENABLE_UV_RUN_RUNTIME_ENV=0``. Creates ``run_dir`` and the ``TMPDIR`` of
+    ``checkout.env`` when missing. Keep ``run_dir`` short: Ray puts Unix sockets under it (~100 byte limit).
+    """
+    env = _base_environment()
+    env.update(checkout.env)
+    env.update(RAY_ENVIRONMENT)
+    run_dir = _abspath(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env["RAY_TMPDIR"] = str(run_dir)
+    if "TMPDIR" in checkout.env:
+        Path(checkout.env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def _checkout_env(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """checkout.env from a manifest, with PATH and XDG_CONFIG_DIRS rebuilt against the current environment."""
+    recorded = manifest.get("env") or {}
+    env = {str(k): str(v) for k, v in recorded.items() if k not in ("PATH", "XDG_CONFIG_DIRS")}
+    prepend = [str(p) for p in manifest.get("path_prepend") or []]
+    env["PATH"] = os.pathsep.join([*prepend, os.environ.get("PATH", "")]).rstrip(os.pathsep)
+    xdg = manifest.get("xdg_config_dir")
+    if xdg:
+        env["XDG_CONFIG_DIRS"] = os.pathsep.join([str(xdg), os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg"])
+    return env
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Manifest
+
+
+def _manifest_path(checkout: Path) -> Path:
+    return checkout / STATE_DIR / MANIFEST_NAME
+
+
+def _read_manifest(checkout: Path, version: str | None) -> tuple[dict[str, Any] | None, str]:
+    """``(manifest, "")`` when valid for ``checkout`` (and ``version`` unless ``None``), else
+    ``(None, why)``."""
+    path = _manifest_path(checkout)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, "no manifest"
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable manifest {path}: {exc}"
+    if not isinstance(data, dict) or data.get("format_version") != MANIFEST_FORMAT:
+        return None, f"manifest {path} has an unknown format"
+    if version is not None and data.get("gym_version") != version:
+        return None, f"manifest {path} is for Gym {data.get('gym_version')}, not {version}"
+    if data.get("checkout") != str(checkout):
+        return None, f"manifest {path} was written for {data.get('checkout')} (was the checkout moved?)"
+    envs = data.get("environments")
+    if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
+        return None, f"manifest {path} has no environment list"
+    gym = data.get("gym_executable")
+    if not isinstance(gym, str) or not os.path.exists(gym):
+        return None, f"gym executable {gym} of manifest {path} is missing"
+    return data, ""
+
+
+def _checkout_from_manifest(manifest: Mapping[str, Any]) -> GymCheckout:
+    return GymCheckout(
+        path=Path(manifest["checkout"]),
+        gym_executable=Path(manifest["gym_executable"]),
+        version=str(manifest["gym_version"]),
+        env=_checkout_env(manifest),
+        environments=tuple(manifest["environments"]),
+    )
+
+
+def _write_manifest(checkout: Path, manifest: Mapping[str, Any]) -> None:
+    path = _manifest_path(checkout)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=2, sort_keys=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_checkout_version(checkout: Path) -> str | None:
+    with contextlib.suppress(OSError):
+        version = _project_field((checkout / "pyproject.toml").read_text(encoding="utf-8"), "version")
+        if version:
+            return version
+    with contextlib.suppress(OSError):  # Gym's version is dynamic: nemo_gym/package_info.py
+        text = (checkout / "nemo_gym" / "package_info.py").read_text(encoding="utf-8")
+        parts = {
+            key: m.group(1)
+            for key in ("MAJOR", "MINOR", "PATCH", "PRE_RELEASE")
+            if (m := re.search(rf"""^{key}\s*=\s*["']?([^"'\s#]*)["']?""", text, re.M))
+        }
+        if all(k in parts for k in ("MAJOR", "MINOR", "PATCH")):
+            return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}{parts.get('PRE_RELEASE', '')}"
+    return None
+
+
+def load_checkout(path: Path) -> GymCheckout:
+    """The ``GymCheckout`` for an existing checkout folder. No network, no subprocess.
+
+    - Provisioned by ``provision``: read from its manifest.
+    - Any other Gym checkout (a user's own ``uv sync``-ed clone: ``nemo_gym/`` and ``.venv/bin/gym``, no
+      manifest): ``env={}``, ``environments=()``, version read from its pyproject (or
+      ``nemo_gym/package_info.py``; ``None`` when neither says).
+    Raises ``ProvisionError`` naming ``path`` when it is no Gym checkout, a half-built one, or one whose
+    manifest is invalid (e.g. moved), telling the user to run ``python -m pytest_gym_eval provision``.
+    """
+    path = _abspath(path)
+    hint = f"run `python -m pytest_gym_eval provision --dest {shlex.quote(str(path))}` to build one"
+    state = path / STATE_DIR
+    if _manifest_path(path).exists():
+        manifest, why = _read_manifest(path, None)
+        if manifest is None:
+            raise ProvisionError(f"{path} is not a usable Gym checkout: {why}; {hint}")
+        return _checkout_from_manifest(manifest)
+    if (state / BUILD_MARKER).exists():
+        raise ProvisionError(f"{path} is a half-built Gym checkout (provisioning never finished); {hint}")
+    gym = path / ".venv" / "bin" / "gym"
+    if not (path / "nemo_gym").is_dir() or not gym.exists():
+        raise ProvisionError(
+            f"{path} is not a NeMo Gym checkout (it needs a nemo_gym/ folder and .venv/bin/gym); {hint}"
+        )
+    return GymCheckout(path=path, gym_executable=gym, version=_read_checkout_version(path), env={})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Steps
+
+
+def _log_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> list[str]:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 16384))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    kept = [line.rstrip()[:300] for line in text.splitlines() if line.strip()]
+    return kept[-lines:]
+
+
+def _step_error(step: str, log_path: Path, reason: str) -> ProvisionError:
+    tail = _tail(log_path)
+    message = f"provision step '{step}' failed: {reason}\n  log: {log_path}"
+    if tail:
+        message += "\n  last lines of the log:\n" + "\n".join(f"    {line}" for line in tail)
+    return ProvisionError(message, step=step, log_path=log_path)
+
+
+def _kill_process_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
+    """Stop a step's subprocess (started in a session of its own) and everything in its process group."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+class _Step:
+    """One running step: its log file and the subprocesses it runs."""
+
+    def __init__(self, name: str, log_path: Path, fh: IO[str], log: Callable[[str], None]) -> None:
+        self.name = name
+        self.log_path = log_path
+        self.fh = fh
+        self.log = log
+
+    def write(self, text: str) -> None:
+        self.fh.write(text if text.endswith("\n") else text + "\n")
+        self.fh.flush()
+
+    def run(
+        self,
+        cmd: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        capture: bool = False,
+        check: bool = True,
+        timeout: float | None = None,
+    ) -> tuple[int, str]:
+        """Run ``cmd`` with output into the log (stdout also returned when ``capture``).
+
+        Returns ``(returncode, stdout)``. Raises ``ProvisionError`` on a non-zero exit when ``check``. On any
+        interruption (Ctrl-C) or timeout the subprocess's process group is killed before re-raising."""
+        self.write(f"$ {shlex.join(cmd)}    # cwd {cwd}")
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if capture else self.fh,
+            stderr=self.fh,
+            start_new_session=True,
+            text=True,
+        )
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except BaseException:
+            _kill_process_group(proc)
+            self.write(f"(killed {cmd[0]})")
+            raise
+        out = out or ""
+        if capture and out:
+            self.write(out)
+        if proc.returncode != 0:
+            self.write(f"(exit status {proc.returncode})")
+            if check:
+                raise ProvisionError(f"`{shlex.join(cmd)}` exited with status {proc.returncode}")
+        return proc.returncode, out
+
+
+class _Build:
+    def __init__(self, logs_dir: Path, log: Callable[[str], None]) -> None:
+        self.logs_dir = logs_dir
+        self.log = log
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[_Step]:
+        log_path = self.logs_dir / f"{name}.log"
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.log(f"pytest-gym-eval provision: [{name}] started (log: {log_path})")
+        start = time.monotonic()
+        with open(log_path, "a", encoding="utf-8") as fh:
+            step = _Step(name, log_path, fh, self.log)
+            step.write(f"=== step {name} started {_utc_now()}")
+            try:
+                yield step
+            except ProvisionError as exc:
+                step.write(f"error: {exc}")
+                self.log(f"pytest-gym-eval provision: [{name}] failed after {time.monotonic() - start:.1f} s")
+                if exc.step is not None:
+                    raise
+                raise _step_error(name, log_path, str(exc)) from exc
+            except Exception as exc:
+                step.write(f"error: {type(exc).__name__}: {exc}")
+                self.log(f"pytest-gym-eval provision: [{name}] failed after {time.monotonic() - start:.1f} s")
+                raise _step_error(name, log_path, f"{type(exc).__name__}: {exc}") from exc
+            except BaseException:
+                step.write("interrupted")
+                self.log(f"pytest-gym-eval provision: [{name}] interrupted; no manifest written")
+                raise
+            elapsed = time.monotonic() - start
+            step.write(f"=== step {name} done in {elapsed:.1f} s")
+        self.seconds[name] = round(elapsed, 3)
+        self.log(f"pytest-gym-eval provision: [{name}] done in {elapsed:.1f} s")
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# download
+
+
+@dataclass(frozen=True)
+class _IndexFile:
+    filename: str
+    url: str
+    sha256: str | None
+    size: int | None
+    yanked: bool = False
+
+
+def _index_url() -> str:
+    for name in ("PIP_INDEX_URL", "UV_INDEX_URL"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value.split()[0]
+    return DEFAULT_INDEX_URL
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
+
+def _open_url(url: str, accept: str | None, timeout: float = 60.0) -> Any:
+    """urlopen with credentials from the URL's user:password moved into a Basic auth header."""
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    headers = {"User-Agent": "pytest-gym-eval"}
+    if accept:
+        headers["Accept"] = accept
+    if parts.username is not None:
+        credentials = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    if parts.scheme == "file":
+        local = Path(urllib.request.url2pathname(parts.path))
+        if local.is_dir():
+            for name in ("index.json", "index.html"):
+                if (local / name).is_file():
+                    url = (local / name).as_uri()
+                    break
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+
+
+def _parse_html_index(text: str, base_url: str) -> list[_IndexFile]:
+    from html.parser import HTMLParser
+    from urllib.parse import urldefrag, urljoin
+
+    files: list[_IndexFile] = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag != "a":
+                return
+            attributes = dict(attrs)
+            href = attributes.get("href")
+            if not href:
+                return
+            url, fragment = urldefrag(urljoin(base_url, href))
+            digest = dict(p.split("=", 1) for p in fragment.split("&") if "=" in p).get("sha256")
+            name = url.rstrip("/").rsplit("/", 1)[-1]
+            files.append(_IndexFile(name, url, digest, None, "data-yanked" in attributes))
+
+    Parser().feed(text)
+    return files
+
+
+def _list_index(step: _Step) -> tuple[str, list[_IndexFile]]:
+    from urllib.parse import urldefrag, urljoin
+
+    index = _index_url()
+    page = index.rstrip("/") + "/nemo-gym/"
+    step.write(f"index page: {_redact(page)}")
+    accept = f"{_SIMPLE_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+    try:
+        with _open_url(page, accept) as response:
+            body = response.read()
+            content_type = (response.headers.get("Content-Type") or "").split(";")[0].strip()
+            final_url = response.geturl()
+    except OSError as exc:
+        raise ProvisionError(f"cannot read the package index page {_redact(page)}: {exc}") from exc
+    text = body.decode("utf-8", "replace")
+    if content_type == _SIMPLE_JSON or content_type.endswith("json") or text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+            files = [
+                _IndexFile(
+                    filename=str(f["filename"]),
+                    url=urldefrag(urljoin(final_url, str(f["url"])))[0],
+                    sha256=(f.get("hashes") or {}).get("sha256"),
+                    size=f.get("size") if isinstance(f.get("size"), int) else None,
+                    yanked=bool(f.get("yanked")),
+                )
+                for f in data["files"]
+            ]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProvisionError(f"unexpected JSON from {_redact(page)}: {exc}") from exc
+    else:
+        files = _parse_html_index(text, final_url)
+    step.write(f"{len(files)} files listed ({content_type or 'unknown content type'})")
+    return page, files
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _download_sdist(version: str, sdist_dir: Path, step: _Step) -> tuple[Path, _IndexFile]:
+    page, files = _list_index(step)
+    pattern = re.compile(rf"^nemo[-_.]gym-{re.escape(version)}\.tar\.gz$", re.I)
+    matches = [f for f in files if pattern.match(f.filename)]
+    if not matches:
+        versions = sorted(
+            {m.group(1) for f in files if (m := re.match(r"^nemo[-_.]gym-(.+)\.tar\.gz$", f.filename, re.I))}
+        )
+        raise ProvisionError(
+            f"no sdist of nemo-gym {version} on {_redact(page)} "
+            f"(sdist versions there: {', '.join(versions[-12:]) or 'none'})"
+        )
+    chosen = matches[0]
+    if chosen.yanked:
+        step.write(f"note: {chosen.filename} is yanked on the index; using it because it was asked for")
+    if not chosen.sha256 or not re.fullmatch(r"[0-9a-fA-F]{64}", chosen.sha256):
+        raise ProvisionError(f"the index gives no sha256 for {chosen.filename}; refusing to use it unverified")
+    expected = chosen.sha256.lower()
+    sdist_dir.mkdir(parents=True, exist_ok=True)
+    target = sdist_dir / chosen.filename
+    if target.exists():
+        if _sha256_file(target) == expected:
+            step.write(f"using cached {target} (sha256 {expected})")
+            step.log(f"pytest-gym-eval provision: [download] using cached {target}")
+            return target, chosen
+        step.write(f"cached {target} has the wrong sha256: downloading again")
+        target.unlink()
+    part = target.with_name(f"{target.name}.part-{os.getpid()}")
+    step.write(f"downloading {_redact(chosen.url)} -> {target}")
+    digest = hashlib.sha256()
+    try:
+        with _open_url(chosen.url, None, timeout=120.0) as response, open(part, "wb") as out:
+            total = chosen.size or int(response.headers.get("Content-Length") or 0) or None
+            done, next_report = 0, 10
+            step.log(
+                f"pytest-gym-eval provision: [download] {chosen.filename}"
+                + (f" ({total / 1e6:.1f} MB)" if total else "")
+            )
+            while chunk := response.read(1 << 20):
+                out.write(chunk)
+                digest.update(chunk)
+                done += len(chunk)
+                if total and done * 100 >= next_report * total:
+                    percent = min(100, done * 100 // total)
+                    line = f"[download] {done / 1e6:.1f} / {total / 1e6:.1f} MB ({percent}%)"
+                    step.write(line)
+                    step.log(f"pytest-gym-eval provision: {line}")
+                    next_report = percent // 10 * 10 + 10
+        actual = digest.hexdigest()
+        step.write(f"downloaded {done} bytes, sha256 {actual}")
+        if actual != expected:
+            raise ProvisionError(
+                f"sha256 mismatch for {chosen.filename}: the index says {expected}, the download has {actual}"
+            )
+        os.replace(part, target)
+    except OSError as exc:
+        raise ProvisionError(f"download of {_redact(chosen.url)} failed: {exc}") from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+    return target, chosen
+
+
+# ---------------------------------------------------------------------------------------------------------
+# unpack
+
+
+def _unsafe_name(name: str) -> bool:
+    return name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) is not None or ".." in name.split("/")
+
+
+def _unpack(sdist: Path, checkout: Path, step: _Step) -> None:
+    import tarfile
+
+    with tarfile.open(sdist, "r:*") as tar:
+        members = tar.getmembers()
+        for member in members:
+            if _unsafe_name(member.name) or (member.islnk() and _unsafe_name(member.linkname)):
+                raise ProvisionError(f"refusing archive member {member.name!r}: absolute path or '..'")
+        tops = {PurePosixPath(m.name).parts[0] for m in members if PurePosixPath(m.name).parts}
+        if len(tops) != 1:
+            raise ProvisionError(f"expected one top folder in {sdist.name}, found {sorted(tops)[:5]}")
+        selected = []
+        for member in members:
+            parts = PurePosixPath(member.name).parts
+            if len(parts) <= 1:
+                continue
+            member.name = "/".join(parts[1:])
+            if member.islnk():
+                member.linkname = "/".join(PurePosixPath(member.linkname).parts[1:])
+            selected.append(member)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(checkout, members=selected, filter="data")
+        else:  # Python without extraction filters: refuse what the data filter would refuse
+            for member in selected:
+                if member.issym():
+                    target = os.path.normpath(os.path.join(os.path.dirname(member.name), member.linkname))
+                    if os.path.isabs(member.linkname) or target.split(os.sep)[0] == "..":
+                        raise ProvisionError(f"refusing symlink {member.name!r} -> {member.linkname!r}")
+                elif not (member.isfile() or member.isdir() or member.islnk()):
+                    raise ProvisionError(f"refusing special archive member {member.name!r}")
+            tar.extractall(checkout, members=selected)
+    step.write(f"unpacked {len(selected)} members of {sdist} into {checkout}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# python (and uv)
+
+
+def find_uv() -> Path:
+    """The uv executable: ``$PYTEST_GYM_EVAL_UV``, else ``uv.find_uv_bin()`` when the ``uv`` package is
+    importable, else ``uv`` on ``PATH`` (pyenv shims skipped, ``$(pyenv root)/versions/*/bin`` searched).
+
+    Raises ``ProvisionError`` ("install uv (pip install uv)") when there is none."""
+    override = os.environ.get("PYTEST_GYM_EVAL_UV")
+    if override:
+        path = _abspath(override)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ProvisionError(f"$PYTEST_GYM_EVAL_UV={override} is not an executable file")
+        return path
+    try:
+        uv_module = importlib.import_module("uv")
+        found = uv_module.find_uv_bin()
+        if found and os.path.isfile(found):
+            return _abspath(found)
+    except (ImportError, FileNotFoundError, AttributeError):
+        pass
+    on_path = _which_real("uv")
+    if on_path is not None:
+        return on_path
+    raise ProvisionError("uv not found: install uv (pip install uv), or set $PYTEST_GYM_EVAL_UV to its path")
+
+
+def _uv_version(uv: Path, step: _Step, cwd: Path) -> Version3:
+    _, out = step.run([str(uv), "--version"], cwd=cwd, env=_base_environment(), capture=True, timeout=60)
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", out)
+    if not match:
+        raise ProvisionError(f"cannot read uv's version from {out.strip()!r}")
+    version: Version3 = (int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    if version < MIN_UV_VERSION:
+        raise ProvisionError(
+            f"uv {_fmt(version)} at {uv} is too old: Gym needs uv >= {_fmt(MIN_UV_VERSION)} "
+            "(pip install -U uv, or set $PYTEST_GYM_EVAL_UV)"
+        )
+    return version
+
+
+_QUERY = "import sys; print('%d.%d.%d' % tuple(sys.version_info[:3]))"
+
+
+def _discover_pythons(
+    uv: Path, requires_python: str | None, step: _Step, cwd: Path
+) -> tuple[list[PythonCandidate], list[str]]:
+    """Candidates from ``uv python find``, ``python3.X``/``python3`` on PATH and pyenv's versions."""
+    env = _base_environment()
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env["PATH"] = _path_without_shims(env.get("PATH", ""))
+    paths: list[tuple[Path, str]] = []
+    searched: list[str] = []
+
+    requests: list[str] = []
+    if requires_python:
+        requests.append(requires_python)
+        with contextlib.suppress(ValueError):
+            bound = _lower_bound(parse_requires_python(requires_python))
+            if bound is not None:
+                requests.append(f"{bound[0]}.{bound[1]}")
+    else:
+        requests.append("3")
+    for request in requests:
+        searched.append(f"`uv python find {request}` (UV_PYTHON_DOWNLOADS=never)")
+        code, out = step.run(
+            [str(uv), "python", "find", "--no-project", "--no-config", request],
+            cwd=cwd,
+            env=env,
+            capture=True,
+            check=False,
+            timeout=120,
+        )
+        if code == 0 and out.strip():
+            paths.append((Path(out.strip().splitlines()[-1]), f"uv python find {request}"))
+
+    searched.append("python3.X and python3 on PATH (pyenv shims skipped)")
+    for entry in env["PATH"].split(os.pathsep):
+        with contextlib.suppress(OSError):
+            for child in sorted(Path(entry).iterdir()):
+                if re.fullmatch(r"python3(\.\d+)?", child.name) and os.access(child, os.X_OK) and child.is_file():
+                    paths.append((child, "PATH"))
+    pyenv_versions = _pyenv_root() / "versions"
+    searched.append(f"{pyenv_versions}/*/bin/python3")
+    paths.extend((p, "pyenv") for p in sorted(pyenv_versions.glob("*/bin/python3")))
+
+    candidates: list[PythonCandidate] = []
+    seen: set[str] = set()
+    for path, source in paths:
+        key = os.path.realpath(path)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            code, out = step.run([str(path), "-c", _QUERY], cwd=cwd, env=env, capture=True, check=False, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            step.write(f"cannot run {path}: {exc}")
+            continue
+        match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", out.strip())
+        if code == 0 and match:
+            version: Version3 = (int(match.group(1)), int(match.group(2)), int(match.group(3)))
+            candidates.append(PythonCandidate(path, version, source))
+            step.write(f"candidate {path}: Python {_fmt(version)} (from {source})")
+    return candidates, searched
+
+
+# ---------------------------------------------------------------------------------------------------------
+# provision
+
+
+def _normalise_environments(environments: Sequence[str]) -> list[str]:
+    if isinstance(environments, str):
+        environments = [environments]
+    result: list[str] = []
+    for name in environments:
+        if not _ENVIRONMENT_RE.match(name):
+            raise ProvisionError(f"invalid environment name {name!r}")
+        if name not in result:
+            result.append(name)
+    return result
+
+
+@contextlib.contextmanager
+def _exclusive_lock(path: Path, log: Callable[[str], None]) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"pytest-gym-eval provision: waiting for another provisioning process (lock {path}) ...")
+            start = time.monotonic()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            log(f"pytest-gym-eval provision: got the lock after {time.monotonic() - start:.1f} s")
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays (unlinking lock files races)
+
+
+def _prefetch(checkout: GymCheckout, environments: Sequence[str], step: _Step, log: Callable[[str], None]) -> None:
+    run_dir = checkout.path / STATE_DIR / "run" / "prefetch"
+    for name in environments:
+        step.write(f"--- environment {name}")
+        cmd = [str(checkout.gym_executable), "env", "prefetch", "--resources-server", name, *PREFETCH_ARGS]
+        step.run(cmd, cwd=checkout.path, env=gym_environment(checkout, run_dir))
+        log(f"pytest-gym-eval provision: [prefetch] {name} ready")
+
+
+@dataclass
+class _Plan:
+    version: str
+    checkout: Path
+    environments: list[str]
+    log: Callable[[str], None]
+    cache: Path = field(default_factory=cache_root)
+
+
+def provision(
+    version: str = DEFAULT_GYM_VERSION,
+    dest: Path | None = None,
+    environments: Sequence[str] = DEFAULT_ENVIRONMENTS,
+    *,
+    log: Callable[[str], None] = _log_stderr,
+) -> GymCheckout:
+    """Make sure a Gym ``version`` checkout with the server venvs of ``environments`` exists; return it.
+
+    ``dest`` is the checkout folder (default ``default_checkout_path(version)``). ``log`` receives progress
+    lines (default: printed to stderr), including each step's start and duration in seconds.
+
+    When the checkout's manifest is valid and lists every requested environment this returns at once (no
+    lock, no network, no subprocess: only a check that the gym executable exists). When only environments
+    are missing it runs ``prefetch`` for those and rewrites the manifest. Otherwise it deletes a half-built
+    checkout (one with ``.pytest-gym-eval/provisioning`` but no valid manifest) and builds from scratch. All
+    of this happens under an exclusive lock on ``<dest>.lock``; a second process waits for it.
+
+    Raises ``ProvisionError`` naming the failed step and its log (with the log's last lines), or when
+    ``dest`` exists but was not made by ``provision`` (it is never deleted). ``KeyboardInterrupt`` kills the
+    running step's subprocess and propagates; no manifest is written.
+    """
+    if not _VERSION_RE.match(version):
+        raise ProvisionError(f"invalid Gym version {version!r}")
+    envs = _normalise_environments(environments)
+    checkout = _abspath(dest) if dest is not None else default_checkout_path(version)
+    manifest, _ = _read_manifest(checkout, version)
+    if manifest is not None and all(e in manifest["environments"] for e in envs):
+        return _checkout_from_manifest(manifest)
+    with _exclusive_lock(_lock_path(checkout), log):
+        return _provision_locked(_Plan(version, checkout, envs, log))
+
+
+def _provision_locked(plan: _Plan) -> GymCheckout:
+    checkout, log = plan.checkout, plan.log
+    manifest, why = _read_manifest(checkout, plan.version)
+    if manifest is not None:
+        missing = [e for e in plan.environments if e not in manifest["environments"]]
+        if not missing:
+            log(f"pytest-gym-eval provision: {checkout} is ready (provisioned by another process)")
+            return _checkout_from_manifest(manifest)
+        build = _Build(checkout / STATE_DIR / "logs", log)
+        current = _checkout_from_manifest(manifest)
+        with build.step("prefetch") as step:
+            _prefetch(current, missing, step, log)
+        updated = dict(manifest)
+        updated["environments"] = [*manifest["environments"], *missing]
+        updated["step_seconds"] = {
+            **(manifest.get("step_seconds") or {}),
+            "prefetch": build.seconds["prefetch"],
+        }
+        updated["updated"] = _utc_now()
+        _write_manifest(checkout, updated)
+        return _checkout_from_manifest(updated)
+
+    _remove_stale_trash(checkout)
+    if checkout.exists():
+        if not checkout.is_dir():
+            raise ProvisionError(f"{checkout} exists and is not a folder; choose another --dest")
+        if _made_by_provision(checkout):
+            log(f"pytest-gym-eval provision: {checkout} is half-built ({why}): deleting it and rebuilding from scratch")
+            # Rename first, so an interrupted delete never leaves a checkout without its marker.
+            trash = checkout.with_name(f"{checkout.name}.deleting-{os.getpid()}")
+            os.replace(checkout, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        elif any(checkout.iterdir()):
+            raise ProvisionError(
+                f"{checkout} exists but was not made by `python -m pytest_gym_eval provision` (no "
+                f"{STATE_DIR}/{BUILD_MARKER}); refusing to delete it. Choose another --dest, remove it, or "
+                "use it directly as a checkout if it is a uv-synced Gym clone"
+            )
+    return _build(plan)
+
+
+def _made_by_provision(checkout: Path) -> bool:
+    """The build marker exists, or the folder holds nothing but an empty STATE_DIR (a crash right after
+    creating it, before the marker was written)."""
+    state = checkout / STATE_DIR
+    if (state / BUILD_MARKER).exists():
+        return True
+    return [p.name for p in checkout.iterdir()] == [STATE_DIR] and state.is_dir() and not any(state.iterdir())
+
+
+def _remove_stale_trash(checkout: Path) -> None:
+    """Delete ``<checkout>.deleting-*`` folders left by an interrupted delete (the caller holds the lock)."""
+    if checkout.parent.is_dir():
+        for trash in checkout.parent.glob(f"{glob_escape(checkout.name)}.deleting-*"):
+            shutil.rmtree(trash, ignore_errors=True)
+
+
+def _build(plan: _Plan) -> GymCheckout:
+    checkout, log, cache = plan.checkout, plan.log, plan.cache
+    state = checkout / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    (state / BUILD_MARKER).write_text(f"started {_utc_now()} by pid {os.getpid()}\n", encoding="utf-8")
+    uv_cache, tmp = cache / "uv-cache", cache / "tmp"
+    for folder in (uv_cache, tmp):
+        folder.mkdir(parents=True, exist_ok=True)
+    build = _Build(state / "logs", log)
+    total_start = time.monotonic()
+
+    with build.step("download") as step:
+        sdist_path, sdist = _download_sdist(plan.version, cache / "sdists", step)
+
+    with build.step("unpack") as step:
+        _unpack(sdist_path, checkout, step)
+        if not (checkout / "nemo_gym").is_dir():
+            raise ProvisionError(f"{sdist.filename} has no nemo_gym/ folder: not a Gym sdist")
+
+    with build.step("python") as step:
+        uv = find_uv()
+        uv_version = _uv_version(uv, step, cache)
+        step.write(f"uv {_fmt(uv_version)} at {uv}")
+        pyproject = checkout / "pyproject.toml"
+        requires_python = read_requires_python(pyproject) if pyproject.exists() else None
+        step.write(f"requires-python: {requires_python!r}")
+        candidates, searched = _discover_pythons(uv, requires_python, step, cache)
+        choice = choose_interpreter(requires_python, candidates, searched)
+        step.write(f"chosen: {choice}")
+        uv_bin = state / "bin"
+        uv_bin.mkdir(parents=True, exist_ok=True)
+        (uv_bin / "uv").symlink_to(uv)  # a folder holding only uv: nothing else shadows Gym's PATH
+        xdg_dir: Path | None = None
+        if choice.workaround:
+            xdg_dir = state / "xdg"
+            (xdg_dir / "uv").mkdir(parents=True, exist_ok=True)
+            uv_toml = xdg_dir / "uv" / "uv.toml"
+            uv_toml.write_text(
+                "# Written by pytest-gym-eval provision: no interpreter satisfies requires-python here.\n"
+                f'[pip]\npython-version = "{choice.pretend_version}"\n',
+                encoding="utf-8",
+            )
+            warning = (
+                f"warning: no Python satisfies Gym's requires-python {requires_python!r}; using "
+                f"{choice.path} (Python {_fmt(choice.version)}) and telling uv it is "
+                f"{choice.pretend_version} "
+                f"(uv pip install --python-version {choice.pretend_version}, and {uv_toml} via "
+                "XDG_CONFIG_DIRS for the server venvs Gym builds). Install Python "
+                f"{choice.pretend_version} to avoid this workaround."
+            )
+            step.write(warning)
+            log(f"pytest-gym-eval provision: {warning}")
+
+    env: dict[str, str] = {
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_CACHE_DIR": str(uv_cache),
+        "TMPDIR": str(tmp),
+    }
+    path_prepend = [str(uv_bin), str(choice.path.parent)]
+    partial_manifest: dict[str, Any] = {
+        "env": env,
+        "path_prepend": path_prepend,
+        "xdg_config_dir": str(xdg_dir) if xdg_dir else None,
+    }
+    gym = checkout / ".venv" / "bin" / "gym"
+    current = GymCheckout(checkout, gym, plan.version, _checkout_env(partial_manifest), ())
+
+    with build.step("venv") as step:
+        sub_env = _base_environment()
+        sub_env.update(current.env)
+        venv = checkout / ".venv"
+        venv_python = venv / "bin" / "python"
+        if choice.workaround or not (checkout / "uv.lock").exists():
+            uvs = str(uv)
+            step.run([uvs, "venv", "--python", str(choice.path), str(venv)], cwd=checkout, env=sub_env)
+            install = [uvs, "pip", "install", "--python", str(venv_python)]
+            if choice.pretend_version:
+                install += ["--python-version", choice.pretend_version]
+            if (checkout / "uv.lock").exists():
+                reqs = state / "requirements.txt"
+                export = ["export", "--frozen", "--no-hashes", "--no-emit-project", "--extra", "dev"]
+                step.run([uvs, *export, "-o", str(reqs)], cwd=checkout, env=sub_env)
+                install += ["-r", str(reqs)]
+            else:
+                step.write("note: the checkout has no uv.lock; dependencies are resolved afresh")
+            step.run([*install, "-e", ".[dev]"], cwd=checkout, env=sub_env)
+        else:
+            cmd = [str(uv), "sync", "--frozen", "--extra", "dev", "--python", str(choice.path)]
+            step.run(cmd, cwd=checkout, env=sub_env)
+        if not gym.exists():
+            raise ProvisionError(f"the venv has no gym executable ({gym} missing)")
+
+    with build.step("prefetch") as step:
+        _prefetch(current, plan.environments, step, log)
+
+    with build.step("manifest") as step:
+        seconds = dict(build.seconds)
+        seconds["total"] = round(time.monotonic() - total_start, 3)
+        manifest: dict[str, Any] = {
+            "format_version": MANIFEST_FORMAT,
+            "gym_version": plan.version,
+            "checkout": str(checkout),
+            "sdist": {"filename": sdist.filename, "sha256": sdist.sha256, "path": str(sdist_path)},
+            "python": {
+                "path": str(choice.path),
+                "version": _fmt(choice.version),
+                "requires_python": requires_python,
+                "workaround": choice.workaround,
+                "pretend_version": choice.pretend_version,
+            },
+            "gym_executable": str(gym),
+            "environments": list(plan.environments),
+            "env": {
+                **env,
+                "PATH": current.env["PATH"],
+                **({"XDG_CONFIG_DIRS": current.env["XDG_CONFIG_DIRS"]} if xdg_dir else {}),
+            },
+            "path_prepend": path_prepend,
+            "xdg_config_dir": str(xdg_dir) if xdg_dir else None,
+            "uv": {"path": str(uv), "version": _fmt(uv_version), "link": str(uv_bin / "uv")},
+            "created": _utc_now(),
+            "step_seconds": seconds,
+        }
+        _write_manifest(checkout, manifest)
+        step.write(f"wrote {_manifest_path(checkout)}")
+    log(f"pytest-gym-eval provision: {checkout} ready in {time.monotonic() - total_start:.1f} s")
+    return _checkout_from_manifest(manifest)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CLI
+
+
+def main(argv: list[str]) -> int:
+    """``python -m pytest_gym_eval provision ...``: prints the checkout path on stdout and returns 0; prints
+    the error on stderr and returns 1 on failure (130 when interrupted, 2 for bad arguments)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_gym_eval provision",
+        description="Download, unpack and build a NeMo Gym checkout for pytest-gym-eval (idempotent).",
+    )
+    parser.add_argument("--gym-version", default=DEFAULT_GYM_VERSION, help="nemo-gym version (%(default)s)")
+    parser.add_argument("--dest", type=Path, default=None, help="checkout folder (default: <cache>/gym-<version>)")
+    parser.add_argument(
+        "--environment",
+        dest="environments",
+        action="extend",
+        nargs="+",
+        metavar="ENV",
+        help=f"resources server(s) whose venvs to prefetch (default: {' '.join(DEFAULT_ENVIRONMENTS)})",
+    )
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        checkout = provision(args.gym_version, args.dest, args.environments or DEFAULT_ENVIRONMENTS)
+    except ProvisionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: no manifest was written; the next run rebuilds", file=sys.stderr)
+        return 130
+    print(checkout.path)
+    return 0

@@ -1,0 +1,261 @@
+"""Following the files ``gym eval run`` writes, so each item reports as soon as its rollout lands.
+
+Gym appends one JSON line per finished rollout to ``OUT.jsonl`` (successes) and to ``OUT_failures.jsonl``
+(rollouts the agent or verifier marked with ``_ng_failure_class``), in completion order. A
+:class:`RolloutFeed` reads both files as they grow, keeps for each rollout only what outcomes and reports need
+(its reward and where its full record is), and wakes the items waiting for it. The run's owner publishes
+its progress in a small state file (see :class:`RunState`), which the feed reads too: that is how an item
+learns that its rollout will never come. The same code serves a single process and pytest-xdist workers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+TASK_INDEX_KEY = "_ng_task_index"
+FAILURE_CLASS_KEY = "_ng_failure_class"
+FAILURE_MESSAGE_KEYS = ("_ng_failure_message", "failure_reason", "error")
+POLL_INTERVAL = 0.05
+"""Seconds between two looks at the files (the added latency of an item report is half this on average)."""
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """What the plugin keeps of one line Gym wrote.
+
+    ``reward`` is the raw value of the line's ``reward`` key (None when absent, any JSON type otherwise);
+    ``path``/``line`` locate the full record (1-based line); ``failure_class`` is set for a line of the
+    failures file (then there is no reward).
+    """
+
+    stamp: int
+    reward: object
+    path: Path
+    line: int
+    failure_class: str | None = None
+    failure_message: str | None = None
+
+    def numeric_reward(self) -> float | None:
+        """The reward as a float, or None when it is missing, not a number, or NaN/infinite."""
+        value = self.reward
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        number = float(value)
+        return number if math.isfinite(number) else None
+
+    def read_full(self) -> dict[str, Any]:
+        """The whole record, read again from its file (for failure messages and plugin hooks)."""
+        with self.path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                if number == self.line:
+                    value = json.loads(raw)
+                    return value if isinstance(value, dict) else {}
+        return {}
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Progress of the run, as its owner publishes it in ``state.json``.
+
+    ``phase`` is ``starting`` (servers coming up), ``running`` (``gym eval run`` under way), ``finished``
+    (Gym wrote everything it will write) or ``failed`` (Gym could not start, or died); ``message`` explains a
+    failure and ``log`` names the log to read.
+    """
+
+    phase: str
+    message: str = ""
+    log: str = ""
+
+    @property
+    def done(self) -> bool:
+        """Whether no more rollouts will arrive."""
+        return self.phase in ("finished", "failed")
+
+    def write(self, path: Path) -> None:
+        """Publish atomically (temp file and rename), so a reader never sees half a state."""
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        temp.write_text(json.dumps(asdict(self)), encoding="utf-8")
+        os.replace(temp, path)
+
+    @classmethod
+    def read(cls, path: Path) -> RunState | None:
+        """The published state, or None before the owner wrote one."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Why a rollout is not there: ``reason`` is a sentence for the error report."""
+
+    reason: str
+    log: str = ""
+
+
+class _FollowedFile:
+    """Complete lines appended to a file since the last look (handles a file that appears late or is replaced)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._inode: int | None = None
+        self._offset = 0
+        self._line = 0
+        self._partial = b""
+
+    def new_lines(self) -> Iterator[tuple[int, bytes]]:
+        """Yield ``(1-based line number, raw line)`` for every complete line not seen before."""
+        try:
+            with self.path.open("rb") as handle:
+                stat = os.fstat(handle.fileno())
+                if stat.st_ino != self._inode or stat.st_size < self._offset:
+                    self._inode, self._offset, self._line, self._partial = stat.st_ino, 0, 0, b""
+                if stat.st_size == self._offset:
+                    return
+                handle.seek(self._offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(data)
+        chunk = self._partial + data
+        lines = chunk.split(b"\n")
+        self._partial = lines.pop()
+        for raw in lines:
+            self._line += 1
+            if raw.strip():
+                yield self._line, raw
+
+
+def parse_record(raw: bytes, path: Path, line: int, failures: bool) -> RolloutRecord | None:
+    """The :class:`RolloutRecord` of one raw line, or None for a line without an integer ``_ng_task_index``."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    stamp = value.get(TASK_INDEX_KEY)
+    if not isinstance(stamp, int) or isinstance(stamp, bool):
+        return None
+    failure_class = value.get(FAILURE_CLASS_KEY)
+    if failures or failure_class:
+        message = next((str(value[k]) for k in FAILURE_MESSAGE_KEYS if value.get(k)), "")
+        return RolloutRecord(stamp, None, path, line, str(failure_class or "unknown"), message)
+    return RolloutRecord(stamp, value.get("reward"), path, line)
+
+
+class RolloutFeed:
+    """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread.
+
+    :meth:`wait` blocks until a rollout arrives, Gym is done without it, or a timeout passes. A success
+    recorded after a failure of the same rollout (Gym's resume retries failures) replaces it.
+    """
+
+    def __init__(self, output: Path, failures: Path, state: Path, poll_interval: float = POLL_INTERVAL) -> None:
+        self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
+        self._state_path = state
+        self._poll_interval = poll_interval
+        self._records: dict[int, RolloutRecord] = {}
+        self._state: RunState | None = None
+        self._changed = threading.Condition()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="gym-rollout-feed", daemon=True)
+
+    def start(self) -> RolloutFeed:
+        """Start following; returns self."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop following (idempotent); one last look collects what was written until now."""
+        self._stopping.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    @property
+    def state(self) -> RunState | None:
+        """The run state last read."""
+        return self._state
+
+    def records(self) -> dict[int, RolloutRecord]:
+        """A snapshot of every rollout seen so far, by stamp."""
+        with self._changed:
+            return dict(self._records)
+
+    def wait(self, stamp: int, timeout: float | None) -> RolloutRecord | Missing:
+        """The rollout stamped ``stamp``, or :class:`Missing` once the run is done without it or after
+        ``timeout`` seconds (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while True:
+                record = self._records.get(stamp)
+                if record is not None and (record.failure_class is None or self._done()):
+                    return record
+                if self._done():
+                    return record or self._missing_reason()
+                if self._stopping.is_set() and not self._thread.is_alive():
+                    return record or Missing("the session stopped before this rollout arrived")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return Missing(f"no rollout arrived within {timeout:g} s (--gym-rollout-timeout)")
+                self._changed.wait(remaining if remaining is not None else 1.0)
+
+    def wait_all(self, stamps: list[int], timeout: float | None) -> dict[int, RolloutRecord | Missing]:
+        """:meth:`wait` for each of ``stamps`` (sharing one deadline)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        results: dict[int, RolloutRecord | Missing] = {}
+        for stamp in stamps:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            results[stamp] = self.wait(stamp, remaining)
+        return results
+
+    def _done(self) -> bool:
+        return self._state is not None and self._state.done
+
+    def _missing_reason(self) -> Missing:
+        state = self._state
+        assert state is not None
+        if state.phase == "failed":
+            return Missing(state.message or "Gym failed", state.log)
+        return Missing(state.message or "gym eval run finished without this rollout", state.log)
+
+    def _follow(self) -> None:
+        while True:
+            stopping = self._stopping.is_set()
+            self._look()
+            if stopping or self._done():
+                with self._changed:
+                    self._changed.notify_all()
+                if stopping:
+                    return
+            self._stopping.wait(self._poll_interval)
+
+    def _look(self) -> None:
+        # Read the state first: once it says "finished", every line Gym wrote before it is in the files.
+        state = RunState.read(self._state_path)
+        found: list[RolloutRecord] = []
+        for followed, failures in self._files:
+            for line, raw in followed.new_lines():
+                record = parse_record(raw, followed.path, line, failures)
+                if record is not None:
+                    found.append(record)
+        if not found and state == self._state:
+            return
+        with self._changed:
+            for record in found:
+                earlier = self._records.get(record.stamp)
+                if earlier is None or earlier.failure_class is not None:
+                    self._records[record.stamp] = record
+            if state is not None and not (self._state is not None and self._state.done and not state.done):
+                self._state = state
+            self._changed.notify_all()

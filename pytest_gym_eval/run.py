@@ -1,0 +1,459 @@
+"""One Gym run: start (or attach to) Gym's servers, run every planned rollout in one ``gym eval run``, stop.
+
+:class:`GymRun` is owned by exactly one process of a pytest session (the only process, or the pytest-xdist
+controller). It works in a background thread and publishes its progress in the run directory's
+``state.json`` (see :class:`~pytest_gym_eval.rollouts.RunState`); items in any process follow that file and
+Gym's output files through a :class:`~pytest_gym_eval.rollouts.RolloutFeed`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_gym_eval.dataset import DatasetError
+from pytest_gym_eval.plan import RunPlan, write_gym_input
+from pytest_gym_eval.processes import GymProcess, free_port, tail
+from pytest_gym_eval.rollouts import RunState
+
+READY_MARKER = "servers ready!"
+"""What ``gym env start`` prints once every server answers (``All N / N servers ready!``)."""
+
+NO_KEY = "no-key"
+"""The API key Gym gets when the key's environment variable is unset (loopback and keyless vLLM servers)."""
+
+
+class GymStartError(Exception):
+    """Gym could not be started or reached; ``str()`` says why and names the log to read."""
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one run keeps its files (all inside ``root``, a fresh directory per session)."""
+
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def config(self) -> Path:
+        """Gym config with the model endpoint and head server (the API key only as ``${oc.env:VAR}``)."""
+        return self.root / "gym-config.yaml"
+
+    @property
+    def input(self) -> Path:
+        return self.root / "gym-input.jsonl"
+
+    @property
+    def output(self) -> Path:
+        return self.root / "gym-output" / "rollouts.jsonl"
+
+    @property
+    def failures(self) -> Path:
+        return self.root / "gym-output" / "rollouts_failures.jsonl"
+
+    @property
+    def materialized(self) -> Path:
+        return self.root / "gym-output" / "rollouts_materialized_inputs.jsonl"
+
+    @property
+    def aggregate_metrics(self) -> Path:
+        return self.root / "gym-output" / "rollouts_aggregate_metrics.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def processes(self) -> Path:
+        """One JSON line per process session the run started: ``{"name", "pid", "sid"}``."""
+        return self.root / "processes.jsonl"
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """The policy model Gym's servers call: ``url`` is an OpenAI-style base URL ending in ``/v1``.
+
+    ``api_key_env`` names the environment variable holding the key; the key itself is never stored here.
+    """
+
+    url: str
+    model: str
+    model_type: str
+    api_key_env: str
+
+    def api_key(self) -> str | None:
+        """The key from the environment, or None when the variable is unset or empty."""
+        return os.environ.get(self.api_key_env) or None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a :class:`GymRun` needs besides the plan.
+
+    ``gym`` is the ``gym`` executable and ``env`` the full environment to run it with; ``cwd`` is the Gym
+    checkout; ``head_server`` attaches to running servers (never started or stopped by the run);
+    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    """
+
+    gym: Path
+    env: dict[str, str]
+    cwd: Path
+    model: ModelEndpoint | None
+    gym_configs: tuple[Path, ...]
+    head_server: tuple[str, int] | None = None
+    startup_timeout: float = 900.0
+    concurrency: int | None = None
+    stop_grace: float = 30.0
+
+
+RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
+AF_UNIX_PATH_MAX = 107
+
+
+def ray_temp_dir(run_dir: Path) -> tuple[Path, bool]:
+    """A folder for Ray's files (``RAY_TMPDIR``) and whether it was made outside ``run_dir``.
+
+    Ray puts Unix sockets under it, and a socket path may not exceed 107 bytes, so a deep run directory gets
+    a short folder under the system temp dir instead, linked from ``<run_dir>/ray``; remove it at the end.
+    """
+    inside = run_dir / "ray"
+    if len(str(inside)) + RAY_SOCKET_SUFFIX <= AF_UNIX_PATH_MAX:
+        inside.mkdir(parents=True, exist_ok=True)
+        return inside, False
+    short = Path(tempfile.mkdtemp(prefix="gym-ray-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    inside.symlink_to(short, target_is_directory=True)
+    return short, True
+
+
+def find_agent_config(checkout: Path, agent: str) -> Path | None:
+    """The Gym config file in ``checkout`` that defines ``agent`` as a top-level key, or None.
+
+    Looks in ``resources_servers/*/configs/*.yaml`` first, then in ``benchmarks/`` and ``environments/``.
+    """
+    pattern = re.compile(rf"^{re.escape(agent)}:\s*(#.*)?$", re.MULTILINE)
+    globs = ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
+    for glob in globs:
+        for path in sorted(checkout.glob(glob)):
+            try:
+                if pattern.search(path.read_text(encoding="utf-8", errors="replace")):
+                    return path
+            except OSError:
+                continue
+    return None
+
+
+def write_gym_config(path: Path, model: ModelEndpoint | None, head_server: tuple[str, int]) -> None:
+    """Write the Gym config for this run (JSON, which Gym's YAML loader reads).
+
+    The API key enters only as the interpolation ``${oc.env:<VAR>}``, resolved inside Gym's processes from
+    their environment, so it never appears in argv, in this file or in Gym's printed config.
+    """
+    config: dict[str, object] = {"head_server": {"host": head_server[0], "port": head_server[1]}}
+    if model is not None:
+        config["policy_base_url"] = model.url
+        config["policy_model_name"] = model.model
+        config["policy_api_key"] = f"${{oc.env:{model.api_key_env}}}" if model.api_key() else NO_KEY
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def probe_model(model: ModelEndpoint, deadline: float, stopping: threading.Event) -> None:
+    """Wait until ``GET <url>/models`` answers 2xx (retrying refused connections until ``deadline``, a
+    ``time.monotonic()`` value). Raises :class:`GymStartError` on a 401/403 or when the deadline passes."""
+    request = urllib.request.Request(model.url.rstrip("/") + "/models")
+    key = model.api_key()
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    last = ""
+    while not stopping.is_set():
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                if 200 <= response.status < 300:
+                    return
+                last = f"HTTP {response.status}"
+        except urllib.error.HTTPError as error:
+            if error.code in (401, 403):
+                raise GymStartError(
+                    f"the model endpoint {model.url} refused the API key (HTTP {error.code}); "
+                    f"is ${model.api_key_env} set to a valid key?"
+                ) from None
+            last = f"HTTP {error.code}"
+        except (urllib.error.URLError, OSError) as error:
+            last = str(getattr(error, "reason", error))
+        if time.monotonic() >= deadline:
+            raise GymStartError(f"the model endpoint {model.url} did not answer GET /models ({last})")
+        stopping.wait(1.0)
+
+
+def launch_servers(settings: RunSettings, model_type: str, paths: RunPaths, log_path: Path) -> GymProcess:
+    """Start ``gym env start`` with the run's Gym configs, model type and config file (``paths.config``).
+
+    Gym's servers build missing venvs themselves (``+skip_venv_if_present=true`` keeps existing ones) and
+    write per-server logs under ``paths.logs/gym-servers``. The process is recorded in ``paths.processes``.
+    """
+    argv = [str(settings.gym), "env", "start"]
+    for config in settings.gym_configs:
+        argv += ["--config", str(config)]
+    argv += ["--model-type", model_type, "--config", str(paths.config)]
+    argv += ["+skip_venv_if_present=true", f"+nemo_gym_log_dir={paths.logs / 'gym-servers'}"]
+    process = GymProcess(argv, env=settings.env, cwd=settings.cwd, log_path=log_path, name="gym env start")
+    record_process(paths, process)
+    return process
+
+
+def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.Event, timeout: float) -> None:
+    """Wait for ``servers`` to print Gym's readiness line (``All N / N servers ready!``).
+
+    ``deadline`` is a ``time.monotonic()`` value and ``timeout`` the seconds it stands for (for the message).
+    Raises :class:`GymStartError` with the log's last lines when Gym exits first, when ``stopping`` is set, or
+    when the deadline passes.
+    """
+    offset = 0
+    seen = ""
+    while True:
+        try:
+            with servers.log_path.open("rb") as log:
+                log.seek(offset)
+                chunk = log.read()
+        except FileNotFoundError:
+            chunk = b""
+        offset += len(chunk)
+        seen = (seen + chunk.decode("utf-8", "replace"))[-4096:]
+        if READY_MARKER in seen:
+            return
+        status = servers.poll()
+        if status is not None:
+            raise GymStartError(
+                f"`gym env start` exited with status {status} before its servers were ready; "
+                f"last lines of {servers.log_path}:\n{servers.tail(15)}"
+            )
+        if stopping.is_set():
+            raise GymStartError("the session stopped while Gym was starting")
+        if time.monotonic() > deadline:
+            raise GymStartError(
+                f"Gym's servers were not ready within {timeout:g} s (--gym-startup-timeout); "
+                f"last lines of {servers.log_path}:\n{servers.tail(15)}"
+            )
+        stopping.wait(0.2)
+
+
+def record_process(paths: RunPaths, process: GymProcess) -> None:
+    """Append ``{name, pid, sid}`` of a started process to ``paths.processes`` (what to check or clean up)."""
+    with paths.processes.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"name": process.name, "pid": process.pid, "sid": process.pid}) + "\n")
+
+
+class GymRun:
+    """Start Gym's servers (unless attaching), run the plan's rollouts in one ``gym eval run``, publish state.
+
+    ``start()`` returns at once; the work happens in a thread. ``stop()`` ends every process the run started
+    (also mid-start, and when Gym already died) and is idempotent. ``on_event`` receives one-line progress
+    messages for the terminal.
+    """
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        paths: RunPaths,
+        settings: RunSettings,
+        on_event: Callable[[str], None] = lambda message: None,
+    ) -> None:
+        self.plan = plan
+        self.paths = paths
+        self.settings = settings
+        self.on_event = on_event
+        self.head_server = settings.head_server or ("127.0.0.1", free_port())
+        self.servers: GymProcess | None = None
+        self.eval: GymProcess | None = None
+        self.exit_statuses: list[int] = []
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._work, name="gym-run", daemon=True)
+
+    def start(self) -> GymRun:
+        """Publish ``starting`` and begin in the background; returns self."""
+        self.paths.logs.mkdir(parents=True, exist_ok=True)
+        self.paths.output.parent.mkdir(parents=True, exist_ok=True)
+        RunState("starting").write(self.paths.state)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the work to end; whether it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop the eval run and the servers this run started (never attached ones); idempotent."""
+        self._stopping.set()
+        with self._lock:
+            processes = [p for p in (self.eval, self.servers) if p is not None]
+        for process in processes:
+            process.stop(self.settings.stop_grace)
+        self._thread.join(timeout=self.settings.stop_grace + 30)
+        state = RunState.read(self.paths.state)
+        if state is None or not state.done:
+            RunState("failed", "the session ended before Gym finished").write(self.paths.state)
+
+    # The work, in the background thread.
+
+    def _work(self) -> None:
+        try:
+            self._start_servers()
+            statuses = self._run_eval()
+        except GymStartError as error:
+            RunState("failed", str(error), self._log_hint()).write(self.paths.state)
+            return
+        except DatasetError as error:
+            RunState("failed", f"cannot write Gym's input: {error}").write(self.paths.state)
+            return
+        except Exception as error:  # a bug or an OS error: report it on every item rather than hang them
+            RunState("failed", f"{type(error).__name__}: {error}", self._log_hint()).write(self.paths.state)
+            raise
+        if self._stopping.is_set():
+            return
+        RunState("finished", self._finished_message(statuses), str(self._eval_log)).write(self.paths.state)
+
+    @property
+    def _servers_log(self) -> Path:
+        return self.paths.logs / "gym-env-start.log"
+
+    @property
+    def _eval_log(self) -> Path:
+        return self.paths.logs / "gym-eval-run.log"
+
+    def _log_hint(self) -> str:
+        for log in (self._eval_log, self._servers_log):
+            if log.exists():
+                return str(log)
+        return ""
+
+    def _start_servers(self) -> None:
+        settings = self.settings
+        deadline = time.monotonic() + settings.startup_timeout
+        write_gym_config(self.paths.config, settings.model, self.head_server)
+        write_gym_input(self.plan, self.paths.input)
+        if settings.model is not None:
+            probe_model(settings.model, deadline, self._stopping)
+        if settings.head_server is not None:
+            host, port = settings.head_server
+            self.on_event(f"attaching to Gym's head server at {host}:{port}")
+            return
+        assert settings.model is not None, "starting Gym needs a model endpoint"
+        self.on_event(f"starting Gym's servers (log: {self._servers_log})")
+        with self._lock:
+            if self._stopping.is_set():
+                raise GymStartError("the session stopped before Gym started")
+            self.servers = launch_servers(settings, settings.model.model_type, self.paths, self._servers_log)
+        wait_until_ready(self.servers, deadline, self._stopping, settings.startup_timeout)
+        self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
+
+    def _eval_argv(self, resume: bool) -> list[str]:
+        argv = [
+            str(self.settings.gym), "eval", "run", "--no-serve",
+            "--input", str(self.paths.input),
+            "--output", str(self.paths.output),
+            "--num-repeats", "1",
+            "--config", str(self.paths.config),
+        ]  # fmt: skip
+        if self.settings.concurrency:
+            argv += ["--concurrency", str(self.settings.concurrency)]
+        if resume:
+            argv.append("--resume")
+        return [*argv, "+route_failures_to_sidecar=true"]
+
+    def _run_eval(self) -> list[int]:
+        """Run ``gym eval run``; resume it once when it exits before writing every rollout."""
+        statuses: list[int] = []
+        for attempt in (0, 1):
+            if attempt and not self._needs_resume(statuses[-1]):
+                break
+            if self._stopping.is_set():
+                break
+            verb = "resuming" if attempt else "running"
+            self.on_event(f"{verb} {len(self.plan.rollouts)} rollouts with `gym eval run` (log: {self._eval_log})")
+            with self._lock:
+                if self._stopping.is_set():
+                    break
+                self.eval = GymProcess(
+                    self._eval_argv(resume=bool(attempt)),
+                    env=self.settings.env,
+                    cwd=self.settings.cwd,
+                    log_path=self._eval_log,
+                    name="gym eval run",
+                )
+                record_process(self.paths, self.eval)
+                if not attempt:
+                    RunState("running", log=str(self._eval_log)).write(self.paths.state)
+            status = self._wait_eval(self.eval)
+            statuses.append(status)
+            self.exit_statuses = list(statuses)
+        return statuses
+
+    def _wait_eval(self, process: GymProcess) -> int:
+        while True:
+            status = process.wait(0.5)
+            if status is not None:
+                return status
+            if self.servers is not None and (servers_status := self.servers.poll()) is not None:
+                process.stop(self.settings.stop_grace)
+                raise GymStartError(
+                    f"Gym's servers exited (status {servers_status}) during the run; last lines of "
+                    f"{self._servers_log}:\n{self.servers.tail(10)}"
+                )
+
+    def _needs_resume(self, status: int) -> bool:
+        if status == 0:
+            return False
+        done = _stamps_in(self.paths.output) | _stamps_in(self.paths.failures)
+        return any(rollout.stamp not in done for rollout in self.plan.rollouts)
+
+    def _finished_message(self, statuses: list[int]) -> str:
+        if not statuses:
+            return "gym eval run did not run"
+        described = ", then ".join(_describe_status(s) for s in statuses)
+        resumed = " (resumed once with --resume)" if len(statuses) > 1 else ""
+        return (
+            f"gym eval run wrote no rollout for this item: it {described}{resumed}; "
+            f"last lines of {self._eval_log}:\n{tail(self._eval_log, 8)}"
+        )
+
+
+def _describe_status(status: int) -> str:
+    if status < 0:
+        return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+def _stamps_in(path: Path) -> set[int]:
+    """The ``_ng_task_index`` of every complete line of a Gym output file."""
+    stamps: set[int] = set()
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                if not raw.endswith(b"\n"):
+                    break
+                try:
+                    value = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(value, dict) and isinstance(value.get("_ng_task_index"), int):
+                    stamps.add(value["_ng_task_index"])
+    except FileNotFoundError:
+        pass
+    return stamps

@@ -1,0 +1,357 @@
+"""The plugin's state for one pytest session: the plan, the Gym run, the rollout feed, the results.
+
+There is one :class:`GymSession` per pytest process, made in ``pytest_configure`` and kept on the config's
+stash. Its role depends on pytest-xdist:
+
+- a single process both *owns* the run (starts Gym, runs ``gym eval run``, stops Gym) and *consumes* it
+  (its items wait for their rollouts);
+- under xdist the controller owns the run (Gym starts once for the whole run) and every worker consumes it
+  through the run directory the controller hands out: the plan workers write, the state file the controller
+  writes, and Gym's output files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gym_eval import provision
+from pytest_gym_eval.options import DatasetSettings, GymOptions
+from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
+from pytest_gym_eval.plan import RunPlan
+from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState
+from pytest_gym_eval.run import (
+    GymRun,
+    GymStartError,
+    ModelEndpoint,
+    RunPaths,
+    RunSettings,
+    find_agent_config,
+    ray_temp_dir,
+)
+
+if TYPE_CHECKING:
+    from pytest_gym_eval.items import GateItem, RolloutItem
+    from pytest_gym_eval.replay import ReplayServer
+
+SESSION_KEY = pytest.StashKey["GymSession"]()
+RUN_DIR_INPUT = "gym_run_dir"
+"""Key of the run directory in a pytest-xdist worker's ``workerinput``."""
+
+SIMPLE_AGENT_SUFFIX = "_simple_agent"
+REPLAY_MODEL_NAME = "replay"
+
+
+@dataclass
+class RolloutResult:
+    """One reported rollout item, as the summary sees it (from the item's report, so xdist workers' too)."""
+
+    dataset: str
+    task_id: str
+    repeat: int
+    agent: str
+    status: str
+    reward: float | None
+    failure_class: str | None = None
+    record: str | None = None
+
+
+@dataclass
+class Results:
+    """Every rollout item reported in this process (under xdist: on the controller, from all workers)."""
+
+    rollouts: dict[str, RolloutResult] = field(default_factory=dict)
+
+
+class GymSession:
+    """What the plugin knows and runs for one pytest session; the ``gym_session`` fixture returns it.
+
+    Public attributes for tests and conftests: ``options`` (:class:`~pytest_gym_eval.options.GymOptions`),
+    ``run_dir`` (this session's run directory, once Gym started), ``plan`` (the selected rollouts),
+    ``head_server`` (``"host:port"`` of Gym's head server once started).
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.options = GymOptions.from_config(config)
+        self.plan = RunPlan(())
+        self.run_dir: Path | None = None
+        self.head_server: str | None = None
+        self.results = Results()
+        self.events: list[str] = []
+        self._run: GymRun | None = None
+        self._replay: ReplayServer | None = None
+        self._feed: RolloutFeed | None = None
+        self._stamps: dict[str, int] = {}
+        self._cleanup: list[Path] = []
+        self._lock_notes = threading.Lock()
+        self._printed = 0
+        self._started = False
+        self._lock = threading.Lock()
+        workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+        self.is_worker = workerinput is not None
+        if workerinput is not None and workerinput.get(RUN_DIR_INPUT):
+            self.run_dir = Path(workerinput[RUN_DIR_INPUT])
+
+    # Roles.
+
+    @property
+    def is_controller(self) -> bool:
+        """Whether this is the pytest-xdist controller (which runs no items)."""
+        return not self.is_worker and self.config.pluginmanager.has_plugin("dsession")
+
+    @property
+    def owns_run(self) -> bool:
+        """Whether this process starts and stops Gym (a single process, or the xdist controller)."""
+        return not self.is_worker
+
+    # Collection.
+
+    def default_agent(self, dataset: Path, settings: DatasetSettings) -> str:
+        """The agent of a dataset's rows that name none: its setting, ``--gym-agent``, else the convention.
+
+        By convention ``<stem>.jsonl`` uses ``<stem>_simple_agent``, and a dataset inside a Gym checkout's
+        ``resources_servers/<name>/`` folder uses ``<name>_simple_agent``.
+        """
+        if settings.agent:
+            return settings.agent
+        if self.options.agent:
+            return self.options.agent
+        parts = dataset.resolve().parts
+        if "resources_servers" in parts[:-1]:
+            index = len(parts) - 1 - parts[::-1].index("resources_servers")
+            if index + 2 < len(parts):
+                return parts[index + 1] + SIMPLE_AGENT_SUFFIX
+        return dataset.stem + SIMPLE_AGENT_SUFFIX
+
+    def gates_for(self, settings: DatasetSettings) -> bool:
+        """Whether a dataset with these settings has CI gates (it then gets a ``gym-gate`` item)."""
+        return False
+
+    def plan_items(self, items: Sequence[pytest.Item]) -> None:
+        """Stamp the selected rollout items (``pytest_collection_finish``); a worker also saves the plan for
+        the controller."""
+        from pytest_gym_eval.items import RolloutItem
+
+        selected = [item for item in items if isinstance(item, RolloutItem)]
+        self.plan = RunPlan.build(
+            (item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected
+        )
+        self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
+        if self.is_worker and self.run_dir is not None:
+            self.plan.save(RunPaths(self.run_dir).plan)
+
+    # The run.
+
+    def make_run_dir(self) -> Path:
+        """Create this session's fresh run directory (under ``--gym-run-dir`` or pytest's basetemp)."""
+        if self.run_dir is None:
+            if self.options.run_dir is not None:
+                self.options.run_dir.mkdir(parents=True, exist_ok=True)
+                stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+                self.run_dir = Path(tempfile.mkdtemp(prefix=f"gym-run-{stamp}-", dir=self.options.run_dir))
+            else:
+                factory: pytest.TempPathFactory = self.config._tmp_path_factory  # type: ignore[attr-defined]
+                self.run_dir = factory.mktemp("gym-run", numbered=True)
+        return self.run_dir
+
+    def start(self) -> None:
+        """Make sure the run is going and this process follows it (the ``gym_session`` fixture's setup).
+
+        Blocks until Gym's servers are ready (or attached). Raises :class:`GymStartError` when Gym could not
+        start; pytest then reports every rollout item as an error with that message.
+        """
+        with self._lock:
+            if not self._started:
+                self._started = True
+                if self.owns_run:
+                    self.start_run(self.plan)
+                if self.run_dir is None:
+                    raise GymStartError("no run directory: the pytest-xdist controller did not hand one out")
+                paths = RunPaths(self.run_dir)
+                self._feed = RolloutFeed(paths.output, paths.failures, paths.state).start()
+        self._wait_until_started()
+
+    def start_run(self, plan: RunPlan) -> None:
+        """Start the Gym run of ``plan`` in the background (owner only); failures land in the state file."""
+        run_dir = self.make_run_dir()
+        paths = RunPaths(run_dir)
+        self._note(f"run directory: {run_dir}")
+        try:
+            settings = self._run_settings(plan)
+        except GymStartError as error:
+            paths.logs.mkdir(parents=True, exist_ok=True)
+            RunState("failed", str(error)).write(paths.state)
+            return
+        self._run = GymRun(plan, paths, settings, on_event=self._note).start()
+        self.head_server = "{}:{}".format(*self._run.head_server)
+
+    def _wait_until_started(self) -> None:
+        assert self.run_dir is not None
+        state_path = RunPaths(self.run_dir).state
+        deadline = time.monotonic() + self.options.startup_timeout + 120
+        while True:
+            state = RunState.read(state_path)
+            if state is not None and state.phase != "starting":
+                break
+            if time.monotonic() > deadline:
+                raise GymStartError(f"Gym did not start within {self.options.startup_timeout:g} s")
+            self._flush_notes()
+            time.sleep(0.1)
+        self._flush_notes()
+        if state.phase == "failed":
+            raise GymStartError(f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else ""))
+
+    def _run_settings(self, plan: RunPlan) -> RunSettings:
+        options = self.options
+        try:
+            checkout = (
+                provision.load_checkout(options.checkout)
+                if options.checkout is not None
+                else provision.provision(log=self._note)
+            )
+        except provision.ProvisionError as error:
+            raise GymStartError(str(error)) from None
+        configs = []
+        for agent in plan.agents:
+            config_path = find_agent_config(checkout.path, agent)
+            if config_path is None:
+                datasets = sorted({str(r.dataset) for r in plan.rollouts if r.agent == agent})
+                raise GymStartError(
+                    f"no Gym config in {checkout.path} defines the agent {agent!r} (used by {', '.join(datasets)}); "
+                    "set it with --gym-agent, `agent=` in gym_dataset_settings, or the rows' agent_ref"
+                )
+            configs.append(config_path)
+        run_dir = self.make_run_dir()
+        ray_dir, made = ray_temp_dir(run_dir)
+        if made:
+            self._cleanup.append(ray_dir)
+        return RunSettings(
+            gym=checkout.gym_executable,
+            env=provision.gym_environment(checkout, ray_dir),
+            cwd=checkout.path,
+            model=self._model_endpoint(run_dir),
+            gym_configs=tuple(dict.fromkeys(configs)),
+            head_server=options.head_server,
+            startup_timeout=options.startup_timeout,
+            concurrency=options.concurrency,
+        )
+
+    def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
+        options = self.options
+        if options.replay:
+            from pytest_gym_eval.replay import RecordingError, ReplayServer
+
+            try:
+                self._replay = ReplayServer(
+                    options.replay,
+                    log_path=run_dir / "logs" / "replay-model.jsonl",
+                    model_name=REPLAY_MODEL_NAME,
+                )
+            except (RecordingError, OSError) as error:
+                raise GymStartError(f"--gym-replay: {error}") from None
+            self._replay.start()
+            self._note(f"replay model server: {self._replay.base_url} ({self._replay.recordings} recordings)")
+            return ModelEndpoint(self._replay.base_url, REPLAY_MODEL_NAME, options.model_type, options.api_key_env)
+        if options.model_url:
+            if not options.model:
+                raise GymStartError("--gym-model-url needs --gym-model (the model name the endpoint serves)")
+            return ModelEndpoint(options.model_url, options.model, options.model_type, options.api_key_env)
+        if options.head_server is not None:
+            return None
+        raise GymStartError(
+            f"no policy model: pass --gym-model-url and --gym-model (API key from ${options.api_key_env}), "
+            "or --gym-replay=ROLLOUTS.jsonl to replay recorded answers"
+        )
+
+    def stop(self) -> None:
+        """Stop Gym (when this process started it), the replay server and the feed; idempotent."""
+        if self._run is not None:
+            self._run.stop()
+        if self._replay is not None:
+            self._replay.stop()
+        if self._feed is not None:
+            self._feed.stop()
+        while self._cleanup:
+            shutil.rmtree(self._cleanup.pop(), ignore_errors=True)
+
+    # Items.
+
+    def outcome_of(self, item: RolloutItem) -> RolloutOutcome:
+        """Wait for ``item``'s rollout and judge it (the item's setup)."""
+        assert self._feed is not None, "gym_session was not started"
+        self._flush_notes()
+        stamp = self._stamps.get(item.nodeid)
+        if stamp is None:
+            found: RolloutRecord | Missing = Missing("this item was not in the session's plan")
+        else:
+            found = self._feed.wait(stamp, self.options.rollout_timeout)
+        settings = self.options.dataset_settings(item.path)
+        threshold = 1.0 if settings.pass_threshold is None else settings.pass_threshold
+        outcome = judge(found, threshold, self._pass_hook(item))
+        item.user_properties.extend(
+            [
+                ("reward", outcome.reward),
+                ("task_id", item.task_id),
+                ("repeat", item.repeat),
+                ("agent", item.agent),
+            ]
+        )
+        if outcome.failure_class:
+            item.user_properties.append(("failure_class", outcome.failure_class))
+        if outcome.record is not None:
+            item.user_properties.append(("record", f"{outcome.record.path}:{outcome.record.line}"))
+        return outcome
+
+    def failure_report(self, item: RolloutItem) -> str:
+        """The text a failed rollout item shows."""
+        assert item.outcome is not None
+        settings = self.options.dataset_settings(item.path)
+        threshold = 1.0 if settings.pass_threshold is None else settings.pass_threshold
+        return failure_report(item.outcome, threshold)
+
+    def judge_gates(self, item: GateItem) -> str | None:
+        """The gate item's verdict: None when every gate passes, else the failure text."""
+        return None
+
+    def _pass_hook(self, item: RolloutItem) -> PassHook | None:
+        hook = self.config.hook.pytest_gym_eval_rollout_passed
+        if not hook.get_hookimpls():
+            return None
+
+        def decide(record: RolloutRecord, reward: float, threshold: float) -> bool | None:
+            result: bool | None = hook(item=item, record=record.read_full(), reward=reward, threshold=threshold)
+            return result
+
+        return decide
+
+    # Terminal.
+
+    def _note(self, message: str) -> None:
+        """Queue a progress line for the terminal; lines are written from the main thread only (pytest's
+        terminal writer is not thread-safe), at the next :meth:`_flush_notes`."""
+        with self._lock_notes:
+            self.events.append(message)
+        if threading.current_thread() is threading.main_thread():
+            self._flush_notes()
+
+    def _flush_notes(self) -> None:
+        with self._lock_notes:
+            pending, self._printed = self.events[self._printed :], len(self.events)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or not pending:
+            return
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            for line in pending:
+                reporter.write_line(f"gym: {line}")

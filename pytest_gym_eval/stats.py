@@ -1,0 +1,297 @@
+"""Confidence intervals and tests for evaluation rewards (standard library only).
+
+Shapes used throughout: ``rewards_by_task[t][r]`` is the reward (a float, any scale) of rollout ``r``
+of task ``t``; tasks are the independent units, the rollouts of one task are not independent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+_EPS = 1e-15
+_TINY = 1e-300
+_MAX_ITERATIONS = 10_000
+# Above this many degrees of freedom t is replaced by the normal: |t - z| <= (z³ + z) / (4 df) < 1e-6
+# (Abramowitz & Stegun 26.7.5), while the incomplete beta loses digits for such huge df/2.
+_NORMAL_DF = 1e9
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval; ``n`` counts the independent units."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+
+    def contains(self, threshold: float) -> bool:
+        """True when ``low <= threshold <= high`` (the data cannot tell ``threshold`` apart)."""
+        return self.low <= threshold <= self.high
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Result of :func:`paired_difference`; ``mean_difference`` is current minus baseline."""
+
+    n: int
+    mean_difference: float
+    low: float
+    high: float
+    t_statistic: float
+    p_value: float
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    # Continued fraction of I_x(a, b) by the modified Lentz method (Numerical Recipes 3rd ed. §6.4, betacf).
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = 1.0
+    d = 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > _TINY else _TINY)
+    h = d
+    for m in range(1, _MAX_ITERATIONS + 1):
+        m2 = 2 * m
+        for aa in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > _TINY else _TINY)
+            c = 1.0 + aa / c
+            c = c if abs(c) > _TINY else _TINY
+            h *= d * c
+        if abs(d * c - 1.0) < _EPS:
+            return h
+    raise ArithmeticError(f"incomplete beta continued fraction did not converge (a={a}, b={b}, x={x})")
+
+
+def _log_gamma_ratio(a: float, b: float) -> float:
+    """ln Γ(a+b) - ln Γ(a) - ln Γ(b); for a huge argument by Stirling's series (DLMF 5.11.1) in a form
+    that avoids cancelling two lgamma values near 1e10 (keeps t tails accurate for very large df)."""
+    big, small = max(a, b), min(a, b)
+    if big < 1e6:
+        return math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    total = big + small
+    return (
+        (big - 0.5) * math.log1p(small / big)
+        + small * math.log(total)
+        - small
+        + (1.0 / total - 1.0 / big) / 12.0
+        - math.lgamma(small)
+    )
+
+
+def _regularized_beta(a: float, b: float, x: float, y: float) -> float:
+    """I_x(a, b) with ``y = 1 - x`` passed separately to keep precision (DLMF 8.17.22, NR §6.4)."""
+    if x <= 0.0:
+        return 0.0
+    if y <= 0.0:
+        return 1.0
+    log_x = math.log(x) if x <= 0.5 else math.log1p(-y)
+    log_y = math.log(y) if y <= 0.5 else math.log1p(-x)
+    front = math.exp(_log_gamma_ratio(a, b) + a * log_x + b * log_y)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - front * _beta_continued_fraction(b, a, y) / b
+
+
+def _t_upper_tail(t: float, df: float) -> float:
+    """P(T > t) for t >= 0: ½·I_{df/(df+t²)}(df/2, ½) (DLMF 8.17, Abramowitz & Stegun 26.7.1)."""
+    if df > _NORMAL_DF:
+        return NormalDist().cdf(-t)
+    t2 = t * t
+    return 0.5 * _regularized_beta(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
+
+
+def _check_df(df: float) -> None:
+    if not df > 0.0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df!r}")
+
+
+def student_t_cdf(x: float, df: float) -> float:
+    """P(T <= x) for Student's t with ``df`` > 0 degrees of freedom; x may be ±inf.
+
+    P(T > |x|) = ½·I_{df/(df+x²)}(df/2, ½) from the regularised incomplete beta function (DLMF 8.17,
+    Numerical Recipes §6.4); df > 1e9 (including ``math.inf``) uses the normal. Raises ValueError for
+    df <= 0 or NaN x.
+    """
+    _check_df(df)
+    if math.isnan(x):
+        raise ValueError("x must not be NaN")
+    tail = _t_upper_tail(abs(x), df)
+    return 1.0 - tail if x >= 0.0 else tail
+
+
+def student_t_ppf(p: float, df: float) -> float:
+    """Quantile ``t`` with P(T <= t) = p of Student's t with ``df`` > 0 degrees of freedom.
+
+    Inverts :func:`student_t_cdf` by doubling a bracket and bisecting on the tail probability min(p, 1-p)
+    (no cancellation near p = 1); accurate to ~1e-9 relative for df >= 1, far inside the 1e-6 needed.
+    Raises ValueError when p is outside (0, 1) or df <= 0 (or is NaN).
+    """
+    _check_df(df)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must lie in (0, 1), got {p!r}")
+    if p == 0.5:
+        return 0.0
+    if df > _NORMAL_DF:
+        return NormalDist().inv_cdf(p)
+    q = min(p, 1.0 - p)  # exact in binary floating point for p in [0.5, 1)
+    low, high = 0.0, 1.0
+    while _t_upper_tail(high, df) > q:
+        low, high = high, 2.0 * high
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if mid in (low, high):
+            break
+        if _t_upper_tail(mid, df) > q:
+            low = mid
+        else:
+            high = mid
+    t = 0.5 * (low + high)
+    return t if p > 0.5 else -t
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
+    """Wilson score interval for a binomial proportion (Wilson 1927; Agresti & Coull 1998).
+
+    estimate = successes / n; bounds (p̂ + z²/2n ± z·sqrt(p̂(1-p̂)/n + z²/4n²)) / (1 + z²/n), clamped to
+    [0, 1], with z = Φ⁻¹((1 + confidence) / 2). n == 0 gives estimate nan and bounds [0, 1]; ``n`` of
+    the result counts trials. Raises ValueError when n < 0, successes outside [0, n] or a bad confidence.
+    """
+    _check_confidence(confidence)
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if n == 0:
+        return Interval(math.nan, 0.0, 1.0, 0)
+    z = NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+    p = successes / n
+    denominator = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n)) / denominator
+    # The bounds are exactly 0 (no successes) and 1 (no failures); elsewhere clamp rounding noise.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(p, low, high, n)
+
+
+def _t_bounds(estimate: float, standard_error: float, df: int, confidence: float) -> tuple[float, float]:
+    if standard_error == 0.0:
+        return estimate, estimate
+    half = student_t_ppf((1.0 + confidence) / 2.0, df) * standard_error
+    return estimate - half, estimate + half
+
+
+def _mean_t_interval(values: Sequence[float], confidence: float) -> Interval:
+    """Student t interval over independent values: mean ± t_{(1+c)/2, n-1} · s / sqrt(n)."""
+    n = len(values)
+    if n == 0:
+        return Interval(math.nan, -math.inf, math.inf, 0)
+    mean = math.fsum(values) / n
+    if n < 2:
+        return Interval(mean, -math.inf, math.inf, n)
+    if all(v == values[0] for v in values):
+        return Interval(values[0], values[0], values[0], n)
+    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    low, high = _t_bounds(mean, math.sqrt(variance / n), n - 1, confidence)
+    return Interval(mean, low, high, n)
+
+
+def mean_interval(rewards_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+    """Mean reward over all rollouts with a task-clustered confidence interval.
+
+    ``rewards_by_task[t][r]``: reward of rollout r of task t (tasks may have different repeat counts;
+    empty tasks are skipped). estimate = mean over ALL N rollouts (the mean NeMo Gym reports). Standard
+    error = sqrt(T/(T-1) · Σ_t (Σ_r (x_tr - x̄))² / N²), the cluster-robust (CR1) error clustered by task
+    (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §2), with Student t on T-1 df, T =
+    tasks with >= 1 rollout (= ``n`` of the result). With equal repeats this is exactly the t interval
+    over per-task means. T < 2 gives infinite bounds (T = 0 also estimate nan); identical rewards give a
+    zero-width interval. Raises ValueError for non-finite rewards or a bad confidence.
+    """
+    _check_confidence(confidence)
+    tasks = [list(task) for task in rewards_by_task if len(task) > 0]
+    flat = [x for task in tasks for x in task]
+    if any(not math.isfinite(x) for x in flat):
+        raise ValueError("rewards must be finite numbers (found NaN or infinity)")
+    n_tasks, n_rollouts = len(tasks), len(flat)
+    if n_tasks == 0:
+        return Interval(math.nan, -math.inf, math.inf, 0)
+    mean = math.fsum(flat) / n_rollouts
+    if n_tasks < 2:
+        return Interval(mean, -math.inf, math.inf, n_tasks)
+    if all(x == flat[0] for x in flat):
+        return Interval(flat[0], flat[0], flat[0], n_tasks)
+    cluster_sum_squares = math.fsum(math.fsum(x - mean for x in task) ** 2 for task in tasks)
+    variance = n_tasks / (n_tasks - 1) * cluster_sum_squares / n_rollouts**2
+    low, high = _t_bounds(mean, math.sqrt(variance), n_tasks - 1, confidence)
+    return Interval(mean, low, high, n_tasks)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n rollouts of which c passed (Chen et al. 2021, arXiv:2107.03374, eq. 1).
+
+    1 - C(n-c, k) / C(n, k), evaluated as 1 - Π_{i=n-c+1}^{n} (1 - k/i) to stay stable for large n.
+    Raises ValueError when any argument is negative, k < 1, k > n or c > n.
+    """
+    if n < 0 or c < 0 or k < 1:
+        raise ValueError(f"need n >= 0, c >= 0 and k >= 1, got n={n}, c={c}, k={k}")
+    if k > n or c > n:
+        raise ValueError(f"need k <= n and c <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def pass_at_k_interval(counts: Sequence[tuple[int, int]], k: int, confidence: float = 0.95) -> Interval:
+    """Mean over tasks of pass@k with a Student t interval over the per-task values (T-1 df).
+
+    ``counts[t] = (n, c)``: rollouts and passes of task t. Tasks with n < k are excluded; ``n`` of the
+    result is the number of tasks used. None used gives estimate nan and infinite bounds; one gives
+    infinite bounds. The bounds are not clipped to [0, 1]. Raises ValueError on invalid counts or k < 1.
+    """
+    _check_confidence(confidence)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    for n, c in counts:
+        if n < 0 or not 0 <= c <= n:
+            raise ValueError(f"need 0 <= c <= n for every task, got n={n}, c={c}")
+    return _mean_t_interval([pass_at_k(n, c, k) for n, c in counts if n >= k], confidence)
+
+
+def paired_difference(
+    baseline: Sequence[float], current: Sequence[float], confidence: float = 0.95
+) -> PairedComparison:
+    """Paired t-test on per-task values given in the same task order (Student 1908; Miller 2024 §4).
+
+    d_t = current[t] - baseline[t]; t = mean(d) / (s_d / sqrt(n)) on n-1 df; interval mean(d) ± t_{(1+c)/2}
+    · s_d / sqrt(n); p_value two-sided. n < 2: nan statistic and p, infinite bounds (n = 0 also nan mean).
+    All differences equal: zero-width interval, t ±inf and p 0.0 (or t 0.0 and p 1.0 when they are 0).
+    Raises ValueError when the lengths differ, a value is not finite or the confidence is bad.
+    """
+    _check_confidence(confidence)
+    if len(baseline) != len(current):
+        raise ValueError(f"baseline has {len(baseline)} values but current has {len(current)}")
+    diffs = [b - a for a, b in zip(baseline, current, strict=True)]
+    if any(not math.isfinite(d) for d in diffs):
+        raise ValueError("per-task values must be finite numbers")
+    n = len(diffs)
+    mean = math.fsum(diffs) / n if n else math.nan
+    if n < 2:
+        return PairedComparison(n, mean, -math.inf, math.inf, math.nan, math.nan)
+    if all(d == diffs[0] for d in diffs):
+        mean = diffs[0]
+        t_stat = math.copysign(math.inf, mean) if mean != 0.0 else 0.0
+        return PairedComparison(n, mean, mean, mean, t_stat, 0.0 if mean != 0.0 else 1.0)
+    standard_error = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+    low, high = _t_bounds(mean, standard_error, n - 1, confidence)
+    t_stat = mean / standard_error
+    p_value = min(1.0, 2.0 * _t_upper_tail(abs(t_stat), n - 1))
+    return PairedComparison(n, mean, low, high, t_stat, p_value)

@@ -1,0 +1,47 @@
+"""The stand-in ``gym`` command (see ../README.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from importlib.metadata import version
+
+RECORDED_ENV = ("PATH", "UV_CACHE_DIR", "TMPDIR", "UV_PYTHON_DOWNLOADS", "XDG_CONFIG_DIRS", "RAY_TMPDIR")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--version"]:
+        print(f"NeMo Gym v{version('nemo-gym')}")
+        print(f"Python {sys.version.split()[0]} ({sys.executable})")
+        return 0
+    if args[:2] == ["env", "prefetch"]:
+        record = os.environ.get("FAKE_GYM_RECORD")
+        if record:
+            entry = {
+                "argv": args,
+                "cwd": os.getcwd(),
+                "python": sys.executable,
+                "env": {name: os.environ.get(name) for name in RECORDED_ENV},
+            }
+            with open(record, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
+        fifo = os.environ.get("FAKE_GYM_HANG_FIFO")
+        if fifo:
+            with open(fifo, "w", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
+            while True:
+                signal.pause()
+        if os.environ.get("FAKE_GYM_FAIL_PREFETCH"):
+            print("ERROR: prefetch failed (FAKE_GYM_FAIL_PREFETCH is set)", file=sys.stderr)
+            return 3
+        print("Prefetch complete.")
+        return 0
+    print(f"fake gym: unsupported arguments {args}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

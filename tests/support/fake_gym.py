@@ -1,0 +1,111 @@
+"""A stand-in for Gym's `gym` command, for fast tests of the plugin's error paths (never the only proof).
+
+It understands just what the plugin calls:
+- ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym;
+  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready.
+- ``gym eval run --input IN --output OUT [--resume] ...``: writes one output line per input row, taking the
+  behaviour from the row's ``fake`` object: ``{"reward": x}`` (default 1.0; any JSON, or absent with
+  ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row), ``{"skip": true}`` (no line
+  at all), ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
+  (wait for SIGINT before this row).
+Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+
+def _record(argv: list[str]) -> None:
+    calls = os.environ.get("FAKE_GYM_CALLS")
+    if calls:
+        with open(calls, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"argv": argv, "pid": os.getpid(), "sid": os.getsid(0)}) + "\n")
+
+
+def _option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def env_start(argv: list[str]) -> int:
+    mode = os.environ.get("FAKE_GYM_START", "")
+    print("Starting fake servers", flush=True)
+    if mode == "fail":
+        print("Error: fake start failure", flush=True)
+        return 3
+    stop = []
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    if mode != "hang":
+        print("All 1 / 1 servers ready! Polling every 60s", flush=True)
+    while not stop:
+        time.sleep(0.05)
+    print("NeMo Gym finished!", flush=True)
+    return 0
+
+
+def eval_run(argv: list[str]) -> int:
+    source, output = _option(argv, "--input"), _option(argv, "--output")
+    resume = "--resume" in argv
+    stem = output[: -len(".jsonl")]
+    failures = stem + "_failures.jsonl"
+    rows = [json.loads(line) for line in open(source, encoding="utf-8") if line.strip()]
+    done: set[int] = set()
+    if resume and os.path.exists(output):
+        done = {json.loads(line)["_ng_task_index"] for line in open(output, encoding="utf-8") if line.strip()}
+    else:
+        for path in (output, failures):
+            if os.path.exists(path):
+                os.unlink(path)
+    with open(stem + "_materialized_inputs.jsonl", "w", encoding="utf-8") as materialized:
+        for row in rows:
+            materialized.write(json.dumps({**row, "_ng_rollout_index": 0}) + "\n")
+    stop = []
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    for row in rows:
+        fake = row.get("fake", {})
+        if row["_ng_task_index"] in done or fake.get("skip"):
+            continue
+        if fake.get("crash") and not resume:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        while fake.get("hold") and not stop:
+            time.sleep(0.05)
+        if stop:
+            return 130
+        base = {"_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": 0, "agent_ref": row.get("agent_ref")}
+        if fake.get("failure"):
+            line = {**base, "_ng_failure_class": fake["failure"], "_ng_failure_message": "fake agent failure"}
+            with open(failures, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(line) + "\n")
+            continue
+        record = {**base, "responses_create_params": row.get("responses_create_params")}
+        record["response"] = {"output": [{"type": "message", "role": "assistant",
+                                          "content": [{"type": "output_text", "text": fake.get("text", "fake answer")}]}]}
+        if not fake.get("no_reward"):
+            record["reward"] = fake.get("reward", 1.0)
+        if "expected_answer" in row:
+            record["expected_answer"] = row["expected_answer"]
+        with open(output, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+    return 0
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    _record(argv)
+    if argv[:2] == ["env", "start"]:
+        return env_start(argv)
+    if argv[:2] == ["eval", "run"]:
+        return eval_run(argv)
+    if argv[:1] == ["--version"]:
+        print("0.0.0-fake")
+        return 0
+    print(f"fake gym: unsupported command {argv}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Collection: dataset rows as items, repeats as parametrization, every bad input a clear collection error."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval.dataset import DatasetError, canonical_json, read_tasks
+
+
+def row(text: str, **extra: object) -> dict[str, object]:
+    return {"responses_create_params": {"input": text}, **extra}
+
+
+def write_rows(path: Path, rows: list[object]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def collected_ids(pytester: pytest.Pytester, *args: str) -> list[str]:
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", *args)
+    return [line for line in result.outlines if "::" in line]
+
+
+def test_rows_with_ids_become_items_per_repeat(pytester: pytest.Pytester) -> None:
+    write_rows(pytester.path / "datasets" / "mcqa.jsonl", [row("a", id="q1"), row("b", id="q2")])
+    ids = collected_ids(pytester, "datasets/mcqa.jsonl", "--gym-repeats", "2")
+    assert ids == [
+        "datasets/mcqa.jsonl::q1[r0]",
+        "datasets/mcqa.jsonl::q1[r1]",
+        "datasets/mcqa.jsonl::q2[r0]",
+        "datasets/mcqa.jsonl::q2[r1]",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [({"id": "x", "uuid": "u", "task_id": "t"}, "x"), ({"uuid": "u", "task_id": "t"}, "u"), ({"task_id": 7}, "7")],
+)
+def test_default_id_fields_in_order(pytester: pytest.Pytester, fields: dict[str, object], expected: str) -> None:
+    write_rows(pytester.path / "d.jsonl", [row("a", **fields)])
+    assert collected_ids(pytester, "d.jsonl") == [f"d.jsonl::{expected}[r0]"]
+
+
+def test_row_without_id_gets_hash_of_canonical_json_without_gym_keys(pytester: pytest.Pytester) -> None:
+    first = row("a", options=[1, 2], _ng_task_index=4)
+    write_rows(pytester.path / "d.jsonl", [first])
+    expected = hashlib.sha256(
+        json.dumps({"options": [1, 2], "responses_create_params": {"input": "a"}}, sort_keys=True,
+                   separators=(",", ":")).encode()
+    ).hexdigest()[:12]
+    assert collected_ids(pytester, "d.jsonl") == [f"d.jsonl::{expected}[r0]"]
+
+
+def test_materialised_task_id_object_is_not_an_id(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "d.jsonl", [{"task_input": {}, "task_id": {"taskset": "s", "id": 1}}])
+    (task,), _ = read_tasks(path)
+    assert task.task_id == task.digest[:12]
+
+
+def test_node_ids_are_stable_when_rows_are_reordered(pytester: pytest.Pytester) -> None:
+    rows = [row("a"), row("b", id="named"), row("c")]
+    write_rows(pytester.path / "d.jsonl", rows)
+    before = set(collected_ids(pytester, "d.jsonl"))
+    write_rows(pytester.path / "d.jsonl", rows[::-1])
+    after = set(collected_ids(pytester, "d.jsonl"))
+    assert before == after and len(before) == 3
+
+
+def test_ini_id_field_and_repeats(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ngym_id_field = qid\ngym_repeats = 2\n")
+    write_rows(pytester.path / "d.jsonl", [row("a", qid="first", id="ignored")])
+    assert collected_ids(pytester, "d.jsonl") == ["d.jsonl::first[r0]", "d.jsonl::first[r1]"]
+
+
+def test_task_id_hook_wins(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        "def pytest_gym_eval_task_id(row, path, line):\n    return f\"{path.stem}-{row['qid']}\"\n"
+    )
+    write_rows(pytester.path / "d.jsonl", [row("a", qid=1, id="ignored")])
+    assert collected_ids(pytester, "d.jsonl") == ["d.jsonl::d-1[r0]"]
+
+
+def test_dataset_settings_set_repeats_and_command_line_wins(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    data/*.jsonl: repeats=3 agent=other_agent\n")
+    write_rows(pytester.path / "data" / "d.jsonl", [row("a", id="q")])
+    assert len(collected_ids(pytester, "data/d.jsonl")) == 3
+    assert len(collected_ids(pytester, "data/d.jsonl", "--gym-repeats", "1")) == 1
+
+
+def test_only_named_or_matching_jsonl_files_are_datasets(pytester: pytest.Pytester) -> None:
+    write_rows(pytester.path / "datasets" / "a.jsonl", [row("a", id="qa")])
+    write_rows(pytester.path / "out" / "rollouts.jsonl", [{"reward": 1.0}])
+    pytester.makeini("[pytest]\ngym_datasets = datasets/*.jsonl\n")
+    assert collected_ids(pytester) == ["datasets/a.jsonl::qa[r0]"]
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", "out")
+    assert "no tests collected" in result.stdout.str() or "collected 0 items" in result.stdout.str()
+
+
+def test_k_and_deselect_select_task_repeat_pairs(pytester: pytest.Pytester) -> None:
+    write_rows(pytester.path / "d.jsonl", [row("a", id="alpha"), row("b", id="beta")])
+    ids = collected_ids(pytester, "d.jsonl", "--gym-repeats", "2", "-k", "alpha and r1")
+    assert ids == ["d.jsonl::alpha[r1]"]
+    ids = collected_ids(pytester, "d.jsonl", "--deselect", "d.jsonl::beta[r0]")
+    assert ids == ["d.jsonl::alpha[r0]"]
+
+
+def test_every_item_carries_the_gym_mark(pytester: pytest.Pytester) -> None:
+    write_rows(pytester.path / "d.jsonl", [row("a", id="q")])
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    assert collected_ids(pytester, "d.jsonl", "test_plain.py", "-m", "gym") == ["d.jsonl::q[r0]"]
+    assert collected_ids(pytester, "d.jsonl", "test_plain.py", "-m", "not gym") == ["test_plain.py::test_plain"]
+
+
+def test_blank_lines_are_skipped_and_location_is_file_line(pytester: pytest.Pytester) -> None:
+    (pytester.path / "d.jsonl").write_text("\n" + json.dumps(row("a", id="q")) + "\n\n")
+    pytester.makeconftest(
+        "def pytest_collection_finish(session):\n"
+        "    for item in session.items:\n"
+        "        print('LOCATION', item.location)\n"
+    )
+    result = pytester.runpytest("--collect-only", "-s", "-p", "no:cacheprovider", "d.jsonl")
+    result.stdout.fnmatch_lines(["LOCATION ('d.jsonl', 1, 'q[[]r0[]]')"])
+
+
+def test_identical_rows_collapse_with_a_warning(pytester: pytest.Pytester) -> None:
+    write_rows(pytester.path / "d.jsonl", [row("same"), row("other"), row("same")])
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", "d.jsonl")
+    assert len([line for line in result.outlines if "::" in line]) == 2
+    result.stdout.fnmatch_lines(["*lines 1, 3 are identical*repeats*"])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"responses_create_params": {}}\n{"a": \n', "d.jsonl:2: malformed JSON*"),
+        (b'{"responses_create_params": {}}\n[1, 2]\n', "d.jsonl:2: the row is an array, not a JSON object"),
+        (b"\n\n", "d.jsonl: the dataset is empty*"),
+        (b"", "d.jsonl: the dataset is empty*"),
+        (b'{"responses_create_params": {"input": "caf\xe9"}}\n', "d.jsonl:1: the line is not valid UTF-8*"),
+        (b'{"id": "x"}\n', "d.jsonl:1: the row has no 'responses_create_params'*"),
+        (b'{"id": "a::b", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a::b' contains '::'*"),
+        (b'{"responses_create_params": "q"}\n', "d.jsonl:1: 'responses_create_params' must be a JSON object*"),
+    ],
+)
+def test_bad_input_is_a_collection_error_naming_file_and_line(
+    pytester: pytest.Pytester, content: bytes, message: str
+) -> None:
+    (pytester.path / "d.jsonl").write_bytes(content)
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", "d.jsonl")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # pytest's status for collection errors
+    result.stdout.fnmatch_lines(["*ERROR collecting d.jsonl*", f"*{message}"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_same_id_on_different_rows_names_both_lines(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "d.jsonl", [row("a", id="q"), row("b"), row("c", id="q")])
+    with pytest.raises(DatasetError) as raised:
+        read_tasks(path)
+    assert str(raised.value) == f"{path}:3: task id 'q' is already used by a different row on line 1"
+
+
+def test_canonical_json_ignores_key_order_and_gym_keys() -> None:
+    assert canonical_json({"b": 1, "a": [2], "_ng_task_index": 3}) == canonical_json({"a": [2], "b": 1})
+
+
+def test_collect_only_starts_nothing(pytester: pytest.Pytester, fake_gym: object) -> None:
+    from conftest import FakeGym
+
+    assert isinstance(fake_gym, FakeGym)
+    write_rows(pytester.path / "mcqa.jsonl", [row("a", id="q")])
+    result = pytester.runpytest("--collect-only", *fake_gym.args, "mcqa.jsonl")
+    assert result.ret == 0
+    assert fake_gym.calls() == []
+    assert not list(pytester.path.rglob("state.json"))

@@ -1,0 +1,264 @@
+"""Tests of pytest_gym_eval.gates: gate parsing, verdicts in both modes and evaluation of datasets."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_gym_eval.gates import (
+    Gate,
+    GateMode,
+    GateResult,
+    Verdict,
+    evaluate,
+    judge,
+    parse_pass_at_k,
+)
+from pytest_gym_eval.stats import Interval
+
+POINT, LOWER = GateMode.POINT, GateMode.LOWER_BOUND
+
+
+def test_enum_values() -> None:
+    assert [v.value for v in Verdict] == ["PASS", "FAIL", "INCONCLUSIVE"]
+    assert GateMode("point") is POINT
+    assert GateMode("lower-bound") is LOWER
+
+
+# --- Gate ----------------------------------------------------------------------------------------------
+
+
+def test_gate_labels() -> None:
+    assert Gate("mean_reward", 0.7).label == "mean reward >= 0.70"
+    assert Gate("pass_rate", 0.9).label == "pass rate >= 0.90"
+    assert Gate("pass_at_k", 0.5, k=4).label == "pass@4 >= 0.50"
+    assert Gate("mean_reward", 0.755).label == "mean reward >= 0.755"  # no silent rounding of the threshold
+    assert Gate("mean_reward", 12.0).label == "mean reward >= 12.00"
+
+
+@pytest.mark.parametrize(
+    ("metric", "threshold", "k", "message"),
+    [
+        ("accuracy", 0.5, None, "unknown gate metric"),
+        ("pass_at_k", 0.5, None, "k must be given"),
+        ("mean_reward", 0.5, 2, "k must be given"),
+        ("pass_at_k", 0.5, 0, "k must be an integer >= 1"),
+        ("mean_reward", math.nan, None, "finite"),
+        ("mean_reward", math.inf, None, "finite"),
+        ("pass_rate", 1.5, None, r"\[0, 1\]"),
+        ("pass_at_k", -0.1, 3, r"\[0, 1\]"),
+    ],
+)
+def test_gate_validation(metric: str, threshold: float, k: int | None, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Gate(metric, threshold, k)
+
+
+def test_mean_reward_threshold_may_leave_unit_interval() -> None:
+    assert Gate("mean_reward", -2.5).threshold == -2.5
+
+
+# --- parse_pass_at_k -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "k", "threshold"),
+    [("4:0.5", 4, 0.5), ("1:1", 1, 1.0), (" 16 : 0.25 ", 16, 0.25), ("8:0", 8, 0.0), ("2:.9", 2, 0.9)],
+)
+def test_parse_pass_at_k(text: str, k: int, threshold: float) -> None:
+    assert parse_pass_at_k(text) == Gate("pass_at_k", threshold, k=k)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "expected K:V"),
+        ("4", "expected K:V"),
+        ("0.5", "expected K:V"),
+        ("4:", "expected K:V"),
+        (":0.5", "expected K:V"),
+        ("four:0.5", "expected K:V"),
+        ("4.0:0.5", "expected K:V"),
+        ("-1:0.5", "expected K:V"),
+        ("4:0.5 extra", "expected K:V"),
+        ("0:0.5", "K must be an integer >= 1"),
+        ("4:half", "V must be a number"),
+        ("4:0.5:1", "V must be a number"),
+        ("4:1.5", r"V must lie in \[0, 1\]"),
+        ("4:-0.1", r"V must lie in \[0, 1\]"),
+        ("4:nan", r"V must lie in \[0, 1\]"),
+    ],
+)
+def test_parse_pass_at_k_errors(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        parse_pass_at_k(text)
+    assert repr(text) in str(caught.value)  # the message quotes what the user typed
+
+
+# --- judge ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("interval", "threshold", "expected"),
+    [
+        (Interval(0.80, 0.54, 1.00, 5), 0.70, Verdict.PASS),
+        (Interval(0.70, 0.50, 0.90, 5), 0.70, Verdict.PASS),  # equality passes
+        (Interval(0.69, 0.50, 0.90, 5), 0.70, Verdict.FAIL),
+        (Interval(0.80, -math.inf, math.inf, 1), 0.70, Verdict.PASS),  # point mode ignores the bounds
+        (Interval(math.nan, 0.0, 1.0, 0), 0.70, Verdict.INCONCLUSIVE),
+    ],
+)
+def test_judge_point(interval: Interval, threshold: float, expected: Verdict) -> None:
+    assert judge(interval, threshold, POINT) is expected
+
+
+@pytest.mark.parametrize(
+    ("interval", "threshold", "expected"),
+    [
+        (Interval(0.80, 0.74, 0.90, 30), 0.70, Verdict.PASS),
+        (Interval(0.80, 0.70, 0.90, 30), 0.70, Verdict.PASS),  # low == threshold passes
+        (Interval(0.50, 0.40, 0.60, 30), 0.70, Verdict.FAIL),
+        (Interval(0.50, 0.40, 0.70, 30), 0.70, Verdict.INCONCLUSIVE),  # high == threshold: not below it
+        (Interval(0.80, 0.54, 1.00, 5), 0.70, Verdict.INCONCLUSIVE),  # straddles, although estimate passes
+        (Interval(0.60, 0.40, 0.75, 5), 0.70, Verdict.INCONCLUSIVE),  # straddles, although estimate fails
+        (Interval(0.90, -math.inf, math.inf, 1), 0.70, Verdict.INCONCLUSIVE),
+        (Interval(0.90, 0.90, 0.90, 4), 0.70, Verdict.PASS),  # zero width
+        (Interval(0.50, 0.50, 0.50, 4), 0.70, Verdict.FAIL),
+        (Interval(math.nan, 0.0, 1.0, 0), 0.0, Verdict.INCONCLUSIVE),  # no data, even if low >= threshold
+    ],
+)
+def test_judge_lower_bound(interval: Interval, threshold: float, expected: Verdict) -> None:
+    assert judge(interval, threshold, LOWER) is expected
+
+
+def test_judge_rejects_nan_threshold() -> None:
+    with pytest.raises(ValueError):
+        judge(Interval(0.5, 0.4, 0.6, 3), math.nan, POINT)
+
+
+# --- GateResult ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("verdict", "strict", "lenient"),
+    [(Verdict.PASS, True, True), (Verdict.FAIL, False, False), (Verdict.INCONCLUSIVE, False, True)],
+)
+def test_gate_result_passed(verdict: Verdict, strict: bool, lenient: bool) -> None:
+    result = GateResult(Gate("mean_reward", 0.7), Interval(0.8, 0.5, 1.0, 5), verdict, LOWER)
+    assert result.passed(inconclusive_passes=False) is strict
+    assert result.passed(inconclusive_passes=True) is lenient
+
+
+@pytest.mark.parametrize(
+    ("gate", "interval", "mode", "expected"),
+    [
+        (
+            Gate("mean_reward", 0.7),
+            Interval(0.8, 0.54, 1.0, 5),
+            POINT,
+            "mean reward 0.80 [0.54, 1.00] >= 0.70: PASS",
+        ),
+        (
+            Gate("pass_rate", 0.9),
+            Interval(0.85, 0.8, 0.9, 40),
+            POINT,
+            "pass rate 0.85 [0.80, 0.90] < 0.90: FAIL",
+        ),
+        (
+            Gate("pass_at_k", 0.5, k=4),
+            Interval(0.8, 0.62, 0.98, 12),
+            LOWER,
+            "pass@4 0.80 [0.62, 0.98]: lower bound 0.62 >= 0.50: PASS",
+        ),
+        (
+            Gate("mean_reward", 0.7),
+            Interval(0.5, 0.4, 0.6, 12),
+            LOWER,
+            "mean reward 0.50 [0.40, 0.60]: upper bound 0.60 < 0.70: FAIL",
+        ),
+        (
+            Gate("mean_reward", 0.7),
+            Interval(0.8, -math.inf, math.inf, 1),
+            LOWER,
+            "mean reward 0.80 [-inf, inf]: interval straddles 0.70: INCONCLUSIVE",
+        ),
+    ],
+)
+def test_describe(gate: Gate, interval: Interval, mode: GateMode, expected: str) -> None:
+    result = GateResult(gate, interval, judge(interval, gate.threshold, mode), mode)
+    assert result.describe() == expected
+
+
+def test_describe_without_data() -> None:
+    interval = Interval(math.nan, -math.inf, math.inf, 0)
+    for mode in GateMode:
+        text = GateResult(Gate("pass_at_k", 0.5, k=2), interval, judge(interval, 0.5, mode), mode).describe()
+        assert text == "pass@2 n/a (no data), needs >= 0.50: INCONCLUSIVE"
+
+
+# --- evaluate ------------------------------------------------------------------------------------------
+
+# Four tasks of two rollouts; a rollout passes when its reward is 1.
+REWARDS = [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.5]]
+PASSED = [[r == 1.0 for r in task] for task in REWARDS]
+
+
+def test_evaluate_uses_the_matching_statistic() -> None:
+    gates = [Gate("mean_reward", 0.5), Gate("pass_rate", 0.5), Gate("pass_at_k", 0.5, k=2)]
+    mean, rate, at2 = evaluate(gates, REWARDS, PASSED, POINT)
+    assert [r.gate for r in (mean, rate, at2)] == gates
+    # mean reward: 4.5 / 8 = 0.5625 over all rollouts; t interval over task means (equal repeats)
+    # half = t_{0.975,3} * 0.2134782 = 0.6793827 (see test_stats)
+    assert mean.interval.estimate == 0.5625 and mean.interval.n == 4
+    assert mean.interval.high == pytest.approx(0.5625 + 0.6793827, abs=1e-6)
+    # pass rate: 4 passes of 8 rollouts, Wilson over rollouts: centre 0.5, n = 8
+    # half = z sqrt(n/4 + z^2/4) / (n + z^2) = 1.959964 * sqrt(2 + 0.960365) / 11.841459
+    #      = 1.959964 * 1.720571 / 11.841459 = 0.284784
+    assert rate.interval.estimate == 0.5 and rate.interval.n == 8
+    assert rate.interval.low == pytest.approx(0.5 - 0.284784, abs=1e-6)
+    # pass@2 per task (n=2): c=1 -> 1, c=2 -> 1, c=0 -> 0, c=1 -> 1; mean 0.75
+    assert at2.interval.estimate == 0.75 and at2.interval.n == 4
+    assert all(r.verdict is Verdict.PASS for r in (mean, rate, at2))
+    assert all(r.mode is POINT for r in (mean, rate, at2))
+
+
+def test_evaluate_modes_differ() -> None:
+    gate = Gate("mean_reward", 0.5)
+    # point: 0.5625 >= 0.5 passes; lower bound 0.5625 - 0.679 < 0.5 < upper bound: inconclusive
+    assert evaluate([gate], REWARDS, PASSED, POINT)[0].verdict is Verdict.PASS
+    assert evaluate([gate], REWARDS, PASSED, LOWER)[0].verdict is Verdict.INCONCLUSIVE
+    # a gate far above every reward fails in both modes: upper bound 0.5625 + 0.679 = 1.24 < 1.5
+    high = Gate("mean_reward", 1.5)
+    assert evaluate([high], REWARDS, PASSED, LOWER)[0].verdict is Verdict.FAIL
+
+
+def test_evaluate_confidence_is_passed_through() -> None:
+    gates = [Gate("mean_reward", 0.2), Gate("pass_rate", 0.2), Gate("pass_at_k", 0.2, k=1)]
+    wide = evaluate(gates, REWARDS, PASSED, LOWER, confidence=0.99)
+    default = evaluate(gates, REWARDS, PASSED, LOWER)
+    narrow = evaluate(gates, REWARDS, PASSED, LOWER, confidence=0.80)
+    for w, d, n in zip(wide, default, narrow, strict=True):
+        assert w.interval.low < d.interval.low < n.interval.low < n.interval.high < d.interval.high
+        assert d.interval.high < w.interval.high
+
+
+def test_evaluate_pass_at_k_without_enough_rollouts_is_inconclusive() -> None:
+    result = evaluate([Gate("pass_at_k", 0.1, k=4)], REWARDS, PASSED, POINT)[0]
+    assert result.interval.n == 0
+    assert result.verdict is Verdict.INCONCLUSIVE
+
+
+def test_evaluate_without_gates_or_data() -> None:
+    assert evaluate([], REWARDS, PASSED, POINT) == []
+    results = evaluate([Gate("mean_reward", 0.5), Gate("pass_rate", 0.5)], [], [], LOWER)
+    assert [r.verdict for r in results] == [Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE]
+
+
+@pytest.mark.parametrize(
+    "passed",
+    [[[True, False]] * 3, [[True, False], [True], [False, False], [True, True]]],
+)
+def test_evaluate_rejects_mismatched_shapes(passed: list[list[bool]]) -> None:
+    with pytest.raises(ValueError, match="same tasks and rollouts"):
+        evaluate([Gate("mean_reward", 0.5)], REWARDS, passed, POINT)

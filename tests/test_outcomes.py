@@ -1,0 +1,244 @@
+"""Outcomes and the run's error paths, against a stand-in ``gym`` (tests/support/fake_gym.py).
+
+These are fast checks of what real Gym rarely does on demand (crash, hang, lose a rollout); the same behaviour
+is proven against real Gym in tests/test_real_gym.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FakeGym
+from pytest_gym_eval.processes import session_members
+
+
+def task(task_id: str, **fake: object) -> dict[str, object]:
+    return {
+        "id": task_id,
+        "responses_create_params": {"input": [{"role": "user", "content": f"Question {task_id}?"}]},
+        "expected_answer": "B",
+        "fake": fake,
+    }
+
+
+def dataset(pytester: pytest.Pytester, *rows: dict[str, object], name: str = "mcqa.jsonl") -> str:
+    (pytester.path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return name
+
+
+def outcomes(result: pytest.RunResult) -> dict[str, str]:
+    """node id -> passed/failed/error from the -rA short summary."""
+    found = {}
+    for line in result.outlines:
+        for word in ("PASSED", "FAILED", "ERROR"):
+            if line.startswith(word + " "):
+                found[line.split()[1]] = word.lower()
+    return found
+
+
+def run(pytester: pytest.Pytester, fake_gym: FakeGym, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(*fake_gym.args, "-rA", *args)
+
+
+def assert_nothing_left(fake_gym: FakeGym) -> None:
+    sessions = {call["sid"] for call in fake_gym.calls()}
+    assert sessions, "the fake gym was never called"
+    assert [sid for sid in sessions if session_members(int(sid))] == []
+
+
+def test_rewards_map_to_pass_and_fail(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("good", reward=1.0), task("bad", reward=0.0, text="I think \\boxed{C}"))
+    result = run(pytester, fake_gym, name)
+    assert outcomes(result) == {"mcqa.jsonl::good[r0]": "passed", "mcqa.jsonl::bad[r0]": "failed"}
+    result.stdout.fnmatch_lines(
+        [
+            "*reward 0 is below the pass threshold 1",
+            "*prompt:   Question bad?",
+            "*expected: B",
+            "*output:   I think \\boxed{C}",
+            "*record:   *rollouts.jsonl:*",
+        ]
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert_nothing_left(fake_gym)
+
+
+def test_pass_threshold_and_continuous_rewards(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("half", reward=0.5), task("low", reward=0.49))
+    result = run(pytester, fake_gym, name, "--gym-pass-threshold", "0.5")
+    assert outcomes(result) == {"mcqa.jsonl::half[r0]": "passed", "mcqa.jsonl::low[r0]": "failed"}
+
+
+@pytest.mark.parametrize(
+    ("fake", "message"),
+    [
+        ({"failure": "agent_run_error"}, "*Gym recorded the rollout as failed (agent_run_error): fake agent failure"),
+        ({"no_reward": True}, "*the rollout has no reward"),
+        ({"reward": "NaN"}, "*reward that is not a finite number: 'NaN'"),
+        ({"reward": None}, "*the rollout has no reward"),
+        ({"skip": True}, "*gym eval run wrote no rollout for this item: it exited with status 0*"),
+    ],
+)
+def test_infrastructure_failures_are_errors_not_zero_rewards(
+    pytester: pytest.Pytester, fake_gym: FakeGym, fake: dict[str, object], message: str
+) -> None:
+    name = dataset(pytester, task("ok"), task("broken", **fake))
+    result = run(pytester, fake_gym, name)
+    assert outcomes(result) == {"mcqa.jsonl::ok[r0]": "passed", "mcqa.jsonl::broken[r0]": "error"}
+    result.stdout.fnmatch_lines([message])
+
+
+def test_nan_reward_in_json_is_an_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    # json.dumps writes float("nan") as the bare token NaN, which Python's json (and Gym's orjson) read back.
+    name = dataset(pytester, task("nan", reward=float("nan")))
+    result = run(pytester, fake_gym, name)
+    assert outcomes(result) == {"mcqa.jsonl::nan[r0]": "error"}
+    result.stdout.fnmatch_lines(["*not a finite number: nan*"])
+
+
+def test_crashed_eval_run_is_resumed_once(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("first"), task("crashes", crash=True), task("third"))
+    result = run(pytester, fake_gym, name)
+    assert set(outcomes(result).values()) == {"passed"}
+    eval_calls = [c["argv"] for c in fake_gym.calls() if c["argv"][:2] == ["eval", "run"]]
+    assert len(eval_calls) == 2 and "--resume" in eval_calls[1] and "--resume" not in eval_calls[0]
+
+
+def test_rollout_timeout_turns_a_missing_rollout_into_an_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("done"), task("held", hold=True))
+    result = run(pytester, fake_gym, name, "--gym-rollout-timeout", "1")
+    assert outcomes(result) == {"mcqa.jsonl::done[r0]": "passed", "mcqa.jsonl::held[r0]": "error"}
+    result.stdout.fnmatch_lines(["*no rollout arrived within 1 s (--gym-rollout-timeout)*"])
+    assert_nothing_left(fake_gym)
+
+
+def test_gym_that_will_not_start_errors_every_item(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "fail")
+    name = dataset(pytester, task("a"), task("b"))
+    result = run(pytester, fake_gym, name)
+    assert set(outcomes(result).values()) == {"error"} and len(outcomes(result)) == 2
+    result.stdout.fnmatch_lines(["*Gym would not start: `gym env start` exited with status 3*", "*fake start failure*"])
+    assert [c for c in fake_gym.calls() if c["argv"][:2] == ["eval", "run"]] == []
+
+
+def test_startup_timeout(pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "hang")
+    name = dataset(pytester, task("a"))
+    result = run(pytester, fake_gym, name, "--gym-startup-timeout", "1")
+    assert outcomes(result) == {"mcqa.jsonl::a[r0]": "error"}
+    result.stdout.fnmatch_lines(["*were not ready within 1 s (--gym-startup-timeout)*"])
+    assert_nothing_left(fake_gym)
+
+
+def test_only_selected_pairs_are_rolled_out(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("alpha"), task("beta"))
+    result = run(pytester, fake_gym, name, "--gym-repeats", "3", "-k", "beta and not r0", "--gym-run-dir", "runs")
+    assert outcomes(result) == {"mcqa.jsonl::beta[r1]": "passed", "mcqa.jsonl::beta[r2]": "passed"}
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["_ng_task_index"]) for r in rows] == [("beta", 0), ("beta", 1)]
+    assert all(r["agent_ref"] == {"type": "responses_api_agents", "name": "mcqa_simple_agent"} for r in rows)
+
+
+def test_each_session_gets_a_fresh_run_dir_named_on_the_terminal(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("a"))
+    first = run(pytester, fake_gym, name, "--gym-run-dir", "runs")
+    second = run(pytester, fake_gym, name, "--gym-run-dir", "runs")
+    dirs = set((pytester.path / "runs").iterdir())
+    named = {
+        Path(line.split("run directory: ")[1])
+        for r in (first, second)
+        for line in r.outlines
+        if "run directory" in line
+    }
+    assert len(dirs) == 2 and named == dirs
+
+
+def test_exit_first_stops_gym_without_waiting_for_the_rest(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    # The second rollout never comes unless Gym is stopped: -x must report the first failure and end the run.
+    name = dataset(pytester, task("bad", reward=0.0), task("held", hold=True))
+    result = run(pytester, fake_gym, name, "-x")
+    assert outcomes(result) == {"mcqa.jsonl::bad[r0]": "failed"}
+    assert_nothing_left(fake_gym)
+
+
+def test_row_agent_ref_and_gym_agent_choose_the_agent(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    row = task("own") | {"agent_ref": {"name": "nonexistent_agent"}}
+    name = dataset(pytester, row, task("default"))
+    result = run(pytester, fake_gym, name)
+    assert set(outcomes(result).values()) == {"error"}
+    result.stdout.fnmatch_lines(["*no Gym config in * defines the agent 'nonexistent_agent'*"])
+
+
+def test_api_key_never_reaches_argv_logs_or_reports(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gym_eval.replay import ReplayServer
+
+    secret = "sk-test-SECRET-1234567890"
+    monkeypatch.setenv("MY_KEY", secret)
+    name = dataset(pytester, task("a"), task("b", reward=0.0))
+    with ReplayServer([fake_gym.recording]) as server:
+        result = pytester.runpytest(
+            f"--gym-checkout={fake_gym.checkout}", "--gym-model-url", server.base_url, "--gym-model", "m",
+            "--gym-api-key-env", "MY_KEY", "--gym-run-dir", "runs", "--junitxml", "junit.xml", "-rA", name,
+        )  # fmt: skip
+    assert outcomes(result) == {"mcqa.jsonl::a[r0]": "passed", "mcqa.jsonl::b[r0]": "failed"}
+    assert secret not in result.stdout.str() + result.stderr.str()
+    assert all(secret not in " ".join(call["argv"]) for call in fake_gym.calls())
+    for path in [pytester.path / "junit.xml", *(pytester.path / "runs").rglob("*")]:
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), path
+    (config,) = (pytester.path / "runs").rglob("gym-config.yaml")
+    assert json.loads(config.read_text())["policy_api_key"] == "${oc.env:MY_KEY}"
+
+
+def test_killing_gym_mid_run_errors_the_rest_and_leaves_nothing(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makeconftest(
+        f"""
+import json, os, signal
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.endswith("first[r0]"):
+        calls = [json.loads(l) for l in open({str(fake_gym.calls_path)!r})]
+        (start,) = [c for c in calls if c["argv"][:2] == ["env", "start"]]
+        os.killpg(start["pid"], signal.SIGKILL)
+"""
+    )
+    name = dataset(pytester, task("first"), task("held", hold=True), task("after"))
+    result = run(pytester, fake_gym, name)
+    assert outcomes(result) == {
+        "mcqa.jsonl::first[r0]": "passed",
+        "mcqa.jsonl::held[r0]": "error",
+        "mcqa.jsonl::after[r0]": "error",
+    }
+    result.stdout.fnmatch_lines(["*Gym's servers exited (status -9) during the run*"])
+    assert_nothing_left(fake_gym)
+
+
+def test_sigint_to_pytest_leaves_nothing_running(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("first"), task("held", hold=True))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *fake_gym.args, "-v", "-s", name],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if "first[r0] PASSED" in line:
+            process.send_signal(signal.SIGINT)
+            break
+    rest = process.communicate(timeout=120)[0]
+    assert "KeyboardInterrupt" in "".join(seen) + rest
+    assert process.returncode == pytest.ExitCode.INTERRUPTED
+    assert_nothing_left(fake_gym)

@@ -1,0 +1,197 @@
+"""The real-Gym tier: Gym 0.7.0 from the ``nemo-gym`` sdist, its mcqa example, the project's replay model.
+
+Expected rewards are never written here: they come from Gym's own ``gym eval reverify`` of the recorded
+answers (fixture ``gym_verdicts``) and from Gym's own output files. Most tests attach to one Gym started for
+the tier (``shared_gym``); those about start-up and teardown start their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import GymExample, SharedGym
+from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.replay import ReplayServer
+
+pytestmark = pytest.mark.gym
+
+
+def copy_example(pytester: pytest.Pytester, example: GymExample) -> str:
+    """Gym's example tasks as ``datasets/mcqa.jsonl`` in the test's folder (the name picks the mcqa agent)."""
+    target = pytester.path / "datasets" / "mcqa.jsonl"
+    target.parent.mkdir(exist_ok=True)
+    shutil.copy(example.dataset, target)
+    return "datasets/mcqa.jsonl"
+
+
+def junit_rewards(path: Path) -> dict[str, tuple[str, float | None]]:
+    """node name -> (task id, reward) from the JUnit XML's testcase properties."""
+    found = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        reward = props.get("reward")
+        found[case.get("name", "")] = (props["task_id"], None if reward in (None, "None") else float(reward))
+    return found
+
+
+def run_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def started_sessions(run_dir: Path) -> list[int]:
+    return [json.loads(line)["sid"] for line in (run_dir / "processes.jsonl").read_text().splitlines()]
+
+
+def test_example_rewards_equal_gyms_own_verdicts(
+    pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample, gym_verdicts: dict[str, float]
+) -> None:
+    dataset = copy_example(pytester, gym_example)
+    result = pytester.runpytest(*shared_gym.args, dataset, "--gym-repeats=2", "--junitxml=junit.xml")
+    rewards = junit_rewards(pytester.path / "junit.xml")
+    assert len(rewards) == 10
+    for name, (task_id, reward) in rewards.items():
+        assert reward == gym_verdicts[task_id], name
+    passed = sum(1 for _, reward in rewards.values() if reward == 1.0)
+    result.assert_outcomes(passed=passed, failed=10 - passed)
+    # Gym 0.7.0 accepts one answer its recording scored 0.0: the recording alone would have been wrong.
+    recorded = [json.loads(line)["reward"] for line in gym_example.recordings.read_text().splitlines()]
+    assert sorted(gym_verdicts.values()) != sorted(recorded)
+
+
+def test_k_rolls_out_only_that_task(pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample) -> None:
+    dataset = copy_example(pytester, gym_example)
+    task = json.loads(gym_example.dataset.read_text().splitlines()[2])["uuid"]
+    result = pytester.runpytest(*shared_gym.args, dataset, "--gym-repeats=2", "-k", task, "--gym-run-dir=runs")
+    assert result.parseoutcomes().get("deselected") == 8
+    (run_dir,) = run_dirs(pytester.path / "runs")
+    materialized = [json.loads(line) for line in (run_dir / "gym-output" / "rollouts_materialized_inputs.jsonl").open()]
+    assert [row["uuid"] for row in materialized] == [task, task]
+
+
+def test_last_failed_rolls_out_only_the_failed_pairs(
+    pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample, gym_verdicts: dict[str, float]
+) -> None:
+    dataset = copy_example(pytester, gym_example)
+    pytester.runpytest(*shared_gym.args, dataset, "--gym-repeats=2", "--gym-run-dir=runs")
+    failing = sorted(task for task, reward in gym_verdicts.items() if reward < 1.0)
+    assert failing, "the example must have a task that fails"
+    result = pytester.runpytest(*shared_gym.args, dataset, "--gym-repeats=2", "--gym-run-dir=runs", "--lf")
+    result.assert_outcomes(failed=2 * len(failing), deselected=10 - 2 * len(failing))
+    newest = max(run_dirs(pytester.path / "runs"), key=lambda p: p.stat().st_mtime)
+    materialized = [json.loads(line) for line in (newest / "gym-output" / "rollouts_materialized_inputs.jsonl").open()]
+    assert sorted(row["uuid"] for row in materialized) == sorted(failing * 2)
+
+
+def test_collect_only_starts_no_process(pytester: pytest.Pytester, gym_example: GymExample) -> None:
+    dataset = copy_example(pytester, gym_example)
+    before = set(os.listdir("/proc"))
+    result = pytester.runpytest_subprocess(
+        f"--gym-checkout={gym_example.checkout}", f"--gym-replay={gym_example.recordings}", dataset,
+        "--collect-only", "--gym-run-dir=runs",
+    )  # fmt: skip
+    assert result.ret == 0 and "5 tests collected" in result.stdout.str()
+    assert not (pytester.path / "runs").exists()
+    new = [pid for pid in set(os.listdir("/proc")) - before if pid.isdigit()]
+    commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in new if Path(f"/proc/{pid}/cmdline").exists()]
+    assert not [c for c in commands if b"gym" in c and b"env" in c]
+
+
+def test_changed_recording_flips_the_reward_and_teardown_leaves_nothing(
+    pytester: pytest.Pytester, gym_example: GymExample, gym_verdicts: dict[str, float]
+) -> None:
+    dataset = copy_example(pytester, gym_example)
+    recordings = [json.loads(line) for line in gym_example.recordings.read_text().splitlines()]
+    rows = [json.loads(line) for line in gym_example.dataset.read_text().splitlines()]
+    # Change the answer of one task Gym scores 1.0 to a letter that is certainly wrong.
+    target = next(row for row in rows if gym_verdicts[row["uuid"]] == 1.0)
+    wrong = next(letter for letter in "ABCDEFGHIJ" if letter != target["expected_answer"])
+    prompt = target["responses_create_params"]["input"][0]["content"]
+    for recording in recordings:
+        if recording["responses_create_params"]["input"][0]["content"] == prompt:
+            recording["response"]["output"][-1]["content"][0]["text"] = f"The answer is \\boxed{{{wrong}}}"
+    changed = pytester.path / "changed_rollouts.jsonl"
+    changed.write_text("".join(json.dumps(r) + "\n" for r in recordings))
+
+    result = pytester.runpytest_subprocess(
+        f"--gym-checkout={gym_example.checkout}", f"--gym-replay={changed}", dataset,
+        "--junitxml=junit.xml", "--gym-run-dir=runs", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    rewards = {task: reward for task, reward in junit_rewards(pytester.path / "junit.xml").values()}
+    expected = {**gym_verdicts, target["uuid"]: 0.0}
+    assert rewards == expected, result.stdout.str()[-3000:]
+    (run_dir,) = run_dirs(pytester.path / "runs")
+    sessions = started_sessions(run_dir)
+    assert len(sessions) >= 2  # gym env start and gym eval run
+    assert [sid for sid in sessions if session_members(sid)] == []
+
+
+@pytest.fixture
+def slow_replay(gym_example: GymExample, tmp_path: Path) -> ReplayServer:
+    """The recorded answers, each held back 2 s: rollouts stay in flight long enough to interrupt them."""
+    server = ReplayServer([gym_example.recordings], delay=2.0, log_path=tmp_path / "slow-replay.jsonl")
+    server.start()
+    yield server  # type: ignore[misc]
+    server.stop()
+
+
+def test_killing_gyms_process_group_mid_run_errors_the_rest(
+    pytester: pytest.Pytester, gym_example: GymExample, slow_replay: ReplayServer
+) -> None:
+    dataset = copy_example(pytester, gym_example)
+    pytester.makeconftest(
+        """
+import json, os, signal
+from pathlib import Path
+def pytest_runtest_logreport(report):
+    if report.when == "call" and not os.environ.get("KILLED"):
+        os.environ["KILLED"] = "1"
+        (run_dir,) = Path("runs").iterdir()
+        first = json.loads((run_dir / "processes.jsonl").read_text().splitlines()[0])
+        assert first["name"] == "gym env start"
+        os.killpg(first["pid"], signal.SIGKILL)
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        f"--gym-checkout={gym_example.checkout}", f"--gym-model-url={slow_replay.base_url}", "--gym-model=replay",
+        dataset, "--gym-concurrency=1", "--gym-run-dir=runs", "-p", "no:cacheprovider", "-rA",
+    )  # fmt: skip
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) >= 3, result.stdout.str()[-3000:]
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) + outcomes["errors"] == 5
+    result.stdout.fnmatch_lines(["*Gym's servers exited*during the run*"])
+    (run_dir,) = run_dirs(pytester.path / "runs")
+    assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []
+
+
+def test_sigint_to_pytest_leaves_nothing_running(
+    pytester: pytest.Pytester, gym_example: GymExample, slow_replay: ReplayServer
+) -> None:
+    dataset = copy_example(pytester, gym_example)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", f"--gym-checkout={gym_example.checkout}",
+         f"--gym-model-url={slow_replay.base_url}", "--gym-model=replay", "--gym-concurrency=1",
+         "--gym-run-dir=runs", "-p", "no:cacheprovider", "-v", dataset],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if " PASSED" in line or " FAILED" in line:
+            process.send_signal(signal.SIGINT)
+            break
+    seen.append(process.communicate(timeout=300)[0])
+    output = "".join(seen)
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    (run_dir,) = run_dirs(pytester.path / "runs")
+    assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []

@@ -1,0 +1,672 @@
+"""Tests of pytest_gym_eval.replay: normalisation, turn splitting, the HTTP server and its command line.
+
+Every recording here is synthetic and written by the tests themselves.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import jsonlines
+import pytest
+
+from pytest_gym_eval.replay import (
+    RecordingError,
+    ReplayServer,
+    RoundRobin,
+    build_index,
+    chat_messages_to_items,
+    load_recordings,
+    main,
+    normalise_item,
+    normalise_items,
+    recording_turns,
+    request_items,
+    responses_answer,
+    split_turns,
+)
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never route loopback via a proxy
+
+
+# ---- synthetic recordings ---------------------------------------------------------------------------
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": text}
+
+
+def said(text: str, item_id: str = "msg_1") -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def call(call_id: str, name: str, arguments: str, item_id: str = "fc_1") -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
+
+
+def result(call_id: str, output: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def thought(text: str) -> dict[str, Any]:
+    return {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]}
+
+
+def rollout(task_input: Any, output: list[dict[str, Any]], **params: Any) -> dict[str, Any]:
+    return {
+        "responses_create_params": {"input": task_input, "tools": [], **params},
+        "response": {
+            "id": "resp_recorded",
+            "created_at": 1700000000.0,
+            "model": "recorded-model",
+            "object": "response",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "status": "completed",
+            "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+        },
+        "reward": 1.0,
+    }
+
+
+def write_rollouts(path: Path, rows: list[Any]) -> Path:
+    with jsonlines.open(path, mode="w") as writer:
+        writer.write_all(rows)
+    return path
+
+
+WEATHER_INPUT = [
+    {"type": "message", "role": "developer", "content": "You are a weather bot."},
+    user("How warm is it in Paris?"),
+]
+WEATHER_OUTPUT = [
+    thought("I should look the weather up."),
+    call("call_w1", "get_weather", '{"city": "Paris", "unit": "C"}'),
+    result("call_w1", '{"temp": 21}'),
+    thought("Now answer."),
+    said("It is 21 °C in Paris."),
+]
+
+
+@pytest.fixture
+def weather_file(tmp_path: Path) -> Path:
+    return write_rollouts(
+        tmp_path / "weather_rollouts.jsonl",
+        [rollout(WEATHER_INPUT, WEATHER_OUTPUT), rollout("What is 2+2?", [said("4")])],
+    )
+
+
+def post(url: str, body: Any = None, *, raw: bytes | None = None, headers: dict[str, str] | None = None) -> Any:
+    """POST JSON (or raw bytes); returns ``(status, decoded JSON body)`` for any status."""
+    data = raw if raw is not None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json", **(headers or {})}, method="POST"
+    )
+    return _send(request)
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> Any:
+    return _send(urllib.request.Request(url, headers=headers or {}, method="GET"))
+
+
+def _send(request: urllib.request.Request) -> tuple[int, Any]:
+    try:
+        with _OPENER.open(request, timeout=10) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.load(error)
+
+
+# ---- normalisation -------------------------------------------------------------------------------
+
+
+def test_message_forms_normalise_alike() -> None:
+    parts = {
+        "id": "msg_9",
+        "status": "completed",
+        "type": "message",
+        "role": "developer",
+        "content": [{"type": "input_text", "text": "Be "}, {"type": "text", "text": "brief."}],
+    }
+    plain = {"role": "system", "content": "Be brief."}
+    assert normalise_item(parts) == normalise_item(plain) == ("message", "system", "Be brief.")
+    assert normalise_item(user("hi")) != normalise_item(user("hello"))
+    assert normalise_item(said("Yes")) == ("message", "assistant", "Yes")
+
+
+def test_function_call_arguments_are_canonical() -> None:
+    recorded = call("call_1", "f", '{"b": 1, "a": [1, 2]}', item_id="fc_recorded")
+    resent = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": '{"a":[1,2],"b":1}'}
+    assert normalise_item(recorded) == normalise_item(resent)
+    assert normalise_item(recorded) == ("function_call", "f", '{"a": [1, 2], "b": 1}', "call_1")
+    assert normalise_item(call("call_2", "f", '{"a":[1,2],"b":1}')) != normalise_item(recorded)
+    assert normalise_item(call("call_1", "f", "not json {")) == ("function_call", "f", "not json {", "call_1")
+
+
+def test_function_call_output_text_and_reasoning() -> None:
+    as_parts = {
+        "type": "function_call_output",
+        "call_id": "c",
+        "output": [{"type": "input_text", "text": "42"}],
+    }
+    assert normalise_item(as_parts) == normalise_item(result("c", "42")) == ("function_call_output", "c", "42")
+    assert normalise_item(thought("hmm")) is None
+    assert normalise_items([thought("hmm"), user("q")]) == (("message", "user", "q"),)
+
+
+def test_other_items_ignore_id_and_status() -> None:
+    first = {"type": "computer_call", "id": "cc_1", "status": "completed", "action": {"x": 1}}
+    again = {"type": "computer_call", "id": "cc_2", "action": {"x": 1}}
+    moved = {"type": "computer_call", "id": "cc_1", "action": {"x": 2}}
+    assert normalise_item(first) == normalise_item(again)
+    assert normalise_item(first) != normalise_item(moved)
+    assert normalise_item(first) == ("computer_call", '{"action": {"x": 1}, "type": "computer_call"}')
+
+
+def test_model_turn_and_leading_system_messages_are_folded() -> None:
+    responses_shaped = [
+        {"role": "system", "content": "Rule one."},
+        {"role": "developer", "content": "Rule two."},
+        user("q"),
+        said("Let me "),
+        call("c1", "f", "{}"),
+        said("check."),
+        result("c1", "ok"),
+    ]
+    chat_shaped = [
+        {"role": "system", "content": "Rule one.\n\nRule two."},
+        user("q"),
+        said("<think>private</think>Let me check."),
+        call("c1", "f", "{}"),
+        result("c1", "ok"),
+    ]
+    expected = (
+        ("message", "system", "Rule one.\n\nRule two."),
+        ("message", "user", "q"),
+        ("message", "assistant", "Let me check."),
+        ("function_call", "f", "{}", "c1"),
+        ("function_call_output", "c1", "ok"),
+    )
+    assert normalise_items(responses_shaped) == normalise_items(chat_shaped) == expected
+    # an assistant message that is empty (or only thinking) adds nothing
+    assert normalise_items([user("q"), said("<think>x</think>"), call("c1", "f", "{}")]) == (
+        ("message", "user", "q"),
+        ("function_call", "f", "{}", "c1"),
+    )
+
+
+def test_normalise_items_rejects_non_objects() -> None:
+    with pytest.raises(ValueError, match="#1"):
+        normalise_items([user("q"), "oops"])
+
+
+def test_request_items() -> None:
+    assert request_items({"input": "Hi"}) == [{"type": "message", "role": "user", "content": "Hi"}]
+    with_instructions = request_items({"input": [user("Hi")], "instructions": "Be kind."})
+    assert with_instructions == [{"type": "message", "role": "system", "content": "Be kind."}, user("Hi")]
+    assert request_items({"input": None, "instructions": None}) == []
+    with pytest.raises(ValueError, match="input"):
+        request_items({"input": 3})
+
+
+def test_chat_messages_normalise_like_responses_items() -> None:
+    chat = [
+        {"role": "system", "content": "You are a weather bot."},
+        {"role": "user", "content": [{"type": "text", "text": "How warm is it in Paris?"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_w1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"unit":"C","city":"Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_w1", "content": '{"temp": 21}'},
+    ]
+    assert normalise_items(chat_messages_to_items(chat)) == normalise_items(WEATHER_INPUT + WEATHER_OUTPUT[:3])
+
+
+# ---- turns and index -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("types", "turns"),
+    [
+        ("", [(0, 0)]),
+        ("M", [(0, 1)]),
+        ("RCORM", [(0, 2), (3, 5)]),
+        ("CCOOCOM", [(0, 2), (4, 5), (6, 7)]),
+        ("RCO", [(0, 2)]),  # trajectory cut off after a tool result
+        ("MUM", [(0, 1), (2, 3)]),  # a user-simulation environment adds user messages
+        ("SUCOM", [(2, 3), (4, 5)]),  # environment items before the first model item
+    ],
+)
+def test_split_turns(types: str, turns: list[tuple[int, int]]) -> None:
+    make = {
+        "M": lambda: said("a"),
+        "R": lambda: thought("t"),
+        "C": lambda: call("c", "f", "{}"),
+        "O": lambda: result("c", "r"),
+        "U": lambda: user("u"),
+        "S": lambda: {"type": "message", "role": "system", "content": "s"},
+    }
+    assert split_turns([make[letter]() for letter in types]) == turns
+
+
+def test_recording_turns_are_keyed_by_the_preceding_conversation(weather_file: Path) -> None:
+    weather, arithmetic = load_recordings([weather_file])
+    assert weather.source == f"{weather_file}:1" and arithmetic.source == f"{weather_file}:2"
+    (key0, turn0), (key1, turn1) = recording_turns(weather)
+    assert key0 == normalise_items(WEATHER_INPUT)
+    assert list(turn0.items) == WEATHER_OUTPUT[:2] and not turn0.final
+    assert key1 == normalise_items(WEATHER_INPUT + WEATHER_OUTPUT[:3])
+    assert list(turn1.items) == WEATHER_OUTPUT[3:] and turn1.final
+    assert "output" not in turn1.response
+    index = build_index([weather, arithmetic])
+    assert set(index) == {key0, key1, normalise_items([user("What is 2+2?")])}
+
+
+def test_instructions_are_part_of_the_key(tmp_path: Path) -> None:
+    path = write_rollouts(tmp_path / "r.jsonl", [rollout("Hi", [said("Hello")], instructions="Be kind.")])
+    ((key, _turn),) = recording_turns(load_recordings([path])[0])
+    assert key == (("message", "system", "Be kind."), ("message", "user", "Hi"))
+
+
+def test_round_robin_is_thread_safe(tmp_path: Path) -> None:
+    path = write_rollouts(tmp_path / "r.jsonl", [rollout("Q", [said("one")]), rollout("Q", [said("two")])])
+    answers = RoundRobin(build_index(load_recordings([path])))
+    key = normalise_items([user("Q")])
+    served: list[str] = []
+    lock = threading.Lock()
+
+    def ask() -> None:
+        for _ in range(50):
+            turn = answers.next(key)
+            assert turn is not None
+            with lock:
+                served.append(turn.items[0]["content"][0]["text"])
+
+    workers = [threading.Thread(target=ask) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert served.count("one") == served.count("two") == 200
+    assert answers.next(normalise_items([user("other")])) is None
+
+
+def test_responses_answer_fills_defaults_and_completes_intermediate_turns(tmp_path: Path) -> None:
+    row = rollout("Q", [call("c", "f", "{}"), result("c", "r"), said("done")])
+    for name in ("parallel_tool_calls", "tool_choice", "tools"):
+        del row["response"][name]
+    row["response"].update(status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+    (_, first), (_, last) = recording_turns(load_recordings([write_rollouts(tmp_path / "r.jsonl", [row])])[0])
+    answer = responses_answer(first, response_id="resp_x", model="m", now=12.5)
+    assert answer["parallel_tool_calls"] is True and answer["tool_choice"] == "auto" and answer["tools"] == []
+    assert (answer["id"], answer["model"], answer["created_at"], answer["object"]) == (
+        "resp_x",
+        "m",
+        12.5,
+        "response",
+    )
+    assert answer["status"] == "completed" and answer["incomplete_details"] is None
+    assert answer["usage"] == row["response"]["usage"]
+    final = responses_answer(last, response_id="resp_y", model="m", now=13.0)
+    assert final["status"] == "incomplete" and final["incomplete_details"] == {"reason": "max_output_tokens"}
+    answer["output"][0]["name"] = "mutated"
+    assert first.items[0]["name"] == "f"  # answers are copies
+
+
+# ---- loading errors ------------------------------------------------------------------------------
+
+GOOD_LINE = json.dumps(rollout("Q", [said("A")]))
+
+
+@pytest.mark.parametrize(
+    ("lines", "where", "what"),
+    [
+        ([GOOD_LINE, "", "{not json"], 3, "malformed JSON"),
+        ([GOOD_LINE, "[1, 2]"], 2, "expected a JSON object, got list"),
+        ([GOOD_LINE, "null"], 2, "expected a JSON object, got NoneType"),
+        ([json.dumps({"response": {"output": []}})], 1, "responses_create_params"),
+        (
+            [json.dumps({"responses_create_params": {"input": "Q"}, "response": {"id": "r"}})],
+            1,
+            "response.output",
+        ),
+        (
+            [json.dumps({"responses_create_params": {"input": "Q"}, "response": {"output": [[]]}})],
+            1,
+            "output[0]",
+        ),
+        ([GOOD_LINE, GOOD_LINE, json.dumps(rollout(7, [said("A")]))], 3, "`input` must be a string"),
+    ],
+    ids=["malformed", "array", "null", "no-params", "no-output", "output-not-items", "bad-input"],
+)
+def test_bad_rollouts_name_file_and_line(tmp_path: Path, lines: list[str], where: int, what: str) -> None:
+    path = tmp_path / "bad_rollouts.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(RecordingError) as caught:
+        ReplayServer([path])
+    assert str(caught.value).startswith(f"{path}:{where}: ")
+    assert what in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_blank_lines_are_skipped_and_missing_files_reported(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(f"\n{GOOD_LINE}\n   \n{GOOD_LINE}\n\n", encoding="utf-8")
+    assert ReplayServer([path]).recordings == 2
+    assert [recording.source for recording in load_recordings([path])] == [f"{path}:2", f"{path}:4"]
+    with pytest.raises(RecordingError, match=re.escape(str(tmp_path / "missing.jsonl"))):
+        ReplayServer([tmp_path / "missing.jsonl"])
+
+
+# ---- the HTTP server -----------------------------------------------------------------------------
+
+
+def test_single_turn_replay_over_http(weather_file: Path) -> None:
+    with ReplayServer([weather_file]) as server:
+        assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
+        assert server.recordings == 2
+        status, answer = post(f"{server.base_url}/responses", {"input": "What is 2+2?", "model": None})
+        assert status == 200
+        assert answer["output"] == [said("4")]
+        assert answer["object"] == "response" and answer["model"] == "recorded-model"
+        assert re.fullmatch(r"resp_replay_\d+", answer["id"])
+        assert isinstance(answer["created_at"], float) and answer["created_at"] > 1700000000.0
+        _, again = post(f"{server.base_url}/responses", {"input": [user("What is 2+2?")], "model": "policy"})
+        assert again["model"] == "policy" and again["id"] != answer["id"]
+        assert server.request_count == 2
+
+
+def test_two_turn_tool_calling_replay_through_responses(weather_file: Path) -> None:
+    with ReplayServer([weather_file]) as server:
+        url = f"{server.base_url}/responses"
+        status, first = post(url, {"model": "policy", "input": WEATHER_INPUT, "tools": []})
+        assert status == 200
+        assert first["output"] == WEATHER_OUTPUT[:2]
+        # the agent re-sends the model's items (as returned) plus the tool result
+        conversation = WEATHER_INPUT + first["output"] + [result("call_w1", '{"temp": 21}')]
+        status, second = post(url, {"model": "policy", "input": conversation})
+        assert status == 200
+        assert second["output"] == [thought("Now answer."), said("It is 21 °C in Paris.")]
+        # a different tool result is a conversation that was never recorded
+        status, _ = post(url, {"model": "policy", "input": [*conversation[:-1], result("call_w1", "{}")]})
+        assert status == 404
+
+
+def test_two_turn_tool_calling_replay_through_chat_completions(weather_file: Path) -> None:
+    with ReplayServer([weather_file]) as server:
+        url = f"{server.base_url}/chat/completions"
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are a weather bot."},
+            {"role": "user", "content": "How warm is it in Paris?"},
+        ]
+        status, first = post(url, {"model": "policy", "messages": messages})
+        assert status == 200
+        assert first["object"] == "chat.completion" and first["model"] == "policy"
+        assert re.fullmatch(r"chatcmpl-replay-\d+", first["id"]) and isinstance(first["created"], int)
+        (choice,) = first["choices"]
+        assert choice["finish_reason"] == "tool_calls" and choice["index"] == 0
+        assert choice["message"]["content"] is None
+        assert choice["message"]["tool_calls"] == [
+            {
+                "id": "call_w1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "C"}'},
+            }
+        ]
+        assert first["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        messages += [
+            choice["message"],
+            {"role": "tool", "tool_call_id": "call_w1", "content": '{"temp": 21}'},
+        ]
+        status, second = post(url, {"model": "policy", "messages": messages})
+        assert status == 200
+        (choice,) = second["choices"]
+        assert choice["finish_reason"] == "stop"
+        assert choice["message"] == {"role": "assistant", "content": "It is 21 °C in Paris."}
+
+
+def test_shared_key_is_answered_round_robin(tmp_path: Path) -> None:
+    path = write_rollouts(
+        tmp_path / "r.jsonl",
+        [
+            rollout("Flip a coin.", [said("heads")]),
+            rollout("Other task", [said("x")]),
+            rollout([user("Flip a coin.")], [said("tails")]),
+        ],
+    )
+    with ReplayServer([path]) as server:
+        texts = [
+            post(f"{server.base_url}/responses", {"input": "Flip a coin."})[1]["output"][0]["content"][0]["text"]
+            for _ in range(5)
+        ]
+    assert texts == ["heads", "tails", "heads", "tails", "heads"]
+
+
+def test_unmatched_conversation_is_404_quoting_the_prompt(weather_file: Path) -> None:
+    prompt = "".join(f"word{number} " for number in range(40))  # well over 80 characters
+    with ReplayServer([weather_file]) as server:
+        status, body = post(f"{server.base_url}/responses", {"input": [user(prompt)]})
+        chat_status, chat_body = post(
+            f"{server.base_url}/chat/completions", {"messages": [{"role": "user", "content": prompt}]}
+        )
+    assert status == chat_status == 404
+    assert body["error"]["type"] == "not_found" and body["error"]["code"] == "no_recording"
+    message = body["error"]["message"]
+    assert f'"{prompt[:80]}"' in message and prompt[:81] not in message
+    assert "2 recordings" in message
+    assert chat_body == body
+
+
+def test_models_unknown_paths_and_bad_requests(weather_file: Path) -> None:
+    with ReplayServer([weather_file], model_name="my-policy") as server:
+        assert get(f"{server.base_url}/models") == (
+            200,
+            {
+                "object": "list",
+                "data": [{"id": "my-policy", "object": "model", "created": 0, "owned_by": "pytest-gym-eval"}],
+            },
+        )
+        status, body = get(f"{server.base_url}/nothing-here")
+        assert status == 404 and body["error"]["code"] == "unknown_path"
+        status, body = post(f"{server.base_url}/responses", raw=b"{not json")
+        assert status == 400 and body["error"]["code"] == "bad_json"
+        status, body = post(f"{server.base_url}/responses", raw=b"")
+        assert status == 400 and "empty" in body["error"]["message"]
+        status, body = post(f"{server.base_url}/responses", [1, 2])
+        assert status == 400 and body["error"]["code"] == "bad_json"
+        status, body = post(f"{server.base_url}/responses", {"input": 5})
+        assert status == 400 and "input" in body["error"]["message"]
+        status, body = post(f"{server.base_url}/chat/completions", {"messages": "hi"})
+        assert status == 400 and "messages" in body["error"]["message"]
+    with ReplayServer([weather_file]) as server:
+        assert get(f"{server.base_url}/models")[1]["data"][0]["id"] == "replay"
+
+
+def test_log_has_one_entry_per_request_and_no_headers(weather_file: Path, tmp_path: Path) -> None:
+    log = tmp_path / "replay.log.jsonl"
+    secret = {"Authorization": "Bearer sk-secret-value-123", "X-Api-Key": "another-secret-456"}
+    with ReplayServer([weather_file], log_path=log) as server:
+        get(f"{server.base_url}/models", headers=secret)
+        post(f"{server.base_url}/responses", {"input": "What is 2+2?"}, headers=secret)
+        post(f"{server.base_url}/responses", {"input": "Never recorded"}, headers=secret)
+        post(f"{server.base_url}/responses", raw=b"garbage", headers=secret)
+        assert server.request_count == 4
+    text = log.read_text(encoding="utf-8")
+    assert "sk-secret-value-123" not in text and "another-secret-456" not in text
+    assert "Authorization" not in text
+    with jsonlines.open(log) as reader:
+        entries = list(reader)
+    assert [(entry["method"], entry["path"], entry["status"]) for entry in entries] == [
+        ("GET", "/v1/models", 200),
+        ("POST", "/v1/responses", 200),
+        ("POST", "/v1/responses", 404),
+        ("POST", "/v1/responses", 400),
+    ]
+    assert all(isinstance(entry["time"], float) for entry in entries)
+    assert entries[1]["request"] == {"input": "What is 2+2?"}
+    assert entries[1]["answer"]["recording"] == f"{weather_file}:2"
+    assert entries[1]["answer"]["text"] == "4"
+    assert "Never recorded" in entries[2]["error"]
+    assert entries[3]["request"] == "garbage" and "JSON" in entries[3]["error"]
+
+
+def test_lifecycle(weather_file: Path) -> None:
+    server = ReplayServer([weather_file])
+    with pytest.raises(RuntimeError):
+        _ = server.port
+    server.start()
+    with pytest.raises(RuntimeError):
+        server.start()
+    base_url = server.base_url
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("GET", "/v1/models")
+    assert connection.getresponse().read()  # the connection stays open (HTTP/1.1 keep-alive)
+    server.stop()
+    server.stop()  # idempotent
+    with pytest.raises((OSError, http.client.HTTPException)):
+        connection.request("GET", "/v1/models")
+        connection.getresponse()
+    connection.close()
+    with pytest.raises(urllib.error.URLError):
+        get(f"{base_url}/models")
+
+
+# ---- command line --------------------------------------------------------------------------------
+
+
+def _first_line(stream: Any, timeout: float) -> str:
+    """The first line of ``stream``, waiting at most ``timeout`` seconds."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        pytest.fail(f"no line printed within {timeout} s")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_command_line_serves_until_signalled(weather_file: Path, tmp_path: Path, stop_signal: int) -> None:
+    log = tmp_path / "cli.log.jsonl"
+    command = [sys.executable, "-m", "pytest_gym_eval", "replay", str(weather_file), "--model-name", "cli"]
+    process = subprocess.Popen(
+        [*command, "--log", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        line = _first_line(process.stdout, timeout=60)
+        match = re.fullmatch(r"replay model server listening on (http://127\.0\.0\.1:\d+/v1) \(2 recordings\)\n", line)
+        assert match, line
+        assert get(f"{match[1]}/models")[1]["data"][0]["id"] == "cli"
+        status, answer = post(f"{match[1]}/responses", {"input": "What is 2+2?"})
+        assert status == 200 and answer["output"] == [said("4")]
+        process.send_signal(stop_signal)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out == "" and err == ""
+    assert len(log.read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_command_line_rejects_bad_rollouts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad_rollouts.jsonl"
+    bad.write_text(GOOD_LINE + "\n{oops\n", encoding="utf-8")
+    assert main([str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert f"{bad}:2" in captured.err and captured.out == ""
+
+
+# ---- against Gym's own recordings ----------------------------------------------------------------
+
+
+@pytest.mark.gym
+def test_replays_gym_mcqa_example_rollouts() -> None:
+    checkout = os.environ.get("PYTEST_GYM_EVAL_CHECKOUT")
+    if not checkout:
+        pytest.skip("PYTEST_GYM_EVAL_CHECKOUT is not set")
+    path = Path(checkout) / "resources_servers" / "mcqa" / "data" / "example_rollouts.jsonl"
+    with jsonlines.open(path) as reader:
+        recorded = list(reader.iter(skip_empty=True))
+    assert recorded
+    with ReplayServer([path]) as server:
+        for row in recorded:
+            status, answer = post(f"{server.base_url}/responses", row["responses_create_params"])
+            assert status == 200
+            assert answer["output"] == row["response"]["output"]
+
+
+def test_delay_holds_answers_back_until_stop(tmp_path: Path) -> None:
+    # A server with a very long delay still answers promptly once stopped: the delay is cut short, not leaked.
+    recording = tmp_path / "r_rollouts.jsonl"
+    recording.write_text(json.dumps(_DELAY_RECORD) + "\n")
+    server = ReplayServer([recording], delay=3600)
+    server.start()
+    answers: list[int] = []
+
+    def ask() -> None:
+        request = urllib.request.Request(
+            server.base_url + "/responses", data=json.dumps({"input": "ping"}).encode(), method="POST"
+        )
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                answers.append(response.status)
+        except OSError:
+            answers.append(-1)
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    thread.join(0.5)
+    assert thread.is_alive() and answers == []  # held back
+    server.stop()
+    thread.join(60)
+    assert not thread.is_alive()
+
+
+_DELAY_RECORD = {
+    "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+    "response": {
+        "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "pong"}]}]
+    },
+}

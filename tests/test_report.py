@@ -1,0 +1,707 @@
+"""Tests of pytest_gym_eval.report: summaries, session verdicts, terminal text, the JSON report, baseline
+comparison and JUnit properties, on hand-made rollout results with hand-worked numbers.
+
+Student t quantiles used below (tables): t(0.975; 3) = 3.182446, t(0.975; 4) = 2.776445, t(0.975; 5) = 2.570582.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pytest_gym_eval.gates import Gate, GateMode, Verdict
+from pytest_gym_eval.report import (
+    REPORT_SCHEMA_VERSION,
+    SCHEMA_PATH,
+    BaselineComparison,
+    DatasetSummary,
+    RolloutResult,
+    build_report,
+    compare_to_baseline,
+    load_report,
+    max_drop_gate,
+    render_baseline,
+    render_summary,
+    session_verdict,
+    suite_properties,
+    summarize,
+    write_report,
+)
+
+MCQA = "datasets/mcqa.jsonl"
+LONG_PATH = "very/" * 28 + "long.jsonl"  # 150 characters
+LONG_ID = "task-" + "x" * 60 + "-0042"
+POINT, LOWER = GateMode.POINT, GateMode.LOWER_BOUND
+
+assert len(LONG_PATH) == 150
+
+
+def rollout(
+    task: str,
+    repeat: int,
+    reward: float | None,
+    *,
+    dataset: str = MCQA,
+    agent: str = "mcqa_simple_agent",
+    threshold: float = 1.0,
+    failure_class: str | None = None,
+    start: float = 0.0,
+    stop: float = 0.0,
+) -> RolloutResult:
+    """A result with status from ``reward`` (None → error, class "missing" unless given)."""
+    if reward is None:
+        status, failure_class = "error", failure_class or "missing"
+    else:
+        status = "passed" if reward >= threshold else "failed"
+    return RolloutResult(
+        nodeid=f"{dataset}::{task}[r{repeat}]",
+        dataset=dataset,
+        task_id=task,
+        repeat=repeat,
+        agent=agent,
+        status=status,
+        reward=reward,
+        failure_class=failure_class,
+        record=f"run/rollouts.jsonl:{repeat + 1}",
+        start=start,
+        stop=stop,
+    )
+
+
+def results_for(rewards: Mapping[str, Sequence[float | None]], **kwargs: Any) -> list[RolloutResult]:
+    """``{task: [reward of r0, r1, ...]}`` → results in task-then-repeat order."""
+    return [rollout(task, r, reward, **kwargs) for task, row in rewards.items() for r, reward in enumerate(row)]
+
+
+def summarize_one(
+    results: Sequence[RolloutResult], gates: Sequence[Gate] = (), mode: GateMode = POINT
+) -> DatasetSummary:
+    (summary,) = summarize(results, thresholds={}, gates={MCQA: gates}, mode=mode)
+    return summary
+
+
+# 5 tasks x 2 repeats, 4 tasks always pass, 1 always fails.
+FOUR_OF_FIVE = {"q0": [1.0, 1.0], "q1": [1.0, 1.0], "q2": [1.0, 1.0], "q3": [1.0, 1.0], "q4": [0.0, 0.0]}
+# 4 tasks x 2 repeats, t2 flaky.
+FLAKY = {"t1": [1.0, 1.0], "t2": [1.0, 0.0], "t3": [0.0, 0.0], "t4": [1.0, 1.0]}
+
+
+def approx_interval(interval: Any, estimate: float, low: float, high: float, n: int) -> None:
+    assert interval.estimate == pytest.approx(estimate, abs=1e-6)
+    assert interval.low == pytest.approx(low, abs=1e-6)
+    assert interval.high == pytest.approx(high, abs=1e-6)
+    assert interval.n == n
+
+
+# --- summarize ---------------------------------------------------------------------------------------------
+
+
+def test_four_of_five_tasks_always_pass() -> None:
+    summary = summarize_one(results_for(FOUR_OF_FIVE))
+    assert (summary.dataset, summary.agent) == (MCQA, None)
+    assert (summary.tasks, summary.rollouts, summary.errors, summary.scored) == (5, 10, 0, 10)
+    # Per-task means 1,1,1,1,0: mean 0.8, s = sqrt(0.8/4), se = s/sqrt(5) = 0.2, half width 2.776445 * 0.2.
+    approx_interval(summary.mean_reward, 0.8, 0.8 - 0.555289, 0.8 + 0.555289, 5)
+    # Wilson 8/10 at 95%: [0.490162, 0.943318].
+    approx_interval(summary.pass_rate, 0.8, 0.490162, 0.943318, 10)
+    assert sorted(summary.pass_at_k) == [1, 2]
+    approx_interval(summary.pass_at_k[1], 0.8, 0.244711, 1.355289, 5)
+    approx_interval(summary.pass_at_k[2], 0.8, 0.244711, 1.355289, 5)
+    assert summary.flaky_tasks == ()
+    assert summary.threshold == 1.0
+    assert summary.gates == []
+    assert summary.verdict is None
+
+
+def test_flaky_task() -> None:
+    summary = summarize_one(results_for(FLAKY))
+    assert summary.flaky_tasks == ("t2",)
+    # Per-task means 1, .5, 0, 1: mean .625, s^2 = .6875/3, se = .239357, half width 3.182446 * se.
+    approx_interval(summary.mean_reward, 0.625, -0.136740, 1.386740, 4)
+    approx_interval(summary.pass_at_k[1], 0.625, -0.136740, 1.386740, 4)
+    # pass@2 per task 1, 1, 0, 1: mean .75, s = .5, se = .25, half width .795612.
+    approx_interval(summary.pass_at_k[2], 0.75, -0.045612, 1.545612, 4)
+
+
+def test_pass_at_k_uses_the_unbiased_estimator() -> None:
+    summary = summarize_one(results_for({"a": [1.0, 0.0, 0.0], "b": [1.0, 1.0, 1.0], "c": [0.0, 0.0, 0.0]}))
+    assert sorted(summary.pass_at_k) == [1, 2, 3]
+    # Task a: pass@1 = 1/3, pass@2 = 1 - C(2,2)/C(3,2) = 2/3, pass@3 = 1.
+    assert summary.pass_at_k[1].estimate == pytest.approx((1 / 3 + 1 + 0) / 3)
+    assert summary.pass_at_k[2].estimate == pytest.approx((2 / 3 + 1 + 0) / 3)
+    assert summary.pass_at_k[3].estimate == pytest.approx(2 / 3)
+    assert summary.flaky_tasks == ("a",)
+
+
+def test_errors_are_counted_but_carry_no_reward() -> None:
+    results = results_for({"q0": [1.0, None], "q1": [0.0, 1.0]})
+    results.append(rollout("q2", 0, None, failure_class="bad_reward"))
+    summary = summarize_one(results)
+    assert (summary.tasks, summary.rollouts, summary.errors, summary.scored) == (3, 5, 2, 3)
+    assert summary.error_classes == {"missing": 1, "bad_reward": 1}
+    assert summary.mean_reward.estimate == pytest.approx(2 / 3)
+    assert summary.mean_reward.n == 2  # q2 has no scored rollout
+    assert summary.pass_rate.estimate == pytest.approx(2 / 3)
+    assert summary.pass_rate.n == 3
+    # pass@2 only over tasks with 2 scored rollouts: q1 (pass@2 = 1).
+    assert (summary.pass_at_k[2].estimate, summary.pass_at_k[2].n) == (1.0, 1)
+    assert summary.flaky_tasks == ("q1",)  # q0's error does not make it flaky
+
+
+def test_pass_follows_status_not_reward() -> None:
+    # A pass hook may pass a rollout below the threshold: the status decides.
+    results = [rollout("a", 0, 0.3), rollout("b", 0, 0.3)]
+    results[0] = replace(results[0], status="passed")
+    summary = summarize_one(results)
+    assert summary.pass_rate.estimate == 0.5
+    assert summary.mean_reward.estimate == pytest.approx(0.3)
+
+
+def test_non_finite_reward_is_not_scored() -> None:
+    results = [rollout("a", 0, 1.0), RolloutResult("x::b[r0]", MCQA, "b", 0, "mcqa_simple_agent", "failed", math.nan)]
+    summary = summarize_one(results)
+    assert (summary.rollouts, summary.scored, summary.errors) == (2, 1, 0)
+
+
+def test_several_agents_split_a_dataset_in_first_seen_order() -> None:
+    other = "datasets/other.jsonl"
+    results = [
+        rollout("x", 0, 1.0, agent="a1"),
+        rollout("o", 0, 0.0, dataset=other, agent="solo"),
+        rollout("z", 0, 0.0, agent="a2"),
+        rollout("y", 0, 1.0, agent="a1"),
+        rollout("z", 1, 1.0, agent="a2"),
+    ]
+    summaries = summarize(results, thresholds={other: 0.5}, gates={}, mode=POINT)
+    assert [(s.dataset, s.agent) for s in summaries] == [(MCQA, "a1"), (MCQA, "a2"), (other, None)]
+    a1, a2, solo = summaries
+    assert (a1.tasks, a1.rollouts, a1.mean_reward.estimate) == (2, 2, 1.0)
+    assert (a2.tasks, a2.rollouts, a2.mean_reward.estimate) == (1, 2, 0.5)
+    assert sorted(a1.pass_at_k) == [1] and sorted(a2.pass_at_k) == [1, 2]
+    assert (solo.threshold, a1.threshold) == (0.5, 1.0)
+    assert a1.title == f"{MCQA} (agent a1)" and solo.title == other
+
+
+def test_wall_time_spans_first_start_to_last_stop() -> None:
+    results = [
+        rollout("a", 0, 1.0, start=100.0, stop=105.0),
+        rollout("b", 0, 1.0, start=101.0, stop=110.0),
+        rollout("c", 0, 1.0),  # no timing: ignored
+    ]
+    assert summarize_one(results).wall_time == pytest.approx(10.0)
+    assert summarize_one(results[2:]).wall_time == 0.0
+
+
+def test_gates_are_judged_and_give_the_verdict() -> None:
+    results = results_for(FOUR_OF_FIVE)
+    passing = summarize_one(results, [Gate("mean_reward", 0.7), Gate("pass_at_k", 0.5, k=2)])
+    assert [g.verdict for g in passing.gates] == [Verdict.PASS, Verdict.PASS]
+    assert passing.verdict == "PASS"
+    failing = summarize_one(results, [Gate("mean_reward", 0.7), Gate("pass_rate", 0.9)])
+    assert failing.verdict == "FAIL"
+    inconclusive = summarize_one(results, [Gate("mean_reward", 0.7)], mode=LOWER)  # [0.24, 1.36] straddles
+    assert inconclusive.verdict == "INCONCLUSIVE"
+    assert inconclusive.gates[0].mode is LOWER
+
+
+def test_confidence_changes_the_intervals() -> None:
+    (summary,) = summarize(results_for(FOUR_OF_FIVE), thresholds={}, gates={}, mode=POINT, confidence=0.9)
+    assert summary.confidence == 0.9
+    assert summary.mean_reward.high < 1.355289  # narrower than the 95% interval
+
+
+# --- session_verdict ---------------------------------------------------------------------------------------
+
+
+def test_session_verdict_without_gates() -> None:
+    assert session_verdict(
+        summarize(results_for(FOUR_OF_FIVE), thresholds={}, gates={}, mode=POINT), inconclusive_passes=False
+    ) == (-1, "")
+    assert session_verdict([], inconclusive_passes=True) == (-1, "")
+
+
+def test_session_verdict_all_gates_pass_despite_failed_rollouts() -> None:
+    summary = summarize_one(results_for(FOUR_OF_FIVE), [Gate("mean_reward", 0.7), Gate("pass_rate", 0.5)])
+    assert session_verdict([summary], inconclusive_passes=False) == (0, "gym gates: all 2 gates pass")
+    single = summarize_one(results_for(FOUR_OF_FIVE), [Gate("mean_reward", 0.7)])
+    assert session_verdict([single], inconclusive_passes=False) == (0, "gym gates: the gate passes")
+
+
+def test_session_verdict_gate_fails() -> None:
+    summary = summarize_one(results_for(FOUR_OF_FIVE), [Gate("mean_reward", 0.9)])
+    assert session_verdict([summary], inconclusive_passes=True) == (
+        1,
+        "gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.80 < 0.90",
+    )
+
+
+def test_session_verdict_lower_bound_failure_names_the_upper_bound() -> None:
+    results = results_for({f"q{i}": [0.0, 0.0] if i % 2 else [0.0, 1.0] for i in range(10)})
+    summary = summarize_one(results, [Gate("pass_rate", 0.9)], mode=LOWER)
+    status, reason = session_verdict([summary], inconclusive_passes=True)
+    assert status == 1
+    assert reason.startswith("gym gates: FAIL - datasets/mcqa.jsonl pass rate 0.25, upper bound 0.4")
+    assert reason.endswith("< 0.90")
+
+
+def test_session_verdict_errors_fail_even_when_gates_pass() -> None:
+    gated = summarize_one(results_for({"q0": [1.0, None], "q1": [1.0, 1.0]}), [Gate("mean_reward", 0.5)])
+    assert session_verdict([gated], inconclusive_passes=False) == (1, "gym gates: 1 rollout errored")
+    # Errors in a dataset without gates count too.
+    clean = summarize_one(results_for(FOUR_OF_FIVE), [Gate("mean_reward", 0.5)])
+    ungated = summarize(results_for({"x": [None, None]}, dataset="d2.jsonl"), thresholds={}, gates={}, mode=POINT)
+    assert session_verdict([clean, *ungated], inconclusive_passes=False) == (1, "gym gates: 2 rollouts errored")
+
+
+def test_session_verdict_failure_and_errors_together() -> None:
+    summary = summarize_one(results_for({"q0": [0.0, None], "q1": [1.0, 0.0]}), [Gate("mean_reward", 0.9)])
+    status, reason = session_verdict([summary], inconclusive_passes=False)
+    assert status == 1
+    assert reason == "gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.33 < 0.90; 1 rollout errored"
+
+
+def test_session_verdict_inconclusive() -> None:
+    summary = summarize_one(results_for(FOUR_OF_FIVE), [Gate("mean_reward", 0.7)], mode=LOWER)
+    status, reason = session_verdict([summary], inconclusive_passes=False)
+    assert status == 1
+    assert reason == "gym gates: INCONCLUSIVE - datasets/mcqa.jsonl mean reward 0.80 [0.24, 1.36] straddles 0.70"
+    assert session_verdict([summary], inconclusive_passes=True) == (
+        0,
+        "gym gates: the gate passes (1 inconclusive, counted as passing)",
+    )
+
+
+def test_session_verdict_gate_without_data() -> None:
+    summary = summarize_one(results_for({"q0": [None]}), [Gate("pass_at_k", 0.5, k=4)])
+    status, reason = session_verdict([summary], inconclusive_passes=False)
+    assert status == 1
+    assert "pass@4 has no data (needs >= 0.50)" in reason
+    assert reason.endswith("; 1 rollout errored")
+
+
+def test_session_verdict_caps_the_listed_failures() -> None:
+    gates = [Gate("mean_reward", t) for t in (0.85, 0.9, 0.95, 0.99, 1.0)]
+    summary = summarize_one(results_for(FOUR_OF_FIVE), gates)
+    status, reason = session_verdict([summary], inconclusive_passes=False)
+    assert status == 1
+    assert reason.count("mean reward 0.80 <") == 3
+    assert reason.endswith("and 2 more failing gates")
+
+
+# --- render_summary ----------------------------------------------------------------------------------------
+
+
+def test_render_golden() -> None:
+    results = results_for(FLAKY)
+    results[0] = replace(results[0], start=1000.0, stop=1005.0)
+    results[-1] = replace(results[-1], start=1001.0, stop=1012.5)
+    summary = summarize_one(results, [Gate("mean_reward", 0.5)])
+    assert render_summary([summary], verbose=False) == [
+        "datasets/mcqa.jsonl",
+        "  4 tasks, 8 rollouts (8 scored, 0 errors), wall time 12.5 s",
+        "  mean reward 0.62 [-0.14, 1.39]  95% CI over 4 tasks",
+        "  pass rate   0.62 [0.31, 0.86]  Wilson, 8 rollouts, threshold 1.00",
+        "  pass@1      0.62 [-0.14, 1.39]",
+        "  pass@2      0.75 [-0.05, 1.55]",
+        "  flaky tasks 1 of 4: t2",
+        "  gates       1 judged on the estimate (point mode)",
+        "    mean reward 0.62 [-0.14, 1.39] >= 0.50: PASS",
+        "  verdict     PASS",
+    ]
+
+
+def test_render_infinite_bounds_as_na_and_errors_by_class() -> None:
+    results = [rollout("only", 0, 0.5, threshold=0.5), rollout("only", 1, None), rollout("only", 2, None)]
+    lines = render_summary([summarize_one(results)], verbose=False)
+    assert "  mean reward 0.50 [n/a, n/a]  95% CI over 1 task" in lines
+    assert "  errors      missing 2" in lines
+    assert "  1 task, 3 rollouts (1 scored, 2 errors)" in lines  # no wall time without timings
+    assert not any("inf" in line for line in lines)
+
+
+def test_render_verbose_rows() -> None:
+    results = results_for({"q1": [1.0, 0.0, None], "q2": [0.5, 1.0, 1.0]})
+    summary = summarize_one(results)
+    quiet = render_summary([summary], verbose=False, results=results)
+    loud = render_summary([summary], verbose=True, results=results)
+    assert loud[: len(quiet)] == quiet
+    rows = loud[len(quiet) :]
+    assert rows[0].startswith("  rewards by task")
+    assert rows[1].split() == ["q1", "1.00", "0.00", "ERR"]
+    assert rows[2].split() == ["q2", "0.50", "1.00", "1.00"]
+    assert len(rows) == 3
+
+
+def test_render_verbose_marks_repeats_not_run_and_splits_agents() -> None:
+    results = [
+        rollout("a", 0, 1.0, agent="x"),
+        rollout("a", 2, 0.0, agent="x"),
+        rollout("b", 0, 0.25, agent="y"),
+    ]
+    summaries = summarize(results, thresholds={}, gates={}, mode=POINT)
+    lines = render_summary(summaries, verbose=True, results=results)
+    assert f"{MCQA} (agent x)" in lines and f"{MCQA} (agent y)" in lines
+    rows = [line.split() for line in lines if line.startswith("    ") and not line.startswith("     ")]
+    assert ["a", "1.00", "-", "0.00"] in rows
+    assert ["b", "0.25"] in rows
+    assert ["a", "0.25"] not in rows and ["b", "1.00", "-", "0.00"] not in rows
+
+
+def mixed_results() -> list[RolloutResult]:
+    """Long paths, long ids, several agents, errors, 30 repeats, negative and large rewards."""
+    results = results_for({LONG_ID: [1.0, 0.0, None], "short": [0.0, 1.0, 1.0]}, dataset=LONG_PATH, agent="agent-a")
+    results += results_for({LONG_ID + "-b": [-12345.678, 1.0]}, dataset=LONG_PATH, agent="agent-" + "b" * 70)
+    results += results_for({"many": [float(i % 2) for i in range(30)], "neg": [-0.5] * 30})
+    flaky = {f"flaky-{i:02d}-" + "y" * 30: [1.0, 0.0] for i in range(15)}
+    results += results_for(flaky, dataset="flaky.jsonl")
+    return results
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120])
+def test_render_fits_the_width(width: int) -> None:
+    results = mixed_results()
+    gates = {
+        LONG_PATH: [Gate("mean_reward", -10000.755), Gate("pass_at_k", 0.755, k=16)],
+        MCQA: [Gate("pass_rate", 0.5)],
+    }
+    for mode in (POINT, LOWER):
+        summaries = summarize(results, thresholds={LONG_PATH: 0.755}, gates=gates, mode=mode)
+        lines = render_summary(summaries, verbose=True, results=results, width=width)
+        too_long = [line for line in lines if len(line) > width]
+        assert too_long == []
+        assert sum(line.split()[:1] == ["many"] for line in lines) == 1
+        assert sum(line.endswith(" ERR") for line in lines) == 1
+
+
+def test_render_shortens_long_paths_from_the_left_and_trims_ids() -> None:
+    results = results_for({LONG_ID: [1.0]}, dataset=LONG_PATH)
+    lines = render_summary(summarize(results, thresholds={}, gates={}, mode=POINT), verbose=True, results=results)
+    assert lines[0].startswith("…") and lines[0].endswith("/long.jsonl")
+    assert len(lines[0]) == 80
+    row = lines[-1].split()
+    assert row[0].startswith("task-x") and row[0].endswith("x-0042") and "…" in row[0]
+    assert row[1] == "1.00"
+
+
+def test_render_lists_at_most_ten_flaky_tasks() -> None:
+    results = results_for({f"f{i}": [1.0, 0.0] for i in range(13)})
+    lines = render_summary([summarize_one(results)], verbose=False, width=200)
+    (flaky,) = [line for line in lines if line.startswith("  flaky tasks")]
+    assert flaky == "  flaky tasks 13 of 13: " + ", ".join(f"f{i}" for i in range(10)) + ", … and 3 more"
+
+
+# --- JSON report -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def validator() -> jsonschema.protocols.Validator:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def sample_report() -> dict[str, Any]:
+    results = [*mixed_results(), rollout("solo", 0, 1.0, dataset="one.jsonl")]
+    gates = {LONG_PATH: [Gate("mean_reward", 0.5), Gate("pass_at_k", 0.5, k=2)], "one.jsonl": [Gate("pass_rate", 0.5)]}
+    summaries = summarize(results, thresholds={}, gates=gates, mode=LOWER)
+    meta = {"gym_version": "0.3.0", "model": "m", "created": "2025-01-01T00:00:00Z", "args": ["-x"], "bad": math.inf}
+    return build_report(summaries, results, meta)
+
+
+def test_report_content() -> None:
+    results = results_for({"q0": [1.0, None], "q1": [0.0, 1.0]})
+    summary = summarize_one(results, [Gate("pass_at_k", 0.5, k=2)])
+    report = build_report([summary], results, {"model": "m"})
+    assert report["schema_version"] == REPORT_SCHEMA_VERSION == 1
+    assert report["meta"] == {"model": "m"}
+    (dataset,) = report["datasets"]
+    assert dataset["dataset"] == MCQA and dataset["agent"] is None
+    assert (dataset["tasks"], dataset["rollouts"], dataset["errors"], dataset["scored"]) == (2, 4, 1, 3)
+    assert dataset["mean_reward"]["estimate"] == pytest.approx(2 / 3)
+    assert set(dataset["pass_at_k"]) == {"1", "2"}
+    assert dataset["pass_at_k"]["2"] == {"estimate": 1.0, "low": None, "high": None, "n": 1}
+    assert dataset["flaky_tasks"] == ["q1"]
+    assert dataset["error_classes"] == {"missing": 1}
+    assert dataset["verdict"] == "PASS"  # point mode: pass@2 estimate 1.0 >= 0.5
+    (gate,) = dataset["gates"]
+    assert gate["metric"] == "pass_at_k" and gate["k"] == 2 and gate["threshold"] == 0.5
+    assert gate["label"] == "pass@2 >= 0.50" and gate["mode"] == "point"
+    assert len(report["rollouts"]) == 4
+    assert report["rollouts"][1] == {
+        "nodeid": "datasets/mcqa.jsonl::q0[r1]",
+        "dataset": MCQA,
+        "task_id": "q0",
+        "repeat": 1,
+        "agent": "mcqa_simple_agent",
+        "status": "error",
+        "reward": None,
+        "failure_class": "missing",
+        "record": "run/rollouts.jsonl:2",
+    }
+
+
+def test_report_validates_against_the_schema(validator: jsonschema.protocols.Validator) -> None:
+    report = sample_report()
+    validator.validate(report)
+    assert {d["agent"] for d in report["datasets"]} == {"agent-a", "agent-" + "b" * 70, None}
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda r: r.pop("rollouts"),
+        lambda r: r.update(schema_version=2),
+        lambda r: r.update(extra=1),
+        lambda r: r["rollouts"][0].update(reward="1.0"),
+        lambda r: r["rollouts"][0].update(status="skipped"),
+        lambda r: r["rollouts"][0].pop("record"),
+        lambda r: r["datasets"][0].update(tasks=-1),
+        lambda r: r["datasets"][0].update(verdict="MAYBE"),
+        lambda r: r["datasets"][0]["mean_reward"].update(low="n/a"),
+        lambda r: r["datasets"][0]["pass_at_k"].update({"0": r["datasets"][0]["pass_at_k"]["1"]}),
+        lambda r: r["datasets"][0]["gates"][0].update(mode="upper"),
+    ],
+)
+def test_spoiled_report_does_not_validate(validator: jsonschema.protocols.Validator, spoil: Any) -> None:
+    report = sample_report()
+    spoil(report)
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(report)
+
+
+def test_non_finite_numbers_become_null() -> None:
+    results = [rollout("a", 0, 1.0), RolloutResult("x::b[r0]", MCQA, "b", 0, "mcqa_simple_agent", "failed", math.inf)]
+    summary = summarize_one(results, [Gate("mean_reward", 0.5)], mode=LOWER)
+    report = build_report([summary], results, {"nan": math.nan, "nested": {"x": [math.inf, 1.5]}, "path": Path("p")})
+    json.dumps(report, allow_nan=False)  # raises on any nan/inf left
+    dataset = report["datasets"][0]
+    assert dataset["mean_reward"] == {"estimate": 1.0, "low": None, "high": None, "n": 1}
+    assert dataset["gates"][0]["low"] is None and dataset["gates"][0]["high"] is None
+    assert report["rollouts"][1]["reward"] is None
+    assert report["meta"] == {"nan": None, "nested": {"x": [None, 1.5]}, "path": "p"}
+
+
+def test_write_and_load_round_trip(tmp_path: Path) -> None:
+    report = sample_report()
+    path = tmp_path / "out" / "report.json"
+    write_report(path, report)
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith('{\n  "schema_version": 1,') and text.endswith("}\n")
+    assert load_report(path) == report
+    write_report(path, {**report, "meta": {"second": True}})  # overwrites
+    assert load_report(path)["meta"] == {"second": True}
+    assert [p.name for p in path.parent.iterdir()] == ["report.json"]  # no temporary left
+
+
+def test_write_report_refuses_non_finite_and_keeps_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    write_report(path, {"schema_version": 1, "meta": {}, "datasets": [], "rollouts": []})
+    with pytest.raises(ValueError):
+        write_report(path, {"schema_version": 1, "meta": {"x": math.nan}, "datasets": [], "rollouts": []})
+    assert json.loads(path.read_text())["meta"] == {}
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not a valid JSON report"),
+        (b"\xff\xfe\x00", "not a valid JSON report"),
+        ("[1, 2]", "top level is not a JSON object"),
+        ('{"meta": {}, "datasets": [], "rollouts": []}', "schema_version None is not supported"),
+        ('{"schema_version": 2, "datasets": [], "rollouts": []}', "schema_version 2 is not supported"),
+        ('{"schema_version": true, "datasets": [], "rollouts": []}', "schema_version True is not supported"),
+        ('{"schema_version": 1, "datasets": []}', "needs 'datasets' and 'rollouts' lists"),
+        ('{"schema_version": 1, "datasets": [], "rollouts": [3]}', r"rollouts\[0\] is not an object"),
+        (
+            '{"schema_version": 1, "datasets": [], "rollouts": [{"dataset": "d", "task_id": "t"}]}',
+            r"rollouts\[0\] has no string 'status'",
+        ),
+        (
+            '{"schema_version": 1, "datasets": [], "rollouts": '
+            '[{"dataset": "d", "task_id": "t", "status": "passed", "reward": "1"}]}',
+            "neither a number nor null",
+        ),
+    ],
+)
+def test_load_report_errors_name_the_file(tmp_path: Path, content: str | bytes, message: str) -> None:
+    path = tmp_path / "baseline-report.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=message) as error:
+        load_report(path)
+    assert str(path) in str(error.value)
+
+
+# --- baseline comparison -----------------------------------------------------------------------------------
+
+
+def baseline_of(results: Sequence[RolloutResult], tmp_path: Path) -> dict[str, Any]:
+    summaries = summarize(results, thresholds={}, gates={}, mode=POINT)
+    path = tmp_path / "baseline.json"
+    write_report(path, build_report(summaries, results, {}))
+    return load_report(path)
+
+
+SIX_PASSING = {f"t{i}": [1.0, 1.0] for i in range(6)}
+
+
+def test_clear_drop_is_flagged_and_gated(tmp_path: Path) -> None:
+    baseline = baseline_of(results_for(SIX_PASSING), tmp_path)
+    now = results_for({"t0": [0.0, 0.0], "t1": [0.0, 0.0], "t2": [0.0, 0.0], "t3": [0.0, 0.0]})
+    now += results_for({"t4": [1.0, 1.0], "t5": [1.0, 1.0], "new": [0.0, 0.0]})
+    (comparison,) = compare_to_baseline(baseline, now)
+    assert (comparison.dataset, comparison.agent, comparison.shared_tasks) == (MCQA, None, 6)
+    # Differences -1,-1,-1,-1,0,0: mean -2/3, s = sqrt(12/45), se = .210819, t = -3.162278 on 5 df.
+    paired = comparison.comparison
+    assert paired.mean_difference == pytest.approx(-2 / 3)
+    assert paired.low == pytest.approx(-2 / 3 - 0.541926, abs=1e-5)
+    assert paired.high == pytest.approx(-2 / 3 + 0.541926, abs=1e-5)
+    assert paired.p_value == pytest.approx(0.02503, abs=1e-4)
+    assert comparison.dropped == [("t0", 1.0, 0.0), ("t1", 1.0, 0.0), ("t2", 1.0, 0.0), ("t3", 1.0, 0.0)]
+    (line,) = max_drop_gate([comparison], 0.1)
+    assert line.startswith("datasets/mcqa.jsonl: mean reward fell 0.67 vs the baseline")
+    assert "p = 0.025" in line and line.endswith("more than the allowed 0.10")
+    assert max_drop_gate([comparison], 0.9) == []  # significant, but smaller than allowed
+
+
+def test_no_change_is_not_flagged(tmp_path: Path) -> None:
+    baseline = baseline_of(results_for(FLAKY), tmp_path)
+    (comparison,) = compare_to_baseline(baseline, results_for(FLAKY))
+    assert comparison.shared_tasks == 4
+    assert comparison.comparison.mean_difference == 0.0 and comparison.comparison.p_value == 1.0
+    assert comparison.dropped == []
+    assert max_drop_gate([comparison], 0.0) == []
+
+
+def test_noisy_drop_is_listed_but_not_significant(tmp_path: Path) -> None:
+    baseline = baseline_of(results_for({f"t{i}": [v] for i, v in enumerate([1, 1, 1, 0, 0, 0])}), tmp_path)
+    now = results_for({f"t{i}": [v] for i, v in enumerate([0.0, 1.0, 0.0, 1.0, 0.0, 0.0])})
+    (comparison,) = compare_to_baseline(baseline, now)
+    assert comparison.comparison.mean_difference == pytest.approx(-1 / 6)
+    assert comparison.comparison.high > 0
+    assert [task for task, _, _ in comparison.dropped] == ["t0", "t2"]
+    assert max_drop_gate([comparison], 0.0) == []
+
+
+def test_baseline_matching_uses_scored_rewards_only(tmp_path: Path) -> None:
+    baseline = baseline_of(results_for({"a": [1.0, None], "b": [None, None], "c": [0.5, 1.0]}), tmp_path)
+    now = results_for({"a": [0.0, 1.0], "b": [1.0, 1.0], "c": [None, None], "d": [1.0, 1.0]})
+    (comparison,) = compare_to_baseline(baseline, now)
+    assert comparison.shared_tasks == 1  # only "a" is scored in both
+    assert comparison.dropped == [("a", 1.0, 0.5)]
+
+
+def test_baseline_comparison_per_agent_and_new_dataset(tmp_path: Path) -> None:
+    old = [rollout("x", 0, 1.0, agent="a1"), rollout("y", 0, 1.0, agent="a1"), rollout("z", 0, 1.0, agent="a2")]
+    baseline = baseline_of(old, tmp_path)
+    now = [rollout("x", 0, 0.0, agent="a1"), rollout("z", 0, 1.0, agent="a2"), rollout("n", 0, 1.0, dataset="new")]
+    comparisons = compare_to_baseline(baseline, now)
+    assert [(c.dataset, c.agent, c.shared_tasks) for c in comparisons] == [
+        (MCQA, "a1", 1),
+        (MCQA, "a2", 1),
+        ("new", None, 0),
+    ]
+    assert comparisons[0].dropped == [("x", 1.0, 0.0)]
+    assert max_drop_gate(comparisons, 0.0) == []  # one task: the interval is unbounded
+    lines = render_baseline(comparisons)
+    assert "new vs baseline" in lines
+    assert "  no task was scored in both runs" in lines
+
+
+def test_compare_to_baseline_rejects_a_report_without_rollouts() -> None:
+    with pytest.raises(ValueError, match="rollouts"):
+        compare_to_baseline({"schema_version": 1}, [rollout("a", 0, 1.0)])
+
+
+@pytest.mark.parametrize("bad", [-0.1, math.nan, math.inf])
+def test_max_drop_must_be_a_finite_non_negative_number(bad: float) -> None:
+    with pytest.raises(ValueError, match="max_drop"):
+        max_drop_gate([], bad)
+
+
+def test_render_baseline(tmp_path: Path) -> None:
+    baseline = baseline_of(results_for(SIX_PASSING), tmp_path)
+    now = results_for({"t0": [0.5, 0.5], "t1": [0.0, 0.0], "t2": [1.0, 1.0], "t3": [0.0, 1.0]})
+    (comparison,) = compare_to_baseline(baseline, now)
+    lines = render_baseline([comparison])
+    assert lines[0] == "datasets/mcqa.jsonl vs baseline"
+    # Differences -.5, -1, 0, -.5: mean -.5, s^2 = .5/3, se = .204124, half width 3.182446 * se = .649612.
+    assert lines[1] == "  change      -0.50 [-1.15, 0.15]  p = 0.092, paired t over 4 tasks, 95% CI"
+    assert lines[2] == "  fell        3 of 4 tasks"
+    assert [line.split() for line in lines[3:]] == [  # largest fall first, then task order
+        ["t1", "1.00", "->", "0.00"],
+        ["t0", "1.00", "->", "0.50"],
+        ["t3", "1.00", "->", "0.50"],
+    ]
+
+
+def test_render_baseline_caps_the_list_and_fits_the_width(tmp_path: Path) -> None:
+    tasks = {f"{LONG_ID}-{i:02d}": [1.0] for i in range(15)}
+    baseline = baseline_of(results_for(tasks, dataset=LONG_PATH), tmp_path)
+    now = results_for({task: [0.1 * (i % 3)] for i, task in enumerate(tasks)}, dataset=LONG_PATH)
+    (comparison,) = compare_to_baseline(baseline, now)
+    assert len(comparison.dropped) == 15
+    for width in (40, 80):
+        lines = render_baseline([comparison], width=width)
+        assert [line for line in lines if len(line) > width] == []
+        assert lines[0].startswith("…") and lines[0].endswith(" vs baseline")
+        assert lines[-1] == "    … and 5 more"
+        assert len([line for line in lines if "->" in line]) == 10
+    # Largest fall first: tasks with reward 0.0 (i % 3 == 0) lead.
+    assert comparison.dropped[0][2] == 0.0 and comparison.dropped[-1][2] == pytest.approx(0.2)
+
+
+def test_baseline_comparison_dataclass_shape() -> None:
+    comparison = compare_to_baseline({"rollouts": []}, [rollout("a", 0, 1.0)])[0]
+    assert isinstance(comparison, BaselineComparison)
+    assert comparison.shared_tasks == 0 and comparison.comparison.n == 0 and comparison.dropped == []
+
+
+# --- suite_properties --------------------------------------------------------------------------------------
+
+
+def test_suite_properties() -> None:
+    summary = summarize_one(results_for(FLAKY), [Gate("mean_reward", 0.5), Gate("pass_at_k", 0.5, k=2)])
+    meta = {"gym_version": "0.3.0", "workers": 4, "seconds": 1.5, "args": ["-x"], "none": None, "nan": math.nan}
+    properties = suite_properties([summary], meta)
+    assert properties[:3] == [("gym.gym_version", "0.3.0"), ("gym.workers", "4"), ("gym.seconds", "1.5")]
+    values = dict(properties)
+    assert len(values) == len(properties)  # no duplicate names
+    p = "gym.datasets/mcqa.jsonl"
+    assert values[f"{p}.tasks"] == "4"
+    assert values[f"{p}.rollouts"] == "8"
+    assert values[f"{p}.errors"] == "0"
+    assert values[f"{p}.flaky_tasks"] == "1"
+    assert values[f"{p}.mean_reward"] == "0.625"
+    assert values[f"{p}.mean_reward.low"] == "-0.13674"
+    assert values[f"{p}.mean_reward.high"] == "1.38674"
+    assert values[f"{p}.pass_rate"] == "0.625"
+    assert f"{p}.pass_rate.low" in values and f"{p}.pass_rate.high" in values
+    assert values[f"{p}.pass_at_1"] == "0.625"
+    assert values[f"{p}.pass_at_2"] == "0.75"
+    assert values[f"{p}.pass_at_2.high"] == "1.54561"
+    assert values[f"{p}.gate.mean_reward_ge_0.50"] == "PASS"
+    assert values[f"{p}.gate.pass@2_ge_0.50"] == "PASS"
+    assert values[f"{p}.verdict"] == "PASS"
+    assert not any(name.startswith(("gym.args", "gym.none", "gym.nan")) for name in values)
+
+
+def test_suite_properties_omit_non_finite_bounds_and_name_agents() -> None:
+    results = [rollout("a", 0, 1.0, agent="x"), rollout("b", 0, 0.0, agent="y")]
+    properties = dict(suite_properties(summarize(results, thresholds={}, gates={}, mode=POINT), {}))
+    p = "gym.datasets/mcqa.jsonl[x]"
+    assert properties[f"{p}.mean_reward"] == "1"
+    assert f"{p}.mean_reward.low" not in properties and f"{p}.mean_reward.high" not in properties
+    assert f"{p}.verdict" not in properties  # no gates
+    assert properties["gym.datasets/mcqa.jsonl[y].pass_rate"] == "0"
+    assert not any(name.startswith("gym.datasets/mcqa.jsonl.") for name in properties)
