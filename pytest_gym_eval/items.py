@@ -103,6 +103,8 @@ class RolloutItem(pytest.Function):
         self.repeat = repeat
         self.agent = agent
         self.outcome: RolloutOutcome | None = None
+        # In every report of this item (JUnit properties; the xdist controller's summary reads them).
+        self.user_properties += [("task_id", task.task_id), ("repeat", repeat), ("agent", agent)]
 
     @property
     def task_id(self) -> str:

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from pytest_gym_eval import gates
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
+from pytest_gym_eval.gates import Gate, GateMode
 
 DEFAULT_MODEL_TYPE = "openai_model"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -128,7 +130,81 @@ def add_options(parser: pytest.Parser) -> None:
         help="Maximum rollouts Gym runs at once (gym eval run --concurrency; default: Gym's).",
     )
 
+    add(
+        "--gym-min-mean-reward",
+        dest="gym_min_mean_reward",
+        type=float,
+        metavar="REWARD",
+        help="CI gate: each dataset's mean reward must reach this (ini gym_min_mean_reward).",
+    )
+    add(
+        "--gym-min-pass-rate",
+        dest="gym_min_pass_rate",
+        type=float,
+        metavar="RATE",
+        help="CI gate: each dataset's pass rate over rollouts must reach this (ini gym_min_pass_rate).",
+    )
+    add(
+        "--gym-min-pass-at-k",
+        dest="gym_min_pass_at_k",
+        action="append",
+        metavar="K:V",
+        help="CI gate: each dataset's pass@K must reach V, e.g. 4:0.5 (repeatable; ini gym_min_pass_at_k).",
+    )
+    add(
+        "--gym-gate-on",
+        dest="gym_gate_on",
+        choices=[m.value for m in GateMode],
+        metavar="{point,lower-bound}",
+        help="Judge gates on the point estimate (default) or on the lower end of the 95%% interval; then an "
+        "interval straddling the threshold is INCONCLUSIVE (ini gym_gate_on).",
+    )
+    add(
+        "--gym-inconclusive",
+        dest="gym_inconclusive",
+        choices=["fail", "pass"],
+        help="Whether an INCONCLUSIVE gate fails the session (default) or passes (ini gym_inconclusive).",
+    )
+    add(
+        "--gym-report",
+        dest="gym_report",
+        metavar="PATH.json",
+        help="Write the reward summary and every rollout's reward and record location as JSON.",
+    )
+    add(
+        "--gym-baseline",
+        dest="gym_baseline",
+        metavar="PATH.json",
+        help="Compare with an earlier --gym-report: per-task drops and a paired t-test per dataset.",
+    )
+    add(
+        "--gym-max-drop",
+        dest="gym_max_drop",
+        type=float,
+        metavar="REWARD",
+        help="CI gate: fail when a dataset's mean reward dropped significantly by more than this against "
+        "--gym-baseline.",
+    )
+    add(
+        "--gym-fail-on-flip",
+        dest="gym_fail_on_flip",
+        action="store_true",
+        default=None,
+        help="CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one.",
+    )
+
     parser.addini("gym_checkout", "Gym checkout to run (see --gym-checkout).", type="string", default="")
+    parser.addini("gym_min_mean_reward", "CI gate on every dataset's mean reward.", type="string", default="")
+    parser.addini("gym_min_pass_rate", "CI gate on every dataset's pass rate.", type="string", default="")
+    parser.addini("gym_min_pass_at_k", "CI gates K:V on every dataset's pass@K.", type="linelist", default=[])
+    parser.addini("gym_gate_on", "point or lower-bound (see --gym-gate-on).", type="string", default="")
+    parser.addini("gym_inconclusive", "fail or pass (see --gym-inconclusive).", type="string", default="")
+    parser.addini(
+        "gym_fail_on_flip",
+        "Fail when a replayed rollout's reward differs from the recording.",
+        type="bool",
+        default=False,
+    )
     parser.addini(
         "gym_datasets",
         "Globs of .jsonl files, relative to the rootdir, collected as Gym datasets.",
@@ -176,6 +252,22 @@ class DatasetSettings:
     min_pass_rate: float | None = None
     min_pass_at_k: tuple[tuple[int, float], ...] = ()
 
+    @property
+    def gates(self) -> list[Gate]:
+        """The CI gates these settings ask for (empty when none)."""
+        gates = []
+        if self.min_mean_reward is not None:
+            gates.append(Gate("mean_reward", self.min_mean_reward))
+        if self.min_pass_rate is not None:
+            gates.append(Gate("pass_rate", self.min_pass_rate))
+        gates.extend(Gate("pass_at_k", value, k) for k, value in self.min_pass_at_k)
+        return gates
+
+    @property
+    def threshold(self) -> float:
+        """The pass threshold (default 1.0)."""
+        return 1.0 if self.pass_threshold is None else self.pass_threshold
+
     def over(self, other: DatasetSettings) -> DatasetSettings:
         """These settings, with ``other``'s filling whatever is unset here."""
         values: dict[str, Any] = {}
@@ -208,6 +300,12 @@ class GymOptions:
     concurrency: int | None = None
     dataset_globs: tuple[str, ...] = ()
     id_fields: tuple[str, ...] = DEFAULT_ID_FIELDS
+    gate_mode: GateMode = GateMode.POINT
+    inconclusive_passes: bool = False
+    report: Path | None = None
+    baseline: Path | None = None
+    max_drop: float | None = None
+    fail_on_flip: bool = False
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
@@ -234,12 +332,28 @@ class GymOptions:
             agent=config.getoption("gym_agent", default=None),
             repeats=_positive_int(config.getoption("gym_repeats", default=None), "--gym-repeats"),
             pass_threshold=_number(config.getoption("gym_pass_threshold", default=None), "--gym-pass-threshold"),
+            min_mean_reward=_number(config.getoption("gym_min_mean_reward", default=None), "--gym-min-mean-reward"),
+            min_pass_rate=_number(config.getoption("gym_min_pass_rate", default=None), "--gym-min-pass-rate"),
+            min_pass_at_k=tuple(
+                parse_pass_at_k(text, "--gym-min-pass-at-k")
+                for text in config.getoption("gym_min_pass_at_k", default=None) or ()
+            ),
         )
         ini = DatasetSettings(
             agent=config.getini("gym_agent") or None,
             repeats=_positive_int(config.getini("gym_repeats") or None, "gym_repeats"),
             pass_threshold=_number(config.getini("gym_pass_threshold") or None, "gym_pass_threshold"),
+            min_mean_reward=_number(config.getini("gym_min_mean_reward") or None, "gym_min_mean_reward"),
+            min_pass_rate=_number(config.getini("gym_min_pass_rate") or None, "gym_min_pass_rate"),
+            min_pass_at_k=tuple(parse_pass_at_k(t, "gym_min_pass_at_k") for t in config.getini("gym_min_pass_at_k")),
         )
+        gate_on = value("gym_gate_on") or GateMode.POINT.value
+        if gate_on not in {m.value for m in GateMode}:
+            raise pytest.UsageError(f"gym_gate_on: expected point or lower-bound, got {gate_on!r}")
+        inconclusive = value("gym_inconclusive") or "fail"
+        if inconclusive not in ("fail", "pass"):
+            raise pytest.UsageError(f"gym_inconclusive: expected fail or pass, got {inconclusive!r}")
+        fail_on_flip = config.getoption("gym_fail_on_flip", default=None)
         id_field = str(config.getini("gym_id_field") or "").strip()
         rollout_timeout = _number(config.getoption("gym_rollout_timeout", default=None), "--gym-rollout-timeout")
         startup_timeout = _number(config.getoption("gym_startup_timeout", default=None), "--gym-startup-timeout")
@@ -258,6 +372,12 @@ class GymOptions:
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
             rollout_timeout=(DEFAULT_ROLLOUT_TIMEOUT if rollout_timeout is None else (rollout_timeout or None)),
             concurrency=concurrency,
+            gate_mode=GateMode(gate_on),
+            inconclusive_passes=inconclusive == "pass",
+            report=path(config.getoption("gym_report", default=None), Path.cwd()),
+            baseline=path(config.getoption("gym_baseline", default=None), Path.cwd()),
+            max_drop=_number(config.getoption("gym_max_drop", default=None), "--gym-max-drop"),
+            fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
@@ -321,13 +441,12 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
 
 def parse_pass_at_k(text: str, where: str = "--gym-min-pass-at-k") -> tuple[int, float]:
     """``"K:V"`` as ``(k, minimum pass@k)``; raises :class:`pytest.UsageError` naming ``where``."""
-    k_text, sep, v_text = text.partition(":")
-    k = _positive_int(k_text, where) if sep else None
-    if k is None:
-        raise pytest.UsageError(f"{where}: expected K:V such as 4:0.5, got {text!r}")
-    value = _number(v_text, where)
-    assert value is not None
-    return k, value
+    try:
+        gate = gates.parse_pass_at_k(text)
+    except ValueError as error:
+        raise pytest.UsageError(f"{where}: {error}") from None
+    assert gate.k is not None
+    return gate.k, gate.threshold
 
 
 def _positive_int(text: object, where: str) -> int | None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_gym_eval import hookspecs
+from pytest_gym_eval import hookspecs, report, results
 from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
 from pytest_gym_eval.options import add_options
 from pytest_gym_eval.run import GymStartError
@@ -25,7 +26,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (added to every dataset item)")
-    config.stash[SESSION_KEY] = GymSession(config)
+    gym = config.stash[SESSION_KEY] = GymSession(config)
+    # Every item's reports reach the collector's pytest_runtest_logreport: this process's own and, on the
+    # xdist controller, every worker's.
+    config.pluginmanager.register(gym.results, "gym-eval-results")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFile | None:
@@ -78,5 +82,46 @@ def pytest_runtest_makereport(
     return report
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    session.config.stash[SESSION_KEY].stop()
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
+    gym = session.config.stash[SESSION_KEY]
+    gym.stop()
+    conclusion = gym.conclude()
+    if conclusion is None:
+        return
+    if conclusion.exit_status != -1 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = conclusion.exit_status
+    meta = gym.meta()
+    junit = junit_xml(session.config)
+    if junit is not None:
+        for name, value in report.suite_properties(conclusion.summaries, meta):
+            junit.add_global_property(name, value)
+    if gym.options.report is not None:
+        report.write_report(gym.options.report, report.build_report(conclusion.summaries, gym.results.rollouts(), meta))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    gym = config.stash[SESSION_KEY]
+    if gym.conclusion is None:
+        return
+    terminalreporter.write_sep("=", "gym reward summary")
+    width = min(terminalreporter._tw.fullwidth, 100)
+    lines = results.render(
+        gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.results.rollouts(), width=width
+    )
+    for line in lines:
+        terminalreporter.write_line(line)
+    if gym.run_dir is not None:
+        terminalreporter.write_line(f"gym run directory: {gym.run_dir}")
+    if gym.options.report is not None:
+        terminalreporter.write_line(f"gym report: {gym.options.report}")
+
+
+def junit_xml(config: pytest.Config) -> Any:
+    """pytest's JUnit XML writer when ``--junitxml`` is on (its stash key is not public API)."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover
+        return None
+    return config.stash.get(xml_key, None)

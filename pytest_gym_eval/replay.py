@@ -269,11 +269,13 @@ def chat_messages_to_items(messages: Sequence[Any]) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class Recording:
     """One rollouts line: ``source`` is ``"file:line"``, ``params`` its ``responses_create_params``,
-    ``response`` its recorded Responses object (``output`` is a list of objects)."""
+    ``response`` its recorded Responses object (``output`` is a list of objects), ``reward`` the recorded
+    reward (any JSON value; None when absent)."""
 
     source: str
     params: dict[str, Any]
     response: dict[str, Any]
+    reward: object = None
 
 
 @dataclass(frozen=True)
@@ -387,7 +389,23 @@ def _recording(value: Any, source: str) -> Recording:
             raise RecordingError(
                 f"{source}: `response.output[{position}]` is a {type(item).__name__}, not an item object"
             )
-    return Recording(source, params, response)
+    return Recording(source, params, response, value.get("reward"))
+
+
+def conversation_key(params: Mapping[str, Any]) -> Key:
+    """The normal form of a task's request (``responses_create_params``): how a rollout finds its recordings.
+
+    Raises ``ValueError`` for an ill-formed ``input``.
+    """
+    return normalise_items(request_items(params))
+
+
+def recorded_rewards(recordings: Iterable[Recording]) -> dict[Key, list[object]]:
+    """Every recorded reward, by the :func:`conversation_key` of the recorded task's request."""
+    rewards: dict[Key, list[object]] = {}
+    for recording in recordings:
+        rewards.setdefault(conversation_key(recording.params), []).append(recording.reward)
+    return rewards
 
 
 def build_index(recordings: Iterable[Recording]) -> dict[Key, list[Turn]]:

@@ -28,6 +28,9 @@ from pytest_gym_eval.rollouts import RunState
 READY_MARKER = "servers ready!"
 """What ``gym env start`` prints once every server answers (``All N / N servers ready!``)."""
 
+FINISH_GRACE = 60.0
+"""Seconds ``gym eval run`` gets to write its aggregate metrics after the last rollout arrived."""
+
 NO_KEY = "no-key"
 """The API key Gym gets when the key's environment variable is unset (loopback and keyless vLLM servers)."""
 
@@ -297,6 +300,20 @@ class GymRun:
         """Wait for the work to end; whether it has."""
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    def has_every_rollout(self) -> bool:
+        """Whether Gym's files hold a line (rollout or failure) for every planned rollout."""
+        done = _stamps_in(self.paths.output) | _stamps_in(self.paths.failures)
+        return all(rollout.stamp in done for rollout in self.plan.rollouts)
+
+    def finish(self, timeout: float = FINISH_GRACE) -> None:
+        """Let ``gym eval run`` end by itself when every rollout is in (it then writes its aggregate metrics,
+        ~2 s), waiting at most ``timeout`` seconds, then :meth:`stop`. Stops at once when rollouts are missing."""
+        try:
+            if self._thread.is_alive() and self.has_every_rollout():
+                self._thread.join(timeout)
+        finally:
+            self.stop()
 
     def stop(self) -> None:
         """Stop the eval run and the servers this run started (never attached ones); idempotent."""

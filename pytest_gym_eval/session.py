@@ -18,17 +18,17 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gym_eval import provision
+from pytest_gym_eval import provision, report
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
+from pytest_gym_eval.results import Conclusion, ResultsCollector, conclude, report_meta
 from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState
 from pytest_gym_eval.run import (
     GymRun,
@@ -52,27 +52,6 @@ SIMPLE_AGENT_SUFFIX = "_simple_agent"
 REPLAY_MODEL_NAME = "replay"
 
 
-@dataclass
-class RolloutResult:
-    """One reported rollout item, as the summary sees it (from the item's report, so xdist workers' too)."""
-
-    dataset: str
-    task_id: str
-    repeat: int
-    agent: str
-    status: str
-    reward: float | None
-    failure_class: str | None = None
-    record: str | None = None
-
-
-@dataclass
-class Results:
-    """Every rollout item reported in this process (under xdist: on the controller, from all workers)."""
-
-    rollouts: dict[str, RolloutResult] = field(default_factory=dict)
-
-
 class GymSession:
     """What the plugin knows and runs for one pytest session; the ``gym_session`` fixture returns it.
 
@@ -87,12 +66,16 @@ class GymSession:
         self.plan = RunPlan(())
         self.run_dir: Path | None = None
         self.head_server: str | None = None
-        self.results = Results()
+        self.results = ResultsCollector()
+        self.checkout: provision.GymCheckout | None = None
+        self.model: ModelEndpoint | None = None
+        self.conclusion: Conclusion | None = None
         self.events: list[str] = []
         self._run: GymRun | None = None
         self._replay: ReplayServer | None = None
         self._feed: RolloutFeed | None = None
         self._stamps: dict[str, int] = {}
+        self._items: dict[str, RolloutItem] = {}
         self._cleanup: list[Path] = []
         self._lock_notes = threading.Lock()
         self._printed = 0
@@ -136,7 +119,7 @@ class GymSession:
 
     def gates_for(self, settings: DatasetSettings) -> bool:
         """Whether a dataset with these settings has CI gates (it then gets a ``gym-gate`` item)."""
-        return False
+        return bool(settings.gates)
 
     def plan_items(self, items: Sequence[pytest.Item]) -> None:
         """Stamp the selected rollout items (``pytest_collection_finish``); a worker also saves the plan for
@@ -147,6 +130,7 @@ class GymSession:
         self.plan = RunPlan.build(
             (item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected
         )
+        self._items = {item.nodeid: item for item in selected}
         self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
         if self.is_worker and self.run_dir is not None:
             self.plan.save(RunPaths(self.run_dir).plan)
@@ -222,6 +206,7 @@ class GymSession:
             )
         except provision.ProvisionError as error:
             raise GymStartError(str(error)) from None
+        self.checkout = checkout
         configs = []
         for agent in plan.agents:
             config_path = find_agent_config(checkout.path, agent)
@@ -233,6 +218,7 @@ class GymSession:
                 )
             configs.append(config_path)
         run_dir = self.make_run_dir()
+        self.model = self._model_endpoint(run_dir)
         ray_dir, made = ray_temp_dir(run_dir)
         if made:
             self._cleanup.append(ray_dir)
@@ -240,7 +226,7 @@ class GymSession:
             gym=checkout.gym_executable,
             env=provision.gym_environment(checkout, ray_dir),
             cwd=checkout.path,
-            model=self._model_endpoint(run_dir),
+            model=self.model,
             gym_configs=tuple(dict.fromkeys(configs)),
             head_server=options.head_server,
             startup_timeout=options.startup_timeout,
@@ -249,6 +235,11 @@ class GymSession:
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
         options = self.options
+        if options.replay and options.head_server is not None:
+            # Attached servers keep the model they were started with: the recordings only serve to compare
+            # each rollout's reward with the recorded one.
+            self._note("attached: --gym-replay recordings are compared with the rewards, not served")
+            return None
         if options.replay:
             from pytest_gym_eval.replay import RecordingError, ReplayServer
 
@@ -277,7 +268,7 @@ class GymSession:
     def stop(self) -> None:
         """Stop Gym (when this process started it), the replay server and the feed; idempotent."""
         if self._run is not None:
-            self._run.stop()
+            self._run.finish()
         if self._replay is not None:
             self._replay.stop()
         if self._feed is not None:
@@ -296,17 +287,9 @@ class GymSession:
             found: RolloutRecord | Missing = Missing("this item was not in the session's plan")
         else:
             found = self._feed.wait(stamp, self.options.rollout_timeout)
-        settings = self.options.dataset_settings(item.path)
-        threshold = 1.0 if settings.pass_threshold is None else settings.pass_threshold
+        threshold = self.options.dataset_settings(item.path).threshold
         outcome = judge(found, threshold, self._pass_hook(item))
-        item.user_properties.extend(
-            [
-                ("reward", outcome.reward),
-                ("task_id", item.task_id),
-                ("repeat", item.repeat),
-                ("agent", item.agent),
-            ]
-        )
+        item.user_properties.append(("reward", outcome.reward))
         if outcome.failure_class:
             item.user_properties.append(("failure_class", outcome.failure_class))
         if outcome.record is not None:
@@ -316,13 +299,65 @@ class GymSession:
     def failure_report(self, item: RolloutItem) -> str:
         """The text a failed rollout item shows."""
         assert item.outcome is not None
-        settings = self.options.dataset_settings(item.path)
-        threshold = 1.0 if settings.pass_threshold is None else settings.pass_threshold
-        return failure_report(item.outcome, threshold)
+        return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold)
 
     def judge_gates(self, item: GateItem) -> str | None:
-        """The gate item's verdict: None when every gate passes, else the failure text."""
-        return None
+        """Judge the dataset's gates once all its selected rollouts are in: None when they pass, else the
+        failure text. Works from Gym's output files, so under xdist it sees rollouts other workers report."""
+        assert self._feed is not None, "gym_session was not started"
+        self._flush_notes()
+        dataset = item.nodeid.split("::", 1)[0]
+        planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
+        found = self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
+        settings = self.options.dataset_settings(item.path)
+        results = []
+        for rollout in planned:
+            rollout_item = self._items.get(rollout.nodeid)
+            hook = self._pass_hook(rollout_item) if rollout_item is not None else None
+            outcome = judge(found[rollout.stamp], settings.threshold, hook)
+            results.append(
+                report.RolloutResult(
+                    rollout.nodeid, dataset, rollout.task_id, rollout.repeat, rollout.agent, outcome.status,
+                    outcome.reward, outcome.failure_class,
+                )
+            )  # fmt: skip
+        summaries = report.summarize(
+            results, thresholds={dataset: settings.threshold}, gates={dataset: settings.gates},
+            mode=self.options.gate_mode,
+        )  # fmt: skip
+        if not summaries:
+            return f"no rollout of {dataset} was selected: its gates cannot be judged"
+        judged = [gate for summary in summaries for gate in summary.gates]
+        item.user_properties.extend(("gate", gate.describe()) for gate in judged)
+        failing = [gate for gate in judged if not gate.passed(self.options.inconclusive_passes)]
+        if not failing:
+            return None
+        return "\n".join(["gates not met:", *(f"  {gate.describe()}" for gate in failing)])
+
+    # End of the session (the only process, or the xdist controller).
+
+    def conclude(self) -> Conclusion | None:
+        """Compute the session's conclusion from the reported rollouts (None when there were none)."""
+        rollouts = self.results.rollouts()
+        if self.is_worker or not rollouts:
+            return None
+        self.conclusion = conclude(rollouts, self.options)
+        return self.conclusion
+
+    def meta(self) -> dict[str, object]:
+        """Facts about the run for the JSON report and the JUnit suite (never a secret)."""
+        checkout = self.checkout
+        run: dict[str, object] = {
+            "gym_version": checkout.version if checkout else None,
+            "gym_checkout": str(checkout.path) if checkout else None,
+            "model": self.model.model if self.model else None,
+            "model_url": self.model.url if self.model else None,
+            "model_type": self.model.model_type if self.model else None,
+            "head_server": self.head_server,
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        return report_meta(self.options, self.results.rollouts(), run)
 
     def _pass_hook(self, item: RolloutItem) -> PassHook | None:
         hook = self.config.hook.pytest_gym_eval_rollout_passed

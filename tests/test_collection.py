@@ -50,8 +50,9 @@ def test_row_without_id_gets_hash_of_canonical_json_without_gym_keys(pytester: p
     first = row("a", options=[1, 2], _ng_task_index=4)
     write_rows(pytester.path / "d.jsonl", [first])
     expected = hashlib.sha256(
-        json.dumps({"options": [1, 2], "responses_create_params": {"input": "a"}}, sort_keys=True,
-                   separators=(",", ":")).encode()
+        json.dumps(
+            {"options": [1, 2], "responses_create_params": {"input": "a"}}, sort_keys=True, separators=(",", ":")
+        ).encode()
     ).hexdigest()[:12]
     assert collected_ids(pytester, "d.jsonl") == [f"d.jsonl::{expected}[r0]"]
 
@@ -78,9 +79,7 @@ def test_ini_id_field_and_repeats(pytester: pytest.Pytester) -> None:
 
 
 def test_task_id_hook_wins(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(
-        "def pytest_gym_eval_task_id(row, path, line):\n    return f\"{path.stem}-{row['qid']}\"\n"
-    )
+    pytester.makeconftest("def pytest_gym_eval_task_id(row, path, line):\n    return f\"{path.stem}-{row['qid']}\"\n")
     write_rows(pytester.path / "d.jsonl", [row("a", qid=1, id="ignored")])
     assert collected_ids(pytester, "d.jsonl") == ["d.jsonl::d-1[r0]"]
 

@@ -16,11 +16,13 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from conftest import GymExample, SharedGym
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
+from pytest_gym_eval.report import SCHEMA_PATH
 
 pytestmark = pytest.mark.gym
 
@@ -195,3 +197,48 @@ def test_sigint_to_pytest_leaves_nothing_running(
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
     (run_dir,) = run_dirs(pytester.path / "runs")
     assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []
+
+
+def gym_mean_reward(run_dir: Path) -> float:
+    """The mean reward Gym's own aggregate metrics report for a run."""
+    (entry,) = json.loads((run_dir / "gym-output" / "rollouts_aggregate_metrics.json").read_text())
+    return float(entry["agent_metrics"]["mean/reward"])
+
+
+def test_summary_matches_gyms_aggregate_and_gates_follow_it(
+    pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample
+) -> None:
+    dataset = copy_example(pytester, gym_example)
+    replay = f"--gym-replay={gym_example.recordings}"
+    result = pytester.runpytest(
+        *shared_gym.args, replay, dataset, "--gym-repeats=2", "--gym-report=report.json", "--gym-run-dir=runs"
+    )
+    (run_dir,) = run_dirs(pytester.path / "runs")
+    mean = gym_mean_reward(run_dir)
+    report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (summary,) = report["datasets"]
+    assert summary["mean_reward"]["estimate"] == pytest.approx(mean)
+    result.stdout.fnmatch_lines([f"  mean reward {mean:.2f} *"])
+    # The one recording Gym 0.7.0 now scores differently is listed, once per repeat.
+    recorded = {
+        json.loads(line)["responses_create_params"]["input"][0]["content"]: json.loads(line)["reward"]
+        for line in gym_example.recordings.read_text().splitlines()
+    }
+    flips = [r for r in report["rollouts"] if r["reward"] != recorded[prompt_of(r, pytester)]]
+    assert len(flips) == 2
+    result.stdout.fnmatch_lines(["verifier flips against the recording: 2"])
+    for flip in flips:
+        result.stdout.fnmatch_lines([f"  {flip['nodeid']}".replace("[", "[[]"), "      reward 1, recorded 0.0"])
+
+    below = pytester.runpytest(*shared_gym.args, dataset, "--gym-repeats=2", f"--gym-min-mean-reward={mean - 0.1}")
+    assert below.ret == 0
+    above = pytester.runpytest(*shared_gym.args, dataset, "--gym-repeats=2", f"--gym-min-mean-reward={mean + 0.1}")
+    assert above.ret == 1
+    above.stdout.fnmatch_lines(["*gym gates: FAIL*mean reward*"])
+
+
+def prompt_of(rollout: dict[str, object], pytester: pytest.Pytester) -> str:
+    path, line = str(rollout["record"]).rsplit(":", 1)
+    record = json.loads(Path(path).read_text().splitlines()[int(line) - 1])
+    return str(record["responses_create_params"]["input"][0]["content"])

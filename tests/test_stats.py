@@ -213,9 +213,7 @@ def test_mean_interval_equal_repeats_hand_worked() -> None:
     ],
 )
 @pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
-def test_mean_interval_reduces_to_t_interval_over_task_means(
-    rewards: list[list[float]], confidence: float
-) -> None:
+def test_mean_interval_reduces_to_t_interval_over_task_means(rewards: list[list[float]], confidence: float) -> None:
     # With R rollouts per task: sum_r (x_tr - mean) = R (m_t - mean) and N = T R, so
     # T/(T-1) * sum_t R^2 (m_t - mean)^2 / (T R)^2 = sum_t (m_t - mean)^2 / ((T-1) T) = s^2 / T.
     task_means = [mean(task) for task in rewards]
@@ -317,9 +315,7 @@ def test_pass_at_k_large_n_is_stable() -> None:
         assert pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-12, abs=1e-15)
 
 
-@pytest.mark.parametrize(
-    ("n", "c", "k"), [(3, 1, 4), (3, 4, 1), (-1, 0, 1), (3, -1, 1), (3, 1, 0), (3, 1, -2)]
-)
+@pytest.mark.parametrize(("n", "c", "k"), [(3, 1, 4), (3, 4, 1), (-1, 0, 1), (3, -1, 1), (3, 1, 0), (3, 1, -2)])
 def test_pass_at_k_rejects_bad_arguments(n: int, c: int, k: int) -> None:
     with pytest.raises(ValueError):
         pass_at_k(n, c, k)

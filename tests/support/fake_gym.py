@@ -52,10 +52,12 @@ def eval_run(argv: list[str]) -> int:
     resume = "--resume" in argv
     stem = output[: -len(".jsonl")]
     failures = stem + "_failures.jsonl"
-    rows = [json.loads(line) for line in open(source, encoding="utf-8") if line.strip()]
+    with open(source, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
     done: set[int] = set()
     if resume and os.path.exists(output):
-        done = {json.loads(line)["_ng_task_index"] for line in open(output, encoding="utf-8") if line.strip()}
+        with open(output, encoding="utf-8") as handle:
+            done = {json.loads(line)["_ng_task_index"] for line in handle if line.strip()}
     else:
         for path in (output, failures):
             if os.path.exists(path):
@@ -82,8 +84,9 @@ def eval_run(argv: list[str]) -> int:
                 handle.write(json.dumps(line) + "\n")
             continue
         record = {**base, "responses_create_params": row.get("responses_create_params")}
-        record["response"] = {"output": [{"type": "message", "role": "assistant",
-                                          "content": [{"type": "output_text", "text": fake.get("text", "fake answer")}]}]}
+        text = fake.get("text", "fake answer")
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+        record["response"] = {"output": [message]}
         if not fake.get("no_reward"):
             record["reward"] = fake.get("reward", 1.0)
         if "expected_answer" in row:

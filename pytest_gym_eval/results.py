@@ -1,0 +1,211 @@
+"""What a session concludes from its rollouts: the reward summary, the CI gates, the comparison with a
+baseline, the rollouts whose reward differs from a replayed recording, and the exit status they imply.
+
+Results come from the items' test reports (their ``user_properties``), so under pytest-xdist the controller
+sees every worker's rollouts exactly as a single process sees its own. The numbers themselves are computed
+by the pure functions of :mod:`pytest_gym_eval.report`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval import report as rpt
+from pytest_gym_eval.gates import Gate
+from pytest_gym_eval.options import GymOptions
+
+ROLLOUT_KEYS = ("task_id", "repeat", "agent")
+"""``user_properties`` every rollout item carries from collection on; ``reward``, ``failure_class`` and
+``record`` join them once its rollout is judged."""
+
+
+def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None) -> rpt.RolloutResult | None:
+    """The :class:`~pytest_gym_eval.report.RolloutResult` a rollout item's report adds to ``previous`` (the
+    same item's earlier phase), or None for a report that is not a rollout item's."""
+    props = dict(report.user_properties)
+    if not all(key in props for key in ROLLOUT_KEYS):
+        return None
+    status = previous.status if previous is not None else None
+    if report.when == "setup" and report.failed:
+        status = "error"
+    elif report.when == "call":
+        status = "passed" if report.passed else "failed" if report.failed else "skipped"
+    elif report.when == "setup" and report.skipped:
+        status = "skipped"
+    if status is None:
+        return None
+    reward = props.get("reward")
+    return rpt.RolloutResult(
+        nodeid=report.nodeid,
+        dataset=report.nodeid.split("::", 1)[0],
+        task_id=str(props["task_id"]),
+        repeat=int(str(props["repeat"])),
+        agent=str(props["agent"]),
+        status=status,
+        reward=float(str(reward)) if reward is not None else None,
+        failure_class=str(props["failure_class"]) if props.get("failure_class") else None,
+        record=str(props["record"]) if props.get("record") else None,
+        start=previous.start if previous is not None else report.start,
+        stop=report.stop,
+    )
+
+
+@dataclass
+class ResultsCollector:
+    """Every rollout item reported in this process, by node id (skipped items are left out)."""
+
+    results: dict[str, rpt.RolloutResult] = field(default_factory=dict)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Take one phase's report (registered as a plugin, this is a pytest hook)."""
+        result = rollout_result(report, self.results.get(report.nodeid))
+        if result is not None:
+            self.results[report.nodeid] = result
+
+    def rollouts(self) -> list[rpt.RolloutResult]:
+        """The reported rollouts (skipped ones left out), in report order."""
+        return [r for r in self.results.values() if r.status in ("passed", "failed", "error")]
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A replayed rollout whose reward differs from every recorded reward of its task's request."""
+
+    nodeid: str
+    reward: float
+    recorded: tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set
+    (pytest's own status then holds), else 0 or 1, with ``reason`` saying why in one line."""
+
+    summaries: list[rpt.DatasetSummary]
+    comparisons: list[rpt.BaselineComparison]
+    flips: list[Flip] | None  # None when no recording was replayed
+    exit_status: int
+    reason: str
+
+
+def dataset_policy(options: GymOptions, datasets: Sequence[str]) -> tuple[dict[str, float], dict[str, list[Gate]]]:
+    """Pass thresholds and gates of each dataset (node-id path, relative to the rootdir)."""
+    thresholds: dict[str, float] = {}
+    gates: dict[str, list[Gate]] = {}
+    for dataset in datasets:
+        settings = options.dataset_settings(options.rootdir / dataset)
+        thresholds[dataset] = settings.threshold
+        gates[dataset] = settings.gates
+    return thresholds, gates
+
+
+def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path]) -> list[Flip]:
+    """Replayed rollouts whose reward is none of the rewards recorded for the same request.
+
+    A rollout and its recordings meet through :func:`~pytest_gym_eval.replay.conversation_key` of the task's
+    request; a task recorded several times (repeats) flips only when its reward matches none of them.
+    Raises :class:`~pytest_gym_eval.replay.RecordingError` for a recording that cannot be read.
+    """
+    from pytest_gym_eval.replay import conversation_key, load_recordings, recorded_rewards
+
+    by_key = recorded_rewards(load_recordings(recordings))
+    flips = []
+    for result in results:
+        if result.reward is None or result.record is None:
+            continue
+        path, _, line = result.record.rpartition(":")
+        record = _read_line(Path(path), int(line))
+        params = record.get("responses_create_params")
+        if not isinstance(params, dict):
+            continue
+        try:
+            recorded = by_key.get(conversation_key(params), [])
+        except ValueError:
+            continue
+        numbers = [float(r) for r in recorded if isinstance(r, (int, float)) and not isinstance(r, bool)]
+        if recorded and not any(math.isclose(result.reward, r, abs_tol=1e-9) for r in numbers):
+            flips.append(Flip(result.nodeid, result.reward, tuple(recorded)))
+    return flips
+
+
+def _read_line(path: Path, line: int) -> dict[str, object]:
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if number == line:
+                value = json.loads(raw)
+                return value if isinstance(value, dict) else {}
+    return {}
+
+
+def conclude(results: Sequence[rpt.RolloutResult], options: GymOptions) -> Conclusion:
+    """Summaries, gate verdicts, the baseline comparison and replay flips, and the exit status they imply.
+
+    Raises :class:`pytest.UsageError` when ``--gym-baseline`` cannot be read.
+    """
+    datasets = list(dict.fromkeys(r.dataset for r in results))
+    thresholds, gates = dataset_policy(options, datasets)
+    summaries = rpt.summarize(results, thresholds=thresholds, gates=gates, mode=options.gate_mode)
+    comparisons: list[rpt.BaselineComparison] = []
+    if options.baseline is not None:
+        try:
+            baseline = rpt.load_report(options.baseline)
+        except (OSError, ValueError) as error:
+            raise pytest.UsageError(f"--gym-baseline: {error}") from None
+        comparisons = rpt.compare_to_baseline(baseline, results)
+    flips = find_flips(results, options.replay) if options.replay else None
+
+    status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
+    other_gates = (options.max_drop is not None and options.baseline is not None) or options.fail_on_flip
+    if status == -1 and not other_gates:
+        return Conclusion(summaries, comparisons, flips, -1, "")
+    failures = []
+    if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
+        failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
+    if options.max_drop is not None:
+        failures += rpt.max_drop_gate(comparisons, options.max_drop)
+    if options.fail_on_flip and flips:
+        failures.append(f"{len(flips)} rollout reward{'s' if len(flips) != 1 else ''} differ from the recording")
+    if status == 1:
+        reason = "; ".join([reason, *failures])
+    elif failures:
+        status, reason = 1, "gym gates: FAIL - " + "; ".join(failures)
+    else:
+        status, reason = 0, reason or "gym gates: all gates pass"
+    return Conclusion(summaries, comparisons, flips, status, reason)
+
+
+def report_meta(
+    options: GymOptions, results: Sequence[rpt.RolloutResult], run: Mapping[str, object]
+) -> dict[str, object]:
+    """Facts for the JSON report and the JUnit suite: ``run`` (gym version, checkout, model name and URL, run
+    directory) plus each dataset's sha256. Never holds a secret: the API key is read only by Gym."""
+    meta: dict[str, object] = {key: value for key, value in run.items() if value is not None}
+    for dataset in dict.fromkeys(r.dataset for r in results):
+        path = options.rootdir / dataset
+        if path.is_file():
+            meta[f"dataset_sha256.{dataset}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    meta["gate_mode"] = options.gate_mode.value
+    return meta
+
+
+def render(conclusion: Conclusion, *, verbose: bool, results: Sequence[rpt.RolloutResult], width: int) -> list[str]:
+    """The body of the terminal's ``gym reward summary`` section."""
+    lines = rpt.render_summary(conclusion.summaries, verbose=verbose, results=results, width=width)
+    if conclusion.comparisons:
+        lines += ["", *rpt.render_baseline(conclusion.comparisons, width=width)]
+    if conclusion.flips is not None:
+        lines += ["", f"verifier flips against the recording: {len(conclusion.flips) or 'none'}"]
+        for flip in conclusion.flips:  # node ids stay whole, to be copied into a command line
+            recorded = ", ".join(str(r) for r in flip.recorded)
+            lines += [f"  {flip.nodeid}", f"      reward {flip.reward:g}, recorded {recorded}"]
+    if conclusion.reason:
+        lines += ["", *textwrap.wrap(conclusion.reason, width, subsequent_indent="  ")]
+    return lines

@@ -1,0 +1,208 @@
+"""The end of a session: reward summary, CI gates and exit status, JUnit XML, JSON report, baseline, replay
+flips. Against the stand-in ``gym`` (tests/support/fake_gym.py), whose rewards the rows dictate."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import FakeGym
+from pytest_gym_eval.report import SCHEMA_PATH
+
+
+def rows(rewards: dict[str, float | str]) -> str:
+    lines = []
+    for task_id, reward in rewards.items():
+        fake = {"failure": "agent_run_error"} if reward == "error" else {"reward": reward}
+        lines.append(json.dumps({"id": task_id, "responses_create_params": {"input": f"Q {task_id}"}, "fake": fake}))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def four_of_five(pytester: pytest.Pytester) -> str:
+    """mcqa.jsonl with 5 tasks, 4 of which always pass: mean reward 0.8."""
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "e": 0.0}))
+    return "mcqa.jsonl"
+
+
+def run(pytester: pytest.Pytester, fake_gym: FakeGym, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(*fake_gym.args, *args)
+
+
+def test_summary_closes_the_report(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
+    result = run(pytester, fake_gym, four_of_five, "--gym-repeats=2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # no gate: pytest's usual status
+    result.stdout.fnmatch_lines(
+        [
+            "*= gym reward summary =*",
+            "mcqa.jsonl",
+            "  5 tasks, 10 rollouts (10 scored, 0 errors)*",
+            "  mean reward 0.80 [[]*]  95% CI over 5 tasks",
+            "  pass rate   0.80 [[]0.49, 0.94]  Wilson, 10 rollouts, threshold 1.00",
+            "  pass@1      0.80*",
+            "  pass@2      0.80*",
+            "  flaky tasks 0",
+        ]
+    )
+    start = next(i for i, line in enumerate(result.outlines) if "gym reward summary" in line)
+    section = result.outlines[start + 1 : start + 1 + result.outlines[start + 1 :].index("") + 1]
+    assert section and all(len(line) <= 80 for line in section)
+
+
+def test_verbose_adds_a_row_per_task(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
+    result = run(pytester, fake_gym, four_of_five, "--gym-repeats=2", "-v")
+    result.stdout.fnmatch_lines(["*rewards by task*", "    a  1.00 1.00", "    e  0.00 0.00"])
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "verdict"),
+    [
+        (["--gym-min-mean-reward=0.7"], 0, "*gym gates: the gate passes*"),
+        (["--gym-min-mean-reward=0.9"], 1, "*gym gates: FAIL*mean reward 0.80 < 0.90*"),
+        (["--gym-min-pass-rate=0.8"], 0, "*gym gates*pass*"),
+        (["--gym-min-pass-at-k=2:0.9"], 1, "*gym gates: FAIL*pass@2*"),
+        (["--gym-min-mean-reward=0.5", "--gym-gate-on=lower-bound"], 1, "*straddles 0.50*INCONCLUSIVE*"),
+        (["--gym-min-mean-reward=0.5", "--gym-gate-on=lower-bound", "--gym-inconclusive=pass"], 0, "*gym gates*"),
+    ],
+)
+def test_gates_decide_the_exit_status(
+    pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str, args: list[str], status: int, verdict: str
+) -> None:
+    result = run(pytester, fake_gym, four_of_five, "--gym-repeats=2", *args)
+    assert result.ret == status
+    result.stdout.fnmatch_lines([verdict])
+
+
+def test_an_errored_rollout_fails_a_gated_session(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 1.0, "c": "error"}))
+    result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-min-mean-reward=0.5")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*gym gates*1 rollout errored*"])
+
+
+def test_gates_from_ini_and_dataset_settings(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
+    (pytester.path / "other.jsonl").write_text(rows({"x": 1.0}))
+    pytester.makeini(
+        "[pytest]\n"
+        "gym_dataset_settings =\n    mcqa.jsonl: agent=mcqa_simple_agent min_mean_reward=0.9\n"
+        "    other.jsonl: agent=mcqa_simple_agent min_pass_rate=1.0\n"
+    )
+    result = run(pytester, fake_gym, four_of_five, "other.jsonl", "-rA")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["FAILED mcqa.jsonl::gym-gate*"])
+    result.stdout.fnmatch_lines(["PASSED other.jsonl::gym-gate*"])
+
+
+def test_gate_item_runs_after_the_rollouts_and_shows_in_junit(
+    pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str
+) -> None:
+    result = run(pytester, fake_gym, four_of_five, "--gym-min-mean-reward=0.9", "--junitxml=junit.xml", "-v")
+    names = [line.split()[0] for line in result.outlines if " PASSED" in line or " FAILED" in line]
+    assert names[-1] == "mcqa.jsonl::gym-gate"
+    cases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")}
+    gate = cases["gym-gate"]
+    assert gate.find("failure") is not None
+    assert "mean reward 0.80" in (gate.find("failure").get("message") or "")  # type: ignore[union-attr]
+
+
+def test_junit_carries_rewards_and_aggregates(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-never-appear")
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 0.0, "c": "error"}))
+    run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", "--junitxml=junit.xml", "--gym-min-pass-rate=0.4")
+    root = ET.parse(pytester.path / "junit.xml").getroot()
+    cases = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in root.iter("testcase")}
+    assert cases["a[r1]"] == {"task_id": "a", "repeat": "1", "agent": "mcqa_simple_agent", "reward": "1.0",
+                              "record": cases["a[r1]"]["record"]}  # fmt: skip
+    assert cases["b[r0]"]["reward"] == "0.0"
+    assert cases["c[r0]"]["failure_class"] == "agent_run_error" and cases["c[r0]"]["reward"] == "None"
+    suite = {p.get("name"): p.get("value") for p in root.find("testsuite").find("properties")}  # type: ignore[union-attr]
+    assert suite["gym.mcqa.jsonl.mean_reward"] == "0.5"
+    assert suite["gym.mcqa.jsonl.pass_rate"] == "0.5"
+    assert suite["gym.mcqa.jsonl.errors"] == "2"
+    assert suite["gym.mcqa.jsonl.verdict"] == "PASS"
+    assert float(suite["gym.mcqa.jsonl.pass_rate.low"]) < 0.5 < float(suite["gym.mcqa.jsonl.pass_rate.high"])
+    assert suite["gym.model"] == "replay" and suite["gym.gym_checkout"] == str(fake_gym.checkout)
+    assert len(suite["gym.dataset_sha256.mcqa.jsonl"]) == 64
+    assert "sk-should-never-appear" not in (pytester.path / "junit.xml").read_text()
+
+
+def test_json_report_validates_against_its_schema(
+    pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str
+) -> None:
+    run(pytester, fake_gym, four_of_five, "--gym-repeats=2", "--gym-report=out/report.json", "--gym-min-pass-rate=0.5")
+    data = json.loads((pytester.path / "out" / "report.json").read_text())
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
+    (dataset,) = data["datasets"]
+    assert dataset["mean_reward"]["estimate"] == 0.8 and dataset["tasks"] == 5
+    assert len(data["rollouts"]) == 10
+    assert all(r["record"].rsplit(":", 1)[1].isdigit() for r in data["rollouts"])
+
+
+def test_baseline_flags_drops_and_max_drop_gates(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    tasks = [chr(ord("a") + i) for i in range(8)]
+    (pytester.path / "mcqa.jsonl").write_text(rows(dict.fromkeys(tasks, 1.0)))
+    run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", "--gym-report=baseline.json")
+    (pytester.path / "mcqa.jsonl").write_text(rows({t: (0.0 if i < 6 else 1.0) for i, t in enumerate(tasks)}))
+    result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", "--gym-baseline=baseline.json",
+                 "--gym-max-drop=0.2")  # fmt: skip
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*mcqa.jsonl vs baseline*", "*change*-0.75*", "*a  1.00 -> 0.00*", "*gym gates: FAIL*"]
+    )
+
+
+def test_no_significant_drop_passes_max_drop(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
+    run(pytester, fake_gym, four_of_five, "--gym-report=baseline.json")
+    result = run(pytester, fake_gym, four_of_five, "--gym-baseline=baseline.json", "--gym-max-drop=0.1")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*vs baseline*"])
+
+
+def test_replay_flips_are_listed_and_can_fail_the_session(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    # Recordings of both tasks say reward 1.0; the verifier (here the stand-in) now gives task b 0.0.
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 0.0}))
+    recordings = pytester.path / "recorded_rollouts.jsonl"
+    recordings.write_text(
+        "".join(
+            json.dumps({"responses_create_params": {"input": f"Q {t}"}, "reward": 1.0,
+                        "response": {"output": [{"type": "message", "role": "assistant", "content": "x"}]}}) + "\n"
+            for t in "ab"
+        )
+    )  # fmt: skip
+    args = [f"--gym-checkout={fake_gym.checkout}", f"--gym-replay={recordings}", "-p", "no:cacheprovider"]
+    result = pytester.runpytest(*args, "mcqa.jsonl")
+    result.stdout.fnmatch_lines(
+        ["verifier flips against the recording: 1", "  mcqa.jsonl::b[[]r0[]]", "      reward 0, recorded 1.0"]
+    )
+    result = pytester.runpytest(*args, "mcqa.jsonl", "--gym-fail-on-flip", "--deselect=mcqa.jsonl::b[r0]")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["verifier flips against the recording: none"])
+    result = pytester.runpytest(*args, "mcqa.jsonl", "--gym-fail-on-flip")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*gym gates: FAIL*1 rollout reward differ*"])
+
+
+def test_bad_baseline_is_a_usage_error(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
+    (pytester.path / "baseline.json").write_text("{not json")
+    result = run(pytester, fake_gym, four_of_five, "--gym-baseline=baseline.json")
+    assert result.ret != 0
+    assert "--gym-baseline" in result.stdout.str() + result.stderr.str()
+
+
+def test_bad_gate_values_are_usage_errors(pytester: pytest.Pytester, four_of_five: str) -> None:
+    result = pytester.runpytest(four_of_five, "--gym-min-pass-at-k=x:1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gym-min-pass-at-k*K:V*"])
+
+
+def test_report_path_is_not_written_without_rollouts(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest("--gym-report=report.json", "-p", "no:cacheprovider")
+    assert result.ret == 0 and not Path(pytester.path / "report.json").exists()
+    assert "gym reward summary" not in result.stdout.str()
