@@ -77,18 +77,14 @@ def parse_pass_at_k(text: str) -> Gate:
     """
     match = _PASS_AT_K_RE.fullmatch(text)
     if match is None:
-        raise ValueError(
-            f"invalid pass@k gate {text!r}: expected K:V, e.g. 4:0.5 (K integer >= 1, V in [0, 1])"
-        )
+        raise ValueError(f"invalid pass@k gate {text!r}: expected K:V, e.g. 4:0.5 (K integer >= 1, V in [0, 1])")
     k = int(match.group(1))
     if k < 1:
         raise ValueError(f"invalid pass@k gate {text!r}: K must be an integer >= 1, got {k}")
     try:
         threshold = float(match.group(2))
     except ValueError:
-        raise ValueError(
-            f"invalid pass@k gate {text!r}: V must be a number, got {match.group(2)!r}"
-        ) from None
+        raise ValueError(f"invalid pass@k gate {text!r}: V must be a number, got {match.group(2)!r}") from None
     if not 0.0 <= threshold <= 1.0:  # also rejects nan
         raise ValueError(f"invalid pass@k gate {text!r}: V must lie in [0, 1], got {match.group(2)!r}")
     return Gate("pass_at_k", threshold, k=k)

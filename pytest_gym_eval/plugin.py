@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval import hookspecs, report, results
+from pytest_gym_eval import hookspecs, report, results, xdist
 from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
 from pytest_gym_eval.options import add_options
 from pytest_gym_eval.run import GymStartError
@@ -24,12 +24,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's, so a controller knows it is one
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (added to every dataset item)")
     gym = config.stash[SESSION_KEY] = GymSession(config)
     # Every item's reports reach the collector's pytest_runtest_logreport: this process's own and, on the
     # xdist controller, every worker's.
     config.pluginmanager.register(gym.results, "gym-eval-results")
+    xdist.register_if_controller(config, gym)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFile | None:
@@ -98,7 +100,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for name, value in report.suite_properties(conclusion.summaries, meta):
             junit.add_global_property(name, value)
     if gym.options.report is not None:
-        report.write_report(gym.options.report, report.build_report(conclusion.summaries, gym.results.rollouts(), meta))
+        report.write_report(gym.options.report, report.build_report(conclusion.summaries, gym.rollouts(), meta))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -108,7 +110,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     terminalreporter.write_sep("=", "gym reward summary")
     width = min(terminalreporter._tw.fullwidth, 100)
     lines = results.render(
-        gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.results.rollouts(), width=width
+        gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.rollouts(), width=width
     )
     for line in lines:
         terminalreporter.write_line(line)

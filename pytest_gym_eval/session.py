@@ -190,9 +190,9 @@ class GymSession:
                 break
             if time.monotonic() > deadline:
                 raise GymStartError(f"Gym did not start within {self.options.startup_timeout:g} s")
-            self._flush_notes()
+            self.flush_notes()
             time.sleep(0.1)
-        self._flush_notes()
+        self.flush_notes()
         if state.phase == "failed":
             raise GymStartError(f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else ""))
 
@@ -281,7 +281,7 @@ class GymSession:
     def outcome_of(self, item: RolloutItem) -> RolloutOutcome:
         """Wait for ``item``'s rollout and judge it (the item's setup)."""
         assert self._feed is not None, "gym_session was not started"
-        self._flush_notes()
+        self.flush_notes()
         stamp = self._stamps.get(item.nodeid)
         if stamp is None:
             found: RolloutRecord | Missing = Missing("this item was not in the session's plan")
@@ -305,7 +305,7 @@ class GymSession:
         """Judge the dataset's gates once all its selected rollouts are in: None when they pass, else the
         failure text. Works from Gym's output files, so under xdist it sees rollouts other workers report."""
         assert self._feed is not None, "gym_session was not started"
-        self._flush_notes()
+        self.flush_notes()
         dataset = item.nodeid.split("::", 1)[0]
         planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
         found = self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
@@ -336,9 +336,15 @@ class GymSession:
 
     # End of the session (the only process, or the xdist controller).
 
+    def rollouts(self) -> list[report.RolloutResult]:
+        """The reported rollouts in collection order (xdist reports arrive in any order; the summary must not
+        depend on it)."""
+        order = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
+        return sorted(self.results.rollouts(), key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
+
     def conclude(self) -> Conclusion | None:
         """Compute the session's conclusion from the reported rollouts (None when there were none)."""
-        rollouts = self.results.rollouts()
+        rollouts = self.rollouts()
         if self.is_worker or not rollouts:
             return None
         self.conclusion = conclude(rollouts, self.options)
@@ -357,7 +363,7 @@ class GymSession:
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        return report_meta(self.options, self.results.rollouts(), run)
+        return report_meta(self.options, self.rollouts(), run)
 
     def _pass_hook(self, item: RolloutItem) -> PassHook | None:
         hook = self.config.hook.pytest_gym_eval_rollout_passed
@@ -374,13 +380,14 @@ class GymSession:
 
     def _note(self, message: str) -> None:
         """Queue a progress line for the terminal; lines are written from the main thread only (pytest's
-        terminal writer is not thread-safe), at the next :meth:`_flush_notes`."""
+        terminal writer is not thread-safe), at the next :meth:`flush_notes`."""
         with self._lock_notes:
             self.events.append(message)
         if threading.current_thread() is threading.main_thread():
-            self._flush_notes()
+            self.flush_notes()
 
-    def _flush_notes(self) -> None:
+    def flush_notes(self) -> None:
+        """Write queued progress lines to the terminal (call from the main thread)."""
         with self._lock_notes:
             pending, self._printed = self.events[self._printed :], len(self.events)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -242,3 +242,50 @@ def prompt_of(rollout: dict[str, object], pytester: pytest.Pytester) -> str:
     path, line = str(rollout["record"]).rsplit(":", 1)
     record = json.loads(Path(path).read_text().splitlines()[int(line) - 1])
     return str(record["responses_create_params"]["input"][0]["content"])
+
+
+def dataset_aggregates(junit: Path) -> dict[str, str]:
+    """The JUnit suite properties of the datasets (not the run's facts, not wall time)."""
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    props = suite.find("properties")
+    assert props is not None
+    return {
+        name: p.get("value", "")
+        for p in props
+        if (name := p.get("name", "")).startswith("gym.datasets/") and not name.endswith("wall_time")
+    }
+
+
+def test_xdist_starts_gym_once_and_matches_one_process(
+    pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample
+) -> None:
+    dataset = copy_example(pytester, gym_example)
+    common = [f"--gym-replay={gym_example.recordings}", dataset, "--gym-repeats=2", "-rA", "--gym-min-pass-rate=0.5"]
+    alone = pytester.runpytest_subprocess(*shared_gym.args, *common, "--junitxml=alone.xml")
+    spread = pytester.runpytest_subprocess(
+        f"--gym-checkout={gym_example.checkout}", *common, "-n", "2", "--junitxml=spread.xml", "--gym-run-dir=runs"
+    )
+    assert spread.ret == alone.ret == 0
+    assert sorted(line for line in spread.outlines if line.startswith(("PASSED ", "FAILED ", "ERROR "))) == sorted(
+        line for line in alone.outlines if line.startswith(("PASSED ", "FAILED ", "ERROR "))
+    )
+
+    def summary(result: pytest.RunResult) -> list[str]:
+        start = next(i for i, line in enumerate(result.outlines) if "gym reward summary" in line)
+        end = next(i for i, line in enumerate(result.outlines) if line.startswith("gym run directory"))
+        return [line for line in result.outlines[start:end] if "wall time" not in line]
+
+    assert summary(spread) == summary(alone)
+    assert dataset_aggregates(pytester.path / "spread.xml") == dataset_aggregates(pytester.path / "alone.xml")
+    assert dataset_aggregates(pytester.path / "alone.xml")  # not vacuous
+
+    (run_dir,) = run_dirs(pytester.path / "runs")
+    started = [json.loads(line)["name"] for line in (run_dir / "processes.jsonl").read_text().splitlines()]
+    assert started == ["gym env start", "gym eval run"]  # once for the run, not once per worker
+    materialized = (run_dir / "gym-output" / "rollouts_materialized_inputs.jsonl").read_text().splitlines()
+    tasks = [json.loads(line)["uuid"] for line in materialized]
+    assert len(tasks) == 10 and all(tasks.count(t) == 2 for t in tasks)
+    requests = [json.loads(line) for line in (run_dir / "logs" / "replay-model.jsonl").read_text().splitlines()]
+    prompts = [r["request"]["input"][0]["content"] for r in requests if r["path"].endswith("/responses")]
+    assert len(prompts) == 10 and all(prompts.count(p) == 2 for p in prompts)
