@@ -255,3 +255,25 @@ def _read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 def _prompt(row: dict) -> str:  # type: ignore[type-arg]
     return str(row["responses_create_params"]["input"][0]["content"])
+
+
+# How long each tier took, for .ci/run's log (wall time of the items, fixtures' set-up included).
+_TIER_SECONDS: dict[str, float] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    import time
+
+    start = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        tier = "real-Gym" if item.get_closest_marker("gym") else "unit"
+        _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + time.monotonic() - start
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _TIER_SECONDS:
+        times = ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(_TIER_SECONDS.items()))
+        terminalreporter.write_line(f"tier times: {times}")

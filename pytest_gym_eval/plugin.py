@@ -109,9 +109,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         return
     terminalreporter.write_sep("=", "gym reward summary")
     width = min(terminalreporter._tw.fullwidth, 100)
-    lines = results.render(
-        gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.rollouts(), width=width
-    )
+    lines = results.render(gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.rollouts(), width=width)
     for line in lines:
         terminalreporter.write_line(line)
     if gym.run_dir is not None:

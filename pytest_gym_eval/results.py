@@ -13,7 +13,7 @@ import json
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -63,12 +63,14 @@ class ResultsCollector:
     """Every rollout item reported in this process, by node id (skipped items are left out)."""
 
     results: dict[str, rpt.RolloutResult] = field(default_factory=dict)
+    starts: dict[str, float] = field(default_factory=dict)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Take one phase's report (registered as a plugin, this is a pytest hook)."""
+        self.starts.setdefault(report.nodeid, report.start)  # setup: waiting for the rollout counts too
         result = rollout_result(report, self.results.get(report.nodeid))
         if result is not None:
-            self.results[report.nodeid] = result
+            self.results[report.nodeid] = replace(result, start=self.starts[report.nodeid])
 
     def rollouts(self) -> list[rpt.RolloutResult]:
         """The reported rollouts (skipped ones left out), in report order."""
