@@ -97,14 +97,26 @@ def pytest_report_header() -> list[str]:
 # The real-Gym tier: one provisioned Gym 0.7.0, one started Gym shared by every test that does not examine
 # start-up or teardown, and Gym's own verdicts on the recorded answers.
 
+GYM_EXAMPLES = {"mcqa": "mcqa_simple_agent", "example_single_tool_call": "example_single_tool_call_simple_agent"}
+"""Gym environments whose shipped examples the tier runs: multiple choice, and a tool-calling agent whose
+recorded conversations replay turn by turn (model call, real tool result, model answer)."""
+
 
 @dataclass(frozen=True)
 class GymExample:
-    """Gym's mcqa example inside the provisioned checkout: 5 tasks and a real model's recorded answers."""
+    """One of Gym's shipped examples in the provisioned checkout: tasks and a real model's recorded rollouts."""
 
     checkout: Path
-    dataset: Path
-    recordings: Path
+    name: str
+    agent: str
+
+    @property
+    def dataset(self) -> Path:
+        return self.checkout / "resources_servers" / self.name / "data" / "example.jsonl"
+
+    @property
+    def recordings(self) -> Path:
+        return self.checkout / "resources_servers" / self.name / "data" / "example_rollouts.jsonl"
 
 
 @dataclass(frozen=True)
@@ -126,17 +138,33 @@ def gym_checkout() -> provision.GymCheckout:
     from pytest_gym_eval import provision
 
     given = os.environ.get("PYTEST_GYM_EVAL_CHECKOUT")
-    return provision.load_checkout(Path(given)) if given else provision.provision()
+    if given:
+        return provision.load_checkout(Path(given))
+    return provision.provision(environments=tuple(GYM_EXAMPLES))
 
 
 @pytest.fixture(scope="session")
-def gym_example(gym_checkout: provision.GymCheckout) -> GymExample:
-    data = gym_checkout.path / "resources_servers" / "mcqa" / "data"
-    return GymExample(gym_checkout.path, data / "example.jsonl", data / "example_rollouts.jsonl")
+def gym_examples(gym_checkout: provision.GymCheckout) -> dict[str, GymExample]:
+    return {name: GymExample(gym_checkout.path, name, agent) for name, agent in GYM_EXAMPLES.items()}
 
 
-def start_gym_servers(checkout: provision.GymCheckout, root: Path, model_url: str) -> tuple[object, list[Path]]:
-    """Start ``gym env start`` for mcqa against ``model_url`` in ``root``; returns (process, dirs to remove)."""
+@pytest.fixture(scope="session")
+def gym_example(gym_examples: dict[str, GymExample]) -> GymExample:
+    """Gym's mcqa example: 5 tasks, a real model's recorded answers."""
+    return gym_examples["mcqa"]
+
+
+@pytest.fixture(scope="session")
+def tool_example(gym_examples: dict[str, GymExample]) -> GymExample:
+    """Gym's single-tool-call example: 5 tasks, recorded tool-calling conversations."""
+    return gym_examples["example_single_tool_call"]
+
+
+def start_gym_servers(
+    checkout: provision.GymCheckout, root: Path, model_url: str, agents: tuple[str, ...] = ("mcqa_simple_agent",)
+) -> tuple[object, list[Path]]:
+    """Start ``gym env start`` for ``agents`` against ``model_url`` in ``root``; returns (process, dirs to
+    remove afterwards)."""
     import threading
     import time
 
@@ -158,14 +186,14 @@ def start_gym_servers(checkout: provision.GymCheckout, root: Path, model_url: st
     model = ModelEndpoint(model_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
     write_gym_config(paths.config, model, ("127.0.0.1", free_port()))
     ray_dir, made = ray_temp_dir(root)
-    config = find_agent_config(checkout.path, "mcqa_simple_agent")
-    assert config is not None
+    configs = tuple(find_agent_config(checkout.path, agent) for agent in agents)
+    assert all(configs), configs
     settings = RunSettings(
         gym=checkout.gym_executable,
         env=provision.gym_environment(checkout, ray_dir),
         cwd=checkout.path,
         model=model,
-        gym_configs=(config,),
+        gym_configs=configs,  # type: ignore[arg-type]
     )
     servers = launch_servers(settings, "openai_model", paths, paths.logs / "gym-env-start.log")
     try:
@@ -178,7 +206,7 @@ def start_gym_servers(checkout: provision.GymCheckout, root: Path, model_url: st
 
 @pytest.fixture(scope="session")
 def shared_gym(
-    gym_checkout: provision.GymCheckout, gym_example: GymExample, tmp_path_factory: pytest.TempPathFactory
+    gym_checkout: provision.GymCheckout, gym_examples: dict[str, GymExample], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SharedGym]:
     import shutil
 
@@ -187,8 +215,9 @@ def shared_gym(
 
     root = tmp_path_factory.mktemp("shared-gym")
     replay_log = root / "replay-model.jsonl"
-    with ReplayServer([gym_example.recordings], log_path=replay_log) as replay:
-        servers, cleanup = start_gym_servers(gym_checkout, root, replay.base_url)
+    examples = list(gym_examples.values())
+    with ReplayServer([e.recordings for e in examples], log_path=replay_log) as replay:
+        servers, cleanup = start_gym_servers(gym_checkout, root, replay.base_url, tuple(e.agent for e in examples))
         try:
             head = json.loads(RunPaths(root).config.read_text())["head_server"]
             yield SharedGym(gym_checkout.path, f"{head['host']}:{head['port']}", replay_log)
@@ -202,38 +231,45 @@ def shared_gym(
 def gym_verdicts(
     gym_checkout: provision.GymCheckout, gym_example: GymExample, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, float]:
-    """Gym's own ``gym eval reverify`` of the recorded mcqa answers: task uuid -> reward.
+    """Gym's own ``gym eval reverify`` of the mcqa example's recorded answers: task id -> reward.
 
-    The recording has no Gym indices, so each recorded rollout is paired with its dataset row by prompt and
-    both are stamped with ``_ng_task_index`` = its position.
+    (Gym refuses to reverify the tool-calling example, ``reverify_mode=UNSUPPORTED``: its reward depends on the
+    live tool calls, so that example is checked against its recorded rewards instead.)
+
+    The recordings carry no Gym indices, so each recorded rollout is paired with its dataset row by its last
+    user message, and both are stamped with ``_ng_task_index`` = its position. Task ids follow the plugin's
+    rule (the row's ``uuid``, else its hash), so the keys meet the items' ``task_id`` property.
     """
     import shutil
 
     from pytest_gym_eval import provision
+    from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS, own_task_id, row_digest
     from pytest_gym_eval.processes import GymProcess, free_port
-    from pytest_gym_eval.run import ray_temp_dir
+    from pytest_gym_eval.run import find_agent_config, ray_temp_dir
 
     root = tmp_path_factory.mktemp("reverify")
-    rows = {_prompt(row): row for row in _read_jsonl(gym_example.dataset)}
-    agent_ref = {"type": "responses_api_agents", "name": "mcqa_simple_agent"}
-    uuids = []
+    task_ids = []
     with (root / "inputs.jsonl").open("w") as inputs, (root / "rollouts.jsonl").open("w") as rollouts:
-        for index, recording in enumerate(_read_jsonl(gym_example.recordings)):
-            row = rows[_prompt(recording)]
-            uuids.append(row["uuid"])
-            stamps = {"_ng_task_index": index, "_ng_rollout_index": 0, "agent_ref": agent_ref}
-            inputs.write(json.dumps({**row, **stamps}) + "\n")
-            rollouts.write(json.dumps({**recording, **stamps}) + "\n")
+        for example in (gym_example,):
+            rows = {_prompt(row): row for row in _read_jsonl(example.dataset)}
+            agent_ref = {"type": "responses_api_agents", "name": example.agent}
+            for recording in _read_jsonl(example.recordings):
+                row = rows[_prompt(recording)]
+                task_ids.append(own_task_id(row, DEFAULT_ID_FIELDS) or row_digest(row)[:12])
+                stamps = {"_ng_task_index": len(task_ids) - 1, "_ng_rollout_index": 0, "agent_ref": agent_ref}
+                inputs.write(json.dumps({**row, **stamps}) + "\n")
+                rollouts.write(json.dumps({**recording, **stamps}) + "\n")
     (root / "cfg.yaml").write_text(json.dumps({
         "policy_base_url": "http://127.0.0.1:9/v1", "policy_model_name": "unused", "policy_api_key": "unused",
         "head_server": {"host": "127.0.0.1", "port": free_port()},
     }))  # fmt: skip
     ray_dir, made = ray_temp_dir(root)
-    command = [
-        str(gym_checkout.gym_executable), "eval", "reverify",
-        "--config", "resources_servers/mcqa/configs/mcqa.yaml", "--model-type", "openai_model",
-        "--config", str(root / "cfg.yaml"), "--inputs", str(root / "inputs.jsonl"),
-        "--rollouts", str(root / "rollouts.jsonl"), "--output", str(root / "reverified.jsonl"),
+    command = [str(gym_checkout.gym_executable), "eval", "reverify"]
+    command += ["--config", str(find_agent_config(gym_checkout.path, gym_example.agent))]
+    command += [
+        "--model-type", "openai_model", "--config", str(root / "cfg.yaml"),
+        "--inputs", str(root / "inputs.jsonl"), "--rollouts", str(root / "rollouts.jsonl"),
+        "--output", str(root / "reverified.jsonl"),
         "+skip_venv_if_present=true", "+model_endpoint_readiness_timeout_seconds=0",
     ]  # fmt: skip
     # Gym's reverify leaves its servers running when it exits: end its whole process session afterwards.
@@ -246,7 +282,9 @@ def gym_verdicts(
     if made:
         shutil.rmtree(ray_dir, ignore_errors=True)
     assert status == 0, (root / "reverify.log").read_text()[-3000:]
-    return {uuids[r["_ng_task_index"]]: float(r["reward"]) for r in _read_jsonl(root / "reverified.jsonl")}
+    verdicts = {task_ids[r["_ng_task_index"]]: float(r["reward"]) for r in _read_jsonl(root / "reverified.jsonl")}
+    assert len(verdicts) == len(task_ids)
+    return verdicts
 
 
 def _read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -254,7 +292,9 @@ def _read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def _prompt(row: dict) -> str:  # type: ignore[type-arg]
-    return str(row["responses_create_params"]["input"][0]["content"])
+    """The last user message of a row's (or recording's) request."""
+    messages = row["responses_create_params"]["input"]
+    return str([m for m in messages if m.get("role") == "user"][-1]["content"])
 
 
 # How long each tier took, for .ci/run's log (wall time of the items, fixtures' set-up included).

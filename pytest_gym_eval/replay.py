@@ -16,12 +16,12 @@ re-send items: ids, status and other bookkeeping fields are ignored; ``reasoning
 a message is ``("message", role, text)`` with ``developer`` read as ``system`` and its content parts'
 texts joined (surrounding whitespace is ignored); a ``function_call`` is ``("function_call", name,
 arguments re-dumped with sorted keys when they are JSON, call_id)``; a ``function_call_output`` is
-``("function_call_output", call_id, output text)``; any other item is ``(type, canonical JSON without
-id/status)``. Because Responses→chat converters (Gym's among them) merge a model turn into one
-assistant message and fold a leading run of system messages into one, the normal form does the
-same: each run of assistant messages and function calls becomes one assistant message (texts joined,
-``<think>...</think>`` blocks removed, omitted when empty) followed by the calls in order, and a
-leading run of system messages becomes one message joined by blank lines.
+``("function_call_output", call_id, output text re-dumped like arguments when it is JSON)``; any other
+item is ``(type, canonical JSON without id/status)``. Because Responses→chat converters (Gym's among
+them) merge a model turn into one assistant message and fold a leading run of system messages into one,
+the normal form does the same: each run of assistant messages and function calls becomes one
+assistant message (texts joined, ``<think>...</think>`` blocks removed, omitted when empty) followed
+by the calls in order, and a leading run of system messages becomes one message joined by blank lines.
 
 Command line: ``python -m pytest_gym_eval replay ROLLOUTS.jsonl [...] [--port N] [--model-name NAME]
 [--log PATH]``.
@@ -39,6 +39,7 @@ import signal
 import socket
 import socketserver
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -145,7 +146,9 @@ def normalise_item(item: Mapping[str, Any]) -> NormItem | None:
             str(item.get("call_id", "")),
         )
     if kind == "function_call_output":
-        return ("function_call_output", str(item.get("call_id", "")), content_text(item.get("output")))
+        # Tools serialise JSON results with varying whitespace (recorded `{"a": 1}`, live `{"a":1}`).
+        output = canonical_arguments(content_text(item.get("output")))
+        return ("function_call_output", str(item.get("call_id", "")), output)
     if kind == "reasoning":
         return None
     rest = {name: value for name, value in item.items() if name not in _BOOKKEEPING_FIELDS}
@@ -811,12 +814,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("rollouts", nargs="+", metavar="ROLLOUTS.jsonl", help="Gym rollouts file(s) to replay")
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free port)")
     parser.add_argument("--model-name", default="replay", help="model id listed by /v1/models")
-    parser.add_argument("--log", type=Path, default=None, metavar="PATH", help="append a JSON line per request")
+    parser.add_argument(
+        "--log", type=Path, default=None, metavar="PATH",
+        help="append a JSON line per request (default: replay-model-<pid>.jsonl in the temp directory)",
+    )  # fmt: skip
     parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS", help="hold each answer back")
     args = parser.parse_args(argv)
+    log_path = args.log or Path(tempfile.gettempdir()) / f"replay-model-{os.getpid()}.jsonl"
     try:
         server = ReplayServer(
-            args.rollouts, log_path=args.log, model_name=args.model_name, port=args.port, delay=args.delay
+            args.rollouts, log_path=log_path, model_name=args.model_name, port=args.port, delay=args.delay
         )
     except RecordingError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -830,6 +837,7 @@ def main(argv: list[str]) -> int:
             print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr)
             return 1
         print(f"replay model server listening on {server.base_url} ({server.recordings} recordings)", flush=True)
+        print(f"logging every request and answer to {log_path}", flush=True)
         while not stop.wait(timeout=1.0):
             pass
     finally:

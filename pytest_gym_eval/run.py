@@ -144,13 +144,18 @@ def ray_temp_dir(run_dir: Path) -> tuple[Path, bool]:
     return short, True
 
 
-def find_agent_config(checkout: Path, agent: str) -> Path | None:
+def find_agent_config(checkout: Path, agent: str, resources_server: str | None = None) -> Path | None:
     """The Gym config file in ``checkout`` that defines ``agent`` as a top-level key, or None.
 
-    Looks in ``resources_servers/*/configs/*.yaml`` first, then in ``benchmarks/`` and ``environments/``.
+    Looks in ``resources_servers/*/configs/*.yaml`` first, then in ``benchmarks/`` and ``environments/``; with
+    ``resources_server`` only in that resources server's ``configs/`` folder.
     """
     pattern = re.compile(rf"^{re.escape(agent)}:\s*(#.*)?$", re.MULTILINE)
-    globs = ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
+    globs = (
+        (f"resources_servers/{resources_server}/configs/*.yaml",)
+        if resources_server
+        else ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
+    )
     for glob in globs:
         for path in sorted(checkout.glob(glob)):
             try:

@@ -209,12 +209,16 @@ class GymSession:
         self.checkout = checkout
         configs = []
         for agent in plan.agents:
-            config_path = find_agent_config(checkout.path, agent)
+            datasets = sorted({r.dataset for r in plan.rollouts if r.agent == agent})
+            named = {server for d in datasets if (server := options.dataset_settings(d).resources_server)}
+            server = named.pop() if len(named) == 1 else None
+            config_path = find_agent_config(checkout.path, agent, server)
             if config_path is None:
-                datasets = sorted({str(r.dataset) for r in plan.rollouts if r.agent == agent})
+                where = f" under resources_servers/{server}/configs" if server else ""
                 raise GymStartError(
-                    f"no Gym config in {checkout.path} defines the agent {agent!r} (used by {', '.join(datasets)}); "
-                    "set it with --gym-agent, `agent=` in gym_dataset_settings, or the rows' agent_ref"
+                    f"no Gym config in {checkout.path}{where} defines the agent {agent!r} (used by "
+                    f"{', '.join(map(str, datasets))}); set it with --gym-agent, `agent=` in gym_dataset_settings, "
+                    "or the rows' agent_ref"
                 )
             configs.append(config_path)
         run_dir = self.make_run_dir()

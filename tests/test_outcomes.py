@@ -242,3 +242,35 @@ def test_sigint_to_pytest_leaves_nothing_running(pytester: pytest.Pytester, fake
     assert "KeyboardInterrupt" in "".join(seen) + rest
     assert process.returncode == pytest.ExitCode.INTERRUPTED
     assert_nothing_left(fake_gym)
+
+
+def test_rollout_passed_hook_decides_with_the_whole_record(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makeconftest(
+        """
+def pytest_gym_eval_rollout_passed(item, record, reward, threshold):
+    if item.task_id == "lenient":
+        return "fake answer" in record["response"]["output"][0]["content"][0]["text"] and reward >= 0.5
+    return None
+"""
+    )
+    name = dataset(pytester, task("lenient", reward=0.5), task("strict", reward=0.5))
+    result = run(pytester, fake_gym, name)
+    assert outcomes(result) == {"mcqa.jsonl::lenient[r0]": "passed", "mcqa.jsonl::strict[r0]": "failed"}
+
+
+def test_no_gym_item_selected_starts_nothing(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("a"))
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = run(pytester, fake_gym, name, "test_plain.py", "-m", "not gym")
+    assert result.ret == 0 and outcomes(result) == {"test_plain.py::test_plain": "passed"}
+    assert fake_gym.calls() == []
+
+
+def test_resources_server_setting_picks_the_agents_config(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    mcqa.jsonl: resources_server=elsewhere\n")
+    name = dataset(pytester, task("a"))
+    result = run(pytester, fake_gym, name)
+    assert outcomes(result) == {"mcqa.jsonl::a[r0]": "error"}
+    result.stdout.fnmatch_lines(["*under resources_servers/elsewhere/configs defines the agent 'mcqa_simple_agent'*"])
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    mcqa.jsonl: resources_server=mcqa\n")
+    assert outcomes(run(pytester, fake_gym, name)) == {"mcqa.jsonl::a[r0]": "passed"}

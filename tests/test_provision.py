@@ -649,11 +649,8 @@ def test_default_checkout_path_respects_xdg_cache_home(monkeypatch: pytest.Monke
 
 
 @pytest.mark.gym
-def test_real_checkout_runs_gym_version(tmp_path: Path) -> None:
-    location = os.environ.get("PYTEST_GYM_EVAL_CHECKOUT")
-    if not location:
-        pytest.skip("PYTEST_GYM_EVAL_CHECKOUT is not set")
-    checkout = load_checkout(Path(location))
+def test_real_checkout_runs_gym_version(tmp_path: Path, gym_checkout: GymCheckout) -> None:
+    checkout = load_checkout(gym_checkout.path)
     result = subprocess.run(
         [str(checkout.gym_executable), "--version"],
         cwd=checkout.path,

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -28,11 +29,11 @@ pytestmark = pytest.mark.gym
 
 
 def copy_example(pytester: pytest.Pytester, example: GymExample) -> str:
-    """Gym's example tasks as ``datasets/mcqa.jsonl`` in the test's folder (the name picks the mcqa agent)."""
-    target = pytester.path / "datasets" / "mcqa.jsonl"
+    """Gym's example tasks as ``datasets/<environment>.jsonl`` in the test's folder (the name picks the agent)."""
+    target = pytester.path / "datasets" / f"{example.name}.jsonl"
     target.parent.mkdir(exist_ok=True)
     shutil.copy(example.dataset, target)
-    return "datasets/mcqa.jsonl"
+    return f"datasets/{example.name}.jsonl"
 
 
 def junit_rewards(path: Path) -> dict[str, tuple[str, float | None]]:
@@ -43,6 +44,10 @@ def junit_rewards(path: Path) -> dict[str, tuple[str, float | None]]:
         reward = props.get("reward")
         found[case.get("name", "")] = (props["task_id"], None if reward in (None, "None") else float(reward))
     return found
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -289,3 +294,32 @@ def test_xdist_starts_gym_once_and_matches_one_process(
     requests = [json.loads(line) for line in (run_dir / "logs" / "replay-model.jsonl").read_text().splitlines()]
     prompts = [r["request"]["input"][0]["content"] for r in requests if r["path"].endswith("/responses")]
     assert len(prompts) == 10 and all(prompts.count(p) == 2 for p in prompts)
+
+
+def test_tool_calling_conversations_replay_turn_by_turn(
+    pytester: pytest.Pytester, shared_gym: SharedGym, tool_example: GymExample
+) -> None:
+    # Gym will not reverify this environment (its reward depends on the live tool calls), so the expected rewards
+    # are the recorded ones: the replayed conversations, with real tool results, must score the same.
+    from pytest_gym_eval.dataset import row_digest
+
+    rows = {row["responses_create_params"]["input"][-1]["content"]: row for row in read_jsonl(tool_example.dataset)}
+    expected = {
+        row_digest(rows[rec["responses_create_params"]["input"][-1]["content"]])[:12]: rec["reward"]
+        for rec in read_jsonl(tool_example.recordings)
+    }
+    dataset = copy_example(pytester, tool_example)
+    result = pytester.runpytest(
+        *shared_gym.args, f"--gym-replay={tool_example.recordings}", dataset, "--junitxml=junit.xml"
+    )
+    rewards = junit_rewards(pytester.path / "junit.xml")
+    assert len(rewards) == 5
+    assert {task_id: reward for task_id, reward in rewards.values()} == expected
+    result.stdout.fnmatch_lines(["verifier flips against the recording: none"])
+    # A conversation that called the tool came back to the model with the real tool's result, and was answered.
+    requests = [json.loads(line) for line in shared_gym.replay_log.read_text().splitlines()]
+    after_tool = [
+        r for r in requests
+        if any(item.get("type") == "function_call_output" for item in (r["request"] or {}).get("input") or [])
+    ]  # fmt: skip
+    assert after_tool and all(r["status"] == 200 for r in after_tool)

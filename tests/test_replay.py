@@ -22,6 +22,7 @@ from typing import Any
 import jsonlines
 import pytest
 
+from pytest_gym_eval.provision import GymCheckout
 from pytest_gym_eval.replay import (
     RecordingError,
     ReplayServer,
@@ -595,6 +596,7 @@ def test_command_line_serves_until_signalled(weather_file: Path, tmp_path: Path,
         line = _first_line(process.stdout, timeout=60)
         match = re.fullmatch(r"replay model server listening on (http://127\.0\.0\.1:\d+/v1) \(2 recordings\)\n", line)
         assert match, line
+        assert _first_line(process.stdout, timeout=60) == f"logging every request and answer to {log}\n"
         assert get(f"{match[1]}/models")[1]["data"][0]["id"] == "cli"
         status, answer = post(f"{match[1]}/responses", {"input": "What is 2+2?"})
         assert status == 200 and answer["output"] == [said("4")]
@@ -621,11 +623,8 @@ def test_command_line_rejects_bad_rollouts(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.gym
-def test_replays_gym_mcqa_example_rollouts() -> None:
-    checkout = os.environ.get("PYTEST_GYM_EVAL_CHECKOUT")
-    if not checkout:
-        pytest.skip("PYTEST_GYM_EVAL_CHECKOUT is not set")
-    path = Path(checkout) / "resources_servers" / "mcqa" / "data" / "example_rollouts.jsonl"
+def test_replays_gym_mcqa_example_rollouts(gym_checkout: GymCheckout) -> None:
+    path = gym_checkout.path / "resources_servers" / "mcqa" / "data" / "example_rollouts.jsonl"
     with jsonlines.open(path) as reader:
         recorded = list(reader.iter(skip_empty=True))
     assert recorded
@@ -670,3 +669,12 @@ _DELAY_RECORD = {
         "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "pong"}]}]
     },
 }
+
+
+def test_tool_output_json_matches_whatever_its_whitespace() -> None:
+    recorded = {"type": "function_call_output", "call_id": "c1", "output": '{"city": "Oslo", "temp": 3}'}
+    live = {"type": "function_call_output", "call_id": "c1", "output": '{"temp":3,"city":"Oslo"}', "id": None}
+    other = {"type": "function_call_output", "call_id": "c1", "output": '{"temp":4,"city":"Oslo"}'}
+    assert normalise_item(recorded) == normalise_item(live) != normalise_item(other)
+    plain = {"type": "function_call_output", "call_id": "c1", "output": "sunny,  mild"}
+    assert normalise_item(plain) == ("function_call_output", "c1", "sunny,  mild")

@@ -1,0 +1,85 @@
+"""The verdict on one rollout and the text a failed item shows, for any environment's records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval.outcome import clean_gym_message, failure_report, judge, output_text, prompt_text, trim
+from pytest_gym_eval.rollouts import Missing, RolloutRecord
+
+
+def record_at(tmp_path: Path, record: dict[str, object], reward: object = 0.0) -> RolloutRecord:
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text(json.dumps({"other": 1}) + "\n" + json.dumps(record) + "\n")
+    return RolloutRecord(stamp=0, reward=reward, path=path, line=2)
+
+
+@pytest.mark.parametrize(("reward", "status"), [(1.0, "passed"), (0.75, "passed"), (0.7499, "failed"), (-1, "failed")])
+def test_threshold_decides_scored_rollouts(tmp_path: Path, reward: float, status: str) -> None:
+    assert judge(record_at(tmp_path, {}, reward), threshold=0.75).status == status
+
+
+@pytest.mark.parametrize("reward", [None, "1.0", float("nan"), float("inf"), True, [1]])
+def test_unusable_rewards_are_errors_never_zero(tmp_path: Path, reward: object) -> None:
+    outcome = judge(record_at(tmp_path, {}, reward), threshold=0.0)
+    assert outcome.status == "error" and outcome.reward is None and outcome.failure_class == "bad_reward"
+
+
+def test_missing_rollout_and_failure_rows_are_errors() -> None:
+    assert judge(Missing("never came", "log.txt"), 1.0).status == "error"
+    failed = RolloutRecord(3, None, Path("f.jsonl"), 7, "agent_run_error", "500 from the agent")
+    outcome = judge(failed, 1.0)
+    assert (outcome.status, outcome.failure_class) == ("error", "agent_run_error")
+    assert "500 from the agent" in outcome.message and "f.jsonl:7" in outcome.message
+
+
+def test_hook_overrides_the_threshold_both_ways(tmp_path: Path) -> None:
+    record = record_at(tmp_path, {}, 0.2)
+    assert judge(record, 1.0, lambda rec, reward, threshold: True).status == "passed"
+    assert judge(record_at(tmp_path, {}, 1.0), 0.5, lambda *args: False).status == "failed"
+    assert judge(record, 0.1, lambda *args: None).status == "passed"
+
+
+def test_failure_report_for_a_tool_calling_rollout_without_text_or_expected_answer(tmp_path: Path) -> None:
+    record = {
+        "responses_create_params": {
+            "instructions": "You are a weather bot.",
+            "input": [{"role": "user", "content": [{"type": "input_text", "text": "Weather in Oslo?"}]}],
+        },
+        "response": {"output": [{"type": "function_call", "name": "get_weather", "arguments": "{}", "call_id": "c"}]},
+    }
+    text = failure_report(judge(record_at(tmp_path, record, 0.0), 1.0), 1.0)
+    assert text.splitlines() == [
+        "reward 0 is below the pass threshold 1",
+        "prompt:   Weather in Oslo?",
+        "output:   (the model gave no text)",
+        f"record:   {tmp_path / 'rollouts.jsonl'}:2",
+    ]
+
+
+def test_prompt_falls_back_to_the_dataset_row_and_string_input() -> None:
+    assert prompt_text({}, {"responses_create_params": {"input": "plain question"}}) == "plain question"
+    assert prompt_text({"responses_create_params": {"input": []}}) == ""
+
+
+def test_output_text_takes_the_last_assistant_message() -> None:
+    record = {"response": {"output": [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "thinking"}]},
+        {"type": "function_call_output", "call_id": "c", "output": "sunny"},
+        {"type": "message", "role": "assistant", "content": "It is sunny."},
+    ]}}  # fmt: skip
+    assert output_text(record) == "It is sunny."
+
+
+def test_trim_keeps_the_end_of_long_outputs() -> None:
+    assert trim("abcdefghij", 5) == "abcd…"
+    assert trim("abcdefghij", 5, keep_end=True) == "…ghij"
+    assert trim("short", 5) == "short"
+
+
+def test_gym_messages_lose_their_nested_escaping() -> None:
+    raw = '"Hit an exception: b\'\\\\\\"error\\\\\\": {\\\\\\"message\\\\\\": \\\\\\"no\\\\\\"}\'"'
+    assert clean_gym_message(raw) == '"Hit an exception: b\'"error": {"message": "no"}\'"'
