@@ -418,7 +418,9 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
     """
     parsed: list[tuple[str, DatasetSettings]] = []
     for line in lines:
-        pattern, sep, rest = line.rpartition(":") if ": " not in line else line.partition(": ")
+        pattern, sep, rest = line.partition(": ")
+        if not sep and line.rstrip().endswith(":"):  # a glob with no settings (yet)
+            pattern, sep, rest = line.rstrip()[:-1], ":", ""
         if not sep or not pattern.strip():
             raise pytest.UsageError(f"gym_dataset_settings: expected '<glob>: key=value ...', got {line!r}")
         values: dict[str, Any] = {}
@@ -468,8 +470,10 @@ def _number(text: object, where: str) -> float | None:
         number = float(str(text))
     except ValueError:
         raise pytest.UsageError(f"{where}: expected a number, got {text!r}") from None
-    if not math.isfinite(number) or (number < 0 and "timeout" in where):
+    if not math.isfinite(number):
         raise pytest.UsageError(f"{where}: expected a finite number, got {text!r}")
+    if number < 0 and "timeout" in where:
+        raise pytest.UsageError(f"{where}: a timeout cannot be negative, got {text!r}")
     return number
 
 

@@ -1,0 +1,77 @@
+"""Options, ini values and per-dataset settings: precedence and clear usage errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_gym_eval.options import DatasetSettings, parse_dataset_settings
+
+
+def test_dataset_settings_lines_parse() -> None:
+    (first, second) = parse_dataset_settings(
+        ["data/mcqa.jsonl: agent=a repeats=4 pass_threshold=0.5 min_pass_at_k=2:0.8,4:0.9", "data/*.jsonl:"]
+    )
+    assert first == (
+        "data/mcqa.jsonl",
+        DatasetSettings(agent="a", repeats=4, pass_threshold=0.5, min_pass_at_k=((2, 0.8), (4, 0.9))),
+    )
+    assert second == ("data/*.jsonl", DatasetSettings())
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("no separator here", "expected '<glob>: key=value ...'"),
+        ("d.jsonl: colour=blue", "unknown setting 'colour=blue'"),
+        ("d.jsonl: repeats=0", "repeats: must be at least 1"),
+        ("d.jsonl: repeats=two", "repeats: expected a whole number"),
+        ("d.jsonl: pass_threshold=nan", "expected a finite number"),
+        ("d.jsonl: min_pass_at_k=4", "K:V"),
+    ],
+)
+def test_bad_dataset_settings_name_the_line(line: str, message: str) -> None:
+    with pytest.raises(pytest.UsageError, match="gym_dataset_settings") as raised:
+        parse_dataset_settings([line])
+    assert message in str(raised.value)
+
+
+def test_precedence_command_line_then_dataset_then_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        "[pytest]\ngym_repeats = 2\ngym_pass_threshold = 0.3\n"
+        "gym_dataset_settings =\n    own.jsonl: repeats=3\n    own.jsonl: pass_threshold=0.6\n"
+    )
+    pytester.makeconftest(
+        """
+def pytest_collection_finish(session):
+    from pathlib import Path
+    from pytest_gym_eval.session import SESSION_KEY
+    options = session.config.stash[SESSION_KEY].options
+    for name in ("own.jsonl", "plain.jsonl"):
+        s = options.dataset_settings(Path(session.config.rootpath) / name)
+        print("SETTINGS", name, s.repeats, s.threshold)
+"""
+    )
+    row = json.dumps({"id": "q", "responses_create_params": {"input": "?"}}) + "\n"
+    for name in ("own.jsonl", "plain.jsonl"):
+        (pytester.path / name).write_text(row)
+    result = pytester.runpytest("--collect-only", "-s", "own.jsonl", "plain.jsonl")
+    result.stdout.fnmatch_lines(["SETTINGS own.jsonl 3 0.6", "SETTINGS plain.jsonl 2 0.3"])
+    result = pytester.runpytest("--collect-only", "-s", "own.jsonl", "plain.jsonl", "--gym-repeats=5")
+    result.stdout.fnmatch_lines(["SETTINGS own.jsonl 5 0.6", "SETTINGS plain.jsonl 5 0.3"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gym-head-server=nowhere"], "--gym-head-server: expected HOST:PORT"),
+        (["--gym-rollout-timeout=-1"], "--gym-rollout-timeout: a timeout cannot be negative"),
+        (["--gym-repeats=0"], "--gym-repeats: must be at least 1"),
+        (["--gym-gate-on=median"], "invalid choice"),
+    ],
+)
+def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
