@@ -64,7 +64,7 @@ class DatasetFile(pytest.Module):
         for warning in warnings:
             self.warn(pytest.PytestCollectionWarning(warning))
         repeats = settings.repeats or 1
-        default_agent = gym.default_agent(self.path, settings)
+        default_agent = gym.default_agent(self.path)
         marks = [getattr(pytest.mark, GYM_MARK)]
         for task in tasks:
             agent = task.agent or default_agent

@@ -11,7 +11,7 @@ import fnmatch
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -390,18 +390,22 @@ class GymOptions:
         relative = _relative(path, self.rootdir)
         return any(fnmatch.fnmatch(relative, pattern) for pattern in self.dataset_globs)
 
-    def dataset_settings(self, path: Path) -> DatasetSettings:
-        """Effective settings of the dataset at ``path``: command line, its own lines (later lines win), ini."""
+    def own_settings(self, path: Path) -> DatasetSettings:
+        """The settings the dataset at ``path`` sets itself (its ``gym_dataset_settings`` lines; later win)."""
         relative = _relative(path, self.rootdir)
         own = DatasetSettings()
         for pattern, settings in self.datasets:
             if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(str(path), pattern):
                 own = settings.over(own)
-        return self.cli.over(own.over(self.ini))
+        return own
 
-    def with_checkout(self, checkout: Path) -> GymOptions:
-        """A copy naming ``checkout`` as the Gym checkout."""
-        return replace(self, checkout=checkout)
+    def dataset_settings(self, path: Path) -> DatasetSettings:
+        """Effective settings of the dataset at ``path``: command line, then its own lines, then the ini file.
+
+        (The agent is the exception: a dataset's own ``agent=`` beats ``--gym-agent``, see
+        :meth:`~pytest_gym_eval.session.GymSession.default_agent`.)
+        """
+        return self.cli.over(self.own_settings(path).over(self.ini))
 
 
 def _relative(path: Path, root: Path) -> str:

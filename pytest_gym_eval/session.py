@@ -100,14 +100,16 @@ class GymSession:
 
     # Collection.
 
-    def default_agent(self, dataset: Path, settings: DatasetSettings) -> str:
-        """The agent of a dataset's rows that name none: its setting, ``--gym-agent``, else the convention.
+    def default_agent(self, dataset: Path) -> str:
+        """The agent of a dataset's rows that name none: the dataset's own ``agent=`` setting, else
+        ``--gym-agent`` (or ini ``gym_agent``), else the convention.
 
         By convention ``<stem>.jsonl`` uses ``<stem>_simple_agent``, and a dataset inside a Gym checkout's
         ``resources_servers/<name>/`` folder uses ``<name>_simple_agent``.
         """
-        if settings.agent:
-            return settings.agent
+        own = self.options.own_settings(dataset).agent
+        if own:
+            return own
         if self.options.agent:
             return self.options.agent
         parts = dataset.resolve().parts

@@ -75,3 +75,27 @@ def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str]
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+
+
+def test_agent_precedence_row_then_dataset_then_option_then_convention(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    own.jsonl: agent=own_agent\n")
+    pytester.makeconftest(
+        """
+def pytest_collection_finish(session):
+    for item in session.items:
+        print("AGENT", item.nodeid, item.agent)
+"""
+    )
+    rows = [{"id": "named", "agent_ref": {"name": "row_agent"}, "responses_create_params": {"input": "?"}},
+            {"id": "plain", "responses_create_params": {"input": "?"}}]  # fmt: skip
+    for name in ("own.jsonl", "mcqa.jsonl"):
+        (pytester.path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = pytester.runpytest("--collect-only", "-s", "own.jsonl", "mcqa.jsonl")
+    result.stdout.fnmatch_lines(
+        ["AGENT own.jsonl::named[[]r0[]] row_agent", "AGENT own.jsonl::plain[[]r0[]] own_agent",
+         "AGENT mcqa.jsonl::named[[]r0[]] row_agent", "AGENT mcqa.jsonl::plain[[]r0[]] mcqa_simple_agent"]
+    )  # fmt: skip
+    result = pytester.runpytest("--collect-only", "-s", "own.jsonl", "mcqa.jsonl", "--gym-agent=cli_agent")
+    result.stdout.fnmatch_lines(
+        ["AGENT own.jsonl::plain[[]r0[]] own_agent", "AGENT mcqa.jsonl::plain[[]r0[]] cli_agent"]
+    )
