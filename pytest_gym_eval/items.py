@@ -53,12 +53,10 @@ class DatasetFile(pytest.Module):
         gym = self.config.stash[SESSION_KEY]
         settings = gym.options.dataset_settings(self.path)
         hook = self.config.hook.pytest_gym_eval_task_id
+        # Calling a hook nobody implements costs ~5 us a row; it would return None anyway.
+        task_id_hook = (lambda row, path, line: hook(row=row, path=path, line=line)) if hook.get_hookimpls() else None
         try:
-            tasks, warnings = read_tasks(
-                self.path,
-                gym.options.id_fields,
-                lambda row, path, line: hook(row=row, path=path, line=line),
-            )
+            tasks, warnings = read_tasks(self.path, gym.options.id_fields, task_id_hook)
         except DatasetError as error:
             raise self.CollectError(str(error)) from None
         for warning in warnings:
@@ -66,12 +64,16 @@ class DatasetFile(pytest.Module):
         repeats = settings.repeats or 1
         default_agent = gym.default_agent(self.path)
         marks = [getattr(pytest.mark, GYM_MARK)]
+        # A real parametrization, as pytest.mark.parametrize would make it: node id, -k, --lf and
+        # item.callspec.id ("r0") all behave as pytest users know. As in pytest's own parametrization, the
+        # items share one fixture info (computed for the first; no fixture depends on the task, and computing
+        # it per item was most of the collection time of a large dataset), and the items of one repeat share
+        # their (frozen, empty) callspec: ~480 bytes less per item.
+        callspecs = [CallSpec(_idlist=(f"r{repeat}",)) for repeat in range(repeats)]
+        fixtureinfo = None
         for task in tasks:
             agent = task.agent or default_agent
-            for repeat in range(repeats):
-                # A real parametrization, as pytest.mark.parametrize would make it: node id, -k, --lf and
-                # item.callspec.id ("r0") all behave as pytest users know.
-                callspec = CallSpec(_idlist=(f"r{repeat}",))
+            for repeat, callspec in enumerate(callspecs):
                 item = RolloutItem.from_parent(
                     self,
                     name=f"{task.task_id}[r{repeat}]",
@@ -79,10 +81,12 @@ class DatasetFile(pytest.Module):
                     callspec=callspec,
                     keywords={callspec.id: True},
                     originalname=task.task_id,
+                    fixtureinfo=fixtureinfo,
                     task=task,
                     repeat=repeat,
                     agent=agent,
                 )
+                fixtureinfo = item._fixtureinfo
                 for mark in marks:
                     item.add_marker(mark)
                 yield item

@@ -16,24 +16,32 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 TASK_INDEX_KEY = "_ng_task_index"
 FAILURE_CLASS_KEY = "_ng_failure_class"
 FAILURE_MESSAGE_KEYS = ("_ng_failure_message", "failure_reason", "error")
-POLL_INTERVAL = 0.05
-"""Seconds between two looks at the files (the added latency of an item report is half this on average)."""
+POLL_INTERVAL = 0.01
+"""Seconds between two looks at Gym's output files (the added latency of an item report is half this on
+average). A look at files that did not grow is one ``stat`` call each."""
+STATE_EVERY = 5
+"""The run's state file is read on every fifth look only: it changes a few times a run, and an item waits for it
+only when its rollout will never come."""
+READ_CHUNK = 1024 * 1024
+"""Bytes read from a followed file at a time, so memory stays bounded whatever the backlog (a 1 GB file that is
+already there when following starts is read 1 MiB at a time, not at once)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RolloutRecord:
     """What the plugin keeps of one line Gym wrote.
 
     ``reward`` is the raw value of the line's ``reward`` key (None when absent, any JSON type otherwise);
     ``path``/``line`` locate the full record (1-based line); ``failure_class`` is set for a line of the
-    failures file (then there is no reward).
+    failures file (then there is no reward). ``offset``, the line's byte offset when known, lets
+    :meth:`read_full` go straight to it instead of reading every line before it.
     """
 
     stamp: int
@@ -42,6 +50,7 @@ class RolloutRecord:
     line: int
     failure_class: str | None = None
     failure_message: str | None = None
+    offset: int | None = field(default=None, compare=False, repr=False)
 
     def numeric_reward(self) -> float | None:
         """The reward as a float, or None when it is missing, not a number, or NaN/infinite."""
@@ -54,6 +63,11 @@ class RolloutRecord:
     def read_full(self) -> dict[str, Any]:
         """The whole record, read again from its file (for failure messages and plugin hooks)."""
         with self.path.open("rb") as handle:
+            if self.offset is not None:
+                handle.seek(self.offset)
+                raw = handle.readline()
+                value = json.loads(raw) if raw else {}
+                return value if isinstance(value, dict) else {}
             for number, raw in enumerate(handle, 1):
                 if number == self.line:
                     value = json.loads(raw)
@@ -89,7 +103,7 @@ class RunState:
     def read(cls, path: Path) -> RunState | None:
         """The published state, or None before the owner wrote one."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_bytes())
         except FileNotFoundError:
             return None
         return cls(**data)
@@ -109,35 +123,51 @@ class _FollowedFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._inode: int | None = None
-        self._offset = 0
-        self._line = 0
-        self._partial = b""
+        self._offset = 0  # bytes read so far
+        self._line = 0  # complete lines handed out so far
+        self._line_start = 0  # byte offset of the line being read
+        self._partial: list[bytes] = []  # the pieces read so far of an incomplete last line
 
-    def new_lines(self) -> Iterator[tuple[int, bytes]]:
-        """Yield ``(1-based line number, raw line)`` for every complete line not seen before."""
+    def new_lines(self) -> Iterator[tuple[int, int, bytes]]:
+        """Yield ``(1-based line number, byte offset, raw line)`` for every complete line not seen before.
+
+        Reads what the file holds now, :data:`READ_CHUNK` bytes at a time.
+        """
         try:
-            with self.path.open("rb") as handle:
-                stat = os.fstat(handle.fileno())
-                if stat.st_ino != self._inode or stat.st_size < self._offset:
-                    self._inode, self._offset, self._line, self._partial = stat.st_ino, 0, 0, b""
-                if stat.st_size == self._offset:
-                    return
-                handle.seek(self._offset)
-                data = handle.read()
+            stat = os.stat(self.path)
+            if stat.st_ino == self._inode and stat.st_size == self._offset:
+                return  # nothing new
+            handle = self.path.open("rb")
         except FileNotFoundError:
             return
-        self._offset += len(data)
-        chunk = self._partial + data
-        lines = chunk.split(b"\n")
-        self._partial = lines.pop()
-        for raw in lines:
-            self._line += 1
-            if raw.strip():
-                yield self._line, raw
+        with handle:
+            stat = os.fstat(handle.fileno())
+            if stat.st_ino != self._inode or stat.st_size < self._offset:
+                self._inode, self._offset, self._line, self._line_start = stat.st_ino, 0, 0, 0
+                self._partial = []
+            handle.seek(self._offset)
+            while self._offset < stat.st_size:
+                data = handle.read(min(READ_CHUNK, stat.st_size - self._offset))
+                if not data:
+                    return
+                base, self._offset = self._offset, self._offset + len(data)
+                start = 0
+                while (end := data.find(b"\n", start)) >= 0:
+                    raw = data[start:end]
+                    if self._partial:
+                        raw, self._partial = b"".join([*self._partial, raw]), []
+                    self._line += 1
+                    offset, self._line_start = self._line_start, base + end + 1
+                    if raw.strip():
+                        yield self._line, offset, raw
+                    start = end + 1
+                if start < len(data):
+                    self._partial.append(data[start:])
 
 
-def parse_record(raw: bytes, path: Path, line: int, failures: bool) -> RolloutRecord | None:
-    """The :class:`RolloutRecord` of one raw line, or None for a line without an integer ``_ng_task_index``."""
+def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int | None = None) -> RolloutRecord | None:
+    """The :class:`RolloutRecord` of one raw line (starting at byte ``offset``), or None for a line without an
+    integer ``_ng_task_index``."""
     try:
         value = json.loads(raw)
     except ValueError:
@@ -150,8 +180,8 @@ def parse_record(raw: bytes, path: Path, line: int, failures: bool) -> RolloutRe
     failure_class = value.get(FAILURE_CLASS_KEY)
     if failures or failure_class:
         message = next((str(value[k]) for k in FAILURE_MESSAGE_KEYS if value.get(k)), "")
-        return RolloutRecord(stamp, None, path, line, str(failure_class or "unknown"), message)
-    return RolloutRecord(stamp, value.get("reward"), path, line)
+        return RolloutRecord(stamp, None, path, line, str(failure_class or "unknown"), message, offset)
+    return RolloutRecord(stamp, value.get("reward"), path, line, offset=offset)
 
 
 class RolloutFeed:
@@ -230,9 +260,11 @@ class RolloutFeed:
         return Missing(state.message or "gym eval run finished without this rollout", state.log)
 
     def _follow(self) -> None:
+        looks = 0
         while True:
             stopping = self._stopping.is_set()
-            self._look()
+            self._look(read_state=stopping or looks % STATE_EVERY == 0)
+            looks += 1
             if stopping or self._done():
                 with self._changed:
                     self._changed.notify_all()
@@ -240,13 +272,13 @@ class RolloutFeed:
                     return
             self._stopping.wait(self._poll_interval)
 
-    def _look(self) -> None:
+    def _look(self, read_state: bool = True) -> None:
         # Read the state first: once it says "finished", every line Gym wrote before it is in the files.
-        state = RunState.read(self._state_path)
+        state = RunState.read(self._state_path) if read_state else self._state
         found: list[RolloutRecord] = []
         for followed, failures in self._files:
-            for line, raw in followed.new_lines():
-                record = parse_record(raw, followed.path, line, failures)
+            for line, offset, raw in followed.new_lines():
+                record = parse_record(raw, followed.path, line, failures, offset)
                 if record is not None:
                     found.append(record)
         if not found and state == self._state:

@@ -1,0 +1,749 @@
+"""pytest-gym-eval's benchmarks, side by side in one run: ``.venv/bin/python benchmarks/run.py``.
+
+1. overhead    a pytest session over N tasks x R repeats against the equivalent raw ``gym eval run --no-serve``,
+               both against the same started Gym servers and the same replay model (median of alternated runs);
+2. collection  ``pytest --collect-only`` of a 100,000-row dataset against 100,000 ``@pytest.mark.parametrize``
+               tests: time (best of 3) and peak RSS, each in a fresh process;
+3. read        following a ~1 GB Gym rollouts file with ``RolloutFeed`` until every record is in: MB/s and
+               peak memory, and the peak for as many 1 KB records;
+4. latency     from a rollout line being written (a stand-in ``gym``) to its item's report: median and p95.
+
+``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed and written to
+``benchmarks/results.md``. See ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PYTEST = [sys.executable, "-m", "pytest"]
+TIME_V = Path("/usr/bin/time")
+AGENT = "mcqa_simple_agent"
+LETTERS = "ABCD"
+INSTRUCTION = (
+    "Answer the multiple-choice question below. You may reason step by step first, "
+    "then put only the letter of your final choice inside \\boxed{}."
+)
+BENCHMARKS = ("overhead", "collection", "read", "latency")
+
+
+@dataclass
+class Row:
+    """One line of the results table."""
+
+    benchmark: str
+    plugin: str
+    baseline: str = ""
+    ratio: str = ""
+    goal: str = ""
+    verdict: str = ""
+
+
+# Synthetic data.
+
+
+def mcqa_question(
+    index: int, rng: random.Random, pad_to: int = 0, with_id: bool = True
+) -> tuple[dict[str, Any], str, int]:
+    """An original arithmetic multiple-choice row (``id`` unless ``with_id`` is false, prompt, options, expected
+    letter) padded with a ``metadata.notes`` field to about ``pad_to`` bytes; returns (row, letter, value)."""
+    a, b = rng.randint(12, 989), rng.randint(12, 989)
+    symbol, value = [("+", a + b), ("-", a - b), ("x", a * b)][index % 3]
+    choices = [value, value + 1, value - 10, value + 100]
+    rng.shuffle(choices)
+    letter = LETTERS[choices.index(value)]
+    lines = "\n".join(f"{L}: {c}" for L, c in zip(LETTERS, choices, strict=True))
+    prompt = f"{INSTRUCTION}\n\nQuestion {index}: what is {a} {symbol} {b}?\n{lines}"
+    row: dict[str, Any] = {
+        "id": f"bench-{index:06d}",
+        "responses_create_params": {"input": [{"role": "user", "content": prompt}]},
+        "options": [{L: str(c)} for L, c in zip(LETTERS, choices, strict=True)],
+        "expected_answer": letter,
+        "grading_mode": "strict_single_letter_boxed",
+    }
+    if not with_id:
+        del row["id"]
+    if pad_to:
+        size = len(json.dumps(row)) + len(', "metadata": {"source": "synthetic arithmetic", "notes": ""}')
+        note = f"Generated question {index}; the options hold the result and three near misses. "
+        row["metadata"] = {"source": "synthetic arithmetic", "notes": (note * 20)[: max(0, pad_to - size)]}
+    return row, letter, value
+
+
+def recording(row: dict[str, Any], number: int, answer: str, text: str, reward: float) -> dict[str, Any]:
+    """A recorded rollout in the format of ``examples/mcqa/recordings/mcqa_rollouts.jsonl``."""
+    prompt = row["responses_create_params"]["input"][0]["content"]
+    usage_in, usage_out = len(prompt) // 4, len(text) // 4
+    return {
+        "responses_create_params": {"input": [{"role": "user", "content": prompt}]},
+        "response": {
+            "id": f"resp_{number:032x}",
+            "created_at": 1767225600.0 + number,
+            "model": "benchmark-recorded-model",
+            "object": "response",
+            "output": [
+                {
+                    "id": f"msg_{number:032x}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "status": "completed",
+            "usage": {
+                "input_tokens": usage_in,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": usage_out,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage_in + usage_out,
+            },
+        },
+        "reward": reward,
+        "expected_answer": row["expected_answer"],
+        "extracted_answer": answer,
+    }
+
+
+def write_mcqa(dataset: Path, recordings: Path | None, count: int, pad_to: int = 0, with_id: bool = True) -> None:
+    """``count`` questions to ``dataset`` and, when asked, one recorded answer each (every fifth one wrong)."""
+    rng = random.Random(2026)
+    with dataset.open("w", encoding="utf-8") as rows, (recordings or Path(os.devnull)).open("w") as recorded:
+        for index in range(count):
+            row, letter, value = mcqa_question(index, rng, pad_to, with_id)
+            rows.write(json.dumps(row) + "\n")
+            if recordings is not None:
+                answer = letter if index % 5 else LETTERS[(LETTERS.index(letter) + 1) % 4]
+                text = f"Working it out gives {value}, which is option {letter}.\n\n\\boxed{{{answer}}}"
+                recorded.write(json.dumps(recording(row, index, answer, text, float(answer == letter))) + "\n")
+
+
+def write_rollouts(path: Path, count: int, record_bytes: int) -> int:
+    """``count`` Gym output records of about ``record_bytes`` each (a long model answer), as ``gym eval run``
+    writes them; returns the file size."""
+    rng = random.Random(7)
+    words = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "step", "so", "we", "get"]
+    block = " ".join(rng.choice(words) for _ in range(20000))
+    block = block.replace("step so", 'step "so"\n')
+    with path.open("w", encoding="utf-8") as handle:
+        for index in range(count):
+            row, letter, value = mcqa_question(index, rng)
+            start = rng.randrange(0, len(block) // 2)
+            record = recording(row, index, letter, "", 1.0)
+            fixed = len(json.dumps(record)) + 250
+            text = block[start : start + max(0, record_bytes - fixed)] + f"\n\nSo {value}.\n\\boxed{{{letter}}}"
+            record["response"]["output"][0]["content"][0]["text"] = text
+            record.update(
+                {
+                    "mask_sample": False,
+                    "failure_kind": None,
+                    "failure_reason": None,
+                    "_ng_task_index": index,
+                    "_ng_rollout_index": 0,
+                    "agent_ref": {"type": "responses_api_agents", "name": AGENT},
+                    "_ng_environment_server": "mcqa_environment_server",
+                    "_ng_result_type": "legacy_agent",
+                }
+            )
+            handle.write(json.dumps(record) + "\n")
+    return path.stat().st_size
+
+
+# Processes.
+
+
+def run_child(argv: Sequence[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> tuple[float, str]:
+    """Run ``argv``; (wall seconds, combined output). On any failure or interruption the child gets SIGINT
+    (pytest then stops what it started), then SIGKILL."""
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
+        start = time.perf_counter()
+        child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            child.wait(timeout)
+        except BaseException:
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            raise
+        seconds = time.perf_counter() - start
+        log.seek(0)
+        output = log.read()
+    if child.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(argv[:6])}... exited with {child.returncode}:\n{output[-3000:]}")
+    return seconds, output
+
+
+def peak_rss_run(argv: Sequence[str], cwd: Path) -> tuple[float, int, str]:
+    """Run ``argv`` (a pytest command line) in a fresh process: (wall seconds, peak RSS in KiB, its output)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        memory = Path(scratch) / "maxrss"
+        if TIME_V.exists():
+            wrapped = [str(TIME_V), "-v", "-o", str(memory), *argv]
+        else:  # pytest in-process, then its own ru_maxrss
+            wrapped = [sys.executable, str(Path(__file__).resolve()), "_pytest", str(memory), *argv[len(PYTEST) :]]
+        seconds, output = run_child(wrapped, cwd, 3600)
+        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", memory.read_text())
+        assert found, memory.read_text()
+        return seconds, int(found.group(1)), output
+
+
+def peak_rss_kib() -> int:
+    """This process's peak RSS in KiB: ``VmHWM`` (``ru_maxrss`` of a child also counts the memory of the parent
+    it was forked from), else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as status:
+            return int(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def pytest_with_peak(memory: Path, args: list[str]) -> int:
+    """Run pytest in this process and write its peak RSS to ``memory`` as ``/usr/bin/time -v`` would."""
+    import pytest
+
+    code = pytest.main(args)
+    memory.write_text(f"Maximum resident set size (kbytes): {peak_rss_kib()}\n")
+    return int(code)
+
+
+def pytest_ini(project: Path) -> None:
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "pytest.ini").write_text("[pytest]\n")
+
+
+def mb(kib: float) -> str:
+    return f"{kib / 1024:.0f} MB"
+
+
+# 1. Overhead against raw Gym.
+
+
+@contextmanager
+def started_gym(root: Path, recordings: Path) -> Iterator[tuple[Any, tuple[str, int]]]:
+    """The replay model and Gym's mcqa servers, started once (as the root conftest's ``start_gym_servers``);
+    yields (checkout, head server) and stops both, also on failure."""
+    from pytest_gym_eval import provision
+    from pytest_gym_eval.processes import free_port
+    from pytest_gym_eval.replay import ReplayServer
+    from pytest_gym_eval.run import (
+        ModelEndpoint,
+        RunPaths,
+        RunSettings,
+        find_agent_config,
+        launch_servers,
+        ray_temp_dir,
+        wait_until_ready,
+        write_gym_config,
+    )
+
+    checkout = provision.provision()  # instant when cached
+    paths = RunPaths(root / "servers")
+    paths.logs.mkdir(parents=True)
+    cleanup: list[Path] = []
+    with ReplayServer([recordings], log_path=paths.logs / "replay-model.jsonl") as replay:
+        servers = None
+        try:
+            model = ModelEndpoint(replay.base_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
+            head = ("127.0.0.1", free_port())
+            write_gym_config(paths.config, model, head)
+            ray_dir, made = ray_temp_dir(paths.root)
+            cleanup += [ray_dir] if made else []
+            config = find_agent_config(checkout.path, AGENT)
+            assert config is not None, f"no {AGENT} config in {checkout.path}"
+            settings = RunSettings(
+                gym=checkout.gym_executable,
+                env=provision.gym_environment(checkout, ray_dir),
+                cwd=checkout.path,
+                model=model,
+                gym_configs=(config,),
+            )
+            started = time.monotonic()
+            servers = launch_servers(settings, "openai_model", paths, paths.logs / "gym-env-start.log")
+            wait_until_ready(servers, time.monotonic() + 900, threading.Event(), 900)
+            print(f"  Gym's servers ready after {time.monotonic() - started:.0f} s", flush=True)
+            yield checkout, head
+        finally:
+            if servers is not None:
+                servers.stop()
+            for path in cleanup:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def raw_gym_run(checkout: Any, root: Path, raw_input: Path, config: Path, repeats: int, expected: int) -> float:
+    """One ``gym eval run --no-serve`` over ``raw_input`` (in a session of its own, stopped afterwards)."""
+    from pytest_gym_eval import provision
+    from pytest_gym_eval.processes import GymProcess
+    from pytest_gym_eval.run import ray_temp_dir
+
+    root.mkdir(parents=True)
+    output = root / "gym-output" / "rollouts.jsonl"
+    ray_dir, made = ray_temp_dir(root)
+    argv = [
+        str(checkout.gym_executable), "eval", "run", "--no-serve", "--input", str(raw_input), "--output", str(output),
+        "--num-repeats", str(repeats), "--config", str(config), "+route_failures_to_sidecar=true",
+    ]  # fmt: skip
+    start = time.perf_counter()
+    process = GymProcess(
+        argv, env=provision.gym_environment(checkout, ray_dir), cwd=checkout.path, log_path=root / "eval.log",
+        name="gym eval run",
+    )  # fmt: skip
+    try:
+        status = process.wait(3600)
+        seconds = time.perf_counter() - start
+    finally:
+        process.stop()
+        if made:
+            shutil.rmtree(ray_dir, ignore_errors=True)
+    lines = sum(1 for line in output.open() if line.strip()) if output.exists() else 0
+    if status != 0 or lines != expected:
+        raise RuntimeError(f"raw gym eval run: status {status}, {lines}/{expected} rollouts; see {root}/eval.log")
+    return seconds
+
+
+def pytest_gym_run(
+    checkout: Any, project: Path, runs: Path, head: tuple[str, int], repeats: int, expected: int
+) -> tuple[float, float]:
+    """One pytest session attached to ``head``; returns its wall time and the part of it spent outside its
+    ``gym eval run`` (from the run directory: ``processes.jsonl`` is written when Gym's run starts,
+    ``state.json`` when it has exited)."""
+    argv = [
+        *PYTEST, f"--gym-checkout={checkout.path}", f"--gym-head-server={head[0]}:{head[1]}",
+        f"--gym-repeats={repeats}", f"--gym-run-dir={runs}", "mcqa.jsonl", "-p", "no:cacheprovider",
+    ]  # fmt: skip
+    seconds, output = run_child(argv, project, 3600)
+    last = output.splitlines()[-1]
+    counts = {kind.rstrip("s"): int(n) for n, kind in re.findall(r"(\d+) (passed|failed|errors?)\b", last)}
+    if counts.get("passed", 0) + counts.get("failed", 0) != expected or counts.get("error"):
+        raise RuntimeError(f"pytest session: {last} (expected {expected} rollouts)\n{output[-3000:]}")
+    (run_dir,) = runs.iterdir()
+    gym_seconds = (run_dir / "state.json").stat().st_mtime - (run_dir / "processes.jsonl").stat().st_mtime
+    return seconds, seconds - gym_seconds
+
+
+def bench_overhead(work: Path, tasks: int, repeats: int, rounds: int) -> list[Row]:
+    root = work / "overhead"
+    project = root / "project"
+    pytest_ini(project)
+    recordings = root / "mcqa_rollouts.jsonl"
+    write_mcqa(project / "mcqa.jsonl", recordings, tasks)
+    raw_input = root / "raw-input.jsonl"
+    with raw_input.open("w") as out:
+        for line in (project / "mcqa.jsonl").open():
+            row = json.loads(line)
+            out.write(json.dumps({**row, "agent_ref": {"type": "responses_api_agents", "name": AGENT}}) + "\n")
+    expected = tasks * repeats
+    times: dict[str, list[float]] = {"pytest": [], "raw": []}
+    own: list[float] = []  # of each pytest session, the seconds outside its `gym eval run`
+    with started_gym(root, recordings) as (checkout, head):
+        config = root / "raw-config.yaml"  # what the plugin writes when attached: the head server only
+        config.write_text(json.dumps({"head_server": {"host": head[0], "port": head[1]}}))
+        raw_gym_run(checkout, root / "warm-up", raw_input, config, repeats, expected)  # page cache, Gym's caches
+        for round_ in range(rounds):
+            order = ("pytest", "raw") if round_ % 2 == 0 else ("raw", "pytest")
+            for side in order:
+                if side == "raw":
+                    seconds = raw_gym_run(checkout, root / f"raw-{round_}", raw_input, config, repeats, expected)
+                else:
+                    runs = root / f"runs-{round_}"
+                    seconds, outside = pytest_gym_run(checkout, project, runs, head, repeats, expected)
+                    own.append(outside)
+                times[side].append(seconds)
+                print(f"  round {round_ + 1}: {side} {seconds:.2f} s", flush=True)
+    plugin, raw = statistics.median(times["pytest"]), statistics.median(times["raw"])
+    ratio = plugin / raw
+    paired = statistics.median(p / r for p, r in zip(times["pytest"], times["raw"], strict=True))
+    listed = {side: ", ".join(f"{t:.1f}" for t in values) for side, values in times.items()}
+    return [
+        Row(
+            f"Overhead: {tasks} tasks x {repeats} repeats, wall time, median of {rounds} alternated runs (pytest "
+            f"{listed['pytest']} s; raw {listed['raw']} s; median of the per-round ratios {paired:.3f})",
+            f"pytest session {plugin:.2f} s",
+            f"raw `gym eval run --no-serve` {raw:.2f} s",
+            f"{ratio:.3f}",
+            "<= 1.05",
+            "met" if ratio <= 1.05 else "not met",
+        ),
+        Row(
+            "Overhead: of each pytest session, the time outside its own `gym eval run` (start-up, collection and"
+            " writing Gym's input before it; the last reports and teardown after it), median; the ratio is"
+            " (raw + this) / raw, free of Gym's run-to-run noise",
+            f"{statistics.median(own):.2f} s (runs: {', '.join(f'{t:.2f}' for t in own)})",
+            f"raw {raw:.2f} s",
+            f"{(raw + statistics.median(own)) / raw:.3f}",
+            "<= 1.05",
+            "met" if raw + statistics.median(own) <= 1.05 * raw else "not met",
+        ),
+    ]
+
+
+# 2. Collection at scale.
+
+
+def bench_collection(work: Path, rows: int, rounds: int) -> list[Row]:
+    project = work / "collection"
+    pytest_ini(project)
+    write_mcqa(project / "dataset.jsonl", None, rows, pad_to=1000)
+    write_mcqa(project / "no_ids.jsonl", None, rows, pad_to=1000, with_id=False)
+    (project / "test_parametrized.py").write_text(
+        f'import pytest\n\n\n@pytest.mark.parametrize("i", range({rows}))\ndef test_trivial(i):\n    pass\n'
+    )
+    targets = ["test_parametrized.py", "dataset.jsonl", "no_ids.jsonl"]
+    results: dict[str, list[tuple[float, int]]] = {target: [] for target in targets}
+    for round_ in range(rounds):
+        for target in targets if round_ % 2 == 0 else targets[::-1]:
+            argv = [*PYTEST, "--collect-only", "-q", "-p", "no:cacheprovider", target]
+            seconds, rss, output = peak_rss_run(argv, project)
+            if f"{rows} tests collected" not in output.splitlines()[-1]:
+                raise RuntimeError(f"collecting {target}: {output.splitlines()[-1]}")
+            results[target].append((seconds, rss))
+            print(f"  round {round_ + 1}: {target} {seconds:.2f} s, peak {mb(rss)}", flush=True)
+    _, text = run_child(
+        [sys.executable, str(Path(__file__).resolve()), "_input", "dataset.jsonl", str(rows)], project, 600
+    )
+    written = json.loads(text.strip().splitlines()[-1])
+    best = {target: (min(t for t, _ in runs), min(m for _, m in runs)) for target, runs in results.items()}
+    param_time, param_rss = best["test_parametrized.py"]
+    table = []
+    for target, what in (("dataset.jsonl", "each with an `id`"), ("no_ids.jsonl", "without ids (task id = hash)")):
+        size = (project / target).stat().st_size
+        data_time, data_rss = best[target]
+        table += [
+            Row(
+                f"Collection: `--collect-only` of {rows:,} rows of {size / rows / 1000:.1f} KB {what} vs {rows:,} "
+                f"parametrized tests: time (best of {rounds})",
+                f"{data_time:.2f} s",
+                f"{param_time:.2f} s",
+                f"{data_time / param_time:.3f}",
+                "<= 1.0",
+                "met" if data_time <= param_time else "not met",
+            ),
+            Row(
+                f"Collection ({what}): peak RSS of the same runs (lowest)",
+                mb(data_rss),
+                mb(param_rss),
+                f"{data_rss / param_rss:.3f}",
+                "<= 1.2",
+                "met" if data_rss <= 1.2 * param_rss else "not met",
+            ),
+        ]
+    table.append(
+        Row(
+            f"Run start: Gym's input for all {rows:,} rows (`write_gym_input`, in a fresh process)",
+            f"{written['seconds']:.2f} s, peak RSS {mb(written['peak'])}",
+        )
+    )
+    return table
+
+
+def input_child(dataset: Path, rows: int) -> None:
+    """In a fresh process: write Gym's input for every row of ``dataset`` (one repeat) as a session does when
+    its run starts; prints JSON with the seconds and the peak RSS."""
+    from pytest_gym_eval.plan import RunPlan, write_gym_input
+
+    selected = ((f"{dataset.name}::bench-{i:06d}[r0]", dataset, i + 1, f"bench-{i:06d}", 0, AGENT) for i in range(rows))
+    plan = RunPlan.build(selected)
+    start = time.perf_counter()
+    write_gym_input(plan, dataset.with_name("gym-input.jsonl"))
+    print(json.dumps({"seconds": time.perf_counter() - start, "peak": peak_rss_kib()}))
+
+
+# 3. Reading a large rollouts file.
+
+
+def follow_child(output: Path, count: int) -> None:
+    """In a fresh process: follow ``output`` with :class:`RolloutFeed` until all ``count`` records are in;
+    prints JSON with the seconds, the peak RSS before and after, and the time of ``read_full()`` on the last."""
+    from pytest_gym_eval.rollouts import RolloutFeed, RolloutRecord, RunState
+
+    state = output.with_name("state.json")
+    RunState("running").write(state)
+    before = peak_rss_kib()
+    start = time.perf_counter()
+    feed = RolloutFeed(output, output.with_name("rollouts_failures.jsonl"), state).start()
+    try:
+        found = feed.wait_all(list(range(count)), timeout=3600)
+    finally:
+        feed.stop()
+    seconds = time.perf_counter() - start
+    after = peak_rss_kib()
+    last = found[count - 1]
+    assert all(isinstance(r, RolloutRecord) and r.reward == 1.0 for r in found.values()), "a record is missing"
+    assert isinstance(last, RolloutRecord)
+    begin = time.perf_counter()
+    full = last.read_full()
+    read_full = time.perf_counter() - begin
+    assert full["_ng_task_index"] == count - 1
+    print(json.dumps({"seconds": seconds, "before": before, "after": after, "read_full": read_full}))
+
+
+def bench_read(work: Path, megabytes: int, record_kb: int) -> list[Row]:
+    root = work / "read"
+    root.mkdir()
+    count = megabytes * 1000 // record_kb
+    rows = []
+    growth: dict[int, int] = {}
+    average: dict[int, float] = {}
+    for size_kb in (record_kb, 1):
+        output = root / f"{size_kb}kb" / "rollouts.jsonl"
+        output.parent.mkdir()
+        started = time.perf_counter()
+        size = write_rollouts(output, count, size_kb * 1000)
+        print(f"  wrote {size / 1e6:.0f} MB ({count:,} records) in {time.perf_counter() - started:.0f} s", flush=True)
+        follow = [sys.executable, str(Path(__file__).resolve()), "_follow", str(output), str(count)]
+        _, text = run_child(follow, root, 3600)
+        result = json.loads(text.strip().splitlines()[-1])
+        output.unlink()
+        growth[size_kb], average[size_kb] = result["after"] - result["before"], size / count / 1000
+        rate = size / 1e6 / result["seconds"]
+        peak = f"peak RSS {mb(result['after'])}, +{growth[size_kb] / 1024:.1f} MB while following"
+        print(f"  followed in {result['seconds']:.2f} s ({rate:.0f} MB/s), {peak}", flush=True)
+        rows.append(
+            Row(
+                f"Read: `RolloutFeed` following a {size / 1e6:,.0f} MB rollouts file ({count:,} records of"
+                f" {average[size_kb]:.1f} KB) until every record is in",
+                f"{result['seconds']:.2f} s = {rate:.0f} MB/s; {peak}; `read_full()` of the last record"
+                f" {result['read_full'] * 1000:.1f} ms",
+            )
+        )
+    ratio = growth[record_kb] / max(growth[1], 1)
+    rows.append(
+        Row(
+            f"Read: memory growth while following {count:,} records of {average[record_kb]:.1f} KB vs as many of"
+            f" {average[1]:.1f} KB",
+            f"+{growth[record_kb] / 1024:.1f} MB",
+            f"+{growth[1] / 1024:.1f} MB",
+            f"{ratio:.2f}",
+            "no growth with record size (<= 1.2)",
+            "met" if ratio <= 1.2 else "not met",
+        )
+    )
+    return rows
+
+
+# 4. Streaming latency.
+
+LATENCY_CONFTEST = """
+import json, os, resource, time
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        with open(os.environ["BENCH_REPORTS"], "a") as handle:
+            handle.write(json.dumps({"nodeid": report.nodeid, "reported": time.time()}) + "\\n")
+
+
+def pytest_sessionstart(session):
+    session.config._bench_start = (time.time(), resource.getrusage(resource.RUSAGE_SELF))
+
+
+def pytest_sessionfinish(session):
+    wall0, usage0 = session.config._bench_start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime
+    with open(os.environ["BENCH_REPORTS"], "a") as handle:
+        handle.write(json.dumps({"cpu": cpu, "wall": time.time() - wall0}) + "\\n")
+"""
+
+
+def fake_checkout(root: Path) -> Path:
+    """A directory that looks like a Gym checkout whose ``gym`` is ``benchmarks/fake_gym.py``."""
+    checkout = root / "fake-gym-checkout"
+    (checkout / "nemo_gym").mkdir(parents=True)
+    (checkout / "nemo_gym" / "__init__.py").write_text("")
+    (checkout / "pyproject.toml").write_text('[project]\nname = "nemo-gym"\nversion = "0.0.0"\n')
+    gym = checkout / ".venv" / "bin" / "gym"
+    gym.parent.mkdir(parents=True)
+    gym.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "fake_gym.py"}" "$@"\n')
+    gym.chmod(0o755)
+    configs = checkout / "resources_servers" / "mcqa" / "configs"
+    configs.mkdir(parents=True)
+    (configs / "mcqa.yaml").write_text(f"mcqa:\n  resources_servers: {{}}\n{AGENT}:\n  x: 1\n")
+    return checkout
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def idle_feed_cpu(work: Path, seconds: float) -> float:
+    """Percent of one core a :class:`RolloutFeed` uses following files that do not change (this process is
+    otherwise asleep)."""
+    from pytest_gym_eval.rollouts import POLL_INTERVAL, RolloutFeed, RunState
+
+    folder = work / "idle-feed"
+    folder.mkdir()
+    (folder / "rollouts.jsonl").write_text("")
+    RunState("running").write(folder / "state.json")
+    feed = RolloutFeed(folder / "rollouts.jsonl", folder / "rollouts_failures.jsonl", folder / "state.json")
+    before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    feed.start()
+    try:
+        time.sleep(seconds)
+    finally:
+        feed.stop()
+    after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    print(f"  idle feed ({POLL_INTERVAL * 1000:g} ms polling): {100 * cpu / wall:.1f} % of one core", flush=True)
+    return 100 * cpu / wall
+
+
+def bench_latency(work: Path, lines: int, pause: float) -> list[Row]:
+    root = work / "latency"
+    project = root / "project"
+    pytest_ini(project)
+    (project / "conftest.py").write_text(LATENCY_CONFTEST)
+    recordings = root / "recording_rollouts.jsonl"
+    write_mcqa(project / "mcqa.jsonl", recordings, lines)
+    writes, reports = root / "writes.jsonl", root / "reports.jsonl"
+    env = {**os.environ, "BENCH_WRITES": str(writes), "BENCH_REPORTS": str(reports), "BENCH_PAUSE": str(pause)}
+    argv = [
+        *PYTEST, f"--gym-checkout={fake_checkout(root)}", f"--gym-replay={recordings}",
+        f"--gym-run-dir={root / 'runs'}", "mcqa.jsonl", "-p", "no:cacheprovider", "-q",
+    ]  # fmt: skip
+    run_child(argv, project, 600, env)
+    written = {r["id"]: r["written"] for r in map(json.loads, writes.read_text().splitlines())}
+    records = [json.loads(line) for line in reports.read_text().splitlines()]
+    reported = {r["nodeid"].split("::")[1].split("[")[0]: r["reported"] for r in records if "nodeid" in r}
+    session = next(r for r in records if "cpu" in r)
+    latencies = [(reported[task] - written[task]) * 1000 for task in written]
+    if len(latencies) != lines:
+        raise RuntimeError(f"latency: {len(latencies)} of {lines} rollouts reported")
+    median, p95 = statistics.median(latencies), percentile(latencies, 0.95)
+    print(f"  median {median:.1f} ms, p95 {p95:.1f} ms, max {max(latencies):.1f} ms", flush=True)
+    cpu = 100 * session["cpu"] / session["wall"]
+    idle = idle_feed_cpu(root, 5.0)
+    return [
+        Row(
+            f"Latency: rollout line written -> its item reported ({lines} rollouts, "
+            f"{pause * 500:.0f}-{pause * 1500:.0f} ms apart)",
+            f"median {median:.1f} ms, p95 {p95:.1f} ms (max {max(latencies):.1f} ms)",
+        ),
+        Row(
+            "Latency run: CPU of the pytest process (the feed polling included)",
+            f"{cpu:.1f} % of one core over {session['wall']:.1f} s",
+        ),
+        Row(
+            "Latency: CPU of an idle `RolloutFeed` (files not changing, 5 s)",
+            f"{idle:.1f} % of one core",
+        ),
+    ]
+
+
+# The table.
+
+
+def machine() -> str:
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as handle:
+        for line in handle:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as handle:
+        total_kb = int(handle.readline().split()[1])
+    return (
+        f"{os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), {total_kb / 1024**2:.1f} GiB memory, "
+        f"CPU {cpu}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    )
+
+
+def render(rows: list[Row], settings: str, seconds: float) -> str:
+    lines = [
+        "# pytest-gym-eval benchmark results",
+        "",
+        f"Machine: {machine()}.  ",
+        f"Command: `{settings}`; took {seconds / 60:.1f} min; {time.strftime('%Y-%m-%d %H:%M %Z')}.",
+        "",
+        "| benchmark | pytest-gym-eval | baseline | ratio | goal | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {r.benchmark} | {r.plugin} | {r.baseline} | {r.ratio} | {r.goal} | {r.verdict} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["_follow"]:
+        follow_child(Path(argv[1]), int(argv[2]))
+        return 0
+    if argv[:1] == ["_input"]:
+        input_child(Path(argv[1]), int(argv[2]))
+        return 0
+    if argv[:1] == ["_pytest"]:
+        return pytest_with_peak(Path(argv[1]), argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="scale everything down (a few minutes)")
+    parser.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
+    parser.add_argument("--tasks", type=int, help="overhead: tasks (default 50; quick 10)")
+    parser.add_argument("--repeats", type=int, help="overhead: repeats per task (default 4; quick 2)")
+    parser.add_argument("--rounds", type=int, help="overhead: alternated runs per side (default 7; quick 1)")
+    parser.add_argument("--rows", type=int, help="collection: dataset rows (default 100000; quick 10000)")
+    parser.add_argument("--read-mb", type=int, help="read: size of the rollouts file in MB (default 1000; quick 100)")
+    parser.add_argument("--record-kb", type=int, default=20, help="read: size of a large record in KB (default 20)")
+    parser.add_argument("--latency-lines", type=int, help="latency: rollouts (default 200; quick 40)")
+    parser.add_argument("--pause", type=float, default=0.05, help="latency: mean seconds between two lines (0.05)")
+    parser.add_argument("--output", type=Path, default=HERE / "results.md", help="where the table goes")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    only = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = set(only) - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"unknown benchmarks: {', '.join(sorted(unknown))}")
+    started = time.perf_counter()
+    rows: list[Row] = []
+    work = Path(tempfile.mkdtemp(prefix="gym-bench-"))
+    failed = True
+    try:
+        for name in only:
+            print(f"{name} ...", flush=True)
+            if name == "overhead":
+                tasks, repeats = args.tasks or (10 if quick else 50), args.repeats or (2 if quick else 4)
+                rows += bench_overhead(work, tasks, repeats, args.rounds or (1 if quick else 7))
+            elif name == "collection":
+                rows += bench_collection(work, args.rows or (10_000 if quick else 100_000), 1 if quick else 3)
+            elif name == "read":
+                rows += bench_read(work, args.read_mb or (100 if quick else 1000), args.record_kb)
+            else:
+                rows += bench_latency(work, args.latency_lines or (40 if quick else 200), args.pause)
+        failed = False
+    finally:
+        shutil.rmtree(work / "read", ignore_errors=True)  # the large rollouts files
+        if failed:
+            print(f"benchmark failed; its files (logs, runs) are kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    table = render(rows, " ".join(["benchmarks/run.py", *argv]), time.perf_counter() - started)
+    print("\n" + table)
+    args.output.write_text(table)
+    print(f"written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
