@@ -160,71 +160,20 @@ def tool_example(gym_examples: dict[str, GymExample]) -> GymExample:
     return gym_examples["example_single_tool_call"]
 
 
-def start_gym_servers(
-    checkout: provision.GymCheckout, root: Path, model_url: str, agents: tuple[str, ...] = ("mcqa_simple_agent",)
-) -> tuple[object, list[Path]]:
-    """Start ``gym env start`` for ``agents`` against ``model_url`` in ``root``; returns (process, dirs to
-    remove afterwards)."""
-    import threading
-    import time
-
-    from pytest_gym_eval import provision
-    from pytest_gym_eval.processes import free_port
-    from pytest_gym_eval.run import (
-        ModelEndpoint,
-        RunPaths,
-        RunSettings,
-        find_agent_config,
-        launch_servers,
-        ray_temp_dir,
-        wait_until_ready,
-        write_gym_config,
-    )
-
-    paths = RunPaths(root)
-    paths.logs.mkdir(parents=True, exist_ok=True)
-    model = ModelEndpoint(model_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
-    write_gym_config(paths.config, model, ("127.0.0.1", free_port()))
-    ray_dir, made = ray_temp_dir(root)
-    configs = tuple(find_agent_config(checkout.path, agent) for agent in agents)
-    assert all(configs), configs
-    settings = RunSettings(
-        gym=checkout.gym_executable,
-        env=provision.gym_environment(checkout, ray_dir),
-        cwd=checkout.path,
-        model=model,
-        gym_configs=configs,  # type: ignore[arg-type]
-    )
-    servers = launch_servers(settings, "openai_model", paths, paths.logs / "gym-env-start.log")
-    try:
-        wait_until_ready(servers, time.monotonic() + 900, threading.Event(), 900)
-    except BaseException:
-        servers.stop()
-        raise
-    return servers, [ray_dir] if made else []
-
-
 @pytest.fixture(scope="session")
 def shared_gym(
     gym_checkout: provision.GymCheckout, gym_examples: dict[str, GymExample], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SharedGym]:
-    import shutil
-
     from pytest_gym_eval.replay import ReplayServer
-    from pytest_gym_eval.run import RunPaths
+    from pytest_gym_eval.run import ModelEndpoint, serving
 
     root = tmp_path_factory.mktemp("shared-gym")
     replay_log = root / "replay-model.jsonl"
     examples = list(gym_examples.values())
     with ReplayServer([e.recordings for e in examples], log_path=replay_log) as replay:
-        servers, cleanup = start_gym_servers(gym_checkout, root, replay.base_url, tuple(e.agent for e in examples))
-        try:
-            head = json.loads(RunPaths(root).config.read_text())["head_server"]
-            yield SharedGym(gym_checkout.path, f"{head['host']}:{head['port']}", replay_log)
-        finally:
-            servers.stop()  # type: ignore[attr-defined]
-            for path in cleanup:
-                shutil.rmtree(path, ignore_errors=True)
+        model = ModelEndpoint(replay.base_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
+        with serving(gym_checkout, model, [e.agent for e in examples], root) as (host, port):
+            yield SharedGym(gym_checkout.path, f"{host}:{port}", replay_log)
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from typing import Any
 from pytest_gym_eval.dataset import GYM_PRIVATE_PREFIX, parse_row, row_offsets
 
 AGENT_REF_KEY = "agent_ref"
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 """One compact JSON line, as ``jsonlines`` writes with ``compact=True``."""
 
 

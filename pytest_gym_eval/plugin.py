@@ -17,16 +17,20 @@ from pytest_gym_eval.session import SESSION_KEY, GymSession
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register this plugin's hookspecs (:mod:`pytest_gym_eval.hookspecs`)."""
     pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add the ``--gym-*`` options and ``gym_*`` ini settings (:mod:`pytest_gym_eval.options`)."""
     add_options(parser)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's, so a controller knows it is one
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (added to every dataset item)")
+    """Make the session's :class:`GymSession` (reachable as ``config.stash[SESSION_KEY]``) and its results
+    collector; on an xdist controller, also the controller that owns the Gym run."""
+    config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (on every dataset file, so on all its items)")
     gym = config.stash[SESSION_KEY] = GymSession(config)
     # Every item's reports reach the collector's pytest_runtest_logreport: this process's own and, on the
     # xdist controller, every worker's.
@@ -35,6 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFile | None:
+    """A ``.jsonl`` file named on the command line or matched by ``gym_datasets`` is a dataset; any other
+    ``.jsonl`` file (Gym's own output files among them) is left alone."""
     if file_path.suffix != ".jsonl":
         return None
     gym = parent.config.stash[SESSION_KEY]
@@ -45,6 +51,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFil
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
+    """Plan the Gym run from the selected items (after ``-k``, ``-m``, ``--lf`` and ``--deselect``)."""
     # tryfirst: under xdist a worker must save the plan before it reports its collection to the controller.
     session.config.stash[SESSION_KEY].plan_items(session.items)
 
@@ -77,8 +84,8 @@ OWN_FAILURES = (RolloutError, RolloutFailed, GymStartError)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Report a rollout's failure or error by its message alone, without a traceback into the plugin."""
     report: pytest.TestReport = yield
-    # Our own failures read best as their message alone, without a traceback into the plugin.
     if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
         report.longrepr = str(call.excinfo.value)
     return report
@@ -86,6 +93,8 @@ def pytest_runtest_makereport(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop Gym, summarise the rewards, let the gates set the exit status, and write the JUnit suite
+    properties and the ``--gym-report`` file."""
     # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
     gym = session.config.stash[SESSION_KEY]
     gym.stop()
@@ -104,6 +113,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The ``gym reward summary`` section: per dataset (and agent), the rewards, pass@k and gate verdicts."""
     gym = config.stash[SESSION_KEY]
     if gym.conclusion is None:
         return

@@ -11,18 +11,21 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
+from pytest_gym_eval.provision import GymCheckout, gym_environment
 from pytest_gym_eval.rollouts import RunState
 
 READY_MARKER = "servers ready!"
@@ -222,6 +225,48 @@ def launch_servers(settings: RunSettings, model_type: str, paths: RunPaths, log_
     process = GymProcess(argv, env=settings.env, cwd=settings.cwd, log_path=log_path, name="gym env start")
     record_process(paths, process)
     return process
+
+
+@contextmanager
+def serving(
+    checkout: GymCheckout, model: ModelEndpoint, agents: Sequence[str], root: Path, timeout: float = 900.0
+) -> Iterator[tuple[str, int]]:
+    """Gym's servers for ``agents`` against ``model``, for sessions to attach to with ``--gym-head-server``.
+
+    Writes the config, logs and process list under ``root`` (as :class:`RunPaths`), starts ``gym env start``
+    with the config files that define ``agents``, waits at most ``timeout`` seconds until they are ready, and
+    yields the head server's ``(host, port)`` (127.0.0.1 and a free port). On leaving, also after an error or
+    Ctrl-C, it stops the whole process group and removes Ray's folder. Raises :class:`GymStartError` when an
+    agent has no config in ``checkout`` or the servers do not become ready.
+    """
+    paths = RunPaths(root)
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    configs = []
+    for agent in agents:
+        config = find_agent_config(checkout.path, agent)
+        if config is None:
+            raise GymStartError(f"no Gym config in {checkout.path} defines the agent {agent!r}")
+        configs.append(config)
+    head = ("127.0.0.1", free_port())
+    write_gym_config(paths.config, model, head)
+    ray_dir, made = ray_temp_dir(root)
+    settings = RunSettings(
+        gym=checkout.gym_executable,
+        env=gym_environment(checkout, ray_dir),
+        cwd=checkout.path,
+        model=model,
+        gym_configs=tuple(configs),
+    )
+    try:
+        servers = launch_servers(settings, model.model_type, paths, paths.logs / "gym-env-start.log")
+        try:
+            wait_until_ready(servers, time.monotonic() + timeout, threading.Event(), timeout)
+            yield head
+        finally:
+            servers.stop()
+    finally:
+        if made:
+            shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.Event, timeout: float) -> None:
