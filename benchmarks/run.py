@@ -5,11 +5,12 @@
 2. collection  ``pytest --collect-only`` of a 100,000-row dataset against 100,000 ``@pytest.mark.parametrize``
                tests: time (best of 3) and peak RSS, each in a fresh process;
 3. read        following a ~1 GB Gym rollouts file with ``RolloutFeed`` until every record is in: MB/s and
-               peak memory, and the peak for as many 1 KB records;
+               peak memory, and the peak for as many 1.3 KB records;
 4. latency     from a rollout line being written (a stand-in ``gym``) to its item's report: median and p95.
 
-``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed and written to
-``benchmarks/results.md``. See ``benchmarks/README.md``.
+``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
+``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``. See
+``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -693,7 +694,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--record-kb", type=int, default=20, help="read: size of a large record in KB (default 20)")
     parser.add_argument("--latency-lines", type=int, help="latency: rollouts (default 200; quick 40)")
     parser.add_argument("--pause", type=float, default=0.05, help="latency: mean seconds between two lines (0.05)")
-    parser.add_argument("--output", type=Path, default=HERE / "results.md", help="where the table goes")
+    parser.add_argument(
+        "--output", type=Path, help="also write the table here (default: benchmarks/results.md for a full run only)"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     only = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -725,8 +728,10 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(work, ignore_errors=True)
     table = render(rows, " ".join(["benchmarks/run.py", *argv]), time.perf_counter() - started)
     print("\n" + table)
-    args.output.write_text(table)
-    print(f"written to {args.output}")
+    output = args.output or (HERE / "results.md" if not quick and only == list(BENCHMARKS) else None)
+    if output is not None:
+        output.write_text(table)
+        print(f"written to {output}")
     return 0
 
 

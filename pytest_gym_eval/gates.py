@@ -162,11 +162,11 @@ def evaluate(
     results: list[GateResult] = []
     for gate in gates:
         if gate.metric == "mean_reward":
-            interval = mean_interval(rewards_by_task, confidence)
+            interval = mean_interval(rewards_by_task, confidence, clip=True)
         elif gate.metric == "pass_rate":
             interval = wilson_interval(sum(c for _, c in counts), sum(n for n, _ in counts), confidence)
         else:
             assert gate.k is not None  # guaranteed by Gate.__post_init__
-            interval = pass_at_k_interval(counts, gate.k, confidence)
+            interval = pass_at_k_interval(counts, gate.k, confidence, clip=True)
         results.append(GateResult(gate, interval, judge(interval, gate.threshold, mode), mode))
     return results

@@ -358,6 +358,11 @@ class GymOptions:
         rollout_timeout = _number(config.getoption("gym_rollout_timeout", default=None), "--gym-rollout-timeout")
         startup_timeout = _number(config.getoption("gym_startup_timeout", default=None), "--gym-startup-timeout")
         concurrency = _positive_int(config.getoption("gym_concurrency", default=None), "--gym-concurrency")
+        replay = tuple(Path(p).resolve() for p in config.getoption("gym_replay", default=None) or ())
+        baseline = path(config.getoption("gym_baseline", default=None), Path.cwd())
+        for option, given in [*(("--gym-replay", r) for r in replay), ("--gym-baseline", baseline)]:
+            if given is not None and not given.is_file():
+                raise pytest.UsageError(f"{option}: no such file: {given}")
         return cls(
             rootdir=rootdir,
             checkout=checkout,
@@ -366,7 +371,7 @@ class GymOptions:
             model=value("gym_model"),
             model_type=value("gym_model_type") or DEFAULT_MODEL_TYPE,
             api_key_env=value("gym_api_key_env") or DEFAULT_API_KEY_ENV,
-            replay=tuple(Path(p).resolve() for p in config.getoption("gym_replay", default=None) or ()),
+            replay=replay,
             head_server=_host_port(config.getoption("gym_head_server", default=None)),
             run_dir=path(config.getoption("gym_run_dir", default=None), Path.cwd()),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
@@ -375,7 +380,7 @@ class GymOptions:
             gate_mode=GateMode(gate_on),
             inconclusive_passes=inconclusive == "pass",
             report=path(config.getoption("gym_report", default=None), Path.cwd()),
-            baseline=path(config.getoption("gym_baseline", default=None), Path.cwd()),
+            baseline=baseline,
             max_drop=_number(config.getoption("gym_max_drop", default=None), "--gym-max-drop"),
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
             dataset_globs=tuple(config.getini("gym_datasets")),

@@ -150,7 +150,8 @@ def _read_line(path: Path, line: int) -> dict[str, object]:
 def conclude(results: Sequence[rpt.RolloutResult], options: GymOptions) -> Conclusion:
     """Summaries, gate verdicts, the baseline comparison and replay flips, and the exit status they imply.
 
-    Raises :class:`pytest.UsageError` when ``--gym-baseline`` cannot be read.
+    Raises :class:`pytest.UsageError` when ``--gym-baseline`` cannot be read. A ``--gym-replay`` recording that
+    cannot be read fails the session (exit status 1) with the file and line in ``reason``.
     """
     datasets = list(dict.fromkeys(r.dataset for r in results))
     thresholds, gates = dataset_policy(options, datasets)
@@ -162,13 +163,20 @@ def conclude(results: Sequence[rpt.RolloutResult], options: GymOptions) -> Concl
         except (OSError, ValueError) as error:
             raise pytest.UsageError(f"--gym-baseline: {error}") from None
         comparisons = rpt.compare_to_baseline(baseline, results)
-    flips = find_flips(results, options.replay) if options.replay else None
+    flips, replay_error = None, ""
+    if options.replay:
+        from pytest_gym_eval.replay import RecordingError
+
+        try:
+            flips = find_flips(results, options.replay)
+        except RecordingError as error:  # the comparison asked for cannot be made: that fails the session
+            replay_error = f"--gym-replay: {error}"
 
     status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
     other_gates = (options.max_drop is not None and options.baseline is not None) or options.fail_on_flip
-    if status == -1 and not other_gates:
+    if status == -1 and not other_gates and not replay_error:
         return Conclusion(summaries, comparisons, flips, -1, "")
-    failures = []
+    failures = [replay_error] if replay_error else []
     if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
         failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
     if options.max_drop is not None:

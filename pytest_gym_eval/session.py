@@ -13,6 +13,7 @@ stash. Its role depends on pytest-xdist:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import tempfile
 import threading
@@ -63,6 +64,11 @@ class GymSession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.options = GymOptions.from_config(config)
+        if self.options.baseline is not None:  # a bad baseline is a usage error now, not after the whole run
+            try:
+                report.load_report(self.options.baseline)
+            except (OSError, ValueError) as error:
+                raise pytest.UsageError(f"--gym-baseline: {error}") from None
         self.plan = RunPlan(())
         self.run_dir: Path | None = None
         self.head_server: str | None = None
@@ -209,6 +215,10 @@ class GymSession:
         except provision.ProvisionError as error:
             raise GymStartError(str(error)) from None
         self.checkout = checkout
+        models = checkout.path / "responses_api_models"
+        if options.head_server is None and models.is_dir() and not (models / options.model_type).is_dir():
+            known = ", ".join(sorted(p.name for p in models.iterdir() if p.is_dir() and not p.name.startswith(".")))
+            raise GymStartError(f"--gym-model-type: this Gym has no model server {options.model_type!r} ({known})")
         configs = []
         for agent in plan.agents:
             datasets = sorted({r.dataset for r in plan.rollouts if r.agent == agent})
@@ -295,7 +305,15 @@ class GymSession:
             found = self._feed.wait(stamp, self.options.rollout_timeout)
         threshold = self.options.dataset_settings(item.path).threshold
         outcome = judge(found, threshold, self._pass_hook(item))
-        item.user_properties.append(("reward", outcome.reward))
+        gym_failed = isinstance(found, RolloutRecord) and found.failure_class is not None
+        if gym_failed and self.options.replay and self.options.head_server is None:
+            # A prompt with no recording reaches Gym as the agent's HTTP 500; the replay model's log says which.
+            assert self.run_dir is not None
+            log = self.run_dir / "logs" / "replay-model.jsonl"
+            hint = f"\nthe replay model's requests: {log} (a 404 there: no recording matches the prompt)"
+            outcome = dataclasses.replace(outcome, message=outcome.message + hint)
+        if outcome.reward is not None:  # an errored rollout has no reward (never a 0)
+            item.user_properties.append(("reward", outcome.reward))
         if outcome.failure_class:
             item.user_properties.append(("failure_class", outcome.failure_class))
         if outcome.record is not None:

@@ -205,7 +205,9 @@ def _mean_t_interval(values: Sequence[float], confidence: float) -> Interval:
     return Interval(mean, low, high, n)
 
 
-def mean_interval(rewards_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+def mean_interval(
+    rewards_by_task: Sequence[Sequence[float]], confidence: float = 0.95, *, clip: bool = False
+) -> Interval:
     """Mean reward over all rollouts with a task-clustered confidence interval.
 
     ``rewards_by_task[t][r]``: reward of rollout r of task t (tasks may have different repeat counts;
@@ -214,7 +216,9 @@ def mean_interval(rewards_by_task: Sequence[Sequence[float]], confidence: float 
     (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §2), with Student t on T-1 df, T =
     tasks with >= 1 rollout (= ``n`` of the result). With equal repeats this is exactly the t interval
     over per-task means. T < 2 gives infinite bounds (T = 0 also estimate nan); identical rewards give a
-    zero-width interval. Raises ValueError for non-finite rewards or a bad confidence.
+    zero-width interval. With ``clip``, when every reward lies in [0, 1] (a verifier's usual range, so the mean
+    cannot leave it) finite bounds are clipped to [0, 1]. Raises ValueError for non-finite rewards or a bad
+    confidence.
     """
     _check_confidence(confidence)
     tasks = [list(task) for task in rewards_by_task if len(task) > 0]
@@ -226,13 +230,23 @@ def mean_interval(rewards_by_task: Sequence[Sequence[float]], confidence: float 
         return Interval(math.nan, -math.inf, math.inf, 0)
     mean = math.fsum(flat) / n_rollouts
     if n_tasks < 2:
-        return Interval(mean, -math.inf, math.inf, n_tasks)
-    if all(x == flat[0] for x in flat):
-        return Interval(flat[0], flat[0], flat[0], n_tasks)
-    cluster_sum_squares = math.fsum(math.fsum(x - mean for x in task) ** 2 for task in tasks)
-    variance = n_tasks / (n_tasks - 1) * cluster_sum_squares / n_rollouts**2
-    low, high = _t_bounds(mean, math.sqrt(variance), n_tasks - 1, confidence)
-    return Interval(mean, low, high, n_tasks)
+        interval = Interval(mean, -math.inf, math.inf, n_tasks)
+    elif all(x == flat[0] for x in flat):
+        interval = Interval(flat[0], flat[0], flat[0], n_tasks)
+    else:
+        cluster_sum_squares = math.fsum(math.fsum(x - mean for x in task) ** 2 for task in tasks)
+        variance = n_tasks / (n_tasks - 1) * cluster_sum_squares / n_rollouts**2
+        low, high = _t_bounds(mean, math.sqrt(variance), n_tasks - 1, confidence)
+        interval = Interval(mean, low, high, n_tasks)
+    return _clipped(interval) if clip and all(0.0 <= x <= 1.0 for x in flat) else interval
+
+
+def _clipped(interval: Interval) -> Interval:
+    """``interval`` with finite bounds moved into [0, 1] (infinite bounds, meaning no interval could be
+    estimated, stay as they are)."""
+    if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
+        return interval
+    return Interval(interval.estimate, max(interval.low, 0.0), min(interval.high, 1.0), interval.n)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -250,12 +264,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
-def pass_at_k_interval(counts: Sequence[tuple[int, int]], k: int, confidence: float = 0.95) -> Interval:
+def pass_at_k_interval(
+    counts: Sequence[tuple[int, int]], k: int, confidence: float = 0.95, *, clip: bool = False
+) -> Interval:
     """Mean over tasks of pass@k with a Student t interval over the per-task values (T-1 df).
 
     ``counts[t] = (n, c)``: rollouts and passes of task t. Tasks with n < k are excluded; ``n`` of the
     result is the number of tasks used. None used gives estimate nan and infinite bounds; one gives
-    infinite bounds. The bounds are not clipped to [0, 1]. Raises ValueError on invalid counts or k < 1.
+    infinite bounds. With ``clip`` finite bounds are clipped to [0, 1], the range of pass@k. Raises ValueError
+    on invalid counts or k < 1.
     """
     _check_confidence(confidence)
     if k < 1:
@@ -263,7 +280,8 @@ def pass_at_k_interval(counts: Sequence[tuple[int, int]], k: int, confidence: fl
     for n, c in counts:
         if n < 0 or not 0 <= c <= n:
             raise ValueError(f"need 0 <= c <= n for every task, got n={n}, c={c}")
-    return _mean_t_interval([pass_at_k(n, c, k) for n, c in counts if n >= k], confidence)
+    interval = _mean_t_interval([pass_at_k(n, c, k) for n, c in counts if n >= k], confidence)
+    return _clipped(interval) if clip else interval
 
 
 def paired_difference(

@@ -209,9 +209,10 @@ def test_evaluate_uses_the_matching_statistic() -> None:
     mean, rate, at2 = evaluate(gates, REWARDS, PASSED, POINT)
     assert [r.gate for r in (mean, rate, at2)] == gates
     # mean reward: 4.5 / 8 = 0.5625 over all rollouts; t interval over task means (equal repeats)
-    # half = t_{0.975,3} * 0.2134782 = 0.6793827 (see test_stats)
+    # half = t_{0.975,3} * 0.2134782 = 0.6793827 (see test_stats): [-0.117, 1.242], clipped to [0, 1] since
+    # every reward is in [0, 1]
     assert mean.interval.estimate == 0.5625 and mean.interval.n == 4
-    assert mean.interval.high == pytest.approx(0.5625 + 0.6793827, abs=1e-6)
+    assert (mean.interval.low, mean.interval.high) == (0.0, 1.0)
     # pass rate: 4 passes of 8 rollouts, Wilson over rollouts: centre 0.5, n = 8
     # half = z sqrt(n/4 + z^2/4) / (n + z^2) = 1.959964 * sqrt(2 + 0.960365) / 11.841459
     #      = 1.959964 * 1.720571 / 11.841459 = 0.284784
@@ -228,16 +229,18 @@ def test_evaluate_modes_differ() -> None:
     # point: 0.5625 >= 0.5 passes; lower bound 0.5625 - 0.679 < 0.5 < upper bound: inconclusive
     assert evaluate([gate], REWARDS, PASSED, POINT)[0].verdict is Verdict.PASS
     assert evaluate([gate], REWARDS, PASSED, LOWER)[0].verdict is Verdict.INCONCLUSIVE
-    # a gate far above every reward fails in both modes: upper bound 0.5625 + 0.679 = 1.24 < 1.5
+    # a gate far above every reward fails in both modes: upper bound min(0.5625 + 0.679, 1) = 1 < 1.5
     high = Gate("mean_reward", 1.5)
     assert evaluate([high], REWARDS, PASSED, LOWER)[0].verdict is Verdict.FAIL
 
 
 def test_evaluate_confidence_is_passed_through() -> None:
     gates = [Gate("mean_reward", 0.2), Gate("pass_rate", 0.2), Gate("pass_at_k", 0.2, k=1)]
-    wide = evaluate(gates, REWARDS, PASSED, LOWER, confidence=0.99)
-    default = evaluate(gates, REWARDS, PASSED, LOWER)
-    narrow = evaluate(gates, REWARDS, PASSED, LOWER, confidence=0.80)
+    # 12 tasks, so that no interval reaches 0 or 1 and gets clipped
+    rewards, passed = REWARDS * 3, PASSED * 3
+    wide = evaluate(gates, rewards, passed, LOWER, confidence=0.99)
+    default = evaluate(gates, rewards, passed, LOWER)
+    narrow = evaluate(gates, rewards, passed, LOWER, confidence=0.80)
     for w, d, n in zip(wide, default, narrow, strict=True):
         assert w.interval.low < d.interval.low < n.interval.low < n.interval.high < d.interval.high
         assert d.interval.high < w.interval.high

@@ -95,6 +95,15 @@ def test_infrastructure_failures_are_errors_not_zero_rewards(
     result.stdout.fnmatch_lines([message])
 
 
+def test_a_failed_rollout_under_replay_points_to_the_replay_log(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester, task("broken", failure="agent_run_error"), task("no_reward", no_reward=True))
+    result = run(pytester, fake_gym, name, "-rE")
+    assert set(outcomes(result).values()) == {"error"}
+    output = result.stdout.str()
+    assert output.count("the replay model's requests: ") == 1  # Gym's failure only, not a missing reward
+    result.stdout.fnmatch_lines(["*the replay model's requests: *logs/replay-model.jsonl (a 404 there: *"])
+
+
 def test_nan_reward_in_json_is_an_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     # json.dumps writes float("nan") as the bare token NaN, which Python's json (and Gym's orjson) read back.
     name = dataset(pytester, task("nan", reward=float("nan")))
@@ -274,3 +283,15 @@ def test_resources_server_setting_picks_the_agents_config(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*under resources_servers/elsewhere/configs defines the agent 'mcqa_simple_agent'*"])
     pytester.makeini("[pytest]\ngym_dataset_settings =\n    mcqa.jsonl: resources_server=mcqa\n")
     assert outcomes(run(pytester, fake_gym, name)) == {"mcqa.jsonl::a[r0]": "passed"}
+
+
+def test_unknown_model_type_names_the_ones_gym_has(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    for model in ("openai_model", "vllm_model"):
+        (fake_gym.checkout / "responses_api_models" / model).mkdir(parents=True)
+    name = dataset(pytester, task("a"))
+    result = run(pytester, fake_gym, name, "--gym-model-type=anthropic")
+    assert outcomes(result) == {"mcqa.jsonl::a[r0]": "error"}
+    expected = "*--gym-model-type: this Gym has no model server 'anthropic' (openai_model, vllm_model)*"
+    result.stdout.fnmatch_lines([expected])
+    assert fake_gym.calls() == []
+    assert outcomes(run(pytester, fake_gym, name, "--gym-model-type=vllm_model")) == {"mcqa.jsonl::a[r0]": "passed"}

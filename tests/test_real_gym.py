@@ -42,7 +42,7 @@ def junit_rewards(path: Path) -> dict[str, tuple[str, float | None]]:
     for case in ET.parse(path).getroot().iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         reward = props.get("reward")
-        found[case.get("name", "")] = (props["task_id"], None if reward in (None, "None") else float(reward))
+        found[case.get("name", "")] = (props["task_id"], None if reward is None else float(reward))
     return found
 
 

@@ -226,6 +226,22 @@ def test_mean_interval_reduces_to_t_interval_over_task_means(rewards: list[list[
     assert interval.n == t
 
 
+def test_clip_keeps_intervals_in_the_unit_range_only_where_the_quantity_lives() -> None:
+    rewards = [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.5]]  # t interval [-0.117, 1.242] (hand-worked above)
+    clipped = mean_interval(rewards, clip=True)
+    assert (clipped.estimate, clipped.low, clipped.high, clipped.n) == (0.5625, 0.0, 1.0, 4)
+    # a reward outside [0, 1]: the mean may leave it too, so nothing is clipped
+    scaled = [[2 * x for x in task] for task in rewards]
+    assert mean_interval(scaled, clip=True) == mean_interval(scaled)
+    assert mean_interval(scaled).low == pytest.approx(2 * (0.5625 - 0.6793827), abs=1e-6)
+    # infinite bounds (one task: no interval) stay infinite
+    assert mean_interval([[1.0, 0.0]], clip=True) == mean_interval([[1.0, 0.0]])
+    # pass@k always lies in [0, 1]: per-task pass@1 1/2, 1, 0, 1/2 -> [-0.150, 1.150] clipped
+    at1 = pass_at_k_interval([(2, 1), (2, 2), (2, 0), (2, 1)], 1, clip=True)
+    assert (at1.estimate, at1.low, at1.high) == (0.5, 0.0, 1.0)
+    assert pass_at_k_interval([(2, 1), (2, 2), (2, 0), (2, 1)], 1).low < 0
+
+
 def test_mean_interval_unequal_repeats_hand_worked() -> None:
     # N = 6 rollouts, sum 4 -> estimate 2/3 (mean of all rollouts, not 5/9 = mean of task means 2/3, 0, 1)
     # cluster residual sums: A: 1 + 0 + 1 - 3 * 2/3 = 0; B: 0 - 2/3 = -2/3; C: 1 + 1 - 2 * 2/3 = 2/3

@@ -120,7 +120,7 @@ def test_junit_carries_rewards_and_aggregates(
     assert cases["a[r1]"] == {"task_id": "a", "repeat": "1", "agent": "mcqa_simple_agent", "reward": "1.0",
                               "record": cases["a[r1]"]["record"]}  # fmt: skip
     assert cases["b[r0]"]["reward"] == "0.0"
-    assert cases["c[r0]"]["failure_class"] == "agent_run_error" and cases["c[r0]"]["reward"] == "None"
+    assert cases["c[r0]"]["failure_class"] == "agent_run_error" and "reward" not in cases["c[r0]"]
     suite = {p.get("name"): p.get("value") for p in root.find("testsuite").find("properties")}  # type: ignore[union-attr]
     assert suite["gym.mcqa.jsonl.mean_reward"] == "0.5"
     assert suite["gym.mcqa.jsonl.pass_rate"] == "0.5"
@@ -191,8 +191,31 @@ def test_replay_flips_are_listed_and_can_fail_the_session(pytester: pytest.Pytes
 def test_bad_baseline_is_a_usage_error(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
     (pytester.path / "baseline.json").write_text("{not json")
     result = run(pytester, fake_gym, four_of_five, "--gym-baseline=baseline.json")
-    assert result.ret != 0
-    assert "--gym-baseline" in result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gym-baseline: *baseline.json: not a valid JSON report*"])
+    assert fake_gym.calls() == []  # said before anything ran
+    result = run(pytester, fake_gym, four_of_five, "--gym-baseline=missing.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gym-baseline: no such file: *missing.json"])
+
+
+def test_missing_replay_file_is_a_usage_error(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
+    result = pytester.runpytest(f"--gym-checkout={fake_gym.checkout}", "--gym-replay=nonexistent.jsonl", four_of_five)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gym-replay: no such file: *nonexistent.jsonl"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_unreadable_replay_file_errors_every_item_and_fails_cleanly(
+    pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str
+) -> None:
+    # The dataset itself passed as the recording: its rows have no `response`.
+    result = pytester.runpytest(f"--gym-checkout={fake_gym.checkout}", f"--gym-replay={four_of_five}", four_of_five)
+    result.assert_outcomes(errors=5)
+    assert result.ret == 1
+    output = result.stdout.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    result.stdout.fnmatch_lines(["*--gym-replay: *mcqa.jsonl:1: *response*", "*gym reward summary*"])
 
 
 def test_bad_gate_values_are_usage_errors(pytester: pytest.Pytester, four_of_five: str) -> None:
