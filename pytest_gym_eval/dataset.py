@@ -48,8 +48,8 @@ class Task:
     identical rows that collapsed into it; ``agent`` is the row's own ``agent_ref.name``, if any. ``digest`` is
     the row's :func:`row_digest` when collection needed it (the row has no id of its own, two rows of the
     dataset share an id, or a ``task_id_hook`` is in use), else None. The row itself is not kept (a
-    100,000-row dataset must collect in little memory): :func:`read_rows` reads it again when Gym's input is
-    written.
+    100,000-row dataset must collect in little memory): :func:`row_offsets` and :func:`parse_row` read it again
+    when Gym's input is written.
     """
 
     task_id: str
@@ -264,26 +264,13 @@ def _add_digests(path: Path, tasks: dict[str, Task], before: int) -> None:
             tasks[task.task_id] = replace(task, digest=row_digest(row))
 
 
-def read_rows(path: Path, lines: Iterable[int]) -> dict[int, Row]:
-    """The rows on the given 1-based line numbers of ``path`` (one pass over the file).
+def row_offsets(path: Path, lines: Iterable[int]) -> dict[int, int]:
+    """The byte offsets of the rows on the given 1-based line numbers of ``path`` (one pass over the file);
+    :func:`parse_row` reads a row again from its offset. Holding offsets instead of parsed rows keeps the memory
+    for a large dataset small.
 
     Raises :class:`DatasetError` as :func:`iter_rows` does, or when a wanted line is no longer in the file.
     """
-    wanted = set(lines)
-    found: dict[int, Row] = {}
-    for line, row in iter_rows(path):
-        if line in wanted:
-            found[line] = row
-            if len(found) == len(wanted):
-                break
-    _check_found(path, wanted, found)
-    return found
-
-
-def row_offsets(path: Path, lines: Iterable[int]) -> dict[int, int]:
-    """The byte offsets of the rows on the given 1-based line numbers of ``path``, checked as :func:`read_rows`
-    checks them (one pass over the file); :func:`parse_row` reads a row again from its offset. Holding offsets
-    instead of parsed rows keeps the memory for a large dataset small."""
     wanted = set(lines)
     found: dict[int, int] = {}
     for line, offset, _ in _iter_rows_at(path):
@@ -291,11 +278,7 @@ def row_offsets(path: Path, lines: Iterable[int]) -> dict[int, int]:
             found[line] = offset
             if len(found) == len(wanted):
                 break
-    _check_found(path, wanted, found)
-    return found
-
-
-def _check_found(path: Path, wanted: set[int], found: dict[int, Any]) -> None:
     missing = sorted(wanted - found.keys())
     if missing:
         raise DatasetError(path, missing[0], "the row changed since collection (the line is gone)")
+    return found

@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,22 +148,19 @@ def _read_line(path: Path, line: int) -> dict[str, object]:
     return {}
 
 
-def conclude(results: Sequence[rpt.RolloutResult], options: GymOptions) -> Conclusion:
-    """Summaries, gate verdicts, the baseline comparison and replay flips, and the exit status they imply.
+def conclude(
+    results: Sequence[rpt.RolloutResult], options: GymOptions, baseline: Mapping[str, Any] | None = None
+) -> Conclusion:
+    """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
+    :func:`~pytest_gym_eval.report.load_report` read it) and replay flips, and the exit status they imply.
 
-    Raises :class:`pytest.UsageError` when ``--gym-baseline`` cannot be read. A ``--gym-replay`` recording that
-    cannot be read fails the session (exit status 1) with the file and line in ``reason``.
+    A ``--gym-replay`` recording that cannot be read fails the session (exit status 1) with the file and line
+    in ``reason``.
     """
     datasets = list(dict.fromkeys(r.dataset for r in results))
     thresholds, gates = dataset_policy(options, datasets)
     summaries = rpt.summarize(results, thresholds=thresholds, gates=gates, mode=options.gate_mode)
-    comparisons: list[rpt.BaselineComparison] = []
-    if options.baseline is not None:
-        try:
-            baseline = rpt.load_report(options.baseline)
-        except (OSError, ValueError) as error:
-            raise pytest.UsageError(f"--gym-baseline: {error}") from None
-        comparisons = rpt.compare_to_baseline(baseline, results)
+    comparisons = rpt.compare_to_baseline(baseline, results) if baseline is not None else []
     flips, replay_error = None, ""
     if options.replay:
         from pytest_gym_eval.replay import RecordingError
@@ -173,7 +171,7 @@ def conclude(results: Sequence[rpt.RolloutResult], options: GymOptions) -> Concl
             replay_error = f"--gym-replay: {error}"
 
     status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
-    other_gates = (options.max_drop is not None and options.baseline is not None) or options.fail_on_flip
+    other_gates = (options.max_drop is not None and baseline is not None) or options.fail_on_flip
     if status == -1 and not other_gates and not replay_error:
         return Conclusion(summaries, comparisons, flips, -1, "")
     failures = [replay_error] if replay_error else []

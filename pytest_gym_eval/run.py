@@ -74,6 +74,11 @@ class RunPaths:
         return self.root / "gym-output" / "rollouts_failures.jsonl"
 
     @property
+    def replay_log(self) -> Path:
+        """The replay model server's log of every request and answer (with ``--gym-replay``)."""
+        return self.logs / "replay-model.jsonl"
+
+    @property
     def materialized(self) -> Path:
         return self.root / "gym-output" / "rollouts_materialized_inputs.jsonl"
 

@@ -64,9 +64,10 @@ class GymSession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.options = GymOptions.from_config(config)
-        if self.options.baseline is not None:  # a bad baseline is a usage error now, not after the whole run
+        self.baseline: dict[str, Any] | None = None  # read now: a bad baseline is a usage error, not a late surprise
+        if self.options.baseline is not None:
             try:
-                report.load_report(self.options.baseline)
+                self.baseline = report.load_report(self.options.baseline)
             except (OSError, ValueError) as error:
                 raise pytest.UsageError(f"--gym-baseline: {error}") from None
         self.plan = RunPlan(())
@@ -262,7 +263,7 @@ class GymSession:
             try:
                 self._replay = ReplayServer(
                     options.replay,
-                    log_path=run_dir / "logs" / "replay-model.jsonl",
+                    log_path=RunPaths(run_dir).replay_log,
                     model_name=REPLAY_MODEL_NAME,
                 )
             except (RecordingError, OSError) as error:
@@ -309,7 +310,7 @@ class GymSession:
         if gym_failed and self.options.replay and self.options.head_server is None:
             # A prompt with no recording reaches Gym as the agent's HTTP 500; the replay model's log says which.
             assert self.run_dir is not None
-            log = self.run_dir / "logs" / "replay-model.jsonl"
+            log = RunPaths(self.run_dir).replay_log
             hint = f"\nthe replay model's requests: {log} (a 404 there: no recording matches the prompt)"
             outcome = dataclasses.replace(outcome, message=outcome.message + hint)
         if outcome.reward is not None:  # an errored rollout has no reward (never a 0)
@@ -371,7 +372,7 @@ class GymSession:
         rollouts = self.rollouts()
         if self.is_worker or not rollouts:
             return None
-        self.conclusion = conclude(rollouts, self.options)
+        self.conclusion = conclude(rollouts, self.options, self.baseline)
         return self.conclusion
 
     def meta(self) -> dict[str, object]:
