@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym
+from conftest import FakeGym, interrupt
 from pytest_gym_eval.processes import session_members
 
 
@@ -245,11 +244,10 @@ def test_sigint_to_pytest_leaves_nothing_running(pytester: pytest.Pytester, fake
     for line in process.stdout:
         seen.append(line)
         if "first[r0] PASSED" in line:
-            process.send_signal(signal.SIGINT)
             break
-    rest = process.communicate(timeout=120)[0]
-    assert "KeyboardInterrupt" in "".join(seen) + rest
-    assert process.returncode == pytest.ExitCode.INTERRUPTED
+    output = interrupt(process, seen, timeout=120)
+    assert "KeyboardInterrupt" in output
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
     assert_nothing_left(fake_gym)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -20,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, SharedGym
+from conftest import GymExample, SharedGym, interrupt
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.report import SCHEMA_PATH
@@ -195,10 +194,8 @@ def test_sigint_to_pytest_leaves_nothing_running(
     for line in process.stdout:
         seen.append(line)
         if " PASSED" in line or " FAILED" in line:
-            process.send_signal(signal.SIGINT)
             break
-    seen.append(process.communicate(timeout=300)[0])
-    output = "".join(seen)
+    output = interrupt(process, seen, timeout=300)
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
     (run_dir,) = run_dirs(pytester.path / "runs")
     assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []
