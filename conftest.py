@@ -62,22 +62,35 @@ def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) ->
     return checkout
 
 
-def interrupt(process: subprocess.Popen[str], seen: list[str], timeout: float) -> str:
-    """Ctrl-C ``process`` (a pytest run whose output so far is ``seen``) as a user at a terminal would, and
-    return its whole output once it has ended.
+def child_pytest_argv(*args: str) -> list[str]:
+    """argv running pytest with ``args`` in a child process whose SIGINT and SIGTERM have their default
+    handling even when this process inherited them ignored (a background job of a shell does): the tests
+    that stop a run with a signal then hold wherever the suite runs."""
+    code = (
+        "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "signal.signal(signal.SIGTERM, signal.SIG_DFL); sys.exit(pytest.main())"
+    )
+    return [sys.executable, "-c", code, *args]
+
+
+def interrupt(
+    process: subprocess.Popen[str], seen: list[str], timeout: float, sig: signal.Signals = signal.SIGINT
+) -> str:
+    """Stop ``process`` (a pytest run whose output so far is ``seen``) with ``sig`` (Ctrl-C by default) as a
+    user or a CI runner would, and return its whole output once it has ended.
 
     A user whose first Ctrl-C goes unnoticed presses it again. Twice in about 400 runs on a loaded 2-core
     machine, a pytest run sent SIGINT just as an item passed took no notice of it: its main thread went on
     waiting for the next rollout and no KeyboardInterrupt was ever reported (likely CPython dropping a
-    KeyboardInterrupt raised while a finalizer runs, "Exception ignored in ..."). So a second SIGINT follows
+    KeyboardInterrupt raised while a finalizer runs, "Exception ignored in ..."). So ``sig`` is sent again
     when the run has not ended 30 s after the first; past ``timeout`` seconds the run is killed and this
     raises.
     """
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sig)
     try:
         rest = process.communicate(timeout=30)[0]
     except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sig)
         try:
             rest = process.communicate(timeout=timeout)[0]
         except subprocess.TimeoutExpired:

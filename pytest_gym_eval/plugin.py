@@ -63,7 +63,7 @@ def gym_session(request: pytest.FixtureRequest) -> Iterator[GymSession]:
     The first time a Gym item (or any test requesting this fixture) runs, this starts ``gym env start`` once
     with every environment the selected datasets need (or attaches with ``--gym-head-server``), waits until
     Gym's servers and the model endpoint are ready, and starts one ``gym eval run`` over exactly the selected
-    (task, repeat) pairs. At the end of the session (also after Ctrl-C or a crash) it stops everything it
+    (task, repeat) pairs. At the end of the session (also after Ctrl-C, SIGTERM or a crash) it stops everything it
     started. Under pytest-xdist the controller owns Gym and the workers follow it.
 
     Returns the :class:`~pytest_gym_eval.session.GymSession`: ``run_dir``, ``head_server``, ``plan``,

@@ -123,3 +123,48 @@ def tail(path: Path, lines: int = 20, max_bytes: int = 64 * 1024) -> str:
         return ""
     text = data.decode("utf-8", "replace").replace("\r", "\n")
     return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])
+
+
+class SigtermAsCtrlC:
+    """Handle SIGTERM as Ctrl-C while Gym runs, so that ``timeout``, a CI runner cancelling a job or ``docker
+    stop`` ends the pytest session with Gym's teardown instead of leaving Gym's servers (in sessions of their
+    own) running: Python dies on SIGTERM without running any finalizer.
+
+    After :meth:`install`, SIGTERM raises KeyboardInterrupt in the main thread, so pytest ends the session as
+    after Ctrl-C (exit status 2) and the plugin stops Gym. After :meth:`teardown` (the plugin is stopping Gym)
+    SIGTERM is ignored, so a second one cannot cut that teardown short; it is bounded by the stop grace
+    period, and SIGKILL still ends everything. :meth:`restore` puts the default back.
+
+    Signal handlers are global, so :meth:`install` changes nothing outside the main thread or when SIGTERM
+    already has a handler other than the default (the user's, or the code under test's).
+    """
+
+    def __init__(self) -> None:
+        self.installed = False
+        self._interrupting = True
+        self._handler = self._on_sigterm  # one bound method, so getsignal() can be compared by identity
+
+    def install(self) -> None:
+        """Take over SIGTERM when that is safe (main thread, default handler); otherwise do nothing."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        signal.signal(signal.SIGTERM, self._handler)
+        self.installed = True
+
+    def teardown(self) -> None:
+        """From now on SIGTERM is ignored: the teardown it would ask for is under way."""
+        self._interrupting = False
+
+    def restore(self) -> None:
+        """Put SIGTERM's default handler back, if this one is still in place."""
+        if not self.installed or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is self._handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self.installed = False
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        if self._interrupting:
+            raise KeyboardInterrupt("SIGTERM")

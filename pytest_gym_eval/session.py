@@ -29,6 +29,7 @@ from pytest_gym_eval import provision, report
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
+from pytest_gym_eval.processes import SigtermAsCtrlC
 from pytest_gym_eval.results import Conclusion, ResultsCollector, conclude, report_meta
 from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState
 from pytest_gym_eval.run import (
@@ -81,6 +82,7 @@ class GymSession:
         self._run: GymRun | None = None
         self._replay: ReplayServer | None = None
         self._feed: RolloutFeed | None = None
+        self._sigterm = SigtermAsCtrlC()
         self._stamps: dict[str, int] = {}
         self._items: dict[str, RolloutItem] = {}
         self._cleanup: list[Path] = []
@@ -176,7 +178,11 @@ class GymSession:
         self._wait_until_started()
 
     def start_run(self, plan: RunPlan) -> None:
-        """Start the Gym run of ``plan`` in the background (owner only); failures land in the state file."""
+        """Start the Gym run of ``plan`` in the background (owner only); failures land in the state file.
+
+        From here until :meth:`stop`, SIGTERM ends the session as Ctrl-C does (see :class:`SigtermAsCtrlC`).
+        """
+        self._sigterm.install()
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
         self._note(f"run directory: {run_dir}")
@@ -284,14 +290,18 @@ class GymSession:
 
     def stop(self) -> None:
         """Stop Gym (when this process started it), the replay server and the feed; idempotent."""
-        if self._run is not None:
-            self._run.finish()
-        if self._replay is not None:
-            self._replay.stop()
-        if self._feed is not None:
-            self._feed.stop()
-        while self._cleanup:
-            shutil.rmtree(self._cleanup.pop(), ignore_errors=True)
+        self._sigterm.teardown()
+        try:
+            if self._run is not None:
+                self._run.finish()
+            if self._replay is not None:
+                self._replay.stop()
+            if self._feed is not None:
+                self._feed.stop()
+            while self._cleanup:
+                shutil.rmtree(self._cleanup.pop(), ignore_errors=True)
+        finally:
+            self._sigterm.restore()
 
     # Items.
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, interrupt
+from conftest import FakeGym, child_pytest_argv, interrupt
 from pytest_gym_eval.processes import session_members
 
 
@@ -234,10 +234,14 @@ def pytest_runtest_logreport(report):
     assert_nothing_left(fake_gym)
 
 
-def test_sigint_to_pytest_leaves_nothing_running(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_sigint_or_sigterm_to_pytest_leaves_nothing_running(
+    pytester: pytest.Pytester, fake_gym: FakeGym, sig: signal.Signals
+) -> None:
+    # SIGTERM (timeout, a CI runner's cancel, docker stop) ends the session as Ctrl-C does while Gym runs.
     name = dataset(pytester, task("first"), task("held", hold=True))
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *fake_gym.args, "-v", "-s", name],
+        child_pytest_argv(*fake_gym.args, "-v", "-s", name),
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
@@ -247,7 +251,7 @@ def test_sigint_to_pytest_leaves_nothing_running(pytester: pytest.Pytester, fake
         seen.append(line)
         if "first[r0] PASSED" in line:
             break
-    output = interrupt(process, seen, timeout=120)
+    output = interrupt(process, seen, timeout=120, sig=sig)
     assert "KeyboardInterrupt" in output
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output
     assert_nothing_left(fake_gym)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, SharedGym, interrupt
+from conftest import GymExample, SharedGym, child_pytest_argv, interrupt
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.report import SCHEMA_PATH
@@ -178,14 +178,15 @@ def pytest_runtest_logreport(report):
     assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []
 
 
-def test_sigint_to_pytest_leaves_nothing_running(
-    pytester: pytest.Pytester, gym_example: GymExample, slow_replay: ReplayServer
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_sigint_or_sigterm_to_pytest_leaves_nothing_running(
+    pytester: pytest.Pytester, gym_example: GymExample, slow_replay: ReplayServer, sig: signal.Signals
 ) -> None:
     dataset = copy_example(pytester, gym_example)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", f"--gym-checkout={gym_example.checkout}",
+        child_pytest_argv(f"--gym-checkout={gym_example.checkout}",
          f"--gym-model-url={slow_replay.base_url}", "--gym-model=replay", "--gym-concurrency=1",
-         "--gym-run-dir=runs", "-p", "no:cacheprovider", "-v", dataset],
+         "--gym-run-dir=runs", "-p", "no:cacheprovider", "-v", dataset),
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
@@ -195,7 +196,7 @@ def test_sigint_to_pytest_leaves_nothing_running(
         seen.append(line)
         if " PASSED" in line or " FAILED" in line:
             break
-    output = interrupt(process, seen, timeout=300)
+    output = interrupt(process, seen, timeout=300, sig=sig)
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
     (run_dir,) = run_dirs(pytester.path / "runs")
     assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []

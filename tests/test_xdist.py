@@ -7,13 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import FakeGym
+from conftest import FakeGym, child_pytest_argv
 from pytest_gym_eval.processes import session_members
 
 VOLATILE = ("gym.created", "gym.run_dir", "gym.head_server", "gym.model_url")
@@ -114,13 +113,18 @@ def pytest_runtest_call(item):
     assert [c["sid"] for c in fake_gym.calls() if session_members(int(c["sid"]))] == []
 
 
-def test_interrupted_xdist_run_leaves_nothing_running(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_xdist_run_leaves_nothing_running(
+    pytester: pytest.Pytester, fake_gym: FakeGym, sig: signal.Signals
+) -> None:
+    # Ctrl-C reaches the controller and the workers (the terminal's process group); a SIGTERM (timeout, a CI
+    # runner's cancel) reaches the controller alone, which owns Gym.
     # Several quick rollouts before a held one: an xdist worker runs an item only once it knows the next one.
     rows = [{"id": f"quick{i}", "responses_create_params": {"input": str(i)}, "fake": {}} for i in range(6)]
     rows.append({"id": "held", "responses_create_params": {"input": "held"}, "fake": {"hold": True}})
     (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *fake_gym.args, "-n", "2", "-v", "mcqa.jsonl"],
+        child_pytest_argv(*fake_gym.args, "-n", "2", "-v", "mcqa.jsonl"),
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
     )  # fmt: skip
@@ -130,7 +134,10 @@ def test_interrupted_xdist_run_leaves_nothing_running(pytester: pytest.Pytester,
     try:
         for line in process.stdout:
             if "PASSED" in line:
-                os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the controller and the workers
+                if sig == signal.SIGINT:
+                    os.killpg(process.pid, sig)
+                else:
+                    process.send_signal(sig)
                 break
         process.communicate(timeout=120)
     finally:

@@ -1,0 +1,72 @@
+"""SIGTERM handled as Ctrl-C while Gym runs (:class:`pytest_gym_eval.processes.SigtermAsCtrlC`).
+
+These tests change this process's SIGTERM handler and put the previous one back. ``signal.raise_signal``
+runs the Python handler before it returns, so no waiting is needed.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_gym_eval.processes import SigtermAsCtrlC
+
+
+@pytest.fixture(autouse=True)
+def default_sigterm() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers can only be set in the main thread")
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_raises_keyboard_interrupt_until_teardown_then_default_again() -> None:
+    sigterm = SigtermAsCtrlC()
+    sigterm.install()
+    assert sigterm.installed
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        signal.raise_signal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):  # a second one too, while the session is still being unwound
+        signal.raise_signal(signal.SIGTERM)
+    sigterm.teardown()
+    signal.raise_signal(signal.SIGTERM)  # ignored: Gym is being stopped and nothing may cut that short
+    sigterm.restore()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and not sigterm.installed
+
+
+def test_a_handler_already_in_place_is_left_alone() -> None:
+    received: list[int] = []
+
+    def users_handler(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    signal.signal(signal.SIGTERM, users_handler)
+    sigterm = SigtermAsCtrlC()
+    sigterm.install()
+    assert not sigterm.installed
+    signal.raise_signal(signal.SIGTERM)
+    assert received == [signal.SIGTERM]
+    sigterm.restore()
+    assert signal.getsignal(signal.SIGTERM) is users_handler
+
+
+def test_restore_leaves_a_handler_set_after_install() -> None:
+    sigterm = SigtermAsCtrlC()
+    sigterm.install()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the code under test took SIGTERM over
+    sigterm.restore()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+
+
+def test_outside_the_main_thread_nothing_changes() -> None:
+    sigterm = SigtermAsCtrlC()
+    thread = threading.Thread(target=sigterm.install)
+    thread.start()
+    thread.join()
+    assert not sigterm.installed and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
