@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, SharedGym, child_pytest_argv, interrupt
+from conftest import GymExample, SharedGym, assert_interrupted, child_pytest_argv, interrupt
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.report import SCHEMA_PATH
@@ -197,7 +197,7 @@ def test_sigint_or_sigterm_to_pytest_leaves_nothing_running(
         if " PASSED" in line or " FAILED" in line:
             break
     output = interrupt(process, seen, timeout=300, sig=sig)
-    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    assert_interrupted(process.returncode, output)
     (run_dir,) = run_dirs(pytester.path / "runs")
     assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []
 

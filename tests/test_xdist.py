@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import FakeGym, child_pytest_argv
+from conftest import FakeGym, assert_interrupted, child_pytest_argv
 from pytest_gym_eval.processes import session_members
 
 VOLATILE = ("gym.created", "gym.run_dir", "gym.head_server", "gym.model_url")
@@ -139,8 +139,8 @@ def test_interrupted_xdist_run_leaves_nothing_running(
                 else:
                     process.send_signal(sig)
                 break
-        process.communicate(timeout=120)
+        output = process.communicate(timeout=120)[0]
     finally:
         watchdog.cancel()
-    assert process.returncode == pytest.ExitCode.INTERRUPTED
+    assert_interrupted(process.returncode, output)
     assert [c["sid"] for c in fake_gym.calls() if session_members(int(c["sid"]))] == []
