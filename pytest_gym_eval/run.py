@@ -188,14 +188,26 @@ def write_gym_config(path: Path, model: ModelEndpoint | None, head_server: tuple
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
-def probe_model(model: ModelEndpoint, deadline: float, stopping: threading.Event) -> None:
+PROBE_NOTE_EVERY = 60.0
+"""Seconds between two notes that the model endpoint still does not answer."""
+
+
+def probe_model(
+    model: ModelEndpoint,
+    deadline: float,
+    stopping: threading.Event,
+    on_wait: Callable[[str], None] | None = None,
+) -> None:
     """Wait until ``GET <url>/models`` answers 2xx (retrying refused connections until ``deadline``, a
-    ``time.monotonic()`` value). Raises :class:`GymStartError` on a 401/403 or when the deadline passes."""
+    ``time.monotonic()`` value). While it does not, ``on_wait`` gets a note (what went wrong, how long this
+    waits at most) after the first try and then every :data:`PROBE_NOTE_EVERY` seconds, so a mistyped URL
+    does not look like a hang. Raises :class:`GymStartError` on a 401/403 or when the deadline passes."""
     request = urllib.request.Request(model.url.rstrip("/") + "/models")
     key = model.api_key()
     if key:
         request.add_header("Authorization", f"Bearer {key}")
     last = ""
+    next_note = time.monotonic()
     while not stopping.is_set():
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
@@ -211,8 +223,15 @@ def probe_model(model: ModelEndpoint, deadline: float, stopping: threading.Event
             last = f"HTTP {error.code}"
         except (urllib.error.URLError, OSError) as error:
             last = str(getattr(error, "reason", error))
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise GymStartError(f"the model endpoint {model.url} did not answer GET /models ({last})")
+        if on_wait is not None and now >= next_note:
+            on_wait(
+                f"the model endpoint {model.url} does not answer GET /models yet ({last}); "
+                f"waiting up to {deadline - now:.0f} s more (--gym-startup-timeout)"
+            )
+            next_note = now + PROBE_NOTE_EVERY
         stopping.wait(1.0)
 
 
@@ -421,7 +440,7 @@ class GymRun:
         write_gym_config(self.paths.config, settings.model, self.head_server)
         write_gym_input(self.plan, self.paths.input)
         if settings.model is not None:
-            probe_model(settings.model, deadline, self._stopping)
+            probe_model(settings.model, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:
             host, port = settings.head_server
             self.on_event(f"attaching to Gym's head server at {host}:{port}")
