@@ -113,12 +113,17 @@ def pytest_runtest_call(item):
     assert [c["sid"] for c in fake_gym.calls() if session_members(int(c["sid"]))] == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    ("sig", "group"),
+    [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=["SIGINT-group", "SIGTERM-controller", "SIGTERM-group"],
+)
 def test_interrupted_xdist_run_leaves_nothing_running(
-    pytester: pytest.Pytester, fake_gym: FakeGym, sig: signal.Signals
+    pytester: pytest.Pytester, fake_gym: FakeGym, sig: signal.Signals, group: bool
 ) -> None:
-    # Ctrl-C reaches the controller and the workers (the terminal's process group); a SIGTERM (timeout, a CI
-    # runner's cancel) reaches the controller alone, which owns Gym.
+    # Ctrl-C reaches the controller and the workers (the terminal's process group). SIGTERM reaches the
+    # controller alone (timeout, a CI runner's cancel), or the whole group (kill -TERM -PGID): the workers then
+    # die at once, and the controller, which owns Gym, still stops it.
     # Several quick rollouts before a held one: an xdist worker runs an item only once it knows the next one.
     rows = [{"id": f"quick{i}", "responses_create_params": {"input": str(i)}, "fake": {}} for i in range(6)]
     rows.append({"id": "held", "responses_create_params": {"input": "held"}, "fake": {"hold": True}})
@@ -134,7 +139,7 @@ def test_interrupted_xdist_run_leaves_nothing_running(
     try:
         for line in process.stdout:
             if "PASSED" in line:
-                if sig == signal.SIGINT:
+                if group:
                     os.killpg(process.pid, sig)
                 else:
                     process.send_signal(sig)
