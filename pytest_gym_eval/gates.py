@@ -140,6 +140,30 @@ class GateResult:
         return f"{head}: interval straddles {threshold}: INCONCLUSIVE"
 
 
+def metric_interval(
+    metric: str,
+    rewards_by_task: Sequence[Sequence[float]],
+    counts: Sequence[tuple[int, int]],
+    confidence: float = 0.95,
+    k: int | None = None,
+) -> Interval:
+    """The interval of one dataset's ``metric``: what the reward summary shows and what a gate on it judges,
+    computed in this one place so that the two always agree.
+
+    ``rewards_by_task[t][r]``: reward of rollout r of task t; ``counts[t] = (rollouts, passes)`` of task t.
+    mean_reward → :func:`mean_interval` (clustered by task); pass_rate → :func:`wilson_interval` over all
+    rollouts; pass_at_k (with ``k``) → :func:`pass_at_k_interval` on the per-task counts. Mean-reward and
+    pass@k bounds are clipped to [0, 1] (the mean only when every reward lies there). Raises ValueError as
+    the statistics do.
+    """
+    if metric == "mean_reward":
+        return mean_interval(rewards_by_task, confidence, clip=True)
+    if metric == "pass_rate":
+        return wilson_interval(sum(c for _, c in counts), sum(n for n, _ in counts), confidence)
+    assert metric == "pass_at_k" and k is not None, f"unknown metric {metric!r} or no k"
+    return pass_at_k_interval(counts, k, confidence, clip=True)
+
+
 def evaluate(
     gates: Sequence[Gate],
     rewards_by_task: Sequence[Sequence[float]],
@@ -150,9 +174,8 @@ def evaluate(
     """Judge every gate, in order, on the rollouts of one dataset.
 
     ``rewards_by_task[t][r]`` / ``passed_by_task[t][r]``: reward and pass flag of rollout r of task t
-    (same shape). mean_reward → :func:`mean_interval` (clustered by task); pass_rate →
-    :func:`wilson_interval` over all rollouts; pass_at_k → :func:`pass_at_k_interval` on per-task
-    (rollouts, passes). Raises ValueError when the two shapes differ (or as the statistics do).
+    (same shape). Each gate judges its metric's :func:`metric_interval`. Raises ValueError when the two
+    shapes differ (or as the statistics do).
     """
     if len(rewards_by_task) != len(passed_by_task) or any(
         len(r) != len(p) for r, p in zip(rewards_by_task, passed_by_task, strict=False)
@@ -161,12 +184,6 @@ def evaluate(
     counts = [(len(task), sum(1 for ok in task if ok)) for task in passed_by_task]
     results: list[GateResult] = []
     for gate in gates:
-        if gate.metric == "mean_reward":
-            interval = mean_interval(rewards_by_task, confidence, clip=True)
-        elif gate.metric == "pass_rate":
-            interval = wilson_interval(sum(c for _, c in counts), sum(n for n, _ in counts), confidence)
-        else:
-            assert gate.k is not None  # guaranteed by Gate.__post_init__
-            interval = pass_at_k_interval(counts, gate.k, confidence, clip=True)
+        interval = metric_interval(gate.metric, rewards_by_task, counts, confidence, gate.k)
         results.append(GateResult(gate, interval, judge(interval, gate.threshold, mode), mode))
     return results

@@ -28,14 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate
+from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, metric_interval
 from pytest_gym_eval.stats import (
     Interval,
     PairedComparison,
-    mean_interval,
     paired_difference,
-    pass_at_k_interval,
-    wilson_interval,
 )
 
 REPORT_SCHEMA_VERSION = 1
@@ -256,9 +253,11 @@ def _summarize_group(
         rollouts=len(results),
         errors=sum(error_classes.values()),
         scored=scored,
-        mean_reward=mean_interval(rewards_by_task, confidence, clip=True),
-        pass_rate=wilson_interval(sum(c for _, c in counts), scored, confidence),
-        pass_at_k={k: pass_at_k_interval(counts, k, confidence, clip=True) for k in range(1, max_repeats + 1)},
+        mean_reward=metric_interval("mean_reward", rewards_by_task, counts, confidence),
+        pass_rate=metric_interval("pass_rate", rewards_by_task, counts, confidence),
+        pass_at_k={
+            k: metric_interval("pass_at_k", rewards_by_task, counts, confidence, k) for k in range(1, max_repeats + 1)
+        },
         flaky_tasks=tuple(flaky),
         wall_time=_wall_time(results),
         gates=evaluate(gates, rewards_by_task, passed_by_task, mode, confidence),

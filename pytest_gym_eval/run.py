@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gym_eval.dataset import DatasetError
+from pytest_gym_eval.options import DEFAULT_STARTUP_TIMEOUT
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
 from pytest_gym_eval.provision import GymCheckout, gym_environment
@@ -253,7 +254,11 @@ def launch_servers(settings: RunSettings, model_type: str, paths: RunPaths, log_
 
 @contextmanager
 def serving(
-    checkout: GymCheckout, model: ModelEndpoint, agents: Sequence[str], root: Path, timeout: float = 900.0
+    checkout: GymCheckout,
+    model: ModelEndpoint,
+    agents: Sequence[str],
+    root: Path,
+    timeout: float = DEFAULT_STARTUP_TIMEOUT,
 ) -> Iterator[tuple[str, int]]:
     """Gym's servers for ``agents`` against ``model``, for sessions to attach to with ``--gym-head-server``.
 
