@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -60,6 +60,11 @@ def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) ->
         configs.mkdir(parents=True)
         (configs / f"{name}.yaml").write_text(f"{name}:\n  resources_servers: {{}}\n{name}_simple_agent:\n  x: 1\n")
     return checkout
+
+
+def started_processes(run_dir: Path) -> list[dict[str, Any]]:
+    """The processes a run started, as it recorded them in ``processes.jsonl``: ``{name, pid, sid}`` each."""
+    return [json.loads(line) for line in (run_dir / "processes.jsonl").read_text().splitlines()]
 
 
 def child_pytest_argv(*args: str) -> list[str]:

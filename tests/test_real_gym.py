@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, SharedGym, assert_interrupted, child_pytest_argv, interrupt
+from conftest import GymExample, SharedGym, assert_interrupted, child_pytest_argv, interrupt, started_processes
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.report import SCHEMA_PATH
@@ -54,7 +54,7 @@ def run_dirs(root: Path) -> list[Path]:
 
 
 def started_sessions(run_dir: Path) -> list[int]:
-    return [json.loads(line)["sid"] for line in (run_dir / "processes.jsonl").read_text().splitlines()]
+    return [process["sid"] for process in started_processes(run_dir)]
 
 
 def test_example_rewards_equal_gyms_own_verdicts(
@@ -284,7 +284,7 @@ def test_xdist_starts_gym_once_and_matches_one_process(
     assert dataset_aggregates(pytester.path / "alone.xml")  # not vacuous
 
     (run_dir,) = run_dirs(pytester.path / "runs")
-    started = [json.loads(line)["name"] for line in (run_dir / "processes.jsonl").read_text().splitlines()]
+    started = [process["name"] for process in started_processes(run_dir)]
     assert started == ["gym env start", "gym eval run"]  # once for the run, not once per worker
     materialized = (run_dir / "gym-output" / "rollouts_materialized_inputs.jsonl").read_text().splitlines()
     tasks = [json.loads(line)["uuid"] for line in materialized]

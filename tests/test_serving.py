@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym
+from conftest import FakeGym, started_processes
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.provision import GymCheckout
 from pytest_gym_eval.run import GymStartError, ModelEndpoint, RunPaths, serving
@@ -24,7 +24,7 @@ def test_yields_the_head_server_and_stops_every_process(fake_gym: FakeGym, tmp_p
     root = tmp_path / "servers"
     with serving(checkout_of(fake_gym), MODEL, ["mcqa_simple_agent"], root, timeout=60) as (host, port):
         config = json.loads(RunPaths(root).config.read_text())
-        (started,) = [json.loads(line) for line in RunPaths(root).processes.read_text().splitlines()]
+        (started,) = started_processes(root)
         assert session_members(started["pid"]), "gym env start is not running inside the block"
     assert (host, port) == (config["head_server"]["host"], config["head_server"]["port"])
     assert host == "127.0.0.1"
@@ -39,7 +39,7 @@ def test_yields_the_head_server_and_stops_every_process(fake_gym: FakeGym, tmp_p
 def test_stops_the_servers_when_the_block_raises(fake_gym: FakeGym, tmp_path: Path) -> None:
     root = tmp_path / "servers"
     with pytest.raises(KeyboardInterrupt), serving(checkout_of(fake_gym), MODEL, ["mcqa_simple_agent"], root, 60):
-        (started,) = [json.loads(line) for line in RunPaths(root).processes.read_text().splitlines()]
+        (started,) = started_processes(root)
         raise KeyboardInterrupt
     assert not session_members(started["pid"])
 
@@ -60,6 +60,6 @@ def test_servers_that_never_get_ready_are_stopped(
     root = tmp_path / "servers"
     with pytest.raises(GymStartError), serving(checkout_of(fake_gym), MODEL, ["mcqa_simple_agent"], root, 60):
         pytest.fail("the block ran although Gym never got ready")
-    (started,) = [json.loads(line) for line in RunPaths(root).processes.read_text().splitlines()]
+    (started,) = started_processes(root)
     assert not session_members(started["pid"])
     assert os.path.exists(RunPaths(root).logs / "gym-env-start.log")
