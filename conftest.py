@@ -14,7 +14,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +101,26 @@ def interrupt(
             process.communicate()
             raise
     return "".join(seen) + rest
+
+
+def interrupt_once_reported(
+    cwd: Path, args: Sequence[str], reported: Callable[[str], bool], sig: signal.Signals, timeout: float
+) -> tuple[int | None, str]:
+    """Run pytest with ``args`` in ``cwd`` (a child process, :func:`child_pytest_argv`), wait for the first
+    output line for which ``reported`` is true (an item has reported), then :func:`interrupt` it with ``sig``.
+    Returns its exit status and whole output."""
+    process = subprocess.Popen(
+        child_pytest_argv(*args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if reported(line):
+            break
+    output = interrupt(process, seen, timeout, sig)
+    return process.returncode, output
 
 
 PYTEST_INTERRUPT_CRASH = (

@@ -7,14 +7,12 @@ is proven against real Gym in tests/test_real_gym.py.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, assert_interrupted, child_pytest_argv, interrupt
+from conftest import FakeGym, assert_interrupted, interrupt_once_reported
 from pytest_gym_eval.processes import session_members
 
 
@@ -240,19 +238,11 @@ def test_sigint_or_sigterm_to_pytest_leaves_nothing_running(
 ) -> None:
     # SIGTERM (timeout, a CI runner's cancel, docker stop) ends the session as Ctrl-C does while Gym runs.
     name = dataset(pytester, task("first"), task("held", hold=True))
-    process = subprocess.Popen(
-        child_pytest_argv(*fake_gym.args, "-v", "-s", name),
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    assert process.stdout is not None
-    seen = []
-    for line in process.stdout:
-        seen.append(line)
-        if "first[r0] PASSED" in line:
-            break
-    output = interrupt(process, seen, timeout=120, sig=sig)
-    assert_interrupted(process.returncode, output)
+    args = [*fake_gym.args, "-v", "-s", name]
+    returncode, output = interrupt_once_reported(
+        pytester.path, args, lambda line: "first[r0] PASSED" in line, sig, timeout=120
+    )
+    assert_interrupted(returncode, output)
     assert_nothing_left(fake_gym)
 
 

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, SharedGym, assert_interrupted, child_pytest_argv, interrupt, started_processes
+from conftest import GymExample, SharedGym, assert_interrupted, interrupt_once_reported, started_processes
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.report import SCHEMA_PATH
@@ -183,21 +182,14 @@ def test_sigint_or_sigterm_to_pytest_leaves_nothing_running(
     pytester: pytest.Pytester, gym_example: GymExample, slow_replay: ReplayServer, sig: signal.Signals
 ) -> None:
     dataset = copy_example(pytester, gym_example)
-    process = subprocess.Popen(
-        child_pytest_argv(f"--gym-checkout={gym_example.checkout}",
-         f"--gym-model-url={slow_replay.base_url}", "--gym-model=replay", "--gym-concurrency=1",
-         "--gym-run-dir=runs", "-p", "no:cacheprovider", "-v", dataset),
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    assert process.stdout is not None
-    seen = []
-    for line in process.stdout:
-        seen.append(line)
-        if " PASSED" in line or " FAILED" in line:
-            break
-    output = interrupt(process, seen, timeout=300, sig=sig)
-    assert_interrupted(process.returncode, output)
+    args = [
+        f"--gym-checkout={gym_example.checkout}", f"--gym-model-url={slow_replay.base_url}", "--gym-model=replay",
+        "--gym-concurrency=1", "--gym-run-dir=runs", "-p", "no:cacheprovider", "-v", dataset,
+    ]  # fmt: skip
+    returncode, output = interrupt_once_reported(
+        pytester.path, args, lambda line: " PASSED" in line or " FAILED" in line, sig, timeout=300
+    )
+    assert_interrupted(returncode, output)
     (run_dir,) = run_dirs(pytester.path / "runs")
     assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []
 
