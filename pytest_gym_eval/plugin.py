@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval import hookspecs, report, results, xdist
+from pytest_gym_eval import hookspecs, xdist
 from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
 from pytest_gym_eval.options import add_options
+from pytest_gym_eval.reporting import json_report, junit, terminal
 from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 
@@ -104,12 +105,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if conclusion.exit_status != -1 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         session.exitstatus = conclusion.exit_status
     meta = gym.meta()
-    junit = junit_xml(session.config)
-    if junit is not None:
-        for name, value in report.suite_properties(conclusion.summaries, meta):
-            junit.add_global_property(name, value)
+    xml = junit_xml(session.config)
+    if xml is not None:
+        for name, value in junit.suite_properties(conclusion.summaries, meta):
+            xml.add_global_property(name, value)
     if gym.options.report is not None:
-        report.write_report(gym.options.report, report.build_report(conclusion.summaries, gym.rollouts(), meta))
+        json_report.write_report(
+            gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta)
+        )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -119,7 +122,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         return
     terminalreporter.write_sep("=", "gym reward summary")
     width = min(terminalreporter._tw.fullwidth, 100)
-    lines = results.render(gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.rollouts(), width=width)
+    lines = terminal.render_conclusion(
+        gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.rollouts(), width=width
+    )
     for line in lines:
         terminalreporter.write_line(line)
     if gym.run_dir is not None:

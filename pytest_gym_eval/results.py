@@ -3,7 +3,7 @@ baseline, the rollouts whose reward differs from a replayed recording, and the e
 
 Results come from the items' test reports (their ``user_properties``), so under pytest-xdist the controller
 sees every worker's rollouts exactly as a single process sees its own. The numbers themselves are computed
-by the pure functions of :mod:`pytest_gym_eval.report`.
+by the pure functions of :mod:`pytest_gym_eval.reporting`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,9 +18,11 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval import report as rpt
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.reporting import baseline as bl
+from pytest_gym_eval.reporting import model as rpt
+from pytest_gym_eval.reporting.model import Conclusion, Flip
 
 ROLLOUT_KEYS = ("task_id", "repeat", "agent")
 """``user_properties`` every rollout item carries from collection on; ``reward``, ``failure_class`` and
@@ -29,7 +30,7 @@ ROLLOUT_KEYS = ("task_id", "repeat", "agent")
 
 
 def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None) -> rpt.RolloutResult | None:
-    """The :class:`~pytest_gym_eval.report.RolloutResult` a rollout item's report adds to ``previous`` (the
+    """The :class:`~pytest_gym_eval.reporting.model.RolloutResult` a rollout item's report adds to ``previous`` (the
     same item's earlier phase), or None for a report that is not a rollout item's."""
     props = dict(report.user_properties)
     if not all(key in props for key in ROLLOUT_KEYS):
@@ -76,27 +77,6 @@ class ResultsCollector:
     def rollouts(self) -> list[rpt.RolloutResult]:
         """The reported rollouts (skipped ones left out), in report order."""
         return [r for r in self.results.values() if r.status in ("passed", "failed", "error")]
-
-
-@dataclass(frozen=True)
-class Flip:
-    """A replayed rollout whose reward differs from every recorded reward of its task's request."""
-
-    nodeid: str
-    reward: float
-    recorded: tuple[object, ...]
-
-
-@dataclass(frozen=True)
-class Conclusion:
-    """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set
-    (pytest's own status then holds), else 0 or 1, with ``reason`` saying why in one line."""
-
-    summaries: list[rpt.DatasetSummary]
-    comparisons: list[rpt.BaselineComparison]
-    flips: list[Flip] | None  # None when no recording was replayed
-    exit_status: int
-    reason: str
 
 
 def dataset_policy(options: GymOptions, datasets: Sequence[str]) -> tuple[dict[str, float], dict[str, list[Gate]]]:
@@ -152,7 +132,8 @@ def conclude(
     results: Sequence[rpt.RolloutResult], options: GymOptions, baseline: Mapping[str, Any] | None = None
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
-    :func:`~pytest_gym_eval.report.load_report` read it) and replay flips, and the exit status they imply.
+    :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
+    they imply.
 
     A ``--gym-replay`` recording that cannot be read fails the session (exit status 1) with the file and line
     in ``reason``.
@@ -160,7 +141,7 @@ def conclude(
     datasets = list(dict.fromkeys(r.dataset for r in results))
     thresholds, gates = dataset_policy(options, datasets)
     summaries = rpt.summarize(results, thresholds=thresholds, gates=gates, mode=options.gate_mode)
-    comparisons = rpt.compare_to_baseline(baseline, results) if baseline is not None else []
+    comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     flips, replay_error = None, ""
     if options.replay:
         from pytest_gym_eval.replay import RecordingError
@@ -178,7 +159,7 @@ def conclude(
     if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
         failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
     if options.max_drop is not None:
-        failures += rpt.max_drop_gate(comparisons, options.max_drop)
+        failures += bl.max_drop_gate(comparisons, options.max_drop)
     if options.fail_on_flip and flips:
         failures.append(f"{len(flips)} rollout reward{'s' if len(flips) != 1 else ''} differ from the recording")
     if status == 1:
@@ -202,18 +183,3 @@ def report_meta(
             meta[f"dataset_sha256.{dataset}"] = hashlib.sha256(path.read_bytes()).hexdigest()
     meta["gate_mode"] = options.gate_mode.value
     return meta
-
-
-def render(conclusion: Conclusion, *, verbose: bool, results: Sequence[rpt.RolloutResult], width: int) -> list[str]:
-    """The body of the terminal's ``gym reward summary`` section."""
-    lines = rpt.render_summary(conclusion.summaries, verbose=verbose, results=results, width=width)
-    if conclusion.comparisons:
-        lines += ["", *rpt.render_baseline(conclusion.comparisons, width=width)]
-    if conclusion.flips is not None:
-        lines += ["", f"verifier flips against the recording: {len(conclusion.flips) or 'none'}"]
-        for flip in conclusion.flips:  # node ids stay whole, to be copied into a command line
-            recorded = ", ".join(str(r) for r in flip.recorded)
-            lines += [f"  {flip.nodeid}", f"      reward {flip.reward:g}, recorded {recorded}"]
-    if conclusion.reason:
-        lines += ["", *textwrap.wrap(conclusion.reason, width, subsequent_indent="  ")]
-    return lines

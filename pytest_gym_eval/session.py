@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gym_eval import provision, report
+from pytest_gym_eval import provision
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.processes import SigtermAsCtrlC
-from pytest_gym_eval.results import Conclusion, ResultsCollector, conclude, report_meta
+from pytest_gym_eval.reporting import json_report
+from pytest_gym_eval.reporting import model as report
+from pytest_gym_eval.reporting.model import Conclusion
+from pytest_gym_eval.results import ResultsCollector, conclude, report_meta
 from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState
 from pytest_gym_eval.run import (
     GymRun,
@@ -68,7 +71,7 @@ class GymSession:
         self.baseline: dict[str, Any] | None = None  # read now: a bad baseline is a usage error, not a late surprise
         if self.options.baseline is not None:
             try:
-                self.baseline = report.load_report(self.options.baseline)
+                self.baseline = json_report.load_report(self.options.baseline)
             except (OSError, ValueError) as error:
                 raise pytest.UsageError(f"--gym-baseline: {error}") from None
         self.plan = RunPlan(())

@@ -21,7 +21,7 @@ import pytest
 from conftest import GymExample, SharedGym, assert_interrupted, interrupt_once_reported, started_processes
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.report import SCHEMA_PATH
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 
 pytestmark = pytest.mark.gym
 

@@ -1,4 +1,4 @@
-"""Tests of pytest_gym_eval.report: summaries, session verdicts, terminal text, the JSON report, baseline
+"""Tests of pytest_gym_eval.reporting: summaries, session verdicts, terminal text, the JSON report, baseline
 comparison and JUnit properties, on hand-made rollout results with hand-worked numbers.
 
 Student t quantiles used below (tables): t(0.975; 3) = 3.182446, t(0.975; 4) = 2.776445, t(0.975; 5) = 2.570582.
@@ -17,23 +17,17 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval.gates import Gate, GateMode, Verdict
-from pytest_gym_eval.report import (
+from pytest_gym_eval.reporting.baseline import BaselineComparison, compare_to_baseline, max_drop_gate
+from pytest_gym_eval.reporting.json_report import (
     REPORT_SCHEMA_VERSION,
     SCHEMA_PATH,
-    BaselineComparison,
-    DatasetSummary,
-    RolloutResult,
     build_report,
-    compare_to_baseline,
     load_report,
-    max_drop_gate,
-    render_baseline,
-    render_summary,
-    session_verdict,
-    suite_properties,
-    summarize,
     write_report,
 )
+from pytest_gym_eval.reporting.junit import suite_properties
+from pytest_gym_eval.reporting.model import DatasetSummary, RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.terminal import render_baseline, render_summary
 
 MCQA = "datasets/mcqa.jsonl"
 LONG_PATH = "very/" * 28 + "long.jsonl"  # 150 characters

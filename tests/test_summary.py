@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from conftest import FakeGym
-from pytest_gym_eval.report import SCHEMA_PATH
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 
 
 def rows(rewards: dict[str, float | str]) -> str:

@@ -1,0 +1,113 @@
+"""Comparing a run with an earlier report (``--gym-baseline``): per-task drops and a paired t-test per dataset
+(Student 1908; Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4), and the ``--gym-max-drop``
+gate."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.reporting.model import SCORED_STATUSES, RolloutResult, by_task, groups, scores
+from pytest_gym_eval.stats import PairedComparison, paired_difference
+
+# --- Baseline comparison ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaselineComparison:
+    """Per-task mean rewards of one dataset (one agent, when the dataset has several) now vs a baseline.
+
+    ``shared_tasks`` counts the tasks both runs scored; ``comparison`` is the paired t-test of current minus
+    baseline over those tasks (reward units); ``dropped`` lists ``(task_id, baseline mean, current mean)``
+    for each shared task whose mean fell, largest fall first; ``confidence`` is the interval's level.
+    """
+
+    dataset: str
+    agent: str | None
+    shared_tasks: int
+    comparison: PairedComparison
+    dropped: list[tuple[str, float, float]]
+    confidence: float = 0.95
+
+
+def compare_to_baseline(
+    baseline: Mapping[str, Any], results: Sequence[RolloutResult], *, confidence: float = 0.95
+) -> list[BaselineComparison]:
+    """Compare this run's per-task mean rewards with those of ``baseline`` (a report from :func:`load_report`).
+
+    For each dataset of ``results`` (each (dataset, agent) when a dataset has several agents, grouped as by
+    :func:`summarize`), the tasks are those with at least one scored rollout in both runs, matched by dataset
+    and task id; each task's value is the mean of its scored rewards. The change is
+    :func:`~pytest_gym_eval.stats.paired_difference`, a paired t-test on those per-task means (Student 1908;
+    Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4): pairing by task removes the variation
+    between tasks' difficulty, so it is much more sensitive than comparing two independent means. A dataset
+    the baseline lacks gets a comparison over 0 tasks. Raises ValueError when ``baseline`` has no
+    ``rollouts`` list or ``confidence`` is bad.
+    """
+    before = _baseline_means(baseline)
+    comparisons: list[BaselineComparison] = []
+    for (dataset, agent), group in groups(results).items():
+        now = _task_means(group)
+        shared = [task for task in now if (dataset, task) in before]
+        old = [before[(dataset, task)] for task in shared]
+        new = [now[task] for task in shared]
+        dropped = [(task, b, c) for task, b, c in zip(shared, old, new, strict=True) if c < b]
+        dropped.sort(key=lambda drop: drop[2] - drop[1])
+        comparison = paired_difference(old, new, confidence)
+        comparisons.append(BaselineComparison(dataset, agent, len(shared), comparison, dropped, confidence))
+    return comparisons
+
+
+def _task_means(results: Sequence[RolloutResult]) -> dict[str, float]:
+    """Mean scored reward of each task with at least one scored rollout (first-seen order)."""
+    means: dict[str, float] = {}
+    for task, rollouts in by_task(results).items():
+        rewards, _ = scores(rollouts)
+        if rewards:
+            means[task] = math.fsum(rewards) / len(rewards)
+    return means
+
+
+def _baseline_means(baseline: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """Mean scored reward per (dataset, task id) of a report's rollouts."""
+    rollouts = baseline.get("rollouts")
+    if not isinstance(rollouts, list):
+        raise ValueError("the baseline report has no 'rollouts' list")
+    rewards: dict[tuple[str, str], list[float]] = {}
+    for rollout in rollouts:
+        if not isinstance(rollout, Mapping) or rollout.get("status") not in SCORED_STATUSES:
+            continue
+        reward = rollout.get("reward")
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            continue
+        key = (str(rollout.get("dataset")), str(rollout.get("task_id")))
+        rewards.setdefault(key, []).append(float(reward))
+    return {key: math.fsum(values) / len(values) for key, values in rewards.items()}
+
+
+def _significant_drop(comparison: PairedComparison, max_drop: float) -> bool:
+    return comparison.high < 0.0 and comparison.mean_difference < -max_drop
+
+
+def max_drop_gate(comparisons: Sequence[BaselineComparison], max_drop: float) -> list[str]:
+    """A failure line for each comparison whose mean reward fell significantly and by more than ``max_drop``.
+
+    Significant: the upper bound of the interval of current - baseline is below 0; larger than ``max_drop``
+    (reward units, >= 0): mean difference < -max_drop. An empty list means the gate passes. Raises
+    ValueError when ``max_drop`` is negative or not finite.
+    """
+    if not math.isfinite(max_drop) or max_drop < 0.0:
+        raise ValueError(f"max_drop must be a finite number >= 0, got {max_drop!r}")
+    lines: list[str] = []
+    for item in comparisons:
+        paired = item.comparison
+        if _significant_drop(paired, max_drop):
+            lines.append(
+                f"{fmt.title(item.dataset, item.agent)}: mean reward fell {fmt.number(-paired.mean_difference)} "
+                f"vs the baseline (change {fmt.change(paired)}, {fmt.p_value(paired.p_value)}, "
+                f"{fmt.plural(paired.n, 'task')}), more than the allowed {fmt.threshold(max_drop)}"
+            )
+    return lines

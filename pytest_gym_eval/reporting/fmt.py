@@ -1,0 +1,99 @@
+"""Text formatting shared by the reporting outputs (terminal, Markdown, HTML): numbers, intervals, counts,
+durations, and trimming to a width."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+from pytest_gym_eval.stats import Interval, PairedComparison
+
+MIN_WIDTH = 40
+"""Narrowest width the terminal text is laid out for."""
+LABEL_WIDTH = 11  # "mean reward", "flaky tasks"
+"""Width of the label column of :func:`labelled`."""
+
+
+def title(dataset: str, agent: str | None) -> str:
+    return dataset if agent is None else f"{dataset} (agent {agent})"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def number(value: float) -> str:
+    """Two decimals like Gym's own summaries; 3 significant digits past a million; "n/a" when not finite."""
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value:.2f}" if abs(value) < 1e6 else f"{value:.3g}"
+
+
+def interval(interval: Interval) -> str:
+    """``0.80 [0.24, 1.36]``; infinite bounds print as n/a."""
+    return f"{number(interval.estimate)} [{number(interval.low)}, {number(interval.high)}]"
+
+
+def change(paired: PairedComparison) -> str:
+    sign = "+" if math.isfinite(paired.mean_difference) and paired.mean_difference >= 0 else ""
+    return f"{sign}{number(paired.mean_difference)} [{number(paired.low)}, {number(paired.high)}]"
+
+
+def p_value(p_value: float) -> str:
+    if math.isnan(p_value):
+        return "p n/a"
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}"
+
+
+def threshold(value: float) -> str:
+    """Two decimals unless that would hide digits (0.755 stays 0.755), as the gates' labels print them."""
+    two = f"{value:.2f}"
+    return two if float(two) == value else f"{value:.6g}"
+
+
+def percent(confidence: float) -> str:
+    return f"{confidence * 100:.6g}%"
+
+
+def duration(seconds: float) -> str:
+    """``12.3 s``, ``4m 05s`` or ``2h 03m``."""
+    if seconds < 60.0:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def shorten_left(text: str, limit: int) -> str:
+    """``text`` cut from the left to ``limit`` characters, marked with "…"."""
+    return text if len(text) <= limit else "…" + text[len(text) - limit + 1 :]
+
+
+def trim_end(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def trim_middle(text: str, limit: int) -> str:
+    """``text`` with its middle replaced by "…" to fit ``limit`` characters (keeps both ends of an id)."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    tail = limit - 1 - head
+    return text[:head] + "…" + text[len(text) - tail :]
+
+
+def wrap(text: str, width: int, indent: str, continuation: str) -> list[str]:
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=continuation,
+        break_long_words=True,
+        break_on_hyphens=False,
+    )
+
+
+def labelled(label: str, value: str, width: int) -> list[str]:
+    """``  label       value`` with the label in a fixed column, wrapped under the value to fit ``width``."""
+    return wrap(value, width, f"  {label:<{LABEL_WIDTH}} ", " " * (LABEL_WIDTH + 3))

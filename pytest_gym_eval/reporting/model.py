@@ -1,0 +1,324 @@
+"""The summary model every reporting output reads: per-rollout results (:class:`RolloutResult`), per-dataset
+statistics (:class:`DatasetSummary`, :func:`summarize`) and the session's verdict under CI gates.
+
+Everything here is a pure function of the per-rollout results the plugin collects from its items' reports.
+Rewards are whatever the verifier returns (usually in [0, 1], not always); times are seconds. The statistics
+come from :mod:`pytest_gym_eval.stats`, where the formulas are written out with their sources:
+
+- mean reward: :func:`~pytest_gym_eval.stats.mean_interval`, Student t with a standard error clustered by
+  task (CR1; Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §2);
+- pass rate: :func:`~pytest_gym_eval.stats.wilson_interval`, the Wilson score interval (Wilson 1927);
+- pass@k: :func:`~pytest_gym_eval.stats.pass_at_k_interval`, the unbiased estimator of Chen et al. 2021
+  (arXiv:2107.03374, eq. 1) averaged over tasks, with a Student t interval over tasks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, metric_interval
+from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.stats import Interval
+
+if TYPE_CHECKING:
+    from pytest_gym_eval.reporting.baseline import BaselineComparison
+
+DEFAULT_THRESHOLD = 1.0
+"""Pass threshold of a dataset :func:`summarize` is given none for."""
+
+MAX_LISTED = 10
+"""Task ids listed (flaky tasks, dropped tasks) before "… and N more"."""
+
+_MAX_REASONS = 3
+SCORED_STATUSES = ("passed", "failed")
+
+
+# --- Input ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    """One reported rollout item.
+
+    ``status`` is "passed", "failed" or "error"; ``reward`` is the verifier's reward (None for an error);
+    ``failure_class`` is Gym's ``_ng_failure_class`` or "missing"/"bad_reward" for an error; ``record`` is
+    ``path:LINE`` of the full rollout record; ``start``/``stop`` are epoch seconds of the item's run (0.0 when
+    unknown). A rollout is *scored* when it passed or failed with a finite reward; only scored rollouts enter
+    the statistics.
+    """
+
+    nodeid: str
+    dataset: str
+    task_id: str
+    repeat: int
+    agent: str
+    status: str
+    reward: float | None
+    failure_class: str | None = None
+    record: str | None = None
+    start: float = 0.0
+    stop: float = 0.0
+
+    @property
+    def score(self) -> float | None:
+        """The reward when the rollout is scored (passed or failed, finite reward), else None."""
+        if self.status not in SCORED_STATUSES or self.reward is None or not math.isfinite(self.reward):
+            return None
+        return self.reward
+
+
+# --- Summaries --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """Statistics of one dataset's rollouts (or of one agent's, when a dataset has several agents).
+
+    ``agent`` is None when all the dataset's rollouts used one agent. Counts: ``tasks`` distinct task ids,
+    ``rollouts`` results, ``errors`` results with status "error", ``scored`` rollouts with a reward.
+    ``mean_reward`` (reward units) and ``pass_rate`` are intervals over the scored rollouts; ``pass_at_k[k]``
+    for k = 1..the most rollouts any task has; ``flaky_tasks`` the ids of tasks whose scored rollouts both
+    passed and failed, in first-seen order; ``wall_time`` seconds from the first start to the last stop;
+    ``threshold`` the pass threshold; ``confidence`` the level of every interval (0.95 → 95%);
+    ``error_classes`` the number of errors by failure class ("unknown" when the result names none).
+    """
+
+    dataset: str
+    agent: str | None
+    tasks: int
+    rollouts: int
+    errors: int
+    scored: int
+    mean_reward: Interval
+    pass_rate: Interval
+    pass_at_k: dict[int, Interval]
+    flaky_tasks: tuple[str, ...]
+    wall_time: float
+    gates: list[GateResult]
+    threshold: float
+    confidence: float = 0.95
+    error_classes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """FAIL when any gate fails, else INCONCLUSIVE when any is inconclusive, else PASS; None without gates.
+
+        :class:`~pytest_gym_eval.gates.Verdict` is a ``str`` enum, so this compares equal to "PASS" etc.
+        """
+        if not self.gates:
+            return None
+        verdicts = {result.verdict for result in self.gates}
+        for verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
+            if verdict in verdicts:
+                return verdict
+        return Verdict.PASS
+
+    @property
+    def title(self) -> str:
+        """``dataset``, or ``dataset (agent NAME)`` for one agent of a dataset with several."""
+        return fmt.title(self.dataset, self.agent)
+
+
+def summarize(
+    results: Sequence[RolloutResult],
+    *,
+    thresholds: Mapping[str, float],
+    gates: Mapping[str, Sequence[Gate]],
+    mode: GateMode,
+    confidence: float = 0.95,
+) -> list[DatasetSummary]:
+    """One :class:`DatasetSummary` per dataset, or per (dataset, agent) when a dataset has several agents.
+
+    ``thresholds`` and ``gates`` are keyed by dataset (as in the node ids); a dataset missing from them has
+    threshold :data:`DEFAULT_THRESHOLD` and no gates. Gates are judged in ``mode`` by
+    :func:`~pytest_gym_eval.gates.evaluate`. Datasets come in first-seen order, and agents within a dataset.
+    Raises ValueError for a bad ``confidence``.
+    """
+    return [
+        _summarize_group(
+            dataset,
+            agent,
+            group,
+            threshold=thresholds.get(dataset, DEFAULT_THRESHOLD),
+            gates=gates.get(dataset, ()),
+            mode=mode,
+            confidence=confidence,
+        )
+        for (dataset, agent), group in groups(results).items()
+    ]
+
+
+def groups(results: Sequence[RolloutResult]) -> dict[tuple[str, str | None], list[RolloutResult]]:
+    """Results keyed by (dataset, agent or None when the dataset has one agent), datasets first-seen."""
+    agents: dict[str, dict[str, None]] = {}
+    for result in results:
+        agents.setdefault(result.dataset, {})[result.agent] = None
+    groups: dict[tuple[str, str | None], list[RolloutResult]] = {}
+    for dataset, names in agents.items():
+        for agent in names:
+            groups[(dataset, agent if len(names) > 1 else None)] = []
+    for result in results:
+        split = len(agents[result.dataset]) > 1
+        groups[(result.dataset, result.agent if split else None)].append(result)
+    return groups
+
+
+def by_task(results: Sequence[RolloutResult]) -> dict[str, list[RolloutResult]]:
+    """Results keyed by task id (first-seen order), each task's sorted by repeat."""
+    tasks: dict[str, list[RolloutResult]] = {}
+    for result in results:
+        tasks.setdefault(result.task_id, []).append(result)
+    return {task: sorted(rollouts, key=lambda r: r.repeat) for task, rollouts in tasks.items()}
+
+
+def scores(rollouts: Sequence[RolloutResult]) -> tuple[list[float], list[bool]]:
+    """Rewards and pass flags of the scored rollouts among ``rollouts``."""
+    rewards: list[float] = []
+    passed: list[bool] = []
+    for rollout in rollouts:
+        score = rollout.score
+        if score is not None:
+            rewards.append(score)
+            passed.append(rollout.status == "passed")
+    return rewards, passed
+
+
+def _wall_time(results: Sequence[RolloutResult]) -> float:
+    """Seconds from the first start to the last stop, over results with a known time (start > 0)."""
+    timed = [r for r in results if r.start > 0.0 and r.stop >= r.start]
+    if not timed:
+        return 0.0
+    return max(r.stop for r in timed) - min(r.start for r in timed)
+
+
+def _count_error_classes(results: Sequence[RolloutResult]) -> dict[str, int]:
+    """Errors by failure class ("unknown" when a result names none), in first-seen order."""
+    counts: dict[str, int] = {}
+    for result in results:
+        if result.status == "error":
+            name = result.failure_class or "unknown"
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _summarize_group(
+    dataset: str,
+    agent: str | None,
+    results: Sequence[RolloutResult],
+    *,
+    threshold: float,
+    gates: Sequence[Gate],
+    mode: GateMode,
+    confidence: float,
+) -> DatasetSummary:
+    tasks = by_task(results)
+    rewards_by_task: list[list[float]] = []
+    passed_by_task: list[list[bool]] = []
+    flaky: list[str] = []
+    for task_id, rollouts in tasks.items():
+        rewards, passed = scores(rollouts)
+        rewards_by_task.append(rewards)
+        passed_by_task.append(passed)
+        if any(passed) and not all(passed):
+            flaky.append(task_id)
+    counts = [(len(passed), sum(passed)) for passed in passed_by_task]
+    error_classes = _count_error_classes(results)
+    scored = sum(n for n, _ in counts)
+    max_repeats = max(len(rollouts) for rollouts in tasks.values())
+    return DatasetSummary(
+        dataset=dataset,
+        agent=agent,
+        tasks=len(tasks),
+        rollouts=len(results),
+        errors=sum(error_classes.values()),
+        scored=scored,
+        mean_reward=metric_interval("mean_reward", rewards_by_task, counts, confidence),
+        pass_rate=metric_interval("pass_rate", rewards_by_task, counts, confidence),
+        pass_at_k={
+            k: metric_interval("pass_at_k", rewards_by_task, counts, confidence, k) for k in range(1, max_repeats + 1)
+        },
+        flaky_tasks=tuple(flaky),
+        wall_time=_wall_time(results),
+        gates=evaluate(gates, rewards_by_task, passed_by_task, mode, confidence),
+        threshold=threshold,
+        confidence=confidence,
+        error_classes=error_classes,
+    )
+
+
+# --- Session verdict --------------------------------------------------------------------------------------
+
+
+def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes: bool) -> tuple[int, str]:
+    """The session's exit status under CI gates, and a one-line reason.
+
+    (-1, "") when no summary has a gate (the caller keeps pytest's own status). Otherwise 0 when every gate
+    passes (INCONCLUSIVE counts as passing when ``inconclusive_passes``) and no rollout errored in any
+    dataset, else 1. Failed rollouts do not fail the session: only the gates judge rewards. Reasons look
+    like ``gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.80 < 0.90``, ``gym gates: 2 rollouts
+    errored`` or ``gym gates: all 3 gates pass``.
+    """
+    judged = [(summary, result) for summary in summaries for result in summary.gates]
+    if not judged:
+        return -1, ""
+    errors = sum(summary.errors for summary in summaries)
+    failing = [(summary, result) for summary, result in judged if not result.passed(inconclusive_passes)]
+    problems = [f"{summary.title} {_gate_brief(result)}" for summary, result in failing[:_MAX_REASONS]]
+    if len(failing) > _MAX_REASONS:
+        problems.append(f"and {len(failing) - _MAX_REASONS} more failing gates")
+    if errors:
+        problems.append(f"{fmt.plural(errors, 'rollout')} errored")
+    if failing:
+        head = "FAIL" if any(result.verdict is Verdict.FAIL for _, result in failing) else "INCONCLUSIVE"
+        return 1, f"gym gates: {head} - " + "; ".join(problems)
+    if problems:
+        return 1, "gym gates: " + "; ".join(problems)
+    return 0, "gym gates: " + _all_pass(judged)
+
+
+def _all_pass(judged: Sequence[tuple[DatasetSummary, GateResult]]) -> str:
+    inconclusive = sum(1 for _, result in judged if result.verdict is Verdict.INCONCLUSIVE)
+    text = "the gate passes" if len(judged) == 1 else f"all {len(judged)} gates pass"
+    if inconclusive:
+        text += f" ({inconclusive} inconclusive, counted as passing)"
+    return text
+
+
+def _gate_brief(result: GateResult) -> str:
+    """A short reason a gate did not pass, e.g. ``mean reward 0.80 < 0.90``."""
+    gate, interval = result.gate, result.interval
+    threshold = fmt.threshold(gate.threshold)
+    if math.isnan(interval.estimate):
+        return f"{gate.name} has no data (needs >= {threshold})"
+    if result.mode is GateMode.POINT:
+        return f"{gate.name} {fmt.number(interval.estimate)} < {threshold}"
+    if result.verdict is Verdict.FAIL:
+        return f"{gate.name} {fmt.number(interval.estimate)}, upper bound {fmt.number(interval.high)} < {threshold}"
+    return f"{gate.name} {fmt.interval(interval)} straddles {threshold}"
+
+
+# --- The session's conclusion ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A replayed rollout whose reward differs from every recorded reward of its task's request."""
+
+    nodeid: str
+    reward: float
+    recorded: tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set
+    (pytest's own status then holds), else 0 or 1, with ``reason`` saying why in one line."""
+
+    summaries: list[DatasetSummary]
+    comparisons: list[BaselineComparison]
+    flips: list[Flip] | None  # None when no recording was replayed
+    exit_status: int
+    reason: str

@@ -1,0 +1,198 @@
+"""The terminal's ``gym reward summary``: per dataset the counts, intervals, pass@k, flaky tasks and gates,
+the comparison with a baseline, and the replay flips."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+from pytest_gym_eval.gates import GateMode
+from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.reporting.baseline import BaselineComparison
+from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task
+
+_MAX_ID_CHARS = 40
+
+
+# --- Terminal summary -------------------------------------------------------------------------------------
+
+
+def render_summary(
+    summaries: Sequence[DatasetSummary],
+    *,
+    verbose: bool,
+    results: Sequence[RolloutResult] = (),
+    width: int = 80,
+) -> list[str]:
+    """Body lines of the "gym reward summary" terminal section (the caller writes the section header).
+
+    Per summary: the dataset (long paths shortened from the left with "…"), counts and wall time (when the
+    results carry times), errors by failure class, mean reward, pass rate and pass@1..k each with its interval
+    (infinite bounds print as "n/a"), flaky tasks, and each gate with the verdict; a blank line between
+    summaries. ``verbose`` adds one row per task with the reward of each repeat in order ("ERR" for an error,
+    "-" for a repeat not run), taken from ``results``. No line is longer than ``width`` (at least 40 is used).
+    """
+    width = max(width, fmt.MIN_WIDTH)
+    lines: list[str] = []
+    for index, summary in enumerate(summaries):
+        if index:
+            lines.append("")
+        lines.append(_heading(summary, width))
+        lines.extend(_summary_lines(summary, width))
+        if verbose:
+            lines.extend(_task_rows(summary, results, width))
+    return lines
+
+
+def _heading(summary: DatasetSummary, width: int) -> str:
+    suffix = "" if summary.agent is None else f" (agent {summary.agent})"
+    path = fmt.shorten_left(summary.dataset, max(width - len(suffix), width // 2))
+    return fmt.trim_end(path + suffix, width)
+
+
+def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
+    counts = (
+        f"{fmt.plural(summary.tasks, 'task')}, {fmt.plural(summary.rollouts, 'rollout')} ({summary.scored} scored, "
+        f"{fmt.plural(summary.errors, 'error')})"
+    )
+    if summary.wall_time > 0.0:
+        counts += f", wall time {fmt.duration(summary.wall_time)}"
+    lines = fmt.wrap(counts, width, "  ", "    ")
+    if summary.errors:
+        lines += fmt.labelled("errors", _errors_text(summary), width)
+    lines += fmt.labelled(
+        "mean reward",
+        f"{fmt.interval(summary.mean_reward)}  {fmt.percent(summary.confidence)} CI "
+        f"over {fmt.plural(summary.mean_reward.n, 'task')}",
+        width,
+    )
+    lines += fmt.labelled(
+        "pass rate",
+        f"{fmt.interval(summary.pass_rate)}  Wilson, {fmt.plural(summary.pass_rate.n, 'rollout')}, "
+        f"threshold {fmt.threshold(summary.threshold)}",
+        width,
+    )
+    for k, interval in summary.pass_at_k.items():
+        note = "" if interval.n == summary.mean_reward.n else f"  {fmt.plural(interval.n, 'task')} with {k}+ scored"
+        lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
+    lines += fmt.labelled("flaky tasks", _flaky_text(summary), width)
+    if summary.gates:
+        lines += fmt.labelled("gates", _gates_text(summary), width)
+        for result in summary.gates:
+            lines += fmt.wrap(result.describe(), width, "    ", "      ")
+        verdict = summary.verdict
+        assert verdict is not None  # there are gates
+        lines += fmt.labelled("verdict", verdict.value, width)
+    return lines
+
+
+def _errors_text(summary: DatasetSummary) -> str:
+    """``missing 2, bad_reward 1``: errors by failure class, most frequent first."""
+    ranked = sorted(summary.error_classes.items(), key=lambda item: -item[1])
+    return ", ".join(f"{name} {count}" for name, count in ranked)
+
+
+def _flaky_text(summary: DatasetSummary) -> str:
+    flaky = summary.flaky_tasks
+    if not flaky:
+        return "0"
+    listed = ", ".join(fmt.trim_middle(task, _MAX_ID_CHARS) for task in flaky[:MAX_LISTED])
+    more = f", … and {len(flaky) - MAX_LISTED} more" if len(flaky) > MAX_LISTED else ""
+    return f"{len(flaky)} of {summary.tasks}: {listed}{more}"
+
+
+def _gates_text(summary: DatasetSummary) -> str:
+    mode = summary.gates[0].mode
+    judged = "on the estimate" if mode is GateMode.POINT else f"on the {fmt.percent(summary.confidence)} interval"
+    return f"{len(summary.gates)} judged {judged} ({mode.value} mode)"
+
+
+def _task_rows(summary: DatasetSummary, results: Sequence[RolloutResult], width: int) -> list[str]:
+    mine = [r for r in results if r.dataset == summary.dataset and (summary.agent is None or r.agent == summary.agent)]
+    if not mine:
+        return []
+    cells = {task: _reward_cells(rollouts) for task, rollouts in by_task(mine).items()}
+    cell_width = max(len(cell) for row in cells.values() for cell in row)
+    id_width = min(max(len(task) for task in cells), max(12, (width - 6) // 3))
+    per_line = max(1, (width - id_width - 6 + 1) // (cell_width + 1))
+    lines = fmt.wrap("rewards by task (r0, r1, ...; ERR = error, - = not run)", width, "  ", "    ")
+    for task, row in cells.items():
+        padded = [cell.rjust(cell_width) for cell in row]
+        head = f"    {fmt.trim_middle(task, id_width):<{id_width}}  "
+        for start in range(0, len(padded), per_line):
+            prefix = head if start == 0 else " " * len(head)
+            lines.append(prefix + " ".join(padded[start : start + per_line]))
+    return lines
+
+
+def _reward_cells(rollouts: Sequence[RolloutResult]) -> list[str]:
+    """One cell per repeat 0..max: the reward, "ERR" for an error, "?" without a reward, "-" if not run."""
+    by_repeat = {r.repeat: r for r in rollouts}
+    cells: list[str] = []
+    for repeat in range(max(by_repeat) + 1):
+        rollout = by_repeat.get(repeat)
+        if rollout is None:
+            cells.append("-")
+        elif rollout.status == "error":
+            cells.append("ERR")
+        elif rollout.reward is None:
+            cells.append("?")
+        else:
+            cells.append(fmt.number(rollout.reward))
+    return cells
+
+
+def render_baseline(comparisons: Sequence[BaselineComparison], width: int = 80) -> list[str]:
+    """Terminal lines comparing with the baseline: per comparison the change of mean reward (current -
+    baseline) with its interval and two-sided p-value, then the tasks whose mean fell (at most
+    :data:`MAX_LISTED`, then "… and N more"). No line is longer than ``width`` (at least 40 is used)."""
+    width = max(width, fmt.MIN_WIDTH)
+    lines: list[str] = []
+    for index, item in enumerate(comparisons):
+        if index:
+            lines.append("")
+        lines.append(
+            fmt.trim_end(fmt.shorten_left(fmt.title(item.dataset, item.agent), width - 12) + " vs baseline", width)
+        )
+        lines.extend(_comparison_lines(item, width))
+    return lines
+
+
+def _comparison_lines(item: BaselineComparison, width: int) -> list[str]:
+    paired = item.comparison
+    if item.shared_tasks == 0:
+        return fmt.wrap("no task was scored in both runs", width, "  ", "    ")
+    lines = fmt.labelled(
+        "change",
+        f"{fmt.change(paired)}  {fmt.p_value(paired.p_value)}, paired t over {fmt.plural(item.shared_tasks, 'task')}, "
+        f"{fmt.percent(item.confidence)} CI",
+        width,
+    )
+    lines += fmt.labelled("fell", f"{len(item.dropped)} of {fmt.plural(item.shared_tasks, 'task')}", width)
+    if not item.dropped:
+        return lines
+    shown = item.dropped[:MAX_LISTED]
+    id_width = min(max(len(task) for task, _, _ in shown), max(12, width // 3))
+    for task, before, after in shown:
+        text = f"    {fmt.trim_middle(task, id_width):<{id_width}}  {fmt.number(before)} -> {fmt.number(after)}"
+        lines.append(fmt.trim_end(text, width))
+    if len(item.dropped) > MAX_LISTED:
+        lines.append(f"    … and {len(item.dropped) - MAX_LISTED} more")
+    return lines
+
+
+def render_conclusion(
+    conclusion: Conclusion, *, verbose: bool, results: Sequence[RolloutResult], width: int
+) -> list[str]:
+    """The body of the terminal's ``gym reward summary`` section."""
+    lines = render_summary(conclusion.summaries, verbose=verbose, results=results, width=width)
+    if conclusion.comparisons:
+        lines += ["", *render_baseline(conclusion.comparisons, width=width)]
+    if conclusion.flips is not None:
+        lines += ["", f"verifier flips against the recording: {len(conclusion.flips) or 'none'}"]
+        for flip in conclusion.flips:  # node ids stay whole, to be copied into a command line
+            recorded = ", ".join(str(r) for r in flip.recorded)
+            lines += [f"  {flip.nodeid}", f"      reward {flip.reward:g}, recorded {recorded}"]
+    if conclusion.reason:
+        lines += ["", *textwrap.wrap(conclusion.reason, width, subsequent_indent="  ")]
+    return lines
