@@ -62,6 +62,40 @@ def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) ->
     return checkout
 
 
+def junit_rollouts(path: Path) -> dict[str, dict[str, str]]:
+    """testcase name -> a rollout's values as strings (``reward``, ``task_id``, ``repeat``, ...) from a JUnit XML
+    file of either family: the testcase's ``<properties>`` (xunit1) or its ``<system-out>`` line (xunit2)."""
+    import xml.etree.ElementTree as ET
+
+    from pytest_gym_eval.reporting.junit import parse_system_out
+
+    found = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        values = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        for out in case.iter("system-out"):
+            values.update({k: str(v) for k, v in (parse_system_out(out.text or "") or {}).items()})
+        found[case.get("name", "")] = values
+    return found
+
+
+def junit_suite_properties(path: Path) -> dict[str, str]:
+    """The test suite's properties (name -> value) of a JUnit XML file."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    properties = suite.find("properties")
+    return {} if properties is None else {p.get("name", ""): p.get("value", "") for p in properties}
+
+
+def validate_junit(path: Path, family: str = "xunit2") -> None:
+    """Validate a JUnit XML file against the structure of pytest's ``junit_family`` (``tests/support/junit-
+    <family>.xsd``, written from the published JUnit schema); raises xmlschema's error naming what is wrong."""
+    import xmlschema
+
+    xmlschema.XMLSchema(SUPPORT / f"junit-{'xunit1' if family == 'legacy' else family}.xsd").validate(path)
+
+
 def started_processes(run_dir: Path) -> list[dict[str, Any]]:
     """The processes a run started, as it recorded them in ``processes.jsonl``: ``{name, pid, sid}`` each."""
     return [json.loads(line) for line in (run_dir / "processes.jsonl").read_text().splitlines()]

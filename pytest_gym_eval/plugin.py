@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from pytest_gym_eval import hookspecs, xdist
+from pytest_gym_eval import hookspecs, results, xdist
 from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
 from pytest_gym_eval.options import add_options
 from pytest_gym_eval.reporting import json_report, junit, terminal
@@ -36,6 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Every item's reports reach the collector's pytest_runtest_logreport: this process's own and, on the
     # xdist controller, every worker's.
     config.pluginmanager.register(gym.results, "gym-eval-results")
+    config.pluginmanager.register(junit.RolloutValuesInJunit(config), "gym-eval-junit")
     xdist.register_if_controller(config, gym)
 
 
@@ -102,17 +103,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     conclusion = gym.conclude()
     if conclusion is None:
         return
-    if conclusion.exit_status != -1 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        session.exitstatus = conclusion.exit_status
+    status, reason = results.final_status(exitstatus, conclusion, len(gym.results.other_failures))
+    session.exitstatus = status
+    gym.final = (status, reason)
+    if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
+        gym.conclusion = dataclasses.replace(conclusion, reason=reason)
     meta = gym.meta()
-    xml = junit_xml(session.config)
+    xml = junit.junit_xml(session.config)
     if xml is not None:
-        for name, value in junit.suite_properties(conclusion.summaries, meta):
+        for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
             xml.add_global_property(name, value)
     if gym.options.report is not None:
-        json_report.write_report(
-            gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta)
-        )
+        report = json_report.build_report(conclusion.summaries, gym.rollouts(), meta, gym.final)
+        json_report.write_report(gym.options.report, report)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -131,12 +134,3 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(f"gym run directory: {gym.run_dir}")
     if gym.options.report is not None:
         terminalreporter.write_line(f"gym report: {gym.options.report}")
-
-
-def junit_xml(config: pytest.Config) -> Any:
-    """pytest's JUnit XML writer when ``--junitxml`` is on (its stash key is not public API)."""
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover
-        return None
-    return config.stash.get(xml_key, None)

@@ -81,6 +81,7 @@ class GymSession:
         self.checkout: provision.GymCheckout | None = None
         self.model: ModelEndpoint | None = None
         self.conclusion: Conclusion | None = None
+        self.final: tuple[int, str] | None = None  # the session's exit status and reason, once concluded
         self.events: list[str] = []
         self._run: GymRun | None = None
         self._replay: ReplayServer | None = None
@@ -383,9 +384,13 @@ class GymSession:
     def conclude(self) -> Conclusion | None:
         """Compute the session's conclusion from the reported rollouts (None when there were none)."""
         rollouts = self.rollouts()
-        if self.is_worker or not rollouts:
+        if self.is_worker or not (rollouts or self.plan.rollouts) or self.config.option.collectonly:
             return None
-        self.conclusion = conclude(rollouts, self.options, self.baseline)
+        selected: dict[str, dict[str, int]] = {}
+        for planned in self.plan.rollouts:
+            counts = selected.setdefault(planned.nodeid.split("::", 1)[0], {})
+            counts[planned.agent] = counts.get(planned.agent, 0) + 1
+        self.conclusion = conclude(rollouts, self.options, self.baseline, selected)
         return self.conclusion
 
     def meta(self) -> dict[str, object]:

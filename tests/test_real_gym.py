@@ -18,7 +18,15 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, SharedGym, assert_interrupted, interrupt_once_reported, started_processes
+from conftest import (
+    GymExample,
+    SharedGym,
+    assert_interrupted,
+    interrupt_once_reported,
+    junit_rollouts,
+    started_processes,
+    validate_junit,
+)
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
@@ -35,12 +43,13 @@ def copy_example(pytester: pytest.Pytester, example: GymExample) -> str:
 
 
 def junit_rewards(path: Path) -> dict[str, tuple[str, float | None]]:
-    """node name -> (task id, reward) from the JUnit XML's testcase properties."""
+    """node name -> (task id, reward) from the JUnit XML's testcases (validated against its family's schema)."""
+    validate_junit(path)
     found = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        reward = props.get("reward")
-        found[case.get("name", "")] = (props["task_id"], None if reward is None else float(reward))
+    for name, values in junit_rollouts(path).items():
+        if "task_id" in values:
+            reward = values.get("reward")
+            found[name] = (values["task_id"], None if reward is None else float(reward))
     return found
 
 
@@ -248,7 +257,7 @@ def dataset_aggregates(junit: Path) -> dict[str, str]:
     return {
         name: p.get("value", "")
         for p in props
-        if (name := p.get("name", "")).startswith("gym.datasets/") and not name.endswith("wall_time")
+        if (name := p.get("name", "")).startswith("gym::datasets/") and not name.endswith("wall_time")
     }
 
 

@@ -25,20 +25,27 @@ SCHEMA_PATH = Path(__file__).parent.parent / "report.schema.json"
 
 
 def build_report(
-    summaries: Sequence[DatasetSummary], results: Sequence[RolloutResult], meta: Mapping[str, object]
+    summaries: Sequence[DatasetSummary],
+    results: Sequence[RolloutResult],
+    meta: Mapping[str, object],
+    session: tuple[int, str] | None = None,
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all).
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
-    strings. Non-finite numbers anywhere (infinite bounds, a nan estimate) become null.
+    strings. Non-finite numbers anywhere (infinite bounds, a nan estimate) become null. ``session`` is the
+    session's final ``(exit status, one-line reason)``, written as ``session`` when given.
     """
-    return {
+    report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "meta": _json_safe(meta),
         "datasets": [_summary_json(summary) for summary in summaries],
         "rollouts": [_rollout_json(result) for result in results],
     }
+    if session is not None:
+        report["session"] = {"exit_status": int(session[0]), "reason": session[1]}
+    return report
 
 
 def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
@@ -60,6 +67,8 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "wall_time": _finite(summary.wall_time),
         "gates": [_gate_json(result) for result in summary.gates],
         "verdict": None if verdict is None else verdict.value,
+        "selected": summary.selected,
+        "unreported": summary.unreported,
     }
 
 
@@ -81,6 +90,7 @@ def _gate_json(result: GateResult) -> dict[str, Any]:
         **_interval_json(result.interval),
         "verdict": result.verdict.value,
         "mode": result.mode.value,
+        "note": result.note,
     }
 
 

@@ -58,6 +58,13 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
     if summary.wall_time > 0.0:
         counts += f", wall time {fmt.duration(summary.wall_time)}"
     lines = fmt.wrap(counts, width, "  ", "    ")
+    if summary.unreported:
+        lines += fmt.labelled(
+            "unreported",
+            f"{summary.unreported} of {summary.selected} selected rollouts never reported (the session stopped "
+            "before they did: -x, --maxfail, an interrupt or a crash)",
+            width,
+        )
     if summary.errors:
         lines += fmt.labelled("errors", _errors_text(summary), width)
     lines += fmt.labelled(
@@ -82,7 +89,8 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
             lines += fmt.wrap(result.describe(), width, "    ", "      ")
         verdict = summary.verdict
         assert verdict is not None  # there are gates
-        lines += fmt.labelled("verdict", verdict.value, width)
+        why = f" ({fmt.plural(summary.errors, 'rollout')} errored)" if summary.errors else ""
+        lines += fmt.labelled("verdict", verdict.value + why, width)
     return lines
 
 
