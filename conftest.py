@@ -62,6 +62,15 @@ def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) ->
     return checkout
 
 
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's ``pytester``, whose pytest runs load pytest-randomly and pytest-sugar (dev dependencies, for
+    tests/test_plugins.py, that change the order and the output of every run they load into) only when asked
+    for (``-p randomly``, ``-p sugar``). (Pytester clears ``PYTEST_ADDOPTS`` when it starts: set it after.)"""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly -p no:sugar")
+    return pytester
+
+
 def junit_rollouts(path: Path) -> dict[str, dict[str, str]]:
     """testcase name -> a rollout's values as strings (``reward``, ``task_id``, ``repeat``, ...) from a JUnit XML
     file of either family: the testcase's ``<properties>`` (xunit1) or its ``<system-out>`` line (xunit2)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval import hookspecs, results, xdist
+from pytest_gym_eval import hookspecs, integrations, results, xdist
 from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
 from pytest_gym_eval.options import add_options
 from pytest_gym_eval.reporting import json_report, junit, terminal
@@ -37,6 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # xdist controller, every worker's.
     config.pluginmanager.register(gym.results, "gym-eval-results")
     config.pluginmanager.register(junit.RolloutValuesInJunit(config), "gym-eval-junit")
+    integrations.register(config, gym)
     xdist.register_if_controller(config, gym)
 
 
@@ -89,7 +90,9 @@ def pytest_runtest_makereport(
     """Report a rollout's failure or error by its message alone, without a traceback into the plugin."""
     report: pytest.TestReport = yield
     if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
-        report.longrepr = str(call.excinfo.value)
+        error = call.excinfo.value
+        gym = item.config.stash[SESSION_KEY]
+        report.longrepr = gym.start_failure(item.nodeid, str(error)) if isinstance(error, GymStartError) else str(error)
     return report
 
 

@@ -93,6 +93,7 @@ class GymSession:
         self._lock_notes = threading.Lock()
         self._printed = 0
         self._started = False
+        self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
         self._lock = threading.Lock()
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         self.is_worker = workerinput is not None
@@ -189,14 +190,14 @@ class GymSession:
         self._sigterm.install()
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
-        self._note(f"run directory: {run_dir}")
+        self.note(f"run directory: {run_dir}")
         try:
             settings = self._run_settings(plan)
         except GymStartError as error:
             paths.logs.mkdir(parents=True, exist_ok=True)
             RunState("failed", str(error)).write(paths.state)
             return
-        self._run = GymRun(plan, paths, settings, on_event=self._note).start()
+        self._run = GymRun(plan, paths, settings, on_event=self.note).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
 
     def _wait_until_started(self) -> None:
@@ -221,7 +222,7 @@ class GymSession:
             checkout = (
                 provision.load_checkout(options.checkout)
                 if options.checkout is not None
-                else provision.provision(log=self._note)
+                else provision.provision(log=self.note)
             )
         except provision.ProvisionError as error:
             raise GymStartError(str(error)) from None
@@ -265,7 +266,7 @@ class GymSession:
         if options.replay and options.head_server is not None:
             # Attached servers keep the model they were started with: the recordings only serve to compare
             # each rollout's reward with the recorded one.
-            self._note("attached: --gym-replay recordings are compared with the rewards, not served")
+            self.note("attached: --gym-replay recordings are compared with the rewards, not served")
             return None
         if options.replay:
             from pytest_gym_eval.replay import RecordingError, ReplayServer
@@ -279,7 +280,7 @@ class GymSession:
             except (RecordingError, OSError) as error:
                 raise GymStartError(f"--gym-replay: {error}") from None
             self._replay.start()
-            self._note(f"replay model server: {self._replay.base_url} ({self._replay.recordings} recordings)")
+            self.note(f"replay model server: {self._replay.base_url} ({self._replay.recordings} recordings)")
             return ModelEndpoint(self._replay.base_url, REPLAY_MODEL_NAME, options.model_type, options.api_key_env)
         if options.model_url:
             if not options.model:
@@ -319,7 +320,7 @@ class GymSession:
         else:
             found = self._feed.wait(stamp, self.options.rollout_timeout)
         threshold = self.options.dataset_settings(item.path).threshold
-        outcome = judge(found, threshold, self._pass_hook(item))
+        outcome = judge(found, threshold)  # the pass hook decides in the call phase: see decide()
         gym_failed = isinstance(found, RolloutRecord) and found.failure_class is not None
         if gym_failed and self.options.replay and self.options.head_server is None:
             # A prompt with no recording reaches Gym as the agent's HTTP 500; the replay model's log says which.
@@ -335,19 +336,47 @@ class GymSession:
             item.user_properties.append(("record", f"{outcome.record.path}:{outcome.record.line}"))
         return outcome
 
+    def decide(self, item: RolloutItem) -> RolloutOutcome:
+        """Let a ``pytest_gym_eval_rollout_passed`` hook decide whether ``item``'s scored rollout passed (the
+        item's call phase, which pytest-timeout times); returns the item's final outcome."""
+        outcome = item.outcome
+        assert outcome is not None
+        hook = self._pass_hook(item)
+        if hook is None or outcome.status == "error" or outcome.record is None:
+            return outcome
+        threshold = self.options.dataset_settings(item.path).threshold
+        item.outcome = dataclasses.replace(outcome, status=judge(outcome.record, threshold, hook).status)
+        return item.outcome
+
+    def start_failure(self, nodeid: str, message: str) -> str:
+        """The text of an item that errored because Gym could not start: the whole ``message`` (with the log's
+        last lines) on the first such item of this process, one line pointing to it on every other."""
+        if self._start_failure_shown is None:
+            self._start_failure_shown = nodeid
+            return message
+        first = message.splitlines()[0] if message else "Gym could not start"
+        return f"{first} (the whole message and the log: the error of {self._start_failure_shown} above)"
+
     def failure_report(self, item: RolloutItem) -> str:
         """The text a failed rollout item shows."""
         assert item.outcome is not None
         return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold)
 
-    def judge_gates(self, item: GateItem) -> str | None:
-        """Judge the dataset's gates once all its selected rollouts are in: None when they pass, else the
-        failure text. Works from Gym's output files, so under xdist it sees rollouts other workers report."""
+    def wait_for_gate(self, item: GateItem) -> dict[int, RolloutRecord | Missing]:
+        """Wait until every selected rollout of the gate's dataset is in (the gate item's setup, so that
+        pytest-timeout, which times the call, does not count the wait). Works from Gym's output files, so under
+        xdist it sees rollouts other workers report."""
         assert self._feed is not None, "gym_session was not started"
         self.flush_notes()
         dataset = item.nodeid.split("::", 1)[0]
         planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
-        found = self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
+        return self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
+
+    def judge_gates(self, item: GateItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
+        """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
+        failure text."""
+        dataset = item.nodeid.split("::", 1)[0]
+        planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
         settings = self.options.dataset_settings(item.path)
         results = []
         for rollout in planned:
@@ -421,7 +450,7 @@ class GymSession:
 
     # Terminal.
 
-    def _note(self, message: str) -> None:
+    def note(self, message: str) -> None:
         """Queue a progress line for the terminal; lines are written from the main thread only (pytest's
         terminal writer is not thread-safe), at the next :meth:`flush_notes`."""
         with self._lock_notes:

@@ -131,11 +131,15 @@ def test_gym_that_will_not_start_errors_every_item(
     pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_GYM_START", "fail")
-    name = dataset(pytester, task("a"), task("b"))
+    name = dataset(pytester, task("a"), task("b"), task("c"))
     result = run(pytester, fake_gym, name)
-    assert set(outcomes(result).values()) == {"error"} and len(outcomes(result)) == 2
+    assert set(outcomes(result).values()) == {"error"} and len(outcomes(result)) == 3
     result.stdout.fnmatch_lines(["*Gym would not start: `gym env start` exited with status 3*", "*fake start failure*"])
     assert [c for c in fake_gym.calls() if c["argv"][:2] == ["eval", "run"]] == []
+    # Said once: the first item shows the whole message and the log's tail, the others one line pointing to it.
+    output = result.stdout.str()
+    assert output.count("fake start failure") == 1
+    assert output.count("(the whole message and the log: the error of mcqa.jsonl::a[r0] above)") == 2
 
 
 def test_startup_timeout(pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch) -> None:

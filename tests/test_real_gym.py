@@ -267,9 +267,12 @@ def test_xdist_starts_gym_once_and_matches_one_process(
     dataset = copy_example(pytester, gym_example)
     common = [f"--gym-replay={gym_example.recordings}", dataset, "--gym-repeats=2", "-rA", "--gym-min-pass-rate=0.5"]
     alone = pytester.runpytest_subprocess(*shared_gym.args, *common, "--junitxml=alone.xml")
+    # pytest-timeout's 20 s per test is far shorter than Gym's start-up here: it must time each item's own work,
+    # never the wait for Gym (see pytest_gym_eval.integrations).
     spread = pytester.runpytest_subprocess(
-        f"--gym-checkout={gym_example.checkout}", *common, "-n", "2", "--junitxml=spread.xml", "--gym-run-dir=runs"
-    )
+        f"--gym-checkout={gym_example.checkout}", *common, "-n", "2", "--junitxml=spread.xml", "--gym-run-dir=runs",
+        "-p", "timeout", "--timeout=20",
+    )  # fmt: skip
     assert spread.ret == alone.ret == 0
     assert sorted(line for line in spread.outlines if line.startswith(("PASSED ", "FAILED ", "ERROR "))) == sorted(
         line for line in alone.outlines if line.startswith(("PASSED ", "FAILED ", "ERROR "))

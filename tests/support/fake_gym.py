@@ -2,7 +2,8 @@
 
 It understands just what the plugin calls:
 - ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym;
-  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready.
+  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready, and
+  ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later.
 - ``gym eval run --input IN --output OUT [--resume] ...``: writes one output line per input row, taking the
   behaviour from the row's ``fake`` object: ``{"reward": x}`` (default 1.0; any JSON, or absent with
   ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row), ``{"skip": true}`` (no line
@@ -39,6 +40,7 @@ def env_start(argv: list[str]) -> int:
         return 3
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    time.sleep(float(os.environ.get("FAKE_GYM_START_DELAY", "0")))  # a slow start-up, as on a loaded machine
     if mode != "hang":
         print("All 1 / 1 servers ready! Polling every 60s", flush=True)
     while not stop:
