@@ -21,6 +21,10 @@ from pytest_gym_eval import gates
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
 from pytest_gym_eval.gates import Gate, GateMode
 
+TYPED_INI = tuple(pytest.version_tuple[:2]) >= (8, 4)
+"""Whether this pytest declares ``int`` and ``float`` ini options (8.4 and later); older ones read them as
+strings, which the plugin parses itself (the same values, the same errors)."""
+
 DEFAULT_MODEL_TYPE = "openai_model"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_STARTUP_TIMEOUT = 900.0
@@ -193,9 +197,13 @@ def add_options(parser: pytest.Parser) -> None:
         help="CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one.",
     )
 
-    parser.addini("gym_checkout", "Gym checkout to run (see --gym-checkout).", type="string", default="")
-    parser.addini("gym_min_mean_reward", "CI gate on every dataset's mean reward.", type="string", default="")
-    parser.addini("gym_min_pass_rate", "CI gate on every dataset's pass rate.", type="string", default="")
+    # Any: the Literal type pytest declares for ``type`` differs between its versions.
+    number: Any = "float" if TYPED_INI else "string"
+    whole: Any = "int" if TYPED_INI else "string"
+    addini = parser.addini
+    addini("gym_checkout", "Gym checkout to run, relative to the ini file (see --gym-checkout).", default="")
+    addini("gym_min_mean_reward", "CI gate on every dataset's mean reward.", type=number, default=None)
+    addini("gym_min_pass_rate", "CI gate on every dataset's pass rate.", type=number, default=None)
     parser.addini("gym_min_pass_at_k", "CI gates K:V on every dataset's pass@K.", type="linelist", default=[])
     parser.addini("gym_gate_on", "point or lower-bound (see --gym-gate-on).", type="string", default="")
     parser.addini("gym_inconclusive", "fail or pass (see --gym-inconclusive).", type="string", default="")
@@ -217,18 +225,38 @@ def add_options(parser: pytest.Parser) -> None:
         type="string",
         default="",
     )
-    parser.addini("gym_repeats", "Rollouts per task (see --gym-repeats).", type="string", default="")
-    parser.addini(
-        "gym_pass_threshold",
-        "Reward at or above which a rollout passes (default 1.0).",
-        type="string",
-        default="",
-    )
+    addini("gym_repeats", "Rollouts per task (see --gym-repeats).", type=whole, default=None)
+    addini("gym_pass_threshold", "Reward at or above which a rollout passes (default 1.0).", type=number, default=None)
     parser.addini("gym_agent", "Default agent (see --gym-agent).", type="string", default="")
     parser.addini("gym_model_url", "Base URL of the policy model.", type="string", default="")
     parser.addini("gym_model", "Policy model name.", type="string", default="")
     parser.addini("gym_model_type", "Gym model server type.", type="string", default="")
     parser.addini("gym_api_key_env", "Environment variable holding the API key.", type="string", default="")
+    addini(
+        "gym_startup_timeout",
+        f"Seconds Gym and the model endpoint get to become ready (default {DEFAULT_STARTUP_TIMEOUT:g}).",
+        type=number,
+        default=None,
+    )
+    addini(
+        "gym_rollout_timeout",
+        f"Seconds an item waits for its rollout; 0 waits forever (default {DEFAULT_ROLLOUT_TIMEOUT:g}).",
+        type=number,
+        default=None,
+    )
+    addini("gym_concurrency", "Maximum rollouts Gym runs at once (default: Gym's).", type=whole, default=None)
+    addini("gym_run_dir", "Folder for the run directories, relative to the ini file (see --gym-run-dir).", default="")
+    addini("gym_report", "JSON report to write, relative to the ini file (see --gym-report).", default="")
+    addini("gym_baseline", "Earlier JSON report to compare with, relative to the ini file.", default="")
+    addini(
+        "gym_max_drop", "CI gate: largest significant mean-reward drop against the baseline.", type=number, default=None
+    )
+    addini(
+        "gym_replay",
+        "Recorded rollouts the loopback model server replays, one path per line, relative to the ini file.",
+        type="linelist",
+        default=[],
+    )
     parser.addini(
         "gym_dataset_settings",
         "One line per dataset glob: `<glob>: key=value ...` with keys " + ", ".join(_SETTING_KEYS) + ".",
@@ -315,19 +343,37 @@ class GymOptions:
         """Resolve every option; raises :class:`pytest.UsageError` for a value that makes no sense."""
         rootdir = Path(config.rootpath)
 
+        def ini_value(name: str) -> Any:
+            """The ini option's value, None when unset; one pytest cannot read is a usage error naming it."""
+            try:
+                given = config.getini(name)
+            except (ValueError, TypeError, pytest.UsageError) as error:  # pytest 9 raises UsageError itself
+                raise pytest.UsageError(f"{name} (ini option): {error}") from None
+            return None if given in ("", None, []) else given
+
         def value(dest: str) -> Any:
             given = config.getoption(dest, default=None)
-            if given is not None:
-                return given
-            ini = config.getini(dest)
-            return ini if ini not in ("", None) else None
+            return given if given is not None else ini_value(dest)
 
         def path(text: str | None, base: Path) -> Path | None:
             return (base / os.path.expanduser(text)).resolve() if text else None
 
         inifile_dir = Path(config.inipath).parent if config.inipath else rootdir
-        checkout_cli = config.getoption("gym_checkout", default=None)
-        checkout = path(checkout_cli, Path.cwd()) if checkout_cli else path(config.getini("gym_checkout"), inifile_dir)
+
+        def path_option(dest: str) -> Path | None:
+            """A path from the command line (relative to the working directory) or the ini file (to its folder)."""
+            given = config.getoption(dest, default=None)
+            return path(given, Path.cwd()) if given else path(ini_value(dest), inifile_dir)
+
+        def number(dest: str, parse: Any = None) -> Any:
+            """A number from the command line or the ini file, parsed and checked (errors name where it came from)."""
+            given = config.getoption(dest, default=None)
+            where = "--" + dest.replace("_", "-")
+            if given is None:
+                given, where = ini_value(dest), dest
+            return (parse or _number)(given, where)
+
+        checkout = path_option("gym_checkout")
         cli = DatasetSettings(
             agent=config.getoption("gym_agent", default=None),
             repeats=_positive_int(config.getoption("gym_repeats", default=None), "--gym-repeats"),
@@ -341,10 +387,10 @@ class GymOptions:
         )
         ini = DatasetSettings(
             agent=config.getini("gym_agent") or None,
-            repeats=_positive_int(config.getini("gym_repeats") or None, "gym_repeats"),
-            pass_threshold=_number(config.getini("gym_pass_threshold") or None, "gym_pass_threshold"),
-            min_mean_reward=_number(config.getini("gym_min_mean_reward") or None, "gym_min_mean_reward"),
-            min_pass_rate=_number(config.getini("gym_min_pass_rate") or None, "gym_min_pass_rate"),
+            repeats=_positive_int(ini_value("gym_repeats"), "gym_repeats"),
+            pass_threshold=_number(ini_value("gym_pass_threshold"), "gym_pass_threshold"),
+            min_mean_reward=_number(ini_value("gym_min_mean_reward"), "gym_min_mean_reward"),
+            min_pass_rate=_number(ini_value("gym_min_pass_rate"), "gym_min_pass_rate"),
             min_pass_at_k=tuple(parse_pass_at_k(t, "gym_min_pass_at_k") for t in config.getini("gym_min_pass_at_k")),
         )
         gate_on = value("gym_gate_on") or GateMode.POINT.value
@@ -355,12 +401,18 @@ class GymOptions:
             raise pytest.UsageError(f"gym_inconclusive: expected fail or pass, got {inconclusive!r}")
         fail_on_flip = config.getoption("gym_fail_on_flip", default=None)
         id_field = str(config.getini("gym_id_field") or "").strip()
-        rollout_timeout = _number(config.getoption("gym_rollout_timeout", default=None), "--gym-rollout-timeout")
-        startup_timeout = _number(config.getoption("gym_startup_timeout", default=None), "--gym-startup-timeout")
-        concurrency = _positive_int(config.getoption("gym_concurrency", default=None), "--gym-concurrency")
-        replay = tuple(Path(p).resolve() for p in config.getoption("gym_replay", default=None) or ())
-        baseline = path(config.getoption("gym_baseline", default=None), Path.cwd())
-        for option, given in [*(("--gym-replay", r) for r in replay), ("--gym-baseline", baseline)]:
+        rollout_timeout = number("gym_rollout_timeout")
+        startup_timeout = number("gym_startup_timeout")
+        concurrency = number("gym_concurrency", _positive_int)
+        replay_cli = config.getoption("gym_replay", default=None)
+        if replay_cli:
+            replay, replay_option = tuple(Path(p).resolve() for p in replay_cli), "--gym-replay"
+        else:
+            replay = tuple(inifile_dir / os.path.expanduser(p) for p in ini_value("gym_replay") or ())
+            replay, replay_option = tuple(p.resolve() for p in replay), "gym_replay"
+        baseline = path_option("gym_baseline")
+        baseline_option = "--gym-baseline" if config.getoption("gym_baseline", default=None) else "gym_baseline"
+        for option, given in [*((replay_option, r) for r in replay), (baseline_option, baseline)]:
             if given is not None and not given.is_file():
                 raise pytest.UsageError(f"{option}: no such file: {given}")
         return cls(
@@ -373,15 +425,15 @@ class GymOptions:
             api_key_env=value("gym_api_key_env") or DEFAULT_API_KEY_ENV,
             replay=replay,
             head_server=_host_port(config.getoption("gym_head_server", default=None)),
-            run_dir=path(config.getoption("gym_run_dir", default=None), Path.cwd()),
+            run_dir=path_option("gym_run_dir"),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
             rollout_timeout=(DEFAULT_ROLLOUT_TIMEOUT if rollout_timeout is None else (rollout_timeout or None)),
             concurrency=concurrency,
             gate_mode=GateMode(gate_on),
             inconclusive_passes=inconclusive == "pass",
-            report=path(config.getoption("gym_report", default=None), Path.cwd()),
+            report=path_option("gym_report"),
             baseline=baseline,
-            max_drop=_number(config.getoption("gym_max_drop", default=None), "--gym-max-drop"),
+            max_drop=number("gym_max_drop"),
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
