@@ -443,16 +443,21 @@ class GymOptions:
         )
 
     def is_dataset(self, path: Path) -> bool:
-        """Whether ``path`` matches one of the ``gym_datasets`` globs (relative to the rootdir)."""
-        relative = _relative(path, self.rootdir)
-        return any(fnmatch.fnmatch(relative, pattern) for pattern in self.dataset_globs)
+        """Whether ``path`` matches one of the ``gym_datasets`` globs (relative to the rootdir; a symlink matches
+        by the path it is found at, or by the file it points to)."""
+        names = _match_names(path, self.rootdir)
+        return any(fnmatch.fnmatch(name, pattern) for pattern in self.dataset_globs for name in names)
 
     def own_settings(self, path: Path) -> DatasetSettings:
-        """The settings the dataset at ``path`` sets itself (its ``gym_dataset_settings`` lines; later win)."""
-        relative = _relative(path, self.rootdir)
+        """The settings the dataset at ``path`` sets itself (its ``gym_dataset_settings`` lines; later win).
+
+        A line's glob matches the dataset's name (:func:`dataset_name`, relative to the rootdir, ``../`` when
+        outside it), its absolute path, or, for a symlink, those of the file it points to.
+        """
+        names = _match_names(path, self.rootdir)
         own = DatasetSettings()
         for pattern, settings in self.datasets:
-            if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(str(path), pattern):
+            if any(fnmatch.fnmatch(name, pattern) for name in names):
                 own = settings.over(own)
         return own
 
@@ -465,11 +470,61 @@ class GymOptions:
         return self.cli.over(self.own_settings(path).over(self.ini))
 
 
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.resolve().as_posix()
+def check_config_source(config: pytest.Config) -> None:
+    """Refuse a session whose pytest configuration came, by accident, from a Gym checkout's own
+    ``pyproject.toml``.
+
+    pytest takes its rootdir and ini file from the common ancestor of the paths on the command line, before any
+    plugin loads: a dataset inside a Gym checkout (``.../resources_servers/mcqa/data/example.jsonl``) named from
+    elsewhere makes Gym's ``pyproject.toml`` the configuration (its ``addopts``, ``--strict-markers`` and cache
+    then apply) even when the current folder has one of its own. Raises :class:`pytest.UsageError` saying so and
+    how to name a configuration (``-c``), when a ``.jsonl`` argument lies in a Gym checkout whose files configure
+    pytest, pytest was started outside that checkout, and no ``-c``/``--config-file``/``--rootdir`` was given.
+    """
+    inipath = config.inipath
+    if inipath is None or not _is_gym_checkout(inipath.parent):
+        return
+    checkout = inipath.parent.resolve()
+    params = config.invocation_params
+    if _inside(Path(params.dir).resolve(), checkout):
+        return
+    explicit = ("-c", "--config-file", "--rootdir", "--inifile")
+    if any(arg == flag or arg.startswith(flag + "=") for arg in params.args for flag in explicit):
+        return
+    datasets = [arg for arg in config.args if arg.split("::")[0].endswith(".jsonl")]
+    if not any(_inside((Path(params.dir) / arg.split("::")[0]).resolve(), checkout) for arg in datasets):
+        return
+    raise pytest.UsageError(
+        f"pytest read its configuration from Gym's own {inipath} (rootdir {checkout}: Gym's addopts and "
+        "markers apply, and pytest's cache goes into the checkout) because the datasets on the command line lie "
+        "inside that Gym checkout. Name your configuration: `pytest -c pytest.ini ...` (your project's ini file; "
+        "`-c /dev/null` for none); a dataset outside the rootdir keeps its path, with ../, in its node ids."
+    )
+
+
+def _is_gym_checkout(folder: Path) -> bool:
+    return (folder / "nemo_gym").is_dir() and (folder / "resources_servers").is_dir()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def dataset_name(path: Path, rootdir: Path) -> str:
+    """A dataset's name: its path relative to the rootdir, with ``../`` when it lies outside (e.g.
+    ``../shared/mcqa.jsonl``), symlinks kept as found. This is the path part of its items' node ids and the name
+    in every report, so it is distinct for distinct files and stable from run to run (pytest itself would give a
+    file named outside the rootdir an empty path)."""
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(rootdir))).as_posix()
+
+
+def _match_names(path: Path, rootdir: Path) -> list[str]:
+    """The names a glob may match a dataset by: as found and, when that differs, as resolved (symlinks)."""
+    found = [dataset_name(path, rootdir), Path(os.path.abspath(path)).as_posix()]
+    real = path.resolve()
+    if real != Path(os.path.abspath(path)):
+        found += [dataset_name(real, rootdir.resolve()), real.as_posix()]
+    return found
 
 
 def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSettings]]:

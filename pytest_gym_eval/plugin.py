@@ -11,7 +11,7 @@ import pytest
 
 from pytest_gym_eval import hookspecs, integrations, results, xdist
 from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
-from pytest_gym_eval.options import add_options
+from pytest_gym_eval.options import add_options, check_config_source, dataset_name
 from pytest_gym_eval.reporting import json_report, junit, terminal
 from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
@@ -32,6 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Make the session's :class:`GymSession` (reachable as ``config.stash[SESSION_KEY]``) and its results
     collector; on an xdist controller, also the controller that owns the Gym run."""
     config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (on every dataset file, so on all its items)")
+    check_config_source(config)
     gym = config.stash[SESSION_KEY] = GymSession(config)
     # Every item's reports reach the collector's pytest_runtest_logreport: this process's own and, on the
     # xdist controller, every worker's.
@@ -48,7 +49,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFil
         return None
     gym = parent.config.stash[SESSION_KEY]
     if parent.session.isinitpath(file_path) or gym.options.is_dataset(file_path):
-        return DatasetFile.from_parent(parent, path=file_path)
+        return DatasetFile.from_parent(parent, path=file_path, nodeid=dataset_name(file_path, gym.options.rootdir))
     return None
 
 
