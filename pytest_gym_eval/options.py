@@ -190,6 +190,14 @@ def add_options(parser: pytest.Parser) -> None:
         "--gym-baseline.",
     )
     add(
+        "--gym-max-regressed-tasks",
+        dest="gym_max_regressed_tasks",
+        type=int,
+        metavar="N",
+        help="CI gate: fail when more than N tasks that passed on every --gym-baseline repeat fail on every "
+        "repeat now (0: any such task fails the gate; ini gym_max_regressed_tasks).",
+    )
+    add(
         "--gym-fail-on-flip",
         dest="gym_fail_on_flip",
         action="store_true",
@@ -250,6 +258,12 @@ def add_options(parser: pytest.Parser) -> None:
     addini("gym_baseline", "Earlier JSON report to compare with, relative to the ini file.", default="")
     addini(
         "gym_max_drop", "CI gate: largest significant mean-reward drop against the baseline.", type=number, default=None
+    )
+    addini(
+        "gym_max_regressed_tasks",
+        "CI gate: most tasks allowed to go from passing every baseline repeat to failing every repeat.",
+        type=whole,
+        default=None,
     )
     addini(
         "gym_replay",
@@ -333,6 +347,7 @@ class GymOptions:
     report: Path | None = None
     baseline: Path | None = None
     max_drop: float | None = None
+    max_regressed_tasks: int | None = None
     fail_on_flip: bool = False
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
@@ -434,6 +449,7 @@ class GymOptions:
             report=path_option("gym_report"),
             baseline=baseline,
             max_drop=number("gym_max_drop"),
+            max_regressed_tasks=number("gym_max_regressed_tasks", _count),
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
@@ -576,6 +592,19 @@ def _positive_int(text: object, where: str) -> int | None:
         raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
     if number < 1:
         raise pytest.UsageError(f"{where}: must be at least 1, got {number}")
+    return number
+
+
+def _count(text: object, where: str) -> int | None:
+    """A whole number >= 0, or None when unset; raises :class:`pytest.UsageError` naming ``where``."""
+    if text is None or text == "":
+        return None
+    try:
+        number = int(str(text))
+    except ValueError:
+        raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
+    if number < 0:
+        raise pytest.UsageError(f"{where}: must be at least 0, got {number}")
     return number
 
 

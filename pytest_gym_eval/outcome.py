@@ -7,6 +7,7 @@ a reward of 0.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,8 +130,64 @@ def expected_answer(record: dict[str, Any], row: dict[str, Any] | None = None) -
     return None
 
 
+MAX_STEPS = 10
+"""Tool calls and intermediate messages a failure shows before "… and N more steps"."""
+STEP_TRIM = 160
+"""Characters of a tool call's arguments, of its result, or of an intermediate message, a failure shows."""
+
+_NOT_TASK_FIELDS = frozenset({"responses_create_params", "response", "agent_ref", "reward", "id", "uuid", "task_id"})
+
+
+def steps(record: dict[str, Any]) -> list[str]:
+    """The rollout's steps before its final answer, one line each: every tool call with its arguments and the
+    result it got back (``get_weather({"city":"SF"}) -> {"weather": "cold"}``), and every message the model
+    wrote before its last one (``said: ...``); each part trimmed to :data:`STEP_TRIM` characters. Empty for a
+    rollout that only answered."""
+    response = record.get("response")
+    outputs = response.get("output") if isinstance(response, dict) else None
+    if not isinstance(outputs, list):
+        return []
+    items = [item for item in outputs if isinstance(item, dict)]
+    results = {item.get("call_id"): item.get("output") for item in items if item.get("type") == "function_call_output"}
+    messages = [i for i, item in enumerate(items) if item.get("type", "message") == "message"]
+    last_message = messages[-1] if messages else len(items)
+    found: list[str] = []
+    for index, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = f"{item.get('name', '?')}({trim(_compact(item.get('arguments')), STEP_TRIM)})"
+            result = results.get(item.get("call_id"))
+            found.append(
+                call + (f" -> {trim(_compact(result), STEP_TRIM)}" if result is not None else " -> (no result)")
+            )
+        elif kind == "message" and index != last_message and item.get("role") == "assistant":
+            text = message_text(item.get("content"))
+            if text:
+                found.append(f"said: {trim(' '.join(text.split()), STEP_TRIM)}")
+    return found
+
+
+def _compact(value: Any) -> str:
+    """A tool's arguments or result as one line of text (JSON strings are shown as their JSON)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return " ".join(value.split())
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def task_fields(record: dict[str, Any], row: dict[str, Any] | None = None) -> str:
+    """The task's fields that are not its request (from the dataset row, else the record's verifier fields), as
+    one trimmed JSON object: what a failure shows when no field holds an expected answer under a known name."""
+    source = row if row else record
+    fields = {k: v for k, v in source.items() if k not in _NOT_TASK_FIELDS and not k.startswith("_ng_")}
+    return trim(json.dumps(fields, ensure_ascii=False, default=str), TRIM) if fields else ""
+
+
 def failure_report(outcome: RolloutOutcome, threshold: float, row: dict[str, Any] | None = None) -> str:
-    """The text a failed item shows: prompt, expected answer, final output, reward, and where the record is."""
+    """The text a failed item shows: the reward, the prompt, the expected answer (else the task's other fields),
+    the steps (tool calls with their results, earlier messages), the final output, and where the record is."""
     record = outcome.record
     full = record.read_full() if record is not None else {}
     lines = [f"reward {outcome.reward:g} is below the pass threshold {threshold:g}"]
@@ -141,6 +198,13 @@ def failure_report(outcome: RolloutOutcome, threshold: float, row: dict[str, Any
     expected = expected_answer(full, row)
     if expected is not None:
         lines.append(f"expected: {_indent(trim(expected))}")
+    elif fields := task_fields(full, row):
+        lines.append(f"task:     {fields}")
+    taken = steps(full)
+    for number, step in enumerate(taken[:MAX_STEPS], 1):
+        lines.append(f"{'steps:' if number == 1 else '':<10}{number}. {step}")
+    if len(taken) > MAX_STEPS:
+        lines.append(f"{'':<10}… and {len(taken) - MAX_STEPS} more steps")
     answer = output_text(full)
     lines.append(
         f"output:   {_indent(trim(answer, keep_end=True))}" if answer else "output:   (the model gave no text)"

@@ -164,7 +164,8 @@ def conclude(
             replay_error = f"--gym-replay: {error}"
 
     status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
-    other_gates = (options.max_drop is not None and baseline is not None) or options.fail_on_flip
+    baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
+    other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip
     if status == -1 and not other_gates and not replay_error:
         return Conclusion(summaries, comparisons, flips, -1, "")
     failures = [replay_error] if replay_error else []
@@ -172,6 +173,8 @@ def conclude(
         failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
     if options.max_drop is not None:
         failures += bl.max_drop_gate(comparisons, options.max_drop)
+    if options.max_regressed_tasks is not None:
+        failures += bl.max_regressed_gate(comparisons, options.max_regressed_tasks)
     if options.fail_on_flip and flips:
         failures.append(f"{len(flips)} rollout reward{'s' if len(flips) != 1 else ''} differ from the recording")
     if status == 1:

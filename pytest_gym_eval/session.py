@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gym_eval import provision
+from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
@@ -360,7 +361,14 @@ class GymSession:
     def failure_report(self, item: RolloutItem) -> str:
         """The text a failed rollout item shows."""
         assert item.outcome is not None
-        return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold)
+        try:
+            handle_offsets = row_offsets(item.path, [item.task.line])
+            with item.path.open("rb") as handle:
+                handle.seek(handle_offsets[item.task.line])
+                row: dict[str, Any] | None = parse_row(handle.readline(), item.path, item.task.line)
+        except (OSError, DatasetError):
+            row = None  # the dataset changed since collection: the record alone still tells most
+        return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold, row)
 
     def wait_for_gate(self, item: GateItem) -> dict[int, RolloutRecord | Missing]:
         """Wait until every selected rollout of the gate's dataset is in (the gate item's setup, so that

@@ -325,3 +325,16 @@ def test_tool_calling_conversations_replay_turn_by_turn(
         if any(item.get("type") == "function_call_output" for item in (r["request"] or {}).get("input") or [])
     ]  # fmt: skip
     assert after_tool and all(r["status"] == 200 for r in after_tool)
+
+
+def test_a_failed_tool_calling_rollout_shows_its_steps(
+    pytester: pytest.Pytester, shared_gym: SharedGym, tool_example: GymExample
+) -> None:
+    # Every rollout fails at threshold 2 (rewards are 0 or 1): the ones that called the tool show the call, its
+    # real result from Gym's tool server, and the final answer.
+    dataset = copy_example(pytester, tool_example)
+    result = pytester.runpytest(
+        *shared_gym.args, f"--gym-replay={tool_example.recordings}", dataset, "--gym-pass-threshold=2"
+    )
+    result.assert_outcomes(failed=5)
+    result.stdout.fnmatch_lines(['steps:    1. get_weather({"city":*}) -> {*"weather_description":*', "output:   *"])

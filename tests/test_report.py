@@ -750,3 +750,26 @@ def test_final_status_keeps_pytests_own_status_unless_the_gates_decide() -> None
     assert final_status(0, ungated) == (0, "pytest: every selected test passed")
     assert final_status(1, ungated) == (1, "pytest: some tests failed or errored")
     assert final_status(2, ungated)[1].startswith("pytest: interrupted")
+
+
+@pytest.mark.parametrize("tasks", [12, 50, 500])
+def test_one_regressed_task_is_seen_by_the_task_level_gate_never_by_the_paired_test(tasks: int) -> None:
+    from pytest_gym_eval.reporting.baseline import max_regressed_gate
+
+    before = results_for({f"t{i}": [1.0, 1.0] for i in range(tasks)})
+    baseline = build_report([], before, {})
+    now = results_for({f"t{i}": ([0.0, 0.0] if i == 3 else [1.0, 1.0]) for i in range(tasks)})
+    (comparison,) = compare_to_baseline(baseline, now)
+    # One drop among n tasks: t = -1 for any n and any size of drop, so the paired test never sees it.
+    assert comparison.comparison.p_value == pytest.approx(0.33, abs=0.02)
+    assert max_drop_gate([comparison], 0.0) == []
+    assert comparison.regressed == ("t3",) and comparison.improved == () and comparison.mcnemar_p == 1.0
+    (line,) = max_regressed_gate([comparison], 0)
+    assert "1 task regressed" in line and "t3" in line
+    assert max_regressed_gate([comparison], 1) == []
+
+
+def test_flaky_tasks_are_neither_regressed_nor_improved() -> None:
+    baseline = build_report([], results_for({"a": [1.0, 0.0], "b": [0.0, 0.0], "c": [1.0, 1.0]}), {})
+    (comparison,) = compare_to_baseline(baseline, results_for({"a": [0.0, 0.0], "b": [1.0, 1.0], "c": [1.0, 0.0]}))
+    assert comparison.regressed == () and comparison.improved == ("b",)

@@ -126,6 +126,21 @@ def test_gates_never_hide_another_test_failing(pytester: pytest.Pytester, fake_g
     result.stdout.fnmatch_lines(["*1 other test failed or errored; gym gates: the gate passes*"])
 
 
+def test_rewards_beyond_one_say_what_the_threshold_means_and_datasets_can_set_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    # A multi-component reward sums to 3.0; 2 of 3 components pass at the default threshold 1.0.
+    (pytester.path / "multi.jsonl").write_text(rows({"a": 3.0, "b": 2.0, "c": 0.0}))
+    result = run(pytester, fake_gym, "multi.jsonl", "--gym-agent=mcqa_simple_agent")
+    result.stdout.fnmatch_lines(
+        ["  rewards     from 0.00 to 3.00, beyond [[]0, 1[]]: a rollout passes at reward >=", "*1.00 (the pass*"]
+    )
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    multi.jsonl: agent=mcqa_simple_agent pass_threshold=3\n")
+    result = run(pytester, fake_gym, "multi.jsonl")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*a rollout passes at reward >=", "*3.00 (the pass threshold*"])
+
+
 def test_gates_from_ini_and_dataset_settings(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
     (pytester.path / "other.jsonl").write_text(rows({"x": 1.0}))
     pytester.makeini(
@@ -225,6 +240,25 @@ def test_baseline_flags_drops_and_max_drop_gates(pytester: pytest.Pytester, fake
     result.stdout.fnmatch_lines(
         ["*mcqa.jsonl vs baseline*", "*change*-0.75*", "*a  1.00 -> 0.00*", "*gym gates: FAIL*"]
     )
+
+
+def test_one_task_that_regresses_trips_the_task_level_gate_but_never_the_paired_test(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    tasks = [f"t{i:02d}" for i in range(12)]
+    (pytester.path / "mcqa.jsonl").write_text(rows(dict.fromkeys(tasks, 1.0)))
+    run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", "--gym-report=baseline.json")
+    (pytester.path / "mcqa.jsonl").write_text(rows({t: (0.0 if t == "t07" else 1.0) for t in tasks}))
+    common = ["mcqa.jsonl", "--gym-repeats=2", "--gym-baseline=baseline.json", "--gym-max-drop=0.0"]
+    # The paired t-test over 12 tasks with one drop: t = -1 whatever the drop, so --gym-max-drop never fires.
+    result = run(pytester, fake_gym, *common)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*change*p = 0.339*", "  regressed   1 (passed on every baseline repeat*", "    t07"])
+    result = run(pytester, fake_gym, *common, "--gym-max-regressed-tasks=0")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["gym gates: FAIL - mcqa.jsonl: 1 task regressed (passed on every baseline repeat,",
+                                 "  fail on every repeat now: t07), more than the allowed 0"])  # fmt: skip
+    assert run(pytester, fake_gym, *common, "--gym-max-regressed-tasks=1").ret == 0
 
 
 def test_no_significant_drop_passes_max_drop(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:

@@ -69,6 +69,7 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "verdict": None if verdict is None else verdict.value,
         "selected": summary.selected,
         "unreported": summary.unreported,
+        "reward_range": None if summary.reward_range is None else [_finite(v) for v in summary.reward_range],
     }
 
 

@@ -84,6 +84,7 @@ class DatasetSummary:
     passed and failed, in first-seen order; ``wall_time`` seconds from the first start to the last stop;
     ``threshold`` the pass threshold; ``confidence`` the level of every interval (0.95 → 95%);
     ``error_classes`` the number of errors by failure class ("unknown" when the result names none);
+    ``reward_range`` the lowest and highest scored reward (None without one);
     ``selected`` the rollouts the session selected for this dataset (None when unknown, e.g. a report read back
     from JSON without it): when more were selected than reported (``pytest -x``, ``--maxfail``, a crash), the
     gates were judged on part of the evaluation and are at best INCONCLUSIVE.
@@ -105,6 +106,13 @@ class DatasetSummary:
     confidence: float = 0.95
     error_classes: dict[str, int] = field(default_factory=dict)
     selected: int | None = None
+    reward_range: tuple[float, float] | None = None
+
+    @property
+    def rewards_beyond_unit(self) -> bool:
+        """Whether some scored reward lies outside [0, 1] (multi-component rewards sum past 1; some verifiers
+        give negative rewards): the pass threshold then needs a look."""
+        return self.reward_range is not None and (self.reward_range[0] < 0.0 or self.reward_range[1] > 1.0)
 
     @property
     def unreported(self) -> int:
@@ -257,6 +265,7 @@ def _summarize_group(
     counts = [(len(passed), sum(passed)) for passed in passed_by_task]
     error_classes = _count_error_classes(results)
     scored = sum(n for n, _ in counts)
+    every_reward = [reward for rewards in rewards_by_task for reward in rewards]
     max_repeats = max((len(rollouts) for rollouts in tasks.values()), default=0)
     judged = evaluate(gates, rewards_by_task, passed_by_task, mode, confidence)
     if selected is not None:
@@ -280,6 +289,7 @@ def _summarize_group(
         confidence=confidence,
         error_classes=error_classes,
         selected=selected,
+        reward_range=(min(every_reward), max(every_reward)) if every_reward else None,
     )
 
 

@@ -79,6 +79,16 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
         f"threshold {fmt.threshold(summary.threshold)}",
         width,
     )
+    if summary.rewards_beyond_unit:
+        assert summary.reward_range is not None
+        low, high = summary.reward_range
+        lines += fmt.labelled(
+            "rewards",
+            f"from {fmt.number(low)} to {fmt.number(high)}, beyond [0, 1]: a rollout passes at reward >= "
+            f"{fmt.threshold(summary.threshold)} (the pass threshold; per dataset: pass_threshold= in "
+            "gym_dataset_settings)",
+            width,
+        )
     for k, interval in summary.pass_at_k.items():
         note = "" if interval.n == summary.mean_reward.n else f"  {fmt.plural(interval.n, 'task')} with {k}+ scored"
         lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
@@ -177,6 +187,16 @@ def _comparison_lines(item: BaselineComparison, width: int) -> list[str]:
         width,
     )
     lines += fmt.labelled("fell", f"{len(item.dropped)} of {fmt.plural(item.shared_tasks, 'task')}", width)
+    lines += fmt.labelled(
+        "regressed",
+        f"{len(item.regressed)} (passed on every baseline repeat, fail on every repeat now), improved "
+        f"{len(item.improved)}; {fmt.p_value(item.mcnemar_p)}, McNemar exact over the tasks that flipped",
+        width,
+    )
+    if item.regressed:
+        listed = ", ".join(item.regressed[:MAX_LISTED])
+        more = f", … and {len(item.regressed) - MAX_LISTED} more" if len(item.regressed) > MAX_LISTED else ""
+        lines += fmt.wrap(listed + more, width, "    ", "    ")
     if not item.dropped:
         return lines
     shown = item.dropped[:MAX_LISTED]
