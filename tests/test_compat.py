@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import pkgutil
 import re
@@ -310,3 +311,47 @@ def test_a_plain_project_passes_with_the_plugin_installed(dists: Dists, tmp_path
         installed = _run([str(venv / "bin" / "python"), "-c", code]).split()
         floors = dict(pin.split("==") for pin in _floors(dists.wheel))
         assert [Version(v) for v in installed] == [Version(floors["pytest"]), Version(floors["pluggy"])]
+
+
+@pytest.mark.compat
+def test_the_provision_extra_is_all_provisioning_needs(
+    dists: Dists, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`pip install 'pytest-gym-eval[provision]'` and then `python -m pytest_gym_eval provision`, with no uv
+    anywhere else (not on PATH, not in a pyenv version, not in the test's own venv): the stand-in Gym sdist is
+    provisioned from a local index."""
+    from test_provision import VERSION, FakeIndex, _build_fake_sdist
+
+    venv = tmp_path / "venv"
+    _run([_uv(), "venv", "--quiet", "--python", sys.executable, str(venv)])
+    _run([_uv(), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), f"{dists.wheel}[provision]"])
+    index = FakeIndex(_build_fake_sdist(tmp_path_factory.mktemp("sdist"), ">=3.10"))
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+    env = {
+        "HOME": str(tmp_path),
+        "PATH": os.pathsep.join(p for p in ("/usr/local/bin", "/usr/bin", "/bin") if not (Path(p) / "uv").exists()),
+        "PYENV_ROOT": str(nowhere),
+        "PIP_INDEX_URL": index.url,
+        "PYTEST_GYM_EVAL_CACHE": str(tmp_path / "cache"),
+        "UV_OFFLINE": "1",
+        "FAKE_GYM_RECORD": str(tmp_path / "record.jsonl"),
+    }
+    if shutil.which("python3", path=env["PATH"]) is None:
+        env["PATH"] += os.pathsep + str(Path(sys.base_prefix) / "bin")  # some Python >= 3.10 for the stand-in
+    try:
+        result = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pytest_gym_eval", "provision"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        index.close()
+    assert result.returncode == 0, result.stderr
+    checkout = Path(result.stdout.strip())
+    assert checkout == tmp_path / "cache" / f"gym-{VERSION}"
+    manifest = json.loads((checkout / ".pytest-gym-eval" / "manifest.json").read_text("utf-8"))
+    assert Path(manifest["uv"]["path"]).is_relative_to(venv)  # the uv of the extra built it
+    assert "[preflight] done" in result.stderr and "[manifest] done" in result.stderr
