@@ -862,3 +862,23 @@ def test_real_environments_not_named_after_their_configs_are_provisioned(gym_che
         rows = (path / "resources_servers" / name / "data" / "example.jsonl").read_text("utf-8").splitlines()
         for agent in {json.loads(row)["agent_ref"]["name"] for row in rows}:
             assert find_agent_config(path, agent) in prov.environment_configs(path, name), agent
+
+
+def test_the_plugin_finds_an_agents_config_whatever_it_is_named() -> None:
+    from pytest_gym_eval.run import find_agent_config
+
+    configs = FAKE_SOURCE / "resources_servers"
+    lc = configs / "equivalence_rule/configs/lc.yaml"
+    assert find_agent_config(FAKE_SOURCE, "lc_equivalence_rule_simple_agent") == lc
+    assert lc in prov.environment_configs(FAKE_SOURCE, "equivalence_rule")
+    assert find_agent_config(FAKE_SOURCE, "lc_equivalence_rule_simple_agent", "equivalence_rule") == lc
+    citation = configs / "format_verification/configs/citation_format.yaml"
+    assert find_agent_config(FAKE_SOURCE, "citation_format_simple_agent", "format_verification") == citation
+    # A resources_server setting may name one flavor as Gym does.
+    assert find_agent_config(FAKE_SOURCE, "citation_format_simple_agent", "format_verification/citation_format") == (
+        citation
+    )
+    assert (
+        find_agent_config(FAKE_SOURCE, "citation_format_simple_agent", "format_verification/freeform_formatting")
+        is None
+    )
