@@ -113,21 +113,31 @@ def test_every_object_the_plugin_registers_is_hashable(pytester: pytest.Pytester
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Without the POSIX modules (as on Windows) the plugin loads, a run without a Gym dataset passes, and using
-# Gym says clearly why it cannot run.
+# Without the POSIX modules and functions (as on Windows) the plugin loads, a run without a Gym dataset passes,
+# and using Gym says clearly why it cannot run.
 
+POSIX_ONLY_ATTRIBUTES = {
+    "os": ("killpg", "getpgid", "setsid", "getsid", "fork", "getuid"),
+    "signal": ("SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGALRM", "SIGCHLD", "SIGPIPE"),
+}
+"""Names of ``os`` and ``signal`` Windows' Python lacks."""
 BLOCKING_SITECUSTOMIZE = """
-import sys
+import os, signal, sys
 for name in {modules!r}:
     sys.modules.pop(name, None)
     sys.modules[name] = None  # `import name` now raises ImportError, as where the module does not exist
+for module, names in {attributes!r}.items():
+    for name in names:
+        if hasattr(sys.modules[module], name):
+            delattr(sys.modules[module], name)
 """
 
 
 @pytest.fixture
 def without_posix_modules(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     shim = pytester.mkdir("no-posix-shim")
-    (shim / "sitecustomize.py").write_text(BLOCKING_SITECUSTOMIZE.format(modules=POSIX_ONLY_MODULES), "utf-8")
+    text = BLOCKING_SITECUSTOMIZE.format(modules=POSIX_ONLY_MODULES, attributes=POSIX_ONLY_ATTRIBUTES)
+    (shim / "sitecustomize.py").write_text(text, "utf-8")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")])))
     return shim
 
@@ -140,6 +150,8 @@ def test_without_posix_modules_the_plugin_never_breaks_a_run(
 import sys
 
 def test_the_posix_modules_are_gone():
+    import os, signal
+    assert not hasattr(os, "killpg") and not hasattr(signal, "SIGKILL")
     for name in {POSIX_ONLY_MODULES!r}:
         assert sys.modules.get(name, None) is None
         try:
@@ -164,7 +176,7 @@ def test_without_posix_modules_using_gym_says_why_it_cannot_run(
     checkout = pytester.mkdir("some-gym")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--gym-checkout={checkout}", "data.jsonl")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*cannot run NeMo Gym with this Python: fcntl is unavailable*"])
+    result.stdout.fnmatch_lines(["*cannot run NeMo Gym with this Python: fcntl, os.killpg are unavailable*"])
     assert "Traceback" not in result.stdout.str()
     provision = subprocess.run(
         [sys.executable, "-m", "pytest_gym_eval", "provision", "--dest", str(pytester.path / "gym")],
@@ -173,7 +185,7 @@ def test_without_posix_modules_using_gym_says_why_it_cannot_run(
         timeout=120,
     )
     assert provision.returncode == 1
-    assert "fcntl is unavailable" in provision.stderr
+    assert "fcntl, os.killpg are unavailable" in provision.stderr
     assert not (pytester.path / "gym").exists()
 
 
