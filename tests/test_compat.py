@@ -36,6 +36,15 @@ POSIX_ONLY_MODULES = ("fcntl", "resource", "pwd", "grp", "termios", "tty", "pty"
 ONE_TEST = "def test_one():\n    assert True\n"
 
 
+def _package_files() -> set[str]:
+    """The package's files as the wheel and sdist name them (``pytest_gym_eval/...``), caches left out."""
+    return {
+        path.relative_to(ROOT).as_posix()
+        for path in PACKAGE.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    }
+
+
 def _uv() -> str:
     uv = shutil.which("uv", path=str(Path(sys.executable).parent))
     if uv:
@@ -64,7 +73,7 @@ def _run(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = 
 
 def _plugin_classes() -> list[type]:
     classes = []
-    for info in pkgutil.iter_modules(pytest_gym_eval.__path__, "pytest_gym_eval."):
+    for info in pkgutil.walk_packages(pytest_gym_eval.__path__, "pytest_gym_eval."):
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and any(name.startswith("pytest_") for name in vars(cls)):
@@ -231,8 +240,7 @@ def _metadata(wheel: Path) -> tuple[list[str], dict[str, list[str]]]:
 @pytest.mark.compat
 def test_the_wheel_holds_the_package_licence_and_entry_point(dists: Dists) -> None:
     names, fields = _metadata(dists.wheel)
-    modules = {f"pytest_gym_eval/{p.name}" for p in PACKAGE.iterdir() if p.suffix in (".py", ".json", ".typed")}
-    assert modules <= set(names)
+    assert _package_files() <= set(names)
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "examples/", "conftest"))]
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert fields["License-Expression"] == ["Apache-2.0"]
@@ -251,14 +259,13 @@ def test_the_sdist_ships_no_tests(dists: Dists) -> None:
     # The tests need the repository's conftest, stand-ins and a provisioned Gym: the sdist ships none of them
     # rather than tests that cannot run.
     with tarfile.open(dists.sdist) as archive:
-        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+        names = {member.name.split("/", 1)[1] for member in archive.getmembers() if member.isfile()}
     top = {name.split("/")[0] for name in names}
     assert top == {
         "LICENSE", "MANIFEST.in", "PKG-INFO", "README.md", "pyproject.toml", "setup.cfg",
         "pytest_gym_eval", "pytest_gym_eval.egg-info",
     }  # fmt: skip
-    shipped = {n for n in names if n.startswith("pytest_gym_eval/")}
-    assert {f"pytest_gym_eval/{p.name}" for p in PACKAGE.iterdir() if p.is_file() and p.suffix != ".pyc"} == shipped
+    assert {n for n in names if n.startswith("pytest_gym_eval/")} == _package_files()
 
 
 def _floors(wheel: Path) -> list[str]:
