@@ -1543,7 +1543,8 @@ def main(argv: list[str]) -> int:
         action="extend",
         nargs="+",
         metavar="ENV",
-        help=f"resources server(s) whose venvs to prefetch (default: {' '.join(DEFAULT_ENVIRONMENTS)})",
+        help="environments whose server venvs to prefetch, named as `gym env start --resources-server` names them "
+        f"(mcqa, format_verification/citation_format); default: {' '.join(DEFAULT_ENVIRONMENTS)}",
     )
     try:
         args = parser.parse_args(argv)
