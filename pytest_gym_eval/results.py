@@ -63,9 +63,12 @@ def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None
     )
 
 
-@dataclass
+@dataclass(eq=False)  # hashable by identity: pytest < 9.1 keeps registered plugins in a set
 class ResultsCollector:
-    """Every rollout item reported in this process, by node id (skipped items are left out)."""
+    """Every rollout item reported in this process, by node id (skipped items are left out).
+
+    Registered as a pytest plugin, so it must stay hashable (``eq=False`` keeps ``object.__hash__``).
+    """
 
     results: dict[str, rpt.RolloutResult] = field(default_factory=dict)
     starts: dict[str, float] = field(default_factory=dict)
