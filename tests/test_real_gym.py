@@ -338,3 +338,22 @@ def test_a_failed_tool_calling_rollout_shows_its_steps(
     )
     result.assert_outcomes(failed=5)
     result.stdout.fnmatch_lines(['steps:    1. get_weather({"city":*}) -> {*"weather_description":*', "output:   *"])
+
+
+def test_a_gate_on_a_run_cut_short_by_x_is_never_green(
+    pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample
+) -> None:
+    # A gate that any reported rollout passes (mean reward >= 0); -x stops at the first failed rollout, so some
+    # selected rollouts never report: the gate is INCONCLUSIVE and the session fails, whatever was reported.
+    dataset = copy_example(pytester, gym_example)
+    args = [dataset, "--gym-repeats=2", "-x", "--gym-min-mean-reward=0", "--gym-inconclusive=pass"]
+    result = pytester.runpytest(*shared_gym.args, *args, "--gym-report=report.json", "--junitxml=junit.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = json.loads((pytester.path / "report.json").read_text())
+    (summary,) = report["datasets"]
+    assert summary["selected"] == 10 and 0 < summary["rollouts"] < 10
+    assert summary["verdict"] == "INCONCLUSIVE" and summary["gates"][0]["note"].startswith("judged on ")
+    assert report["session"]["exit_status"] == 1 and "never reported" in report["session"]["reason"]
+    validate_junit(pytester.path / "junit.xml")
+    suite = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "junit.xml").iter("property")}
+    assert suite["gym.exit_status"] == "1" and suite[f"gym::{dataset}::verdict"] == "INCONCLUSIVE"
