@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.integrations import timeout_marker
@@ -36,6 +37,20 @@ def gym_rollout(gym_session: GymSession) -> None:
 
 def gym_gate(gym_session: GymSession) -> None:
     """Placeholder callable of a gate item: its signature makes pytest set up ``gym_session``."""
+
+
+class OutcomeText(TerminalRepr):
+    """An item's failure or error text, shown without a traceback; its first line is what pytest's short test
+    summary and JUnit's failure ``message`` show (on every pytest version: pytest 8 shows a message only for
+    a report that has a ``reprcrash``)."""
+
+    def __init__(self, text: str, path: Path, line: int) -> None:
+        self.text = text
+        self.reprcrash = ReprFileLocation(str(path), line, text.splitlines()[0] if text else "")
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
 
 
 class RolloutError(Exception):

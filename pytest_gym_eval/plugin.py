@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import hookspecs, integrations, results, xdist
-from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
+from pytest_gym_eval.items import (
+    GYM_MARK,
+    DatasetFile,
+    GateItem,
+    OutcomeText,
+    RolloutError,
+    RolloutFailed,
+    RolloutItem,
+)
 from pytest_gym_eval.options import add_options, check_config_source, dataset_name
 from pytest_gym_eval.reporting import json_report, junit, terminal
 from pytest_gym_eval.run import GymStartError
@@ -93,7 +101,9 @@ def pytest_runtest_makereport(
     if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
         error = call.excinfo.value
         gym = item.config.stash[SESSION_KEY]
-        report.longrepr = gym.start_failure(item.nodeid, str(error)) if isinstance(error, GymStartError) else str(error)
+        text = gym.start_failure(item.nodeid, str(error)) if isinstance(error, GymStartError) else str(error)
+        path, line, _ = item.reportinfo()
+        report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
     return report
 
 

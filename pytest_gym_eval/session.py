@@ -408,7 +408,7 @@ class GymSession:
         failing = [gate for gate in judged if not gate.passed(self.options.inconclusive_passes)]
         if not failing:
             return None
-        return "\n".join(["gates not met:", *(f"  {gate.describe()}" for gate in failing)])
+        return "\n".join(gate.describe() for gate in failing)
 
     # End of the session (the only process, or the xdist controller).
 
