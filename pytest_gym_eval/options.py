@@ -193,6 +193,24 @@ def add_options(parser: pytest.Parser) -> None:
         help="CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one.",
     )
 
+    # Reports people read: the HTML page and the Markdown summary (also for CI step summaries).
+    add(
+        "--gym-html",
+        dest="gym_html",
+        metavar="PATH.html",
+        help="Write one self-contained HTML page (summaries, histograms, task x repeat grids, transcripts) at "
+        "the end of the session (ini gym_html).",
+    )
+    add(
+        "--gym-markdown",
+        dest="gym_markdown",
+        metavar="PATH.md",
+        help="Write the Markdown summary that a GitHub step summary gets, e.g. for a pull-request comment "
+        "(ini gym_markdown).",
+    )
+    parser.addini("gym_html", "Write the HTML report here (see --gym-html).", type="string", default="")
+    parser.addini("gym_markdown", "Write the Markdown summary here (see --gym-markdown).", type="string", default="")
+
     parser.addini("gym_checkout", "Gym checkout to run (see --gym-checkout).", type="string", default="")
     parser.addini("gym_min_mean_reward", "CI gate on every dataset's mean reward.", type="string", default="")
     parser.addini("gym_min_pass_rate", "CI gate on every dataset's pass rate.", type="string", default="")
@@ -306,6 +324,8 @@ class GymOptions:
     baseline: Path | None = None
     max_drop: float | None = None
     fail_on_flip: bool = False
+    html: Path | None = None
+    markdown: Path | None = None
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
@@ -326,6 +346,13 @@ class GymOptions:
             return (base / os.path.expanduser(text)).resolve() if text else None
 
         inifile_dir = Path(config.inipath).parent if config.inipath else rootdir
+
+        def report_path(dest: str) -> Path | None:
+            """A report file: from the command line relative to the current directory, from the ini file
+            relative to the ini file's folder."""
+            given = config.getoption(dest, default=None)
+            return path(given, Path.cwd()) if given else path(config.getini(dest), inifile_dir)
+
         checkout_cli = config.getoption("gym_checkout", default=None)
         checkout = path(checkout_cli, Path.cwd()) if checkout_cli else path(config.getini("gym_checkout"), inifile_dir)
         cli = DatasetSettings(
@@ -383,6 +410,8 @@ class GymOptions:
             baseline=baseline,
             max_drop=_number(config.getoption("gym_max_drop", default=None), "--gym-max-drop"),
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
+            html=report_path("gym_html"),
+            markdown=report_path("gym_markdown"),
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
