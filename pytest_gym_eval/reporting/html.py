@@ -121,7 +121,8 @@ def histogram_bins(rewards: Sequence[float], low: float, high: float) -> list[tu
     width = (high - low) / HISTOGRAM_BINS
     counts_by_bin = [0] * HISTOGRAM_BINS
     for reward in rewards:
-        counts_by_bin[min(HISTOGRAM_BINS - 1, max(0, int((reward - low) / width)))] += 1
+        position = (reward - low) * HISTOGRAM_BINS / (high - low)  # not / width: 0.95 / 0.05 is 18.999…
+        counts_by_bin[min(HISTOGRAM_BINS - 1, max(0, int(position)))] += 1
     return [(low + i * width, low + (i + 1) * width, count) for i, count in enumerate(counts_by_bin)]
 
 
