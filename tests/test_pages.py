@@ -111,24 +111,38 @@ def test_transcript_keeps_every_turn_and_what_the_verifier_recorded() -> None:
     assert found["failure"] is None
 
 
-def test_transcript_of_a_failures_row_carries_gyms_cause() -> None:
-    row = {
-        "responses_create_params": {"input": "plain prompt"},
+def test_transcript_of_a_failures_row_carries_gyms_cause_and_the_input_row(tmp_path: Path) -> None:
+    # Gym's failures file keeps the failure and the stamps; the request is in the materialized inputs beside it.
+    failure = {
         "_ng_failure_class": "agent_run_error",
         "_ng_failure_type": "HTTPStatusError",
         "_ng_failure_message": "Server error \\'500\\' for url \\'http://x/run\\'",
         "_ng_failure_http_status": 500,
         "_ng_failure_response_body": None,
+        "_ng_task_index": 7,
+        "_ng_rollout_index": 0,
     }
-    found = transcripts.transcript(row)
+    row = {"responses_create_params": {"input": "plain prompt"}, "expected_answer": "B", "_ng_task_index": 7}
+    (tmp_path / "rollouts_failures.jsonl").write_text(json.dumps(failure) + "\n")
+    (tmp_path / "rollouts_materialized_inputs.jsonl").write_text(
+        json.dumps({**row, "_ng_task_index": 6, "expected_answer": "A"})
+        + "\n"
+        + json.dumps({**row, "_ng_rollout_index": 0})
+        + "\n"
+    )
+    locations = [f"{tmp_path}/rollouts_failures.jsonl:1", f"{tmp_path}/rollouts.jsonl:1"]
+    records = [failure, {"responses_create_params": {"input": "has its own"}}]
+    rows = transcripts.input_rows(locations, records)
+    assert rows == [{**row, "_ng_rollout_index": 0}, None]
+    found = transcripts.transcript(failure, rows[0])
     assert found["items"] == [{"kind": "message", "role": "user", "text": "plain prompt"}]
-    assert found["final"] is None
+    assert found["final"] is None and found["expected"] == "B" and found["verifier"] == {}
     assert found["failure"] == {
-        "class": "agent_run_error",
         "type": "HTTPStatusError",
         "message": "Server error '500' for url 'http://x/run'",
         "http_status": 500,
     }
+    assert transcripts.input_rows([f"{tmp_path}/gone_failures.jsonl:1"], [failure]) == [None]
 
 
 def test_long_texts_are_cut_in_the_middle() -> None:
@@ -462,6 +476,7 @@ def test_session_writes_the_page_the_markdown_and_the_step_summary(
     every = json.loads(re.search(r'id="gym-transcripts">(.*?)</script>', page, re.S).group(1))  # type: ignore[union-attr]
     assert every[1]["items"][every[1]["final"]]["text"] == "\\boxed{C}" and every[1]["expected"] == "B"
     assert every[2]["failure"]["message"] == "fake agent failure"
+    assert every[2]["items"][0]["text"] == "Question down?" and every[2]["expected"] == "B"  # from Gym's inputs
     # The same page, made afterwards from the JSON report and the run directory it points to.
     assert cli(["html", str(pytester.path / "out" / "report.json"), "-o", str(pytester.path / "again.html")]) == 0
     assert (pytester.path / "again.html").read_text() == page

@@ -28,7 +28,7 @@ from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison, report_task_means
 from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task, groups
-from pytest_gym_eval.reporting.transcripts import read_records, transcript
+from pytest_gym_eval.reporting.transcripts import input_rows, read_records, transcript
 
 ASSETS = Path(__file__).parent / "assets"
 """The page's stylesheet and script, inlined into every page."""
@@ -303,10 +303,15 @@ def _rollout_row(
 
 
 def transcripts_of(results: Sequence[RolloutResult]) -> tuple[list[dict[str, Any] | None], list[str]]:
-    """Each result's transcript (:func:`~.transcripts.transcript` of its record; None without one) and the
-    problems met reading the records (see :func:`~.transcripts.read_records`)."""
-    records, problems = read_records([result.record for result in results])
-    return [None if record is None else transcript(record) for record in records], problems
+    """Each result's transcript (:func:`~.transcripts.transcript` of its record, with its input row when the
+    record lacks the request; None without a record) and the problems met reading the records (see
+    :func:`~.transcripts.read_records`)."""
+    locations = [result.record for result in results]
+    records, problems = read_records(locations)
+    rows = input_rows(locations, records)
+    return [
+        None if record is None else transcript(record, row) for record, row in zip(records, rows, strict=True)
+    ], problems
 
 
 # --- The page ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ A transcript is plain JSON data (it is embedded in the page as JSON and rendered
      "expected": "C",           # the expected answer when the record has one, else null
      "verifier": {"extracted_answer": "B"},   # what the verifier recorded beside the reward
      "usage": {"input_tokens": 70, "output_tokens": 40, "total_tokens": 110},  # or null
-     "failure": {"message": "...", "http_status": 500},   # Gym's _ng_failure_* keys, or null
+     "failure": {"message": "...", "http_status": 500},   # Gym's other _ng_failure_* keys, or null
      "tools": ["get_weather"]}
 
 Every text is cut to :data:`TEXT_LIMIT` characters (its start and end kept, the cut marked), so one huge
@@ -96,9 +96,15 @@ def _text(message: Mapping[str, Any]) -> str:
     return message_text(content)
 
 
-def transcript(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The transcript (layout in the module docstring) of one record of Gym's rollouts or failures file."""
+def transcript(record: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The transcript (layout in the module docstring) of one record of Gym's rollouts or failures file.
+
+    ``row`` is the rollout's input row (see :func:`input_rows`): the request and the expected answer come from
+    it when the record has none (Gym's failures file keeps neither).
+    """
     params = record.get("responses_create_params")
+    if not isinstance(params, Mapping) and row is not None:
+        params = row.get("responses_create_params")
     params = params if isinstance(params, Mapping) else {}
     items: list[dict[str, Any]] = []
     instructions = params.get("instructions")
@@ -117,7 +123,7 @@ def transcript(record: Mapping[str, Any]) -> dict[str, Any]:
         if item["kind"] == "message" and item["role"] == "assistant" and item["text"]:
             final = index
             break
-    expected = expected_answer(dict(record))
+    expected = expected_answer(dict(record), dict(row) if row is not None else None)
     expected_key = next((key for key in _EXPECTED_KEYS if record.get(key) not in (None, "")), None)
     verifier = {
         key: _compact(value)
@@ -127,10 +133,11 @@ def transcript(record: Mapping[str, Any]) -> dict[str, Any]:
     failure = {
         key[len(_FAILURE_PREFIX) :]: _compact(value)
         for key, value in record.items()
-        if key.startswith(_FAILURE_PREFIX) and value is not None
-    }
-    if isinstance(failure.get("message"), str):
-        failure["message"] = clean_gym_message(str(failure["message"]), VALUE_LIMIT)
+        if key.startswith(_FAILURE_PREFIX) and key != _FAILURE_PREFIX + "class" and value is not None
+    }  # the class is the rollout's failure_class, shown with it
+    for key, value in failure.items():
+        if isinstance(value, str):  # Gym's messages nest escaped server replies: collapse the escaping
+            failure[key] = clean_gym_message(value, VALUE_LIMIT)
     tools = params.get("tools")
     return {
         "items": items,
@@ -216,3 +223,42 @@ def _read_lines(path: Path, lines: Mapping[int, list[int]], records: list[dict[s
             if number >= last:
                 break
     return found
+
+
+MATERIALIZED_SUFFIX = "_materialized_inputs.jsonl"
+"""``gym eval run --output X.jsonl`` writes every input row it ran, stamped, to ``X_materialized_inputs.jsonl``."""
+
+
+def input_rows(
+    locations: Sequence[str | None], records: Sequence[Mapping[str, Any] | None]
+) -> list[dict[str, Any] | None]:
+    """The input row of each record that lacks its request (``responses_create_params``), else None.
+
+    Gym's failures file (``X_failures.jsonl``) keeps only the failure and the row's ``_ng_task_index`` /
+    ``_ng_rollout_index``; the row itself is in ``X_materialized_inputs.jsonl`` beside it, found by those two
+    stamps. Each such file is read once; a file that is gone or unreadable leaves the rows None.
+    """
+    wanted: dict[Path, dict[tuple[object, object], list[int]]] = {}
+    for index, (location, record) in enumerate(zip(locations, records, strict=True)):
+        if not location or record is None or isinstance(record.get("responses_create_params"), Mapping):
+            continue
+        path = Path(location.rpartition(":")[0])
+        stem = path.name.removesuffix(".jsonl").removesuffix("_failures")
+        key = (record.get("_ng_task_index"), record.get("_ng_rollout_index", 0))
+        wanted.setdefault(path.with_name(stem + MATERIALIZED_SUFFIX), {}).setdefault(key, []).append(index)
+    rows: list[dict[str, Any] | None] = [None] * len(locations)
+    for path, keys in wanted.items():
+        try:
+            with path.open("rb") as handle:
+                for raw in handle:
+                    try:
+                        row = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if not isinstance(row, dict):
+                        continue
+                    for index in keys.get((row.get("_ng_task_index"), row.get("_ng_rollout_index", 0)), []):
+                        rows[index] = row
+        except OSError:
+            continue
+    return rows
