@@ -523,3 +523,14 @@ def test_unwritable_page_is_reported_not_raised(pytester: pytest.Pytester, fake_
     result = pytester.runpytest(*fake_gym.args, write_dataset(pytester), "--gym-html=blocked/page.html")
     result.stdout.fnmatch_lines([f"gym html report: could not write {pytester.path / 'blocked' / 'page.html'}: *"])
     assert result.ret == 1 and "INTERNALERROR" not in result.stdout.str()
+
+
+def test_page_says_why_gyms_run_failed(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "fail")
+    result = pytester.runpytest(*fake_gym.args, write_dataset(pytester), "--gym-html=page.html")
+    assert result.ret == 1
+    page = (pytester.path / "page.html").read_text()
+    note = re.search(r'<p class="note run-failed">(.*?)</p>', page, re.S)
+    assert note is not None and note.group(1).startswith("Gym&#x27;s run failed: `gym env start` exited with status 3")

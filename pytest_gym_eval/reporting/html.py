@@ -39,6 +39,8 @@ PALETTE_STEPS = 20
 DISCRETE_VALUES = 12
 """Rewards with at most this many distinct values get one histogram bar per value; more get equal bins."""
 HISTOGRAM_BINS = 20
+RUN_FAILED = "Gym's run failed:"
+"""How the note saying why Gym's run failed begins (the page's script looks for it)."""
 
 # Flags of a task in the grid data (the script reads the same bits).
 FAILED, ERRORED, FLAKY, FLIPPED, DROPPED = 1, 2, 4, 8, 16
@@ -423,7 +425,10 @@ def _header(
         for number, summary in enumerate(conclusion.summaries)
     )
     reason = html.escape(conclusion.reason) if conclusion.reason else "No CI gate was set: pytest's exit status holds."
-    notes_html = "".join(f'<p class="note">{html.escape(note)}</p>' for note in notes)
+    notes_html = "".join(
+        f'<p class="note{" run-failed" if note.startswith(RUN_FAILED) else ""}">{html.escape(note)}</p>'
+        for note in notes
+    )
     return (
         '<header class="page-header">'
         f'<div class="title-row"><h1>Gym eval report</h1><span class="session-verdict {state}" '
@@ -651,6 +656,24 @@ def _drawer() -> str:
     )
 
 
+def run_failure(meta: Mapping[str, object]) -> str | None:
+    """Why Gym's run failed, when it did: the ``failed`` state the run's owner left in ``meta["run_dir"]``
+    (Gym would not start, or died), e.g. the root cause of every rollout erroring "missing"; else None."""
+    from pytest_gym_eval.rollouts import RunState
+    from pytest_gym_eval.run import RunPaths
+
+    run_dir = meta.get("run_dir")
+    if not isinstance(run_dir, str) or not run_dir:
+        return None
+    try:
+        state = RunState.read(RunPaths(Path(run_dir)).state)
+    except (OSError, ValueError, TypeError):
+        return None
+    if state is None or state.phase != "failed":
+        return None
+    return f"{RUN_FAILED} {state.message}" + (f" (log: {state.log})" if state.log else "")
+
+
 # --- Writing it -------------------------------------------------------------------------------------------
 
 
@@ -670,6 +693,9 @@ def write_page(
     """
     transcripts, problems = transcripts_of(results)
     notes = [f"Transcripts missing: {problem}" for problem in problems]
+    failed = run_failure(meta)
+    if failed:
+        notes.insert(0, failed)
     text = render_page(conclusion, results, meta, baseline=baseline, transcripts=transcripts, notes=notes)
     write_text_atomic(path, text, errors="backslashreplace")
     return problems

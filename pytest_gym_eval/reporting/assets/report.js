@@ -256,8 +256,11 @@
     var reward = rollout[STATUS] === "error" ? "none (an error has no reward)"
       : String(rollout[REWARD]) + " (pass threshold " + group.threshold + ")";
     var other = {};
+    var cause = {};  // text fields of an errored rollout (a cause line) belong with its error
     Object.keys(extras).forEach(function (key) {
-      if (!/tokens$/.test(key)) other[key] = extras[key];
+      if (/tokens$/.test(key)) return;
+      if (rollout[STATUS] === "error" && typeof extras[key] === "string") cause[key] = extras[key];
+      else other[key] = extras[key];
     });
     var usage = usageText(script && script.usage);
     if (!usage) {
@@ -276,8 +279,12 @@
     if (Object.keys(other).length) body.appendChild(keyValues(other));
     if (rollout[STATUS] === "error") {
       var failure = box("failure", "Error: " + (rollout[CLASS] || "unknown"));
+      if (Object.keys(cause).length) failure.appendChild(keyValues(cause));
       if (script && script.failure) failure.appendChild(keyValues(script.failure));
-      else if (!rollout[RECORD]) failure.appendChild(el("p", "", "Gym wrote no record for this rollout."));
+      else if (!rollout[RECORD]) {
+        failure.appendChild(el("p", "", "Gym wrote no record for this rollout" +
+          (document.querySelector(".note.run-failed") ? ": see why Gym's run failed, at the top." : ".")));
+      }
       body.appendChild(failure);
     }
     if (!script) {
