@@ -17,7 +17,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-default-apps", "--hide-scrollbars", "--window-size=1440,1000",
+    "--disable-default-apps", "--hide-scrollbars", "--window-size=1600,1400",
 )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ rollout is opened) are drawn by the script, which keeps a page of 10,000 rollout
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import itertools
 import json
@@ -284,12 +285,13 @@ def _rollout_row(
     result: RolloutResult, group: int, low: float, high: float, recorded: list[object] | None
 ) -> list[Any]:
     score = result.score
-    extras = {
-        name: value
-        for name, value in vars(result).items()
-        if name not in _BASE_FIELDS and value is not None and isinstance(value, (int, float, str))
-        and not (isinstance(value, float) and not math.isfinite(value))
-    }  # fmt: skip
+    extras = {}
+    for field in dataclasses.fields(result):
+        value = getattr(result, field.name)
+        if field.name in _BASE_FIELDS or not isinstance(value, (int, float, str)):
+            continue
+        if not isinstance(value, float) or math.isfinite(value):
+            extras[field.name] = value
     reward = result.reward if result.reward is not None and math.isfinite(result.reward) else None
     return [
         result.nodeid,
@@ -625,7 +627,7 @@ def _section(
         f'data-dataset="{html.escape(summary.dataset)}" data-agent="{html.escape(summary.agent or "")}">'
         f"<h2>{html.escape(summary.title)} {_badge(verdict)}{digest_html}</h2>"
         '<div class="overview">'
-        f'<div class="card">{_summary_table(summary)}</div>'
+        f'<div class="card summary-card">{_summary_table(summary)}</div>'
         f'<div class="card"><h3>Rewards</h3>{histogram}</div>'
         f'<div class="card">{_gates_table(summary)}{_baseline_block(comparison)}'
         f"{_flips_block(conclusion, members, index_of)}</div>"

@@ -317,6 +317,7 @@
     openCell = source && source.classList.contains("cell") ? source : null;
     if (openCell) openCell.classList.add("open");
     drawer.hidden = false;
+    document.body.classList.add("drawer-open");
     drawer.scrollTop = 0;
     body.scrollTop = 0;
     try {
@@ -328,6 +329,7 @@
 
   function close() {
     drawer.hidden = true;
+    document.body.classList.remove("drawer-open");
     drawer.removeAttribute("data-i");
     if (openCell) {
       openCell.classList.remove("open");
