@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -658,7 +659,7 @@ requestAnimationFrame(() => setTimeout(() => {  // a frame later the first paint
   const nav = performance.getEntriesByType("navigation")[0];
   const mark = performance.getEntriesByName("gym-first-render")[0];
   const paint = performance.getEntriesByType("paint").find((e) => e.name === "first-contentful-paint");
-  done({render: mark.startTime, paint: paint ? paint.startTime : NaN, load: nav.loadEventEnd});
+  done({render: mark.startTime, paint: paint ? paint.startTime : null, load: nav.loadEventEnd});
 }, 0));
 """
 NEXT_FRAME = """
@@ -741,7 +742,7 @@ def synthetic_session(folder: Path, rollouts: int) -> tuple[Any, list[Any], dict
     return conclusion, results, baseline
 
 
-def measure_page(page: Path, profile: Path) -> dict[str, float]:
+def measure_page(page: Path, profile: Path) -> dict[str, float | None]:
     """Open ``page`` in a fresh headless Chromium and time it: ``render`` (navigation start to the grids drawn,
     the page's ``gym-first-render`` mark), ``paint`` (first contentful paint), ``load`` (load event end), then
     each of :data:`HTML_ACTIONS` (click to next frame); milliseconds."""
@@ -756,12 +757,19 @@ def measure_page(page: Path, profile: Path) -> dict[str, float]:
     try:
         driver.set_script_timeout(60)
         driver.get(page.resolve().as_uri())
-        timings: dict[str, float] = dict(driver.execute_async_script(PAGE_TIMINGS))
+        timings: dict[str, float | None] = dict(driver.execute_async_script(PAGE_TIMINGS))
         for name, selector, value in HTML_ACTIONS:
             timings[name] = float(driver.execute_async_script(NEXT_FRAME, selector, value))
         return timings
     finally:
         driver.quit()
+
+
+def median_known(values: Sequence[float | None]) -> float:
+    """The median of the values the browser reported (None: it did not, e.g. no first-paint entry yet); nan
+    when there is none."""
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else math.nan
 
 
 def bench_html(work: Path, sizes: Sequence[int], rounds: int) -> list[Row]:
@@ -780,9 +788,9 @@ def bench_html(work: Path, sizes: Sequence[int], rounds: int) -> list[Row]:
         html.write_page(page, conclusion, results, {"model": "benchmark"}, baseline=baseline)
         written = time.perf_counter() - start
         runs = [measure_page(page, folder / f"profile-{i}") for i in range(rounds)]
-        median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+        median = {key: median_known([run[key] for run in runs]) for key in runs[0]}
         megabytes = page.stat().st_size / 1e6
-        each = ", ".join(f"{run['render']:.0f}" for run in runs)
+        each = ", ".join(f"{run['render'] or math.nan:.0f}" for run in runs)
         load = os.getloadavg()[0]
         print(
             f"  {size:,} rollouts: {megabytes:.1f} MB, written in {written:.2f} s; first render "

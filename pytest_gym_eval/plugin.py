@@ -114,7 +114,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             xml.add_global_property(name, value)
     if gym.options.report is not None:
         json_report.write_report(
-            gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta, conclusion.flips)
+            gym.options.report,
+            json_report.build_report(conclusion.summaries, gym.rollouts(), meta, flips=conclusion.flips),
         )
     session.config.stash[PAGES_KEY] = outputs.write_pages(
         conclusion, gym.rollouts(), meta, gym.options, baseline=gym.baseline, environ=os.environ

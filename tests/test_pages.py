@@ -265,7 +265,7 @@ def test_page_from_the_json_report_is_the_page_of_the_session(tmp_path: Path) ->
     flips = [Flip(f"{DATA}::flaky[r1]", 0.0, (1.0,))]
     conclusion = conclude(results, [Gate("mean_reward", 0.9)], baseline, flips)
     meta = {"model": "m", "created": "2026-11-30T00:00:00+00:00"}
-    report = build_report(conclusion.summaries, results, meta, flips)
+    report = build_report(conclusion.summaries, results, meta, flips=flips)
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
     again, read_results = conclusion_from_report(json.loads(json.dumps(report)), baseline)
     assert read_results == results
@@ -281,7 +281,7 @@ def test_page_from_the_json_report_is_the_page_of_the_session(tmp_path: Path) ->
 def test_report_without_a_replay_has_no_flips_key() -> None:
     results = [result("t", 0, 1.0)]
     assert "flips" not in build_report(conclude(results).summaries, results, {})
-    assert build_report(conclude(results).summaries, results, {}, [])["flips"] == []
+    assert build_report(conclude(results).summaries, results, {}, flips=[])["flips"] == []
 
 
 # --- Markdown ---------------------------------------------------------------------------------------------

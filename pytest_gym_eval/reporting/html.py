@@ -410,7 +410,7 @@ def _header(
 ) -> str:
     status = conclusion.exit_status
     state = "none" if status == -1 else "pass" if status == 0 else "fail"
-    verdict = {"none": "no gates", "pass": "PASS", "fail": "FAIL"}[state]
+    verdict = {-1: "no gates", 0: "PASS", 1: "FAIL"}.get(status, f"exit status {status}")
     errors = sum(1 for r in results if r.status == "error")
     counts = (
         f"{fmt.plural(len(conclusion.summaries), 'dataset')}, {fmt.plural(len(results), 'rollout')}, "

@@ -29,6 +29,7 @@ def build_report(
     summaries: Sequence[DatasetSummary],
     results: Sequence[RolloutResult],
     meta: Mapping[str, object],
+    *,
     flips: Sequence[Flip] | None = None,
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all), and
@@ -201,7 +202,7 @@ def conclusion_from_report(
     Summaries, gate verdicts and flips are read as written (not recomputed); a non-finite number the report
     holds as null comes back as nan (estimate) or -inf/+inf (bounds); the rollouts' start/stop times are not
     in the report (0.0). The comparison with ``baseline`` (another report) is computed as ``--gym-baseline``
-    computes it. ``exit_status`` and ``reason`` are the report's when it has them, else those
+    computes it. The exit status and reason are the report's (its ``session``) when it has them, else those
     :func:`~pytest_gym_eval.reporting.model.session_verdict` gives its gates (INCONCLUSIVE failing; the
     max-drop and flip gates left out: the report does not say whether they were set). Raises ValueError for a
     dataset, gate or rollout entry this version cannot read.
@@ -219,8 +220,9 @@ def conclusion_from_report(
             if isinstance(f, Mapping)
         ]
     comparisons = compare_to_baseline(baseline, results) if baseline is not None else []
-    status = report.get("exit_status")
-    reason = report.get("reason")
+    session = report.get("session")  # {"exit_status", "reason"}; older drafts had them at the top level
+    ended = session if isinstance(session, Mapping) else report
+    status, reason = ended.get("exit_status"), ended.get("reason")
     if isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str):
         return Conclusion(summaries, comparisons, flips, status, reason), results
     # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
