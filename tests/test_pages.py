@@ -226,6 +226,19 @@ def test_page_data_marks_each_task_for_the_filters() -> None:
     assert data["rollouts"][0][6] == html.PALETTE_STEPS
 
 
+def test_values_json_cannot_hold_become_text(tmp_path: Path) -> None:
+    # Python's json reads NaN and Infinity; a verifier or a recording may have written them.
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text('{"reward": 0.0, "score": NaN, "detail": {"x": Infinity}}\n')
+    results = [result("t", 0, 0.0, f"{rollouts}:1")]
+    flips = [Flip(results[0].nodeid, 0.0, (float("nan"), {"odd": 1}))]
+    conclusion = conclude(results, flips=flips)
+    text = html.render_page(conclusion, results, {}, transcripts=html.transcripts_of(results)[0])
+    every = json.loads(re.search(r'id="gym-transcripts">(.*?)</script>', text, re.S).group(1))  # type: ignore[union-attr]
+    assert every[0]["verifier"] == {"score": "nan", "detail": '{"x":Infinity}'}
+    assert html.page_data(conclusion, results)["rollouts"][0][8] == ["nan", "{'odd': 1}"]
+
+
 def test_page_data_shows_fields_other_engineers_add_to_results() -> None:
     # RolloutResult may grow fields (token counts, latency, a cause line): the page shows whatever holds a value.
     import dataclasses

@@ -231,7 +231,7 @@ def page_data(
     "b": the baseline's mean or null, "f": flags}`` (:data:`FAILED` … :data:`DROPPED`); ``baseline`` and
     ``replay`` say whether those columns and filters apply.
     """
-    flipped = {flip.nodeid: list(flip.recorded) for flip in conclusion.flips or ()}
+    flipped = {flip.nodeid: [_plain(value) for value in flip.recorded] for flip in conclusion.flips or ()}
     before = report_task_means(baseline) if baseline is not None else {}
     comparisons = {(c.dataset, c.agent): c for c in conclusion.comparisons}
     index_of = {id(result): index for index, result in enumerate(results)}
@@ -279,6 +279,14 @@ def page_data(
             }
         )
     return {"page_size": PAGE_SIZE, "groups": page_groups, "rollouts": rows}
+
+
+def _plain(value: object) -> object:
+    """A recorded reward as JSON can hold it: numbers, strings, booleans and null as they are (NaN and
+    infinities as text), anything else as text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 def _rollout_row(

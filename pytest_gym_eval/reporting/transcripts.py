@@ -24,6 +24,7 @@ record cannot make the page unusable; the record itself stays whole in Gym's fil
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,12 +51,15 @@ def cut(text: str, limit: int = TEXT_LIMIT) -> str:
 
 
 def _compact(value: object, limit: int = VALUE_LIMIT) -> object:
-    """A scalar as it is (strings cut to ``limit``); anything else as compact JSON text cut to ``limit``."""
+    """A scalar as it is (strings cut to ``limit``; NaN and infinities, which JSON cannot hold, as text);
+    anything else as compact JSON text cut to ``limit``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
         return cut(value, limit)
-    return cut(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str), limit)
+    return cut(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str), limit)  # NaN as NaN
 
 
 def _item(entry: object) -> dict[str, Any]:
