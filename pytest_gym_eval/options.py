@@ -205,6 +205,24 @@ def add_options(parser: pytest.Parser) -> None:
         help="CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one.",
     )
 
+    # Reports people read: the HTML page and the Markdown summary (also for CI step summaries).
+    add(
+        "--gym-html",
+        dest="gym_html",
+        metavar="PATH.html",
+        help="Write one self-contained HTML page (summaries, histograms, task x repeat grids, transcripts) at "
+        "the end of the session (ini gym_html).",
+    )
+    add(
+        "--gym-markdown",
+        dest="gym_markdown",
+        metavar="PATH.md",
+        help="Write the Markdown summary that a GitHub step summary gets, e.g. for a pull-request comment "
+        "(ini gym_markdown).",
+    )
+    parser.addini("gym_html", "Write the HTML report here (see --gym-html).", type="string", default="")
+    parser.addini("gym_markdown", "Write the Markdown summary here (see --gym-markdown).", type="string", default="")
+
     # Any: the Literal type pytest declares for ``type`` differs between its versions.
     number: Any = "float" if TYPED_INI else "string"
     whole: Any = "int" if TYPED_INI else "string"
@@ -349,6 +367,8 @@ class GymOptions:
     max_drop: float | None = None
     max_regressed_tasks: int | None = None
     fail_on_flip: bool = False
+    html: Path | None = None
+    markdown: Path | None = None
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
@@ -451,6 +471,8 @@ class GymOptions:
             max_drop=number("gym_max_drop"),
             max_regressed_tasks=number("gym_max_regressed_tasks", _count),
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
+            html=path_option("gym_html"),
+            markdown=path_option("gym_markdown"),
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,

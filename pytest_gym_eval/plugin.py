@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from pytest_gym_eval.items import (
     RolloutItem,
 )
 from pytest_gym_eval.options import add_options, check_config_source, dataset_name
-from pytest_gym_eval.reporting import json_report, junit, terminal
+from pytest_gym_eval.reporting import json_report, junit, outputs, terminal
 from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 
@@ -90,6 +91,8 @@ def gym_session(request: pytest.FixtureRequest) -> Iterator[GymSession]:
 
 
 OWN_FAILURES = (RolloutError, RolloutFailed, GymStartError)
+PAGES_KEY = pytest.StashKey[list[str]]()
+"""The terminal lines of :func:`~pytest_gym_eval.reporting.outputs.write_pages` (what was written where)."""
 
 
 @pytest.hookimpl(wrapper=True)
@@ -110,7 +113,7 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop Gym, summarise the rewards, let the gates set the exit status, and write the JUnit suite
-    properties and the ``--gym-report`` file."""
+    properties, the ``--gym-report`` file, the ``--gym-html`` page and the Markdown summaries."""
     # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
     gym = session.config.stash[SESSION_KEY]
     gym.stop()
@@ -128,12 +131,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
             xml.add_global_property(name, value)
     if gym.options.report is not None:
-        report = json_report.build_report(conclusion.summaries, gym.rollouts(), meta, gym.final)
+        report = json_report.build_report(conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips)
         json_report.write_report(gym.options.report, report)
+    final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
+    session.config.stash[PAGES_KEY] = outputs.write_pages(
+        final, gym.rollouts(), meta, gym.options, baseline=gym.baseline, environ=os.environ
+    )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    """The ``gym reward summary`` section: per dataset (and agent), the rewards, pass@k and gate verdicts."""
+    """The ``gym reward summary`` section: per dataset (and agent), the rewards, pass@k and gate verdicts; the
+    reports written; on GitHub Actions, annotations for gates that did not pass and errored rollouts."""
     gym = config.stash[SESSION_KEY]
     if gym.conclusion is None:
         return
@@ -148,3 +156,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(f"gym run directory: {gym.run_dir}")
     if gym.options.report is not None:
         terminalreporter.write_line(f"gym report: {gym.options.report}")
+    for line in config.stash.get(PAGES_KEY, []):
+        terminalreporter.write_line(line)
+    for line in outputs.annotation_lines(gym.conclusion, gym.rollouts(), gym.options, os.environ):
+        terminalreporter.write_line(line)

@@ -153,6 +153,13 @@ def max_regressed_gate(comparisons: Sequence[BaselineComparison], max_regressed:
     return lines
 
 
+def report_task_means(report: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """Mean scored reward of each (dataset, task id) in a report's rollouts (passed or failed, finite
+    reward), the per-task values :func:`compare_to_baseline` pairs. Raises ValueError when ``report`` has no
+    ``rollouts`` list."""
+    return _baseline_means(report)
+
+
 def _significant_drop(comparison: PairedComparison, max_drop: float) -> bool:
     return comparison.high < 0.0 and comparison.mean_difference < -max_drop
 
