@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval import hookspecs, xdist
+from pytest_gym_eval.causes import GYM_START
 from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
 from pytest_gym_eval.options import add_options
 from pytest_gym_eval.reporting import json_report, junit, terminal
@@ -85,10 +86,15 @@ OWN_FAILURES = (RolloutError, RolloutFailed, GymStartError)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Report a rollout's failure or error by its message alone, without a traceback into the plugin."""
+    """Report a rollout's failure or error by its message alone, without a traceback into the plugin; a rollout
+    that errored because Gym could not start gets the failure class ``gym_start``."""
     report: pytest.TestReport = yield
     if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
         report.longrepr = str(call.excinfo.value)
+        if isinstance(call.excinfo.value, GymStartError) and isinstance(item, RolloutItem):
+            # On the item too: its teardown report, which JUnit takes the properties from, is made later.
+            for properties in (item.user_properties, report.user_properties):
+                properties.append(("failure_class", GYM_START))
     return report
 
 

@@ -6,6 +6,13 @@ Gym appends one JSON line per finished rollout to ``OUT.jsonl`` (successes) and 
 (its reward and where its full record is), and wakes the items waiting for it. The run's owner publishes
 its progress in a small state file (see :class:`RunState`), which the feed reads too: that is how an item
 learns that its rollout will never come. The same code serves a single process and pytest-xdist workers.
+
+Waits are bounded for the whole run, not per item: the rollout timeout counts from the last *progress* Gym made
+(the run entering ``running``, or any rollout or failure landing in its files). When that much time passes
+without progress the run is *stalled*: every rollout still pending is given up at that moment (each waiting item
+gets a :class:`Missing` of class ``rollout_timeout`` at once, not one timeout after another), and a failure
+record Gym already wrote is final (Gym's resume, which could turn it into a success, needs the eval run to
+end first).
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_gym_eval.causes import GYM_EXITED, ROLLOUT_TIMEOUT, SESSION_STOPPED
 
 TASK_INDEX_KEY = "_ng_task_index"
 FAILURE_CLASS_KEY = "_ng_failure_class"
@@ -111,10 +120,31 @@ class RunState:
 
 @dataclass(frozen=True)
 class Missing:
-    """Why a rollout is not there: ``reason`` is a sentence for the error report."""
+    """Why a rollout is not there: ``reason`` is a sentence for the error report, ``log`` the log to read and
+    ``failure_class`` one of :data:`pytest_gym_eval.causes.CLASSES` (``gym_exited``, ``rollout_timeout``,
+    ``session_stopped``, ...)."""
 
     reason: str
     log: str = ""
+    failure_class: str = GYM_EXITED
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The run made no progress for ``timeout`` seconds: at ``at`` (``time.monotonic()``), ``rollouts`` had
+    landed (successes and failures)."""
+
+    timeout: float
+    at: float
+    rollouts: int
+
+    def missing(self) -> Missing:
+        """The :class:`Missing` every rollout still pending gets."""
+        return Missing(
+            f"no rollout landed for {self.timeout:g} s (--gym-rollout-timeout, counted from the last rollout Gym "
+            f"wrote; {self.rollouts} had landed), so every rollout still pending errors now",
+            failure_class=ROLLOUT_TIMEOUT,
+        )
 
 
 class _FollowedFile:
@@ -187,8 +217,9 @@ def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int 
 class RolloutFeed:
     """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread.
 
-    :meth:`wait` blocks until a rollout arrives, Gym is done without it, or a timeout passes. A success
-    recorded after a failure of the same rollout (Gym's resume retries failures) replaces it.
+    :meth:`wait` blocks until a rollout arrives, Gym is done without it, or the run stalls (see the module's
+    docstring). A success recorded after a failure of the same rollout (Gym's resume retries failures)
+    replaces it.
     """
 
     def __init__(self, output: Path, failures: Path, state: Path, poll_interval: float = POLL_INTERVAL) -> None:
@@ -197,6 +228,8 @@ class RolloutFeed:
         self._poll_interval = poll_interval
         self._records: dict[int, RolloutRecord] = {}
         self._state: RunState | None = None
+        self._progress_at: float | None = None  # monotonic time of the last progress, once the run is running
+        self._stall: Stall | None = None
         self._changed = threading.Condition()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="gym-rollout-feed", daemon=True)
@@ -217,37 +250,54 @@ class RolloutFeed:
         """The run state last read."""
         return self._state
 
+    @property
+    def last_progress(self) -> float | None:
+        """``time.monotonic()`` of the last progress seen (the run entering ``running``, a rollout or failure
+        landing); None before the run runs."""
+        with self._changed:
+            return self._progress_at
+
+    @property
+    def stall(self) -> Stall | None:
+        """The stall that ended the waits, once one happened (see the module's docstring)."""
+        with self._changed:
+            return self._stall
+
     def records(self) -> dict[int, RolloutRecord]:
         """A snapshot of every rollout seen so far, by stamp."""
         with self._changed:
             return dict(self._records)
 
     def wait(self, stamp: int, timeout: float | None) -> RolloutRecord | Missing:
-        """The rollout stamped ``stamp``, or :class:`Missing` once the run is done without it or after
-        ``timeout`` seconds (None: no limit)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """The rollout stamped ``stamp``; or, when it never comes, a :class:`Missing` once the run is done
+        without it, or once the run made no progress for ``timeout`` seconds (None: no limit). The clock runs
+        from the last progress of the whole run, not from this call: after a stall every wait for a pending
+        rollout returns at once. A failure record is returned once the run is done or stalled."""
         with self._changed:
             while True:
                 record = self._records.get(stamp)
-                if record is not None and (record.failure_class is None or self._done()):
+                if record is not None and (record.failure_class is None or self._done() or self._stall):
                     return record
                 if self._done():
                     return record or self._missing_reason()
                 if self._stopping.is_set() and not self._thread.is_alive():
-                    return record or Missing("the session stopped before this rollout arrived")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return Missing(f"no rollout arrived within {timeout:g} s (--gym-rollout-timeout)")
-                self._changed.wait(remaining if remaining is not None else 1.0)
+                    return record or Missing(
+                        "the session stopped before this rollout arrived", failure_class=SESSION_STOPPED
+                    )
+                if self._stall is None and timeout is not None and self._progress_at is not None:
+                    now = time.monotonic()
+                    if now - self._progress_at >= timeout:
+                        self._stall = Stall(timeout, now, len(self._records))
+                if self._stall is not None:
+                    return record or self._stall.missing()
+                remaining = 1.0
+                if timeout is not None and self._progress_at is not None:
+                    remaining = min(remaining, self._progress_at + timeout - time.monotonic())
+                self._changed.wait(max(remaining, 0.0))
 
     def wait_all(self, stamps: list[int], timeout: float | None) -> dict[int, RolloutRecord | Missing]:
-        """:meth:`wait` for each of ``stamps`` (sharing one deadline)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        results: dict[int, RolloutRecord | Missing] = {}
-        for stamp in stamps:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            results[stamp] = self.wait(stamp, remaining)
-        return results
+        """:meth:`wait` for each of ``stamps``; bounded as one wait is (a stall ends them all at once)."""
+        return {stamp: self.wait(stamp, timeout) for stamp in stamps}
 
     def _done(self) -> bool:
         return self._state is not None and self._state.done
@@ -290,4 +340,6 @@ class RolloutFeed:
                     self._records[record.stamp] = record
             if state is not None and not (self._state is not None and self._state.done and not state.done):
                 self._state = state
+            if self._state is not None and self._state.phase != "starting" and (found or self._progress_at is None):
+                self._progress_at = time.monotonic()
             self._changed.notify_all()

@@ -123,7 +123,7 @@ def test_rollout_timeout_turns_a_missing_rollout_into_an_error(pytester: pytest.
     name = dataset(pytester, task("done"), task("held", hold=True))
     result = run(pytester, fake_gym, name, "--gym-rollout-timeout", "1")
     assert outcomes(result) == {"mcqa.jsonl::done[r0]": "passed", "mcqa.jsonl::held[r0]": "error"}
-    result.stdout.fnmatch_lines(["*no rollout arrived within 1 s (--gym-rollout-timeout)*"])
+    result.stdout.fnmatch_lines(["*no rollout landed for 1 s (--gym-rollout-timeout*"])
     assert_nothing_left(fake_gym)
 
 
