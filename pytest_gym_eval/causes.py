@@ -46,26 +46,31 @@ REPLAY_NO_RECORDING = "replay_no_recording"
 MODEL_BAD_RESPONSE = "model_bad_response"
 VERIFIER_ERROR = "verifier_error"
 AGENT_ERROR = "agent_error"
+MODEL_SERVER_ERROR = "model_server_error"
+SERVER_ERROR = "server_error"
 
 CLASSES: dict[str, str] = {
     GYM_START: "Gym could not start (its servers, its config, or the model endpoint never became ready)",
     GYM_EXITED: "Gym ended (crashed, was killed, or `gym eval run` finished) without writing this rollout",
-    ROLLOUT_TIMEOUT: "no rollout landed for --gym-rollout-timeout seconds; every pending rollout errors then",
-    SESSION_STOPPED: "the session stopped (Ctrl-C, SIGTERM, -x) before this rollout arrived",
+    ROLLOUT_TIMEOUT: "no rollout landed for `--gym-rollout-timeout` seconds; every pending rollout errors then",
+    SESSION_STOPPED: "the session stopped (Ctrl-C, SIGTERM, `-x`) before this rollout arrived",
     NOT_PLANNED: "the item was not in the session's plan (a plugin bug: please report it)",
     BAD_REWARD: "the rollout has no reward, or one that is not a finite number",
-    "model_http_<status>": "the policy model (or another model server's endpoint) answered an HTTP error, "
-    "after Gym's own retries, e.g. model_http_429, model_http_400",
-    "model_http_error": "as model_http_<status>, when the status is not in the logs (servers attached with "
-    "--gym-head-server keep their logs elsewhere)",
-    REPLAY_NO_RECORDING: "the replay model has no recorded answer for the conversation (HTTP 404 no_recording)",
+    "model_http_<status>": "the policy model's endpoint (or a judge model's) answered an HTTP error after Gym's "
+    "own retries, e.g. `model_http_429`, `model_http_400`",
+    "model_http_error": "the same, when no log shows the status (servers attached with `--gym-head-server` keep "
+    "their logs elsewhere)",
+    REPLAY_NO_RECORDING: "the replay model has no recorded answer for the conversation (its HTTP 404 `no_recording`)",
     MODEL_BAD_RESPONSE: "Gym rejected the endpoint's answer (e.g. a Responses body missing fields Gym requires, "
     "or a body that is not JSON)",
-    "<role>_http_<status>": "another server's upstream answered an HTTP error (role: agent, resources)",
+    MODEL_SERVER_ERROR: "Gym's model server raised for another reason",
+    "<role>_http_<status>": "another server's upstream call answered an HTTP error (`agent_http_500`, "
+    "`resources_http_502`, `server_http_…` for a server of unknown role; `…_http_error` without the status)",
     VERIFIER_ERROR: "the resources server (the verifier) raised while scoring the rollout",
     AGENT_ERROR: "the agent server raised",
-    "Gym's own": "any other `_ng_failure_class` Gym wrote (e.g. agent_run_error, agent_request_failed, "
-    "environment_server_failed) when the cause could not be traced further",
+    SERVER_ERROR: "a Gym server of unknown role raised",
+    "agent_run_error": "Gym's own class (also `agent_request_failed`, `environment_server_failed`, ...), when the "
+    "cause could not be traced past Gym's record",
 }
 """The failure classes an errored item can carry (terminal ``errors`` line, JUnit ``failure_class``
 property, JSON report ``failure_class``), with what each means."""
@@ -195,7 +200,15 @@ class EndpointError:
     @property
     def label(self) -> str:
         """The error's own name: its ``code``, else its ``type``, else ''."""
-        return self.code or self.type or ""
+        return self.code or ("no_recording" if self.no_recording else self.type or "")
+
+    @property
+    def no_recording(self) -> bool:
+        """Whether this is the replay model's 404 for a conversation it has no recording of (its ``code`` is
+        ``no_recording``; when a long message pushed the code past what Gym kept, its message says so)."""
+        return self.code == "no_recording" or (
+            self.code is None and self.type in (None, "not_found") and self.message.startswith("no recorded answer")
+        )
 
 
 def endpoint_error(text: str) -> EndpointError | None:
@@ -423,7 +436,7 @@ class Cause:
 def server_label(key: str, cls: str | None = None) -> tuple[str, str]:
     """``(human name, role)`` of a Gym server from its ``<Class>___<name>`` key (or its name and ``cls``):
     ``("policy model", "model")``, ``("agent mcqa_simple_agent", "agent")``, ``("resources server mcqa",
-    "resources")``; role '' when the class says nothing."""
+    "resources")``; role ``server`` when the class says nothing."""
     if "___" in key:
         cls, _, name = key.partition("___")
     else:
@@ -437,7 +450,7 @@ def server_label(key: str, cls: str | None = None) -> tuple[str, str]:
         return f"agent {name}", "agent"
     if "resource" in kind or "verif" in kind:
         return f"resources server {name}", "resources"
-    return name, ""
+    return name, "server"
 
 
 def diagnose(record: Mapping[str, Any], logs: ServerLogs | None = None, secrets: Sequence[str] = ()) -> Cause:
@@ -480,7 +493,7 @@ def _trace(body: str, logs: ServerLogs | None) -> Cause | None:
     who, role = server_label(key)
     error = endpoint_error(inner)
     if error is not None:
-        kind = REPLAY_NO_RECORDING if error.code == "no_recording" else f"{role or 'server'}_http_error"
+        kind = REPLAY_NO_RECORDING if error.no_recording else f"{role}_http_error"
         label = f"{error.label}: " if error.label else ""
         text = error.message or inner
         return Cause(f"{who}: HTTP error {label}{_trim(_flatten(text), SUMMARY_LIMIT)}", kind, "")
@@ -496,10 +509,8 @@ def _from_upstream(entry: UpstreamFailure) -> Cause:
         text = error.message or entry.body
     else:
         label, text = "", entry.body
-    if error is not None and error.code == "no_recording":
-        failure_class = REPLAY_NO_RECORDING
-    else:
-        failure_class = f"{role or 'server'}_http_{entry.status}"
+    no_recording = error is not None and error.no_recording
+    failure_class = REPLAY_NO_RECORDING if no_recording else f"{role}_http_{entry.status}"
     summary = f"{who}: HTTP {entry.status}{label}: {_trim(_flatten(text), SUMMARY_LIMIT)}"
     return Cause(summary, failure_class, f"{entry.path}:{entry.line}")
 
@@ -517,13 +528,9 @@ def _from_exception(entry: LoggedException) -> Cause:
 
 
 def _class_of_exception(role: str, type_: str) -> str:
-    if role == "model" and ("Validation" in type_ or "JSONDecode" in type_ or "Decode" in type_):
-        return MODEL_BAD_RESPONSE
-    if role == "resources":
-        return VERIFIER_ERROR
     if role == "model":
-        return "model_error"
-    return AGENT_ERROR if role == "agent" else "server_error"
+        return MODEL_BAD_RESPONSE if "Validation" in type_ or "Decode" in type_ else MODEL_SERVER_ERROR
+    return {"resources": VERIFIER_ERROR, "agent": AGENT_ERROR}.get(role, SERVER_ERROR)
 
 
 def _validation_summary(message: str) -> str:

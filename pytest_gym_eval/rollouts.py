@@ -7,8 +7,9 @@ Gym appends one JSON line per finished rollout to ``OUT.jsonl`` (successes) and 
 its progress in a small state file (see :class:`RunState`), which the feed reads too: that is how an item
 learns that its rollout will never come. The same code serves a single process and pytest-xdist workers.
 
-Waits are bounded for the whole run, not per item: the rollout timeout counts from the last *progress* Gym made
-(the run entering ``running``, or any rollout or failure landing in its files). When that much time passes
+Waits are bounded for the whole run, not per item: the rollout timeout counts from the last *progress* Gym made:
+the run entering ``running``, Gym writing its materialised inputs (it does so once it is ready to dispatch, some
+20 s after ``gym eval run`` starts), or any rollout or failure landing in its files. When that much time passes
 without progress the run is *stalled*: every rollout still pending is given up at that moment (each waiting item
 gets a :class:`Missing` of class ``rollout_timeout`` at once, not one timeout after another), and a failure
 record Gym already wrote is final (Gym's resume, which could turn it into a success, needs the eval run to
@@ -215,15 +216,25 @@ def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int 
 
 
 class RolloutFeed:
-    """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread.
+    """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread; the growth of
+    ``materialized`` (Gym's materialised inputs), when given, counts as progress.
 
     :meth:`wait` blocks until a rollout arrives, Gym is done without it, or the run stalls (see the module's
     docstring). A success recorded after a failure of the same rollout (Gym's resume retries failures)
     replaces it.
     """
 
-    def __init__(self, output: Path, failures: Path, state: Path, poll_interval: float = POLL_INTERVAL) -> None:
+    def __init__(
+        self,
+        output: Path,
+        failures: Path,
+        state: Path,
+        poll_interval: float = POLL_INTERVAL,
+        materialized: Path | None = None,
+    ) -> None:
         self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
+        self._materialized = materialized  # its growth is progress (Gym began dispatching)
+        self._materialized_size = 0
         self._state_path = state
         self._poll_interval = poll_interval
         self._records: dict[int, RolloutRecord] = {}
@@ -322,16 +333,27 @@ class RolloutFeed:
                     return
             self._stopping.wait(self._poll_interval)
 
+    def look(self) -> None:
+        """Look at the files once now (the background thread does so every ``poll_interval`` seconds)."""
+        self._look()
+
     def _look(self, read_state: bool = True) -> None:
         # Read the state first: once it says "finished", every line Gym wrote before it is in the files.
         state = RunState.read(self._state_path) if read_state else self._state
         found: list[RolloutRecord] = []
+        grew = False
+        if self._materialized is not None and read_state:
+            try:
+                size = os.stat(self._materialized).st_size
+            except OSError:
+                size = 0
+            grew, self._materialized_size = size > self._materialized_size, max(size, self._materialized_size)
         for followed, failures in self._files:
             for line, offset, raw in followed.new_lines():
                 record = parse_record(raw, followed.path, line, failures, offset)
                 if record is not None:
                     found.append(record)
-        if not found and state == self._state:
+        if not found and not grew and state == self._state:
             return
         with self._changed:
             for record in found:
@@ -340,6 +362,7 @@ class RolloutFeed:
                     self._records[record.stamp] = record
             if state is not None and not (self._state is not None and self._state.done and not state.done):
                 self._state = state
-            if self._state is not None and self._state.phase != "starting" and (found or self._progress_at is None):
+            running = self._state is not None and self._state.phase != "starting"
+            if running and (found or grew or self._progress_at is None):
                 self._progress_at = time.monotonic()
             self._changed.notify_all()

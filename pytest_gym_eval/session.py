@@ -197,7 +197,9 @@ class GymSession:
                 if self.run_dir is None:
                     raise GymStartError("no run directory: the pytest-xdist controller did not hand one out")
                 paths = RunPaths(self.run_dir)
-                self._feed = RolloutFeed(paths.output, paths.failures, paths.state).start()
+                self._feed = RolloutFeed(
+                    paths.output, paths.failures, paths.state, materialized=paths.materialized
+                ).start()
         self._wait_until_started()
 
     def start_run(self, plan: RunPlan) -> None:
