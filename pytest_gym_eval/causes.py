@@ -338,7 +338,6 @@ class ServerLogs:
                     )
         if (upstream := _UPSTREAM.search(text)) is not None:
             state.pending_upstream = (upstream, number)
-            state.recent.append((number, text))
             return
         if (caught := _CAUGHT.search(text)) is not None:
             state.caught, state.exception = (caught["name"], caught["cls"]), None
@@ -398,13 +397,44 @@ class ServerLogs:
         return None
 
     def recent_activity(self, limit: int = 4) -> list[str]:
-        """The last retry and upstream-failure lines of each log, newest last, as ``path:line: text``
-        (what Gym's servers were doing: retrying an endpoint, failing to connect)."""
+        """The last retry lines of the logs (each log's last three, ``limit`` in all), as ``path:line: text``:
+        what Gym's servers were doing when nothing landed (retrying an endpoint's errors, failing to
+        connect)."""
         found: list[tuple[Path, int, str]] = []
         for path, state in self._files.items():
             found += [(path, number, text) for number, text in state.recent]
         found.sort(key=lambda entry: (entry[0].name, entry[1]))
         return [f"{path}:{number}: {_trim(text, 240)}" for path, number, text in found[-limit:]]
+
+
+_FINISHED = re.compile(r"Finished \d+ / \d+ rollouts.*")
+_LEFT = re.compile(r"^\d+\. (?P<agent>\S+): (?P<count>\d+)\s*$")
+
+
+def eval_progress(log: Path) -> str:
+    """What ``gym eval run`` last said of its progress, from its log: ``Finished 7 / 9 rollouts (77%) in
+    0:00:01 (253.39 rollouts/min). Examples left: mcqa_simple_agent: 2 (<log>:<line>)``, or '' when it said
+    nothing yet. Reads the log once, line by line."""
+    found, line_number = "", 0
+    left: list[str] = []
+    try:
+        with log.open("rb") as handle:
+            collecting = False
+            for number, raw in enumerate(handle, 1):
+                text = raw.decode("utf-8", "replace").rsplit("\r", 1)[-1].strip()
+                match = _FINISHED.search(text)
+                if match is not None:
+                    found, line_number, left, collecting = match.group(0), number, [], True
+                    continue
+                if collecting and (item := _LEFT.match(text)) is not None:
+                    left.append(f"{item['agent']}: {item['count']}")
+                else:
+                    collecting = False
+    except OSError:
+        return ""
+    if not found:
+        return ""
+    return f"{found}{' ' + ', '.join(left) if left else ''} ({log}:{line_number})"
 
 
 def _comparable(text: str) -> str:

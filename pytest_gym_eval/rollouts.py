@@ -7,13 +7,14 @@ Gym appends one JSON line per finished rollout to ``OUT.jsonl`` (successes) and 
 its progress in a small state file (see :class:`RunState`), which the feed reads too: that is how an item
 learns that its rollout will never come. The same code serves a single process and pytest-xdist workers.
 
-Waits are bounded for the whole run, not per item: the rollout timeout counts from the last *progress* Gym made:
-the run entering ``running``, Gym writing its materialised inputs (it does so once it is ready to dispatch, some
-20 s after ``gym eval run`` starts), or any rollout or failure landing in its files. When that much time passes
-without progress the run is *stalled*: every rollout still pending is given up at that moment (each waiting item
-gets a :class:`Missing` of class ``rollout_timeout`` at once, not one timeout after another), and a failure
-record Gym already wrote is final (Gym's resume, which could turn it into a success, needs the eval run to
-end first).
+Waits are bounded for the whole run, not per item. ``gym eval run`` spends some 20 s (more on a loaded machine)
+before it dispatches its first rollout, and marks that moment by writing its materialised inputs: until then the
+start-up timeout bounds the wait, counted from the run entering ``running``. From then on the rollout timeout
+counts from the last *progress* Gym made: the materialised inputs written, or any rollout or failure landing in
+its files. When the allowed time passes without progress the run is *stalled*: every rollout still pending is
+given up at that moment (each waiting item gets a :class:`Missing` at once, not one timeout after another), and a
+failure record Gym already wrote is final (Gym's resume, which could turn it into a success, needs the eval run
+to end first).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.causes import GYM_EXITED, ROLLOUT_TIMEOUT, SESSION_STOPPED
+from pytest_gym_eval.causes import GYM_EXITED, GYM_START, ROLLOUT_TIMEOUT, SESSION_STOPPED
 
 TASK_INDEX_KEY = "_ng_task_index"
 FAILURE_CLASS_KEY = "_ng_failure_class"
@@ -133,14 +134,22 @@ class Missing:
 @dataclass(frozen=True)
 class Stall:
     """The run made no progress for ``timeout`` seconds: at ``at`` (``time.monotonic()``), ``rollouts`` had
-    landed (successes and failures)."""
+    landed (successes and failures); ``dispatched`` says whether ``gym eval run`` had begun rolling out (if
+    not, ``timeout`` was the start-up timeout)."""
 
     timeout: float
     at: float
     rollouts: int
+    dispatched: bool = True
 
     def missing(self) -> Missing:
         """The :class:`Missing` every rollout still pending gets."""
+        if not self.dispatched:
+            return Missing(
+                f"gym eval run did not begin rolling out within {self.timeout:g} s of starting "
+                "(--gym-startup-timeout), so every rollout errors now",
+                failure_class=GYM_START,
+            )
         return Missing(
             f"no rollout landed for {self.timeout:g} s (--gym-rollout-timeout, counted from the last rollout Gym "
             f"wrote; {self.rollouts} had landed), so every rollout still pending errors now",
@@ -216,8 +225,11 @@ def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int 
 
 
 class RolloutFeed:
-    """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread; the growth of
-    ``materialized`` (Gym's materialised inputs), when given, counts as progress.
+    """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread.
+
+    ``materialized`` (Gym's materialised inputs), when given, marks when Gym began dispatching rollouts: until
+    then ``startup_timeout`` (seconds, None: the rollout timeout) bounds the wait, counted from the run entering
+    ``running``; without it, the rollout timeout counts from ``running``.
 
     :meth:`wait` blocks until a rollout arrives, Gym is done without it, or the run stalls (see the module's
     docstring). A success recorded after a failure of the same rollout (Gym's resume retries failures)
@@ -231,10 +243,13 @@ class RolloutFeed:
         state: Path,
         poll_interval: float = POLL_INTERVAL,
         materialized: Path | None = None,
+        startup_timeout: float | None = None,
     ) -> None:
         self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
-        self._materialized = materialized  # its growth is progress (Gym began dispatching)
-        self._materialized_size = 0
+        self._materialized = materialized  # written when Gym begins dispatching; any change is progress
+        self._materialized_seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns)
+        self._dispatched = materialized is None
+        self._startup_timeout = startup_timeout
         self._state_path = state
         self._poll_interval = poll_interval
         self._records: dict[int, RolloutRecord] = {}
@@ -295,16 +310,24 @@ class RolloutFeed:
                     return record or Missing(
                         "the session stopped before this rollout arrived", failure_class=SESSION_STOPPED
                     )
-                if self._stall is None and timeout is not None and self._progress_at is not None:
+                limit = self._limit(timeout)
+                if self._stall is None and limit is not None and self._progress_at is not None:
                     now = time.monotonic()
-                    if now - self._progress_at >= timeout:
-                        self._stall = Stall(timeout, now, len(self._records))
+                    if now - self._progress_at >= limit:
+                        self._stall = Stall(limit, now, len(self._records), self._dispatched)
                 if self._stall is not None:
                     return record or self._stall.missing()
                 remaining = 1.0
-                if timeout is not None and self._progress_at is not None:
-                    remaining = min(remaining, self._progress_at + timeout - time.monotonic())
+                if limit is not None and self._progress_at is not None:
+                    remaining = min(remaining, self._progress_at + limit - time.monotonic())
                 self._changed.wait(max(remaining, 0.0))
+
+    def _limit(self, timeout: float | None) -> float | None:
+        """Seconds without progress that stall the run now: the rollout ``timeout`` once Gym dispatches,
+        before that the start-up timeout when it is longer (or when ``timeout`` is None: no limit)."""
+        if self._dispatched or self._startup_timeout is None:
+            return timeout
+        return self._startup_timeout if timeout is None else max(timeout, self._startup_timeout)
 
     def wait_all(self, stamps: list[int], timeout: float | None) -> dict[int, RolloutRecord | Missing]:
         """:meth:`wait` for each of ``stamps``; bounded as one wait is (a stall ends them all at once)."""
@@ -344,10 +367,12 @@ class RolloutFeed:
         grew = False
         if self._materialized is not None and read_state:
             try:
-                size = os.stat(self._materialized).st_size
+                stat = os.stat(self._materialized)
+                seen: tuple[int, int, int] | None = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
             except OSError:
-                size = 0
-            grew, self._materialized_size = size > self._materialized_size, max(size, self._materialized_size)
+                seen = None
+            grew = seen is not None and seen != self._materialized_seen
+            self._materialized_seen = seen or self._materialized_seen
         for followed, failures in self._files:
             for line, offset, raw in followed.new_lines():
                 record = parse_record(raw, followed.path, line, failures, offset)
@@ -365,4 +390,6 @@ class RolloutFeed:
             running = self._state is not None and self._state.phase != "starting"
             if running and (found or grew or self._progress_at is None):
                 self._progress_at = time.monotonic()
+            if running and (found or grew):
+                self._dispatched = True
             self._changed.notify_all()

@@ -93,6 +93,7 @@ class GymSession:
         self._items: dict[str, RolloutItem] = {}
         self._cleanup: list[Path] = []
         self._server_logs: causes.ServerLogs | None = None
+        self._stall_lines: tuple[object, list[str]] | None = None
         self._lock_notes = threading.Lock()
         self._printed = 0
         self._started = False
@@ -198,7 +199,11 @@ class GymSession:
                     raise GymStartError("no run directory: the pytest-xdist controller did not hand one out")
                 paths = RunPaths(self.run_dir)
                 self._feed = RolloutFeed(
-                    paths.output, paths.failures, paths.state, materialized=paths.materialized
+                    paths.output,
+                    paths.failures,
+                    paths.state,
+                    materialized=paths.materialized,
+                    startup_timeout=self.options.startup_timeout,
                 ).start()
         self._wait_until_started()
 
@@ -394,8 +399,12 @@ class GymSession:
         return []
 
     def _stall_report(self) -> list[str]:
-        """Which rollouts were still pending when the run stalled, and the last lines Gym wrote."""
+        """Which rollouts were still pending when the run stalled and what Gym was doing then: the last
+        progress ``gym eval run`` logged, its servers' last retries (computed once per stall)."""
         assert self._feed is not None
+        stall = self._feed.stall
+        if self._stall_lines is not None and self._stall_lines[0] is stall:
+            return self._stall_lines[1]
         landed = self._feed.records()
         pending = [r.nodeid for r in self.plan.rollouts if r.stamp not in landed]
         lines = []
@@ -406,17 +415,22 @@ class GymSession:
             lines.append(f"still pending ({len(pending)} of {len(self.plan.rollouts)}): {shown}")
         if self.run_dir is not None:
             eval_log = RunPaths(self.run_dir).logs / "gym-eval-run.log"
-            last = tail(eval_log, 3)
-            if last:
-                lines.append(f"last lines of {eval_log}:")
-                lines += [f"  {causes.redact(line, self._secrets())[:300]}" for line in last.splitlines()]
+            progress = causes.eval_progress(eval_log)
+            if progress:
+                lines.append(f"gym eval run's last progress: {progress}")
+            else:
+                last = tail(eval_log, 3)
+                if last:
+                    lines.append(f"last lines of {eval_log}:")
+                    lines += [f"  {causes.redact(line, self._secrets())[:300]}" for line in last.splitlines()]
             if self._server_logs is None:
                 self._server_logs = causes.ServerLogs(RunPaths(self.run_dir).logs / "gym-servers")
             self._server_logs.refresh()
             activity = self._server_logs.recent_activity()
             if activity:
-                lines.append("Gym's servers last logged:")
+                lines.append("Gym's servers' last retries:")
                 lines += [f"  {causes.redact(line, self._secrets())}" for line in activity]
+        self._stall_lines = (stall, lines)
         return lines
 
     def failure_report(self, item: RolloutItem) -> str:

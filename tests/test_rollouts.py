@@ -148,6 +148,25 @@ def test_gym_writing_its_materialised_inputs_is_progress(tmp_path: Path) -> None
     assert landed is not None and landed > dispatched
 
 
+def test_before_gym_dispatches_the_startup_timeout_bounds_the_wait(tmp_path: Path) -> None:
+    # `gym eval run` boots for ~20 s (longer under load) before its first rollout: a short rollout timeout must not
+    # cut that short, yet a boot that never ends must not hang the session either.
+    state, materialized = tmp_path / "state.json", tmp_path / "rollouts_materialized_inputs.jsonl"
+    RunState("running").write(state)
+    feed = RolloutFeed(
+        tmp_path / "rollouts.jsonl", tmp_path / "rollouts_failures.jsonl", state,
+        materialized=materialized, startup_timeout=0.6,
+    ).start()  # fmt: skip
+    try:
+        missing = feed.wait(0, timeout=0.1)
+        stall = feed.stall
+        assert isinstance(missing, Missing) and missing.failure_class == "gym_start"
+        assert "did not begin rolling out within 0.6 s of starting (--gym-startup-timeout)" in missing.reason
+        assert stall is not None and stall.timeout == 0.6 and not stall.dispatched
+    finally:
+        feed.stop()
+
+
 def test_the_run_finishing_without_a_rollout_names_gym_not_a_timeout(tmp_path: Path, feed: RolloutFeed) -> None:
     RunState("failed", "Gym's servers exited (status -9) during the run", "log.txt").write(tmp_path / "state.json")
     missing = feed.wait(9, timeout=60)
