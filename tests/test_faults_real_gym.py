@@ -144,8 +144,8 @@ def tagged(row: dict[str, Any], case: str) -> dict[str, Any]:
 def faulty_run(gym_example: GymExample, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyRun]:
     root = tmp_path_factory.mktemp("faults")
     rows = [json.loads(line) for line in gym_example.dataset.read_text().splitlines()]
-    recordings = {
-        json.dumps(r["responses_create_params"]["input"]): r
+    recordings = {  # by the conversation's first message (the recordings add bookkeeping fields to it)
+        r["responses_create_params"]["input"][0]["content"]: r
         for r in map(json.loads, gym_example.recordings.read_text().splitlines())
     }
     dataset, recorded = [], []
@@ -153,7 +153,7 @@ def faulty_run(gym_example: GymExample, tmp_path_factory: pytest.TempPathFactory
         row = rows[number % len(rows)]
         dataset.append({**tagged(row, case), "uuid": case})
         if case != "no-recording":
-            recorded.append(tagged(recordings[json.dumps(row["responses_create_params"]["input"])], case))
+            recorded.append(tagged(recordings[row["responses_create_params"]["input"][0]["content"]], case))
     (root / "datasets").mkdir()
     (root / "datasets" / "mcqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in dataset))
     (root / "recordings.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recorded))
