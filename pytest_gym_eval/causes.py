@@ -77,6 +77,8 @@ property, JSON report ``failure_class``), with what each means."""
 
 SUMMARY_LIMIT = 300
 """Characters of an endpoint's error text the summary line keeps."""
+READ_CHUNK = 1024 * 1024
+"""Bytes of a server log read at a time."""
 
 _WRAPPER = re.compile(r"Hit an exception in (?P<key>\S+) calling an inner server: b(?P<quote>['\"])", re.S)
 _LINE_PREFIX = re.compile(r"^\((?P<server>[^)\s]+)\) ")
@@ -231,7 +233,7 @@ def endpoint_error(text: str) -> EndpointError | None:
     fields = {}
     for name in ("message", "type", "code"):  # a body cut short: take what is there
         found = re.search(rf'"{name}"\s*:\s*"((?:[^"\\]|\\.)*)', text)
-        fields[name] = json.loads(f'"{found.group(1)}"') if found else None
+        fields[name] = _json_string(f'"{found.group(1)}"')[0] if found else None
     return EndpointError(fields["message"] or "", fields["type"], fields["code"])
 
 
@@ -308,17 +310,15 @@ class ServerLogs:
             try:
                 with path.open("rb") as handle:
                     handle.seek(state.offset)
-                    data = handle.read()
+                    while data := handle.read(READ_CHUNK):  # memory stays bounded however much the log grew
+                        state.offset += len(data)
+                        lines = (state.partial + data).split(b"\n")
+                        state.partial = lines.pop()
+                        for raw in lines:
+                            state.line += 1
+                            self._index(path, state, raw.decode("utf-8", "replace").rstrip("\r"))
             except OSError:
                 continue
-            if not data:
-                continue
-            state.offset += len(data)
-            lines = (state.partial + data).split(b"\n")
-            state.partial = lines.pop()
-            for raw in lines:
-                state.line += 1
-                self._index(path, state, raw.decode("utf-8", "replace").rstrip("\r"))
 
     def _index(self, path: Path, state: _FileState, text: str) -> None:
         text = _LINE_PREFIX.sub("", text, count=1)

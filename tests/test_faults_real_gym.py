@@ -174,6 +174,7 @@ def faulty_run(gym_example: GymExample, tmp_path_factory: pytest.TempPathFactory
             ],
             cwd=root, capture_output=True, text=True, timeout=1200, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
+    (root / "child-output.txt").write_text(child.stdout + child.stderr)  # for a reader of a failed test
     times_path = root / "error-times.jsonl"
     times = {
         row["nodeid"].split("::")[-1].removesuffix("[r0]"): row["stop"]
@@ -212,8 +213,14 @@ def test_failure_classes_agree_in_terminal_junit_and_report(faulty_run: FaultyRu
         {"model_http_429": 1, "model_http_500": 1, "model_http_400": 1, "model_bad_response": 2,
          "replay_no_recording": 1, "rollout_timeout": 2}
     )  # fmt: skip
-    (line,) = [line for line in faulty_run.output.splitlines() if line.startswith("  errors      ")]
-    shown = dict(part.rsplit(" ", 1) for part in line.removeprefix("  errors      ").split(", "))
+    lines = faulty_run.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  errors      "))
+    text = lines[start].removeprefix("  errors      ")
+    for line in lines[start + 1 :]:  # the line wraps under its value column
+        if not line.startswith(" " * 14) or not line.strip():
+            break
+        text += " " + line.strip()
+    shown = dict(part.rsplit(" ", 1) for part in text.split(", "))
     assert {name: int(count) for name, count in shown.items()} == dict(classes)
     assert report["rollouts"][0]["status"] == "passed"  # the row answered normally
 
