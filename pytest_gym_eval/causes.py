@@ -95,7 +95,8 @@ _RETRY = re.compile(
     r"\[(?:model_retry|request_retry|model_retry_stop) [^\]]*\]?|Hit an exception while making a request"
 )
 _SECRET_PATTERNS = (
-    (re.compile(r"\b(?:sk|pk|rk|nvapi|hf|gsk|xai)[-_][A-Za-z0-9_\-]{8,}"), "[redacted]"),
+    # a provider key (OpenAI sk-..., NVIDIA nvapi-..., Hugging Face hf_...): long, with a digit (names are not)
+    (re.compile(r"\b(?:sk|pk|rk|nvapi|hf|gsk|xai)[-_](?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}"), "[redacted]"),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9_\-.=+/]{8,}"), r"\1 [redacted]"),
     (
         re.compile(r"(?i)\b((?:api[_-]?key|access[_-]?token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"),

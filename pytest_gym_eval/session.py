@@ -353,8 +353,9 @@ class GymSession:
         threshold = self.options.dataset_settings(item.path).threshold
         outcome = judge(found, threshold, self._pass_hook(item), self.explain)
         extra = self._error_context(found, outcome)
-        if extra:
-            outcome = dataclasses.replace(outcome, message="\n".join([outcome.message, *extra]))
+        if outcome.status == "error":  # Gym's own texts (log tails among them) pass here too: no key gets out
+            message = causes.redact("\n".join([outcome.message, *extra]), self._secrets())
+            outcome = dataclasses.replace(outcome, message=message)
         if outcome.reward is not None:  # an errored rollout has no reward (never a 0)
             item.user_properties.append(("reward", outcome.reward))
         if outcome.failure_class:

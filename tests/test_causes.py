@@ -285,18 +285,25 @@ def test_an_unforeseen_body_never_raises() -> None:
 def test_secrets_never_reach_the_summary(logs: tuple[ServerLogs, Path]) -> None:
     index, _ = logs
     secret = "my-endpoint-key-123456"
-    body = openai_error(f"Incorrect API key provided: {secret}; also sk-proj-abcdefghijklmnop", "auth", "invalid_key")
+    other = "sk-proj-Ab3dEfGh1jKlMn0pQrSt"
+    body = openai_error(f"Incorrect API key provided: {secret}; also {other}", "auth", "invalid_key")
     cause = diagnose(failure(agent_body(body)), index, secrets=[secret])
-    assert secret not in cause.summary and "sk-proj-abcdefghijklmnop" not in cause.summary
+    assert secret not in cause.summary and other not in cause.summary
     assert "[redacted]" in cause.summary
 
 
 def test_redact_covers_the_usual_shapes() -> None:
-    text = "Authorization: Bearer abcdefghijklmnop api_key=zyxwvutsrq url=https://h/v1?key=abc123 sk-1234567890ab"
+    text = (
+        "Authorization: Bearer abcdefghijklmnop api_key=zyxwvutsrq url=https://h/v1?key=abc123 "
+        "nvapi-9aB8cD7eF6gH5iJ4kL3m hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    )
     assert redact(text) == (
-        "Authorization: Bearer [redacted] api_key=[redacted] url=https://h/v1?[redacted] [redacted]"
+        "Authorization: Bearer [redacted] api_key=[redacted] url=https://h/v1?[redacted] [redacted] [redacted]"
     )
     assert redact("value s3cr3t-value here", ["s3cr3t-value"]) == "value [redacted] here"
+    # Names that merely start like a key stay: an agent, a task id.
+    names = "agent hf_simple_agent_with_tools, task sk-learn-regression, pk_index_lookup"
+    assert redact(names) == names
 
 
 def test_server_labels() -> None:
