@@ -91,9 +91,9 @@ _REPR = "repr(e): "
 _EXCEPTION_LINE = re.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\w*)(?:: (?P<msg>.*))?$"
 )
-_RETRY = re.compile(
-    r"\[(?:model_retry|request_retry|model_retry_stop) [^\]]*\]?|Hit an exception while making a request"
-)
+_CONNECTION_RETRY = re.compile(r"\[request_retry [^\]]*\]?|Hit an exception while making a request")
+"""A server's log line about a request it retries for a connection error: unlike HTTP errors (3 attempts, then
+the rollout fails), Gym retries these without end, so they are what a run that stopped making progress shows."""
 _SECRET_PATTERNS = (
     # a provider key (OpenAI sk-..., NVIDIA nvapi-..., Hugging Face hf_...): long, with a digit (names are not)
     (re.compile(r"\b(?:sk|pk|rk|nvapi|hf|gsk|xai)[-_](?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}"), "[redacted]"),
@@ -353,7 +353,7 @@ class ServerLogs:
             elif state.exception is not None:
                 state.exception[2].append(text)
             return
-        if _RETRY.search(text):
+        if _CONNECTION_RETRY.search(text):
             state.recent.append((number, text))
 
     def _add_exception(self, path: Path, state: _FileState, first_repr_line: str) -> None:
@@ -398,9 +398,9 @@ class ServerLogs:
         return None
 
     def recent_activity(self, limit: int = 4) -> list[str]:
-        """The last retry lines of the logs (each log's last three, ``limit`` in all), as ``path:line: text``:
-        what Gym's servers were doing when nothing landed (retrying an endpoint's errors, failing to
-        connect)."""
+        """The last connection-retry lines of the logs (each log's last three, ``limit`` in all), as
+        ``path:line: text``: what Gym's servers were doing when nothing landed (an endpoint that drops or refuses
+        connections; an endpoint that never answers leaves no line)."""
         found: list[tuple[Path, int, str]] = []
         for path, state in self._files.items():
             found += [(path, number, text) for number, text in state.recent]

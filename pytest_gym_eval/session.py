@@ -429,7 +429,7 @@ class GymSession:
             self._server_logs.refresh()
             activity = self._server_logs.recent_activity()
             if activity:
-                lines.append("Gym's servers' last retries:")
+                lines.append("Gym's servers keep retrying:")
                 lines += [f"  {causes.redact(line, self._secrets())}" for line in activity]
         self._stall_lines = (stall, lines)
         return lines

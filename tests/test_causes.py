@@ -318,3 +318,17 @@ def test_every_class_is_documented_in_the_readme() -> None:
     section = readme.split("### Outcomes", 1)[1].split("\n## ", 1)[0]
     missing = [name for name in CLASSES if f"`{name}`" not in section]
     assert missing == []
+
+
+def test_recent_activity_shows_the_connection_retries_gym_repeats_without_end(tmp_path: Path) -> None:
+    folder = tmp_path / "gym-servers"
+    retry = (
+        "[request_retry url={} error=ServerDisconnectedError retry={} elapsed_s={}] Hit {} global "
+        "`ServerDisconnectedError` while querying {}."
+    )
+    lines = [retry.format(ENDPOINT, n * 50, n * 25.0, n * 100, ENDPOINT) for n in range(1, 6)]
+    log = write_log(folder, "policy_model", [*upstream_lines(429, RATE_LIMIT), *lines])
+    index = ServerLogs(folder)
+    index.refresh()
+    # HTTP errors are retried 3 times and then fail the rollout: not what a stalled run is waiting on.
+    assert index.recent_activity() == [f"{log}:{line_of(log, f'retry={n * 50} ')}: {lines[n - 1]}" for n in (3, 4, 5)]
