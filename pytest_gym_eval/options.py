@@ -116,15 +116,16 @@ def add_options(parser: pytest.Parser) -> None:
         dest="gym_startup_timeout",
         type=float,
         metavar="SECONDS",
-        help=f"Seconds Gym's servers and the model endpoint get to become ready (default {DEFAULT_STARTUP_TIMEOUT:g}).",
+        help=f"Seconds Gym's servers and the model endpoint get to become ready, and `gym eval run` to begin "
+        f"rolling out (default {DEFAULT_STARTUP_TIMEOUT:g}).",
     )
     add(
         "--gym-rollout-timeout",
         dest="gym_rollout_timeout",
         type=float,
         metavar="SECONDS",
-        help=f"Seconds an item waits for its rollout before it errors; 0 waits forever "
-        f"(default {DEFAULT_ROLLOUT_TIMEOUT:g}).",
+        help=f"Seconds without progress (no rollout landing) after which every rollout still pending errors, "
+        f"together; 0 waits forever (default {DEFAULT_ROLLOUT_TIMEOUT:g}).",
     )
     add(
         "--gym-concurrency",

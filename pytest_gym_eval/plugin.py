@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import hookspecs, integrations, results, xdist
+from pytest_gym_eval.causes import GYM_START
 from pytest_gym_eval.items import (
     GYM_MARK,
     DatasetFile,
@@ -99,7 +100,8 @@ PAGES_KEY = pytest.StashKey[list[str]]()
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Report a rollout's failure or error by its message alone, without a traceback into the plugin."""
+    """Report a rollout's failure or error by its message alone, without a traceback into the plugin; a rollout
+    that errored because Gym could not start gets the failure class ``gym_start``."""
     report: pytest.TestReport = yield
     if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
         error = call.excinfo.value
@@ -107,6 +109,10 @@ def pytest_runtest_makereport(
         text = gym.start_failure(item.nodeid, str(error)) if isinstance(error, GymStartError) else str(error)
         path, line, _ = item.reportinfo()
         report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
+        if isinstance(error, GymStartError) and isinstance(item, RolloutItem):
+            # On the item too: its teardown report, which JUnit takes the properties from, is made later.
+            for properties in (item.user_properties, report.user_properties):
+                properties.append(("failure_class", GYM_START))
     return report
 
 

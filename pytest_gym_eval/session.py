@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shutil
 import tempfile
 import threading
@@ -25,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gym_eval import provision
+from pytest_gym_eval import causes, provision
 from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
-from pytest_gym_eval.processes import SigtermAsCtrlC
+from pytest_gym_eval.processes import SigtermAsCtrlC, tail
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import model as report
 from pytest_gym_eval.reporting.model import Conclusion
@@ -55,6 +56,8 @@ RUN_DIR_INPUT = "gym_run_dir"
 """Key of the run directory in a pytest-xdist worker's ``workerinput``."""
 
 SIMPLE_AGENT_SUFFIX = "_simple_agent"
+STALL_LISTED = 5
+"""Pending rollouts a stalled run's error message names (the rest are counted)."""
 REPLAY_MODEL_NAME = "replay"
 
 
@@ -91,6 +94,8 @@ class GymSession:
         self._stamps: dict[str, int] = {}
         self._items: dict[str, RolloutItem] = {}
         self._cleanup: list[Path] = []
+        self._server_logs: causes.ServerLogs | None = None
+        self._stall_lines: tuple[object, list[str]] | None = None
         self._lock_notes = threading.Lock()
         self._printed = 0
         self._started = False
@@ -151,19 +156,35 @@ class GymSession:
         self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
         if self.is_worker and self.run_dir is not None:
             self.plan.save(RunPaths(self.run_dir).plan)
+        if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
+            self.make_run_dir()  # now, so that a run directory that cannot be made is a usage error, not N errors
 
     # The run.
 
     def make_run_dir(self) -> Path:
-        """Create this session's fresh run directory (under ``--gym-run-dir`` or pytest's basetemp)."""
+        """Create this session's fresh run directory (under ``--gym-run-dir`` or pytest's basetemp).
+
+        Raises :class:`pytest.UsageError` naming the option when the directory cannot be made there (the
+        folder is not writable, is a file, or lies on a read-only file system).
+        """
         if self.run_dir is None:
-            if self.options.run_dir is not None:
-                self.options.run_dir.mkdir(parents=True, exist_ok=True)
-                stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-                self.run_dir = Path(tempfile.mkdtemp(prefix=f"gym-run-{stamp}-", dir=self.options.run_dir))
-            else:
-                factory: pytest.TempPathFactory = self.config._tmp_path_factory  # type: ignore[attr-defined]
-                self.run_dir = factory.mktemp("gym-run", numbered=True)
+            try:
+                if self.options.run_dir is not None:
+                    self.options.run_dir.mkdir(parents=True, exist_ok=True)
+                    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+                    self.run_dir = Path(tempfile.mkdtemp(prefix=f"gym-run-{stamp}-", dir=self.options.run_dir))
+                else:
+                    factory: pytest.TempPathFactory = self.config._tmp_path_factory  # type: ignore[attr-defined]
+                    self.run_dir = factory.mktemp("gym-run", numbered=True)
+            except OSError as error:
+                where = (
+                    f"--gym-run-dir={self.options.run_dir}"
+                    if self.options.run_dir is not None
+                    else "pytest's basetemp (set --basetemp or --gym-run-dir)"
+                )
+                reason = error.strerror or str(error)
+                target = f" ({error.filename})" if error.filename else ""
+                raise pytest.UsageError(f"{where}: cannot make the run directory there: {reason}{target}") from None
         return self.run_dir
 
     def start(self) -> None:
@@ -180,7 +201,13 @@ class GymSession:
                 if self.run_dir is None:
                     raise GymStartError("no run directory: the pytest-xdist controller did not hand one out")
                 paths = RunPaths(self.run_dir)
-                self._feed = RolloutFeed(paths.output, paths.failures, paths.state).start()
+                self._feed = RolloutFeed(
+                    paths.output,
+                    paths.failures,
+                    paths.state,
+                    materialized=paths.materialized,
+                    startup_timeout=self.options.startup_timeout,
+                ).start()
         self._wait_until_started()
 
     def start_run(self, plan: RunPlan) -> None:
@@ -194,9 +221,10 @@ class GymSession:
         self.note(f"run directory: {run_dir}")
         try:
             settings = self._run_settings(plan)
-        except GymStartError as error:
+        except (GymStartError, OSError) as error:
+            message = str(error) if isinstance(error, GymStartError) else f"{type(error).__name__}: {error}"
             paths.logs.mkdir(parents=True, exist_ok=True)
-            RunState("failed", str(error)).write(paths.state)
+            RunState("failed", message).write(paths.state)
             return
         self._run = GymRun(plan, paths, settings, on_event=self.note).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
@@ -312,23 +340,25 @@ class GymSession:
     # Items.
 
     def outcome_of(self, item: RolloutItem) -> RolloutOutcome:
-        """Wait for ``item``'s rollout and judge it (the item's setup)."""
+        """Wait for ``item``'s rollout and judge it (the item's setup).
+
+        The wait is bounded for the whole run (see :class:`~pytest_gym_eval.rollouts.RolloutFeed`); an error's
+        message starts with its cause (:meth:`explain`), and a rollout given up on says what Gym was doing."""
         assert self._feed is not None, "gym_session was not started"
         self.flush_notes()
         stamp = self._stamps.get(item.nodeid)
         if stamp is None:
-            found: RolloutRecord | Missing = Missing("this item was not in the session's plan")
+            found: RolloutRecord | Missing = Missing(
+                "this item was not in the session's plan", failure_class=causes.NOT_PLANNED
+            )
         else:
             found = self._feed.wait(stamp, self.options.rollout_timeout)
         threshold = self.options.dataset_settings(item.path).threshold
-        outcome = judge(found, threshold)  # the pass hook decides in the call phase: see decide()
-        gym_failed = isinstance(found, RolloutRecord) and found.failure_class is not None
-        if gym_failed and self.options.replay and self.options.head_server is None:
-            # A prompt with no recording reaches Gym as the agent's HTTP 500; the replay model's log says which.
-            assert self.run_dir is not None
-            log = RunPaths(self.run_dir).replay_log
-            hint = f"\nthe replay model's requests: {log} (a 404 there: no recording matches the prompt)"
-            outcome = dataclasses.replace(outcome, message=outcome.message + hint)
+        outcome = judge(found, threshold, None, self.explain)  # the pass hook decides in the call phase: decide()
+        extra = self._error_context(found, outcome)
+        if outcome.status == "error":  # Gym's own texts (log tails among them) pass here too: no key gets out
+            message = causes.redact("\n".join([outcome.message, *extra]), self._secrets())
+            outcome = dataclasses.replace(outcome, message=message)
         if outcome.reward is not None:  # an errored rollout has no reward (never a 0)
             item.user_properties.append(("reward", outcome.reward))
         if outcome.failure_class:
@@ -357,6 +387,76 @@ class GymSession:
             return message
         first = message.splitlines()[0] if message else "Gym could not start"
         return f"{first} (the whole message and the log: the error of {self._start_failure_shown} above)"
+
+    def explain(self, record: RolloutRecord) -> causes.Cause:
+        """The root cause of a rollout Gym recorded as failed, from its record and this run's server logs
+        (:func:`pytest_gym_eval.causes.diagnose`), with the API key's value redacted."""
+        if self._server_logs is None and self.run_dir is not None:
+            self._server_logs = causes.ServerLogs(RunPaths(self.run_dir).logs / "gym-servers")
+        try:
+            full = record.read_full()
+        except (OSError, ValueError):
+            full = {}
+        full.setdefault("_ng_failure_class", record.failure_class)
+        if record.failure_message:
+            full.setdefault("_ng_failure_message", record.failure_message)
+        return causes.diagnose(full, self._server_logs, self._secrets())
+
+    def _secrets(self) -> tuple[str, ...]:
+        key = os.environ.get(self.options.api_key_env)
+        return (key,) if key else ()
+
+    def _error_context(self, found: RolloutRecord | Missing, outcome: RolloutOutcome) -> list[str]:
+        """Lines that follow an error's own message: what Gym was doing when a wait was given up, where the
+        replay model logged a request it had no recording for."""
+        if isinstance(found, Missing) and found.failure_class == causes.ROLLOUT_TIMEOUT:
+            return self._stall_report()
+        replaying = self.options.replay and self.options.head_server is None and self.run_dir is not None
+        if not replaying or outcome.cause is None:
+            return []
+        assert self.run_dir is not None
+        log = RunPaths(self.run_dir).replay_log
+        if outcome.cause.failure_class == causes.REPLAY_NO_RECORDING:
+            return [f"the replay model's requests: {log}"]
+        if not outcome.cause.found:
+            # Gym's wrapper alone: a prompt with no recording reaches Gym as the agent's HTTP 500.
+            return [f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"]
+        return []
+
+    def _stall_report(self) -> list[str]:
+        """Which rollouts were still pending when the run stalled and what Gym was doing then: the last
+        progress ``gym eval run`` logged, its servers' last retries (computed once per stall)."""
+        assert self._feed is not None
+        stall = self._feed.stall
+        if self._stall_lines is not None and self._stall_lines[0] is stall:
+            return self._stall_lines[1]
+        landed = self._feed.records()
+        pending = [r.nodeid for r in self.plan.rollouts if r.stamp not in landed]
+        lines = []
+        if pending:
+            shown = ", ".join(pending[:STALL_LISTED]) + (
+                f" and {len(pending) - STALL_LISTED} more" if len(pending) > STALL_LISTED else ""
+            )
+            lines.append(f"still pending ({len(pending)} of {len(self.plan.rollouts)}): {shown}")
+        if self.run_dir is not None:
+            eval_log = RunPaths(self.run_dir).logs / "gym-eval-run.log"
+            progress = causes.eval_progress(eval_log)
+            if progress:
+                lines.append(f"gym eval run's last progress: {progress}")
+            else:
+                last = tail(eval_log, 3)
+                if last:
+                    lines.append(f"last lines of {eval_log}:")
+                    lines += [f"  {causes.redact(line, self._secrets())[:300]}" for line in last.splitlines()]
+            if self._server_logs is None:
+                self._server_logs = causes.ServerLogs(RunPaths(self.run_dir).logs / "gym-servers")
+            self._server_logs.refresh()
+            activity = self._server_logs.recent_activity()
+            if activity:
+                lines.append("Gym's servers keep retrying:")
+                lines += [f"  {causes.redact(line, self._secrets())}" for line in activity]
+        self._stall_lines = (stall, lines)
+        return lines
 
     def failure_report(self, item: RolloutItem) -> str:
         """The text a failed rollout item shows."""
@@ -390,7 +490,7 @@ class GymSession:
         for rollout in planned:
             rollout_item = self._items.get(rollout.nodeid)
             hook = self._pass_hook(rollout_item) if rollout_item is not None else None
-            outcome = judge(found[rollout.stamp], settings.threshold, hook)
+            outcome = judge(found[rollout.stamp], settings.threshold, hook, self.explain)
             results.append(
                 report.RolloutResult(
                     rollout.nodeid, dataset, rollout.task_id, rollout.repeat, rollout.agent, outcome.status,

@@ -124,3 +124,25 @@ def test_trim_keeps_the_end_of_long_outputs() -> None:
 def test_gym_messages_lose_their_nested_escaping() -> None:
     raw = '"Hit an exception: b\'\\\\\\"error\\\\\\": {\\\\\\"message\\\\\\": \\\\\\"no\\\\\\"}\'"'
     assert clean_gym_message(raw) == '"Hit an exception: b\'"error": {"message": "no"}\'"'
+
+
+def test_a_traced_failure_puts_the_cause_first_then_its_log_then_gyms_record() -> None:
+    from pytest_gym_eval.causes import Cause
+
+    failed = RolloutRecord(3, None, Path("f.jsonl"), 7, "agent_run_error", "500, message='Internal Server Error'")
+    cause = Cause("policy model: HTTP 429 rate_limit_exceeded: slow down", "model_http_429", "policy_model.log:12")
+    outcome = judge(failed, 1.0, explain=lambda record: cause)
+    assert (outcome.failure_class, outcome.cause) == ("model_http_429", cause)
+    assert outcome.message.splitlines() == [
+        "policy model: HTTP 429 rate_limit_exceeded: slow down",
+        "log: policy_model.log:12",
+        "Gym recorded the rollout as failed (agent_run_error: 500, message='Internal Server Error')",
+        "record: f.jsonl:7",
+    ]
+
+
+def test_a_missing_rollout_keeps_the_class_the_feed_gave_it() -> None:
+    outcome = judge(Missing("no rollout landed for 5 s", failure_class="rollout_timeout"), 1.0)
+    assert (outcome.status, outcome.failure_class, outcome.message) == (
+        "error", "rollout_timeout", "no rollout landed for 5 s"
+    )  # fmt: skip

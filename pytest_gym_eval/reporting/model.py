@@ -44,7 +44,7 @@ class RolloutResult:
     """One reported rollout item.
 
     ``status`` is "passed", "failed" or "error"; ``reward`` is the verifier's reward (None for an error);
-    ``failure_class`` is Gym's ``_ng_failure_class`` or "missing"/"bad_reward" for an error; ``record`` is
+    ``failure_class`` names an error's cause (:data:`pytest_gym_eval.causes.CLASSES`); ``record`` is
     ``path:LINE`` of the full rollout record; ``start``/``stop`` are epoch seconds of the item's run (0.0 when
     unknown). A rollout is *scored* when it passed or failed with a finite reward; only scored rollouts enter
     the statistics.

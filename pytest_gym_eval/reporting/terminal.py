@@ -105,7 +105,7 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
 
 
 def _errors_text(summary: DatasetSummary) -> str:
-    """``missing 2, bad_reward 1``: errors by failure class, most frequent first."""
+    """``model_http_429 2, bad_reward 1``: errors by failure class, most frequent first."""
     ranked = sorted(summary.error_classes.items(), key=lambda item: -item[1])
     return ", ".join(f"{name} {count}" for name, count in ranked)
 

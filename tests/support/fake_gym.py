@@ -6,7 +6,8 @@ It understands just what the plugin calls:
   ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later.
 - ``gym eval run --input IN --output OUT [--resume] ...``: writes one output line per input row, taking the
   behaviour from the row's ``fake`` object: ``{"reward": x}`` (default 1.0; any JSON, or absent with
-  ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row), ``{"skip": true}`` (no line
+  ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row; with ``"body"``, its
+  ``_ng_failure_response_body``), ``{"skip": true}`` (no line
   at all), ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
   (wait for SIGINT before this row).
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
@@ -82,6 +83,8 @@ def eval_run(argv: list[str]) -> int:
         base = {"_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": 0, "agent_ref": row.get("agent_ref")}
         if fake.get("failure"):
             line = {**base, "_ng_failure_class": fake["failure"], "_ng_failure_message": "fake agent failure"}
+            if "body" in fake:
+                line["_ng_failure_response_body"] = fake["body"]
             with open(failures, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(line) + "\n")
             continue
