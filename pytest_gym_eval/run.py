@@ -19,18 +19,27 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.options import DEFAULT_STARTUP_TIMEOUT
+from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
-from pytest_gym_eval.provision import GymCheckout, gym_environment
+from pytest_gym_eval.provision import RAY_START_WAIT, GymCheckout, gym_environment
 from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.watchdog import Watchdog
 
 READY_MARKER = "servers ready!"
 """What ``gym env start`` prints once every server answers (``All N / N servers ready!``)."""
+
+RAY_START_TIMEOUT = "The current node timed out during startup"
+"""What Ray raises inside ``gym env start`` when its node does not register in time, a transient failure on a
+loaded machine (``ray/_private/node.py``); ``gym env start`` then exits with status 1."""
+
+START_ATTEMPTS = 2
+"""``gym env start`` is run at most this often: once, and once more after :data:`RAY_START_TIMEOUT`."""
 
 FINISH_GRACE = 60.0
 """Seconds ``gym eval run`` gets to write its aggregate metrics after the last rollout arrived."""
@@ -236,11 +245,14 @@ def probe_model(
         stopping.wait(1.0)
 
 
-def launch_servers(settings: RunSettings, model_type: str, paths: RunPaths, log_path: Path) -> GymProcess:
+def launch_servers(
+    settings: RunSettings, model_type: str, paths: RunPaths, log_path: Path, watchdog: Watchdog | None = None
+) -> GymProcess:
     """Start ``gym env start`` with the run's Gym configs, model type and config file (``paths.config``).
 
     Gym's servers build missing venvs themselves (``+skip_venv_if_present=true`` keeps existing ones) and
-    write per-server logs under ``paths.logs/gym-servers``. The process is recorded in ``paths.processes``.
+    write per-server logs under ``paths.logs/gym-servers``. The process is recorded in ``paths.processes`` and
+    its session handed to ``watchdog``.
     """
     argv = [str(settings.gym), "env", "start"]
     for config in settings.gym_configs:
@@ -248,8 +260,13 @@ def launch_servers(settings: RunSettings, model_type: str, paths: RunPaths, log_
     argv += ["--model-type", model_type, "--config", str(paths.config)]
     argv += ["+skip_venv_if_present=true", f"+nemo_gym_log_dir={paths.logs / 'gym-servers'}"]
     process = GymProcess(argv, env=settings.env, cwd=settings.cwd, log_path=log_path, name="gym env start")
-    record_process(paths, process)
+    record_process(paths, process, watchdog)
     return process
+
+
+def ray_start_timed_out(log_path: Path) -> bool:
+    """Whether the end of a ``gym env start`` log shows Ray's node start-up timeout (:data:`RAY_START_TIMEOUT`)."""
+    return RAY_START_TIMEOUT in tail(log_path, 200)
 
 
 @contextmanager
@@ -279,21 +296,24 @@ def serving(
     head = ("127.0.0.1", free_port())
     write_gym_config(paths.config, model, head)
     ray_dir, made = ray_temp_dir(root)
+    owner = Owner.current(root)
     settings = RunSettings(
         gym=checkout.gym_executable,
-        env=gym_environment(checkout, ray_dir),
+        env={**gym_environment(checkout, ray_dir), MARKER: owner.marker},
         cwd=checkout.path,
         model=model,
         gym_configs=tuple(configs),
     )
+    watchdog = Watchdog.start(owner, paths.logs / "watchdog.log", settings.stop_grace)
     try:
-        servers = launch_servers(settings, model.model_type, paths, paths.logs / "gym-env-start.log")
+        servers = launch_servers(settings, model.model_type, paths, paths.logs / "gym-env-start.log", watchdog)
         try:
             wait_until_ready(servers, time.monotonic() + timeout, threading.Event(), timeout)
             yield head
         finally:
             servers.stop()
     finally:
+        watchdog.release()
         if made:
             shutil.rmtree(ray_dir, ignore_errors=True)
 
@@ -334,8 +354,11 @@ def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.E
         stopping.wait(0.2)
 
 
-def record_process(paths: RunPaths, process: GymProcess) -> None:
-    """Append ``{name, pid, sid}`` of a started process to ``paths.processes`` (what to check or clean up)."""
+def record_process(paths: RunPaths, process: GymProcess, watchdog: Watchdog | None = None) -> None:
+    """Append ``{name, pid, sid}`` of a started process to ``paths.processes`` (what to check or clean up) and
+    hand its session to ``watchdog``, which stops it should this process die."""
+    if watchdog is not None:
+        watchdog.watch(process.pid)
     with paths.processes.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps({"name": process.name, "pid": process.pid, "sid": process.pid}) + "\n")
 
@@ -346,6 +369,11 @@ class GymRun:
     ``start()`` returns at once; the work happens in a thread. ``stop()`` ends every process the run started
     (also mid-start, and when Gym already died) and is idempotent. ``on_event`` receives one-line progress
     messages for the terminal.
+
+    The process that makes a ``GymRun`` owns it: every process the run starts carries the owner's marker
+    (:data:`~pytest_gym_eval.orphans.MARKER`), and a :class:`~pytest_gym_eval.watchdog.Watchdog` stops them
+    should the owner die without ``stop()`` (SIGKILL). Before starting anything, the run reports through
+    ``on_event`` what earlier sessions that died left running.
     """
 
     def __init__(
@@ -357,12 +385,15 @@ class GymRun:
     ) -> None:
         self.plan = plan
         self.paths = paths
-        self.settings = settings
+        self.owner = Owner.current(paths.root)
+        self.settings = replace(settings, env={**settings.env, MARKER: self.owner.marker})
         self.on_event = on_event
         self.head_server = settings.head_server or ("127.0.0.1", free_port())
         self.servers: GymProcess | None = None
         self.eval: GymProcess | None = None
         self.exit_statuses: list[int] = []
+        self.watchdog: Watchdog | None = None
+        self._servers_log = paths.logs / "gym-env-start.log"
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="gym-run", daemon=True)
@@ -402,6 +433,10 @@ class GymRun:
         for process in processes:
             process.stop(self.settings.stop_grace)
         self._thread.join(timeout=self.settings.stop_grace + 30)
+        with self._lock:
+            watchdog = self.watchdog
+        if watchdog is not None:
+            watchdog.release()
         state = RunState.read(self.paths.state)
         if state is None or not state.done:
             RunState("failed", "the session ended before Gym finished").write(self.paths.state)
@@ -410,6 +445,8 @@ class GymRun:
 
     def _work(self) -> None:
         try:
+            self._report_leftovers()
+            self._start_watchdog()
             self._start_servers()
             statuses = self._run_eval()
         except GymStartError as error:
@@ -426,10 +463,6 @@ class GymRun:
         RunState("finished", self._finished_message(statuses), str(self._eval_log)).write(self.paths.state)
 
     @property
-    def _servers_log(self) -> Path:
-        return self.paths.logs / "gym-env-start.log"
-
-    @property
     def _eval_log(self) -> Path:
         return self.paths.logs / "gym-eval-run.log"
 
@@ -438,6 +471,25 @@ class GymRun:
             if log.exists():
                 return str(log)
         return ""
+
+    def _report_leftovers(self) -> None:
+        """Say on the terminal what earlier pytest sessions that died left running (never stops anything)."""
+        try:
+            everything = find_leftovers()
+        except OSError:  # no /proc: nothing can be found, and nothing is lost
+            return
+        for leftovers in everything:
+            self.on_event(f"warning: {leftovers.describe()}")
+
+    def _start_watchdog(self) -> None:
+        log = self.paths.logs / "watchdog.log"
+        try:
+            watchdog = Watchdog.start(self.owner, log, self.settings.stop_grace)
+        except OSError as error:
+            self.on_event(f"warning: no watchdog ({error}): should pytest be killed, Gym's processes stay running")
+            return
+        with self._lock:
+            self.watchdog = watchdog
 
     def _start_servers(self) -> None:
         settings = self.settings
@@ -451,13 +503,38 @@ class GymRun:
             self.on_event(f"attaching to Gym's head server at {host}:{port}")
             return
         assert settings.model is not None, "starting Gym needs a model endpoint"
-        self.on_event(f"starting Gym's servers (log: {self._servers_log})")
-        with self._lock:
-            if self._stopping.is_set():
-                raise GymStartError("the session stopped before Gym started")
-            self.servers = launch_servers(settings, settings.model.model_type, self.paths, self._servers_log)
-        wait_until_ready(self.servers, deadline, self._stopping, settings.startup_timeout)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            if attempt > 1:
+                self._servers_log = self.paths.logs / f"gym-env-start-{attempt}.log"
+            self.on_event(f"starting Gym's servers (log: {self._servers_log})")
+            with self._lock:
+                if self._stopping.is_set():
+                    raise GymStartError("the session stopped before Gym started")
+                self.servers = launch_servers(
+                    settings, settings.model.model_type, self.paths, self._servers_log, self.watchdog
+                )
+            try:
+                wait_until_ready(self.servers, deadline, self._stopping, settings.startup_timeout)
+                break
+            except GymStartError as error:
+                if self._stopping.is_set() or not ray_start_timed_out(self._servers_log):
+                    raise
+                if attempt == START_ATTEMPTS:
+                    raise GymStartError(f"{self._ray_timeout_advice(attempt)}\n{error}") from None
+                self.on_event(
+                    f"Ray's node timed out during start-up ({self._servers_log}), a known transient failure on a "
+                    "loaded machine; retrying `gym env start` once"
+                )
+                self.servers.stop(settings.stop_grace)
         self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
+
+    def _ray_timeout_advice(self, attempts: int) -> str:
+        wait = self.settings.env.get(RAY_START_WAIT, "")
+        return (
+            f"Ray's node timed out during start-up {attempts} times (`gym env start` was retried once): Ray's "
+            f"daemons did not register in time ({RAY_START_WAIT}={wait or 'unset'} s, and never less than Ray's own "
+            f"30 s). Is the machine overloaded? Free some CPU, or give Ray longer by setting {RAY_START_WAIT}."
+        )
 
     def _eval_argv(self, resume: bool) -> list[str]:
         argv = [
@@ -493,7 +570,7 @@ class GymRun:
                     log_path=self._eval_log,
                     name="gym eval run",
                 )
-                record_process(self.paths, self.eval)
+                record_process(self.paths, self.eval, self.watchdog)
                 if not attempt:
                     RunState("running", log=str(self._eval_log)).write(self.paths.state)
             status = self._wait_eval(self.eval)
