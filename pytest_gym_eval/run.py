@@ -520,7 +520,7 @@ class GymRun:
                 if self._stopping.is_set() or not ray_start_timed_out(self._servers_log):
                     raise
                 if attempt == START_ATTEMPTS:
-                    raise GymStartError(f"{self._ray_timeout_advice(attempt)}\n{error}") from None
+                    raise GymStartError(f"{self._ray_timeout_advice()}\n{error}") from None
                 self.on_event(
                     f"Ray's node timed out during start-up ({self._servers_log}), a known transient failure on a "
                     "loaded machine; retrying `gym env start` once"
@@ -528,12 +528,14 @@ class GymRun:
                 self.servers.stop(settings.stop_grace)
         self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
 
-    def _ray_timeout_advice(self, attempts: int) -> str:
-        wait = self.settings.env.get(RAY_START_WAIT, "")
+    def _ray_timeout_advice(self) -> str:
+        env = self.settings.env
+        raylet_log = Path(env.get("RAY_TMPDIR", "/tmp")) / "ray" / "session_latest" / "logs" / "raylet.out"
         return (
-            f"Ray's node timed out during start-up {attempts} times (`gym env start` was retried once): Ray's "
-            f"daemons did not register in time ({RAY_START_WAIT}={wait or 'unset'} s, and never less than Ray's own "
-            f"30 s). Is the machine overloaded? Free some CPU, or give Ray longer by setting {RAY_START_WAIT}."
+            "Ray's node timed out during start-up twice (`gym env start` was retried once). Ray's daemons start "
+            "slowly on a loaded machine: the raylet gives its dashboard agent at most 15 s, and Ray gives the "
+            f"raylet at most {RAY_START_WAIT}={env.get(RAY_START_WAIT) or 'unset'} s (never less than 30 s) to "
+            f"register; see {raylet_log}. Free some CPU, or set {RAY_START_WAIT} higher."
         )
 
     def _eval_argv(self, resume: bool) -> list[str]:
