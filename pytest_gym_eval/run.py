@@ -269,6 +269,26 @@ def ray_start_timed_out(log_path: Path) -> bool:
     return RAY_START_TIMEOUT in tail(log_path, 200)
 
 
+RAY_START_LOGS = ("raylet.out", "raylet.err", "gcs_server.out", "dashboard_agent.log", "dashboard.log")
+"""Ray's own logs that say why its node did not start (the raylet's fatal error is in ``raylet.out``)."""
+
+
+def keep_ray_logs(env: dict[str, str], dest: Path) -> Path | None:
+    """Copy :data:`RAY_START_LOGS` of Ray's latest session under ``env["RAY_TMPDIR"]`` into ``dest`` (Ray's
+    folder may be a temporary one, removed with the session) and return ``dest``; None when there are none."""
+    source = Path(env.get("RAY_TMPDIR", "/tmp")) / "ray" / "session_latest" / "logs"
+    copied = False
+    for name in RAY_START_LOGS:
+        try:
+            data = (source / name).read_bytes()
+        except OSError:
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(data)
+        copied = True
+    return dest if copied else None
+
+
 @contextmanager
 def serving(
     checkout: GymCheckout,
@@ -519,8 +539,9 @@ class GymRun:
             except GymStartError as error:
                 if self._stopping.is_set() or not ray_start_timed_out(self._servers_log):
                     raise
+                ray_logs = keep_ray_logs(settings.env, self.paths.logs / f"ray-start-{attempt}")
                 if attempt == START_ATTEMPTS:
-                    raise GymStartError(f"{self._ray_timeout_advice()}\n{error}") from None
+                    raise GymStartError(f"{self._ray_timeout_advice(ray_logs)}\n{error}") from None
                 self.on_event(
                     f"Ray's node timed out during start-up ({self._servers_log}), a known transient failure on a "
                     "loaded machine; retrying `gym env start` once"
@@ -528,14 +549,14 @@ class GymRun:
                 self.servers.stop(settings.stop_grace)
         self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
 
-    def _ray_timeout_advice(self) -> str:
-        env = self.settings.env
-        raylet_log = Path(env.get("RAY_TMPDIR", "/tmp")) / "ray" / "session_latest" / "logs" / "raylet.out"
+    def _ray_timeout_advice(self, ray_logs: Path | None) -> str:
+        wait = self.settings.env.get(RAY_START_WAIT) or "unset"
+        see = f"; Ray's logs: {ray_logs} (raylet.out says why the raylet stopped)" if ray_logs else ""
         return (
             "Ray's node timed out during start-up twice (`gym env start` was retried once). Ray's daemons start "
             "slowly on a loaded machine: the raylet gives its dashboard agent at most 15 s, and Ray gives the "
-            f"raylet at most {RAY_START_WAIT}={env.get(RAY_START_WAIT) or 'unset'} s (never less than 30 s) to "
-            f"register; see {raylet_log}. Free some CPU, or set {RAY_START_WAIT} higher."
+            f"raylet at most {RAY_START_WAIT}={wait} s (never less than 30 s) to register{see}. Free some CPU, or "
+            f"set {RAY_START_WAIT} higher."
         )
 
     def _eval_argv(self, resume: bool) -> list[str]:

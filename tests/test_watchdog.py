@@ -14,30 +14,17 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, child_pytest_argv, make_fake_checkout
+from conftest import FakeGym, child_pytest_argv, make_fake_checkout, wait_until
 from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers, run_processes
 from pytest_gym_eval.processes import GymProcess, is_running, session_members, stop_sessions
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.watchdog import Watchdog
-
-DEADLINE = 60.0
-"""Seconds any wait below may take at most (they normally take well under a second)."""
-
-
-def wait_until(condition: Callable[[], object], what: str, timeout: float = DEADLINE) -> None:
-    """Poll ``condition`` every 50 ms until it is true; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout:g} s: {what}")
-        time.sleep(0.05)
 
 
 def fake_env_start(checkout: Path, run_dir: Path, owner: Owner) -> GymProcess:
