@@ -65,7 +65,16 @@ class Owner:
         return f"{self.pid}:{self.start}:{self.run_dir}"
 
     def alive(self) -> bool:
-        """Whether the owner still runs: its PID is a live process that started when the owner did."""
+        """Whether the owner still runs: its PID is a live process that started when the owner did. (Without
+        ``/proc``, whether the PID exists at all.)"""
+        if self.start == 0:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
         stat = proc_stat(self.pid)
         return stat is not None and stat.state != "Z" and stat.start == self.start
 
@@ -147,6 +156,8 @@ def run_processes() -> dict[Owner, list[RunProcess]]:
     uid = os.getuid()
     own_session = os.getsid(0)
     seen: list[_Seen] = []
+    if not os.path.isdir("/proc"):
+        return {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue

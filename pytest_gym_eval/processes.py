@@ -3,7 +3,8 @@
 Gym is stopped the way the Gym notes measured works: SIGINT to its process group (Gym then stops its servers
 and Ray itself, ~9 s), a grace period, then SIGKILL to every process still in the session we created (Ray's
 idle workers sit in process groups of their own inside that session, so a group kill alone misses them).
-Only processes in sessions this module started are ever signalled.
+Only processes in sessions this module started are ever signalled; :func:`stop_sessions` does the same for
+sessions started by a pytest process that died (for the watchdog and ``python -m pytest_gym_eval cleanup``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ each session), marks ``state.json`` failed, and exits. Its log is ``logs/watchdo
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import select
@@ -86,16 +85,16 @@ class Watchdog:
         """Tell the watchdog about a process session the owner started (stopped should the owner die)."""
         self._send(f"watch {sid}\n")
 
-    def release(self, timeout: float = 10.0) -> None:
-        """The owner stopped Gym itself: let the watchdog exit without touching anything, and wait for it (at most
-        ``timeout`` seconds). Idempotent."""
+    def release(self) -> None:
+        """The owner stopped Gym itself: let the watchdog exit without touching anything. Returns at once (a
+        daemon thread reaps the watchdog when it has exited); idempotent."""
         self._send("release\n")
         with self._lock:
-            if self._pipe is not None:
-                os.close(self._pipe)
-                self._pipe = None
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout)
+            if self._pipe is None:
+                return
+            os.close(self._pipe)
+            self._pipe = None
+        threading.Thread(target=self.process.wait, name="gym-watchdog-reaper", daemon=True).start()
 
     def _send(self, line: str) -> None:
         with self._lock:
