@@ -33,6 +33,8 @@ MARKER = "PYTEST_GYM_EVAL_RUN"
 """Environment variable carried by every process a run starts: ``<owner pid>:<owner start>:<run dir>``."""
 
 CLEANUP_COMMAND = "python -m pytest_gym_eval cleanup"
+WATCHDOG_MODULE = "pytest_gym_eval.watchdog"
+"""The module the watchdog runs as (``python -m``), which names it in its command line."""
 
 
 @dataclass(frozen=True)
@@ -108,12 +110,20 @@ class Leftovers:
         plural = "es" if len(self.processes) != 1 else ""
         return f"{len(self.processes)} process{plural} ({names})"
 
+    @property
+    def watchdog(self) -> int | None:
+        """The PID of the run's watchdog when it still runs (it is then stopping the rest), else None."""
+        for process in self.processes:
+            if WATCHDOG_MODULE in process.command:
+                return process.pid
+        return None
+
     def describe(self) -> str:
         """One sentence for the terminal: what is left, of which session, and how to stop it."""
-        return (
-            f"{self.summary()} of an earlier pytest session (pid {self.owner.pid}, which died) are still running; "
-            f"run directory {self.owner.run_dir}; stop them with `{CLEANUP_COMMAND}`"
-        )
+        left = f"{self.summary()} of an earlier pytest session (pid {self.owner.pid}, which died) are still running"
+        if self.watchdog is not None:
+            left += f" (its watchdog, pid {self.watchdog}, is stopping them)"
+        return f"{left}; run directory {self.owner.run_dir}; stop them with `{CLEANUP_COMMAND}`"
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_gym_eval.orphans import MARKER, Owner, mark_failed, processes_of
+from pytest_gym_eval.orphans import MARKER, WATCHDOG_MODULE, Owner, mark_failed, processes_of
 from pytest_gym_eval.processes import DEFAULT_GRACE, kill_sessions, stop_sessions
 
 OWNER_CHECK_EVERY = 1.0
@@ -63,7 +63,7 @@ class Watchdog:
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         argv = [
-            sys.executable, "-m", "pytest_gym_eval.watchdog",
+            sys.executable, "-m", WATCHDOG_MODULE,
             "--owner", owner.marker, "--grace", f"{grace:g}",
         ]  # fmt: skip
         read_end, write_end = os.pipe()  # both non-inheritable (PEP 446)

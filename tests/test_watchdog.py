@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FakeGym, child_pytest_argv, make_fake_checkout, wait_until
-from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers, run_processes
+from pytest_gym_eval.orphans import MARKER, Leftovers, Owner, find_leftovers, run_processes
 from pytest_gym_eval.processes import GymProcess, is_running, session_members, stop_sessions
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.watchdog import Watchdog
@@ -138,6 +138,16 @@ def test_a_dead_watchdog_leaves_gym_to_the_next_session(owned_gym: OwnedGym) -> 
     assert leftovers.owner.pid == owned_gym.owner.pid
     assert leftovers.sessions == [owned_gym.gym]
     assert {p.pid for p in leftovers.processes} == set(session_members(owned_gym.gym))
+    assert leftovers.watchdog is None and "is stopping them" not in leftovers.describe()
+
+
+def test_leftovers_whose_watchdog_still_runs_say_so(owned_gym: OwnedGym) -> None:
+    # The run as a later session would see it in the instant after its owner died, the watchdog still at work.
+    processes = run_processes()
+    (owner,) = [owner for owner in processes if owner.run_dir == owned_gym.run_dir]
+    leftovers = Leftovers(owner, tuple(processes[owner]))
+    assert leftovers.watchdog == owned_gym.watchdog
+    assert f"(its watchdog, pid {owned_gym.watchdog}, is stopping them)" in leftovers.describe()
 
 
 # The watchdog in this process.
