@@ -296,14 +296,17 @@ def serving(
     agents: Sequence[str],
     root: Path,
     timeout: float = DEFAULT_STARTUP_TIMEOUT,
+    on_event: Callable[[str], None] = lambda message: None,
 ) -> Iterator[tuple[str, int]]:
     """Gym's servers for ``agents`` against ``model``, for sessions to attach to with ``--gym-head-server``.
 
     Writes the config, logs and process list under ``root`` (as :class:`RunPaths`), starts ``gym env start``
-    with the config files that define ``agents``, waits at most ``timeout`` seconds until they are ready, and
-    yields the head server's ``(host, port)`` (127.0.0.1 and a free port). On leaving, also after an error or
-    Ctrl-C, it stops the whole process group and removes Ray's folder. Raises :class:`GymStartError` when an
-    agent has no config in ``checkout`` or the servers do not become ready.
+    with the config files that define ``agents`` (once more after Ray's start-up timeout, see
+    :func:`start_servers`; ``on_event`` gets the one-line notes), waits at most ``timeout`` seconds until they
+    are ready, and yields the head server's ``(host, port)`` (127.0.0.1 and a free port). On leaving, also after
+    an error or Ctrl-C, it stops the whole process group and removes Ray's folder; a watchdog does the same
+    should this process die first. Raises :class:`GymStartError` when an agent has no config in ``checkout`` or
+    the servers do not become ready.
     """
     paths = RunPaths(root)
     paths.logs.mkdir(parents=True, exist_ok=True)
@@ -323,19 +326,76 @@ def serving(
         cwd=checkout.path,
         model=model,
         gym_configs=tuple(configs),
+        startup_timeout=timeout,
     )
     watchdog = Watchdog.start(owner, paths.logs / "watchdog.log", settings.stop_grace)
+    started: list[GymProcess] = []
+
+    def launch(log_path: Path) -> GymProcess:
+        started.append(launch_servers(settings, model.model_type, paths, log_path, watchdog))
+        return started[-1]
+
     try:
-        servers = launch_servers(settings, model.model_type, paths, paths.logs / "gym-env-start.log", watchdog)
-        try:
-            wait_until_ready(servers, time.monotonic() + timeout, threading.Event(), timeout)
-            yield head
-        finally:
-            servers.stop()
+        start_servers(settings, launch, paths.logs, time.monotonic() + timeout, threading.Event(), on_event)
+        yield head
     finally:
+        for servers in started:
+            servers.stop()
         watchdog.release()
         if made:
             shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+def start_servers(
+    settings: RunSettings,
+    launch: Callable[[Path], GymProcess],
+    logs: Path,
+    deadline: float,
+    stopping: threading.Event,
+    on_event: Callable[[str], None],
+) -> GymProcess:
+    """Start Gym's servers with ``launch`` (given the log path, it starts ``gym env start``: normally
+    :func:`launch_servers`) and wait until they are ready (``deadline``, a ``time.monotonic()`` value, stands for
+    ``settings.startup_timeout``); returns the ready process.
+
+    When Ray's node times out during start-up (:data:`RAY_START_TIMEOUT`, a transient failure on a loaded
+    machine), says so through ``on_event``, keeps Ray's logs of that start (``logs/ray-start-1/``), stops what
+    it left and starts once more (``logs/gym-env-start-2.log``) within the same deadline. Raises
+    :class:`GymStartError` (naming the log to read) when Gym exits early for any other reason, when the
+    deadline passes or ``stopping`` is set, or when Ray times out again.
+    """
+    for attempt in range(1, START_ATTEMPTS + 1):
+        log_path = logs / ("gym-env-start.log" if attempt == 1 else f"gym-env-start-{attempt}.log")
+        on_event(f"starting Gym's servers (log: {log_path})")
+        servers = launch(log_path)
+        try:
+            wait_until_ready(servers, deadline, stopping, settings.startup_timeout)
+            return servers
+        except GymStartError as error:
+            if stopping.is_set() or not ray_start_timed_out(log_path):
+                raise
+            ray_logs = keep_ray_logs(settings.env, logs / f"ray-start-{attempt}")
+            if attempt == START_ATTEMPTS:
+                raise GymStartError(f"{ray_timeout_advice(settings.env, ray_logs)}\n{error}") from None
+            on_event(
+                f"Ray's node timed out during start-up ({log_path}), a known transient failure on a loaded "
+                "machine; retrying `gym env start` once"
+            )
+            servers.stop(settings.stop_grace)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def ray_timeout_advice(env: dict[str, str], ray_logs: Path | None) -> str:
+    """What to tell the user when Ray's node timed out on every attempt (``env``: the environment Gym ran with;
+    ``ray_logs``: where Ray's logs of the last attempt were kept, if anywhere)."""
+    wait = env.get(RAY_START_WAIT) or "unset"
+    see = f"; Ray's logs: {ray_logs} (raylet.out says why the raylet stopped)" if ray_logs else ""
+    return (
+        "Ray's node timed out during start-up twice (`gym env start` was retried once). Ray's daemons start "
+        "slowly on a loaded machine: the raylet gives its dashboard agent at most 15 s, and Ray gives the "
+        f"raylet at most {RAY_START_WAIT}={wait} s (never less than 30 s) to register{see}. Free some CPU, or "
+        f"set {RAY_START_WAIT} higher."
+    )
 
 
 def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.Event, timeout: float) -> None:
@@ -526,41 +586,18 @@ class GymRun:
             self.on_event(f"attaching to Gym's head server at {host}:{port}")
             return
         assert settings.model is not None, "starting Gym needs a model endpoint"
-        for attempt in range(1, START_ATTEMPTS + 1):
-            if attempt > 1:
-                self._servers_log = self.paths.logs / f"gym-env-start-{attempt}.log"
-            self.on_event(f"starting Gym's servers (log: {self._servers_log})")
+        model_type = settings.model.model_type
+
+        def launch(log_path: Path) -> GymProcess:
             with self._lock:
                 if self._stopping.is_set():
                     raise GymStartError("the session stopped before Gym started")
-                self.servers = launch_servers(
-                    settings, settings.model.model_type, self.paths, self._servers_log, self.watchdog
-                )
-            try:
-                wait_until_ready(self.servers, deadline, self._stopping, settings.startup_timeout)
-                break
-            except GymStartError as error:
-                if self._stopping.is_set() or not ray_start_timed_out(self._servers_log):
-                    raise
-                ray_logs = keep_ray_logs(settings.env, self.paths.logs / f"ray-start-{attempt}")
-                if attempt == START_ATTEMPTS:
-                    raise GymStartError(f"{self._ray_timeout_advice(ray_logs)}\n{error}") from None
-                self.on_event(
-                    f"Ray's node timed out during start-up ({self._servers_log}), a known transient failure on a "
-                    "loaded machine; retrying `gym env start` once"
-                )
-                self.servers.stop(settings.stop_grace)
-        self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
+                self._servers_log = log_path
+                self.servers = launch_servers(settings, model_type, self.paths, log_path, self.watchdog)
+                return self.servers
 
-    def _ray_timeout_advice(self, ray_logs: Path | None) -> str:
-        wait = self.settings.env.get(RAY_START_WAIT) or "unset"
-        see = f"; Ray's logs: {ray_logs} (raylet.out says why the raylet stopped)" if ray_logs else ""
-        return (
-            "Ray's node timed out during start-up twice (`gym env start` was retried once). Ray's daemons start "
-            "slowly on a loaded machine: the raylet gives its dashboard agent at most 15 s, and Ray gives the "
-            f"raylet at most {RAY_START_WAIT}={wait} s (never less than 30 s) to register{see}. Free some CPU, or "
-            f"set {RAY_START_WAIT} higher."
-        )
+        start_servers(settings, launch, self.paths.logs, deadline, self._stopping, self.on_event)
+        self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
 
     def _eval_argv(self, resume: bool) -> list[str]:
         argv = [

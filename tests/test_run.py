@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, make_fake_checkout
+from conftest import FakeGym, make_fake_checkout, started_processes
 from pytest_gym_eval import provision
 from pytest_gym_eval.processes import free_port, session_members
-from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model
+from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, serving
 
 
 def endpoint(url: str) -> ModelEndpoint:
@@ -152,6 +152,20 @@ def test_other_start_failures_are_not_retried(
     result.assert_outcomes(errors=1)
     assert "retrying" not in result.stdout.str()
     assert len(env_starts(fake_gym)) == 1
+
+
+def test_servers_started_for_attaching_get_the_retry_too(
+    fake_gym: FakeGym, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "ray-timeout-once")
+    checkout = provision.GymCheckout(fake_gym.checkout, fake_gym.checkout / ".venv" / "bin" / "gym", None, {})
+    model = ModelEndpoint("http://127.0.0.1:9/v1", "policy", "openai_model", "PYTEST_GYM_EVAL_TEST_NO_KEY")
+    notes: list[str] = []
+    with serving(checkout, model, ["mcqa_simple_agent"], tmp_path / "servers", 60, notes.append):
+        first, second = started_processes(tmp_path / "servers")
+        assert not session_members(first["pid"]) and session_members(second["pid"])
+    assert any("retrying `gym env start` once" in note for note in notes), notes
+    assert not session_members(second["pid"])
 
 
 def test_rays_start_up_wait_is_lengthened_unless_the_environment_sets_it(
