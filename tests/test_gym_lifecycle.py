@@ -182,7 +182,9 @@ def test_a_ray_start_timeout_is_retried_once(pytester: pytest.Pytester, gym_exam
     )
     run_dir = only_run_dir(pytester.path / "runs")
     assert RAY_START_TIMEOUT in (run_dir / "logs" / "gym-env-start.log").read_text()
-    assert "RegisterNode" in (run_dir / "logs" / "ray-start-1" / "raylet.out").read_text()  # Ray's logs are kept
+    kept = run_dir / "logs" / "ray-start-1"  # Ray's logs of the failed start, which show the injected fault
+    assert "Delaying method NodeInfoGcsService.grpc_server.RegisterNode" in (kept / "gcs_server.out").read_text()
+    assert (kept / "raylet.out").stat().st_size > 0
     assert [p["name"] for p in started_processes(run_dir)][:2] == ["gym env start", "gym env start"]
     assert not left_of(run_dir)
     outcomes = result.parseoutcomes()
