@@ -110,6 +110,18 @@ def started_processes(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "processes.jsonl").read_text().splitlines()]
 
 
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` every 50 ms until it is true (a state read from ``/proc`` or a file, never a sleep as
+    synchronisation); fail naming ``what`` after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout:g} s: {what}")
+        time.sleep(0.05)
+
+
 def child_pytest_argv(*args: str) -> list[str]:
     """argv running pytest with ``args`` in a child process whose SIGINT and SIGTERM have their default
     handling even when this process inherited them ignored (a background job of a shell does): the tests

@@ -2,8 +2,12 @@
 
 It understands just what the plugin calls:
 - ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym;
-  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready, and
-  ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later.
+  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready,
+  ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later,
+  ``FAKE_GYM_START=ray-timeout`` exit 1 with Ray's node start-up timeout, ``ray-timeout-once`` do that on the
+  first ``env start`` of ``$FAKE_GYM_CALLS`` only. ``FAKE_GYM_WORKER=1`` also starts a child that ignores SIGINT
+  in a process group of its own inside Gym's session (as Ray's idle workers do), so only a SIGKILL of the whole
+  session ends it.
 - ``gym eval run --input IN --output OUT [--resume] ...``: writes one output line per input row, taking the
   behaviour from the row's ``fake`` object: ``{"reward": x}`` (default 1.0; any JSON, or absent with
   ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row; with ``"body"``, its
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -33,12 +38,34 @@ def _option(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
 
 
+RAY_TIMEOUT = (
+    "Exception: The current node timed out during startup. This could happen because some of the raylet failed to "
+    "startup or the GCS has become overloaded."
+)
+WORKER = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(60)"
+
+
+def _first_env_start() -> bool:
+    calls = os.environ.get("FAKE_GYM_CALLS")
+    if not calls:
+        return True
+    with open(calls, encoding="utf-8") as handle:
+        starts = [line for line in handle if '"argv": ["env", "start"' in line]
+    return len(starts) <= 1
+
+
 def env_start(argv: list[str]) -> int:
     mode = os.environ.get("FAKE_GYM_START", "")
     print("Starting fake servers", flush=True)
+    if os.environ.get("FAKE_GYM_WORKER"):
+        subprocess.Popen([sys.executable, "-c", WORKER], preexec_fn=os.setpgrp)
     if mode == "fail":
         print("Error: fake start failure", flush=True)
         return 3
+    if mode == "ray-timeout" or (mode == "ray-timeout-once" and _first_env_start()):
+        print("Traceback (most recent call last):", flush=True)
+        print(RAY_TIMEOUT, flush=True)
+        return 1
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     time.sleep(float(os.environ.get("FAKE_GYM_START_DELAY", "0")))  # a slow start-up, as on a loaded machine
