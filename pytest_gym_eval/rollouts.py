@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.usage import NO_USAGE, Usage, record_usage
+
 TASK_INDEX_KEY = "_ng_task_index"
 FAILURE_CLASS_KEY = "_ng_failure_class"
 FAILURE_MESSAGE_KEYS = ("_ng_failure_message", "failure_reason", "error")
@@ -51,6 +53,7 @@ class RolloutRecord:
     failure_class: str | None = None
     failure_message: str | None = None
     offset: int | None = field(default=None, compare=False, repr=False)
+    usage: Usage = field(default=NO_USAGE, compare=False, repr=False)
 
     def numeric_reward(self) -> float | None:
         """The reward as a float, or None when it is missing, not a number, or NaN/infinite."""
@@ -111,10 +114,12 @@ class RunState:
 
 @dataclass(frozen=True)
 class Missing:
-    """Why a rollout is not there: ``reason`` is a sentence for the error report."""
+    """Why a rollout is not there: ``reason`` is a sentence for the error report; ``timed_out`` says that the
+    wait's timeout ran out (the rollout may still come)."""
 
     reason: str
     log: str = ""
+    timed_out: bool = False
 
 
 class _FollowedFile:
@@ -180,8 +185,10 @@ def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int 
     failure_class = value.get(FAILURE_CLASS_KEY)
     if failures or failure_class:
         message = next((str(value[k]) for k in FAILURE_MESSAGE_KEYS if value.get(k)), "")
-        return RolloutRecord(stamp, None, path, line, str(failure_class or "unknown"), message, offset)
-    return RolloutRecord(stamp, value.get("reward"), path, line, offset=offset)
+        return RolloutRecord(
+            stamp, None, path, line, str(failure_class or "unknown"), message, offset, record_usage(value)
+        )
+    return RolloutRecord(stamp, value.get("reward"), path, line, offset=offset, usage=record_usage(value))
 
 
 class RolloutFeed:
@@ -196,6 +203,7 @@ class RolloutFeed:
         self._state_path = state
         self._poll_interval = poll_interval
         self._records: dict[int, RolloutRecord] = {}
+        self._failed = 0  # records in _records that are failures
         self._state: RunState | None = None
         self._changed = threading.Condition()
         self._stopping = threading.Event()
@@ -222,6 +230,11 @@ class RolloutFeed:
         with self._changed:
             return dict(self._records)
 
+    def counts(self) -> tuple[int, int]:
+        """``(rollouts seen, failures among them)`` so far, without copying the records (for progress)."""
+        with self._changed:
+            return len(self._records), self._failed
+
     def wait(self, stamp: int, timeout: float | None) -> RolloutRecord | Missing:
         """The rollout stamped ``stamp``, or :class:`Missing` once the run is done without it or after
         ``timeout`` seconds (None: no limit)."""
@@ -237,7 +250,7 @@ class RolloutFeed:
                     return record or Missing("the session stopped before this rollout arrived")
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    return Missing(f"no rollout arrived within {timeout:g} s (--gym-rollout-timeout)")
+                    return Missing(f"no rollout arrived within {timeout:g} s (--gym-rollout-timeout)", timed_out=True)
                 self._changed.wait(remaining if remaining is not None else 1.0)
 
     def wait_all(self, stamps: list[int], timeout: float | None) -> dict[int, RolloutRecord | Missing]:
@@ -288,6 +301,7 @@ class RolloutFeed:
                 earlier = self._records.get(record.stamp)
                 if earlier is None or earlier.failure_class is not None:
                     self._records[record.stamp] = record
+                    self._failed += (record.failure_class is not None) - (earlier is not None)
             if state is not None and not (self._state is not None and self._state.done and not state.done):
                 self._state = state
             self._changed.notify_all()

@@ -30,6 +30,7 @@ from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.processes import SigtermAsCtrlC
+from pytest_gym_eval.progress import Counts, Progress, progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import model as report
 from pytest_gym_eval.reporting.model import Conclusion
@@ -54,6 +55,9 @@ RUN_DIR_INPUT = "gym_run_dir"
 """Key of the run directory in a pytest-xdist worker's ``workerinput``."""
 
 SIMPLE_AGENT_SUFFIX = "_simple_agent"
+PROGRESS_TICK = 0.5
+"""Seconds between two progress updates while an item waits for its rollout (its report is not delayed: the
+wait ends as soon as the rollout lands)."""
 REPLAY_MODEL_NAME = "replay"
 
 
@@ -90,6 +94,7 @@ class GymSession:
         self._items: dict[str, RolloutItem] = {}
         self._cleanup: list[Path] = []
         self._lock_notes = threading.Lock()
+        self._progress: Progress | None = None
         self._printed = 0
         self._started = False
         self._lock = threading.Lock()
@@ -186,6 +191,7 @@ class GymSession:
         From here until :meth:`stop`, SIGTERM ends the session as Ctrl-C does (see :class:`SigtermAsCtrlC`).
         """
         self._sigterm.install()
+        self._progress = progress_for(self.config)
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
         self._note(f"run directory: {run_dir}")
@@ -195,7 +201,7 @@ class GymSession:
             paths.logs.mkdir(parents=True, exist_ok=True)
             RunState("failed", str(error)).write(paths.state)
             return
-        self._run = GymRun(plan, paths, settings, on_event=self._note).start()
+        self._run = GymRun(plan, paths, settings, on_event=self._on_run_event).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
 
     def _wait_until_started(self) -> None:
@@ -207,10 +213,16 @@ class GymSession:
             if state is not None and state.phase != "starting":
                 break
             if time.monotonic() > deadline:
+                self._end_progress()
                 raise GymStartError(f"Gym did not start within {self.options.startup_timeout:g} s")
             self.flush_notes()
+            if self._progress is not None:
+                self._progress.tick()
             time.sleep(0.1)
+        self._end_progress()
         self.flush_notes()
+        if self._progress is not None and state.phase == "running":
+            self._progress.running()
         if state.phase == "failed":
             raise GymStartError(f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else ""))
 
@@ -257,6 +269,8 @@ class GymSession:
             head_server=options.head_server,
             startup_timeout=options.startup_timeout,
             concurrency=options.concurrency,
+            sampling=options.sampling,
+            record_latency=options.latency,
         )
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
@@ -316,7 +330,7 @@ class GymSession:
         if stamp is None:
             found: RolloutRecord | Missing = Missing("this item was not in the session's plan")
         else:
-            found = self._feed.wait(stamp, self.options.rollout_timeout)
+            found = self._wait_for(stamp)
         threshold = self.options.dataset_settings(item.path).threshold
         outcome = judge(found, threshold, self._pass_hook(item))
         gym_failed = isinstance(found, RolloutRecord) and found.failure_class is not None
@@ -332,7 +346,41 @@ class GymSession:
             item.user_properties.append(("failure_class", outcome.failure_class))
         if outcome.record is not None:
             item.user_properties.append(("record", f"{outcome.record.path}:{outcome.record.line}"))
+            item.user_properties.extend(outcome.record.usage.properties())
         return outcome
+
+    def _wait_for(self, stamp: int) -> RolloutRecord | Missing:
+        """The feed's answer for ``stamp`` within ``--gym-rollout-timeout``, ticking the progress while waiting."""
+        assert self._feed is not None
+        if self._progress is None or not self._progress.enabled:
+            return self._feed.wait(stamp, self.options.rollout_timeout)
+        timeout = self.options.rollout_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                found = self._feed.wait(stamp, PROGRESS_TICK if remaining is None else min(PROGRESS_TICK, remaining))
+                if not (isinstance(found, Missing) and found.timed_out):
+                    return found
+                if remaining is not None and remaining <= PROGRESS_TICK:
+                    return dataclasses.replace(
+                        found, reason=f"no rollout arrived within {timeout:g} s (--gym-rollout-timeout)"
+                    )
+                self.flush_notes()
+                done, errors = self._feed.counts()
+                self._progress.tick(Counts(done, len(self.plan.rollouts), errors))
+        finally:
+            self._end_progress()
+
+    def _on_run_event(self, message: str) -> None:
+        """A message from the run (any thread): a note for the terminal, and the progress's start-up phase."""
+        if self._progress is not None:
+            self._progress.phase(message)
+        self._note(message)
+
+    def _end_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.clear()
 
     def failure_report(self, item: RolloutItem) -> str:
         """The text a failed rollout item shows."""
@@ -400,6 +448,8 @@ class GymSession:
             "head_server": self.head_server,
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **self.options.sampling.meta(),
+            **(self.options.price.meta() if self.options.price is not None else {}),
         }
         return report_meta(self.options, self.rollouts(), run)
 
@@ -431,6 +481,7 @@ class GymSession:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or not pending:
             return
+        self._end_progress()
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
             for line in pending:

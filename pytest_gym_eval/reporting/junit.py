@@ -18,8 +18,9 @@ def suite_properties(summaries: Sequence[DatasetSummary], meta: Mapping[str, obj
     ``P = gym.<dataset>`` (``gym.<dataset>[<agent>]`` for one agent of several): ``P.tasks``, ``P.rollouts``,
     ``P.scored``, ``P.errors``, ``P.flaky_tasks`` (a count), ``P.wall_time`` (seconds), ``P.threshold``,
     ``P.mean_reward``, ``P.pass_rate`` and ``P.pass_at_<k>`` each with ``.low`` and ``.high``,
-    ``P.gate.<label-slug>`` = verdict (e.g. ``P.gate.mean_reward_ge_0.70``) and ``P.verdict``. Numbers use
-    6 significant digits; non-finite numbers (a nan estimate, infinite bounds) are left out.
+    ``P.gate.<label-slug>`` = verdict (e.g. ``P.gate.mean_reward_ge_0.70``) and ``P.verdict``; then the tokens,
+    latency and cost (:func:`usage_properties`). Numbers use 6 significant digits; non-finite numbers (a nan
+    estimate, infinite bounds) are left out.
     """
     properties: list[tuple[str, str]] = []
     for key, value in meta.items():
@@ -28,7 +29,30 @@ def suite_properties(summaries: Sequence[DatasetSummary], meta: Mapping[str, obj
             properties.append((f"gym.{key}", text))
     for summary in summaries:
         properties.extend(_summary_properties(summary))
+        properties.extend(usage_properties(summary))
     return properties
+
+
+def usage_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
+    """A summary's ``P.input_tokens``, ``P.output_tokens``, ``P.total_tokens`` and ``P.token_rollouts`` (the
+    rollouts with a token count) when any rollout recorded tokens; ``P.latency_median`` and ``P.latency_p95``
+    (seconds) when any recorded a latency; ``P.cost`` with ``--gym-price-per-mtok``. ``P`` as in
+    :func:`suite_properties`."""
+    prefix = f"gym.{summary.dataset}" if summary.agent is None else f"gym.{summary.dataset}[{summary.agent}]"
+    tokens, latency = summary.tokens, summary.latency
+    pairs: list[tuple[str, object]] = []
+    if tokens.rollouts:
+        pairs += [
+            ("input_tokens", tokens.input_tokens),
+            ("output_tokens", tokens.output_tokens),
+            ("total_tokens", tokens.total_tokens),
+            ("token_rollouts", tokens.rollouts),
+        ]
+    if latency.n:
+        pairs += [("latency_median", latency.median), ("latency_p95", latency.p95)]
+    if summary.cost is not None:
+        pairs.append(("cost", summary.cost))
+    return [(f"{prefix}.{name}", text) for name, value in pairs if (text := _property_value(value)) is not None]
 
 
 def _summary_properties(summary: DatasetSummary) -> list[tuple[str, str]]:

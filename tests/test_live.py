@@ -1,0 +1,202 @@
+"""The live-model tier: a real small instruction-tuned model (SmolLM2-135M-Instruct) behind llama.cpp's own
+OpenAI-compatible server on 127.0.0.1 (fixture ``local_model``), evaluated by real Gym 0.7.0 through the plugin.
+
+Nothing here is recorded: every answer is the model's, produced during the test. Expected rewards come from
+Gym's own verifiers applied to those answers (``gym eval reverify`` for mcqa; the tool-calling example's
+verify rule, which Gym refuses to reverify), expected token counts from Gym's own rollout records. Generation
+is bounded with ``--gym-max-output-tokens`` so the tier takes minutes, not the ten a free-running 135M model
+needs. Each test lets the plugin start and stop Gym itself, as a user's run does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from conftest import GymExample, gym_reverify, started_processes
+from pytest_gym_eval import provision
+from pytest_gym_eval.local_model import LocalModelServer
+from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+
+pytestmark = [pytest.mark.gym, pytest.mark.live]
+
+MAX_OUTPUT_TOKENS = 48
+"""Output tokens per model call: enough for a short answer with ``\\boxed{X}`` or a tool call, and a 135M
+model's rambling ends there (unbounded, some answers ran to ~1,000 tokens)."""
+
+
+def copy_example(pytester: pytest.Pytester, example: GymExample) -> str:
+    """Gym's example tasks as ``datasets/<environment>.jsonl`` (the name picks the agent)."""
+    target = pytester.path / "datasets" / f"{example.name}.jsonl"
+    target.parent.mkdir(exist_ok=True)
+    shutil.copy(example.dataset, target)
+    return f"datasets/{example.name}.jsonl"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def live_args(checkout: provision.GymCheckout, model: LocalModelServer, *extra: str) -> list[str]:
+    return [
+        f"--gym-checkout={checkout.path}", f"--gym-model-url={model.base_url}", f"--gym-model={model.model}",
+        f"--gym-max-output-tokens={MAX_OUTPUT_TOKENS}", "--gym-run-dir=runs", "--gym-report=report.json",
+        "--junitxml=junit.xml", "-p", "no:cacheprovider", "-rA", *extra,
+    ]  # fmt: skip
+
+
+def error_texts(junit: Path) -> dict[str, str]:
+    """Node name -> the error text of every testcase that errored."""
+    found = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        error = case.find("error")
+        if error is not None:
+            found[case.get("name", "")] = f"{error.get('message', '')}\n{error.text or ''}"
+    return found
+
+
+def assert_scored_or_named(report: Mapping[str, Any], junit: Path) -> None:
+    """Every rollout is scored (a reward) or an error whose text names its cause: Gym's failure class and the
+    record, and never a bare HTTP 500 without the log line that explains it."""
+    errors = error_texts(junit)
+    for rollout in report["rollouts"]:
+        name = rollout["nodeid"].split("::", 1)[1]
+        if rollout["status"] in ("passed", "failed"):
+            assert isinstance(rollout["reward"], float), rollout
+            continue
+        text = errors[name]
+        assert rollout["failure_class"] and rollout["failure_class"] in text, text
+        if "Internal Server Error" in text:
+            assert re.search(r"log: \S+:\d+", text), f"a bare 500:\n{text}"
+
+
+def assert_nothing_left(run_dir: Path) -> None:
+    sessions = [process["sid"] for process in started_processes(run_dir)]
+    assert sessions and [sid for sid in sessions if session_members(sid)] == []
+
+
+def records_by_agent(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Gym's rollout records (output and failures files) by agent name."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name in ("rollouts.jsonl", "rollouts_failures.jsonl"):
+        for record in read_jsonl(run_dir / "gym-output" / name):
+            found.setdefault(record["agent_ref"]["name"], []).append(record)
+    return found
+
+
+def usage_sums(records: list[dict[str, Any]]) -> dict[str, int]:
+    sums = {"input": 0, "output": 0, "total": 0, "rollouts": 0}
+    for record in records:
+        usage = (record.get("response") or {}).get("usage")
+        if not usage:
+            continue
+        sums["rollouts"] += 1
+        for key in ("input", "output", "total"):
+            sums[key] += usage[f"{key}_tokens"]
+    return sums
+
+
+def get_weather_called(record: Mapping[str, Any]) -> float:
+    """Gym 0.7.0's example_single_tool_call verifier, ``SimpleWeatherVerifier.verify``: reward 1.0 when the
+    response's output holds a ``function_call`` item named ``get_weather``, else 0.0 (Gym refuses ``gym eval
+    reverify`` for this environment, so its rule is applied to the answer here)."""
+    output = (record.get("response") or {}).get("output") or []
+    return float(any(item.get("type") == "function_call" and item.get("name") == "get_weather" for item in output))
+
+
+def test_chat_completions_model_is_scored_by_gyms_verifiers_with_its_own_tokens(
+    pytester: pytest.Pytester,
+    gym_checkout: provision.GymCheckout,
+    gym_examples: dict[str, GymExample],
+    local_model: LocalModelServer,
+    tmp_path: Path,
+) -> None:
+    mcqa, tools = gym_examples["mcqa"], gym_examples["example_single_tool_call"]
+    datasets = [copy_example(pytester, mcqa), copy_example(pytester, tools)]
+    result = pytester.runpytest(
+        *live_args(gym_checkout, local_model, "--gym-model-type=vllm_model", "--gym-temperature=0", "--gym-seed=7"),
+        *datasets,
+    )
+    output = result.stdout.str()
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    assert len(report["rollouts"]) == 10, output[-3000:]
+    assert_scored_or_named(report, pytester.path / "junit.xml")
+    assert_nothing_left(run_dir)
+
+    # The sampling options reached Gym: in every materialized request, and as a bound on every answer.
+    materialized = read_jsonl(run_dir / "gym-output" / "rollouts_materialized_inputs.jsonl")
+    assert len(materialized) == 10
+    for row in materialized:
+        params = row["responses_create_params"]
+        assert params["temperature"] == 0.0 and params["max_output_tokens"] == MAX_OUTPUT_TOKENS
+        assert json.loads(params["metadata"]["extra_body"]) == {"seed": 7}
+    records = records_by_agent(run_dir)
+    for record in records.get(mcqa.agent, []):  # one model call per mcqa rollout
+        assert record["response"]["usage"]["output_tokens"] <= MAX_OUTPUT_TOKENS
+    meta = report["meta"]
+    assert (meta["model_type"], meta["sampling.temperature"], meta["sampling.seed"]) == ("vllm_model", 0.0, 7)
+
+    # Each scored rollout's reward is what Gym's own verifier gives the model's answer.
+    by_stamp = {r["_ng_task_index"]: r for r in read_jsonl(run_dir / "gym-output" / "rollouts.jsonl")}
+    inputs = {row["_ng_task_index"]: row for row in materialized}
+    mcqa_stamps = sorted(s for s, r in by_stamp.items() if r["agent_ref"]["name"] == mcqa.agent)
+    assert mcqa_stamps, output[-3000:]
+    verdicts = gym_reverify(gym_checkout, mcqa.agent, [(inputs[s], by_stamp[s]) for s in mcqa_stamps], tmp_path)
+    expected = dict(zip(mcqa_stamps, verdicts, strict=True))
+    expected.update({s: get_weather_called(r) for s, r in by_stamp.items() if r["agent_ref"]["name"] == tools.agent})
+    rewards_by_record = {r["record"]: r["reward"] for r in report["rollouts"] if r["status"] != "error"}
+    assert len(rewards_by_record) == len(by_stamp)
+    output_file = run_dir / "gym-output" / "rollouts.jsonl"
+    lines = {record["_ng_task_index"]: number for number, record in enumerate(read_jsonl(output_file), 1)}
+    for stamp, reward in expected.items():
+        assert rewards_by_record[f"{output_file}:{lines[stamp]}"] == reward, stamp
+
+    # Token totals in the summary are the sums over Gym's own records, per dataset and per rollout.
+    totals = {d["dataset"]: d["tokens"] for d in report["datasets"]}
+    assert totals["datasets/mcqa.jsonl"] == usage_sums(records[mcqa.agent])
+    assert totals["datasets/example_single_tool_call.jsonl"] == usage_sums(records.get(tools.agent, []))
+    assert totals["datasets/mcqa.jsonl"]["output"] > 0
+    for rollout in report["rollouts"]:
+        if rollout["record"] is None:
+            continue
+        path, _, line = rollout["record"].rpartition(":")
+        usage = read_jsonl(Path(path))[int(line) - 1]["response"]["usage"]
+        assert (rollout["input_tokens"], rollout["output_tokens"]) == (usage["input_tokens"], usage["output_tokens"])
+    mcqa_tokens = totals["datasets/mcqa.jsonl"]
+    assert f"{mcqa_tokens['total']:,} total: {mcqa_tokens['input']:,} in, {mcqa_tokens['output']:,} out" in output
+
+
+def test_responses_api_incompatibility_is_an_item_error_naming_the_validation_error_and_log_line(
+    pytester: pytest.Pytester,
+    gym_checkout: provision.GymCheckout,
+    gym_examples: dict[str, GymExample],
+    local_model: LocalModelServer,
+) -> None:
+    # Gym's openai_model server validates the endpoint's Responses body as a NeMoGymResponse; llama.cpp's
+    # /v1/responses leaves out parallel_tool_calls, tool_choice, tools and usage.output_tokens_details, so Gym
+    # rejects every answer and its agent reports a bare HTTP 500. The item must say why, and where it is logged.
+    dataset = copy_example(pytester, gym_examples["mcqa"])
+    result = pytester.runpytest(*live_args(gym_checkout, local_model), dataset)
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert_scored_or_named(report, pytester.path / "junit.xml")
+    assert_nothing_left(run_dir)
+    result.assert_outcomes(errors=5)
+    for name, text in error_texts(pytester.path / "junit.xml").items():
+        assert "ValidationError" in text and "NeMoGymResponse" in text, f"{name}:\n{text}"
+        found = re.search(r"log: (\S+):(\d+)", text)
+        assert found, f"{name}:\n{text}"
+        log, line = Path(found.group(1)), int(found.group(2))
+        assert log.is_relative_to(run_dir / "logs")
+        assert "ValidationError" in log.read_text(errors="replace").splitlines()[line - 1]
