@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import FakeGym
+from conftest import FakeGym, GymExample, SharedGym
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.junit import suite_properties
@@ -183,3 +184,30 @@ def test_token_totals_equal_the_sums_over_gyms_records(pytester: pytest.Pytester
         "127",
         "0.9",
     )
+
+
+@pytest.mark.gym
+def test_replayed_token_totals_equal_the_sums_over_real_gyms_records(
+    pytester: pytest.Pytester, shared_gym: SharedGym, gym_examples: dict[str, GymExample]
+) -> None:
+    datasets = []
+    for example in gym_examples.values():
+        target = pytester.path / "datasets" / f"{example.name}.jsonl"
+        target.parent.mkdir(exist_ok=True)
+        shutil.copy(example.dataset, target)
+        datasets.append(f"datasets/{example.name}.jsonl")
+    result = pytester.runpytest(*shared_gym.args, *datasets, "--gym-run-dir=runs", "--gym-report=report.json")
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert len(report["rollouts"]) == 10, result.stdout.str()[-3000:]
+    by_agent: dict[str, list[dict[str, Any]]] = {}
+    for line in (run_dir / "gym-output" / "rollouts.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        by_agent.setdefault(record["agent_ref"]["name"], []).append(record)
+    for example in gym_examples.values():
+        usages = [record["response"]["usage"] for record in by_agent[example.agent]]
+        expected = {key: sum(u[f"{key}_tokens"] for u in usages) for key in ("input", "output", "total")}
+        (summary,) = [d for d in report["datasets"] if d["dataset"] == f"datasets/{example.name}.jsonl"]
+        assert summary["tokens"] == {**expected, "rollouts": len(usages)}
+        assert expected["output"] > 0
+        result.stdout.fnmatch_lines([f"*tokens*{expected['total']:,} total: {expected['input']:,} in*"])
