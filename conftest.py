@@ -273,53 +273,32 @@ def gym_verdicts(
     user message, and both are stamped with ``_ng_task_index`` = its position. Task ids follow the plugin's
     rule (the row's ``uuid``, else its hash), so the keys meet the items' ``task_id`` property.
     """
-    from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS, own_task_id, row_digest
-
-    task_ids = []
-    pairs = []
-    for example in (gym_example,):
-        rows = {_prompt(row): row for row in _read_jsonl(example.dataset)}
-        agent_ref = {"type": "responses_api_agents", "name": example.agent}
-        for recording in _read_jsonl(example.recordings):
-            row = rows[_prompt(recording)]
-            task_ids.append(own_task_id(row, DEFAULT_ID_FIELDS) or row_digest(row)[:12])
-            stamps = {"_ng_task_index": len(task_ids) - 1, "_ng_rollout_index": 0, "agent_ref": agent_ref}
-            pairs.append(({**row, **stamps}, {**recording, **stamps}))
-    rewards = gym_reverify(gym_checkout, gym_example.agent, pairs, tmp_path_factory.mktemp("reverify"))
-    verdicts = dict(zip(task_ids, rewards, strict=True))
-    assert len(verdicts) == len(task_ids)
-    return verdicts
-
-
-def gym_reverify(
-    gym_checkout: provision.GymCheckout,
-    agent: str,
-    pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]],
-    root: Path,
-) -> list[float]:
-    """Rewards Gym's ``gym eval reverify`` gives stored rollouts, in the order of ``pairs``.
-
-    Each pair is ``(input row, rollout record)``, both carrying the same ``_ng_task_index`` and
-    ``_ng_rollout_index`` (unique pairs) and ``agent_ref``; ``agent`` names the agent whose config defines the
-    resources server that verifies them. Files and Gym's log go under ``root``. No model is called.
-    """
     import shutil
 
     from pytest_gym_eval import provision
+    from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS, own_task_id, row_digest
     from pytest_gym_eval.processes import GymProcess, free_port
     from pytest_gym_eval.run import find_agent_config, ray_temp_dir
 
+    root = tmp_path_factory.mktemp("reverify")
+    task_ids = []
     with (root / "inputs.jsonl").open("w") as inputs, (root / "rollouts.jsonl").open("w") as rollouts:
-        for row, rollout in pairs:
-            inputs.write(json.dumps(row) + "\n")
-            rollouts.write(json.dumps(rollout) + "\n")
+        for example in (gym_example,):
+            rows = {_prompt(row): row for row in _read_jsonl(example.dataset)}
+            agent_ref = {"type": "responses_api_agents", "name": example.agent}
+            for recording in _read_jsonl(example.recordings):
+                row = rows[_prompt(recording)]
+                task_ids.append(own_task_id(row, DEFAULT_ID_FIELDS) or row_digest(row)[:12])
+                stamps = {"_ng_task_index": len(task_ids) - 1, "_ng_rollout_index": 0, "agent_ref": agent_ref}
+                inputs.write(json.dumps({**row, **stamps}) + "\n")
+                rollouts.write(json.dumps({**recording, **stamps}) + "\n")
     (root / "cfg.yaml").write_text(json.dumps({
         "policy_base_url": "http://127.0.0.1:9/v1", "policy_model_name": "unused", "policy_api_key": "unused",
         "head_server": {"host": "127.0.0.1", "port": free_port()},
     }))  # fmt: skip
     ray_dir, made = ray_temp_dir(root)
     command = [str(gym_checkout.gym_executable), "eval", "reverify"]
-    command += ["--config", str(find_agent_config(gym_checkout.path, agent))]
+    command += ["--config", str(find_agent_config(gym_checkout.path, gym_example.agent))]
     command += [
         "--model-type", "openai_model", "--config", str(root / "cfg.yaml"),
         "--inputs", str(root / "inputs.jsonl"), "--rollouts", str(root / "rollouts.jsonl"),
@@ -336,11 +315,9 @@ def gym_reverify(
     if made:
         shutil.rmtree(ray_dir, ignore_errors=True)
     assert status == 0, (root / "reverify.log").read_text()[-3000:]
-    found = {
-        (r["_ng_task_index"], r["_ng_rollout_index"]): float(r["reward"])
-        for r in _read_jsonl(root / "reverified.jsonl")
-    }
-    return [found[(row["_ng_task_index"], row["_ng_rollout_index"])] for row, _ in pairs]
+    verdicts = {task_ids[r["_ng_task_index"]]: float(r["reward"]) for r in _read_jsonl(root / "reverified.jsonl")}
+    assert len(verdicts) == len(task_ids)
+    return verdicts
 
 
 def _read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -376,6 +353,39 @@ def local_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModel
         yield server
     finally:
         server.stop()
+
+
+GYM_VERIFIERS = {
+    "mcqa": ("resources_servers.mcqa.app", "MCQAResourcesServer", "MCQAVerifyRequest"),
+    "example_single_tool_call": (
+        "resources_servers.example_single_tool_call.app", "SimpleWeatherResourcesServer", "BaseVerifyRequest",
+    ),
+}  # fmt: skip
+"""Per resources server: the module, server class and request class of its ``verify`` (Gym 0.7.0)."""
+
+
+def gym_verify(
+    gym_checkout: provision.GymCheckout, resources_server: str, pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]
+) -> list[float]:
+    """The rewards a Gym resources server's own ``verify`` gives stored answers, in the order of ``pairs``.
+
+    Each pair is ``(input row as Gym got it, the rollout's response)``. Runs tests/support/gym_verify.py in the
+    server's own venv inside the checkout: Gym's verifier code on the same request body Gym sends it, with no
+    server and no Ray started (``gym eval reverify`` starts both, and Gym refuses it for the tool-calling
+    example). ``test_gym_verify_agrees_with_gym_eval_reverify`` checks it against ``gym eval reverify``.
+    """
+    module, server, request = GYM_VERIFIERS[resources_server]
+    python = gym_checkout.path / "resources_servers" / resources_server / ".venv" / "bin" / "python"
+    lines = "".join(json.dumps({"row": row, "response": response}) + "\n" for row, response in pairs)
+    done = subprocess.run(
+        [str(python), str(SUPPORT / "gym_verify.py"), module, server, request],
+        input=lines, capture_output=True, text=True, cwd=gym_checkout.path, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(gym_checkout.path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rewards = [float(line) for line in done.stdout.splitlines()]
+    assert len(rewards) == len(pairs), done.stdout
+    return rewards
 
 
 # How long each tier took, for .ci/run's log (wall time of the items, fixtures' set-up included).

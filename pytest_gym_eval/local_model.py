@@ -188,6 +188,7 @@ class LocalModelServer:
         self.base_url = ""
         self.model = ""
         self._process: GymProcess | None = None
+        self._log_start = 0
 
     @property
     def pid(self) -> int | None:
@@ -201,6 +202,7 @@ class LocalModelServer:
         if self.model_path is not None:
             argv.append(str(self.model_path))
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0  # the log is appended to
         self._process = GymProcess(argv, env=env, cwd=Path.cwd(), log_path=self.log_path, name="local model server")
         try:
             self._wait_until_serving(time.monotonic() + self.startup_timeout)
@@ -212,8 +214,7 @@ class LocalModelServer:
     def _wait_until_serving(self, deadline: float) -> None:
         assert self._process is not None
         while True:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
-            found = LISTENING.search(text)
+            found = LISTENING.search(self._new_log_text())
             if found and _answers(found.group(1) + "/models"):
                 self.base_url, self.model = found.group(1), found.group(2)
                 return
@@ -229,6 +230,15 @@ class LocalModelServer:
                     f"{self.log_path}:\n{self._process.tail(12)}"
                 )
             time.sleep(0.2)
+
+    def _new_log_text(self) -> str:
+        """What the child wrote to the log so far (not what earlier runs left in it)."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start)
+                return log.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
 
     def stop(self) -> None:
         """Stop the child and everything in its session (idempotent)."""

@@ -2,10 +2,9 @@
 OpenAI-compatible server on 127.0.0.1 (fixture ``local_model``), evaluated by real Gym 0.7.0 through the plugin.
 
 Nothing here is recorded: every answer is the model's, produced during the test. Expected rewards come from
-Gym's own verifiers applied to those answers (``gym eval reverify`` for mcqa; the tool-calling example's
-verify rule, which Gym refuses to reverify), expected token counts from Gym's own rollout records. Generation
-is bounded with ``--gym-max-output-tokens`` so the tier takes minutes, not the ten a free-running 135M model
-needs. Each test lets the plugin start and stop Gym itself, as a user's run does.
+Gym's own verifiers applied to those answers (fixture helper ``gym_verify``), expected token counts from Gym's
+own rollout records. Generation is bounded with ``--gym-max-output-tokens`` so the tier takes minutes, not the
+ten a free-running 135M model needs. Each test lets the plugin start and stop Gym itself, as a user's run does.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, gym_reverify, started_processes
+from conftest import GymExample, gym_verify, started_processes
 from pytest_gym_eval import provision
 from pytest_gym_eval.local_model import LocalModelServer
 from pytest_gym_eval.processes import session_members
@@ -32,6 +31,38 @@ pytestmark = [pytest.mark.gym, pytest.mark.live]
 MAX_OUTPUT_TOKENS = 48
 """Output tokens per model call: enough for a short answer with ``\\boxed{X}`` or a tool call, and a 135M
 model's rambling ends there (unbounded, some answers ran to ~1,000 tokens)."""
+
+LETTER_FIRST = r"^\s*([A-Z])\b"
+"""Gym mcqa's ``template_metadata.output_regex`` for the questions below: the letter the answer starts with."""
+
+LETTERS = [
+    ("letters-1", "Which letter comes first in the alphabet?", ["A", "Z"], "A"),
+    ("letters-2", "Which of these is a vowel?", ["K", "E"], "B"),
+    ("letters-3", "What is 2 + 2?", ["5", "4"], "B"),
+    ("letters-4", "Which animal barks?", ["cat", "dog", "fish"], "B"),
+    ("letters-5", "Is the sky blue?", ["yes", "no"], "A"),
+    ("letters-6", "Which number is even?", ["8", "3"], "A"),
+]
+"""Questions simple enough that SmolLM2-135M answers some of them right: Gym's own mcqa example gets no right
+answer from it (it never writes ``\\boxed{}``), and rewards that are all 0.0 would not show that the reward of
+a right answer reaches its item. Written for this project."""
+
+
+def write_letters(pytester: pytest.Pytester) -> str:
+    """The questions of :data:`LETTERS` as an mcqa dataset ``letters/mcqa.jsonl`` (agent ``mcqa_simple_agent``)."""
+    rows = []
+    for task_id, question, choices, expected in LETTERS:
+        options = [{chr(65 + n): text} for n, text in enumerate(choices)]
+        listed = "\n".join(f"{chr(65 + n)}: {text}" for n, text in enumerate(choices))
+        prompt = f"{question}\n{listed}\nReply with the letter of your choice only."
+        rows.append({
+            "id": task_id, "responses_create_params": {"input": [{"role": "user", "content": prompt}]},
+            "options": options, "expected_answer": expected, "template_metadata": {"output_regex": LETTER_FIRST},
+        })  # fmt: skip
+    target = pytester.path / "letters" / "mcqa.jsonl"
+    target.parent.mkdir(exist_ok=True)
+    target.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return "letters/mcqa.jsonl"
 
 
 def copy_example(pytester: pytest.Pytester, example: GymExample) -> str:
@@ -105,14 +136,6 @@ def usage_sums(records: list[dict[str, Any]]) -> dict[str, int]:
     return sums
 
 
-def get_weather_called(record: Mapping[str, Any]) -> float:
-    """Gym 0.7.0's example_single_tool_call verifier, ``SimpleWeatherVerifier.verify``: reward 1.0 when the
-    response's output holds a ``function_call`` item named ``get_weather``, else 0.0 (Gym refuses ``gym eval
-    reverify`` for this environment, so its rule is applied to the answer here)."""
-    output = (record.get("response") or {}).get("output") or []
-    return float(any(item.get("type") == "function_call" and item.get("name") == "get_weather" for item in output))
-
-
 def test_chat_completions_model_is_scored_by_gyms_verifiers_with_its_own_tokens(
     pytester: pytest.Pytester,
     gym_checkout: provision.GymCheckout,
@@ -121,7 +144,7 @@ def test_chat_completions_model_is_scored_by_gyms_verifiers_with_its_own_tokens(
     tmp_path: Path,
 ) -> None:
     mcqa, tools = gym_examples["mcqa"], gym_examples["example_single_tool_call"]
-    datasets = [copy_example(pytester, mcqa), copy_example(pytester, tools)]
+    datasets = [copy_example(pytester, mcqa), write_letters(pytester), copy_example(pytester, tools)]
     result = pytester.runpytest(
         *live_args(gym_checkout, local_model, "--gym-model-type=vllm_model", "--gym-temperature=0", "--gym-seed=7"),
         *datasets,
@@ -130,13 +153,13 @@ def test_chat_completions_model_is_scored_by_gyms_verifiers_with_its_own_tokens(
     (run_dir,) = (pytester.path / "runs").iterdir()
     report = json.loads((pytester.path / "report.json").read_text())
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
-    assert len(report["rollouts"]) == 10, output[-3000:]
+    assert len(report["rollouts"]) == 16, output[-3000:]
     assert_scored_or_named(report, pytester.path / "junit.xml")
     assert_nothing_left(run_dir)
 
     # The sampling options reached Gym: in every materialized request, and as a bound on every answer.
     materialized = read_jsonl(run_dir / "gym-output" / "rollouts_materialized_inputs.jsonl")
-    assert len(materialized) == 10
+    assert len(materialized) == 16
     for row in materialized:
         params = row["responses_create_params"]
         assert params["temperature"] == 0.0 and params["max_output_tokens"] == MAX_OUTPUT_TOKENS
@@ -148,31 +171,37 @@ def test_chat_completions_model_is_scored_by_gyms_verifiers_with_its_own_tokens(
     assert (meta["model_type"], meta["sampling.temperature"], meta["sampling.seed"]) == ("vllm_model", 0.0, 7)
 
     # Each scored rollout's reward is what Gym's own verifier gives the model's answer.
-    by_stamp = {r["_ng_task_index"]: r for r in read_jsonl(run_dir / "gym-output" / "rollouts.jsonl")}
     inputs = {row["_ng_task_index"]: row for row in materialized}
-    mcqa_stamps = sorted(s for s, r in by_stamp.items() if r["agent_ref"]["name"] == mcqa.agent)
-    assert mcqa_stamps, output[-3000:]
-    verdicts = gym_reverify(gym_checkout, mcqa.agent, [(inputs[s], by_stamp[s]) for s in mcqa_stamps], tmp_path)
-    expected = dict(zip(mcqa_stamps, verdicts, strict=True))
-    expected.update({s: get_weather_called(r) for s, r in by_stamp.items() if r["agent_ref"]["name"] == tools.agent})
-    rewards_by_record = {r["record"]: r["reward"] for r in report["rollouts"] if r["status"] != "error"}
-    assert len(rewards_by_record) == len(by_stamp)
     output_file = run_dir / "gym-output" / "rollouts.jsonl"
-    lines = {record["_ng_task_index"]: number for number, record in enumerate(read_jsonl(output_file), 1)}
-    for stamp, reward in expected.items():
-        assert rewards_by_record[f"{output_file}:{lines[stamp]}"] == reward, stamp
+    scored = {f"{output_file}:{number}": record for number, record in enumerate(read_jsonl(output_file), 1)}
+    rewards = {r["record"]: r["reward"] for r in report["rollouts"] if r["status"] != "error"}
+    assert set(rewards) == set(scored)
+    by_dataset: dict[str, list[float]] = {}
+    for server, agent in (("mcqa", mcqa.agent), ("example_single_tool_call", tools.agent)):
+        mine = [location for location, record in scored.items() if record["agent_ref"]["name"] == agent]
+        pairs = [(inputs[scored[location]["_ng_task_index"]], scored[location]["response"]) for location in mine]
+        for location, verdict in zip(mine, gym_verify(gym_checkout, server, pairs), strict=True):
+            assert rewards[location] == verdict, location
+            dataset = next(r["dataset"] for r in report["rollouts"] if r["record"] == location)
+            by_dataset.setdefault(dataset, []).append(verdict)
+    assert {0.0, 1.0} <= set(by_dataset["letters/mcqa.jsonl"]), (
+        "SmolLM2 must answer some of the letters questions right and some wrong for the check to mean anything: "
+        f"{by_dataset}"
+    )
 
     # Token totals in the summary are the sums over Gym's own records, per dataset and per rollout.
     totals = {d["dataset"]: d["tokens"] for d in report["datasets"]}
-    assert totals["datasets/mcqa.jsonl"] == usage_sums(records[mcqa.agent])
-    assert totals["datasets/example_single_tool_call.jsonl"] == usage_sums(records.get(tools.agent, []))
+    for dataset in datasets:
+        mine = [scored[r["record"]] for r in report["rollouts"] if r["dataset"] == dataset and r["record"] in scored]
+        assert totals[dataset] == usage_sums(mine), dataset
     assert totals["datasets/mcqa.jsonl"]["output"] > 0
     for rollout in report["rollouts"]:
-        if rollout["record"] is None:
-            continue
-        path, _, line = rollout["record"].rpartition(":")
-        usage = read_jsonl(Path(path))[int(line) - 1]["response"]["usage"]
-        assert (rollout["input_tokens"], rollout["output_tokens"]) == (usage["input_tokens"], usage["output_tokens"])
+        if rollout["record"] in scored:
+            usage = scored[rollout["record"]]["response"]["usage"]
+            assert (rollout["input_tokens"], rollout["output_tokens"]) == (
+                usage["input_tokens"],
+                usage["output_tokens"],
+            )
     mcqa_tokens = totals["datasets/mcqa.jsonl"]
     assert f"{mcqa_tokens['total']:,} total: {mcqa_tokens['input']:,} in, {mcqa_tokens['output']:,} out" in output
 
