@@ -32,36 +32,17 @@ MAX_OUTPUT_TOKENS = 48
 """Output tokens per model call: enough for a short answer with ``\\boxed{X}`` or a tool call, and a 135M
 model's rambling ends there (unbounded, some answers ran to ~1,000 tokens)."""
 
-LETTER_FIRST = r"^\s*([A-Z])\b"
-"""Gym mcqa's ``template_metadata.output_regex`` for the questions below: the letter the answer starts with."""
-
-LETTERS = [
-    ("letters-1", "Which letter comes first in the alphabet?", ["A", "Z"], "A"),
-    ("letters-2", "Which of these is a vowel?", ["K", "E"], "B"),
-    ("letters-3", "What is 2 + 2?", ["5", "4"], "B"),
-    ("letters-4", "Which animal barks?", ["cat", "dog", "fish"], "B"),
-    ("letters-5", "Is the sky blue?", ["yes", "no"], "A"),
-    ("letters-6", "Which number is even?", ["8", "3"], "A"),
-]
-"""Questions simple enough that SmolLM2-135M answers some of them right: Gym's own mcqa example gets no right
-answer from it (it never writes ``\\boxed{}``), and rewards that are all 0.0 would not show that the reward of
-a right answer reaches its item. Written for this project."""
+LETTERS = Path(__file__).parent.parent / "examples" / "local-model" / "datasets" / "letters.jsonl"
+"""Six questions simple enough that SmolLM2-135M answers some of them right, graded by the letter its answer starts
+with (Gym mcqa's ``template_metadata.output_regex``): Gym's own mcqa example gets no right answer from it (it never
+writes ``\\boxed{}``), and rewards that are all 0.0 would not show that a right answer's reward reaches its item."""
 
 
-def write_letters(pytester: pytest.Pytester) -> str:
-    """The questions of :data:`LETTERS` as an mcqa dataset ``letters/mcqa.jsonl`` (agent ``mcqa_simple_agent``)."""
-    rows = []
-    for task_id, question, choices, expected in LETTERS:
-        options = [{chr(65 + n): text} for n, text in enumerate(choices)]
-        listed = "\n".join(f"{chr(65 + n)}: {text}" for n, text in enumerate(choices))
-        prompt = f"{question}\n{listed}\nReply with the letter of your choice only."
-        rows.append({
-            "id": task_id, "responses_create_params": {"input": [{"role": "user", "content": prompt}]},
-            "options": options, "expected_answer": expected, "template_metadata": {"output_regex": LETTER_FIRST},
-        })  # fmt: skip
+def copy_letters(pytester: pytest.Pytester) -> str:
+    """:data:`LETTERS` as ``letters/mcqa.jsonl`` (the name picks the agent ``mcqa_simple_agent``)."""
     target = pytester.path / "letters" / "mcqa.jsonl"
     target.parent.mkdir(exist_ok=True)
-    target.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    shutil.copy(LETTERS, target)
     return "letters/mcqa.jsonl"
 
 
@@ -144,7 +125,7 @@ def test_chat_completions_model_is_scored_by_gyms_verifiers_with_its_own_tokens(
     tmp_path: Path,
 ) -> None:
     mcqa, tools = gym_examples["mcqa"], gym_examples["example_single_tool_call"]
-    datasets = [copy_example(pytester, mcqa), write_letters(pytester), copy_example(pytester, tools)]
+    datasets = [copy_example(pytester, mcqa), copy_letters(pytester), copy_example(pytester, tools)]
     result = pytester.runpytest(
         *live_args(gym_checkout, local_model, "--gym-model-type=vllm_model", "--gym-temperature=0", "--gym-seed=7"),
         *datasets,

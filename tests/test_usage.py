@@ -211,3 +211,14 @@ def test_replayed_token_totals_equal_the_sums_over_real_gyms_records(
         assert summary["tokens"] == {**expected, "rollouts": len(usages)}
         assert expected["output"] > 0
         result.stdout.fnmatch_lines([f"*tokens*{expected['total']:,} total: {expected['input']:,} in*"])
+
+
+def test_latency_option_turns_on_gyms_observability(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    (pytester.path / "mcqa.jsonl").write_text(json.dumps({"id": "a", "responses_create_params": {"input": "?"}}) + "\n")
+    pytester.runpytest(*fake_gym.args, "mcqa.jsonl", "--gym-run-dir=runs", "--gym-latency").assert_outcomes(passed=1)
+    pytester.runpytest(*fake_gym.args, "mcqa.jsonl", "--gym-run-dir=runs").assert_outcomes(passed=1)
+    first, second = sorted((pytester.path / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+    config = json.loads((first / "gym-config.yaml").read_text())
+    assert config["observability_enabled"] is True
+    assert config["model_call_capture_dir"] == str(first / "gym-output" / "model-calls")
+    assert "observability_enabled" not in json.loads((second / "gym-config.yaml").read_text())
