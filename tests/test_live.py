@@ -203,8 +203,12 @@ def test_responses_api_incompatibility_is_an_item_error_naming_the_validation_er
     assert_scored_or_named(report, pytester.path / "junit.xml")
     assert_nothing_left(run_dir)
     result.assert_outcomes(errors=5)
+    assert {r["failure_class"] for r in report["rollouts"]} == {"model_bad_response"}
     for name, text in error_texts(pytester.path / "junit.xml").items():
-        assert "ValidationError" in text and "NeMoGymResponse" in text, f"{name}:\n{text}"
+        cause = "policy model: response rejected by Gym (ValidationError: 4 validation errors for NeMoGymResponse"
+        assert cause in text, f"{name}:\n{text}"
+        for field in ("parallel_tool_calls", "tool_choice", "tools", "usage.output_tokens_details"):
+            assert field in text, f"{name}:\n{text}"
         found = re.search(r"log: (\S+):(\d+)", text)
         assert found, f"{name}:\n{text}"
         log, line = Path(found.group(1)), int(found.group(2))
