@@ -63,6 +63,49 @@ def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) ->
     return checkout
 
 
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's ``pytester``, whose pytest runs load pytest-randomly and pytest-sugar (dev dependencies, for
+    tests/test_plugins.py, that change the order and the output of every run they load into) only when asked
+    for (``-p randomly``, ``-p sugar``). (Pytester clears ``PYTEST_ADDOPTS`` when it starts: set it after.)"""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly -p no:sugar")
+    return pytester
+
+
+def junit_rollouts(path: Path) -> dict[str, dict[str, str]]:
+    """testcase name -> a rollout's values as strings (``reward``, ``task_id``, ``repeat``, ...) from a JUnit XML
+    file of either family: the testcase's ``<properties>`` (xunit1) or its ``<system-out>`` line (xunit2)."""
+    import xml.etree.ElementTree as ET
+
+    from pytest_gym_eval.reporting.junit import parse_system_out
+
+    found = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        values = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        for out in case.iter("system-out"):
+            values.update({k: str(v) for k, v in (parse_system_out(out.text or "") or {}).items()})
+        found[case.get("name", "")] = values
+    return found
+
+
+def junit_suite_properties(path: Path) -> dict[str, str]:
+    """The test suite's properties (name -> value) of a JUnit XML file."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    properties = suite.find("properties")
+    return {} if properties is None else {p.get("name", ""): p.get("value", "") for p in properties}
+
+
+def validate_junit(path: Path, family: str = "xunit2") -> None:
+    """Validate a JUnit XML file against the structure of pytest's ``junit_family`` (``tests/support/junit-
+    <family>.xsd``, written from the published JUnit schema); raises xmlschema's error naming what is wrong."""
+    import xmlschema
+
+    xmlschema.XMLSchema(SUPPORT / f"junit-{'xunit1' if family == 'legacy' else family}.xsd").validate(path)
+
+
 def started_processes(run_dir: Path) -> list[dict[str, Any]]:
     """The processes a run started, as it recorded them in ``processes.jsonl``: ``{name, pid, sid}`` each."""
     return [json.loads(line) for line in (run_dir / "processes.jsonl").read_text().splitlines()]
@@ -388,8 +431,64 @@ def gym_verify(
     return rewards
 
 
+# The browser tier: the HTML report opened in headless Chromium from Debian's packages, driven by Selenium through
+# Debian's chromedriver (nothing is downloaded: Selenium's own driver manager is never asked).
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-default-apps", "--window-size=1400,1000",
+)  # fmt: skip
+"""Headless, as root, and quiet on a closed network: no sync, updates, or other background requests."""
+
+
+def start_chromium(profile: Path) -> Any:
+    """A Selenium driver of headless Chromium with a fresh profile in ``profile`` that keeps the page's console
+    messages (read with ``driver.get_log("browser")``). Fails the test, naming the packages, when Chromium or
+    chromedriver is not installed."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.fail(
+            f"the browser tests need {CHROMIUM} and {CHROMEDRIVER}: apt-get install -y chromium chromium-driver"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[Any]:
+    """Headless Chromium (a Selenium WebDriver), quit after the test. After the test has run, the page must
+    not have logged an error on its console."""
+    driver = start_chromium(tmp_path / "chromium-profile")
+    try:
+        yield driver
+        errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        assert errors == [], f"the page logged errors: {errors}"
+    finally:
+        driver.quit()
+
+
+def open_page(driver: Any, page: Path, timeout: float = 30.0) -> None:
+    """Load ``page`` and wait until its script has drawn the grids (``data-rendered`` on ``<html>``)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(page.resolve().as_uri())
+    WebDriverWait(driver, timeout).until(
+        lambda d: d.execute_script("return document.documentElement.getAttribute('data-rendered')") == "1"
+    )
+
+
 # How long each tier took, for .ci/run's log (wall time of the items, fixtures' set-up included).
 _TIER_SECONDS: dict[str, float] = {}
+_TIERS = (("browser", "browser"), ("live", "live"), ("gym", "real-Gym"))  # (marker, tier); first match wins
 
 
 @pytest.hookimpl(wrapper=True)
@@ -400,7 +499,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     try:
         return (yield)
     finally:
-        tier = "live" if item.get_closest_marker("live") else "real-Gym" if item.get_closest_marker("gym") else "unit"
+        tier = next((name for mark, name in _TIERS if item.get_closest_marker(mark)), "unit")
         _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + time.monotonic() - start
 
 

@@ -101,7 +101,12 @@ def check_task_id(task_id: str) -> str | None:
         return "the task id is empty"
     for bad in _FORBIDDEN_IN_ID:
         if bad in task_id:
-            return f"the task id {task_id!r} contains {bad!r}, which a pytest node id cannot hold"
+            return (
+                f"the task id {task_id!r} contains {bad!r}, which pytest's node ids cannot hold ('::' separates "
+                "a file from its items, '[...]' holds the repeat, and -k, --deselect and --lf read them so); give "
+                "the rows ids without '::', '[', ']' or line breaks, take them from another field with the ini "
+                "option gym_id_field, or map rows to ids with the pytest_gym_eval_task_id hook"
+            )
     return None
 
 

@@ -112,12 +112,17 @@ def judge(interval: Interval, threshold: float, mode: GateMode) -> Verdict:
 
 @dataclass(frozen=True)
 class GateResult:
-    """A gate, the interval of its statistic, the verdict and the mode it was judged in."""
+    """A gate, the interval of its statistic, the verdict and the mode it was judged in.
+
+    ``note`` says why a verdict is weaker than the interval alone would give (e.g. the gate was judged on fewer
+    rollouts than the session selected: see :func:`incomplete`), "" otherwise.
+    """
 
     gate: Gate
     interval: Interval
     verdict: Verdict
     mode: GateMode
+    note: str = ""
 
     def passed(self, inconclusive_passes: bool) -> bool:
         """True for PASS, and for INCONCLUSIVE when ``inconclusive_passes``."""
@@ -126,10 +131,17 @@ class GateResult:
     def describe(self) -> str:
         """One line, e.g. ``mean reward 0.80 [0.54, 1.00] >= 0.70: PASS`` (point mode) or
         ``mean reward 0.80 [0.74, 0.90]: lower bound 0.74 >= 0.70: PASS`` (lower-bound mode)."""
+        text = self._describe()
+        return f"{text} ({self.note})" if self.note else text
+
+    def _describe(self) -> str:
         iv, threshold = self.interval, _fmt_threshold(self.gate.threshold)
         if math.isnan(iv.estimate):
             return f"{self.gate.name} n/a (no data), needs >= {threshold}: {self.verdict.value}"
         head = f"{self.gate.name} {iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}]"
+        if self.note:  # the verdict is not the interval's alone
+            op = ">=" if iv.estimate >= self.gate.threshold else "<"
+            return f"{head} {op} {threshold}: {self.verdict.value}"
         if self.mode is GateMode.POINT:
             op = ">=" if self.verdict is Verdict.PASS else "<"
             return f"{head} {op} {threshold}: {self.verdict.value}"
@@ -187,3 +199,17 @@ def evaluate(
         interval = metric_interval(gate.metric, rewards_by_task, counts, confidence, gate.k)
         results.append(GateResult(gate, interval, judge(interval, gate.threshold, mode), mode))
     return results
+
+
+def incomplete(results: Sequence[GateResult], reported: int, selected: int) -> list[GateResult]:
+    """``results`` judged on ``reported`` of ``selected`` rollouts: when some selected rollouts never reported
+    (``pytest -x``, ``--maxfail``, a crash), a PASS becomes INCONCLUSIVE, since the missing rollouts could
+    change it; FAIL and INCONCLUSIVE stay. Every result then carries a note saying so. Unchanged when
+    ``reported >= selected``."""
+    if reported >= selected:
+        return list(results)
+    note = f"judged on {reported} of {selected} selected rollouts"
+    return [
+        GateResult(r.gate, r.interval, Verdict.INCONCLUSIVE if r.verdict is Verdict.PASS else r.verdict, r.mode, note)
+        for r in results
+    ]

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
+from pytest_gym_eval.integrations import timeout_marker
 from pytest_gym_eval.outcome import RolloutOutcome
+from pytest_gym_eval.rollouts import Missing, RolloutRecord
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 
 try:  # the class pytest builds parametrizations with (renamed in pytest 9)
@@ -34,6 +37,20 @@ def gym_rollout(gym_session: GymSession) -> None:
 
 def gym_gate(gym_session: GymSession) -> None:
     """Placeholder callable of a gate item: its signature makes pytest set up ``gym_session``."""
+
+
+class OutcomeText(TerminalRepr):
+    """An item's failure or error text, shown without a traceback; its first line is what pytest's short test
+    summary and JUnit's failure ``message`` show (on every pytest version: pytest 8 shows a message only for
+    a report that has a ``reprcrash``)."""
+
+    def __init__(self, text: str, path: Path, line: int) -> None:
+        self.text = text
+        self.reprcrash = ReprFileLocation(str(path), line, text.splitlines()[0] if text else "")
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
 
 
 class RolloutError(Exception):
@@ -66,6 +83,8 @@ class DatasetFile(pytest.Module):
         # The mark goes on the file once: pytest's -m and -k look through an item's parents, and marking
         # 100,000 items one by one cost ~5% of collecting them.
         self.add_marker(GYM_MARK)
+        if (mark := timeout_marker(self.config)) is not None:  # pytest-timeout times the call phase only
+            self.add_marker(mark)
         # A real parametrization, as pytest.mark.parametrize would make it: node id, -k, --lf and
         # item.callspec.id ("r0") all behave as pytest users know. As in pytest's own parametrization, the
         # items share one fixture info (computed for the first; no fixture depends on the task, and computing
@@ -122,9 +141,8 @@ class RolloutItem(pytest.Function):
             raise RolloutError(self.outcome.message + (f"\nlog: {self.outcome.log}" if self.outcome.log else ""))
 
     def runtest(self) -> None:
-        assert self.outcome is not None
-        if self.outcome.status == "failed":
-            session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
+        session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
+        if session.decide(self).status == "failed":
             raise RolloutFailed(session.failure_report(self))
 
     def reportinfo(self) -> tuple[Path, int, str]:
@@ -132,11 +150,22 @@ class RolloutItem(pytest.Function):
 
 
 class GateItem(pytest.Function):
-    """The dataset's CI gates, judged after its rollouts (``path/to/data.jsonl::gym-gate``)."""
+    """The dataset's CI gates, judged after its rollouts (``path/to/data.jsonl::gym-gate``).
+
+    Setup waits for the dataset's selected rollouts; the call judges the gates.
+    """
+
+    found: dict[int, RolloutRecord | Missing] | None = None
+
+    def setup(self) -> None:
+        super().setup()
+        session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
+        self.found = session.wait_for_gate(self)
 
     def runtest(self) -> None:
+        assert self.found is not None
         session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
-        verdict = session.judge_gates(self)
+        verdict = session.judge_gates(self, self.found)
         if verdict is not None:
             raise RolloutFailed(verdict)
 

@@ -23,6 +23,10 @@ from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
 from pytest_gym_eval.usage import Price, parse_price
 
+TYPED_INI = tuple(pytest.version_tuple[:2]) >= (8, 4)
+"""Whether this pytest declares ``int`` and ``float`` ini options (8.4 and later); older ones read them as
+strings, which the plugin parses itself (the same values, the same errors)."""
+
 DEFAULT_MODEL_TYPE = "openai_model"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_STARTUP_TIMEOUT = 900.0
@@ -114,15 +118,16 @@ def add_options(parser: pytest.Parser) -> None:
         dest="gym_startup_timeout",
         type=float,
         metavar="SECONDS",
-        help=f"Seconds Gym's servers and the model endpoint get to become ready (default {DEFAULT_STARTUP_TIMEOUT:g}).",
+        help=f"Seconds Gym's servers and the model endpoint get to become ready, and `gym eval run` to begin "
+        f"rolling out (default {DEFAULT_STARTUP_TIMEOUT:g}).",
     )
     add(
         "--gym-rollout-timeout",
         dest="gym_rollout_timeout",
         type=float,
         metavar="SECONDS",
-        help=f"Seconds an item waits for its rollout before it errors; 0 waits forever "
-        f"(default {DEFAULT_ROLLOUT_TIMEOUT:g}).",
+        help=f"Seconds without progress (no rollout landing) after which every rollout still pending errors, "
+        f"together; 0 waits forever (default {DEFAULT_ROLLOUT_TIMEOUT:g}).",
     )
     add(
         "--gym-concurrency",
@@ -188,6 +193,14 @@ def add_options(parser: pytest.Parser) -> None:
         "--gym-baseline.",
     )
     add(
+        "--gym-max-regressed-tasks",
+        dest="gym_max_regressed_tasks",
+        type=int,
+        metavar="N",
+        help="CI gate: fail when more than N tasks that passed on every --gym-baseline repeat fail on every "
+        "repeat now (0: any such task fails the gate; ini gym_max_regressed_tasks).",
+    )
+    add(
         "--gym-fail-on-flip",
         dest="gym_fail_on_flip",
         action="store_true",
@@ -195,9 +208,31 @@ def add_options(parser: pytest.Parser) -> None:
         help="CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one.",
     )
 
-    parser.addini("gym_checkout", "Gym checkout to run (see --gym-checkout).", type="string", default="")
-    parser.addini("gym_min_mean_reward", "CI gate on every dataset's mean reward.", type="string", default="")
-    parser.addini("gym_min_pass_rate", "CI gate on every dataset's pass rate.", type="string", default="")
+    # Reports people read: the HTML page and the Markdown summary (also for CI step summaries).
+    add(
+        "--gym-html",
+        dest="gym_html",
+        metavar="PATH.html",
+        help="Write one self-contained HTML page (summaries, histograms, task x repeat grids, transcripts) at "
+        "the end of the session (ini gym_html).",
+    )
+    add(
+        "--gym-markdown",
+        dest="gym_markdown",
+        metavar="PATH.md",
+        help="Write the Markdown summary that a GitHub step summary gets, e.g. for a pull-request comment "
+        "(ini gym_markdown).",
+    )
+    parser.addini("gym_html", "Write the HTML report here (see --gym-html).", type="string", default="")
+    parser.addini("gym_markdown", "Write the Markdown summary here (see --gym-markdown).", type="string", default="")
+
+    # Any: the Literal type pytest declares for ``type`` differs between its versions.
+    number: Any = "float" if TYPED_INI else "string"
+    whole: Any = "int" if TYPED_INI else "string"
+    addini = parser.addini
+    addini("gym_checkout", "Gym checkout to run, relative to the ini file (see --gym-checkout).", default="")
+    addini("gym_min_mean_reward", "CI gate on every dataset's mean reward.", type=number, default=None)
+    addini("gym_min_pass_rate", "CI gate on every dataset's pass rate.", type=number, default=None)
     parser.addini("gym_min_pass_at_k", "CI gates K:V on every dataset's pass@K.", type="linelist", default=[])
     parser.addini("gym_gate_on", "point or lower-bound (see --gym-gate-on).", type="string", default="")
     parser.addini("gym_inconclusive", "fail or pass (see --gym-inconclusive).", type="string", default="")
@@ -219,18 +254,44 @@ def add_options(parser: pytest.Parser) -> None:
         type="string",
         default="",
     )
-    parser.addini("gym_repeats", "Rollouts per task (see --gym-repeats).", type="string", default="")
-    parser.addini(
-        "gym_pass_threshold",
-        "Reward at or above which a rollout passes (default 1.0).",
-        type="string",
-        default="",
-    )
+    addini("gym_repeats", "Rollouts per task (see --gym-repeats).", type=whole, default=None)
+    addini("gym_pass_threshold", "Reward at or above which a rollout passes (default 1.0).", type=number, default=None)
     parser.addini("gym_agent", "Default agent (see --gym-agent).", type="string", default="")
     parser.addini("gym_model_url", "Base URL of the policy model.", type="string", default="")
     parser.addini("gym_model", "Policy model name.", type="string", default="")
     parser.addini("gym_model_type", "Gym model server type.", type="string", default="")
     parser.addini("gym_api_key_env", "Environment variable holding the API key.", type="string", default="")
+    addini(
+        "gym_startup_timeout",
+        f"Seconds Gym and the model endpoint get to become ready (default {DEFAULT_STARTUP_TIMEOUT:g}).",
+        type=number,
+        default=None,
+    )
+    addini(
+        "gym_rollout_timeout",
+        f"Seconds an item waits for its rollout; 0 waits forever (default {DEFAULT_ROLLOUT_TIMEOUT:g}).",
+        type=number,
+        default=None,
+    )
+    addini("gym_concurrency", "Maximum rollouts Gym runs at once (default: Gym's).", type=whole, default=None)
+    addini("gym_run_dir", "Folder for the run directories, relative to the ini file (see --gym-run-dir).", default="")
+    addini("gym_report", "JSON report to write, relative to the ini file (see --gym-report).", default="")
+    addini("gym_baseline", "Earlier JSON report to compare with, relative to the ini file.", default="")
+    addini(
+        "gym_max_drop", "CI gate: largest significant mean-reward drop against the baseline.", type=number, default=None
+    )
+    addini(
+        "gym_max_regressed_tasks",
+        "CI gate: most tasks allowed to go from passing every baseline repeat to failing every repeat.",
+        type=whole,
+        default=None,
+    )
+    addini(
+        "gym_replay",
+        "Recorded rollouts the loopback model server replays, one path per line, relative to the ini file.",
+        type="linelist",
+        default=[],
+    )
     parser.addini(
         "gym_dataset_settings",
         "One line per dataset glob: `<glob>: key=value ...` with keys " + ", ".join(_SETTING_KEYS) + ".",
@@ -432,7 +493,10 @@ class GymOptions:
     report: Path | None = None
     baseline: Path | None = None
     max_drop: float | None = None
+    max_regressed_tasks: int | None = None
     fail_on_flip: bool = False
+    html: Path | None = None
+    markdown: Path | None = None
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
@@ -445,19 +509,37 @@ class GymOptions:
         """Resolve every option; raises :class:`pytest.UsageError` for a value that makes no sense."""
         rootdir = Path(config.rootpath)
 
+        def ini_value(name: str) -> Any:
+            """The ini option's value, None when unset; one pytest cannot read is a usage error naming it."""
+            try:
+                given = config.getini(name)
+            except (ValueError, TypeError, pytest.UsageError) as error:  # pytest 9 raises UsageError itself
+                raise pytest.UsageError(f"{name} (ini option): {error}") from None
+            return None if given in ("", None, []) else given
+
         def value(dest: str) -> Any:
             given = config.getoption(dest, default=None)
-            if given is not None:
-                return given
-            ini = config.getini(dest)
-            return ini if ini not in ("", None) else None
+            return given if given is not None else ini_value(dest)
 
         def path(text: str | None, base: Path) -> Path | None:
             return (base / os.path.expanduser(text)).resolve() if text else None
 
         inifile_dir = Path(config.inipath).parent if config.inipath else rootdir
-        checkout_cli = config.getoption("gym_checkout", default=None)
-        checkout = path(checkout_cli, Path.cwd()) if checkout_cli else path(config.getini("gym_checkout"), inifile_dir)
+
+        def path_option(dest: str) -> Path | None:
+            """A path from the command line (relative to the working directory) or the ini file (to its folder)."""
+            given = config.getoption(dest, default=None)
+            return path(given, Path.cwd()) if given else path(ini_value(dest), inifile_dir)
+
+        def number(dest: str, parse: Any = None) -> Any:
+            """A number from the command line or the ini file, parsed and checked (errors name where it came from)."""
+            given = config.getoption(dest, default=None)
+            where = "--" + dest.replace("_", "-")
+            if given is None:
+                given, where = ini_value(dest), dest
+            return (parse or _number)(given, where)
+
+        checkout = path_option("gym_checkout")
         cli = DatasetSettings(
             agent=config.getoption("gym_agent", default=None),
             repeats=_positive_int(config.getoption("gym_repeats", default=None), "--gym-repeats"),
@@ -471,10 +553,10 @@ class GymOptions:
         )
         ini = DatasetSettings(
             agent=config.getini("gym_agent") or None,
-            repeats=_positive_int(config.getini("gym_repeats") or None, "gym_repeats"),
-            pass_threshold=_number(config.getini("gym_pass_threshold") or None, "gym_pass_threshold"),
-            min_mean_reward=_number(config.getini("gym_min_mean_reward") or None, "gym_min_mean_reward"),
-            min_pass_rate=_number(config.getini("gym_min_pass_rate") or None, "gym_min_pass_rate"),
+            repeats=_positive_int(ini_value("gym_repeats"), "gym_repeats"),
+            pass_threshold=_number(ini_value("gym_pass_threshold"), "gym_pass_threshold"),
+            min_mean_reward=_number(ini_value("gym_min_mean_reward"), "gym_min_mean_reward"),
+            min_pass_rate=_number(ini_value("gym_min_pass_rate"), "gym_min_pass_rate"),
             min_pass_at_k=tuple(parse_pass_at_k(t, "gym_min_pass_at_k") for t in config.getini("gym_min_pass_at_k")),
         )
         gate_on = value("gym_gate_on") or GateMode.POINT.value
@@ -485,12 +567,18 @@ class GymOptions:
             raise pytest.UsageError(f"gym_inconclusive: expected fail or pass, got {inconclusive!r}")
         fail_on_flip = config.getoption("gym_fail_on_flip", default=None)
         id_field = str(config.getini("gym_id_field") or "").strip()
-        rollout_timeout = _number(config.getoption("gym_rollout_timeout", default=None), "--gym-rollout-timeout")
-        startup_timeout = _number(config.getoption("gym_startup_timeout", default=None), "--gym-startup-timeout")
-        concurrency = _positive_int(config.getoption("gym_concurrency", default=None), "--gym-concurrency")
-        replay = tuple(Path(p).resolve() for p in config.getoption("gym_replay", default=None) or ())
-        baseline = path(config.getoption("gym_baseline", default=None), Path.cwd())
-        for option, given in [*(("--gym-replay", r) for r in replay), ("--gym-baseline", baseline)]:
+        rollout_timeout = number("gym_rollout_timeout")
+        startup_timeout = number("gym_startup_timeout")
+        concurrency = number("gym_concurrency", _positive_int)
+        replay_cli = config.getoption("gym_replay", default=None)
+        if replay_cli:
+            replay, replay_option = tuple(Path(p).resolve() for p in replay_cli), "--gym-replay"
+        else:
+            replay = tuple(inifile_dir / os.path.expanduser(p) for p in ini_value("gym_replay") or ())
+            replay, replay_option = tuple(p.resolve() for p in replay), "gym_replay"
+        baseline = path_option("gym_baseline")
+        baseline_option = "--gym-baseline" if config.getoption("gym_baseline", default=None) else "gym_baseline"
+        for option, given in [*((replay_option, r) for r in replay), (baseline_option, baseline)]:
             if given is not None and not given.is_file():
                 raise pytest.UsageError(f"{option}: no such file: {given}")
         model_type = value("gym_model_type") or DEFAULT_MODEL_TYPE
@@ -509,16 +597,19 @@ class GymOptions:
             api_key_env=value("gym_api_key_env") or DEFAULT_API_KEY_ENV,
             replay=replay,
             head_server=_host_port(config.getoption("gym_head_server", default=None)),
-            run_dir=path(config.getoption("gym_run_dir", default=None), Path.cwd()),
+            run_dir=path_option("gym_run_dir"),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
             rollout_timeout=(DEFAULT_ROLLOUT_TIMEOUT if rollout_timeout is None else (rollout_timeout or None)),
             concurrency=concurrency,
             gate_mode=GateMode(gate_on),
             inconclusive_passes=inconclusive == "pass",
-            report=path(config.getoption("gym_report", default=None), Path.cwd()),
+            report=path_option("gym_report"),
             baseline=baseline,
-            max_drop=_number(config.getoption("gym_max_drop", default=None), "--gym-max-drop"),
+            max_drop=number("gym_max_drop"),
+            max_regressed_tasks=number("gym_max_regressed_tasks", _count),
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
+            html=path_option("gym_html"),
+            markdown=path_option("gym_markdown"),
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
@@ -530,16 +621,21 @@ class GymOptions:
         )
 
     def is_dataset(self, path: Path) -> bool:
-        """Whether ``path`` matches one of the ``gym_datasets`` globs (relative to the rootdir)."""
-        relative = _relative(path, self.rootdir)
-        return any(fnmatch.fnmatch(relative, pattern) for pattern in self.dataset_globs)
+        """Whether ``path`` matches one of the ``gym_datasets`` globs (relative to the rootdir; a symlink matches
+        by the path it is found at, or by the file it points to)."""
+        names = _match_names(path, self.rootdir)
+        return any(fnmatch.fnmatch(name, pattern) for pattern in self.dataset_globs for name in names)
 
     def own_settings(self, path: Path) -> DatasetSettings:
-        """The settings the dataset at ``path`` sets itself (its ``gym_dataset_settings`` lines; later win)."""
-        relative = _relative(path, self.rootdir)
+        """The settings the dataset at ``path`` sets itself (its ``gym_dataset_settings`` lines; later win).
+
+        A line's glob matches the dataset's name (:func:`dataset_name`, relative to the rootdir, ``../`` when
+        outside it), its absolute path, or, for a symlink, those of the file it points to.
+        """
+        names = _match_names(path, self.rootdir)
         own = DatasetSettings()
         for pattern, settings in self.datasets:
-            if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(str(path), pattern):
+            if any(fnmatch.fnmatch(name, pattern) for name in names):
                 own = settings.over(own)
         return own
 
@@ -552,11 +648,61 @@ class GymOptions:
         return self.cli.over(self.own_settings(path).over(self.ini))
 
 
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.resolve().as_posix()
+def check_config_source(config: pytest.Config) -> None:
+    """Refuse a session whose pytest configuration came, by accident, from a Gym checkout's own
+    ``pyproject.toml``.
+
+    pytest takes its rootdir and ini file from the common ancestor of the paths on the command line, before any
+    plugin loads: a dataset inside a Gym checkout (``.../resources_servers/mcqa/data/example.jsonl``) named from
+    elsewhere makes Gym's ``pyproject.toml`` the configuration (its ``addopts``, ``--strict-markers`` and cache
+    then apply) even when the current folder has one of its own. Raises :class:`pytest.UsageError` saying so and
+    how to name a configuration (``-c``), when a ``.jsonl`` argument lies in a Gym checkout whose files configure
+    pytest, pytest was started outside that checkout, and no ``-c``/``--config-file``/``--rootdir`` was given.
+    """
+    inipath = config.inipath
+    if inipath is None or not _is_gym_checkout(inipath.parent):
+        return
+    checkout = inipath.parent.resolve()
+    params = config.invocation_params
+    if _inside(Path(params.dir).resolve(), checkout):
+        return
+    explicit = ("-c", "--config-file", "--rootdir", "--inifile")
+    if any(arg == flag or arg.startswith(flag + "=") for arg in params.args for flag in explicit):
+        return
+    datasets = [arg for arg in config.args if arg.split("::")[0].endswith(".jsonl")]
+    if not any(_inside((Path(params.dir) / arg.split("::")[0]).resolve(), checkout) for arg in datasets):
+        return
+    raise pytest.UsageError(
+        f"pytest read its configuration from Gym's own {inipath} (rootdir {checkout}: Gym's addopts and "
+        "markers apply, and pytest's cache goes into the checkout) because the datasets on the command line lie "
+        "inside that Gym checkout. Name your configuration: `pytest -c pytest.ini ...` (your project's ini file; "
+        "`-c /dev/null` for none); a dataset outside the rootdir keeps its path, with ../, in its node ids."
+    )
+
+
+def _is_gym_checkout(folder: Path) -> bool:
+    return (folder / "nemo_gym").is_dir() and (folder / "resources_servers").is_dir()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def dataset_name(path: Path, rootdir: Path) -> str:
+    """A dataset's name: its path relative to the rootdir, with ``../`` when it lies outside (e.g.
+    ``../shared/mcqa.jsonl``), symlinks kept as found. This is the path part of its items' node ids and the name
+    in every report, so it is distinct for distinct files and stable from run to run (pytest itself would give a
+    file named outside the rootdir an empty path)."""
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(rootdir))).as_posix()
+
+
+def _match_names(path: Path, rootdir: Path) -> list[str]:
+    """The names a glob may match a dataset by: as found and, when that differs, as resolved (symlinks)."""
+    found = [dataset_name(path, rootdir), Path(os.path.abspath(path)).as_posix()]
+    real = path.resolve()
+    if real != Path(os.path.abspath(path)):
+        found += [dataset_name(real, rootdir.resolve()), real.as_posix()]
+    return found
 
 
 def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSettings]]:
@@ -608,6 +754,19 @@ def _positive_int(text: object, where: str) -> int | None:
         raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
     if number < 1:
         raise pytest.UsageError(f"{where}: must be at least 1, got {number}")
+    return number
+
+
+def _count(text: object, where: str) -> int | None:
+    """A whole number >= 0, or None when unset; raises :class:`pytest.UsageError` naming ``where``."""
+    if text is None or text == "":
+        return None
+    try:
+        number = int(str(text))
+    except ValueError:
+        raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
+    if number < 0:
+        raise pytest.UsageError(f"{where}: must be at least 0, got {number}")
     return number
 
 

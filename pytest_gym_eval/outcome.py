@@ -2,16 +2,20 @@
 
 A reward at or above the pass threshold passes; below it fails. Anything that is not a verifier's verdict
 (a failures-file row, a rollout that never came, a missing, non-numeric or NaN reward) is an *error*, never
-a reward of 0.
+a reward of 0. An error's message starts with its cause (for a failures-file row, the root cause
+:func:`pytest_gym_eval.causes.diagnose` finds: which server failed, the HTTP status, the endpoint's own error
+text), then the log line that shows it, then Gym's own record of the failure.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pytest_gym_eval.causes import BAD_REWARD, Cause, diagnose
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
 
 TRIM = 400
@@ -20,14 +24,18 @@ TRIM = 400
 Status = Literal["passed", "failed", "error"]
 PassHook = Callable[[RolloutRecord, float, float], "bool | None"]
 """``(record, reward, threshold) -> passed?``; None leaves the decision to the threshold."""
+Diagnose = Callable[[RolloutRecord], Cause]
+"""``(failures-file record) -> its root cause`` (see :func:`pytest_gym_eval.causes.diagnose`)."""
 
 
 @dataclass(frozen=True)
 class RolloutOutcome:
     """The verdict on one rollout.
 
-    ``reward`` is the numeric reward (None for an error); ``failure_class`` is Gym's ``_ng_failure_class``
-    for a rollout Gym recorded as failed, or one of ``missing``/``bad_reward``; ``message`` explains an error.
+    ``reward`` is the numeric reward (None for an error); ``failure_class`` names an error's cause (one of
+    :data:`pytest_gym_eval.causes.CLASSES`); ``message`` explains an error, its first line the cause;
+    ``log`` names a log to read that ``message`` does not already name; ``cause`` is the root cause found for
+    a rollout Gym recorded as failed.
     """
 
     status: Status
@@ -36,32 +44,59 @@ class RolloutOutcome:
     failure_class: str | None = None
     message: str = ""
     log: str = ""
+    cause: Cause | None = None
 
 
-def judge(found: RolloutRecord | Missing, threshold: float, hook: PassHook | None = None) -> RolloutOutcome:
+def judge(
+    found: RolloutRecord | Missing,
+    threshold: float,
+    hook: PassHook | None = None,
+    explain: Diagnose | None = None,
+) -> RolloutOutcome:
     """Decide pass, fail or error for what the feed returned for one rollout.
 
     ``threshold`` is the minimum passing reward (same units as the verifier's reward). ``hook`` may override
-    the pass/fail decision of a scored rollout (see the ``pytest_gym_eval_rollout_passed`` hook).
+    the pass/fail decision of a scored rollout (see the ``pytest_gym_eval_rollout_passed`` hook). ``explain``
+    finds the root cause of a rollout Gym recorded as failed (without it, Gym's own class and message stand).
     """
     if isinstance(found, Missing):
-        return RolloutOutcome("error", None, failure_class="missing", message=found.reason, log=found.log)
+        return RolloutOutcome("error", None, failure_class=found.failure_class, message=found.reason, log=found.log)
     if found.failure_class is not None:
-        text = f"Gym recorded the rollout as failed ({found.failure_class})"
-        if found.failure_message:
-            text += f": {clean_gym_message(found.failure_message)}"
-        return RolloutOutcome("error", None, found, found.failure_class, f"{text}\nrecord: {found.path}:{found.line}")
+        cause = explain(found) if explain is not None else _gym_cause(found)
+        return RolloutOutcome("error", None, found, cause.failure_class, gym_failure_text(found, cause), cause=cause)
     reward = found.numeric_reward()
     if reward is None:
         what = (
             "has no reward" if found.reward is None else f"has a reward that is not a finite number: {found.reward!r}"
         )
-        return RolloutOutcome(
-            "error", None, found, "bad_reward", f"the rollout {what}\nrecord: {found.path}:{found.line}"
-        )
+        text = f"the rollout {what}\nrecord: {found.path}:{found.line}"
+        return RolloutOutcome("error", None, found, BAD_REWARD, text)
     decided = hook(found, reward, threshold) if hook is not None else None
     passed = reward >= threshold if decided is None else bool(decided)
     return RolloutOutcome("passed" if passed else "failed", reward, found)
+
+
+def _gym_cause(record: RolloutRecord) -> Cause:
+    return diagnose({"_ng_failure_class": record.failure_class, "_ng_failure_message": record.failure_message})
+
+
+def gym_failure_text(record: RolloutRecord, cause: Cause) -> str:
+    """The message of a rollout Gym recorded as failed: the cause, the log line that shows it, Gym's own record.
+
+    When the cause was traced past Gym's wrapper (``cause.found``) the lines are ``<cause>``, ``log:
+    <path:line>``, ``Gym recorded the rollout as failed (<class>: <Gym's message>)``, ``record: <path:line>``;
+    otherwise Gym's class and message come first.
+    """
+    if not cause.found:
+        return f"{clean_gym_message(cause.summary)}\nrecord: {record.path}:{record.line}"
+    lines = [cause.summary]
+    if cause.log:
+        lines.append(f"log: {cause.log}")
+    gym = f"Gym recorded the rollout as failed ({record.failure_class}"
+    if record.failure_message:
+        gym += f": {clean_gym_message(record.failure_message, 200)}"
+    lines += [gym + ")", f"record: {record.path}:{record.line}"]
+    return "\n".join(lines)
 
 
 def clean_gym_message(text: str, limit: int = 600) -> str:
@@ -129,8 +164,64 @@ def expected_answer(record: dict[str, Any], row: dict[str, Any] | None = None) -
     return None
 
 
+MAX_STEPS = 10
+"""Tool calls and intermediate messages a failure shows before "… and N more steps"."""
+STEP_TRIM = 160
+"""Characters of a tool call's arguments, of its result, or of an intermediate message, a failure shows."""
+
+_NOT_TASK_FIELDS = frozenset({"responses_create_params", "response", "agent_ref", "reward", "id", "uuid", "task_id"})
+
+
+def steps(record: dict[str, Any]) -> list[str]:
+    """The rollout's steps before its final answer, one line each: every tool call with its arguments and the
+    result it got back (``get_weather({"city":"SF"}) -> {"weather": "cold"}``), and every message the model
+    wrote before its last one (``said: ...``); each part trimmed to :data:`STEP_TRIM` characters. Empty for a
+    rollout that only answered."""
+    response = record.get("response")
+    outputs = response.get("output") if isinstance(response, dict) else None
+    if not isinstance(outputs, list):
+        return []
+    items = [item for item in outputs if isinstance(item, dict)]
+    results = {item.get("call_id"): item.get("output") for item in items if item.get("type") == "function_call_output"}
+    messages = [i for i, item in enumerate(items) if item.get("type", "message") == "message"]
+    last_message = messages[-1] if messages else len(items)
+    found: list[str] = []
+    for index, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = f"{item.get('name', '?')}({trim(_compact(item.get('arguments')), STEP_TRIM)})"
+            result = results.get(item.get("call_id"))
+            found.append(
+                call + (f" -> {trim(_compact(result), STEP_TRIM)}" if result is not None else " -> (no result)")
+            )
+        elif kind == "message" and index != last_message and item.get("role") == "assistant":
+            text = message_text(item.get("content"))
+            if text:
+                found.append(f"said: {trim(' '.join(text.split()), STEP_TRIM)}")
+    return found
+
+
+def _compact(value: Any) -> str:
+    """A tool's arguments or result as one line of text (JSON strings are shown as their JSON)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return " ".join(value.split())
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def task_fields(record: dict[str, Any], row: dict[str, Any] | None = None) -> str:
+    """The task's fields that are not its request (from the dataset row, else the record's verifier fields), as
+    one trimmed JSON object: what a failure shows when no field holds an expected answer under a known name."""
+    source = row if row else record
+    fields = {k: v for k, v in source.items() if k not in _NOT_TASK_FIELDS and not k.startswith("_ng_")}
+    return trim(json.dumps(fields, ensure_ascii=False, default=str), TRIM) if fields else ""
+
+
 def failure_report(outcome: RolloutOutcome, threshold: float, row: dict[str, Any] | None = None) -> str:
-    """The text a failed item shows: prompt, expected answer, final output, reward, and where the record is."""
+    """The text a failed item shows: the reward, the prompt, the expected answer (else the task's other fields),
+    the steps (tool calls with their results, earlier messages), the final output, and where the record is."""
     record = outcome.record
     full = record.read_full() if record is not None else {}
     lines = [f"reward {outcome.reward:g} is below the pass threshold {threshold:g}"]
@@ -141,6 +232,13 @@ def failure_report(outcome: RolloutOutcome, threshold: float, row: dict[str, Any
     expected = expected_answer(full, row)
     if expected is not None:
         lines.append(f"expected: {_indent(trim(expected))}")
+    elif fields := task_fields(full, row):
+        lines.append(f"task:     {fields}")
+    taken = steps(full)
+    for number, step in enumerate(taken[:MAX_STEPS], 1):
+        lines.append(f"{'steps:' if number == 1 else '':<10}{number}. {step}")
+    if len(taken) > MAX_STEPS:
+        lines.append(f"{'':<10}… and {len(taken) - MAX_STEPS} more steps")
     answer = output_text(full)
     lines.append(
         f"output:   {_indent(trim(answer, keep_end=True))}" if answer else "output:   (the model gave no text)"

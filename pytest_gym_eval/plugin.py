@@ -3,16 +3,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from pytest_gym_eval import hookspecs, xdist
-from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
-from pytest_gym_eval.options import add_options
-from pytest_gym_eval.reporting import json_report, junit, terminal
+from pytest_gym_eval import hookspecs, integrations, results, xdist
+from pytest_gym_eval.causes import GYM_START
+from pytest_gym_eval.items import (
+    GYM_MARK,
+    DatasetFile,
+    GateItem,
+    OutcomeText,
+    RolloutError,
+    RolloutFailed,
+    RolloutItem,
+)
+from pytest_gym_eval.options import add_options, check_config_source, dataset_name
+from pytest_gym_eval.reporting import json_report, junit, outputs, terminal
 from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 
@@ -32,10 +42,13 @@ def pytest_configure(config: pytest.Config) -> None:
     """Make the session's :class:`GymSession` (reachable as ``config.stash[SESSION_KEY]``) and its results
     collector; on an xdist controller, also the controller that owns the Gym run."""
     config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (on every dataset file, so on all its items)")
+    check_config_source(config)
     gym = config.stash[SESSION_KEY] = GymSession(config)
     # Every item's reports reach the collector's pytest_runtest_logreport: this process's own and, on the
     # xdist controller, every worker's.
     config.pluginmanager.register(gym.results, "gym-eval-results")
+    config.pluginmanager.register(junit.RolloutValuesInJunit(config), "gym-eval-junit")
+    integrations.register(config, gym)
     xdist.register_if_controller(config, gym)
 
 
@@ -46,7 +59,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFil
         return None
     gym = parent.config.stash[SESSION_KEY]
     if parent.session.isinitpath(file_path) or gym.options.is_dataset(file_path):
-        return DatasetFile.from_parent(parent, path=file_path)
+        return DatasetFile.from_parent(parent, path=file_path, nodeid=dataset_name(file_path, gym.options.rootdir))
     return None
 
 
@@ -79,44 +92,62 @@ def gym_session(request: pytest.FixtureRequest) -> Iterator[GymSession]:
 
 
 OWN_FAILURES = (RolloutError, RolloutFailed, GymStartError)
+PAGES_KEY = pytest.StashKey[list[str]]()
+"""The terminal lines of :func:`~pytest_gym_eval.reporting.outputs.write_pages` (what was written where)."""
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Report a rollout's failure or error by its message alone, without a traceback into the plugin."""
+    """Report a rollout's failure or error by its message alone, without a traceback into the plugin; a rollout
+    that errored because Gym could not start gets the failure class ``gym_start``."""
     report: pytest.TestReport = yield
     if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
-        report.longrepr = str(call.excinfo.value)
+        error = call.excinfo.value
+        gym = item.config.stash[SESSION_KEY]
+        text = gym.start_failure(item.nodeid, str(error)) if isinstance(error, GymStartError) else str(error)
+        path, line, _ = item.reportinfo()
+        report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
+        if isinstance(error, GymStartError) and isinstance(item, RolloutItem):
+            # On the item too: its teardown report, which JUnit takes the properties from, is made later.
+            for properties in (item.user_properties, report.user_properties):
+                properties.append(("failure_class", GYM_START))
     return report
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop Gym, summarise the rewards, let the gates set the exit status, and write the JUnit suite
-    properties and the ``--gym-report`` file."""
+    properties, the ``--gym-report`` file, the ``--gym-html`` page and the Markdown summaries."""
     # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
     gym = session.config.stash[SESSION_KEY]
     gym.stop()
     conclusion = gym.conclude()
     if conclusion is None:
         return
-    if conclusion.exit_status != -1 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        session.exitstatus = conclusion.exit_status
+    status, reason = results.final_status(exitstatus, conclusion, len(gym.results.other_failures))
+    session.exitstatus = status
+    gym.final = (status, reason)
+    if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
+        gym.conclusion = dataclasses.replace(conclusion, reason=reason)
     meta = gym.meta()
-    xml = junit_xml(session.config)
+    xml = junit.junit_xml(session.config)
     if xml is not None:
-        for name, value in junit.suite_properties(conclusion.summaries, meta):
+        for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
             xml.add_global_property(name, value)
     if gym.options.report is not None:
-        json_report.write_report(
-            gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta)
-        )
+        report = json_report.build_report(conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips)
+        json_report.write_report(gym.options.report, report)
+    final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
+    session.config.stash[PAGES_KEY] = outputs.write_pages(
+        final, gym.rollouts(), meta, gym.options, baseline=gym.baseline, environ=os.environ
+    )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    """The ``gym reward summary`` section: per dataset (and agent), the rewards, pass@k and gate verdicts."""
+    """The ``gym reward summary`` section: per dataset (and agent), the rewards, pass@k and gate verdicts; the
+    reports written; on GitHub Actions, annotations for gates that did not pass and errored rollouts."""
     gym = config.stash[SESSION_KEY]
     if gym.conclusion is None:
         return
@@ -131,12 +162,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(f"gym run directory: {gym.run_dir}")
     if gym.options.report is not None:
         terminalreporter.write_line(f"gym report: {gym.options.report}")
-
-
-def junit_xml(config: pytest.Config) -> Any:
-    """pytest's JUnit XML writer when ``--junitxml`` is on (its stash key is not public API)."""
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover
-        return None
-    return config.stash.get(xml_key, None)
+    for line in config.stash.get(PAGES_KEY, []):
+        terminalreporter.write_line(line)
+    for line in outputs.annotation_lines(gym.conclusion, gym.rollouts(), gym.options, os.environ):
+        terminalreporter.write_line(line)

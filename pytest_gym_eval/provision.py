@@ -1,23 +1,33 @@
 """Provision a NeMo Gym checkout that the plugin can shell out to.
 
 ``python -m pytest_gym_eval provision [--gym-version 0.7.0] [--dest DIR] [--environment mcqa ...]``
-builds, in six named steps, a checkout of Gym with its own Python environment:
+builds, in seven named steps, a checkout of Gym with its own Python environment:
 
-1. ``download``: find the ``nemo-gym`` sdist of that version on the package index (PEP 691 JSON simple API,
-   with a PEP 503 HTML fallback), download it into the cache and verify its sha256 against the index.
-2. ``unpack``: extract it as the checkout (top folder stripped, unsafe members refused).
-3. ``python``: find uv (>= 0.9.30) and an interpreter satisfying the checkout's ``requires-python``; when
-   only an older patch release of the right minor version exists (3.13.0 for ``>=3.13.14``), tell uv to
-   pretend the required version (one warning says so).
-4. ``venv``: build ``<checkout>/.venv`` with uv (``uv sync --frozen --extra dev``, or, with the workaround,
+1. ``preflight``: everything that can be checked before anything is downloaded: uv (>= 0.9.30, the
+   ``provision`` extra installs it), the ``nemo-gym`` sdist of that version on the package index (PEP 691
+   JSON simple API, with a PEP 503 HTML fallback) and its ``requires-python``, and an interpreter that
+   satisfies it (or, when only an older patch release of the right minor version exists, e.g. 3.13.0 for
+   ``>=3.13.14``, one uv can be told to treat as the required version: then uv >= 0.10.8).
+2. ``download``: download the sdist into the cache and verify its sha256 against the index.
+3. ``unpack``: extract it as the checkout (top folder stripped, unsafe members refused); find each requested
+   environment's configs in it (see ``environment_configs``) and the tools their servers need.
+4. ``python``: check the interpreter against the checkout's own ``requires-python``; with the workaround,
+   tell uv to pretend the required version (one warning says so).
+5. ``venv``: build ``<checkout>/.venv`` with uv (``uv sync --frozen --extra dev``, or, with the workaround,
    ``uv venv`` + ``uv export`` + ``uv pip install --python-version``).
-5. ``prefetch``: ``gym env prefetch`` for each requested environment, which builds the server venvs.
-6. ``manifest``: write ``<checkout>/.pytest-gym-eval/manifest.json``, last and atomically.
+6. ``prefetch``: ``gym env prefetch --config <config>`` for each config of each requested environment, which
+   builds the server venvs.
+7. ``manifest``: write ``<checkout>/.pytest-gym-eval/manifest.json``, last and atomically.
 
 The manifest is the validity marker: a checkout without a valid manifest is half-built and is deleted and
 rebuilt from scratch (Python venvs hard-code absolute paths, so a checkout cannot be built elsewhere and
 renamed into place). An exclusive ``fcntl.flock`` on ``<checkout>.lock`` serialises concurrent runs. Each step
 logs to ``<checkout>/.pytest-gym-eval/logs/<step>.log``.
+
+Gym runs on Linux only (the plugin stops Gym's processes through ``/proc`` and POSIX process groups, and
+locks with ``fcntl``): on any other platform ``provision`` and ``load_checkout`` raise ``ProvisionError``
+saying so, and nothing POSIX-only is imported when this module loads, so the plugin never breaks a pytest run
+that has no Gym dataset.
 
 The plugin never imports Gym: it runs ``GymCheckout.gym_executable`` with ``gym_environment(...)``.
 """
@@ -28,7 +38,6 @@ import argparse
 import base64
 import contextlib
 import datetime
-import fcntl
 import hashlib
 import importlib
 import json
@@ -56,11 +65,13 @@ __all__ = [
     "cache_root",
     "choose_interpreter",
     "default_checkout_path",
+    "environment_configs",
     "find_uv",
     "gym_environment",
     "load_checkout",
     "main",
     "parse_requires_python",
+    "platform_problem",
     "provision",
     "python_satisfies",
     "read_requires_python",
@@ -70,6 +81,13 @@ DEFAULT_GYM_VERSION = "0.7.0"
 DEFAULT_ENVIRONMENTS: tuple[str, ...] = ("mcqa",)
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
 MIN_UV_VERSION = (0, 9, 30)
+"""Gym's own floor (it prints "required uv version" below it)."""
+MIN_UV_WORKAROUND_VERSION = (0, 10, 8)
+"""uv before 0.10.8 checks an editable project's ``requires-python`` against the real interpreter, not the
+``--python-version`` it was given, so the Python-version workaround fails (measured: 0.10.7 fails, 0.10.8
+works)."""
+INSTALL_HINT = "pip install 'pytest-gym-eval[provision]'"
+"""How a user gets what provisioning needs from the package index (uv)."""
 MANIFEST_FORMAT = 1
 STATE_DIR = ".pytest-gym-eval"
 """Folder inside the checkout for the manifest, the step logs and provisioning state."""
@@ -77,7 +95,7 @@ MANIFEST_NAME = "manifest.json"
 BUILD_MARKER = "provisioning"
 """File in STATE_DIR written before the first step: a checkout with it but without a valid manifest is
 half-built (and may be deleted); a folder without it was not made by ``provision`` and is never deleted."""
-STEPS = ("download", "unpack", "python", "venv", "prefetch", "manifest")
+STEPS = ("preflight", "download", "unpack", "python", "venv", "prefetch", "manifest")
 
 RAY_ENVIRONMENT: Mapping[str, str] = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # Ray then binds 127.0.0.1 only
@@ -100,7 +118,10 @@ PREFETCH_ARGS = (
 
 _SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 _VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+!_-]*$")
-_ENVIRONMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_ENVIRONMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
+SERVER_TYPES = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
+"""Gym's server folders: a config's instance ``name: {<server type>: {<folder>: {entrypoint: ...}}}`` runs the
+server in ``<server type>/<folder>/``, whose venv ``gym env prefetch`` builds."""
 _LOG_TAIL_LINES = 8
 
 Version3 = tuple[int, int, int]
@@ -165,6 +186,49 @@ class _Clause(NamedTuple):
     op: str
     release: tuple[int, ...]
     wildcard: bool
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Platform
+
+POSIX_MODULES = ("fcntl",)
+"""POSIX-only modules provisioning and running Gym import (lazily, never at plugin load)."""
+
+
+def platform_problem() -> str | None:
+    """Why NeMo Gym cannot be run from this process, or None when it can.
+
+    Gym runs on Linux only here: the plugin stops Gym's processes through POSIX process groups and sessions
+    (``os.killpg``, ``start_new_session``) and ``/proc``, and serialises provisioning with ``fcntl.flock``.
+    So anything but Linux, or a Python without one of ``POSIX_MODULES`` or ``os.killpg``, is a problem.
+    """
+    if not sys.platform.startswith("linux"):
+        return (
+            f"pytest-gym-eval runs NeMo Gym on Linux only, and this is {sys.platform!r}: it stops Gym's processes "
+            "through POSIX process groups and /proc. Run Gym datasets on Linux (e.g. in a container or WSL); "
+            "tests without a Gym dataset run anywhere"
+        )
+    missing = []
+    for name in POSIX_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if not hasattr(os, "killpg"):
+        missing.append("os.killpg")
+    if missing:
+        return (
+            f"pytest-gym-eval cannot run NeMo Gym with this Python: {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} unavailable (Gym runs on Linux, with the POSIX modules). "
+            "Tests without a Gym dataset are not affected"
+        )
+    return None
+
+
+def _require_platform() -> None:
+    problem = platform_problem()
+    if problem is not None:
+        raise ProvisionError(problem)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -488,8 +552,10 @@ def load_checkout(path: Path) -> GymCheckout:
       manifest): ``env={}``, ``environments=()``, version read from its pyproject (or
       ``nemo_gym/package_info.py``; ``None`` when neither says).
     Raises ``ProvisionError`` naming ``path`` when it is no Gym checkout, a half-built one, or one whose
-    manifest is invalid (e.g. moved), telling the user to run ``python -m pytest_gym_eval provision``.
+    manifest is invalid (e.g. moved), telling the user to run ``python -m pytest_gym_eval provision``, and
+    on a platform Gym cannot run on (see ``platform_problem``).
     """
+    _require_platform()
     path = _abspath(path)
     hint = f"run `python -m pytest_gym_eval provision --dest {shlex.quote(str(path))}` to build one"
     state = path / STATE_DIR
@@ -653,6 +719,7 @@ class _IndexFile:
     sha256: str | None
     size: int | None
     yanked: bool = False
+    requires_python: str | None = None
 
 
 def _index_url() -> str:
@@ -710,7 +777,8 @@ def _parse_html_index(text: str, base_url: str) -> list[_IndexFile]:
             url, fragment = urldefrag(urljoin(base_url, href))
             digest = dict(p.split("=", 1) for p in fragment.split("&") if "=" in p).get("sha256")
             name = url.rstrip("/").rsplit("/", 1)[-1]
-            files.append(_IndexFile(name, url, digest, None, "data-yanked" in attributes))
+            requires = attributes.get("data-requires-python") or None  # HTMLParser unescapes &gt;
+            files.append(_IndexFile(name, url, digest, None, "data-yanked" in attributes, requires))
 
     Parser().feed(text)
     return files
@@ -741,6 +809,7 @@ def _list_index(step: _Step) -> tuple[str, list[_IndexFile]]:
                     sha256=(f.get("hashes") or {}).get("sha256"),
                     size=f.get("size") if isinstance(f.get("size"), int) else None,
                     yanked=bool(f.get("yanked")),
+                    requires_python=str(f["requires-python"]) if f.get("requires-python") else None,
                 )
                 for f in data["files"]
             ]
@@ -760,7 +829,8 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _download_sdist(version: str, sdist_dir: Path, step: _Step) -> tuple[Path, _IndexFile]:
+def _find_sdist(version: str, step: _Step) -> _IndexFile:
+    """The index's entry for the ``nemo-gym`` ``version`` sdist (one index request, nothing downloaded)."""
     page, files = _list_index(step)
     pattern = re.compile(rf"^nemo[-_.]gym-{re.escape(version)}\.tar\.gz$", re.I)
     matches = [f for f in files if pattern.match(f.filename)]
@@ -777,6 +847,12 @@ def _download_sdist(version: str, sdist_dir: Path, step: _Step) -> tuple[Path, _
         step.write(f"note: {chosen.filename} is yanked on the index; using it because it was asked for")
     if not chosen.sha256 or not re.fullmatch(r"[0-9a-fA-F]{64}", chosen.sha256):
         raise ProvisionError(f"the index gives no sha256 for {chosen.filename}; refusing to use it unverified")
+    step.write(f"{chosen.filename}: requires-python {chosen.requires_python!r} (from the index)")
+    return chosen
+
+
+def _download_sdist(chosen: _IndexFile, sdist_dir: Path, step: _Step) -> Path:
+    assert chosen.sha256 is not None  # _find_sdist refuses entries without one
     expected = chosen.sha256.lower()
     sdist_dir.mkdir(parents=True, exist_ok=True)
     target = sdist_dir / chosen.filename
@@ -784,7 +860,7 @@ def _download_sdist(version: str, sdist_dir: Path, step: _Step) -> tuple[Path, _
         if _sha256_file(target) == expected:
             step.write(f"using cached {target} (sha256 {expected})")
             step.log(f"pytest-gym-eval provision: [download] using cached {target}")
-            return target, chosen
+            return target
         step.write(f"cached {target} has the wrong sha256: downloading again")
         target.unlink()
     part = target.with_name(f"{target.name}.part-{os.getpid()}")
@@ -820,7 +896,7 @@ def _download_sdist(version: str, sdist_dir: Path, step: _Step) -> tuple[Path, _
     finally:
         with contextlib.suppress(FileNotFoundError):
             part.unlink()
-    return target, chosen
+    return target
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -873,7 +949,7 @@ def find_uv() -> Path:
     """The uv executable: ``$PYTEST_GYM_EVAL_UV``, else ``uv.find_uv_bin()`` when the ``uv`` package is
     importable, else ``uv`` on ``PATH`` (pyenv shims skipped, ``$(pyenv root)/versions/*/bin`` searched).
 
-    Raises ``ProvisionError`` ("install uv (pip install uv)") when there is none."""
+    Raises ``ProvisionError`` (naming ``pip install 'pytest-gym-eval[provision]'``) when there is none."""
     override = os.environ.get("PYTEST_GYM_EVAL_UV")
     if override:
         path = _abspath(override)
@@ -890,7 +966,10 @@ def find_uv() -> Path:
     on_path = _which_real("uv")
     if on_path is not None:
         return on_path
-    raise ProvisionError("uv not found: install uv (pip install uv), or set $PYTEST_GYM_EVAL_UV to its path")
+    raise ProvisionError(
+        f"uv not found: provisioning builds Gym's environments with uv. Install it with {INSTALL_HINT} (or "
+        "pip install uv), or set $PYTEST_GYM_EVAL_UV to its path"
+    )
 
 
 def _uv_version(uv: Path, step: _Step, cwd: Path) -> Version3:
@@ -902,7 +981,7 @@ def _uv_version(uv: Path, step: _Step, cwd: Path) -> Version3:
     if version < MIN_UV_VERSION:
         raise ProvisionError(
             f"uv {_fmt(version)} at {uv} is too old: Gym needs uv >= {_fmt(MIN_UV_VERSION)} "
-            "(pip install -U uv, or set $PYTEST_GYM_EVAL_UV)"
+            f"({INSTALL_HINT.replace('pip install', 'pip install -U')}, or set $PYTEST_GYM_EVAL_UV)"
         )
     return version
 
@@ -973,6 +1052,156 @@ def _discover_pythons(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Environments: which configs make one up, and what their servers need
+
+_KEY_LINE = re.compile(r"^( *)([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:[ \t]*(#.*)?$")
+
+
+def config_servers(text: str) -> list[tuple[str, str, str]]:
+    """``(instance, server type, folder)`` for every server a Gym config file's text defines.
+
+    Gym's configs are block-style YAML: ``<instance>: {<server type>: {<folder>: {entrypoint: ..., ...}}}``,
+    where the server type is one of ``SERVER_TYPES``; e.g. Gym 0.7.0's
+    ``resources_servers/equivalence_rule/configs/lc.yaml`` gives ``("lc_equivalence_rule",
+    "resources_servers", "equivalence_rule")``, ``("lc_equivalence_rule_simple_agent", "responses_api_agents",
+    "simple_agent")`` and an ``environment_servers`` one. Read line by line (the plugin has no YAML
+    dependency): a key with nothing after it opens a mapping; the first deeper line sets each level's indent.
+    """
+    servers: list[tuple[str, str, str]] = []
+    instance: str | None = None
+    kind: str | None = None
+    type_indent: int | None = None
+    folder_indent: int | None = None
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        match = _KEY_LINE.match(line)
+        if indent == 0:
+            instance = match.group(2) if match else None
+            kind, type_indent, folder_indent = None, None, None
+            continue
+        if instance is None:
+            continue
+        if type_indent is None:
+            type_indent = indent
+        if indent == type_indent:
+            kind = match.group(2) if match and match.group(2) in SERVER_TYPES else None
+            folder_indent = None
+            continue
+        if kind is None or indent < type_indent:
+            continue
+        if folder_indent is None:
+            folder_indent = indent
+        if indent == folder_indent and match:
+            servers.append((instance, kind, match.group(2)))
+    return servers
+
+
+def _defines_resources_server(config: Path) -> bool:
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(kind == "resources_servers" for _, kind, _ in config_servers(text))
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def environment_configs(checkout: Path, name: str) -> tuple[Path, ...]:
+    """The Gym config files (absolute paths) that make up environment ``name`` in ``checkout``, found the way
+    Gym finds them (Gym 0.7.0: ``_asset_config_path`` in ``nemo_gym/cli/main.py`` for ``--resources-server``
+    and ``--environment``, ``nemo_gym/resources_server_registry.py`` for the flavors of a server):
+
+    - ``server/flavor``: ``resources_servers/<server>/configs/<flavor>.yaml``;
+    - ``server`` whose folder has ``configs/<server>.yaml`` (the default flavor, e.g. ``mcqa``): that file;
+    - ``server`` without a default flavor: every ``configs/*.yaml`` of that folder that defines a resources
+      server, which Gym lists as ``server/<flavor>`` (``equivalence_rule`` -> ``lc.yaml``,
+      ``format_verification`` -> ``citation_format.yaml`` and ``freeform_formatting.yaml``); helper configs
+      (a judge model's, prompt templates) are left out;
+    - no ``resources_servers/<name>`` but ``environments/<name>/config.yaml``: that file.
+
+    The plugin's ``gym env start --config <the config defining the agent>`` loads one of these files, so
+    prefetching each of them builds every venv a session of that environment needs. Raises ``ProvisionError``
+    naming what the checkout has instead when nothing matches.
+    """
+    server, _, flavor = name.partition("/")
+    folder = checkout / "resources_servers" / server
+    configs_dir = folder / "configs"
+    if flavor:
+        config = configs_dir / f"{flavor}.yaml"
+        if config.is_file():
+            return (config,)
+        if configs_dir.is_dir():
+            known = ", ".join(f"{server}/{p.stem}" for p in sorted(configs_dir.glob("*.yaml"))) or "none"
+            raise ProvisionError(f"environment {name!r}: no {_relative(config, checkout)} (configs there: {known})")
+    elif configs_dir.is_dir():
+        default = configs_dir / f"{server}.yaml"
+        if default.is_file():
+            return (default,)
+        flavors = tuple(p for p in sorted(configs_dir.glob("*.yaml")) if _defines_resources_server(p))
+        if flavors:
+            return flavors
+        raise ProvisionError(
+            f"environment {name!r}: no config in {_relative(configs_dir, checkout)} defines a resources server"
+        )
+    else:
+        environment = checkout / "environments" / server / "config.yaml"
+        if environment.is_file():
+            return (environment,)
+    import difflib
+
+    names = sorted(p.parent.name for p in checkout.glob("resources_servers/*/configs"))
+    close = difflib.get_close_matches(server, names, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise ProvisionError(
+        f"environment {name!r}: no resources_servers/{server}/configs or environments/{server}/config.yaml in "
+        f"{checkout}{hint}; `gym list resources-servers` in the checkout lists them"
+    )
+
+
+def _resolve_environments(checkout: Path, names: Sequence[str]) -> dict[str, tuple[Path, ...]]:
+    """``environment_configs`` for each name; one ``ProvisionError`` listing every name that has none."""
+    resolved: dict[str, tuple[Path, ...]] = {}
+    problems: list[str] = []
+    for name in names:
+        try:
+            resolved[name] = environment_configs(checkout, name)
+        except ProvisionError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ProvisionError("; ".join(problems))
+    return resolved
+
+
+def _missing_tools(checkout: Path, configs: Mapping[str, Sequence[Path]]) -> list[str]:
+    """Tools the servers of ``configs`` need that this machine lacks (checked before any venv is built).
+
+    Today that is git, for servers whose ``requirements.txt`` installs from a ``git+`` URL (Gym 0.7.0 has
+    ten, e.g. ``resources_servers/aviary``)."""
+    needing_git: list[str] = []
+    folders = [("responses_api_models", PREFETCH_ARGS[1])]
+    for paths in configs.values():
+        for config in paths:
+            with contextlib.suppress(OSError):
+                text = config.read_text(encoding="utf-8", errors="replace")
+                folders += [(kind, folder) for _, kind, folder in config_servers(text)]
+    for kind, folder in dict.fromkeys(folders):
+        requirements = checkout / kind / folder / "requirements.txt"
+        with contextlib.suppress(OSError):
+            if re.search(r"(^|[\s=@])git\+", requirements.read_text(encoding="utf-8", errors="replace"), re.M):
+                needing_git.append(_relative(requirements, checkout))
+    if needing_git and shutil.which("git") is None:
+        return [f"git (not on PATH), which {', '.join(needing_git)} install from"]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------------------
 # provision
 
 
@@ -990,6 +1219,8 @@ def _normalise_environments(environments: Sequence[str]) -> list[str]:
 
 @contextlib.contextmanager
 def _exclusive_lock(path: Path, log: Callable[[str], None]) -> Iterator[None]:
+    import fcntl  # POSIX only: imported here, never when the plugin loads (see platform_problem)
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -1005,13 +1236,19 @@ def _exclusive_lock(path: Path, log: Callable[[str], None]) -> Iterator[None]:
         os.close(fd)  # releases the lock; the file stays (unlinking lock files races)
 
 
-def _prefetch(checkout: GymCheckout, environments: Sequence[str], step: _Step, log: Callable[[str], None]) -> None:
+def _prefetch(
+    checkout: GymCheckout, configs: Mapping[str, Sequence[Path]], step: _Step, log: Callable[[str], None]
+) -> None:
+    """``gym env prefetch --config <config>`` for each config of each environment (``configs`` as
+    ``_resolve_environments`` gives them), one call per config, as ``gym env start --config`` will load it."""
     run_dir = checkout.path / STATE_DIR / "run" / "prefetch"
-    for name in environments:
-        step.write(f"--- environment {name}")
-        cmd = [str(checkout.gym_executable), "env", "prefetch", "--resources-server", name, *PREFETCH_ARGS]
-        step.run(cmd, cwd=checkout.path, env=gym_environment(checkout, run_dir))
-        log(f"pytest-gym-eval provision: [prefetch] {name} ready")
+    for name, paths in configs.items():
+        for config in paths:
+            step.write(f"--- environment {name}: {config}")
+            cmd = [str(checkout.gym_executable), "env", "prefetch", "--config", str(config), *PREFETCH_ARGS]
+            step.run(cmd, cwd=checkout.path, env=gym_environment(checkout, run_dir))
+        shown = ", ".join(_relative(path, checkout.path) for path in paths)
+        log(f"pytest-gym-eval provision: [prefetch] {name} ready ({shown})")
 
 
 @dataclass
@@ -1042,9 +1279,17 @@ def provision(
     of this happens under an exclusive lock on ``<dest>.lock``; a second process waits for it.
 
     Raises ``ProvisionError`` naming the failed step and its log (with the log's last lines), or when
-    ``dest`` exists but was not made by ``provision`` (it is never deleted). ``KeyboardInterrupt`` kills the
-    running step's subprocess and propagates; no manifest is written.
+    ``dest`` exists but was not made by ``provision`` (it is never deleted), or on a platform Gym cannot run
+    on (see ``platform_problem``). A missing tool (uv, a Python satisfying Gym's ``requires-python``, git for
+    an environment that installs from git) or an environment without configs (see ``environment_configs``)
+    is reported before the sdist or any package is downloaded. ``KeyboardInterrupt`` kills the running step's
+    subprocess and propagates; no manifest is written.
+
+    ``environments`` are resources servers as ``gym env start --resources-server`` names them (``mcqa``,
+    ``format_verification/citation_format``); a server without a default config (``equivalence_rule``) stands
+    for all its configs that define a resources server.
     """
+    _require_platform()
     if not _VERSION_RE.match(version):
         raise ProvisionError(f"invalid Gym version {version!r}")
     envs = _normalise_environments(environments)
@@ -1067,9 +1312,16 @@ def _provision_locked(plan: _Plan) -> GymCheckout:
         build = _Build(checkout / STATE_DIR / "logs", log)
         current = _checkout_from_manifest(manifest)
         with build.step("prefetch") as step:
-            _prefetch(current, missing, step, log)
+            configs = _resolve_environments(checkout, missing)
+            if problems := _missing_tools(checkout, configs):
+                raise ProvisionError(f"missing tool: {'; '.join(problems)}")
+            _prefetch(current, configs, step, log)
         updated = dict(manifest)
         updated["environments"] = [*manifest["environments"], *missing]
+        updated["environment_configs"] = {
+            **(manifest.get("environment_configs") or {}),
+            **{name: [_relative(p, checkout) for p in paths] for name, paths in configs.items()},
+        }
         updated["step_seconds"] = {
             **(manifest.get("step_seconds") or {}),
             "prefetch": build.seconds["prefetch"],
@@ -1113,6 +1365,17 @@ def _remove_stale_trash(checkout: Path) -> None:
             shutil.rmtree(trash, ignore_errors=True)
 
 
+def _check_uv_for(choice: InterpreterChoice, uv: Path, uv_version: Version3) -> None:
+    """Raise ``ProvisionError`` when ``choice`` needs the Python-version workaround and ``uv`` is too old for it
+    (``MIN_UV_WORKAROUND_VERSION``)."""
+    if choice.workaround and uv_version < MIN_UV_WORKAROUND_VERSION:
+        raise ProvisionError(
+            f"uv {_fmt(uv_version)} at {uv} cannot use {choice.path} (Python {_fmt(choice.version)}) as "
+            f"{choice.pretend_version}: that needs uv >= {_fmt(MIN_UV_WORKAROUND_VERSION)} "
+            f"({INSTALL_HINT.replace('pip install', 'pip install -U')}), or install Python {choice.pretend_version}"
+        )
+
+
 def _build(plan: _Plan) -> GymCheckout:
     checkout, log, cache = plan.checkout, plan.log, plan.cache
     state = checkout / STATE_DIR
@@ -1124,23 +1387,41 @@ def _build(plan: _Plan) -> GymCheckout:
     build = _Build(state / "logs", log)
     total_start = time.monotonic()
 
+    # Everything that can be missing is looked for before the sdist (44 MB) is downloaded: uv first (before
+    # any index request), then the index's entry for the sdist, then a Python for its requires-python.
+    with build.step("preflight") as step:
+        uv = find_uv()
+        uv_version = _uv_version(uv, step, cache)
+        step.write(f"uv {_fmt(uv_version)} at {uv}")
+        sdist = _find_sdist(plan.version, step)
+        candidates, searched = _discover_pythons(uv, sdist.requires_python, step, cache)
+        if sdist.requires_python is not None:
+            _check_uv_for(choose_interpreter(sdist.requires_python, candidates, searched), uv, uv_version)
+        else:
+            step.write("the index gives no requires-python: the interpreter is chosen after unpacking")
+
     with build.step("download") as step:
-        sdist_path, sdist = _download_sdist(plan.version, cache / "sdists", step)
+        sdist_path = _download_sdist(sdist, cache / "sdists", step)
 
     with build.step("unpack") as step:
         _unpack(sdist_path, checkout, step)
         if not (checkout / "nemo_gym").is_dir():
             raise ProvisionError(f"{sdist.filename} has no nemo_gym/ folder: not a Gym sdist")
+        configs = _resolve_environments(checkout, plan.environments)
+        for name, paths in configs.items():
+            step.write(f"environment {name}: {', '.join(_relative(p, checkout) for p in paths)}")
+        if problems := _missing_tools(checkout, configs):
+            raise ProvisionError(f"missing tool: {'; '.join(problems)}")
 
     with build.step("python") as step:
-        uv = find_uv()
-        uv_version = _uv_version(uv, step, cache)
-        step.write(f"uv {_fmt(uv_version)} at {uv}")
         pyproject = checkout / "pyproject.toml"
         requires_python = read_requires_python(pyproject) if pyproject.exists() else None
         step.write(f"requires-python: {requires_python!r}")
-        candidates, searched = _discover_pythons(uv, requires_python, step, cache)
+        if requires_python != sdist.requires_python:
+            step.write(f"(the index said {sdist.requires_python!r}: looking for interpreters again)")
+            candidates, searched = _discover_pythons(uv, requires_python, step, cache)
         choice = choose_interpreter(requires_python, candidates, searched)
+        _check_uv_for(choice, uv, uv_version)
         step.write(f"chosen: {choice}")
         uv_bin = state / "bin"
         uv_bin.mkdir(parents=True, exist_ok=True)
@@ -1206,7 +1487,7 @@ def _build(plan: _Plan) -> GymCheckout:
             raise ProvisionError(f"the venv has no gym executable ({gym} missing)")
 
     with build.step("prefetch") as step:
-        _prefetch(current, plan.environments, step, log)
+        _prefetch(current, configs, step, log)
 
     with build.step("manifest") as step:
         seconds = dict(build.seconds)
@@ -1225,6 +1506,7 @@ def _build(plan: _Plan) -> GymCheckout:
             },
             "gym_executable": str(gym),
             "environments": list(plan.environments),
+            "environment_configs": {name: [_relative(p, checkout) for p in paths] for name, paths in configs.items()},
             "env": {
                 **env,
                 "PATH": current.env["PATH"],
@@ -1261,7 +1543,8 @@ def main(argv: list[str]) -> int:
         action="extend",
         nargs="+",
         metavar="ENV",
-        help=f"resources server(s) whose venvs to prefetch (default: {' '.join(DEFAULT_ENVIRONMENTS)})",
+        help="environments whose server venvs to prefetch, named as `gym env start --resources-server` names them "
+        f"(mcqa, format_verification/citation_format); default: {' '.join(DEFAULT_ENVIRONMENTS)}",
     )
     try:
         args = parser.parse_args(argv)

@@ -25,6 +25,9 @@ from pytest_gym_eval.reporting import model as rpt
 from pytest_gym_eval.reporting.model import Conclusion, Flip
 from pytest_gym_eval.usage import usage_from_properties
 
+GATE_SUFFIX = "::gym-gate"
+"""How a dataset's gate item's node id ends."""
+
 ROLLOUT_KEYS = ("task_id", "repeat", "agent")
 """``user_properties`` every rollout item carries from collection on; ``reward``, ``failure_class`` and
 ``record`` join them once its rollout is judged, and the tokens and latency Gym recorded
@@ -63,12 +66,18 @@ def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None
     )
 
 
-@dataclass
+@dataclass(eq=False)  # hashable by identity: pytest < 9.1 keeps registered plugins in a set
 class ResultsCollector:
-    """Every rollout item reported in this process, by node id (skipped items are left out)."""
+    """Every rollout item reported in this process, by node id (skipped items are left out).
+
+    Registered as a pytest plugin, so it must stay hashable (``eq=False`` keeps ``object.__hash__``).
+    """
 
     results: dict[str, rpt.RolloutResult] = field(default_factory=dict)
     starts: dict[str, float] = field(default_factory=dict)
+    other_failures: set[str] = field(default_factory=set)
+    """Node ids of items that are neither rollouts nor gate items and failed or errored (the gates never turn
+    their failure into a green session)."""
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Take one phase's report (registered as a plugin, this is a pytest hook)."""
@@ -76,6 +85,8 @@ class ResultsCollector:
         result = rollout_result(report, self.results.get(report.nodeid))
         if result is not None:
             self.results[report.nodeid] = replace(result, start=self.starts[report.nodeid])
+        elif report.failed and report.nodeid not in self.results and not report.nodeid.endswith(GATE_SUFFIX):
+            self.other_failures.add(report.nodeid)
 
     def rollouts(self) -> list[rpt.RolloutResult]:
         """The reported rollouts (skipped ones left out), in report order."""
@@ -132,18 +143,24 @@ def _read_line(path: Path, line: int) -> dict[str, object]:
 
 
 def conclude(
-    results: Sequence[rpt.RolloutResult], options: GymOptions, baseline: Mapping[str, Any] | None = None
+    results: Sequence[rpt.RolloutResult],
+    options: GymOptions,
+    baseline: Mapping[str, Any] | None = None,
+    selected: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
     they imply.
 
-    A ``--gym-replay`` recording that cannot be read fails the session (exit status 1) with the file and line
-    in ``reason``.
+    ``selected[dataset][agent]`` counts the rollouts the session selected (see
+    :func:`~pytest_gym_eval.reporting.model.summarize`). A ``--gym-replay`` recording that cannot be read fails
+    the session (exit status 1) with the file and line in ``reason``.
     """
-    datasets = list(dict.fromkeys(r.dataset for r in results))
+    datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
     thresholds, gates = dataset_policy(options, datasets)
-    summaries = rpt.summarize(results, thresholds=thresholds, gates=gates, mode=options.gate_mode, price=options.price)
+    summaries = rpt.summarize(
+        results, thresholds=thresholds, gates=gates, mode=options.gate_mode, selected=selected, price=options.price
+    )
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     flips, replay_error = None, ""
     if options.replay:
@@ -155,7 +172,8 @@ def conclude(
             replay_error = f"--gym-replay: {error}"
 
     status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
-    other_gates = (options.max_drop is not None and baseline is not None) or options.fail_on_flip
+    baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
+    other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip
     if status == -1 and not other_gates and not replay_error:
         return Conclusion(summaries, comparisons, flips, -1, "")
     failures = [replay_error] if replay_error else []
@@ -163,6 +181,8 @@ def conclude(
         failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
     if options.max_drop is not None:
         failures += bl.max_drop_gate(comparisons, options.max_drop)
+    if options.max_regressed_tasks is not None:
+        failures += bl.max_regressed_gate(comparisons, options.max_regressed_tasks)
     if options.fail_on_flip and flips:
         failures.append(f"{len(flips)} rollout reward{'s' if len(flips) != 1 else ''} differ from the recording")
     if status == 1:
@@ -186,3 +206,30 @@ def report_meta(
             meta[f"dataset_sha256.{dataset}"] = hashlib.sha256(path.read_bytes()).hexdigest()
     meta["gate_mode"] = options.gate_mode.value
     return meta
+
+
+def final_status(pytest_status: int, conclusion: Conclusion, other_failures: int = 0) -> tuple[int, str]:
+    """The session's final exit status and a one-line reason, given pytest's own status, the conclusion and
+    the number of failed items that are neither rollouts nor gate items.
+
+    The gates decide when they are set and pytest ended normally (exit status 0 or 1), except that they never
+    turn the failure of another test into 0. Otherwise pytest's own status stands, with a reason saying what
+    it means (``pytest: interrupted``, ``pytest: 3 items failed or errored``, ...).
+    """
+    if conclusion.exit_status != -1 and pytest_status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        if conclusion.exit_status == 0 and other_failures:
+            others = f"{other_failures} other test{'s' if other_failures != 1 else ''} failed or errored"
+            return int(pytest.ExitCode.TESTS_FAILED), f"{others}; {conclusion.reason}"
+        return conclusion.exit_status, conclusion.reason
+    reasons = {
+        pytest.ExitCode.OK: "pytest: every selected test passed",
+        pytest.ExitCode.TESTS_FAILED: "pytest: some tests failed or errored",
+        pytest.ExitCode.INTERRUPTED: "pytest: interrupted (Ctrl-C, SIGTERM, or errors during collection)",
+        pytest.ExitCode.INTERNAL_ERROR: "pytest: internal error",
+        pytest.ExitCode.USAGE_ERROR: "pytest: usage error",
+        pytest.ExitCode.NO_TESTS_COLLECTED: "pytest: no tests collected",
+    }
+    reason = reasons.get(pytest_status, f"pytest: exit status {int(pytest_status)}")  # type: ignore[call-overload]
+    if conclusion.reason and pytest_status != pytest.ExitCode.OK:
+        reason = f"{reason}; {conclusion.reason}"
+    return int(pytest_status), reason

@@ -6,6 +6,15 @@ Gym appends one JSON line per finished rollout to ``OUT.jsonl`` (successes) and 
 (its reward and where its full record is), and wakes the items waiting for it. The run's owner publishes
 its progress in a small state file (see :class:`RunState`), which the feed reads too: that is how an item
 learns that its rollout will never come. The same code serves a single process and pytest-xdist workers.
+
+Waits are bounded for the whole run, not per item. ``gym eval run`` spends some 20 s (more on a loaded machine)
+before it dispatches its first rollout, and marks that moment by writing its materialised inputs: until then the
+start-up timeout bounds the wait, counted from the run entering ``running``. From then on the rollout timeout
+counts from the last *progress* Gym made: the materialised inputs written, or any rollout or failure landing in
+its files. When the allowed time passes without progress the run is *stalled*: every rollout still pending is
+given up at that moment (each waiting item gets a :class:`Missing` at once, not one timeout after another), and a
+failure record Gym already wrote is final (Gym's resume, which could turn it into a success, needs the eval run
+to end first).
 """
 
 from __future__ import annotations
@@ -15,11 +24,12 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.causes import GYM_EXITED, GYM_START, ROLLOUT_TIMEOUT, SESSION_STOPPED
 from pytest_gym_eval.usage import NO_USAGE, Usage, record_usage
 
 TASK_INDEX_KEY = "_ng_task_index"
@@ -114,12 +124,39 @@ class RunState:
 
 @dataclass(frozen=True)
 class Missing:
-    """Why a rollout is not there: ``reason`` is a sentence for the error report; ``timed_out`` says that the
-    wait's timeout ran out (the rollout may still come)."""
+    """Why a rollout is not there: ``reason`` is a sentence for the error report, ``log`` the log to read and
+    ``failure_class`` one of :data:`pytest_gym_eval.causes.CLASSES` (``gym_exited``, ``rollout_timeout``,
+    ``session_stopped``, ...)."""
 
     reason: str
     log: str = ""
-    timed_out: bool = False
+    failure_class: str = GYM_EXITED
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The run made no progress for ``timeout`` seconds: at ``at`` (``time.monotonic()``), ``rollouts`` had
+    landed (successes and failures); ``dispatched`` says whether ``gym eval run`` had begun rolling out (if
+    not, ``timeout`` was the start-up timeout)."""
+
+    timeout: float
+    at: float
+    rollouts: int
+    dispatched: bool = True
+
+    def missing(self) -> Missing:
+        """The :class:`Missing` every rollout still pending gets."""
+        if not self.dispatched:
+            return Missing(
+                f"gym eval run did not begin rolling out within {self.timeout:g} s of starting "
+                "(--gym-startup-timeout), so every rollout errors now",
+                failure_class=GYM_START,
+            )
+        return Missing(
+            f"no rollout landed for {self.timeout:g} s (--gym-rollout-timeout, counted from the last rollout Gym "
+            f"wrote; {self.rollouts} had landed), so every rollout still pending errors now",
+            failure_class=ROLLOUT_TIMEOUT,
+        )
 
 
 class _FollowedFile:
@@ -194,17 +231,36 @@ def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int 
 class RolloutFeed:
     """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread.
 
-    :meth:`wait` blocks until a rollout arrives, Gym is done without it, or a timeout passes. A success
-    recorded after a failure of the same rollout (Gym's resume retries failures) replaces it.
+    ``materialized`` (Gym's materialised inputs), when given, marks when Gym began dispatching rollouts: until
+    then ``startup_timeout`` (seconds, None: the rollout timeout) bounds the wait, counted from the run entering
+    ``running``; without it, the rollout timeout counts from ``running``.
+
+    :meth:`wait` blocks until a rollout arrives, Gym is done without it, or the run stalls (see the module's
+    docstring). A success recorded after a failure of the same rollout (Gym's resume retries failures)
+    replaces it.
     """
 
-    def __init__(self, output: Path, failures: Path, state: Path, poll_interval: float = POLL_INTERVAL) -> None:
+    def __init__(
+        self,
+        output: Path,
+        failures: Path,
+        state: Path,
+        poll_interval: float = POLL_INTERVAL,
+        materialized: Path | None = None,
+        startup_timeout: float | None = None,
+    ) -> None:
         self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
+        self._materialized = materialized  # written when Gym begins dispatching; any change is progress
+        self._materialized_seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns)
+        self._dispatched = materialized is None
+        self._startup_timeout = startup_timeout
         self._state_path = state
         self._poll_interval = poll_interval
         self._records: dict[int, RolloutRecord] = {}
         self._failed = 0  # records in _records that are failures
         self._state: RunState | None = None
+        self._progress_at: float | None = None  # monotonic time of the last progress, once the run is running
+        self._stall: Stall | None = None
         self._changed = threading.Condition()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="gym-rollout-feed", daemon=True)
@@ -225,6 +281,19 @@ class RolloutFeed:
         """The run state last read."""
         return self._state
 
+    @property
+    def last_progress(self) -> float | None:
+        """``time.monotonic()`` of the last progress seen (the run entering ``running``, a rollout or failure
+        landing); None before the run runs."""
+        with self._changed:
+            return self._progress_at
+
+    @property
+    def stall(self) -> Stall | None:
+        """The stall that ended the waits, once one happened (see the module's docstring)."""
+        with self._changed:
+            return self._stall
+
     def records(self) -> dict[int, RolloutRecord]:
         """A snapshot of every rollout seen so far, by stamp."""
         with self._changed:
@@ -235,32 +304,52 @@ class RolloutFeed:
         with self._changed:
             return len(self._records), self._failed
 
-    def wait(self, stamp: int, timeout: float | None) -> RolloutRecord | Missing:
-        """The rollout stamped ``stamp``, or :class:`Missing` once the run is done without it or after
-        ``timeout`` seconds (None: no limit)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def wait(
+        self,
+        stamp: int,
+        timeout: float | None,
+        on_wait: Callable[[], None] | None = None,
+        every: float = 0.5,
+    ) -> RolloutRecord | Missing:
+        """The rollout stamped ``stamp``; or, when it never comes, a :class:`Missing` once the run is done
+        without it, or once the run made no progress for ``timeout`` seconds (None: no limit). The clock runs
+        from the last progress of the whole run, not from this call: after a stall every wait for a pending
+        rollout returns at once. A failure record is returned once the run is done or stalled. ``on_wait`` (the
+        session's progress display) is called about every ``every`` seconds while this waits, in this thread."""
         with self._changed:
             while True:
                 record = self._records.get(stamp)
-                if record is not None and (record.failure_class is None or self._done()):
+                if record is not None and (record.failure_class is None or self._done() or self._stall):
                     return record
                 if self._done():
                     return record or self._missing_reason()
                 if self._stopping.is_set() and not self._thread.is_alive():
-                    return record or Missing("the session stopped before this rollout arrived")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return Missing(f"no rollout arrived within {timeout:g} s (--gym-rollout-timeout)", timed_out=True)
-                self._changed.wait(remaining if remaining is not None else 1.0)
+                    return record or Missing(
+                        "the session stopped before this rollout arrived", failure_class=SESSION_STOPPED
+                    )
+                limit = self._limit(timeout)
+                if self._stall is None and limit is not None and self._progress_at is not None:
+                    now = time.monotonic()
+                    if now - self._progress_at >= limit:
+                        self._stall = Stall(limit, now, len(self._records), self._dispatched)
+                if self._stall is not None:
+                    return record or self._stall.missing()
+                remaining = 1.0 if on_wait is None else every
+                if limit is not None and self._progress_at is not None:
+                    remaining = min(remaining, self._progress_at + limit - time.monotonic())
+                if not self._changed.wait(max(remaining, 0.0)) and on_wait is not None:
+                    on_wait()
+
+    def _limit(self, timeout: float | None) -> float | None:
+        """Seconds without progress that stall the run now: the rollout ``timeout`` once Gym dispatches,
+        before that the start-up timeout when it is longer (or when ``timeout`` is None: no limit)."""
+        if self._dispatched or self._startup_timeout is None:
+            return timeout
+        return self._startup_timeout if timeout is None else max(timeout, self._startup_timeout)
 
     def wait_all(self, stamps: list[int], timeout: float | None) -> dict[int, RolloutRecord | Missing]:
-        """:meth:`wait` for each of ``stamps`` (sharing one deadline)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        results: dict[int, RolloutRecord | Missing] = {}
-        for stamp in stamps:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            results[stamp] = self.wait(stamp, remaining)
-        return results
+        """:meth:`wait` for each of ``stamps``; bounded as one wait is (a stall ends them all at once)."""
+        return {stamp: self.wait(stamp, timeout) for stamp in stamps}
 
     def _done(self) -> bool:
         return self._state is not None and self._state.done
@@ -285,16 +374,29 @@ class RolloutFeed:
                     return
             self._stopping.wait(self._poll_interval)
 
+    def look(self) -> None:
+        """Look at the files once now (the background thread does so every ``poll_interval`` seconds)."""
+        self._look()
+
     def _look(self, read_state: bool = True) -> None:
         # Read the state first: once it says "finished", every line Gym wrote before it is in the files.
         state = RunState.read(self._state_path) if read_state else self._state
         found: list[RolloutRecord] = []
+        grew = False
+        if self._materialized is not None and read_state:
+            try:
+                stat = os.stat(self._materialized)
+                seen: tuple[int, int, int] | None = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            except OSError:
+                seen = None
+            grew = seen is not None and seen != self._materialized_seen
+            self._materialized_seen = seen or self._materialized_seen
         for followed, failures in self._files:
             for line, offset, raw in followed.new_lines():
                 record = parse_record(raw, followed.path, line, failures, offset)
                 if record is not None:
                     found.append(record)
-        if not found and state == self._state:
+        if not found and not grew and state == self._state:
             return
         with self._changed:
             for record in found:
@@ -304,4 +406,9 @@ class RolloutFeed:
                     self._failed += (record.failure_class is not None) - (earlier is not None)
             if state is not None and not (self._state is not None and self._state.done and not state.done):
                 self._state = state
+            running = self._state is not None and self._state.phase != "starting"
+            if running and (found or grew or self._progress_at is None):
+                self._progress_at = time.monotonic()
+            if running and (found or grew):
+                self._dispatched = True
             self._changed.notify_all()

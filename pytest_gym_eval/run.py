@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 
 from pytest_gym_eval.dataset import DatasetError
@@ -167,11 +168,14 @@ def find_agent_config(checkout: Path, agent: str, resources_server: str | None =
     """The Gym config file in ``checkout`` that defines ``agent`` as a top-level key, or None.
 
     Looks in ``resources_servers/*/configs/*.yaml`` first, then in ``benchmarks/`` and ``environments/``; with
-    ``resources_server`` only in that resources server's ``configs/`` folder.
+    ``resources_server`` only in that resources server's ``configs/`` folder, or, named as Gym names one flavor
+    (``format_verification/citation_format``), only in that config. Configs are found by the agent they define,
+    so one not named after its folder (``equivalence_rule/configs/lc.yaml``) is found too.
     """
     pattern = re.compile(rf"^{re.escape(agent)}:\s*(#.*)?$", re.MULTILINE)
+    server, _, flavor = (resources_server or "").partition("/")
     globs = (
-        (f"resources_servers/{resources_server}/configs/*.yaml",)
+        (f"resources_servers/{glob_escape(server)}/configs/{glob_escape(flavor) if flavor else '*'}.yaml",)
         if resources_server
         else ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
     )

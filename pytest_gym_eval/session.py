@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shutil
 import tempfile
 import threading
@@ -25,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gym_eval import provision
+from pytest_gym_eval import causes, provision
+from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
-from pytest_gym_eval.processes import SigtermAsCtrlC
+from pytest_gym_eval.processes import SigtermAsCtrlC, tail
 from pytest_gym_eval.progress import Counts, Progress, progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import model as report
@@ -58,6 +60,8 @@ SIMPLE_AGENT_SUFFIX = "_simple_agent"
 PROGRESS_TICK = 0.5
 """Seconds between two progress updates while an item waits for its rollout (its report is not delayed: the
 wait ends as soon as the rollout lands)."""
+STALL_LISTED = 5
+"""Pending rollouts a stalled run's error message names (the rest are counted)."""
 REPLAY_MODEL_NAME = "replay"
 
 
@@ -85,6 +89,7 @@ class GymSession:
         self.checkout: provision.GymCheckout | None = None
         self.model: ModelEndpoint | None = None
         self.conclusion: Conclusion | None = None
+        self.final: tuple[int, str] | None = None  # the session's exit status and reason, once concluded
         self.events: list[str] = []
         self._run: GymRun | None = None
         self._replay: ReplayServer | None = None
@@ -93,10 +98,13 @@ class GymSession:
         self._stamps: dict[str, int] = {}
         self._items: dict[str, RolloutItem] = {}
         self._cleanup: list[Path] = []
+        self._server_logs: causes.ServerLogs | None = None
+        self._stall_lines: tuple[object, list[str]] | None = None
         self._lock_notes = threading.Lock()
         self._progress: Progress | None = None
         self._printed = 0
         self._started = False
+        self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
         self._lock = threading.Lock()
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         self.is_worker = workerinput is not None
@@ -153,19 +161,35 @@ class GymSession:
         self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
         if self.is_worker and self.run_dir is not None:
             self.plan.save(RunPaths(self.run_dir).plan)
+        if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
+            self.make_run_dir()  # now, so that a run directory that cannot be made is a usage error, not N errors
 
     # The run.
 
     def make_run_dir(self) -> Path:
-        """Create this session's fresh run directory (under ``--gym-run-dir`` or pytest's basetemp)."""
+        """Create this session's fresh run directory (under ``--gym-run-dir`` or pytest's basetemp).
+
+        Raises :class:`pytest.UsageError` naming the option when the directory cannot be made there (the
+        folder is not writable, is a file, or lies on a read-only file system).
+        """
         if self.run_dir is None:
-            if self.options.run_dir is not None:
-                self.options.run_dir.mkdir(parents=True, exist_ok=True)
-                stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-                self.run_dir = Path(tempfile.mkdtemp(prefix=f"gym-run-{stamp}-", dir=self.options.run_dir))
-            else:
-                factory: pytest.TempPathFactory = self.config._tmp_path_factory  # type: ignore[attr-defined]
-                self.run_dir = factory.mktemp("gym-run", numbered=True)
+            try:
+                if self.options.run_dir is not None:
+                    self.options.run_dir.mkdir(parents=True, exist_ok=True)
+                    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+                    self.run_dir = Path(tempfile.mkdtemp(prefix=f"gym-run-{stamp}-", dir=self.options.run_dir))
+                else:
+                    factory: pytest.TempPathFactory = self.config._tmp_path_factory  # type: ignore[attr-defined]
+                    self.run_dir = factory.mktemp("gym-run", numbered=True)
+            except OSError as error:
+                where = (
+                    f"--gym-run-dir={self.options.run_dir}"
+                    if self.options.run_dir is not None
+                    else "pytest's basetemp (set --basetemp or --gym-run-dir)"
+                )
+                reason = error.strerror or str(error)
+                target = f" ({error.filename})" if error.filename else ""
+                raise pytest.UsageError(f"{where}: cannot make the run directory there: {reason}{target}") from None
         return self.run_dir
 
     def start(self) -> None:
@@ -182,7 +206,13 @@ class GymSession:
                 if self.run_dir is None:
                     raise GymStartError("no run directory: the pytest-xdist controller did not hand one out")
                 paths = RunPaths(self.run_dir)
-                self._feed = RolloutFeed(paths.output, paths.failures, paths.state).start()
+                self._feed = RolloutFeed(
+                    paths.output,
+                    paths.failures,
+                    paths.state,
+                    materialized=paths.materialized,
+                    startup_timeout=self.options.startup_timeout,
+                ).start()
         self._wait_until_started()
 
     def start_run(self, plan: RunPlan) -> None:
@@ -194,12 +224,13 @@ class GymSession:
         self._progress = progress_for(self.config)
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
-        self._note(f"run directory: {run_dir}")
+        self.note(f"run directory: {run_dir}")
         try:
             settings = self._run_settings(plan)
-        except GymStartError as error:
+        except (GymStartError, OSError) as error:
+            message = str(error) if isinstance(error, GymStartError) else f"{type(error).__name__}: {error}"
             paths.logs.mkdir(parents=True, exist_ok=True)
-            RunState("failed", str(error)).write(paths.state)
+            RunState("failed", message).write(paths.state)
             return
         self._run = GymRun(plan, paths, settings, on_event=self._on_run_event).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
@@ -232,7 +263,7 @@ class GymSession:
             checkout = (
                 provision.load_checkout(options.checkout)
                 if options.checkout is not None
-                else provision.provision(log=self._note)
+                else provision.provision(log=self.note)
             )
         except provision.ProvisionError as error:
             raise GymStartError(str(error)) from None
@@ -278,7 +309,7 @@ class GymSession:
         if options.replay and options.head_server is not None:
             # Attached servers keep the model they were started with: the recordings only serve to compare
             # each rollout's reward with the recorded one.
-            self._note("attached: --gym-replay recordings are compared with the rewards, not served")
+            self.note("attached: --gym-replay recordings are compared with the rewards, not served")
             return None
         if options.replay:
             from pytest_gym_eval.replay import RecordingError, ReplayServer
@@ -292,7 +323,7 @@ class GymSession:
             except (RecordingError, OSError) as error:
                 raise GymStartError(f"--gym-replay: {error}") from None
             self._replay.start()
-            self._note(f"replay model server: {self._replay.base_url} ({self._replay.recordings} recordings)")
+            self.note(f"replay model server: {self._replay.base_url} ({self._replay.recordings} recordings)")
             return ModelEndpoint(self._replay.base_url, REPLAY_MODEL_NAME, options.model_type, options.api_key_env)
         if options.model_url:
             if not options.model:
@@ -323,23 +354,25 @@ class GymSession:
     # Items.
 
     def outcome_of(self, item: RolloutItem) -> RolloutOutcome:
-        """Wait for ``item``'s rollout and judge it (the item's setup)."""
+        """Wait for ``item``'s rollout and judge it (the item's setup).
+
+        The wait is bounded for the whole run (see :class:`~pytest_gym_eval.rollouts.RolloutFeed`); an error's
+        message starts with its cause (:meth:`explain`), and a rollout given up on says what Gym was doing."""
         assert self._feed is not None, "gym_session was not started"
         self.flush_notes()
         stamp = self._stamps.get(item.nodeid)
         if stamp is None:
-            found: RolloutRecord | Missing = Missing("this item was not in the session's plan")
+            found: RolloutRecord | Missing = Missing(
+                "this item was not in the session's plan", failure_class=causes.NOT_PLANNED
+            )
         else:
             found = self._wait_for(stamp)
         threshold = self.options.dataset_settings(item.path).threshold
-        outcome = judge(found, threshold, self._pass_hook(item))
-        gym_failed = isinstance(found, RolloutRecord) and found.failure_class is not None
-        if gym_failed and self.options.replay and self.options.head_server is None:
-            # A prompt with no recording reaches Gym as the agent's HTTP 500; the replay model's log says which.
-            assert self.run_dir is not None
-            log = RunPaths(self.run_dir).replay_log
-            hint = f"\nthe replay model's requests: {log} (a 404 there: no recording matches the prompt)"
-            outcome = dataclasses.replace(outcome, message=outcome.message + hint)
+        outcome = judge(found, threshold, None, self.explain)  # the pass hook decides in the call phase: decide()
+        extra = self._error_context(found, outcome)
+        if outcome.status == "error":  # Gym's own texts (log tails among them) pass here too: no key gets out
+            message = causes.redact("\n".join([outcome.message, *extra]), self._secrets())
+            outcome = dataclasses.replace(outcome, message=message)
         if outcome.reward is not None:  # an errored rollout has no reward (never a 0)
             item.user_properties.append(("reward", outcome.reward))
         if outcome.failure_class:
@@ -350,57 +383,157 @@ class GymSession:
         return outcome
 
     def _wait_for(self, stamp: int) -> RolloutRecord | Missing:
-        """The feed's answer for ``stamp`` within ``--gym-rollout-timeout``, ticking the progress while waiting."""
+        """The feed's answer for ``stamp`` (bounded by ``--gym-rollout-timeout`` as the feed bounds it), showing the
+        run's progress while waiting."""
         assert self._feed is not None
         if self._progress is None or not self._progress.enabled:
             return self._feed.wait(stamp, self.options.rollout_timeout)
-        timeout = self.options.rollout_timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            while True:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                found = self._feed.wait(stamp, PROGRESS_TICK if remaining is None else min(PROGRESS_TICK, remaining))
-                if not (isinstance(found, Missing) and found.timed_out):
-                    return found
-                if remaining is not None and remaining <= PROGRESS_TICK:
-                    return dataclasses.replace(
-                        found, reason=f"no rollout arrived within {timeout:g} s (--gym-rollout-timeout)"
-                    )
-                self.flush_notes()
-                done, errors = self._feed.counts()
-                self._progress.tick(Counts(done, len(self.plan.rollouts), errors))
+            return self._feed.wait(stamp, self.options.rollout_timeout, self._show_progress, PROGRESS_TICK)
         finally:
             self._end_progress()
+
+    def _show_progress(self) -> None:
+        """Notes waiting to be written, then the rollouts' progress (main thread, while an item waits)."""
+        assert self._feed is not None and self._progress is not None
+        self.flush_notes()
+        done, errors = self._feed.counts()
+        self._progress.tick(Counts(done, len(self.plan.rollouts), errors))
 
     def _on_run_event(self, message: str) -> None:
         """A message from the run (any thread): a note for the terminal, and the progress's start-up phase."""
         if self._progress is not None:
             self._progress.phase(message)
-        self._note(message)
+        self.note(message)
 
     def _end_progress(self) -> None:
         if self._progress is not None:
             self._progress.clear()
 
+    def decide(self, item: RolloutItem) -> RolloutOutcome:
+        """Let a ``pytest_gym_eval_rollout_passed`` hook decide whether ``item``'s scored rollout passed (the
+        item's call phase, which pytest-timeout times); returns the item's final outcome."""
+        outcome = item.outcome
+        assert outcome is not None
+        hook = self._pass_hook(item)
+        if hook is None or outcome.status == "error" or outcome.record is None:
+            return outcome
+        threshold = self.options.dataset_settings(item.path).threshold
+        item.outcome = dataclasses.replace(outcome, status=judge(outcome.record, threshold, hook).status)
+        return item.outcome
+
+    def start_failure(self, nodeid: str, message: str) -> str:
+        """The text of an item that errored because Gym could not start: the whole ``message`` (with the log's
+        last lines) on the first such item of this process, one line pointing to it on every other."""
+        if self._start_failure_shown is None:
+            self._start_failure_shown = nodeid
+            return message
+        first = message.splitlines()[0] if message else "Gym could not start"
+        return f"{first} (the whole message and the log: the error of {self._start_failure_shown} above)"
+
+    def explain(self, record: RolloutRecord) -> causes.Cause:
+        """The root cause of a rollout Gym recorded as failed, from its record and this run's server logs
+        (:func:`pytest_gym_eval.causes.diagnose`), with the API key's value redacted."""
+        if self._server_logs is None and self.run_dir is not None:
+            self._server_logs = causes.ServerLogs(RunPaths(self.run_dir).logs / "gym-servers")
+        try:
+            full = record.read_full()
+        except (OSError, ValueError):
+            full = {}
+        full.setdefault("_ng_failure_class", record.failure_class)
+        if record.failure_message:
+            full.setdefault("_ng_failure_message", record.failure_message)
+        return causes.diagnose(full, self._server_logs, self._secrets())
+
+    def _secrets(self) -> tuple[str, ...]:
+        key = os.environ.get(self.options.api_key_env)
+        return (key,) if key else ()
+
+    def _error_context(self, found: RolloutRecord | Missing, outcome: RolloutOutcome) -> list[str]:
+        """Lines that follow an error's own message: what Gym was doing when a wait was given up, where the
+        replay model logged a request it had no recording for."""
+        if isinstance(found, Missing) and found.failure_class == causes.ROLLOUT_TIMEOUT:
+            return self._stall_report()
+        replaying = self.options.replay and self.options.head_server is None and self.run_dir is not None
+        if not replaying or outcome.cause is None:
+            return []
+        assert self.run_dir is not None
+        log = RunPaths(self.run_dir).replay_log
+        if outcome.cause.failure_class == causes.REPLAY_NO_RECORDING:
+            return [f"the replay model's requests: {log}"]
+        if not outcome.cause.found:
+            # Gym's wrapper alone: a prompt with no recording reaches Gym as the agent's HTTP 500.
+            return [f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"]
+        return []
+
+    def _stall_report(self) -> list[str]:
+        """Which rollouts were still pending when the run stalled and what Gym was doing then: the last
+        progress ``gym eval run`` logged, its servers' last retries (computed once per stall)."""
+        assert self._feed is not None
+        stall = self._feed.stall
+        if self._stall_lines is not None and self._stall_lines[0] is stall:
+            return self._stall_lines[1]
+        landed = self._feed.records()
+        pending = [r.nodeid for r in self.plan.rollouts if r.stamp not in landed]
+        lines = []
+        if pending:
+            shown = ", ".join(pending[:STALL_LISTED]) + (
+                f" and {len(pending) - STALL_LISTED} more" if len(pending) > STALL_LISTED else ""
+            )
+            lines.append(f"still pending ({len(pending)} of {len(self.plan.rollouts)}): {shown}")
+        if self.run_dir is not None:
+            eval_log = RunPaths(self.run_dir).logs / "gym-eval-run.log"
+            progress = causes.eval_progress(eval_log)
+            if progress:
+                lines.append(f"gym eval run's last progress: {progress}")
+            else:
+                last = tail(eval_log, 3)
+                if last:
+                    lines.append(f"last lines of {eval_log}:")
+                    lines += [f"  {causes.redact(line, self._secrets())[:300]}" for line in last.splitlines()]
+            if self._server_logs is None:
+                self._server_logs = causes.ServerLogs(RunPaths(self.run_dir).logs / "gym-servers")
+            self._server_logs.refresh()
+            activity = self._server_logs.recent_activity()
+            if activity:
+                lines.append("Gym's servers keep retrying:")
+                lines += [f"  {causes.redact(line, self._secrets())}" for line in activity]
+        self._stall_lines = (stall, lines)
+        return lines
+
     def failure_report(self, item: RolloutItem) -> str:
         """The text a failed rollout item shows."""
         assert item.outcome is not None
-        return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold)
+        try:
+            handle_offsets = row_offsets(item.path, [item.task.line])
+            with item.path.open("rb") as handle:
+                handle.seek(handle_offsets[item.task.line])
+                row: dict[str, Any] | None = parse_row(handle.readline(), item.path, item.task.line)
+        except (OSError, DatasetError):
+            row = None  # the dataset changed since collection: the record alone still tells most
+        return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold, row)
 
-    def judge_gates(self, item: GateItem) -> str | None:
-        """Judge the dataset's gates once all its selected rollouts are in: None when they pass, else the
-        failure text. Works from Gym's output files, so under xdist it sees rollouts other workers report."""
+    def wait_for_gate(self, item: GateItem) -> dict[int, RolloutRecord | Missing]:
+        """Wait until every selected rollout of the gate's dataset is in (the gate item's setup, so that
+        pytest-timeout, which times the call, does not count the wait). Works from Gym's output files, so under
+        xdist it sees rollouts other workers report."""
         assert self._feed is not None, "gym_session was not started"
         self.flush_notes()
         dataset = item.nodeid.split("::", 1)[0]
         planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
-        found = self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
+        return self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
+
+    def judge_gates(self, item: GateItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
+        """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
+        failure text."""
+        dataset = item.nodeid.split("::", 1)[0]
+        planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
         settings = self.options.dataset_settings(item.path)
         results = []
         for rollout in planned:
             rollout_item = self._items.get(rollout.nodeid)
             hook = self._pass_hook(rollout_item) if rollout_item is not None else None
-            outcome = judge(found[rollout.stamp], settings.threshold, hook)
+            outcome = judge(found[rollout.stamp], settings.threshold, hook, self.explain)
             results.append(
                 report.RolloutResult(
                     rollout.nodeid, dataset, rollout.task_id, rollout.repeat, rollout.agent, outcome.status,
@@ -418,7 +551,7 @@ class GymSession:
         failing = [gate for gate in judged if not gate.passed(self.options.inconclusive_passes)]
         if not failing:
             return None
-        return "\n".join(["gates not met:", *(f"  {gate.describe()}" for gate in failing)])
+        return "\n".join(gate.describe() for gate in failing)
 
     # End of the session (the only process, or the xdist controller).
 
@@ -431,9 +564,13 @@ class GymSession:
     def conclude(self) -> Conclusion | None:
         """Compute the session's conclusion from the reported rollouts (None when there were none)."""
         rollouts = self.rollouts()
-        if self.is_worker or not rollouts:
+        if self.is_worker or not (rollouts or self.plan.rollouts) or self.config.option.collectonly:
             return None
-        self.conclusion = conclude(rollouts, self.options, self.baseline)
+        selected: dict[str, dict[str, int]] = {}
+        for planned in self.plan.rollouts:
+            counts = selected.setdefault(planned.nodeid.split("::", 1)[0], {})
+            counts[planned.agent] = counts.get(planned.agent, 0) + 1
+        self.conclusion = conclude(rollouts, self.options, self.baseline, selected)
         return self.conclusion
 
     def meta(self) -> dict[str, object]:
@@ -466,7 +603,7 @@ class GymSession:
 
     # Terminal.
 
-    def _note(self, message: str) -> None:
+    def note(self, message: str) -> None:
         """Queue a progress line for the terminal; lines are written from the main thread only (pytest's
         terminal writer is not thread-safe), at the next :meth:`flush_notes`."""
         with self._lock_notes:

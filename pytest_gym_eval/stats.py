@@ -313,3 +313,19 @@ def paired_difference(
     t_stat = mean / standard_error
     p_value = min(1.0, 2.0 * _t_upper_tail(abs(t_stat), n - 1))
     return PairedComparison(n, mean, low, high, t_stat, p_value)
+
+
+def mcnemar_exact(worse: int, better: int) -> float:
+    """Two-sided p-value of McNemar's exact test (McNemar 1947, "Note on the sampling error of the difference
+    between correlated proportions or percentages", Psychometrika 12(2); the exact form is the binomial test of
+    the discordant pairs): ``worse`` paired units went from pass to fail, ``better`` from fail to pass; under no
+    change each discordant pair is equally likely to go either way, so p = min(1, 2 P(X <= min(worse, better)))
+    with X ~ Binomial(worse + better, 1/2). No discordant pair gives 1.0. Raises ValueError for a negative count.
+    """
+    if worse < 0 or better < 0:
+        raise ValueError(f"counts must be >= 0, got {worse} and {better}")
+    n = worse + better
+    if n == 0:
+        return 1.0
+    tail = math.fsum(math.comb(n, i) for i in range(min(worse, better) + 1)) / 2.0**n
+    return min(1.0, 2.0 * tail)

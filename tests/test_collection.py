@@ -143,6 +143,10 @@ def test_identical_rows_collapse_with_a_warning(pytester: pytest.Pytester) -> No
         (b'{"responses_create_params": {"input": "caf\xe9"}}\n', "d.jsonl:1: the line is not valid UTF-8*"),
         (b'{"id": "x"}\n', "d.jsonl:1: the row has no 'responses_create_params'*"),
         (b'{"id": "a::b", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a::b' contains '::'*"),
+        (
+            b'{"id": "a[1]", "responses_create_params": {}}\n',
+            "d.jsonl:1: the task id 'a[[]1[]]' contains '[[]'*gym_id_field*",
+        ),
         (b'{"responses_create_params": "q"}\n', "d.jsonl:1: 'responses_create_params' must be a JSON object*"),
     ],
 )
@@ -176,3 +180,75 @@ def test_collect_only_starts_nothing(pytester: pytest.Pytester, fake_gym: object
     assert result.ret == 0
     assert fake_gym.calls() == []
     assert not list(pytester.path.rglob("state.json"))
+
+
+def test_datasets_outside_the_rootdir_keep_distinct_readable_names(pytester: pytest.Pytester, fake_gym: object) -> None:
+    from conftest import FakeGym, junit_suite_properties
+
+    assert isinstance(fake_gym, FakeGym)
+    project = pytester.mkdir("project")
+    (project / "pytest.ini").write_text(
+        "[pytest]\ngym_dataset_settings =\n    ../shared/b/*.jsonl: pass_threshold=0.0 min_mean_reward=0.0\n"
+    )
+    for folder in ("a", "b"):  # two datasets with one file name, both outside the rootdir
+        write_rows(pytester.path / "shared" / folder / "mcqa.jsonl", [row("q", id="t1", fake={"reward": 0.5})])
+    args = [*fake_gym.args, "-c", str(project / "pytest.ini"), "--rootdir", str(project)]
+    datasets = [str(pytester.path / "shared" / folder / "mcqa.jsonl") for folder in ("a", "b")]
+    import os
+
+    os.chdir(project)  # (pytest shows node ids relative to where it runs; pytester restores the folder)
+    result = pytester.runpytest(*args, *datasets, "-rA", "--junitxml=junit.xml", "--gym-report=report.json")
+    passed = sorted(line for line in result.outlines if line.startswith(("PASSED", "FAILED")))
+    assert passed == ["FAILED ../shared/a/mcqa.jsonl::t1[r0] - reward 0.5 is below the pass threshold 1",
+                      "PASSED ../shared/b/mcqa.jsonl::gym-gate", "PASSED ../shared/b/mcqa.jsonl::t1[r0]"]  # fmt: skip
+    suite = junit_suite_properties(project / "junit.xml")
+    assert suite["gym::../shared/a/mcqa.jsonl::threshold"] == "1"
+    assert suite["gym::../shared/b/mcqa.jsonl::threshold"] == "0"  # the settings matched the path as written
+    report = json.loads((project / "report.json").read_text())
+    assert [d["dataset"] for d in report["datasets"]] == ["../shared/a/mcqa.jsonl", "../shared/b/mcqa.jsonl"]
+    # -k and --deselect select them like any item.
+    result = pytester.runpytest(
+        *args, *datasets, "--collect-only", "-q", "--deselect", "../shared/a/mcqa.jsonl::t1[r0]"
+    )
+    assert [line for line in result.outlines if "::" in line] == [
+        "../shared/b/mcqa.jsonl::t1[r0]", "../shared/b/mcqa.jsonl::gym-gate"
+    ]  # fmt: skip
+
+
+def test_a_symlinked_dataset_is_collected_and_keeps_its_settings(pytester: pytest.Pytester) -> None:
+    real = write_rows(pytester.path / "store" / "real.jsonl", [row("a", id="q")])
+    (pytester.path / "datasets").mkdir()
+    (pytester.path / "datasets" / "linked.jsonl").symlink_to(real)
+    pytester.makeini(
+        "[pytest]\ngym_datasets = datasets/*.jsonl\ngym_dataset_settings =\n    datasets/linked.jsonl: repeats=2\n"
+    )
+    assert collected_ids(pytester, "datasets") == ["datasets/linked.jsonl::q[r0]", "datasets/linked.jsonl::q[r1]"]
+    assert collected_ids(pytester, "datasets/linked.jsonl") == [
+        "datasets/linked.jsonl::q[r0]", "datasets/linked.jsonl::q[r1]"
+    ]  # fmt: skip
+
+
+def test_a_dataset_inside_a_gym_checkout_does_not_silently_take_gyms_configuration(
+    pytester: pytest.Pytester,
+) -> None:
+    checkout = pytester.mkdir("gym")
+    for folder in ("nemo_gym", "resources_servers/mcqa/data"):
+        (checkout / folder).mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "--strict-markers -x"\n')
+    write_rows(checkout / "resources_servers" / "mcqa" / "data" / "example.jsonl", [row("a", id="q")])
+    project = pytester.mkdir("project")
+    (project / "pytest.ini").write_text("[pytest]\n")
+    dataset = str(checkout / "resources_servers" / "mcqa" / "data" / "example.jsonl")
+    import os
+
+    os.chdir(project)
+    result = pytester.runpytest("--collect-only", "-q", dataset)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*pytest read its configuration from Gym's own {checkout}/pyproject.toml*-c pytest.ini*"]
+    )
+    # Naming a configuration is the way out; so is working inside the checkout.
+    result = pytester.runpytest("--collect-only", "-q", "-c", "pytest.ini", dataset)
+    assert result.ret == 0 and "../gym/resources_servers/mcqa/data/example.jsonl::q[r0]" in result.outlines
+    os.chdir(checkout)
+    assert pytester.runpytest("--collect-only", "-q", dataset).ret == 0

@@ -265,3 +265,18 @@ def test_evaluate_without_gates_or_data() -> None:
 def test_evaluate_rejects_mismatched_shapes(passed: list[list[bool]]) -> None:
     with pytest.raises(ValueError, match="same tasks and rollouts"):
         evaluate([Gate("mean_reward", 0.5)], REWARDS, passed, POINT)
+
+
+def test_a_gate_judged_on_part_of_the_selected_rollouts_is_at_best_inconclusive() -> None:
+    from pytest_gym_eval.gates import incomplete
+
+    interval = Interval(0.9, 0.8, 1.0, 3)
+    passing = GateResult(Gate("mean_reward", 0.5), interval, Verdict.PASS, GateMode.POINT)
+    failing = GateResult(Gate("mean_reward", 0.95), interval, Verdict.FAIL, GateMode.POINT)
+    assert incomplete([passing, failing], reported=4, selected=4) == [passing, failing]
+    cut = incomplete([passing, failing], reported=3, selected=10)
+    assert [r.verdict for r in cut] == [Verdict.INCONCLUSIVE, Verdict.FAIL]
+    assert all(r.note == "judged on 3 of 10 selected rollouts" for r in cut)
+    assert (
+        cut[0].describe() == "mean reward 0.90 [0.80, 1.00] >= 0.50: INCONCLUSIVE (judged on 3 of 10 selected rollouts)"
+    )

@@ -99,3 +99,52 @@ def pytest_collection_finish(session):
     result.stdout.fnmatch_lines(
         ["AGENT own.jsonl::plain[[]r0[]] own_agent", "AGENT mcqa.jsonl::plain[[]r0[]] cli_agent"]
     )
+
+
+def test_every_option_a_team_would_pin_has_an_ini_equivalent(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Paths in the ini file are relative to its folder, wherever pytest is started from.
+    (pytester.path / "base.json").write_text(json.dumps({"schema_version": 1, "datasets": [], "rollouts": []}))
+    (pytester.path / "rec.jsonl").write_text("{}\n")
+    pytester.makeini(
+        "[pytest]\ngym_startup_timeout = 12.5\ngym_rollout_timeout = 0\ngym_concurrency = 3\ngym_run_dir = runs\n"
+        "gym_report = out/report.json\ngym_baseline = base.json\ngym_max_drop = 0.1\ngym_replay = rec.jsonl\n"
+    )
+    pytester.makeconftest(
+        """
+def pytest_collection_finish(session):
+    from pytest_gym_eval.session import SESSION_KEY
+    o = session.config.stash[SESSION_KEY].options
+    print("OPTIONS", o.startup_timeout, o.rollout_timeout, o.concurrency, o.max_drop)
+    print("PATHS", o.run_dir, o.report, o.baseline, *o.replay)
+"""
+    )
+    elsewhere = pytester.mkdir("elsewhere")
+    monkeypatch.chdir(elsewhere)
+    root = pytester.path.resolve()
+    result = pytester.runpytest("--collect-only", "-s", "-c", str(root / "tox.ini"), "--rootdir", str(root))
+    result.stdout.fnmatch_lines(
+        ["OPTIONS 12.5 None 3 0.1", f"PATHS {root}/runs {root}/out/report.json {root}/base.json {root}/rec.jsonl"]
+    )
+    # The command line beats the ini file, and its paths are relative to where pytest runs.
+    args = ["--gym-concurrency=5", "--gym-rollout-timeout=7", "--gym-run-dir=here"]
+    result = pytester.runpytest("--collect-only", "-s", "-c", str(root / "tox.ini"), "--rootdir", str(root), *args)
+    result.stdout.fnmatch_lines(["OPTIONS 12.5 7.0 5 0.1", f"PATHS {elsewhere.resolve()}/here *"])
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        ("gym_startup_timeout = soon", "gym_startup_timeout"),
+        ("gym_concurrency = many", "gym_concurrency"),
+        ("gym_rollout_timeout = -5", "gym_rollout_timeout"),
+        ("gym_baseline = missing.json", "gym_baseline: no such file"),
+        ("gym_replay = missing.jsonl", "gym_replay: no such file"),
+    ],
+)
+def test_bad_ini_values_are_usage_errors_naming_the_option(pytester: pytest.Pytester, line: str, name: str) -> None:
+    pytester.makeini(f"[pytest]\n{line}\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert name in result.stderr.str()

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.outcome import clean_gym_message, failure_report, judge, output_text, prompt_text, trim
+from pytest_gym_eval.outcome import (
+    clean_gym_message,
+    failure_report,
+    judge,
+    output_text,
+    prompt_text,
+    steps,
+    trim,
+)
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
 
 
@@ -55,9 +63,42 @@ def test_failure_report_for_a_tool_calling_rollout_without_text_or_expected_answ
     assert text.splitlines() == [
         "reward 0 is below the pass threshold 1",
         "prompt:   Weather in Oslo?",
+        "steps:    1. get_weather({}) -> (no result)",
         "output:   (the model gave no text)",
         f"record:   {tmp_path / 'rollouts.jsonl'}:2",
     ]
+
+
+def test_failure_report_shows_each_tool_call_with_its_result_then_the_final_answer(tmp_path: Path) -> None:
+    # The shape of Gym's records for a multi-step rollout (response.output: calls, results, messages).
+    output: list[dict[str, object]] = []
+    for number, city in enumerate(["Oslo", "Bergen"]):
+        output += [
+            {"type": "function_call", "name": "get_weather", "arguments": json.dumps({"city": city}),
+             "call_id": f"c{number}"},
+            {"type": "function_call_output", "call_id": f"c{number}", "output": json.dumps({"weather": "x" * 500})},
+        ]  # fmt: skip
+        output.append(
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"{city}?"}]}
+        )
+    output[-1]["content"] = [{"type": "output_text", "text": "[711, 407]"}]
+    record = {"responses_create_params": {"input": "Compare the weather"}, "response": {"output": output}}
+    lines = failure_report(judge(record_at(tmp_path, record, 0.0), 1.0), 1.0).splitlines()
+    result = trim('{"weather":"' + "x" * 500 + '"}', 160)
+    assert lines[2] == 'steps:    1. get_weather({"city":"Oslo"}) -> ' + result and result.endswith("x…")
+    assert lines[3] == "          2. said: Oslo?"
+    assert lines[4].startswith('          3. get_weather({"city":"Bergen"}) -> {"weather":"xxx')
+    assert lines[5] == "output:   [711, 407]"  # the final answer is not repeated as a step
+    assert steps(record)[1] == "said: Oslo?" and len(steps(record)) == 3
+
+
+def test_failure_report_shows_the_tasks_fields_when_no_expected_answer_is_known(tmp_path: Path) -> None:
+    row = {"id": "t1", "responses_create_params": {"input": "Sum?"}, "target_numbers": [3, 4], "rubric": "exact"}
+    text = failure_report(judge(record_at(tmp_path, {"response": {"output": []}}, 0.0), 1.0), 1.0, row)
+    assert 'task:     {"target_numbers": [3, 4], "rubric": "exact"}' in text.splitlines()
+    with_answer = {**row, "expected_answer": "7"}
+    text = failure_report(judge(record_at(tmp_path, {}, 0.0), 1.0), 1.0, with_answer)
+    assert "expected: 7" in text and "task:" not in text
 
 
 def test_prompt_falls_back_to_the_dataset_row_and_string_input() -> None:
@@ -83,3 +124,25 @@ def test_trim_keeps_the_end_of_long_outputs() -> None:
 def test_gym_messages_lose_their_nested_escaping() -> None:
     raw = '"Hit an exception: b\'\\\\\\"error\\\\\\": {\\\\\\"message\\\\\\": \\\\\\"no\\\\\\"}\'"'
     assert clean_gym_message(raw) == '"Hit an exception: b\'"error": {"message": "no"}\'"'
+
+
+def test_a_traced_failure_puts_the_cause_first_then_its_log_then_gyms_record() -> None:
+    from pytest_gym_eval.causes import Cause
+
+    failed = RolloutRecord(3, None, Path("f.jsonl"), 7, "agent_run_error", "500, message='Internal Server Error'")
+    cause = Cause("policy model: HTTP 429 rate_limit_exceeded: slow down", "model_http_429", "policy_model.log:12")
+    outcome = judge(failed, 1.0, explain=lambda record: cause)
+    assert (outcome.failure_class, outcome.cause) == ("model_http_429", cause)
+    assert outcome.message.splitlines() == [
+        "policy model: HTTP 429 rate_limit_exceeded: slow down",
+        "log: policy_model.log:12",
+        "Gym recorded the rollout as failed (agent_run_error: 500, message='Internal Server Error')",
+        "record: f.jsonl:7",
+    ]
+
+
+def test_a_missing_rollout_keeps_the_class_the_feed_gave_it() -> None:
+    outcome = judge(Missing("no rollout landed for 5 s", failure_class="rollout_timeout"), 1.0)
+    assert (outcome.status, outcome.failure_class, outcome.message) == (
+        "error", "rollout_timeout", "no rollout landed for 5 s"
+    )  # fmt: skip

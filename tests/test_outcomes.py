@@ -123,7 +123,7 @@ def test_rollout_timeout_turns_a_missing_rollout_into_an_error(pytester: pytest.
     name = dataset(pytester, task("done"), task("held", hold=True))
     result = run(pytester, fake_gym, name, "--gym-rollout-timeout", "1")
     assert outcomes(result) == {"mcqa.jsonl::done[r0]": "passed", "mcqa.jsonl::held[r0]": "error"}
-    result.stdout.fnmatch_lines(["*no rollout arrived within 1 s (--gym-rollout-timeout)*"])
+    result.stdout.fnmatch_lines(["*no rollout landed for 1 s (--gym-rollout-timeout*"])
     assert_nothing_left(fake_gym)
 
 
@@ -131,11 +131,15 @@ def test_gym_that_will_not_start_errors_every_item(
     pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_GYM_START", "fail")
-    name = dataset(pytester, task("a"), task("b"))
+    name = dataset(pytester, task("a"), task("b"), task("c"))
     result = run(pytester, fake_gym, name)
-    assert set(outcomes(result).values()) == {"error"} and len(outcomes(result)) == 2
+    assert set(outcomes(result).values()) == {"error"} and len(outcomes(result)) == 3
     result.stdout.fnmatch_lines(["*Gym would not start: `gym env start` exited with status 3*", "*fake start failure*"])
     assert [c for c in fake_gym.calls() if c["argv"][:2] == ["eval", "run"]] == []
+    # Said once: the first item shows the whole message and the log's tail, the others one line pointing to it.
+    output = result.stdout.str()
+    assert output.count("fake start failure") == 1
+    assert output.count("(the whole message and the log: the error of mcqa.jsonl::a[r0] above)") == 2
 
 
 def test_startup_timeout(pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,3 +292,99 @@ def test_unknown_model_type_names_the_ones_gym_has(pytester: pytest.Pytester, fa
     result.stdout.fnmatch_lines([expected])
     assert fake_gym.calls() == []
     assert outcomes(run(pytester, fake_gym, name, "--gym-model-type=vllm_model")) == {"mcqa.jsonl::a[r0]": "passed"}
+
+
+ERROR_TIMES_CONFTEST = """
+import json, os
+def pytest_runtest_logreport(report):
+    if report.when == "setup" and report.failed:
+        with open(os.path.join(os.path.dirname(__file__), "error-times.jsonl"), "a") as f:
+            f.write(json.dumps({"nodeid": report.nodeid, "stop": report.stop}) + "\\n")
+"""
+"""A child session's conftest recording when each item's error was reported (epoch seconds)."""
+
+
+def error_times(pytester: pytest.Pytester) -> dict[str, float]:
+    lines = (pytester.path / "error-times.jsonl").read_text().splitlines()
+    return {row["nodeid"]: row["stop"] for row in map(json.loads, lines)}
+
+
+def junit_classes(path: Path) -> dict[str, str | None]:
+    from conftest import junit_rollouts
+
+    return {name: values.get("failure_class") for name, values in junit_rollouts(path).items()}
+
+
+def test_hung_rollouts_error_together_not_one_timeout_after_another(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    pytester.makeconftest(ERROR_TIMES_CONFTEST)
+    name = dataset(pytester, task("done"), task("held", hold=True), task("behind"))
+    result = run(pytester, fake_gym, name, "--gym-rollout-timeout", "2", "--junitxml=junit.xml")
+    assert outcomes(result) == {
+        "mcqa.jsonl::done[r0]": "passed",
+        "mcqa.jsonl::held[r0]": "error",
+        "mcqa.jsonl::behind[r0]": "error",
+    }
+    times = error_times(pytester)
+    # One timeout after another would put them 2 s apart; a stall gives up every pending rollout at once.
+    assert abs(times["mcqa.jsonl::behind[r0]"] - times["mcqa.jsonl::held[r0]"]) < 1.0
+    result.stdout.fnmatch_lines(
+        [
+            "*no rollout landed for 2 s (--gym-rollout-timeout, counted from the last rollout Gym wrote; 1 had "
+            "landed), so every rollout still pending errors now",
+            "still pending (2 of 3): mcqa.jsonl::held[[]r0], mcqa.jsonl::behind[[]r0]",
+        ]
+    )
+    assert junit_classes(pytester.path / "junit.xml") == {"done[r0]": None, "held[r0]": "rollout_timeout",
+                                                          "behind[r0]": "rollout_timeout"}  # fmt: skip
+    result.stdout.fnmatch_lines(["  errors      rollout_timeout 2"])
+    assert_nothing_left(fake_gym)
+
+
+def test_a_gym_start_failure_has_one_class_everywhere(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "fail")
+    name = dataset(pytester, task("a"), task("b"))
+    result = run(pytester, fake_gym, name, "--junitxml=junit.xml", "--gym-report=report.json")
+    result.stdout.fnmatch_lines(["  errors      gym_start 2"])
+    assert set(junit_classes(pytester.path / "junit.xml").values()) == {"gym_start"}
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert [r["failure_class"] for r in report["rollouts"]] == ["gym_start", "gym_start"]
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["one-process", "xdist"])
+def test_a_run_directory_that_cannot_be_made_is_one_usage_error(
+    pytester: pytest.Pytester, fake_gym: FakeGym, xdist: bool
+) -> None:
+    (pytester.path / "not-a-folder").write_text("a file where the run directories should go\n")
+    name = dataset(pytester, task("a"), task("b"))
+    extra = ["-n", "2"] if xdist else []
+    result = pytester.runpytest_subprocess(*fake_gym.args, name, "--gym-run-dir=not-a-folder/runs", *extra)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert output.count("--gym-run-dir=") == 1, output
+    result.stderr.fnmatch_lines(["ERROR: --gym-run-dir=*not-a-folder/runs: cannot make the run directory there: *"])
+    assert "Traceback" not in output and fake_gym.calls() == []
+
+
+def test_a_failure_body_is_traced_to_the_endpoints_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    endpoint = {"error": {"message": "Rate limit reached for m.", "type": "requests", "code": "rate_limit_exceeded"}}
+
+    def wrapped(key: str, inner: bytes) -> bytes:  # a Gym server's 500 around the error of the server it called
+        return json.dumps(f"Hit an exception in {key} calling an inner server: {inner!r}").encode()
+
+    body = wrapped("SimpleAgent___a", wrapped("SimpleModelServer___policy_model", json.dumps(endpoint).encode()))
+    name = dataset(pytester, task("limited", failure="agent_run_error", body=body.decode()))
+    result = run(pytester, fake_gym, name, "--junitxml=junit.xml")
+    # The stand-in writes no server logs: the cause comes from the body alone, without the status.
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at setup of limited[[]r0] _*",
+            "policy model: HTTP error rate_limit_exceeded: Rate limit reached for m.",
+            "Gym recorded the rollout as failed (agent_run_error: fake agent failure)",
+            "record: *rollouts_failures.jsonl:1",
+        ]
+    )
+    assert junit_classes(pytester.path / "junit.xml") == {"limited[r0]": "model_http_error"}

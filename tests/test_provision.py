@@ -41,7 +41,7 @@ from pytest_gym_eval.provision import (
 
 FAKE_SOURCE = Path(__file__).parent / "fake_gym_sdist"
 VERSION = "0.7.0"
-ALL_STEPS = ("download", "unpack", "python", "venv", "prefetch", "manifest")
+ALL_STEPS = ("preflight", "download", "unpack", "python", "venv", "prefetch", "manifest")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -193,8 +193,9 @@ def fake_sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class FakeIndex:
     """A PEP 691 simple index for nemo-gym on 127.0.0.1 that counts every request."""
 
-    def __init__(self, sdist: Path, sha256: str | None = None) -> None:
+    def __init__(self, sdist: Path, sha256: str | None = None, requires_python: str = ">=3.10") -> None:
         self.sdist = sdist
+        self.requires_python = requires_python
         self.sha256 = sha256 or hashlib.sha256(sdist.read_bytes()).hexdigest()
         self.requests: list[str] = []
         self.accept_headers: list[str] = []
@@ -237,7 +238,7 @@ class FakeIndex:
             "url": f"../../files/{self.sdist.name}",
             "hashes": {"sha256": self.sha256},
             "size": self.sdist.stat().st_size,
-            "requires-python": ">=3.10",
+            "requires-python": self.requires_python,
         }
         return {"meta": {"api-version": "1.1"}, "name": "nemo-gym", "files": [wheel, sdist]}
 
@@ -261,8 +262,10 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @contextlib.contextmanager
-def _serve(monkeypatch: pytest.MonkeyPatch, sdist: Path, sha256: str | None = None) -> Iterator[FakeIndex]:
-    index = FakeIndex(sdist, sha256)
+def _serve(
+    monkeypatch: pytest.MonkeyPatch, sdist: Path, sha256: str | None = None, requires_python: str = ">=3.10"
+) -> Iterator[FakeIndex]:
+    index = FakeIndex(sdist, sha256, requires_python)
     monkeypatch.setenv("PIP_INDEX_URL", index.url)
     try:
         yield index
@@ -330,7 +333,8 @@ def test_full_provision_then_second_run_is_instant(
 
     # The stand-in gym recorded one prefetch, run in the checkout with the checkout's environment.
     (record,) = _records(sandbox)
-    assert record["argv"][:4] == ["env", "prefetch", "--resources-server", "mcqa"]
+    assert record["argv"][:4] == ["env", "prefetch", "--config", str(path / "resources_servers/mcqa/configs/mcqa.yaml")]
+    assert manifest["environment_configs"] == {"mcqa": ["resources_servers/mcqa/configs/mcqa.yaml"]}
     assert "++policy_base_url=http://127.0.0.1:9/v1" in record["argv"]
     assert record["cwd"] == str(path)
     assert record["python"].startswith(str(path / ".venv"))
@@ -376,7 +380,7 @@ def test_missing_environment_runs_only_its_prefetch(sandbox: Path, index: FakeIn
     assert second.environments == ("mcqa", "math_with_judge")
     assert len(index.requests) == requests_before
     records = _records(sandbox)
-    assert [r["argv"][3] for r in records] == ["mcqa", "math_with_judge"]
+    assert [Path(r["argv"][3]).name for r in records] == ["mcqa.yaml", "math_with_judge.yaml"]
     assert [line for line in lines if "started" in line] == [line for line in lines if "[prefetch] started" in line]
     assert _manifest(dest)["environments"] == ["mcqa", "math_with_judge"]
     assert (sandbox / "checkouts" / "gym.lock").exists()
@@ -470,9 +474,9 @@ def test_main_reports_errors_and_returns_1(
     assert captured.out == ""
     assert "error: provision step 'prefetch' failed" in captured.err
     monkeypatch.delenv("FAKE_GYM_FAIL_PREFETCH")
-    assert prov.main(["--dest", str(sandbox / "x"), "--environment", "mcqa", "other"]) == 0
+    assert prov.main(["--dest", str(sandbox / "x"), "--environment", "mcqa", "equivalence_rule"]) == 0
     assert capsys.readouterr().out.strip() == str(sandbox / "x")
-    assert load_checkout(sandbox / "x").environments == ("mcqa", "other")
+    assert load_checkout(sandbox / "x").environments == ("mcqa", "equivalence_rule")
 
 
 def test_wrong_sha256_is_a_download_error(sandbox: Path, fake_sdist: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -566,7 +570,7 @@ def test_python_version_workaround_end_to_end(
     candidate = PythonCandidate(base_python, (major, minor, patch), "test")
     monkeypatch.setattr(prov, "_discover_pythons", lambda *args: ([candidate], ["test"]))
     lines: list[str] = []
-    with _serve(monkeypatch, sdist):
+    with _serve(monkeypatch, sdist, requires_python=f">={pretend}"):
         checkout = prov.provision(VERSION, log=lines.append)
     warnings = [line for line in lines if "warning" in line.lower()]
     assert len(warnings) == 1
@@ -583,6 +587,180 @@ def test_python_version_workaround_end_to_end(
     venv_log = (checkout.path / ".pytest-gym-eval" / "logs" / "venv.log").read_text("utf-8")
     assert f"--python-version {pretend}" in venv_log
     assert "uv export" not in venv_log or "--no-emit-project" in venv_log
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Environments: their configs are found as Gym finds them, whatever they are named
+
+
+def test_config_servers_reads_each_server_of_a_config() -> None:
+    text = (FAKE_SOURCE / "resources_servers/equivalence_rule/configs/lc.yaml").read_text("utf-8")
+    assert prov.config_servers(text) == [
+        ("lc_equivalence_rule", "resources_servers", "equivalence_rule"),
+        ("lc_equivalence_rule_simple_agent", "responses_api_agents", "simple_agent"),
+    ]
+    four_spaces = (FAKE_SOURCE / "resources_servers/format_verification/configs/citation_format.yaml").read_text()
+    assert [kind for _, kind, _ in prov.config_servers(four_spaces)] == ["resources_servers", "responses_api_agents"]
+    helper = (FAKE_SOURCE / "resources_servers/format_verification/configs/judge_model.yaml").read_text("utf-8")
+    assert prov.config_servers(helper) == [("judge_model", "responses_api_models", "openai_model")]
+    assert prov.config_servers("a: 1\nb:\n  - x\n") == []
+
+
+def test_environment_configs_are_found_as_gym_finds_them(tmp_path: Path) -> None:
+    configs = FAKE_SOURCE / "resources_servers"
+    assert prov.environment_configs(FAKE_SOURCE, "mcqa") == (configs / "mcqa/configs/mcqa.yaml",)
+    # Not named after its folder: the one config that defines a resources server.
+    assert prov.environment_configs(FAKE_SOURCE, "equivalence_rule") == (configs / "equivalence_rule/configs/lc.yaml",)
+    # Several flavors: all of them, the helper config (no resources server) left out.
+    assert prov.environment_configs(FAKE_SOURCE, "format_verification") == (
+        configs / "format_verification/configs/citation_format.yaml",
+        configs / "format_verification/configs/freeform_formatting.yaml",
+    )
+    # Gym's own name for one flavor.
+    assert prov.environment_configs(FAKE_SOURCE, "format_verification/citation_format") == (
+        configs / "format_verification/configs/citation_format.yaml",
+    )
+    with pytest.raises(ProvisionError) as info:
+        prov.environment_configs(FAKE_SOURCE, "format_verification/nope")
+    assert "format_verification/citation_format, format_verification/freeform_formatting" in str(info.value)
+    with pytest.raises(ProvisionError, match=r"did you mean mcqa\?"):
+        prov.environment_configs(FAKE_SOURCE, "mcq")
+    # An environment of Gym's environments/ folder.
+    (tmp_path / "environments" / "calendar").mkdir(parents=True)
+    (tmp_path / "environments" / "calendar" / "config.yaml").write_text("calendar: {}\n", encoding="utf-8")
+    assert prov.environment_configs(tmp_path, "calendar") == (tmp_path / "environments/calendar/config.yaml",)
+    (tmp_path / "resources_servers" / "helpers" / "configs").mkdir(parents=True)
+    (tmp_path / "resources_servers" / "helpers" / "configs" / "judge.yaml").write_text("judge: {}\n", "utf-8")
+    with pytest.raises(ProvisionError, match="no config in resources_servers/helpers/configs defines a resources"):
+        prov.environment_configs(tmp_path, "helpers")
+
+
+def test_environments_not_named_after_their_config_are_prefetched(sandbox: Path, index: FakeIndex) -> None:
+    lines: list[str] = []
+    checkout = prov.provision(VERSION, environments=["equivalence_rule", "format_verification"], log=lines.append)
+    configs = checkout.path / "resources_servers"
+    prefetched = [r["argv"] for r in _records(sandbox)]
+    assert [argv[:4] for argv in prefetched] == [
+        ["env", "prefetch", "--config", str(configs / "equivalence_rule/configs/lc.yaml")],
+        ["env", "prefetch", "--config", str(configs / "format_verification/configs/citation_format.yaml")],
+        ["env", "prefetch", "--config", str(configs / "format_verification/configs/freeform_formatting.yaml")],
+    ]
+    assert checkout.environments == ("equivalence_rule", "format_verification")
+    assert _manifest(checkout.path)["environment_configs"] == {
+        "equivalence_rule": ["resources_servers/equivalence_rule/configs/lc.yaml"],
+        "format_verification": [
+            "resources_servers/format_verification/configs/citation_format.yaml",
+            "resources_servers/format_verification/configs/freeform_formatting.yaml",
+        ],
+    }
+    assert any(
+        "[prefetch] equivalence_rule ready (resources_servers/equivalence_rule/configs/lc.yaml)" in line
+        for line in lines
+    )
+    # Adding one flavor by Gym's own name to the existing checkout prefetches that config alone.
+    again = prov.provision(VERSION, environments=["format_verification/citation_format"], log=lambda line: None)
+    assert again.environments == ("equivalence_rule", "format_verification", "format_verification/citation_format")
+    assert [Path(r["argv"][3]).name for r in _records(sandbox)[3:]] == ["citation_format.yaml"]
+
+
+def test_an_unknown_environment_is_reported_before_any_venv_is_built(sandbox: Path, index: FakeIndex) -> None:
+    with pytest.raises(ProvisionError) as info:
+        prov.provision(VERSION, environments=["mcqa", "mcq", "format_verification/nope"], log=lambda line: None)
+    assert info.value.step == "unpack"
+    message = str(info.value)
+    assert "'mcq'" in message and "did you mean mcqa" in message and "'format_verification/nope'" in message
+    checkout = prov.default_checkout_path(VERSION)
+    assert not (checkout / ".venv").exists()
+    assert _records(sandbox) == []
+    # On a provisioned checkout too: nothing runs, the manifest stays as it was.
+    prov.provision(VERSION, log=lambda line: None)
+    before = _manifest(checkout)
+    with pytest.raises(ProvisionError, match="'nope'") as info:
+        prov.provision(VERSION, environments=["nope"], log=lambda line: None)
+    assert info.value.step == "prefetch"
+    assert _manifest(checkout) == before
+    assert len(_records(sandbox)) == 1
+
+
+def test_an_environment_needing_git_is_refused_before_any_venv_when_git_is_missing(
+    sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    which = shutil.which
+    monkeypatch.setattr(prov.shutil, "which", lambda name, *a, **k: None if name == "git" else which(name, *a, **k))
+    with pytest.raises(ProvisionError) as info:
+        prov.provision(VERSION, environments=["git_server"], log=lambda line: None)
+    assert info.value.step == "unpack"
+    assert "missing tool: git" in str(info.value)
+    assert "resources_servers/git_server/requirements.txt" in str(info.value)
+    assert not (prov.default_checkout_path(VERSION) / ".venv").exists()
+    monkeypatch.setattr(prov.shutil, "which", which)
+    assert prov.provision(VERSION, environments=["git_server"], log=lambda line: None).environments == ("git_server",)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What provisioning needs is reported before anything is downloaded
+
+
+def test_missing_uv_is_reported_before_any_index_request(
+    sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = sandbox / "empty"
+    empty.mkdir()
+    monkeypatch.setitem(sys.modules, "uv", None)  # the uv package is not installed
+    monkeypatch.setenv("PATH", str(empty))  # nor uv on PATH
+    monkeypatch.setenv("PYENV_ROOT", str(empty))  # nor in a pyenv version
+    with pytest.raises(ProvisionError) as info:
+        prov.provision(VERSION, log=lambda line: None)
+    assert info.value.step == "preflight"
+    assert "uv not found" in str(info.value)
+    assert "pip install 'pytest-gym-eval[provision]'" in str(info.value)
+    assert index.requests == []
+
+
+def test_no_usable_python_is_reported_before_the_download(
+    sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = PythonCandidate(Path("/py/3.9.18"), (3, 9, 18), "test")
+    monkeypatch.setattr(prov, "_discover_pythons", lambda *args: ([old], ["where the test looked"]))
+    with pytest.raises(ProvisionError) as info:
+        prov.provision(VERSION, log=lambda line: None)
+    assert info.value.step == "preflight"
+    assert "no Python satisfies requires-python '>=3.10'" in str(info.value)
+    assert "/py/3.9.18 (3.9.18)" in str(info.value) and "where the test looked" in str(info.value)
+    assert index.requests == ["/simple/nemo-gym/"]  # the index page says what Python the sdist needs
+    assert index.downloads() == 0
+
+
+def test_a_uv_too_old_for_the_python_workaround_is_reported_before_the_download(
+    sandbox: Path, fake_sdist: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    near = PythonCandidate(Path("/py/3.13.0"), (3, 13, 0), "test")
+    monkeypatch.setattr(prov, "_discover_pythons", lambda *args: ([near], ["test"]))
+    monkeypatch.setattr(prov, "_uv_version", lambda *args: (0, 10, 7))
+    with _serve(monkeypatch, fake_sdist, requires_python=">=3.13.14") as index:
+        with pytest.raises(ProvisionError) as info:
+            prov.provision(VERSION, log=lambda line: None)
+        assert index.downloads() == 0
+    assert info.value.step == "preflight"
+    assert "uv 0.10.7" in str(info.value) and ">= 0.10.8" in str(info.value) and "3.13.14" in str(info.value)
+
+
+def test_a_platform_gym_cannot_run_on_is_reported_before_anything_else(
+    sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert prov.platform_problem() is None
+    monkeypatch.setattr(sys, "platform", "win32")
+    with pytest.raises(ProvisionError, match="runs NeMo Gym on Linux only, and this is 'win32'"):
+        prov.provision(VERSION, log=lambda line: None)
+    with pytest.raises(ProvisionError, match="Linux only"):
+        load_checkout(sandbox)
+    assert index.requests == []
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setitem(sys.modules, "fcntl", None)
+    assert prov.platform_problem() == (
+        "pytest-gym-eval cannot run NeMo Gym with this Python: fcntl is unavailable (Gym runs on Linux, with the "
+        "POSIX modules). Tests without a Gym dataset are not affected"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -661,3 +839,46 @@ def test_real_checkout_runs_gym_version(tmp_path: Path, gym_checkout: GymCheckou
     )
     assert result.returncode == 0, result.stderr
     assert "0.7.0" in result.stdout
+
+
+@pytest.mark.gym
+def test_real_environments_not_named_after_their_configs_are_provisioned(gym_checkout: GymCheckout) -> None:
+    from pytest_gym_eval.run import find_agent_config
+
+    path = gym_checkout.path
+    environments = ["equivalence_rule", "format_verification"]
+    checkout = prov.provision(gym_checkout.version or prov.DEFAULT_GYM_VERSION, path, environments)
+    assert set(environments) <= set(checkout.environments)
+    manifest = _manifest(path)
+    assert manifest["environment_configs"]["equivalence_rule"] == ["resources_servers/equivalence_rule/configs/lc.yaml"]
+    assert manifest["environment_configs"]["format_verification"] == [
+        "resources_servers/format_verification/configs/citation_format.yaml",
+        "resources_servers/format_verification/configs/freeform_formatting.yaml",
+    ]
+    for folder in ("resources_servers/equivalence_rule", "resources_servers/format_verification"):
+        assert (path / folder / ".venv" / "bin" / "python").exists(), folder
+    # The configs prefetched are the ones the plugin's `gym env start` loads for the agents of Gym's examples.
+    for name in environments:
+        rows = (path / "resources_servers" / name / "data" / "example.jsonl").read_text("utf-8").splitlines()
+        for agent in {json.loads(row)["agent_ref"]["name"] for row in rows}:
+            assert find_agent_config(path, agent) in prov.environment_configs(path, name), agent
+
+
+def test_the_plugin_finds_an_agents_config_whatever_it_is_named() -> None:
+    from pytest_gym_eval.run import find_agent_config
+
+    configs = FAKE_SOURCE / "resources_servers"
+    lc = configs / "equivalence_rule/configs/lc.yaml"
+    assert find_agent_config(FAKE_SOURCE, "lc_equivalence_rule_simple_agent") == lc
+    assert lc in prov.environment_configs(FAKE_SOURCE, "equivalence_rule")
+    assert find_agent_config(FAKE_SOURCE, "lc_equivalence_rule_simple_agent", "equivalence_rule") == lc
+    citation = configs / "format_verification/configs/citation_format.yaml"
+    assert find_agent_config(FAKE_SOURCE, "citation_format_simple_agent", "format_verification") == citation
+    # A resources_server setting may name one flavor as Gym does.
+    assert find_agent_config(FAKE_SOURCE, "citation_format_simple_agent", "format_verification/citation_format") == (
+        citation
+    )
+    assert (
+        find_agent_config(FAKE_SOURCE, "citation_format_simple_agent", "format_verification/freeform_formatting")
+        is None
+    )

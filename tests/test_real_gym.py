@@ -18,7 +18,15 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, SharedGym, assert_interrupted, interrupt_once_reported, started_processes
+from conftest import (
+    GymExample,
+    SharedGym,
+    assert_interrupted,
+    interrupt_once_reported,
+    junit_rollouts,
+    started_processes,
+    validate_junit,
+)
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
@@ -35,12 +43,13 @@ def copy_example(pytester: pytest.Pytester, example: GymExample) -> str:
 
 
 def junit_rewards(path: Path) -> dict[str, tuple[str, float | None]]:
-    """node name -> (task id, reward) from the JUnit XML's testcase properties."""
+    """node name -> (task id, reward) from the JUnit XML's testcases (validated against its family's schema)."""
+    validate_junit(path)
     found = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        reward = props.get("reward")
-        found[case.get("name", "")] = (props["task_id"], None if reward is None else float(reward))
+    for name, values in junit_rollouts(path).items():
+        if "task_id" in values:
+            reward = values.get("reward")
+            found[name] = (values["task_id"], None if reward is None else float(reward))
     return found
 
 
@@ -248,7 +257,7 @@ def dataset_aggregates(junit: Path) -> dict[str, str]:
     return {
         name: p.get("value", "")
         for p in props
-        if (name := p.get("name", "")).startswith("gym.datasets/") and not name.endswith("wall_time")
+        if (name := p.get("name", "")).startswith("gym::datasets/") and not name.endswith("wall_time")
     }
 
 
@@ -258,9 +267,12 @@ def test_xdist_starts_gym_once_and_matches_one_process(
     dataset = copy_example(pytester, gym_example)
     common = [f"--gym-replay={gym_example.recordings}", dataset, "--gym-repeats=2", "-rA", "--gym-min-pass-rate=0.5"]
     alone = pytester.runpytest_subprocess(*shared_gym.args, *common, "--junitxml=alone.xml")
+    # pytest-timeout's 20 s per test is far shorter than Gym's start-up here: it must time each item's own work,
+    # never the wait for Gym (see pytest_gym_eval.integrations).
     spread = pytester.runpytest_subprocess(
-        f"--gym-checkout={gym_example.checkout}", *common, "-n", "2", "--junitxml=spread.xml", "--gym-run-dir=runs"
-    )
+        f"--gym-checkout={gym_example.checkout}", *common, "-n", "2", "--junitxml=spread.xml", "--gym-run-dir=runs",
+        "-p", "timeout", "--timeout=20",
+    )  # fmt: skip
     assert spread.ret == alone.ret == 0
     assert sorted(line for line in spread.outlines if line.startswith(("PASSED ", "FAILED ", "ERROR "))) == sorted(
         line for line in alone.outlines if line.startswith(("PASSED ", "FAILED ", "ERROR "))
@@ -313,3 +325,35 @@ def test_tool_calling_conversations_replay_turn_by_turn(
         if any(item.get("type") == "function_call_output" for item in (r["request"] or {}).get("input") or [])
     ]  # fmt: skip
     assert after_tool and all(r["status"] == 200 for r in after_tool)
+
+
+def test_a_failed_tool_calling_rollout_shows_its_steps(
+    pytester: pytest.Pytester, shared_gym: SharedGym, tool_example: GymExample
+) -> None:
+    # Every rollout fails at threshold 2 (rewards are 0 or 1): the ones that called the tool show the call, its
+    # real result from Gym's tool server, and the final answer.
+    dataset = copy_example(pytester, tool_example)
+    result = pytester.runpytest(
+        *shared_gym.args, f"--gym-replay={tool_example.recordings}", dataset, "--gym-pass-threshold=2"
+    )
+    result.assert_outcomes(failed=5)
+    result.stdout.fnmatch_lines(['steps:    1. get_weather({"city":*}) -> {*"weather_description":*', "output:   *"])
+
+
+def test_a_gate_on_a_run_cut_short_by_x_is_never_green(
+    pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample
+) -> None:
+    # A gate that any reported rollout passes (mean reward >= 0); -x stops at the first failed rollout, so some
+    # selected rollouts never report: the gate is INCONCLUSIVE and the session fails, whatever was reported.
+    dataset = copy_example(pytester, gym_example)
+    args = [dataset, "--gym-repeats=2", "-x", "--gym-min-mean-reward=0", "--gym-inconclusive=pass"]
+    result = pytester.runpytest(*shared_gym.args, *args, "--gym-report=report.json", "--junitxml=junit.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = json.loads((pytester.path / "report.json").read_text())
+    (summary,) = report["datasets"]
+    assert summary["selected"] == 10 and 0 < summary["rollouts"] < 10
+    assert summary["verdict"] == "INCONCLUSIVE" and summary["gates"][0]["note"].startswith("judged on ")
+    assert report["session"]["exit_status"] == 1 and "never reported" in report["session"]["reason"]
+    validate_junit(pytester.path / "junit.xml")
+    suite = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "junit.xml").iter("property")}
+    assert suite["gym.exit_status"] == "1" and suite[f"gym::{dataset}::verdict"] == "INCONCLUSIVE"

@@ -425,8 +425,9 @@ def test_report_content() -> None:
     assert dataset["pass_at_k"]["2"] == {"estimate": 1.0, "low": None, "high": None, "n": 1}
     assert dataset["flaky_tasks"] == ["q1"]
     assert dataset["error_classes"] == {"missing": 1}
-    assert dataset["verdict"] == "PASS"  # point mode: pass@2 estimate 1.0 >= 0.5
+    assert dataset["verdict"] == "FAIL"  # the gate passes, but a rollout errored: that fails a gated session
     (gate,) = dataset["gates"]
+    assert gate["verdict"] == "PASS"  # point mode: pass@2 estimate 1.0 >= 0.5
     assert gate["metric"] == "pass_at_k" and gate["k"] == 2 and gate["threshold"] == 0.5
     assert gate["label"] == "pass@2 >= 0.50" and gate["mode"] == "point"
     assert len(report["rollouts"]) == 4
@@ -638,7 +639,13 @@ def test_render_baseline(tmp_path: Path) -> None:
     # Differences -.5, -1, 0, -.5: mean -.5, s^2 = .5/3, se = .204124, half width 3.182446 * se = .649612.
     assert lines[1] == "  change      -0.50 [-1.15, 0.15]  p = 0.092, paired t over 4 tasks, 95% CI"
     assert lines[2] == "  fell        3 of 4 tasks"
-    assert [line.split() for line in lines[3:]] == [  # largest fall first, then task order
+    # t0 (0.5 < threshold 1.0 twice) and t1 fail every repeat now; t3 is flaky.
+    assert lines[3:6] == [
+        "  regressed   2 (passed on every baseline repeat, fail on every repeat now),",
+        "              improved 0; p = 0.500, McNemar exact over the tasks that flipped",
+        "    t0, t1",
+    ]
+    assert [line.split() for line in lines[6:]] == [  # largest fall first, then task order
         ["t1", "1.00", "->", "0.00"],
         ["t0", "1.00", "->", "0.50"],
         ["t3", "1.00", "->", "0.50"],
@@ -672,36 +679,107 @@ def test_baseline_comparison_dataclass_shape() -> None:
 
 def test_suite_properties() -> None:
     summary = summarize_one(results_for(FLAKY), [Gate("mean_reward", 0.5), Gate("pass_at_k", 0.5, k=2)])
-    meta = {"gym_version": "0.3.0", "workers": 4, "seconds": 1.5, "args": ["-x"], "none": None, "nan": math.nan}
-    properties = suite_properties([summary], meta)
-    assert properties[:3] == [("gym.gym_version", "0.3.0"), ("gym.workers", "4"), ("gym.seconds", "1.5")]
+    meta = {"gym_version": "0.3.0", "workers": 4, "seconds": 1.5, "args": ["-x"], "none": None, "nan": math.nan,
+            f"dataset_sha256.{MCQA}": "ab" * 32}  # fmt: skip
+    properties = suite_properties([summary], meta, (1, "gym gates: FAIL - x"))
+    assert properties[:5] == [("gym.gym_version", "0.3.0"), ("gym.workers", "4"), ("gym.seconds", "1.5"),
+                              ("gym.exit_status", "1"), ("gym.reason", "gym gates: FAIL - x")]  # fmt: skip
     values = dict(properties)
     assert len(values) == len(properties)  # no duplicate names
-    p = "gym.datasets/mcqa.jsonl"
-    assert values[f"{p}.tasks"] == "4"
-    assert values[f"{p}.rollouts"] == "8"
-    assert values[f"{p}.errors"] == "0"
-    assert values[f"{p}.flaky_tasks"] == "1"
-    assert values[f"{p}.mean_reward"] == "0.625"
-    assert values[f"{p}.mean_reward.low"] == "0"  # -0.13674 clipped: every reward is in [0, 1]
-    assert values[f"{p}.mean_reward.high"] == "1"  # 1.38674 clipped
-    assert values[f"{p}.pass_rate"] == "0.625"
-    assert f"{p}.pass_rate.low" in values and f"{p}.pass_rate.high" in values
-    assert values[f"{p}.pass_at_1"] == "0.625"
-    assert values[f"{p}.pass_at_2"] == "0.75"
-    assert values[f"{p}.pass_at_2.high"] == "1"  # 1.54561 clipped
-    assert values[f"{p}.gate.mean_reward_ge_0.50"] == "PASS"
-    assert values[f"{p}.gate.pass@2_ge_0.50"] == "PASS"
-    assert values[f"{p}.verdict"] == "PASS"
+    p = "gym::datasets/mcqa.jsonl::"
+    assert values[f"{p}tasks"] == "4"
+    assert values[f"{p}rollouts"] == "8"
+    assert values[f"{p}errors"] == "0"
+    assert values[f"{p}flaky_tasks"] == "1"
+    assert values[f"{p}mean_reward"] == "0.625"
+    assert values[f"{p}mean_reward.low"] == "0"  # -0.13674 clipped: every reward is in [0, 1]
+    assert values[f"{p}mean_reward.high"] == "1"  # 1.38674 clipped
+    assert values[f"{p}pass_rate"] == "0.625"
+    assert f"{p}pass_rate.low" in values and f"{p}pass_rate.high" in values
+    assert values[f"{p}pass_at_1"] == "0.625"
+    assert values[f"{p}pass_at_2"] == "0.75"
+    assert values[f"{p}pass_at_2.high"] == "1"  # 1.54561 clipped
+    assert values[f"{p}gate.mean_reward"] == "PASS" and values[f"{p}gate.mean_reward.threshold"] == "0.5"
+    assert values[f"{p}gate.pass_at_2"] == "PASS" and values[f"{p}gate.pass_at_2.threshold"] == "0.5"
+    assert values[f"{p}verdict"] == "PASS"
+    assert values[f"{p}sha256"] == "ab" * 32
     assert not any(name.startswith(("gym.args", "gym.none", "gym.nan")) for name in values)
+    # The 0.1 names, kept for one release.
+    legacy = "gym.datasets/mcqa.jsonl"
+    assert values[f"{legacy}.mean_reward"] == "0.625" and values[f"{legacy}.gate.mean_reward_ge_0.50"] == "PASS"
+    assert values[f"gym.dataset_sha256.{MCQA}"] == "ab" * 32
+
+
+def test_suite_property_names_split_on_the_separator_whatever_the_dataset_is_called() -> None:
+    # Dots, brackets and slashes in a dataset's name do not make its property names ambiguous.
+    dataset = "data/v1.2/mcqa[hard].jsonl"
+    summaries = summarize(results_for(FLAKY, dataset=dataset), thresholds={}, gates={dataset: [Gate("pass_rate", 0.5)]},
+                          mode=POINT)  # fmt: skip
+    names = [name for name, _ in suite_properties(summaries, {}) if name.startswith("gym::")]
+    assert f"gym::{dataset}::gate.pass_rate" in names
+    assert names and all(name.split("::")[:2] == ["gym", dataset] and len(name.split("::")) == 3 for name in names)
 
 
 def test_suite_properties_omit_non_finite_bounds_and_name_agents() -> None:
     results = [rollout("a", 0, 1.0, agent="x"), rollout("b", 0, 0.0, agent="y")]
     properties = dict(suite_properties(summarize(results, thresholds={}, gates={}, mode=POINT), {}))
-    p = "gym.datasets/mcqa.jsonl[x]"
-    assert properties[f"{p}.mean_reward"] == "1"
-    assert f"{p}.mean_reward.low" not in properties and f"{p}.mean_reward.high" not in properties
-    assert f"{p}.verdict" not in properties  # no gates
-    assert properties["gym.datasets/mcqa.jsonl[y].pass_rate"] == "0"
-    assert not any(name.startswith("gym.datasets/mcqa.jsonl.") for name in properties)
+    p = "gym::datasets/mcqa.jsonl::x::"
+    assert properties[f"{p}mean_reward"] == "1"
+    assert f"{p}mean_reward.low" not in properties and f"{p}mean_reward.high" not in properties
+    assert f"{p}verdict" not in properties  # no gates
+    assert properties["gym::datasets/mcqa.jsonl::y::pass_rate"] == "0"
+    assert not any(name.startswith("gym::datasets/mcqa.jsonl::mean") for name in properties)
+
+
+# --- selected rollouts and the session's final status -----------------------------------------------------
+
+
+def test_a_dataset_selected_but_never_reported_gets_a_summary_whose_gates_have_no_data() -> None:
+    results = results_for({"q0": [1.0, 1.0]})
+    selected = {MCQA: {"mcqa_simple_agent": 4}, "later.jsonl": {"mcqa_simple_agent": 2}}
+    gates = {MCQA: [Gate("mean_reward", 0.5)], "later.jsonl": [Gate("mean_reward", 0.5)]}
+    first, later = summarize(results, thresholds={}, gates=gates, mode=POINT, selected=selected)
+    assert (first.selected, first.unreported, first.gates[0].verdict) == (4, 2, Verdict.INCONCLUSIVE)
+    assert (later.dataset, later.rollouts, later.unreported, later.verdict) == ("later.jsonl", 0, 2, "INCONCLUSIVE")
+    status, reason = session_verdict([first, later], inconclusive_passes=True)
+    assert status == 1 and "4 of 6 selected rollouts never reported" in reason
+
+
+def test_final_status_keeps_pytests_own_status_unless_the_gates_decide() -> None:
+    from pytest_gym_eval.reporting.model import Conclusion
+    from pytest_gym_eval.results import final_status
+
+    gated = Conclusion([], [], None, 0, "gym gates: the gate passes")
+    assert final_status(1, gated) == (0, "gym gates: the gate passes")  # failed rollouts, passing gate
+    assert final_status(1, gated, other_failures=2) == (
+        1,
+        "2 other tests failed or errored; gym gates: the gate passes",
+    )
+    assert final_status(2, gated)[0] == 2  # an interrupt is never turned into a pass
+    ungated = Conclusion([], [], None, -1, "")
+    assert final_status(0, ungated) == (0, "pytest: every selected test passed")
+    assert final_status(1, ungated) == (1, "pytest: some tests failed or errored")
+    assert final_status(2, ungated)[1].startswith("pytest: interrupted")
+
+
+@pytest.mark.parametrize("tasks", [12, 50, 500])
+def test_one_regressed_task_is_seen_by_the_task_level_gate_never_by_the_paired_test(tasks: int) -> None:
+    from pytest_gym_eval.reporting.baseline import max_regressed_gate
+
+    before = results_for({f"t{i}": [1.0, 1.0] for i in range(tasks)})
+    baseline = build_report([], before, {})
+    now = results_for({f"t{i}": ([0.0, 0.0] if i == 3 else [1.0, 1.0]) for i in range(tasks)})
+    (comparison,) = compare_to_baseline(baseline, now)
+    # One drop among n tasks: t = -1 for any n and any size of drop, so the paired test never sees it.
+    assert comparison.comparison.p_value == pytest.approx(0.33, abs=0.02)
+    assert max_drop_gate([comparison], 0.0) == []
+    assert comparison.regressed == ("t3",) and comparison.improved == () and comparison.mcnemar_p == 1.0
+    (line,) = max_regressed_gate([comparison], 0)
+    assert "1 task regressed" in line and "t3" in line
+    assert max_regressed_gate([comparison], 1) == []
+
+
+def test_flaky_tasks_are_neither_regressed_nor_improved() -> None:
+    baseline = build_report([], results_for({"a": [1.0, 0.0], "b": [0.0, 0.0], "c": [1.0, 1.0]}), {})
+    (comparison,) = compare_to_baseline(baseline, results_for({"a": [0.0, 0.0], "b": [1.0, 1.0], "c": [1.0, 0.0]}))
+    assert comparison.regressed == () and comparison.improved == ("b",)

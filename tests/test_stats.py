@@ -422,3 +422,24 @@ def test_paired_difference_edges() -> None:
         paired_difference([0.1, 0.2], [0.1])
     with pytest.raises(ValueError, match="finite"):
         paired_difference([0.1, math.nan], [0.1, 0.2])
+
+
+@pytest.mark.parametrize(
+    ("worse", "better", "p"),
+    [
+        (0, 0, 1.0),
+        (1, 0, 1.0),  # one task flipped: no evidence of a direction
+        (5, 0, 2 / 32),  # 2 * P(X <= 0), X ~ Bin(5, 1/2)
+        (6, 0, 2 / 64),
+        (3, 1, 2 * (1 + 4) / 16),
+        (2, 10, 2 * (1 + 12 + 66) / 4096),  # symmetric in its arguments
+        (10, 10, 1.0),  # 2 * P(X <= 10) > 1, capped
+    ],
+)
+def test_mcnemar_exact_against_hand_worked_binomial_tails(worse: int, better: int, p: float) -> None:
+    from pytest_gym_eval.stats import mcnemar_exact
+
+    assert mcnemar_exact(worse, better) == pytest.approx(p, rel=1e-12)
+    assert mcnemar_exact(better, worse) == pytest.approx(p, rel=1e-12)
+    with pytest.raises(ValueError):
+        mcnemar_exact(-1, 2)

@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import FakeGym
+from conftest import FakeGym, junit_rollouts, junit_suite_properties, validate_junit
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 
 
@@ -84,6 +84,63 @@ def test_an_errored_rollout_fails_a_gated_session(pytester: pytest.Pytester, fak
     result.stdout.fnmatch_lines(["*gym gates*1 rollout errored*"])
 
 
+@pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]])
+@pytest.mark.parametrize("inconclusive", ["fail", "pass"])
+def test_a_gate_on_a_cut_short_evaluation_is_never_green(
+    pytester: pytest.Pytester, fake_gym: FakeGym, stop: list[str], inconclusive: str
+) -> None:
+    # b[r0] fails; -x stops there, and the gate passes over what did report (mean 2/3 >= 0.4).
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0, "e": 1.0}))
+    gate = ["--gym-min-mean-reward=0.4", f"--gym-inconclusive={inconclusive}", "--gym-report=report.json"]
+    result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", *gate, *stop)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*unreported  7 of 10 selected rollouts never reported*",
+            "*mean reward 0.67 * >= 0.40: INCONCLUSIVE (judged on 3 of 10*",
+            "gym gates: INCONCLUSIVE - mcqa.jsonl mean reward 0.67 judged on 3 of 10 selected",
+        ]
+    )
+    report = json.loads((pytester.path / "report.json").read_text())
+    (dataset,) = report["datasets"]
+    assert dataset["selected"] == 10 and dataset["unreported"] == 10 - dataset["rollouts"] > 0
+    assert dataset["verdict"] == "INCONCLUSIVE" and dataset["gates"][0]["note"].startswith("judged on ")
+    assert report["session"]["exit_status"] == 1 and "never reported" in report["session"]["reason"]
+
+
+def test_the_report_carries_the_sessions_exit_status_when_a_rollout_errored(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 1.0, "c": "error"}))
+    result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-min-mean-reward=0.5", "--gym-report=report.json")
+    assert result.ret == 1
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert report["session"] == {"exit_status": 1, "reason": "gym gates: 1 rollout errored"}
+    assert report["datasets"][0]["verdict"] == "FAIL" and report["datasets"][0]["gates"][0]["verdict"] == "PASS"
+
+
+def test_gates_never_hide_another_test_failing(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
+    pytester.makepyfile(test_plain="def test_broken():\n    assert False\n")
+    result = run(pytester, fake_gym, four_of_five, "test_plain.py", "--gym-min-mean-reward=0.5")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*1 other test failed or errored; gym gates: the gate passes*"])
+
+
+def test_rewards_beyond_one_say_what_the_threshold_means_and_datasets_can_set_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    # A multi-component reward sums to 3.0; 2 of 3 components pass at the default threshold 1.0.
+    (pytester.path / "multi.jsonl").write_text(rows({"a": 3.0, "b": 2.0, "c": 0.0}))
+    result = run(pytester, fake_gym, "multi.jsonl", "--gym-agent=mcqa_simple_agent")
+    result.stdout.fnmatch_lines(
+        ["  rewards     from 0.00 to 3.00, beyond [[]0, 1[]]: a rollout passes at reward >=", "*1.00 (the pass*"]
+    )
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    multi.jsonl: agent=mcqa_simple_agent pass_threshold=3\n")
+    result = run(pytester, fake_gym, "multi.jsonl")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*a rollout passes at reward >=", "*3.00 (the pass threshold*"])
+
+
 def test_gates_from_ini_and_dataset_settings(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
     (pytester.path / "other.jsonl").write_text(rows({"x": 1.0}))
     pytester.makeini(
@@ -109,27 +166,55 @@ def test_gate_item_runs_after_the_rollouts_and_shows_in_junit(
     assert "mean reward 0.80" in (gate.find("failure").get("message") or "")  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("family", ["xunit2", "xunit1", "legacy"])
 def test_junit_carries_rewards_and_aggregates(
-    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, family: str
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-never-appear")
     (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 0.0, "c": "error"}))
-    run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", "--junitxml=junit.xml", "--gym-min-pass-rate=0.4")
-    root = ET.parse(pytester.path / "junit.xml").getroot()
-    cases = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in root.iter("testcase")}
+    run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", "--junitxml=junit.xml", "--gym-min-pass-rate=0.4",
+        "-o", f"junit_family={family}")  # fmt: skip
+    junit = pytester.path / "junit.xml"
+    validate_junit(junit, family)
+    cases = junit_rollouts(junit)
     assert cases["a[r1]"] == {"task_id": "a", "repeat": "1", "agent": "mcqa_simple_agent", "reward": "1.0",
                               "record": cases["a[r1]"]["record"]}  # fmt: skip
     assert cases["b[r0]"]["reward"] == "0.0"
     assert cases["c[r0]"]["failure_class"] == "agent_run_error" and "reward" not in cases["c[r0]"]
-    suite = {p.get("name"): p.get("value") for p in root.find("testsuite").find("properties")}  # type: ignore[union-attr]
-    assert suite["gym.mcqa.jsonl.mean_reward"] == "0.5"
-    assert suite["gym.mcqa.jsonl.pass_rate"] == "0.5"
-    assert suite["gym.mcqa.jsonl.errors"] == "2"
-    assert suite["gym.mcqa.jsonl.verdict"] == "PASS"
-    assert float(suite["gym.mcqa.jsonl.pass_rate.low"]) < 0.5 < float(suite["gym.mcqa.jsonl.pass_rate.high"])
+    # Where the values are is the family's to say: testcase properties only where its schema allows them.
+    root = ET.parse(junit).getroot()
+    in_properties = any(case.find("properties") is not None for case in root.iter("testcase"))
+    assert in_properties == (family != "xunit2")
+    suite = junit_suite_properties(junit)
+    assert suite["gym::mcqa.jsonl::mean_reward"] == "0.5"
+    assert suite["gym::mcqa.jsonl::pass_rate"] == "0.5"
+    assert suite["gym::mcqa.jsonl::errors"] == "2"
+    assert suite["gym::mcqa.jsonl::gate.pass_rate"] == "PASS"
+    assert suite["gym::mcqa.jsonl::gate.pass_rate.threshold"] == "0.4"
+    assert suite["gym::mcqa.jsonl::verdict"] == "FAIL"  # the gate passes, but two rollouts errored
+    assert suite["gym.exit_status"] == "1" and "2 rollouts errored" in suite["gym.reason"]
+    pass_rate = [float(suite[f"gym::mcqa.jsonl::pass_rate.{end}"]) for end in ("low", "high")]
+    assert pass_rate[0] < 0.5 < pass_rate[1]
     assert suite["gym.model"] == "replay" and suite["gym.gym_checkout"] == str(fake_gym.checkout)
-    assert len(suite["gym.dataset_sha256.mcqa.jsonl"]) == 64
-    assert "sk-should-never-appear" not in (pytester.path / "junit.xml").read_text()
+    assert len(suite["gym::mcqa.jsonl::sha256"]) == 64
+    # The 0.1 names stay readable for one release.
+    assert suite["gym.mcqa.jsonl.mean_reward"] == "0.5" and len(suite["gym.dataset_sha256.mcqa.jsonl"]) == 64
+    assert "sk-should-never-appear" not in junit.read_text()
+
+
+def test_suite_property_names_do_not_depend_on_the_gate_threshold(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 0.0}))
+    names = []
+    for threshold in ("0.4", "0.6"):
+        run(pytester, fake_gym, "mcqa.jsonl", "--junitxml=junit.xml", f"--gym-min-mean-reward={threshold}",
+            "--gym-min-pass-at-k=1:0.2")  # fmt: skip
+        suite = junit_suite_properties(pytester.path / "junit.xml")
+        assert suite["gym::mcqa.jsonl::gate.mean_reward.threshold"] == threshold
+        names.append({name for name in suite if name.startswith("gym::")})
+    assert names[0] == names[1]
+    assert {"gym::mcqa.jsonl::gate.mean_reward", "gym::mcqa.jsonl::gate.pass_at_1"} <= names[0]
+    # Every per-dataset name splits into exactly gym, the dataset, and the name.
+    assert all(len(name.split("::")) == 3 for name in names[0])
 
 
 def test_json_report_validates_against_its_schema(
@@ -155,6 +240,25 @@ def test_baseline_flags_drops_and_max_drop_gates(pytester: pytest.Pytester, fake
     result.stdout.fnmatch_lines(
         ["*mcqa.jsonl vs baseline*", "*change*-0.75*", "*a  1.00 -> 0.00*", "*gym gates: FAIL*"]
     )
+
+
+def test_one_task_that_regresses_trips_the_task_level_gate_but_never_the_paired_test(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    tasks = [f"t{i:02d}" for i in range(12)]
+    (pytester.path / "mcqa.jsonl").write_text(rows(dict.fromkeys(tasks, 1.0)))
+    run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", "--gym-report=baseline.json")
+    (pytester.path / "mcqa.jsonl").write_text(rows({t: (0.0 if t == "t07" else 1.0) for t in tasks}))
+    common = ["mcqa.jsonl", "--gym-repeats=2", "--gym-baseline=baseline.json", "--gym-max-drop=0.0"]
+    # The paired t-test over 12 tasks with one drop: t = -1 whatever the drop, so --gym-max-drop never fires.
+    result = run(pytester, fake_gym, *common)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*change*p = 0.339*", "  regressed   1 (passed on every baseline repeat*", "    t07"])
+    result = run(pytester, fake_gym, *common, "--gym-max-regressed-tasks=0")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["gym gates: FAIL - mcqa.jsonl: 1 task regressed (passed on every baseline repeat,",
+                                 "  fail on every repeat now: t07), more than the allowed 0"])  # fmt: skip
+    assert run(pytester, fake_gym, *common, "--gym-max-regressed-tasks=1").ret == 0
 
 
 def test_no_significant_drop_passes_max_drop(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:

@@ -51,7 +51,7 @@ def suite_properties(path: str) -> dict[str, str]:
     return {
         p.get("name", ""): p.get("value", "")
         for p in props
-        if p.get("name") not in VOLATILE and not p.get("name", "").endswith(".wall_time")
+        if p.get("name") not in VOLATILE and not p.get("name", "").endswith("wall_time")
     }
 
 

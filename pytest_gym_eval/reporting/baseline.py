@@ -1,6 +1,12 @@
 """Comparing a run with an earlier report (``--gym-baseline``): per-task drops and a paired t-test per dataset
-(Student 1908; Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4), and the ``--gym-max-drop``
-gate."""
+(Student 1908; Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4) with the ``--gym-max-drop``
+gate; and task-level regressions (a task that passed on every baseline repeat and fails on every current one)
+with McNemar's exact test across tasks and the ``--gym-max-regressed-tasks`` gate.
+
+Why both: the paired t-test sees a broad shift of the mean, but when exactly one task of n drops, the per-task
+differences are one negative value and n - 1 zeros, whose t statistic is -1 whatever the drop and whatever n
+(p about 0.33): a deterministic one-task regression never trips it. The task-level gate counts such tasks.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.model import SCORED_STATUSES, RolloutResult, by_task, groups, scores
-from pytest_gym_eval.stats import PairedComparison, paired_difference
+from pytest_gym_eval.reporting.model import MAX_LISTED, SCORED_STATUSES, RolloutResult, by_task, groups, scores
+from pytest_gym_eval.stats import PairedComparison, mcnemar_exact, paired_difference
 
 # --- Baseline comparison ----------------------------------------------------------------------------------
 
@@ -23,6 +29,9 @@ class BaselineComparison:
     ``shared_tasks`` counts the tasks both runs scored; ``comparison`` is the paired t-test of current minus
     baseline over those tasks (reward units); ``dropped`` lists ``(task_id, baseline mean, current mean)``
     for each shared task whose mean fell, largest fall first; ``confidence`` is the interval's level.
+    ``regressed`` lists the shared tasks that passed on every scored baseline repeat and fail on every scored
+    current one, ``improved`` the reverse; ``mcnemar_p`` is McNemar's exact two-sided p-value over those two
+    counts (:func:`~pytest_gym_eval.stats.mcnemar_exact`: is there a direction to the tasks that flipped?).
     """
 
     dataset: str
@@ -31,6 +40,9 @@ class BaselineComparison:
     comparison: PairedComparison
     dropped: list[tuple[str, float, float]]
     confidence: float = 0.95
+    regressed: tuple[str, ...] = ()
+    improved: tuple[str, ...] = ()
+    mcnemar_p: float = 1.0
 
 
 def compare_to_baseline(
@@ -48,6 +60,7 @@ def compare_to_baseline(
     ``rollouts`` list or ``confidence`` is bad.
     """
     before = _baseline_means(baseline)
+    verdicts_before = _baseline_verdicts(baseline)
     comparisons: list[BaselineComparison] = []
     for (dataset, agent), group in groups(results).items():
         now = _task_means(group)
@@ -57,7 +70,16 @@ def compare_to_baseline(
         dropped = [(task, b, c) for task, b, c in zip(shared, old, new, strict=True) if c < b]
         dropped.sort(key=lambda drop: drop[2] - drop[1])
         comparison = paired_difference(old, new, confidence)
-        comparisons.append(BaselineComparison(dataset, agent, len(shared), comparison, dropped, confidence))
+        verdicts_now = _task_verdicts(group)
+        flips = [(task, verdicts_before.get((dataset, task)), verdicts_now.get(task)) for task in shared]
+        regressed = tuple(task for task, was, now_is in flips if was is True and now_is is False)
+        improved = tuple(task for task, was, now_is in flips if was is False and now_is is True)
+        comparisons.append(
+            BaselineComparison(
+                dataset, agent, len(shared), comparison, dropped, confidence,
+                regressed, improved, mcnemar_exact(len(regressed), len(improved)),
+            )
+        )  # fmt: skip
     return comparisons
 
 
@@ -86,6 +108,56 @@ def _baseline_means(baseline: Mapping[str, Any]) -> dict[tuple[str, str], float]
         key = (str(rollout.get("dataset")), str(rollout.get("task_id")))
         rewards.setdefault(key, []).append(float(reward))
     return {key: math.fsum(values) / len(values) for key, values in rewards.items()}
+
+
+def solid_verdict(passed: Sequence[bool]) -> bool | None:
+    """A task's verdict over its scored repeats: True when every one passed, False when every one failed, None
+    when they disagree (a flaky task) or there is none."""
+    if not passed:
+        return None
+    if all(passed):
+        return True
+    return False if not any(passed) else None
+
+
+def _task_verdicts(results: Sequence[RolloutResult]) -> dict[str, bool | None]:
+    return {task: solid_verdict(scores(rollouts)[1]) for task, rollouts in by_task(results).items()}
+
+
+def _baseline_verdicts(baseline: Mapping[str, Any]) -> dict[tuple[str, str], bool | None]:
+    """:func:`solid_verdict` per (dataset, task id) of a report's scored rollouts."""
+    passed: dict[tuple[str, str], list[bool]] = {}
+    for rollout in baseline.get("rollouts") or ():
+        if isinstance(rollout, Mapping) and rollout.get("status") in SCORED_STATUSES:
+            key = (str(rollout.get("dataset")), str(rollout.get("task_id")))
+            passed.setdefault(key, []).append(rollout.get("status") == "passed")
+    return {key: solid_verdict(values) for key, values in passed.items()}
+
+
+def max_regressed_gate(comparisons: Sequence[BaselineComparison], max_regressed: int) -> list[str]:
+    """A failure line for each comparison with more than ``max_regressed`` regressed tasks (tasks that passed on
+    every baseline repeat and fail on every current one), naming them. An empty list means the gate passes.
+    Raises ValueError for a negative ``max_regressed``."""
+    if max_regressed < 0:
+        raise ValueError(f"max_regressed must be >= 0, got {max_regressed}")
+    lines: list[str] = []
+    for item in comparisons:
+        if len(item.regressed) > max_regressed:
+            shown = ", ".join(item.regressed[:MAX_LISTED])
+            more = f", … and {len(item.regressed) - MAX_LISTED} more" if len(item.regressed) > MAX_LISTED else ""
+            lines.append(
+                f"{fmt.title(item.dataset, item.agent)}: {fmt.plural(len(item.regressed), 'task')} regressed "
+                f"(passed on every baseline repeat, fail on every repeat now: {shown}{more}), more than the "
+                f"allowed {max_regressed}"
+            )
+    return lines
+
+
+def report_task_means(report: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """Mean scored reward of each (dataset, task id) in a report's rollouts (passed or failed, finite
+    reward), the per-task values :func:`compare_to_baseline` pairs. Raises ValueError when ``report`` has no
+    ``rollouts`` list."""
+    return _baseline_means(report)
 
 
 def _significant_drop(comparison: PairedComparison, max_drop: float) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -10,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.gates import GateResult
-from pytest_gym_eval.reporting.model import DatasetSummary, RolloutResult
+from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
+from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, Flip, RolloutResult, session_verdict
 from pytest_gym_eval.stats import Interval
 
 REPORT_SCHEMA_VERSION = 1
@@ -25,20 +26,35 @@ SCHEMA_PATH = Path(__file__).parent.parent / "report.schema.json"
 
 
 def build_report(
-    summaries: Sequence[DatasetSummary], results: Sequence[RolloutResult], meta: Mapping[str, object]
+    summaries: Sequence[DatasetSummary],
+    results: Sequence[RolloutResult],
+    meta: Mapping[str, object],
+    session: tuple[int, str] | None = None,
+    *,
+    flips: Sequence[Flip] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all).
+    """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all), and
+    ``flips`` when a recording was replayed (``flips`` not None, possibly empty).
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
-    strings. Non-finite numbers anywhere (infinite bounds, a nan estimate) become null.
+    strings. Non-finite numbers anywhere (infinite bounds, a nan estimate) become null. ``session`` is the
+    session's final ``(exit status, one-line reason)``, written as ``session`` when given.
     """
-    return {
+    report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "meta": _json_safe(meta),
         "datasets": [_summary_json(summary) for summary in summaries],
         "rollouts": [_rollout_json(result) for result in results],
     }
+    if session is not None:
+        report["session"] = {"exit_status": int(session[0]), "reason": session[1]}
+    if flips is not None:
+        report["flips"] = [
+            {"nodeid": flip.nodeid, "reward": _finite(flip.reward), "recorded": _json_safe(list(flip.recorded))}
+            for flip in flips
+        ]
+    return report
 
 
 def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
@@ -60,6 +76,9 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "wall_time": _finite(summary.wall_time),
         "gates": [_gate_json(result) for result in summary.gates],
         "verdict": None if verdict is None else verdict.value,
+        "selected": summary.selected,
+        "unreported": summary.unreported,
+        "reward_range": None if summary.reward_range is None else [_finite(v) for v in summary.reward_range],
         **_usage_summary_json(summary),
     }
 
@@ -97,6 +116,7 @@ def _gate_json(result: GateResult) -> dict[str, Any]:
         **_interval_json(result.interval),
         "verdict": result.verdict.value,
         "mode": result.mode.value,
+        "note": result.note,
     }
 
 
@@ -205,3 +225,116 @@ def _rollout_problem(rollout: object) -> str | None:
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
         return f"has a reward that is neither a number nor null: {reward!r}"
     return None
+
+
+# --- Reading a report back into the summary model ---------------------------------------------------------
+
+
+def conclusion_from_report(
+    report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None
+) -> tuple[Conclusion, list[RolloutResult]]:
+    """The :class:`~pytest_gym_eval.reporting.model.Conclusion` and rollouts a report (from :func:`load_report`)
+    was written from, so that any output can be made again afterwards from the JSON file alone.
+
+    Summaries, gate verdicts and flips are read as written (not recomputed); a non-finite number the report
+    holds as null comes back as nan (estimate) or -inf/+inf (bounds); the rollouts' start/stop times are not
+    in the report (0.0). The comparison with ``baseline`` (another report) is computed as ``--gym-baseline``
+    computes it. The exit status and reason are the report's (its ``session``) when it has them, else those
+    :func:`~pytest_gym_eval.reporting.model.session_verdict` gives its gates (INCONCLUSIVE failing; the
+    max-drop and flip gates left out: the report does not say whether they were set). Raises ValueError for a
+    dataset, gate or rollout entry this version cannot read.
+    """
+    from pytest_gym_eval.reporting.baseline import compare_to_baseline
+
+    results = results_from_report(report)
+    summaries = [_summary_from_json(entry) for entry in report.get("datasets", [])]
+    flips_json = report.get("flips")
+    flips = None
+    if isinstance(flips_json, list):
+        flips = [
+            Flip(str(f.get("nodeid")), _number(f.get("reward"), math.nan), tuple(f.get("recorded") or ()))
+            for f in flips_json
+            if isinstance(f, Mapping)
+        ]
+    comparisons = compare_to_baseline(baseline, results) if baseline is not None else []
+    session = report.get("session")  # {"exit_status", "reason"}; older drafts had them at the top level
+    ended = session if isinstance(session, Mapping) else report
+    status, reason = ended.get("exit_status"), ended.get("reason")
+    if isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str):
+        return Conclusion(summaries, comparisons, flips, status, reason), results
+    # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
+    status, reason = session_verdict(summaries, inconclusive_passes=False)
+    return Conclusion(summaries, comparisons, flips, status, reason), results
+
+
+def results_from_report(report: Mapping[str, Any]) -> list[RolloutResult]:
+    """The report's ``rollouts`` as :class:`~pytest_gym_eval.reporting.model.RolloutResult` objects (report
+    order). Keys that ``RolloutResult`` has fields for are kept (so fields added later read back too); others
+    are ignored. Raises ValueError naming the entry when one lacks a field ``RolloutResult`` needs."""
+    names = {f.name for f in dataclasses.fields(RolloutResult)}
+    results = []
+    for index, entry in enumerate(report.get("rollouts", [])):
+        values = {key: value for key, value in entry.items() if key in names}
+        values["reward"] = None if values.get("reward") is None else float(values["reward"])
+        try:
+            results.append(RolloutResult(**values))
+        except TypeError as error:
+            raise ValueError(f"rollouts[{index}] cannot be read: {error}") from None
+    return results
+
+
+def _number(value: object, default: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    return float(value)
+
+
+def _interval_from_json(entry: Mapping[str, Any]) -> Interval:
+    count = entry.get("n")
+    return Interval(
+        _number(entry.get("estimate"), math.nan),
+        _number(entry.get("low"), -math.inf),
+        _number(entry.get("high"), math.inf),
+        count if isinstance(count, int) else 0,
+    )
+
+
+def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
+    try:
+        gates = [
+            GateResult(
+                Gate(str(gate["metric"]), float(gate["threshold"]), gate.get("k")),
+                _interval_from_json(gate),
+                Verdict(gate["verdict"]),
+                GateMode(gate["mode"]),
+                str(gate.get("note") or ""),
+            )
+            for gate in entry.get("gates", [])
+        ]
+        selected = entry.get("selected")
+        reward_range = entry.get("reward_range")
+        return DatasetSummary(
+            dataset=str(entry["dataset"]),
+            agent=entry.get("agent"),
+            tasks=int(entry["tasks"]),
+            rollouts=int(entry["rollouts"]),
+            errors=int(entry["errors"]),
+            scored=int(entry["scored"]),
+            mean_reward=_interval_from_json(entry["mean_reward"]),
+            pass_rate=_interval_from_json(entry["pass_rate"]),
+            pass_at_k={int(k): _interval_from_json(v) for k, v in entry.get("pass_at_k", {}).items()},
+            flaky_tasks=tuple(str(task) for task in entry.get("flaky_tasks", [])),
+            wall_time=_number(entry.get("wall_time"), 0.0),
+            gates=gates,
+            threshold=_number(entry.get("threshold"), 1.0),
+            confidence=_number(entry.get("confidence"), 0.95),
+            error_classes={str(k): int(v) for k, v in entry.get("error_classes", {}).items()},
+            selected=selected if isinstance(selected, int) and not isinstance(selected, bool) else None,
+            reward_range=(
+                (_number(reward_range[0], math.nan), _number(reward_range[1], math.nan))
+                if isinstance(reward_range, list) and len(reward_range) == 2
+                else None
+            ),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"dataset entry {entry.get('dataset')!r} cannot be read: {error!r}") from None

@@ -1,44 +1,101 @@
-"""JUnit XML: the test suite's properties (every aggregate of the reward summary, and run facts)."""
+"""JUnit XML: the test suite's properties (every aggregate of the reward summary, and run facts), and each
+rollout's values on its testcase in the form the selected ``junit_family`` allows.
+
+Suite property names (the test suite's ``<properties>``, valid in every family):
+
+- run facts: ``gym.<key>`` (``gym.gym_version``, ``gym.model``, ``gym.model_url``, ``gym.run_dir``, ...), and
+  the session's final ``gym.exit_status`` and ``gym.reason``;
+- per dataset: ``gym::<dataset>::<name>``, where ``<dataset>`` is the dataset as in the node ids (a path, which
+  cannot hold ``::``: pytest's node ids reserve it), and ``gym::<dataset>::<agent>::<name>`` for one agent of a
+  dataset with several. Split a name on ``::``. ``<name>`` is one of ``tasks``, ``rollouts``, ``scored``,
+  ``errors``, ``selected``, ``unreported``, ``flaky_tasks`` (a count), ``wall_time`` (seconds), ``threshold``,
+  ``sha256`` (of the dataset file), ``mean_reward``, ``pass_rate`` and ``pass_at_<k>`` (each also with
+  ``.low`` and ``.high``), ``gate.<metric>`` (the verdict of the gate on ``mean_reward``, ``pass_rate`` or
+  ``pass_at_<k>``) with ``gate.<metric>.threshold`` (its threshold, a value: the name stays the same when the
+  threshold changes), and ``verdict``; and the tokens, latency and cost (:func:`usage_properties`):
+  ``input_tokens``, ``output_tokens``, ``total_tokens``, ``token_rollouts``, ``latency_median``,
+  ``latency_p95``, ``cost``.
+
+The names of 0.1 (``gym.<dataset>.<name>``, ``gym.<dataset>.gate.<label-slug>``,
+``gym.dataset_sha256.<dataset>``) are written too, for one release (:data:`LEGACY_NAMES_UNTIL`).
+
+Per rollout: ``reward`` (absent for an error: an error has no reward), ``task_id``, ``repeat``, ``agent``,
+``record``, ``input_tokens``/``output_tokens``/``total_tokens`` and ``latency`` (seconds) when Gym recorded them
+and, on error, ``failure_class``. Under ``junit_family=xunit1`` (or ``legacy``) they are the
+testcase's ``<properties>``; under ``xunit2`` (pytest's default), whose schema has no testcase properties, they
+go in the testcase's ``<system-out>`` as one line ``gym-eval: {JSON object}`` (:data:`SYSTEM_OUT_PREFIX`). A
+dataset's ``gym-gate`` testcase carries its judged gates the same way: ``gate`` properties, or a ``gates`` list
+in that JSON object.
+"""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
 
 from pytest_gym_eval.reporting.model import DatasetSummary
 
-# --- JUnit suite properties -------------------------------------------------------------------------------
+LEGACY_NAMES_UNTIL = "0.3.0"
+"""The release that stops writing the 0.1 suite property names."""
+
+SYSTEM_OUT_PREFIX = "gym-eval: "
+"""How the line that carries a rollout's values in an xunit2 testcase's ``<system-out>`` starts."""
+
+ROLLOUT_PROPERTIES = (
+    "reward", "task_id", "repeat", "agent", "record", "failure_class",
+    "input_tokens", "output_tokens", "total_tokens", "latency",
+)  # fmt: skip
+"""The per-rollout values a rollout item carries in its ``user_properties`` (the last four: tokens and latency,
+when Gym recorded them)."""
+
+GATE_PROPERTY = "gate"
+"""The ``user_properties`` name of a gate item's judged gates (one per gate)."""
+
+SEPARATOR = "::"
+
+_SHA_PREFIX = "dataset_sha256."
 
 
-def suite_properties(summaries: Sequence[DatasetSummary], meta: Mapping[str, object]) -> list[tuple[str, str]]:
-    """(name, value) pairs for the JUnit XML ``<properties>`` of the test suite.
+def suite_properties(
+    summaries: Sequence[DatasetSummary], meta: Mapping[str, object], final: tuple[int, str] | None = None
+) -> list[tuple[str, str]]:
+    """(name, value) pairs for the JUnit XML ``<properties>`` of the test suite (names: module docstring).
 
-    First ``gym.<key>`` for each ``meta`` value that is a str, int or finite float; then per summary, with
-    ``P = gym.<dataset>`` (``gym.<dataset>[<agent>]`` for one agent of several): ``P.tasks``, ``P.rollouts``,
-    ``P.scored``, ``P.errors``, ``P.flaky_tasks`` (a count), ``P.wall_time`` (seconds), ``P.threshold``,
-    ``P.mean_reward``, ``P.pass_rate`` and ``P.pass_at_<k>`` each with ``.low`` and ``.high``,
-    ``P.gate.<label-slug>`` = verdict (e.g. ``P.gate.mean_reward_ge_0.70``) and ``P.verdict``; then the tokens,
-    latency and cost (:func:`usage_properties`). Numbers use 6 significant digits; non-finite numbers (a nan
-    estimate, infinite bounds) are left out.
+    ``meta`` holds run facts (a ``dataset_sha256.<dataset>`` key becomes ``gym::<dataset>::sha256``);
+    ``final`` is the session's ``(exit status, reason)``. Numbers use 6 significant digits; non-finite numbers
+    (a nan estimate, infinite bounds) and values that are not str, int or float are left out.
     """
     properties: list[tuple[str, str]] = []
+    legacy: list[tuple[str, str]] = []
+    hashes: dict[str, str] = {}
     for key, value in meta.items():
         text = _property_value(value)
-        if text is not None:
+        if text is None:
+            continue
+        if key.startswith(_SHA_PREFIX):
+            hashes[key[len(_SHA_PREFIX) :]] = text
+            legacy.append((f"gym.{key}", text))
+        else:
             properties.append((f"gym.{key}", text))
+    if final is not None:
+        properties += [("gym.exit_status", str(final[0])), ("gym.reason", final[1])]
     for summary in summaries:
-        properties.extend(_summary_properties(summary))
+        properties.extend(_summary_properties(summary, hashes.get(summary.dataset)))
         properties.extend(usage_properties(summary))
-    return properties
+        legacy.extend(_legacy_properties(summary))
+    return properties + legacy
 
 
 def usage_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
-    """A summary's ``P.input_tokens``, ``P.output_tokens``, ``P.total_tokens`` and ``P.token_rollouts`` (the
-    rollouts with a token count) when any rollout recorded tokens; ``P.latency_median`` and ``P.latency_p95``
-    (seconds) when any recorded a latency; ``P.cost`` with ``--gym-price-per-mtok``. ``P`` as in
-    :func:`suite_properties`."""
-    prefix = f"gym.{summary.dataset}" if summary.agent is None else f"gym.{summary.dataset}[{summary.agent}]"
+    """A summary's tokens, latency and cost, named as its other aggregates (``gym::<dataset>::<name>``):
+    ``input_tokens``, ``output_tokens``, ``total_tokens`` and ``token_rollouts`` (the rollouts with a token count)
+    when any rollout recorded tokens; ``latency_median`` and ``latency_p95`` (seconds) when any recorded a
+    latency; ``cost`` with ``--gym-price-per-mtok``."""
     tokens, latency = summary.tokens, summary.latency
     pairs: list[tuple[str, object]] = []
     if tokens.rollouts:
@@ -52,11 +109,31 @@ def usage_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
         pairs += [("latency_median", latency.median), ("latency_p95", latency.p95)]
     if summary.cost is not None:
         pairs.append(("cost", summary.cost))
-    return [(f"{prefix}.{name}", text) for name, value in pairs if (text := _property_value(value)) is not None]
+    return _texts(property_prefix(summary.dataset, summary.agent), pairs)
 
 
-def _summary_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
-    prefix = f"gym.{summary.dataset}" if summary.agent is None else f"gym.{summary.dataset}[{summary.agent}]"
+def property_prefix(dataset: str, agent: str | None = None) -> str:
+    """``gym::<dataset>::`` or ``gym::<dataset>::<agent>::``: how a dataset's suite property names start."""
+    parts = ["gym", dataset] if agent is None else ["gym", dataset, agent]
+    return SEPARATOR.join(parts) + SEPARATOR
+
+
+def _summary_properties(summary: DatasetSummary, sha256: str | None) -> list[tuple[str, str]]:
+    prefix = property_prefix(summary.dataset, summary.agent)
+    pairs = _aggregates(summary)
+    pairs.append(("selected", summary.selected))
+    pairs.append(("unreported", summary.unreported))
+    if sha256 is not None and summary.agent is None:
+        pairs.append(("sha256", sha256))
+    for result in summary.gates:
+        metric = "pass_at_" + str(result.gate.k) if result.gate.k is not None else result.gate.metric
+        pairs += [(f"gate.{metric}", result.verdict.value), (f"gate.{metric}.threshold", result.gate.threshold)]
+    if summary.verdict is not None:
+        pairs.append(("verdict", summary.verdict.value))
+    return _texts(prefix, pairs)
+
+
+def _aggregates(summary: DatasetSummary) -> list[tuple[str, object]]:
     pairs: list[tuple[str, object]] = [
         ("tasks", summary.tasks),
         ("rollouts", summary.rollouts),
@@ -70,14 +147,25 @@ def _summary_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
     intervals.update({f"pass_at_{k}": interval for k, interval in summary.pass_at_k.items()})
     for name, interval in intervals.items():
         pairs += [(name, interval.estimate), (f"{name}.low", interval.low), (f"{name}.high", interval.high)]
+    return pairs
+
+
+def _legacy_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
+    """The 0.1 names (``gym.<dataset>.<name>``), written until :data:`LEGACY_NAMES_UNTIL`."""
+    prefix = f"gym.{summary.dataset}" if summary.agent is None else f"gym.{summary.dataset}[{summary.agent}]"
+    pairs = _aggregates(summary)
     pairs += [(f"gate.{_slug(result.gate.label)}", result.verdict.value) for result in summary.gates]
     if summary.verdict is not None:
         pairs.append(("verdict", summary.verdict.value))
+    return _texts(prefix + ".", pairs)
+
+
+def _texts(prefix: str, pairs: Sequence[tuple[str, object]]) -> list[tuple[str, str]]:
     properties: list[tuple[str, str]] = []
     for name, value in pairs:
         text = _property_value(value)
         if text is not None:
-            properties.append((f"{prefix}.{name}", text))
+            properties.append((prefix + name, text))
     return properties
 
 
@@ -93,3 +181,74 @@ def _property_value(value: object) -> str | None:
 def _slug(label: str) -> str:
     """``mean reward >= 0.70`` → ``mean_reward_ge_0.70``; ``pass@4 >= 0.50`` → ``pass@4_ge_0.50``."""
     return re.sub(r"[^A-Za-z0-9.@]+", "_", label.replace(">=", "ge")).strip("_")
+
+
+# --- Per-rollout values on the testcase -------------------------------------------------------------------
+
+
+def system_out_line(values: Sequence[tuple[str, object]]) -> str:
+    """The ``<system-out>`` line carrying an item's values under xunit2: :data:`SYSTEM_OUT_PREFIX` and a JSON
+    object, e.g. ``gym-eval: {"task_id": "q1", "repeat": 0, "agent": "mcqa_simple_agent", "reward": 1.0}``;
+    a gate item's ``gate`` values become one ``gates`` list."""
+    data: dict[str, object] = {name: value for name, value in values if name != GATE_PROPERTY}
+    gates = [value for name, value in values if name == GATE_PROPERTY]
+    if gates:
+        data["gates"] = gates
+    return SYSTEM_OUT_PREFIX + json.dumps(data, ensure_ascii=False, default=str)
+
+
+def parse_system_out(text: str) -> dict[str, Any] | None:
+    """The rollout values in a testcase's ``<system-out>`` text (the inverse of :func:`system_out_line`), or
+    None when it has no such line."""
+    for line in text.splitlines():
+        if line.startswith(SYSTEM_OUT_PREFIX):
+            value = json.loads(line[len(SYSTEM_OUT_PREFIX) :])
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def junit_xml(config: pytest.Config) -> Any:
+    """pytest's JUnit XML writer when ``--junitxml`` is on, else None (its stash key is not public API)."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover
+        return None
+    return config.stash.get(xml_key, None)
+
+
+def move_rollout_values(xml: Any, report: pytest.TestReport) -> None:
+    """Under ``junit_family=xunit2``, put a rollout's values in its testcase's ``<system-out>`` and take them out
+    of the teardown ``report``'s ``user_properties``, from which pytest would write ``<properties>`` that the
+    xunit2 schema does not allow. Call on the teardown report before pytest's JUnit writer sees it. Does
+    nothing under xunit1 and legacy (properties are valid there), nor for a report that is not a rollout's.
+    """
+    if report.when != "teardown" or getattr(xml, "family", "xunit1") in ("xunit1", "legacy"):
+        return
+    names = (*ROLLOUT_PROPERTIES, GATE_PROPERTY)
+    values = [(name, value) for name, value in report.user_properties if name in names]
+    present = {name for name, _ in values}
+    rollout = {"task_id", "repeat", "agent"} <= present
+    gate = GATE_PROPERTY in present and report.nodeid.endswith("::gym-gate")
+    if not (rollout or gate):
+        return
+    from xml.etree import ElementTree
+
+    node = ElementTree.Element("system-out")
+    node.text = system_out_line(values)
+    xml.node_reporter(report).append(node)
+    report.user_properties = [(n, v) for n, v in report.user_properties if n not in names]
+
+
+class RolloutValuesInJunit:
+    """A plugin object (registered by the plugin at configure time) that applies :func:`move_rollout_values`
+    to every report before pytest's JUnit writer sees it."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Move a rollout's values out of its teardown report under xunit2 (pytest hook)."""
+        xml = junit_xml(self.config)
+        if xml is not None:
+            move_rollout_values(xml, report)

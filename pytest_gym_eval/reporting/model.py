@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, metric_interval
+from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, incomplete, metric_interval
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.stats import Interval
 from pytest_gym_eval.usage import NO_USAGE, LatencySummary, Price, TokenTotals, Usage, latency_summary, token_totals
@@ -45,7 +45,7 @@ class RolloutResult:
     """One reported rollout item.
 
     ``status`` is "passed", "failed" or "error"; ``reward`` is the verifier's reward (None for an error);
-    ``failure_class`` is Gym's ``_ng_failure_class`` or "missing"/"bad_reward" for an error; ``record`` is
+    ``failure_class`` names an error's cause (:data:`pytest_gym_eval.causes.CLASSES`); ``record`` is
     ``path:LINE`` of the full rollout record; ``start``/``stop`` are epoch seconds of the item's run (0.0 when
     unknown); ``usage`` the policy model's tokens and the rollout's latency as Gym recorded them
     (:mod:`pytest_gym_eval.usage`). A rollout is *scored* when it passed or failed with a finite reward; only
@@ -86,7 +86,11 @@ class DatasetSummary:
     for k = 1..the most rollouts any task has; ``flaky_tasks`` the ids of tasks whose scored rollouts both
     passed and failed, in first-seen order; ``wall_time`` seconds from the first start to the last stop;
     ``threshold`` the pass threshold; ``confidence`` the level of every interval (0.95 → 95%);
-    ``error_classes`` the number of errors by failure class ("unknown" when the result names none).
+    ``error_classes`` the number of errors by failure class ("unknown" when the result names none);
+    ``reward_range`` the lowest and highest scored reward (None without one);
+    ``selected`` the rollouts the session selected for this dataset (None when unknown, e.g. a report read back
+    from JSON without it): when more were selected than reported (``pytest -x``, ``--maxfail``, a crash), the
+    gates were judged on part of the evaluation and are at best INCONCLUSIVE.
     ``tokens`` sums the tokens of every rollout (errored ones too: their calls were made), ``latency`` ranks
     the latencies Gym recorded, and ``cost`` is the estimate at the user's prices (None without prices or
     tokens); see :func:`usage_summary`.
@@ -107,22 +111,38 @@ class DatasetSummary:
     threshold: float
     confidence: float = 0.95
     error_classes: dict[str, int] = field(default_factory=dict)
+    selected: int | None = None
+    reward_range: tuple[float, float] | None = None
     tokens: TokenTotals = field(default_factory=TokenTotals)
     latency: LatencySummary = field(default_factory=lambda: latency_summary(()))
     cost: float | None = None
 
     @property
+    def rewards_beyond_unit(self) -> bool:
+        """Whether some scored reward lies outside [0, 1] (multi-component rewards sum past 1; some verifiers
+        give negative rewards): the pass threshold then needs a look."""
+        return self.reward_range is not None and (self.reward_range[0] < 0.0 or self.reward_range[1] > 1.0)
+
+    @property
+    def unreported(self) -> int:
+        """Selected rollouts that never reported (0 when ``selected`` is unknown)."""
+        return 0 if self.selected is None else max(0, self.selected - self.rollouts)
+
+    @property
     def verdict(self) -> Verdict | None:
-        """FAIL when any gate fails, else INCONCLUSIVE when any is inconclusive, else PASS; None without gates.
+        """FAIL when any gate fails or any rollout errored (errors fail a gated session), else INCONCLUSIVE
+        when any gate is inconclusive (also when selected rollouts never reported), else PASS; None without
+        gates.
 
         :class:`~pytest_gym_eval.gates.Verdict` is a ``str`` enum, so this compares equal to "PASS" etc.
         """
         if not self.gates:
             return None
         verdicts = {result.verdict for result in self.gates}
-        for verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
-            if verdict in verdicts:
-                return verdict
+        if Verdict.FAIL in verdicts or self.errors:
+            return Verdict.FAIL
+        if Verdict.INCONCLUSIVE in verdicts:
+            return Verdict.INCONCLUSIVE
         return Verdict.PASS
 
     @property
@@ -138,28 +158,37 @@ def summarize(
     gates: Mapping[str, Sequence[Gate]],
     mode: GateMode,
     confidence: float = 0.95,
+    selected: Mapping[str, Mapping[str, int]] | None = None,
     price: Price | None = None,
 ) -> list[DatasetSummary]:
     """One :class:`DatasetSummary` per dataset, or per (dataset, agent) when a dataset has several agents.
 
     ``thresholds`` and ``gates`` are keyed by dataset (as in the node ids); a dataset missing from them has
     threshold :data:`DEFAULT_THRESHOLD` and no gates. Gates are judged in ``mode`` by
-    :func:`~pytest_gym_eval.gates.evaluate`. ``price`` (the user's ``--gym-price-per-mtok``) gives each summary
-    a cost estimate. Datasets come in first-seen order, and agents within a dataset. Raises ValueError for a
-    bad ``confidence``.
+    :func:`~pytest_gym_eval.gates.evaluate`. ``price`` (the user's ``--gym-price-per-mtok``) gives each
+    summary a cost estimate. ``selected[dataset][agent]`` counts the rollouts the session
+    selected: a dataset or agent with selected rollouts but no result still gets a summary (its gates have no
+    data), and gates judged on fewer rollouts than selected are at best INCONCLUSIVE
+    (:func:`~pytest_gym_eval.gates.incomplete`). Datasets come in first-seen order (results first, then
+    selected ones that never reported), and agents within a dataset. Raises ValueError for a bad
+    ``confidence``.
     """
-    summaries = [
-        _summarize_group(
-            dataset,
-            agent,
-            group,
-            threshold=thresholds.get(dataset, DEFAULT_THRESHOLD),
-            gates=gates.get(dataset, ()),
-            mode=mode,
-            confidence=confidence,
+    summaries = []
+    for (dataset, agent), group in groups(results, selected).items():
+        chosen = (selected or {}).get(dataset)
+        count = None if chosen is None else (sum(chosen.values()) if agent is None else chosen.get(agent, 0))
+        summaries.append(
+            _summarize_group(
+                dataset,
+                agent,
+                group,
+                threshold=thresholds.get(dataset, DEFAULT_THRESHOLD),
+                gates=gates.get(dataset, ()),
+                mode=mode,
+                confidence=confidence,
+                selected=count,
+            )
         )
-        for (dataset, agent), group in groups(results).items()
-    ]
     return [with_usage(summary, results, price) for summary in summaries]
 
 
@@ -181,11 +210,18 @@ def with_usage(summary: DatasetSummary, results: Sequence[RolloutResult], price:
     return replace(summary, tokens=tokens, latency=latency, cost=cost)
 
 
-def groups(results: Sequence[RolloutResult]) -> dict[tuple[str, str | None], list[RolloutResult]]:
-    """Results keyed by (dataset, agent or None when the dataset has one agent), datasets first-seen."""
+def groups(
+    results: Sequence[RolloutResult], selected: Mapping[str, Mapping[str, int]] | None = None
+) -> dict[tuple[str, str | None], list[RolloutResult]]:
+    """Results keyed by (dataset, agent or None when the dataset has one agent), datasets first-seen; the
+    datasets and agents of ``selected`` (see :func:`summarize`) get a key even without results."""
     agents: dict[str, dict[str, None]] = {}
     for result in results:
         agents.setdefault(result.dataset, {})[result.agent] = None
+    for dataset, counts in (selected or {}).items():
+        for agent, count in counts.items():
+            if count > 0:
+                agents.setdefault(dataset, {})[agent] = None
     groups: dict[tuple[str, str | None], list[RolloutResult]] = {}
     for dataset, names in agents.items():
         for agent in names:
@@ -243,6 +279,7 @@ def _summarize_group(
     gates: Sequence[Gate],
     mode: GateMode,
     confidence: float,
+    selected: int | None = None,
 ) -> DatasetSummary:
     tasks = by_task(results)
     rewards_by_task: list[list[float]] = []
@@ -257,7 +294,11 @@ def _summarize_group(
     counts = [(len(passed), sum(passed)) for passed in passed_by_task]
     error_classes = _count_error_classes(results)
     scored = sum(n for n, _ in counts)
-    max_repeats = max(len(rollouts) for rollouts in tasks.values())
+    every_reward = [reward for rewards in rewards_by_task for reward in rewards]
+    max_repeats = max((len(rollouts) for rollouts in tasks.values()), default=0)
+    judged = evaluate(gates, rewards_by_task, passed_by_task, mode, confidence)
+    if selected is not None:
+        judged = incomplete(judged, len(results), selected)
     return DatasetSummary(
         dataset=dataset,
         agent=agent,
@@ -272,10 +313,12 @@ def _summarize_group(
         },
         flaky_tasks=tuple(flaky),
         wall_time=_wall_time(results),
-        gates=evaluate(gates, rewards_by_task, passed_by_task, mode, confidence),
+        gates=judged,
         threshold=threshold,
         confidence=confidence,
         error_classes=error_classes,
+        selected=selected,
+        reward_range=(min(every_reward), max(every_reward)) if every_reward else None,
     )
 
 
@@ -287,20 +330,31 @@ def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes:
 
     (-1, "") when no summary has a gate (the caller keeps pytest's own status). Otherwise 0 when every gate
     passes (INCONCLUSIVE counts as passing when ``inconclusive_passes``) and no rollout errored in any
-    dataset, else 1. Failed rollouts do not fail the session: only the gates judge rewards. Reasons look
-    like ``gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.80 < 0.90``, ``gym gates: 2 rollouts
-    errored`` or ``gym gates: all 3 gates pass``.
+    dataset, else 1. Failed rollouts do not fail the session: only the gates judge rewards. A gated dataset
+    with selected rollouts that never reported always fails the session (its gates are INCONCLUSIVE, whatever
+    ``inconclusive_passes`` says): a cut-short evaluation is never green. Reasons look like ``gym gates: FAIL -
+    datasets/mcqa.jsonl mean reward 0.80 < 0.90``, ``gym gates: 2 rollouts errored`` or ``gym gates: all 3
+    gates pass``.
     """
     judged = [(summary, result) for summary in summaries for result in summary.gates]
     if not judged:
         return -1, ""
     errors = sum(summary.errors for summary in summaries)
-    failing = [(summary, result) for summary, result in judged if not result.passed(inconclusive_passes)]
+    cut_short = [summary for summary in summaries if summary.gates and summary.unreported]
+    failing = [
+        (summary, result)
+        for summary, result in judged
+        if not result.passed(inconclusive_passes and summary not in cut_short)
+    ]
     problems = [f"{summary.title} {_gate_brief(result)}" for summary, result in failing[:_MAX_REASONS]]
     if len(failing) > _MAX_REASONS:
         problems.append(f"and {len(failing) - _MAX_REASONS} more failing gates")
     if errors:
         problems.append(f"{fmt.plural(errors, 'rollout')} errored")
+    unreported = sum(summary.unreported for summary in cut_short)
+    if unreported:
+        selected = sum(summary.selected or 0 for summary in cut_short)
+        problems.append(f"{unreported} of {selected} selected rollouts never reported (the session stopped early)")
     if failing:
         head = "FAIL" if any(result.verdict is Verdict.FAIL for _, result in failing) else "INCONCLUSIVE"
         return 1, f"gym gates: {head} - " + "; ".join(problems)
@@ -323,6 +377,8 @@ def _gate_brief(result: GateResult) -> str:
     threshold = fmt.threshold(gate.threshold)
     if math.isnan(interval.estimate):
         return f"{gate.name} has no data (needs >= {threshold})"
+    if result.note:
+        return f"{gate.name} {fmt.number(interval.estimate)} {result.note}"
     if result.mode is GateMode.POINT:
         return f"{gate.name} {fmt.number(interval.estimate)} < {threshold}"
     if result.verdict is Verdict.FAIL:

@@ -58,6 +58,13 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
     if summary.wall_time > 0.0:
         counts += f", wall time {fmt.duration(summary.wall_time)}"
     lines = fmt.wrap(counts, width, "  ", "    ")
+    if summary.unreported:
+        lines += fmt.labelled(
+            "unreported",
+            f"{summary.unreported} of {summary.selected} selected rollouts never reported (the session stopped "
+            "before they did: -x, --maxfail, an interrupt or a crash)",
+            width,
+        )
     if summary.errors:
         lines += fmt.labelled("errors", _errors_text(summary), width)
     lines += fmt.labelled(
@@ -72,6 +79,16 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
         f"threshold {fmt.threshold(summary.threshold)}",
         width,
     )
+    if summary.rewards_beyond_unit:
+        assert summary.reward_range is not None
+        low, high = summary.reward_range
+        lines += fmt.labelled(
+            "rewards",
+            f"from {fmt.number(low)} to {fmt.number(high)}, beyond [0, 1]: a rollout passes at reward >= "
+            f"{fmt.threshold(summary.threshold)} (the pass threshold; per dataset: pass_threshold= in "
+            "gym_dataset_settings)",
+            width,
+        )
     for k, interval in summary.pass_at_k.items():
         note = "" if interval.n == summary.mean_reward.n else f"  {fmt.plural(interval.n, 'task')} with {k}+ scored"
         lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
@@ -83,7 +100,8 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
             lines += fmt.wrap(result.describe(), width, "    ", "      ")
         verdict = summary.verdict
         assert verdict is not None  # there are gates
-        lines += fmt.labelled("verdict", verdict.value, width)
+        why = f" ({fmt.plural(summary.errors, 'rollout')} errored)" if summary.errors else ""
+        lines += fmt.labelled("verdict", verdict.value + why, width)
     return lines
 
 
@@ -113,7 +131,7 @@ def usage_lines(summary: DatasetSummary, width: int) -> list[str]:
 
 
 def _errors_text(summary: DatasetSummary) -> str:
-    """``missing 2, bad_reward 1``: errors by failure class, most frequent first."""
+    """``model_http_429 2, bad_reward 1``: errors by failure class, most frequent first."""
     ranked = sorted(summary.error_classes.items(), key=lambda item: -item[1])
     return ", ".join(f"{name} {count}" for name, count in ranked)
 
@@ -195,6 +213,16 @@ def _comparison_lines(item: BaselineComparison, width: int) -> list[str]:
         width,
     )
     lines += fmt.labelled("fell", f"{len(item.dropped)} of {fmt.plural(item.shared_tasks, 'task')}", width)
+    lines += fmt.labelled(
+        "regressed",
+        f"{len(item.regressed)} (passed on every baseline repeat, fail on every repeat now), improved "
+        f"{len(item.improved)}; {fmt.p_value(item.mcnemar_p)}, McNemar exact over the tasks that flipped",
+        width,
+    )
+    if item.regressed:
+        listed = ", ".join(item.regressed[:MAX_LISTED])
+        more = f", … and {len(item.regressed) - MAX_LISTED} more" if len(item.regressed) > MAX_LISTED else ""
+        lines += fmt.wrap(listed + more, width, "    ", "    ")
     if not item.dropped:
         return lines
     shown = item.dropped[:MAX_LISTED]

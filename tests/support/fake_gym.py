@@ -2,10 +2,12 @@
 
 It understands just what the plugin calls:
 - ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym;
-  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready.
+  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready, and
+  ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later.
 - ``gym eval run --input IN --output OUT [--resume] ...``: writes one output line per input row, taking the
   behaviour from the row's ``fake`` object: ``{"reward": x}`` (default 1.0; any JSON, or absent with
-  ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row), ``{"skip": true}`` (no line
+  ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row; with ``"body"``, its
+  ``_ng_failure_response_body``), ``{"skip": true}`` (no line
   at all), ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
   (wait for SIGINT before this row), ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
   (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row).
@@ -40,6 +42,7 @@ def env_start(argv: list[str]) -> int:
         return 3
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    time.sleep(float(os.environ.get("FAKE_GYM_START_DELAY", "0")))  # a slow start-up, as on a loaded machine
     if mode != "hang":
         print("All 1 / 1 servers ready! Polling every 60s", flush=True)
     while not stop:
@@ -83,6 +86,8 @@ def eval_run(argv: list[str]) -> int:
         base = {"_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": 0, "agent_ref": row.get("agent_ref")}
         if fake.get("failure"):
             line = {**base, "_ng_failure_class": fake["failure"], "_ng_failure_message": "fake agent failure"}
+            if "body" in fake:
+                line["_ng_failure_response_body"] = fake["body"]
             with open(failures, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(line) + "\n")
             continue

@@ -18,6 +18,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Python {sys.version.split()[0]} ({sys.executable})")
         return 0
     if args[:2] == ["env", "prefetch"]:
+        configs = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--config"]
+        for config in configs:  # as Gym's own check: a config path that does not exist is an error
+            if not os.path.isfile(config):
+                print(f"fake gym: config {config} does not exist", file=sys.stderr)
+                return 2
         record = os.environ.get("FAKE_GYM_RECORD")
         if record:
             entry = {

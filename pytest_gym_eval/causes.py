@@ -1,0 +1,591 @@
+"""The root cause of a rollout Gym recorded as failed, found in its failure record and its servers' logs.
+
+Whatever goes wrong at the model endpoint, Gym's failures file says the same thing: ``agent_run_error``,
+``500, message='Internal Server Error', url=.../run``. The cause is further in, in two places this module reads:
+
+- the record's ``_ng_failure_response_body``: the body the agent's ``/run`` answered with. Each Gym server that
+  catches an HTTP error from the server it called answers 500 with ``Hit an exception in <Class>___<name>
+  calling an inner server: b'<that server's body>'``, so the body nests one layer per server (agent ``/run``,
+  agent ``/v1/responses``, policy model) around the endpoint's own error body (e.g. an OpenAI-style
+  ``{"error": {"message", "type", "code"}}``) or around the ``repr()`` of the exception a server raised (e.g. a
+  pydantic ``ValidationError`` when Gym rejects the endpoint's Responses body). Gym keeps the first 2,000
+  characters of it, and the escaping doubles with each layer, so the innermost text may be cut short;
+- the server logs (``logs/gym-servers/<server>.log``, every line prefixed with ``(<server>) ``): a server that
+  got an HTTP error from upstream logs ``🚨 [upstream_request_failed] server=<Class>___<name> method=M url=U
+  status=N`` and, on the next line, ``Response content: <the body, up to 2,000 characters>``; one whose handler
+  raised logs ``🚨 Caught an exception printed above in <name> (<Class>)``, the traceback (its last unindented
+  line is ``<module.Type>: <message>``) and ``repr(e): <repr>``. The model client also logs each retry
+  (``[model_retry url=U status=N kind=K try=T max_tries=M error_msg=...]``) and connection retries
+  (``[request_retry url=U error=E retry=R elapsed_s=S]``). Lines carry no time stamps and no request ids, so a
+  failure is matched to its log line by the error text itself (the first line that shows it).
+
+:func:`diagnose` turns a failure record into a :class:`Cause`: a one-line summary naming the server that failed,
+the HTTP status and the endpoint's own error text, a failure class (see :data:`CLASSES`) and the ``path:line`` of
+the log line that shows it. :class:`ServerLogs` indexes the logs once, reading only what was appended since.
+:func:`redact` keeps API keys out of every text this module returns.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+GYM_START = "gym_start"
+GYM_EXITED = "gym_exited"
+ROLLOUT_TIMEOUT = "rollout_timeout"
+SESSION_STOPPED = "session_stopped"
+NOT_PLANNED = "not_planned"
+BAD_REWARD = "bad_reward"
+REPLAY_NO_RECORDING = "replay_no_recording"
+MODEL_BAD_RESPONSE = "model_bad_response"
+VERIFIER_ERROR = "verifier_error"
+AGENT_ERROR = "agent_error"
+MODEL_SERVER_ERROR = "model_server_error"
+SERVER_ERROR = "server_error"
+
+CLASSES: dict[str, str] = {
+    GYM_START: "Gym could not start (its servers, its config, or the model endpoint never became ready)",
+    GYM_EXITED: "Gym ended (crashed, was killed, or `gym eval run` finished) without writing this rollout",
+    ROLLOUT_TIMEOUT: "no rollout landed for `--gym-rollout-timeout` seconds; every pending rollout errors then",
+    SESSION_STOPPED: "the session stopped (Ctrl-C, SIGTERM, `-x`) before this rollout arrived",
+    NOT_PLANNED: "the item was not in the session's plan (a plugin bug: please report it)",
+    BAD_REWARD: "the rollout has no reward, or one that is not a finite number",
+    "model_http_<status>": "the policy model's endpoint (or a judge model's) answered an HTTP error after Gym's "
+    "own retries, e.g. `model_http_429`, `model_http_400`",
+    "model_http_error": "the same, when no log shows the status (servers attached with `--gym-head-server` keep "
+    "their logs elsewhere)",
+    REPLAY_NO_RECORDING: "the replay model has no recorded answer for the conversation (its HTTP 404 `no_recording`)",
+    MODEL_BAD_RESPONSE: "Gym rejected the endpoint's answer (e.g. a Responses body missing fields Gym requires, "
+    "or a body that is not JSON)",
+    MODEL_SERVER_ERROR: "Gym's model server raised for another reason",
+    "<role>_http_<status>": "another server's upstream call answered an HTTP error (`agent_http_500`, "
+    "`resources_http_502`, `server_http_…` for a server of unknown role; `…_http_error` without the status)",
+    VERIFIER_ERROR: "the resources server (the verifier) raised while scoring the rollout",
+    AGENT_ERROR: "the agent server raised",
+    SERVER_ERROR: "a Gym server of unknown role raised",
+    "agent_run_error": "Gym's own class (also `agent_request_failed`, `environment_server_failed`, ...), when the "
+    "cause could not be traced past Gym's record",
+}
+"""The failure classes an errored item can carry (terminal ``errors`` line, JUnit ``failure_class``
+property, JSON report ``failure_class``), with what each means."""
+
+SUMMARY_LIMIT = 300
+"""Characters of an endpoint's error text the summary line keeps."""
+READ_CHUNK = 1024 * 1024
+"""Bytes of a server log read at a time."""
+
+_WRAPPER = re.compile(r"Hit an exception in (?P<key>\S+) calling an inner server: b(?P<quote>['\"])", re.S)
+_LINE_PREFIX = re.compile(r"^\((?P<server>[^)\s]+)\) ")
+_UPSTREAM = re.compile(
+    r"\[upstream_request_failed\] server=(?P<key>\S+) method=(?P<method>\S+) url=(?P<url>\S+) status=(?P<status>\d+)"
+)
+_CONTENT = "Response content: "
+_CAUGHT = re.compile(r"Caught an exception printed above in (?P<name>\S+) \((?P<cls>[^)]+)\)")
+_REPR = "repr(e): "
+_EXCEPTION_LINE = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\w*)(?:: (?P<msg>.*))?$"
+)
+_CONNECTION_RETRY = re.compile(r"\[request_retry [^\]]*\]?|Hit an exception while making a request")
+"""A server's log line about a request it retries for a connection error: unlike HTTP errors (3 attempts, then
+the rollout fails), Gym retries these without end, so they are what a run that stopped making progress shows."""
+_SECRET_PATTERNS = (
+    # a provider key (OpenAI sk-..., NVIDIA nvapi-..., Hugging Face hf_...): long, with a digit (names are not)
+    (re.compile(r"\b(?:sk|pk|rk|nvapi|hf|gsk|xai)[-_](?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}"), "[redacted]"),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9_\-.=+/]{8,}"), r"\1 [redacted]"),
+    (
+        re.compile(r"(?i)\b((?:api[_-]?key|access[_-]?token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"),
+        r"\1[redacted]",
+    ),
+    (re.compile(r"(https?://[^\s?'\"]+)\?[^\s'\"]*"), r"\1?[redacted]"),
+)
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with anything that looks like an API key replaced by ``[redacted]``: each of ``secrets``
+    (exact values, e.g. the key's environment variable), ``sk-...``-style tokens, ``Bearer`` credentials,
+    ``api_key=...``-style assignments and URL query strings (where Gym's own logs say keys travel)."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+# Unwrapping the failure body.
+
+
+@dataclass(frozen=True)
+class ErrorChain:
+    """A failure body unwrapped: ``servers`` are the ``<Class>___<name>`` keys of the servers it passed
+    through, outermost first; ``innermost`` is the text at the centre (an endpoint's error body or an
+    exception's ``repr``); ``truncated`` says Gym cut the body short (the end of ``innermost`` is missing)."""
+
+    servers: tuple[str, ...]
+    innermost: str
+    truncated: bool
+
+
+def unwrap(body: str) -> ErrorChain:
+    """Peel the ``Hit an exception in ... calling an inner server: b'...'`` layers off a failure body.
+
+    Tolerates a body Gym cut at 2,000 characters (an unfinished escape at the end is dropped). Never raises.
+    """
+    text = body.strip()
+    truncated = text.endswith("…")
+    servers: list[str] = []
+    for _ in range(32):  # a chain is a few layers deep; the bound only guards against a pathological body
+        text, cut = _json_string(text)
+        truncated = truncated or cut
+        match = _WRAPPER.match(text)
+        if match is None:
+            break
+        servers.append(match["key"])
+        inner = text[match.end() :]
+        if inner.endswith(match["quote"]):
+            inner = inner[:-1]
+        else:
+            truncated = True
+        text = _bytes_literal(inner)
+    text, cut = _json_string(text)
+    return ErrorChain(tuple(servers), text.strip(), truncated or cut)
+
+
+def _json_string(text: str) -> tuple[str, bool]:
+    """A JSON string literal decoded (``text`` itself when it is not one); whether it was cut short."""
+    if not text.startswith('"'):
+        return text, False
+    try:
+        value = json.loads(text)
+        if isinstance(value, str):
+            return value, False
+    except ValueError:
+        pass
+    inner = text[1:].removesuffix("…")
+    inner = inner[:-1] if inner.endswith('"') and not inner.endswith('\\"') else inner
+    for cut in range(8):  # drop an unfinished escape (a lone backslash, a partial \\uXXXX)
+        try:
+            value = json.loads('"' + inner[: len(inner) - cut] + '"')
+        except ValueError:
+            continue
+        if isinstance(value, str):
+            return value, True
+    return text, True
+
+
+def _bytes_literal(inner: str) -> str:
+    """The text of a Python bytes literal's body (``repr(bytes)`` without ``b'`` and ``'``), UTF-8 decoded."""
+    raw = inner.encode("utf-8", "backslashreplace")
+    for cut in range(5):  # drop an unfinished escape at a cut end
+        try:
+            decoded, _ = codecs.escape_decode(raw[: len(raw) - cut])
+        except ValueError:
+            continue
+        return str(bytes(decoded).decode("utf-8", "replace"))
+    return inner
+
+
+@dataclass(frozen=True)
+class EndpointError:
+    """An OpenAI-style error body: ``{"error": {"message", "type", "code"}}`` (``code`` and ``type`` may be
+    None; ``message`` may be '')."""
+
+    message: str
+    type: str | None
+    code: str | None
+
+    @property
+    def label(self) -> str:
+        """The error's own name: its ``code``, else its ``type``, else ''."""
+        return self.code or ("no_recording" if self.no_recording else self.type or "")
+
+    @property
+    def no_recording(self) -> bool:
+        """Whether this is the replay model's 404 for a conversation it has no recording of (its ``code`` is
+        ``no_recording``; when a long message pushed the code past what Gym kept, its message says so)."""
+        return self.code == "no_recording" or (
+            self.code is None and self.type in (None, "not_found") and self.message.startswith("no recorded answer")
+        )
+
+
+def endpoint_error(text: str) -> EndpointError | None:
+    """The OpenAI-style error in ``text`` (a JSON body, possibly cut short), or None when it is not one."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        error = value.get("error")
+        if isinstance(error, dict):
+            return EndpointError(str(error.get("message") or ""), _str(error.get("type")), _str(error.get("code")))
+        if isinstance(error, str):
+            return EndpointError(str(value.get("message") or error), None, error)
+        if isinstance(value.get("detail"), str):  # FastAPI's own errors
+            return EndpointError(value["detail"], None, None)
+        return None
+    if not text.lstrip().startswith("{") or '"error"' not in text:
+        return None
+    fields = {}
+    for name in ("message", "type", "code"):  # a body cut short: take what is there
+        found = re.search(rf'"{name}"\s*:\s*"((?:[^"\\]|\\.)*)', text)
+        fields[name] = _json_string(f'"{found.group(1)}"')[0] if found else None
+    return EndpointError(fields["message"] or "", fields["type"], fields["code"])
+
+
+def _str(value: object) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+# The server logs.
+
+
+@dataclass(frozen=True)
+class UpstreamFailure:
+    """An ``[upstream_request_failed]`` entry: server ``key`` got HTTP ``status`` from ``url`` with ``body``
+    (Gym keeps 2,000 characters), logged at ``path``:``line`` (1-based)."""
+
+    key: str
+    method: str
+    url: str
+    status: int
+    body: str
+    path: Path
+    line: int
+
+
+@dataclass(frozen=True)
+class LoggedException:
+    """An exception a server's handler raised: server ``name`` (class ``cls``), the exception's ``type``
+    (without its module) and ``message`` (every line of it), ``repr`` its ``repr()`` as Gym returned it, logged
+    at ``path``:``line`` (the traceback's last line, which names the exception)."""
+
+    name: str
+    cls: str
+    type: str
+    message: str
+    repr: str
+    path: Path
+    line: int
+
+
+@dataclass
+class _FileState:
+    offset: int = 0
+    line: int = 0
+    partial: bytes = b""
+    pending_upstream: tuple[re.Match[str], int] | None = None
+    caught: tuple[str, str] | None = None
+    exception: tuple[int, str, list[str]] | None = None  # line, type, message lines so far
+    recent: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=3))
+
+
+class ServerLogs:
+    """The error entries of Gym's server logs in ``folder`` (``logs/gym-servers``), indexed on first sight.
+
+    :meth:`refresh` reads what the logs gained since the last call (a log of retries can grow for as long as an
+    endpoint misbehaves, so nothing is read twice). Lookups return the *first* entry that shows a given error.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._files: dict[Path, _FileState] = {}
+        self.upstream: list[UpstreamFailure] = []
+        self.exceptions: list[LoggedException] = []
+        self._seen_upstream: set[tuple[str, int, str]] = set()
+        self._seen_exceptions: set[tuple[str, str]] = set()
+
+    def refresh(self) -> None:
+        """Index every line appended to the folder's ``*.log`` files since the last call."""
+        try:
+            paths = sorted(self.folder.glob("*.log"))
+        except OSError:
+            return
+        for path in paths:
+            state = self._files.setdefault(path, _FileState())
+            try:
+                with path.open("rb") as handle:
+                    handle.seek(state.offset)
+                    while data := handle.read(READ_CHUNK):  # memory stays bounded however much the log grew
+                        state.offset += len(data)
+                        lines = (state.partial + data).split(b"\n")
+                        state.partial = lines.pop()
+                        for raw in lines:
+                            state.line += 1
+                            self._index(path, state, raw.decode("utf-8", "replace").rstrip("\r"))
+            except OSError:
+                continue
+
+    def _index(self, path: Path, state: _FileState, text: str) -> None:
+        text = _LINE_PREFIX.sub("", text, count=1)
+        number = state.line
+        if state.pending_upstream is not None:
+            match, at = state.pending_upstream
+            state.pending_upstream = None
+            if text.startswith(_CONTENT):
+                body = text[len(_CONTENT) :]
+                key = (match["key"], int(match["status"]), body)
+                if key not in self._seen_upstream:
+                    self._seen_upstream.add(key)
+                    self.upstream.append(
+                        UpstreamFailure(
+                            match["key"], match["method"], match["url"], int(match["status"]), body, path, at
+                        )
+                    )
+        if (upstream := _UPSTREAM.search(text)) is not None:
+            state.pending_upstream = (upstream, number)
+            return
+        if (caught := _CAUGHT.search(text)) is not None:
+            state.caught, state.exception = (caught["name"], caught["cls"]), None
+            return
+        if state.caught is not None:
+            if text.startswith(_REPR):
+                self._add_exception(path, state, text[len(_REPR) :])
+            elif text.startswith(("Traceback", "During handling", "The above exception")):
+                state.exception = None
+            elif (exc := _EXCEPTION_LINE.match(text)) is not None:
+                state.exception = (number, exc["type"].rsplit(".", 1)[-1], [exc["msg"] or ""])
+            elif state.exception is not None:
+                state.exception[2].append(text)
+            return
+        if _CONNECTION_RETRY.search(text):
+            state.recent.append((number, text))
+
+    def _add_exception(self, path: Path, state: _FileState, first_repr_line: str) -> None:
+        assert state.caught is not None
+        name, cls = state.caught
+        state.caught = None
+        if state.exception is not None:
+            line, type_, message_lines = state.exception
+        else:
+            line, type_, message_lines = state.line, _repr_type(first_repr_line), [first_repr_line]
+        state.exception = None
+        key = (name, first_repr_line)
+        if key in self._seen_exceptions:
+            return
+        self._seen_exceptions.add(key)
+        message = "\n".join(message_lines).strip()
+        self.exceptions.append(LoggedException(name, cls, type_, message, first_repr_line, path, line))
+
+    def find_upstream(self, key: str | None, body: str) -> UpstreamFailure | None:
+        """The first upstream failure logged by server ``key`` (any server when None) whose body is ``body``
+        (or begins with it, or it begins with the logged body: either may be cut short)."""
+        wanted = _comparable(body)
+        if len(wanted) < 8:
+            return None
+        for entry in self.upstream:
+            if key is not None and entry.key != key:
+                continue
+            logged = _comparable(entry.body)
+            if logged == wanted or (len(logged) >= 8 and (logged.startswith(wanted) or wanted.startswith(logged))):
+                return entry
+        return None
+
+    def find_exception(self, text: str) -> LoggedException | None:
+        """The first exception whose ``repr`` (first line) or message (first line) is the first line of
+        ``text``."""
+        first = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if len(first) < 4:
+            return None
+        for entry in self.exceptions:
+            if first in (entry.repr.strip(), entry.message.splitlines()[0].strip() if entry.message else ""):
+                return entry
+        return None
+
+    def recent_activity(self, limit: int = 4) -> list[str]:
+        """The last connection-retry lines of the logs (each log's last three, ``limit`` in all), as
+        ``path:line: text``: what Gym's servers were doing when nothing landed (an endpoint that drops or refuses
+        connections; an endpoint that never answers leaves no line)."""
+        found: list[tuple[Path, int, str]] = []
+        for path, state in self._files.items():
+            found += [(path, number, text) for number, text in state.recent]
+        found.sort(key=lambda entry: (entry[0].name, entry[1]))
+        return [f"{path}:{number}: {_trim(text, 240)}" for path, number, text in found[-limit:]]
+
+
+_FINISHED = re.compile(r"Finished \d+ / \d+ rollouts.*")
+_LEFT = re.compile(r"^\d+\. (?P<agent>\S+): (?P<count>\d+)\s*$")
+
+
+def eval_progress(log: Path) -> str:
+    """What ``gym eval run`` last said of its progress, from its log: ``Finished 7 / 9 rollouts (77%) in
+    0:00:01 (253.39 rollouts/min). Examples left: mcqa_simple_agent: 2 (<log>:<line>)``, or '' when it said
+    nothing yet. Reads the log once, line by line."""
+    found, line_number = "", 0
+    left: list[str] = []
+    try:
+        with log.open("rb") as handle:
+            collecting = False
+            for number, raw in enumerate(handle, 1):
+                text = raw.decode("utf-8", "replace").rsplit("\r", 1)[-1].strip()
+                match = _FINISHED.search(text)
+                if match is not None:
+                    found, line_number, left, collecting = match.group(0), number, [], True
+                    continue
+                if collecting and (item := _LEFT.match(text)) is not None:
+                    left.append(f"{item['agent']}: {item['count']}")
+                else:
+                    collecting = False
+    except OSError:
+        return ""
+    if not found:
+        return ""
+    return f"{found}{' ' + ', '.join(left) if left else ''} ({log}:{line_number})"
+
+
+def _comparable(text: str) -> str:
+    """An error body as compared between a record and a log: decoded, cut mark and whitespace runs removed."""
+    decoded, _ = _json_string(text.strip())
+    return " ".join(decoded.removesuffix("…").split())
+
+
+def _repr_type(text: str) -> str:
+    match = re.match(r"([A-Za-z_][\w.]*)\(", text)
+    return match.group(1).rsplit(".", 1)[-1] if match else "Exception"
+
+
+# The diagnosis.
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a rollout failed: ``summary`` is one line naming the server, the status and the endpoint's own error
+    text; ``failure_class`` one of :data:`CLASSES`; ``log`` the ``path:line`` of the log line that shows it
+    ('' when no log shows it); ``found`` whether the cause was traced past Gym's own wrapper."""
+
+    summary: str
+    failure_class: str
+    log: str = ""
+    found: bool = True
+
+
+def server_label(key: str, cls: str | None = None) -> tuple[str, str]:
+    """``(human name, role)`` of a Gym server from its ``<Class>___<name>`` key (or its name and ``cls``):
+    ``("policy model", "model")``, ``("agent mcqa_simple_agent", "agent")``, ``("resources server mcqa",
+    "resources")``; role ``server`` when the class says nothing."""
+    if "___" in key:
+        cls, _, name = key.partition("___")
+    else:
+        name = key
+    kind = (cls or "").lower()
+    if name == "policy_model":
+        return "policy model", "model"
+    if "model" in kind:
+        return f"model server {name}", "model"
+    if "agent" in kind:
+        return f"agent {name}", "agent"
+    if "resource" in kind or "verif" in kind:
+        return f"resources server {name}", "resources"
+    return name, "server"
+
+
+def diagnose(record: Mapping[str, Any], logs: ServerLogs | None = None, secrets: Sequence[str] = ()) -> Cause:
+    """The root cause of a failures-file record (a dict as Gym wrote it), traced through its body and, when
+    ``logs`` is given, Gym's server logs. Every text is passed through :func:`redact` with ``secrets``.
+
+    Falls back to Gym's own class and message (``found`` False) when neither says more. Never raises.
+    """
+    gym_class = str(record.get("_ng_failure_class") or "unknown")
+    body = record.get("_ng_failure_response_body")
+    try:
+        cause = _trace(body, logs) if isinstance(body, str) and body.strip() else None
+    except Exception:  # a body of an unforeseen shape must not hide the rollout's error behind a crash
+        cause = None
+    if cause is None:
+        message = next(
+            (str(record[k]) for k in ("_ng_failure_message", "failure_reason", "error") if record.get(k)), ""
+        )
+        text = f"Gym recorded the rollout as failed ({gym_class})" + (f": {_flatten(message)}" if message else "")
+        cause = Cause(text, gym_class, found=False)
+    return Cause(redact(cause.summary, secrets), cause.failure_class, cause.log, cause.found)
+
+
+def _trace(body: str, logs: ServerLogs | None) -> Cause | None:
+    chain = unwrap(body)
+    inner = chain.innermost
+    if not inner:
+        return None
+    if logs is not None:
+        logs.refresh()
+        raised = logs.find_exception(inner) if not inner.startswith("{") else None
+        if raised is not None:
+            return _from_exception(raised)
+    key = chain.servers[-1] if chain.servers else None
+    upstream = logs.find_upstream(key, inner) if logs is not None else None
+    if upstream is not None:
+        return _from_upstream(upstream)
+    if key is None:
+        return None
+    who, role = server_label(key)
+    error = endpoint_error(inner)
+    if error is not None:
+        kind = REPLAY_NO_RECORDING if error.no_recording else f"{role}_http_error"
+        label = f"{error.label}: " if error.label else ""
+        text = error.message or inner
+        return Cause(f"{who}: HTTP error {label}{_trim(_flatten(text), SUMMARY_LIMIT)}", kind, "")
+    first = inner.splitlines()[0]
+    return Cause(f"{who}: {_trim(_flatten(first), SUMMARY_LIMIT)}", _class_of_exception(role, _repr_type(first)))
+
+
+def _from_upstream(entry: UpstreamFailure) -> Cause:
+    who, role = server_label(entry.key)
+    error = endpoint_error(_json_string(entry.body)[0])
+    if error is not None:
+        label = f" {error.label}" if error.label else ""
+        text = error.message or entry.body
+    else:
+        label, text = "", entry.body
+    no_recording = error is not None and error.no_recording
+    failure_class = REPLAY_NO_RECORDING if no_recording else f"{role}_http_{entry.status}"
+    summary = f"{who}: HTTP {entry.status}{label}: {_trim(_flatten(text), SUMMARY_LIMIT)}"
+    return Cause(summary, failure_class, f"{entry.path}:{entry.line}")
+
+
+def _from_exception(entry: LoggedException) -> Cause:
+    who, role = server_label(entry.name, entry.cls)
+    detail = _validation_summary(entry.message) if entry.type == "ValidationError" else ""
+    text = detail or _flatten(entry.message.splitlines()[0] if entry.message else entry.repr)
+    failure_class = _class_of_exception(role, entry.type)
+    if failure_class == MODEL_BAD_RESPONSE:
+        summary = f"{who}: response rejected by Gym ({entry.type}: {_trim(text, SUMMARY_LIMIT)})"
+    else:
+        summary = f"{who}: {entry.type}: {_trim(text, SUMMARY_LIMIT)}"
+    return Cause(summary, failure_class, f"{entry.path}:{entry.line}")
+
+
+def _class_of_exception(role: str, type_: str) -> str:
+    if role == "model":
+        return MODEL_BAD_RESPONSE if "Validation" in type_ or "Decode" in type_ else MODEL_SERVER_ERROR
+    return {"resources": VERIFIER_ERROR, "agent": AGENT_ERROR}.get(role, SERVER_ERROR)
+
+
+def _validation_summary(message: str) -> str:
+    """``4 validation errors for NeMoGymResponse: parallel_tool_calls, tools: Field required`` from pydantic's
+    multi-line text (a header, then per error its location and an indented description)."""
+    lines = message.splitlines()
+    if not lines:
+        return ""
+    by_reason: dict[str, list[str]] = {}
+    location = None
+    for line in lines[1:]:
+        if not line.startswith(" "):
+            location = line.strip()
+        elif location is not None and not line.strip().startswith("For further information"):
+            reason = line.strip().split(" [", 1)[0]
+            by_reason.setdefault(reason, []).append(location)
+            location = None
+    parts = [f"{', '.join(where)}: {reason}" for reason, where in by_reason.items()]
+    return lines[0].strip() + (": " + "; ".join(parts) if parts else "")
+
+
+def _flatten(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _trim(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,107 @@
+"""Working alongside the plugins teams already run: pytest-timeout, pytest-rerunfailures and pytest-html.
+
+None of them is a dependency: each part here is registered only when that plugin is loaded (its hooks would be
+unknown otherwise).
+
+- pytest-timeout times what an item itself does. A Gym item's setup waits for Gym to start (minutes) and for its
+  rollout, both bounded by the plugin's own ``--gym-startup-timeout`` and ``--gym-rollout-timeout``; so on Gym
+  items pytest-timeout's ``--timeout`` applies to the call phase only (judging the reward, your
+  ``pytest_gym_eval_rollout_passed`` hook), as its ``func_only`` setting does.
+- pytest-rerunfailures would rerun a failed Gym item by reading the same rollout again and call that a retry.
+  Gym items are never rerun; the session says so once and points to ``--gym-repeats``, which rolls a task out
+  several times for real.
+- pytest-html gets a reward column, and the reward summary with the gate verdicts above its results table.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_gym_eval.session import GymSession
+
+RERUN_MESSAGE = (
+    "pytest-rerunfailures: Gym items are not rerun (a rerun would report the same rollout again, not a new one); "
+    "to roll a task out several times, use --gym-repeats"
+)
+
+
+def register(config: pytest.Config, gym: GymSession) -> None:
+    """Register the parts for the plugins that are loaded (call from ``pytest_configure``)."""
+    manager = config.pluginmanager
+    if manager.hasplugin("rerunfailures"):
+        manager.register(NoReruns(gym), "gym-eval-no-reruns")
+    if hasattr(config.hook, "pytest_html_results_table_row"):
+        manager.register(HtmlReport(gym), "gym-eval-html")
+
+
+def timeout_marker(config: pytest.Config) -> pytest.MarkDecorator | None:
+    """The mark that limits pytest-timeout to a Gym item's call phase, or None when pytest-timeout is not loaded
+    (the ``timeout`` mark is unknown then)."""
+    return pytest.mark.timeout(func_only=True) if config.pluginmanager.hasplugin("timeout") else None
+
+
+def is_gym_item(item: pytest.Item) -> bool:
+    """Whether ``item`` is a rollout or gate item of a dataset."""
+    from pytest_gym_eval.items import GateItem, RolloutItem
+
+    return isinstance(item, (RolloutItem, GateItem))
+
+
+class NoReruns:
+    """Runs Gym items through pytest's plain test protocol, ahead of pytest-rerunfailures' (pytest hooks)."""
+
+    def __init__(self, gym: GymSession) -> None:
+        self.gym = gym
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Say once, when reruns are asked for and Gym items are selected, that they are not rerun."""
+        asked = session.config.getoption("reruns", None) or session.config.getoption("force_reruns", None)
+        if asked and any(is_gym_item(item) for item in session.items):
+            self.gym.note(RERUN_MESSAGE)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        """Run a Gym item once (pytest's own protocol) and stop pytest-rerunfailures from running it again."""
+        if not is_gym_item(item):
+            return None
+        from _pytest.runner import runtestprotocol
+
+        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        runtestprotocol(item, nextitem=nextitem, log=True)
+        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+
+class HtmlReport:
+    """pytest-html's hooks: a reward column and the reward summary (pytest hooks)."""
+
+    def __init__(self, gym: GymSession) -> None:
+        self.gym = gym
+
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        """Add the Reward column after the test id."""
+        cells.insert(2, '<th class="sortable" data-column-type="reward">Reward</th>')
+
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        """Each row's reward: the number, or empty for an error and for tests that are not rollouts."""
+        props = dict(report.user_properties)
+        reward = props.get("reward")
+        text = "" if reward is None else f"{float(str(reward)):g}"
+        cells.insert(2, f'<td class="col-reward">{html.escape(text)}</td>')
+
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: Any
+    ) -> None:
+        """The ``gym reward summary`` (with the gate verdicts and what decided the exit status) as text."""
+        conclusion = self.gym.conclusion
+        if conclusion is None:
+            return
+        from pytest_gym_eval.reporting.terminal import render_conclusion
+
+        lines = render_conclusion(conclusion, verbose=False, results=self.gym.rollouts(), width=100)
+        text = html.escape("\n".join(lines))
+        postfix.append(f'<h2>Gym reward summary</h2><pre class="gym-reward-summary">{text}</pre>')

@@ -1,0 +1,170 @@
+"""The Markdown summary (``--gym-markdown``, and GitHub's step summary): per dataset the key numbers, the gates,
+the worst tasks, the comparison with a baseline and the replay flips, then where the other reports are.
+
+GitHub-flavoured Markdown (tables), readable as plain text too, with no links: the reports it names are files
+on the machine that ran the session (a CI job uploads them as artifacts), which a summary cannot link to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_gym_eval.gates import Verdict
+from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.reporting.baseline import BaselineComparison
+from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task, groups
+
+WORST_TASKS = 5
+"""Tasks listed under "worst tasks" per dataset."""
+_MARK = {Verdict.PASS: "✅ PASS", Verdict.FAIL: "❌ FAIL", Verdict.INCONCLUSIVE: "⚠️ INCONCLUSIVE"}
+
+
+def cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell: ``|`` escaped, line breaks as spaces."""
+    return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").split())
+
+
+def code(text: str) -> str:
+    """``text`` as an inline code span (a longer backtick fence when it holds backticks), safe in a table."""
+    fence = "`"
+    while fence in text:
+        fence += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{cell(text)}{pad}{fence}"
+
+
+def render_markdown(
+    conclusion: Conclusion,
+    results: Sequence[RolloutResult],
+    *,
+    html_path: Path | None = None,
+    json_path: Path | None = None,
+) -> str:
+    """The summary as Markdown text (ends with a newline).
+
+    A heading with the session's verdict and reason, then per summary (dataset, or dataset and agent): a table
+    of tasks, rollouts, errors, mean reward and pass rate with their intervals, pass@k, flaky tasks and wall
+    time; the gates with their verdicts; the :data:`WORST_TASKS` tasks with the lowest mean reward among
+    those with a failed or errored rollout; the change against a baseline (with the tasks that fell) and the
+    replay flips when there are any. Last, where the HTML and JSON reports were written (``html_path``,
+    ``json_path``; plain paths, no links).
+    """
+    status = conclusion.exit_status
+    head = "no gates" if status == -1 else "✅ PASS" if status == 0 else "❌ FAIL"
+    lines = [f"### Gym eval: {head}", ""]
+    if conclusion.reason:
+        lines += [conclusion.reason, ""]
+    grouped = groups(results)
+    for summary in conclusion.summaries:
+        members = grouped.get((summary.dataset, summary.agent), [])
+        comparison = next(
+            (c for c in conclusion.comparisons if (c.dataset, c.agent) == (summary.dataset, summary.agent)), None
+        )
+        lines += _dataset(summary, members, comparison, conclusion)
+    where = [
+        f"{label} {code(str(path))}" for label, path in (("HTML report", html_path), ("JSON report", json_path)) if path
+    ]
+    if where:
+        lines += [f"Reports on the machine that ran the session: {'; '.join(where)}.", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _dataset(
+    summary: DatasetSummary,
+    members: Sequence[RolloutResult],
+    comparison: BaselineComparison | None,
+    conclusion: Conclusion,
+) -> list[str]:
+    verdict = f" — {_MARK[summary.verdict]}" if summary.verdict is not None else ""
+    confidence = fmt.percent(summary.confidence)
+    lines = [f"#### {code(summary.title)}{verdict}", "", "| | |", "|---|---|"]
+    lines.append(
+        f"| tasks | {summary.tasks} ({fmt.plural(summary.rollouts, 'rollout')}: {summary.scored} scored, "
+        f"{fmt.plural(summary.errors, 'error')}) |"
+    )
+    lines.append(
+        f"| mean reward | {fmt.interval(summary.mean_reward)} ({confidence} CI over "
+        f"{fmt.plural(summary.mean_reward.n, 'task')}) |"
+    )
+    lines.append(
+        f"| pass rate | {fmt.interval(summary.pass_rate)} (Wilson, threshold {fmt.threshold(summary.threshold)}) |"
+    )
+    for k, interval in summary.pass_at_k.items():
+        lines.append(f"| pass@{k} | {fmt.interval(interval)} |")
+    flaky = summary.flaky_tasks
+    listed = ", ".join(code(task) for task in flaky[:MAX_LISTED]) + (" …" if len(flaky) > MAX_LISTED else "")
+    lines.append(f"| flaky tasks | {len(flaky)} of {summary.tasks}{': ' + listed if flaky else ''} |")
+    if summary.errors:
+        ranked = sorted(summary.error_classes.items(), key=lambda item: -item[1])
+        lines.append(f"| errors | {cell(', '.join(f'{name} {count}' for name, count in ranked))} |")
+    if summary.wall_time > 0:
+        lines.append(f"| wall time | {fmt.duration(summary.wall_time)} |")
+    lines.append("")
+    if summary.gates:
+        lines += [f"| gate | value [{confidence} CI] | verdict |", "|---|---|---|"]
+        lines += [f"| {cell(r.gate.label)} | {fmt.interval(r.interval)} | {_MARK[r.verdict]} |" for r in summary.gates]
+        lines.append("")
+    lines += _worst(members)
+    if comparison is not None:
+        lines += _baseline(comparison)
+    if conclusion.flips is not None:
+        mine = {r.nodeid for r in members}
+        flips = [flip for flip in conclusion.flips if flip.nodeid in mine]
+        shown = "; ".join(
+            f"{code(flip.nodeid)} reward {flip.reward:g}, recorded {', '.join(str(r) for r in flip.recorded)}"
+            for flip in flips[:MAX_LISTED]
+        )
+        more = f"; … and {len(flips) - MAX_LISTED} more" if len(flips) > MAX_LISTED else ""
+        listed = f": {shown}{more}" if flips else ""
+        lines += [f"Verifier flips against the recording: {len(flips) or 'none'}{listed}", ""]
+    return lines
+
+
+def _worst(members: Sequence[RolloutResult]) -> list[str]:
+    """The tasks with a failed or errored rollout, lowest mean reward first (no reward at all first)."""
+    rows = []
+    for task, rollouts in by_task(members).items():
+        if all(r.status == "passed" for r in rollouts):
+            continue
+        scores = [r.score for r in rollouts if r.score is not None]
+        mean = math.fsum(scores) / len(scores) if scores else -math.inf
+        cells = [
+            "ERR" if r.status == "error" else fmt.number(r.reward) if r.reward is not None else "?" for r in rollouts
+        ]
+        rows.append((mean, task, cells, [r.repeat for r in rollouts]))
+    if not members:
+        return []
+    if not rows:
+        return ["Every rollout passed.", ""]
+    rows.sort(key=lambda row: row[0])
+    lines = [
+        f"Worst tasks ({min(len(rows), WORST_TASKS)} of {len(rows)} with a failed or errored rollout):",
+        "",
+        "| task | rewards by repeat | mean |",
+        "|---|---|---|",
+    ]
+    for mean, task, cells, repeats in rows[:WORST_TASKS]:
+        by_repeat = ", ".join(f"r{repeat} {value}" for repeat, value in zip(repeats, cells, strict=True))
+        lines.append(f"| {code(task)} | {by_repeat} | {fmt.number(mean) if math.isfinite(mean) else 'n/a'} |")
+    return [*lines, ""]
+
+
+def _baseline(comparison: BaselineComparison) -> list[str]:
+    if comparison.shared_tasks == 0:
+        return ["Against the baseline: no task was scored in both runs.", ""]
+    paired = comparison.comparison
+    text = (
+        f"Against the baseline: mean reward change {fmt.change(paired)} ({fmt.p_value(paired.p_value)}, paired t "
+        f"over {fmt.plural(comparison.shared_tasks, 'task')}, {fmt.percent(comparison.confidence)} CI); "
+        f"{len(comparison.dropped)} of {fmt.plural(comparison.shared_tasks, 'task')} fell"
+    )
+    if comparison.dropped:
+        fell = ", ".join(
+            f"{code(task)} {fmt.number(before)} → {fmt.number(after)}"
+            for task, before, after in comparison.dropped[:WORST_TASKS]
+        )
+        more = f", … and {len(comparison.dropped) - WORST_TASKS} more" if len(comparison.dropped) > WORST_TASKS else ""
+        text += f": {fell}{more}"
+    return [text + ".", ""]
