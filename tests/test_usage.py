@@ -16,6 +16,7 @@ import pytest
 from conftest import FakeGym, GymExample, SharedGym
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
+from pytest_gym_eval.reporting.junit import SYSTEM_OUT_PREFIX as PREFIX
 from pytest_gym_eval.reporting.junit import suite_properties
 from pytest_gym_eval.reporting.model import RolloutResult, summarize
 from pytest_gym_eval.reporting.terminal import render_summary
@@ -133,8 +134,8 @@ def test_summary_report_and_junit_carry_tokens_latency_and_cost() -> None:
     assert [r["latency"] for r in report["rollouts"]] == [1.0, 3.0, None, None]
 
     properties = dict(suite_properties([summary], {}))
-    assert properties["gym.d.jsonl.input_tokens"] == "350" and properties["gym.d.jsonl.total_tokens"] == "390"
-    assert properties["gym.d.jsonl.latency_median"] == "2" and properties["gym.d.jsonl.cost"] == "0.00043"
+    assert properties["gym::d.jsonl::input_tokens"] == "350" and properties["gym::d.jsonl::total_tokens"] == "390"
+    assert properties["gym::d.jsonl::latency_median"] == "2" and properties["gym::d.jsonl::cost"] == "0.00043"
 
 
 def test_without_usage_nothing_is_shown_or_claimed() -> None:
@@ -176,14 +177,13 @@ def test_token_totals_equal_the_sums_over_gyms_records(pytester: pytest.Pytester
     assert report["datasets"][0]["cost"] == pytest.approx((200 * 2 + 37 * 8) / 1e6)
     assert report["meta"]["price_per_mtok.input"] == 2.0
     result.stdout.fnmatch_lines(["*tokens*237 total: 200 in, 37 out, over 2 rollouts*", "*latency*median 0.9 s*"])
+    # Per rollout: in the testcase's system-out line under xunit2 (pytest's default family).
     testcases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")}
-    props = {p.get("name"): p.get("value") for p in testcases["t0[r0]"].iter("property")}
-    assert (props["input_tokens"], props["output_tokens"], props["total_tokens"], props["latency"]) == (
-        "120",
-        "7",
-        "127",
-        "0.9",
-    )
+    out = testcases["t0[r0]"].findtext("system-out") or ""
+    (line,) = [text for text in out.splitlines() if text.startswith(PREFIX)]
+    values = json.loads(line.removeprefix(PREFIX))
+    usage = (values["input_tokens"], values["output_tokens"], values["total_tokens"], values["latency"])
+    assert usage == (120, 7, 127, 0.9)
 
 
 @pytest.mark.gym
