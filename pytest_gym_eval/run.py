@@ -30,6 +30,7 @@ from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
 from pytest_gym_eval.provision import RAY_START_WAIT, GymCheckout, gym_environment
 from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.sampling import Sampling
 from pytest_gym_eval.watchdog import Watchdog
 
 READY_MARKER = "servers ready!"
@@ -98,6 +99,11 @@ class RunPaths:
         return self.root / "gym-output" / "rollouts_aggregate_metrics.json"
 
     @property
+    def model_calls(self) -> Path:
+        """Gym's model-call captures, with ``--gym-latency`` (Gym's ``model_call_capture_dir``)."""
+        return self.root / "gym-output" / "model-calls"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
@@ -130,7 +136,9 @@ class RunSettings:
 
     ``gym`` is the ``gym`` executable and ``env`` the full environment to run it with; ``cwd`` is the Gym
     checkout; ``head_server`` attaches to running servers (never started or stopped by the run);
-    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds;
+    ``sampling`` goes into every row of Gym's input; ``record_latency`` turns on Gym's model-call
+    observability (see :func:`write_gym_config`).
     """
 
     gym: Path
@@ -142,6 +150,8 @@ class RunSettings:
     startup_timeout: float = 900.0
     concurrency: int | None = None
     stop_grace: float = 30.0
+    sampling: Sampling | None = None
+    record_latency: bool = False
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -188,13 +198,20 @@ def find_agent_config(checkout: Path, agent: str, resources_server: str | None =
     return None
 
 
-def write_gym_config(path: Path, model: ModelEndpoint | None, head_server: tuple[str, int]) -> None:
+def write_gym_config(
+    path: Path, model: ModelEndpoint | None, head_server: tuple[str, int], capture_dir: Path | None = None
+) -> None:
     """Write the Gym config for this run (JSON, which Gym's YAML loader reads).
 
     The API key enters only as the interpolation ``${oc.env:<VAR>}``, resolved inside Gym's processes from
-    their environment, so it never appears in argv, in this file or in Gym's printed config.
+    their environment, so it never appears in argv, in this file or in Gym's printed config. With
+    ``capture_dir`` (an absolute folder) Gym's model-call observability is on (``observability_enabled``,
+    ``model_call_capture_dir``): Gym then records each rollout's latency (``ng_perf.total_latency_ms``).
     """
     config: dict[str, object] = {"head_server": {"host": head_server[0], "port": head_server[1]}}
+    if capture_dir is not None:
+        config["observability_enabled"] = True
+        config["model_call_capture_dir"] = str(capture_dir.resolve())
     if model is not None:
         config["policy_base_url"] = model.url
         config["policy_model_name"] = model.model
@@ -581,8 +598,9 @@ class GymRun:
     def _start_servers(self) -> None:
         settings = self.settings
         deadline = time.monotonic() + settings.startup_timeout
-        write_gym_config(self.paths.config, settings.model, self.head_server)
-        write_gym_input(self.plan, self.paths.input)
+        capture = self.paths.model_calls if settings.record_latency else None
+        write_gym_config(self.paths.config, settings.model, self.head_server, capture)
+        write_gym_input(self.plan, self.paths.input, settings.sampling)
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:

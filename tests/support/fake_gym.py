@@ -13,7 +13,8 @@ It understands just what the plugin calls:
   ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row; with ``"body"``, its
   ``_ng_failure_response_body``), ``{"skip": true}`` (no line
   at all), ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
-  (wait for SIGINT before this row).
+  (wait for SIGINT before this row), ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
+  (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row).
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
 """
 
@@ -105,6 +106,8 @@ def eval_run(argv: list[str]) -> int:
             os.kill(os.getpid(), signal.SIGSEGV)
         while fake.get("hold") and not stop:
             time.sleep(0.05)
+        if fake.get("delay"):
+            time.sleep(float(fake["delay"]))
         if stop:
             return 130
         base = {"_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": 0, "agent_ref": row.get("agent_ref")}
@@ -119,6 +122,10 @@ def eval_run(argv: list[str]) -> int:
         text = fake.get("text", "fake answer")
         message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
         record["response"] = {"output": [message]}
+        if "usage" in fake:
+            record["response"]["usage"] = fake["usage"]
+        if "latency_ms" in fake:
+            record["ng_perf"] = {"total_latency_ms": fake["latency_ms"]}
         if not fake.get("no_reward"):
             record["reward"] = fake.get("reward", 1.0)
         if "expected_answer" in row:
