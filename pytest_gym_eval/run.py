@@ -120,7 +120,8 @@ class RunSettings:
 
     ``gym`` is the ``gym`` executable and ``env`` the full environment to run it with; ``cwd`` is the Gym
     checkout; ``head_server`` attaches to running servers (never started or stopped by the run);
-    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds;
+    ``tag_repeats`` tags each input row with its repeat for the replay model (``--gym-replay``).
     """
 
     gym: Path
@@ -132,6 +133,7 @@ class RunSettings:
     startup_timeout: float = 900.0
     concurrency: int | None = None
     stop_grace: float = 30.0
+    tag_repeats: bool = False
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -443,7 +445,7 @@ class GymRun:
         settings = self.settings
         deadline = time.monotonic() + settings.startup_timeout
         write_gym_config(self.paths.config, settings.model, self.head_server)
-        write_gym_input(self.plan, self.paths.input)
+        write_gym_input(self.plan, self.paths.input, tag_repeats=settings.tag_repeats)
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:

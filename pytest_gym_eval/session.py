@@ -254,6 +254,7 @@ class GymSession:
             head_server=options.head_server,
             startup_timeout=options.startup_timeout,
             concurrency=options.concurrency,
+            tag_repeats=bool(options.replay),
         )
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
