@@ -72,8 +72,8 @@ gets which recording, never which answers are served.
 (:meth:`ReplayIndex.explain`) naming the closest recording (the longest shared prefix of normalised
 items; ties go to the one sharing more of the first item that differs, then to file order) and where
 the request departs from it, e.g. ``departs from the closest recording (r.jsonl:3) at input[1] (user
-message): request has "[image sha256:1a2b3c4d5e6f] How many...", recording has "[image
-sha256:9f8e7d6c5b4a] How many..."``.
+message): request has "[image sha256:1a2b3c4d5e6f]How many...", recording has "[image
+sha256:9f8e7d6c5b4a]How many..."``.
 
 Command line: ``python -m pytest_gym_eval replay ROLLOUTS.jsonl [...] [--port N] [--model-name NAME]
 [--log PATH] [--delay SECONDS]``.

@@ -32,7 +32,9 @@ def model_turn_starts(output: list[dict]) -> list[int]:
 def main(paths: list[str]) -> None:
     converter = ResponsesConverter(return_token_id_information=False)
     for path in paths:
-        for number, line in enumerate(open(path, encoding="utf-8"), 1):
+        with open(path, encoding="utf-8") as stream:
+            lines = list(stream)
+        for number, line in enumerate(lines, 1):
             try:
                 record = json.loads(line)
                 params, output = record["responses_create_params"], record["response"]["output"]
@@ -55,7 +57,7 @@ def main(paths: list[str]) -> None:
                     entry["responses"] = validated.model_dump(mode="json", exclude_unset=True)
                     chat = converter.responses_to_chat_completion_create_params(validated)
                     entry["chat"] = chat.model_dump(mode="json", exclude_unset=True)
-                except Exception as error:  # noqa: BLE001 - any refusal of Gym's is reported, not fatal
+                except Exception as error:  # any refusal of Gym's is reported, not fatal
                     entry["error"] = f"{type(error).__name__}: {str(error)[:200]}"
                 print(json.dumps(entry))
 
