@@ -272,20 +272,10 @@ def gym_verdicts(
 
     (Gym refuses to reverify the tool-calling example, ``reverify_mode=UNSUPPORTED``: its reward depends on the
     live tool calls, so that example is checked against its recorded rewards instead.)
-    """
-    return reverify(gym_checkout, gym_example, tmp_path_factory.mktemp("reverify"))
 
-
-def reverify(
-    gym_checkout: provision.GymCheckout, example: GymExample, root: Path, *, force: bool = False
-) -> dict[str, float]:
-    """Gym's own ``gym eval reverify`` of ``example``'s recorded answers, run in ``root``: task id -> reward.
-    ``force`` reverifies an environment whose resources server does not declare itself stateless (Gym then
-    names its output ``unsafe_...``).
-
-    The recordings' Gym indices (when they have any) are not trusted, so each recorded rollout is paired with its
-    dataset row by its last user message, and both are stamped with ``_ng_task_index`` = its position. Task ids
-    follow the plugin's rule (the row's ``uuid``, else its hash), so the keys meet the items' ``task_id`` property.
+    The recordings carry no Gym indices, so each recorded rollout is paired with its dataset row by its last
+    user message, and both are stamped with ``_ng_task_index`` = its position. Task ids follow the plugin's
+    rule (the row's ``uuid``, else its hash), so the keys meet the items' ``task_id`` property.
     """
     import shutil
 
@@ -294,41 +284,42 @@ def reverify(
     from pytest_gym_eval.processes import GymProcess, free_port
     from pytest_gym_eval.run import find_agent_config, ray_temp_dir
 
+    root = tmp_path_factory.mktemp("reverify")
     task_ids = []
     with (root / "inputs.jsonl").open("w") as inputs, (root / "rollouts.jsonl").open("w") as rollouts:
-        rows = {_prompt(row): row for row in _read_jsonl(example.dataset)}
-        agent_ref = {"type": "responses_api_agents", "name": example.agent}
-        for recording in _read_jsonl(example.recordings):
-            row = rows[_prompt(recording)]
-            task_ids.append(own_task_id(row, DEFAULT_ID_FIELDS) or row_digest(row)[:12])
-            stamps = {"_ng_task_index": len(task_ids) - 1, "_ng_rollout_index": 0, "agent_ref": agent_ref}
-            inputs.write(json.dumps({**row, **stamps}) + "\n")
-            rollouts.write(json.dumps({**recording, **stamps}) + "\n")
+        for example in (gym_example,):
+            rows = {_prompt(row): row for row in _read_jsonl(example.dataset)}
+            agent_ref = {"type": "responses_api_agents", "name": example.agent}
+            for recording in _read_jsonl(example.recordings):
+                row = rows[_prompt(recording)]
+                task_ids.append(own_task_id(row, DEFAULT_ID_FIELDS) or row_digest(row)[:12])
+                stamps = {"_ng_task_index": len(task_ids) - 1, "_ng_rollout_index": 0, "agent_ref": agent_ref}
+                inputs.write(json.dumps({**row, **stamps}) + "\n")
+                rollouts.write(json.dumps({**recording, **stamps}) + "\n")
     (root / "cfg.yaml").write_text(json.dumps({
         "policy_base_url": "http://127.0.0.1:9/v1", "policy_model_name": "unused", "policy_api_key": "unused",
         "head_server": {"host": "127.0.0.1", "port": free_port()},
     }))  # fmt: skip
     ray_dir, made = ray_temp_dir(root)
     command = [str(gym_checkout.gym_executable), "eval", "reverify"]
-    command += ["--config", str(find_agent_config(gym_checkout.path, example.agent))]
+    command += ["--config", str(find_agent_config(gym_checkout.path, gym_example.agent))]
     command += [
         "--model-type", "openai_model", "--config", str(root / "cfg.yaml"),
         "--inputs", str(root / "inputs.jsonl"), "--rollouts", str(root / "rollouts.jsonl"),
         "--output", str(root / "reverified.jsonl"),
-        "+skip_venv_if_present=true", "+model_endpoint_readiness_timeout_seconds=0", *(["++force=true"] * force),
+        "+skip_venv_if_present=true", "+model_endpoint_readiness_timeout_seconds=0",
     ]  # fmt: skip
     # Gym's reverify leaves its servers running when it exits: end its whole process session afterwards.
-    process = GymProcess(
+    reverify = GymProcess(
         command, env=provision.gym_environment(gym_checkout, ray_dir), cwd=gym_checkout.path,
         log_path=root / "reverify.log", name="gym eval reverify",
     )  # fmt: skip
-    status = process.wait(900)
-    process.stop()
+    status = reverify.wait(900)
+    reverify.stop()
     if made:
         shutil.rmtree(ray_dir, ignore_errors=True)
     assert status == 0, (root / "reverify.log").read_text()[-3000:]
-    reverified = root / f"{'unsafe_' if force else ''}reverified.jsonl"
-    verdicts = {task_ids[r["_ng_task_index"]]: float(r["reward"]) for r in _read_jsonl(reverified)}
+    verdicts = {task_ids[r["_ng_task_index"]]: float(r["reward"]) for r in _read_jsonl(root / "reverified.jsonl")}
     assert len(verdicts) == len(task_ids)
     return verdicts
 
@@ -338,10 +329,9 @@ def _read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def _prompt(row: dict) -> str:  # type: ignore[type-arg]
-    """The last user message of a row's (or recording's) request, as canonical JSON (a recording lists a content
-    part's keys in another order than its dataset row)."""
+    """The last user message of a row's (or recording's) request."""
     messages = row["responses_create_params"]["input"]
-    return json.dumps([m for m in messages if m.get("role") == "user"][-1]["content"], sort_keys=True)
+    return str([m for m in messages if m.get("role") == "user"][-1]["content"])
 
 
 # How long each tier took, for .ci/run's log (wall time of the items, fixtures' set-up included).

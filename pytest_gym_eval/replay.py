@@ -69,11 +69,11 @@ the *k mod m*-th of its recorded turns in repeat order, so the order of arrival 
 gets which recording, never which answers are served.
 
 **No recording.** A conversation with no recorded turn gets HTTP 404 with a one-line message
-(:meth:`ReplayIndex.explain`) naming the closest recording (the longest shared prefix of normalised
+(:meth:`ReplayIndex.unmatched_message`) naming the closest recording (the longest shared prefix of normalised
 items; ties go to the one sharing more of the first item that differs, then to file order) and where
-the request departs from it, e.g. ``departs from the closest recording (r.jsonl:3) at input[1] (user
-message): request has "[image sha256:1a2b3c4d5e6f]How many...", recording has "[image
-sha256:9f8e7d6c5b4a]How many..."``.
+the request departs from it, e.g. ``no recorded answer: the conversation departs from the closest
+recording (r.jsonl:3) at input[1] (user message): request has "[image sha256:1a2b3c4d5e6f]How many...",
+recording has "[image sha256:9f8e7d6c5b4a]How many..." (5 recordings loaded)``.
 
 Command line: ``python -m pytest_gym_eval replay ROLLOUTS.jsonl [...] [--port N] [--model-name NAME]
 [--log PATH] [--delay SECONDS]``.
@@ -812,14 +812,15 @@ class ReplayIndex:
         return list({id(c.recording): c.recording for c in candidates}.values())
 
     def unmatched_message(self, conversation: Conversation) -> str:
-        """The message of the HTTP 404 a conversation with no recorded turn gets: ``no recorded answer for this
-        conversation: it`` + :meth:`explain` + the number of recordings loaded."""
+        """The message of the HTTP 404 a conversation with no recorded turn gets: ``no recorded answer: the
+        conversation`` + :meth:`explain` + the number of recordings loaded."""
         explanation = self.explain(conversation)
-        return f"no recorded answer for this conversation: it {explanation} ({self.recordings} recordings loaded)"
+        return f"no recorded answer: the conversation {explanation} ({self.recordings} recordings loaded)"
 
     def explain(self, conversation: Conversation) -> str:
-        """Why no recorded turn answers ``conversation``: one line naming the closest recording and where the
-        conversation departs from it (module docstring), at most a few hundred characters."""
+        """Why no recorded turn answers ``conversation``, as words completing "the conversation ...": one line
+        naming the closest recording and where the conversation departs from it (module docstring), about 250
+        characters besides the recording's path."""
         cache = (conversation.key, conversation.tools, conversation.where)
         with self._lock:
             known = self._explained.get(cache)
@@ -834,14 +835,14 @@ class ReplayIndex:
     def _explain(self, conversation: Conversation) -> str:
         key = conversation.key
         if not self._whole:
-            return "no recordings are loaded"
+            return "has nothing to match: no recordings are loaded"
         if not key:
-            return "the request holds no conversation items"
+            return "holds no items"
         recorded = self._candidates.get(key)
         if recorded:
             first = recorded[0]
             return (
-                f"the conversation matches recording {first.recording.source}, but not its tool definitions: "
+                f"matches recording {first.recording.source} but not its tool definitions: "
                 f"request has {_tool_names(conversation.tools)}, recording has {_tool_names(first.tools)}"
             )
         shared = [(_common_prefix(key, whole.key), position) for position, (_, whole) in enumerate(self._whole)]
@@ -856,8 +857,8 @@ class ReplayIndex:
             where = conversation.where[longest]
             if _kind(mine) != _kind(theirs):
                 return (
-                    f"departs from the closest recording ({source}) at {where}: request has a {_kind(mine)} "
-                    f"{_snippet(_body(mine))}, recording has a {_kind(theirs)} {_snippet(_body(theirs))}"
+                    f"departs from the closest recording ({source}) at {where}: request has {_a(_kind(mine))} "
+                    f"{_snippet(_body(mine))}, recording has {_a(_kind(theirs))} {_snippet(_body(theirs))}"
                 )
             ours, its = _contrast(mine, theirs)
             return (
@@ -868,13 +869,13 @@ class ReplayIndex:
             item = key[longest]
             return (
                 f"continues past the end of the closest recording ({source}) at {conversation.where[longest]}: "
-                f"request has a {_kind(item)} {_snippet(_body(item))}"
+                f"request has {_a(_kind(item))} {_snippet(_body(item))}"
             )
         if longest < len(whole.key):
             item = whole.key[longest]
             return (
                 f"stops inside the closest recording ({source}): after {conversation.where[-1]} the recording "
-                f"continues with {whole.where[longest]}, a {_kind(item)} {_snippet(_body(item))}, not a model answer"
+                f"continues with {whole.where[longest]}, {_a(_kind(item))} {_snippet(_body(item))}, not a model answer"
             )
         return f"is the whole of recording {source}, which holds no model answer after its last item"
 
@@ -942,6 +943,11 @@ def _kind(item: NormItem) -> str:
     return item[0]
 
 
+def _a(words: str) -> str:
+    """``words`` with its indefinite article."""
+    return f"{'an' if words[:1] in tuple('aeio') else 'a'} {words}"  # (a user, a unit)
+
+
 def _body(item: NormItem) -> str:
     """The part of a normalised item that :func:`_kind` does not name (text, arguments and call id, output)."""
     if item[0] == "function_call":
@@ -965,7 +971,7 @@ def display(text: str) -> str:
     return _MARKER.sub(lambda match: "[" + _DIGEST.sub(r"sha256:\1", match[1]) + "]", text)
 
 
-def _snippet(text: str, start: int = 0, width: int = 70) -> str:
+def _snippet(text: str, start: int = 0, width: int = 60) -> str:
     """Up to ``width`` characters of displayed ``text`` from ``start``, quoted, ``...`` where cut."""
     shown = display(text)
     piece = shown[start : start + width]

@@ -2,23 +2,24 @@
 
 Rows 2 and 5 of ``resources_servers/circle_count/data/example.jsonl`` ask the same question with the same
 instruction about two different images. Expected rewards are never written here: they come from the recordings
-(paired with their rows by their raw request) and from Gym's own ``gym eval reverify`` of the recorded answers.
+(paired with their rows by their raw request) and from Gym's own verifier asked about the recorded answers.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import GymExample, SharedGym, reverify
+from conftest import GymExample, SharedGym
 from pytest_gym_eval.dataset import row_digest
 from pytest_gym_eval.plan import REPEAT_TAG
-from pytest_gym_eval.provision import GymCheckout
 from pytest_gym_eval.replay import explain_unmatched
 
 pytestmark = pytest.mark.gym
@@ -30,12 +31,36 @@ def image_example(gym_examples: dict[str, GymExample]) -> GymExample:
 
 
 @pytest.fixture(scope="module")
-def image_verdicts(
-    gym_checkout: GymCheckout, image_example: GymExample, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, float]:
-    """Gym's verifier on each recorded answer: task id -> reward (circle_count does not declare its verifier
-    stateless, so Gym is told to reverify anyway; it only parses the answer's ``\\boxed{}``)."""
-    return reverify(gym_checkout, image_example, tmp_path_factory.mktemp("reverify-images"), force=True)
+def image_verdicts(shared_gym: SharedGym, image_example: GymExample) -> dict[str, float]:
+    """Gym's verifier on each recorded answer: task id -> reward, from the shared Gym's circle_count resources
+    server (``POST /verify`` with the row and the recorded response, as Gym's agent calls it; found through the
+    head server's ``/server_instances``). Asking the running server spares a second Gym start, whose Ray
+    start-up times out on a loaded machine; ``gym eval reverify`` would also refuse this server without
+    ``force`` (it does not declare its verifier stateless)."""
+    instances = http_json(f"http://{shared_gym.head_server}/server_instances")
+    (server,) = [i for i in instances if i.get("name") == image_example.name and i.get("port")]
+    rows = {raw_input(row): row for row in read_jsonl(image_example.dataset)}
+    verdicts = {}
+    for recording in read_jsonl(image_example.recordings):
+        row = rows[raw_input(recording)]
+        body = {
+            **row,
+            "responses_create_params": recording["responses_create_params"],
+            "response": recording["response"],
+        }
+        verified = http_json(f"http://{server.get('host') or '127.0.0.1'}:{server['port']}/verify", body)
+        verdicts[row_digest(row)[:12]] = float(verified["reward"])
+    assert len(verdicts) == 5
+    return verdicts
+
+
+def http_json(url: str, body: object = None) -> Any:
+    """GET (or POST ``body`` as JSON to) a loopback URL; the decoded JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=60) as answer:
+        return json.load(answer)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -43,9 +68,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def raw_input(row: dict[str, Any]) -> str:
-    """A row's (or recording's) request input as canonical JSON: how the test pairs them, without the replay's
-    own normalisation."""
-    return json.dumps(row["responses_create_params"]["input"], sort_keys=True)
+    """A row's (or recording's, or request's) last user message as canonical JSON: how the test pairs them,
+    without the replay's own normalisation (a recording adds ``"type": "message"`` to each input item and lists
+    a content part's keys in another order)."""
+    messages = row["responses_create_params"]["input"]
+    return json.dumps([m for m in messages if m.get("role") == "user"][-1]["content"], sort_keys=True)
 
 
 def recorded(example: GymExample) -> dict[str, tuple[int, float]]:
@@ -77,7 +104,8 @@ def served(replay_log: Path, example: GymExample) -> list[tuple[str, object, int
     answers = []
     for entry in read_jsonl(replay_log):
         request = entry.get("request") or {}
-        task = tasks.get(json.dumps(request.get("input"), sort_keys=True)) if isinstance(request, dict) else None
+        asked = isinstance(request, dict) and isinstance(request.get("input"), list)
+        task = tasks.get(raw_input({"responses_create_params": request})) if asked else None
         if task is not None and entry["status"] == 200:
             source = str(entry["answer"]["recording"])
             assert source.rsplit(":", 1)[0] == str(example.recordings)
@@ -98,7 +126,13 @@ def test_a_row_alone_gets_its_own_images_answer(
     assert second["responses_create_params"]["input"][1]["content"][0]["image_url"] != question[0]["image_url"]
     task, other = row_digest(fifth)[:12], row_digest(second)[:12]
     expected = recorded(image_example)
-    assert expected[task][1] == image_verdicts[task] != expected[other][1]  # the two answers score differently
+    assert expected[task][1] == image_verdicts[task] == 1.0
+    # ... and their recorded answers count differently, so row 2's answer would score 0 on row 5.
+    answers = [
+        recording["response"]["output"][-1]["content"][0]["text"] for recording in read_jsonl(image_example.recordings)
+    ]
+    boxed = [re.findall(r"\\boxed\{(\d+)\}", answers[expected[t][0] - 1])[-1] for t in (task, other)]
+    assert boxed[0] != boxed[1], boxed
 
     dataset = copy_dataset(pytester, image_example)
     result = pytester.runpytest(
@@ -121,7 +155,7 @@ def test_a_row_alone_gets_its_own_images_answer(
     (request, *_) = (
         entry["request"]
         for entry in read_jsonl(shared_gym.replay_log)
-        if isinstance(entry.get("request"), dict) and entry["request"].get("input") is not None
+        if isinstance(entry.get("request"), dict) and isinstance(entry["request"].get("input"), list)
         and raw_input({"responses_create_params": entry["request"]}) == raw_input(fifth)
     )  # fmt: skip
     lines = image_example.recordings.read_text().splitlines(keepends=True)
@@ -129,13 +163,13 @@ def test_a_row_alone_gets_its_own_images_answer(
     without = pytester.path / "without_row_5_rollouts.jsonl"
     without.write_text("".join(lines))
     message = explain_unmatched(request, [without])
-    assert message is not None and "\n" not in message and len(message) < 400, message
+    assert message is not None and "\n" not in message and len(message) - len(str(without)) < 300, message
     line = [raw_input(json.loads(text)) for text in lines].index(raw_input(second)) + 1
     assert message.startswith(
-        f"no recorded answer for this conversation: it departs from the closest recording ({without}:{line}) at "
+        f"no recorded answer: the conversation departs from the closest recording ({without}:{line}) at "
         'input[1] (user message): request has "[image sha256:'
     ), message
-    assert message.endswith('How many yellow circles are in the image?" (4 recordings loaded)'), message
+    assert ', recording has "[image sha256:' in message and message.endswith(" (4 recordings loaded)"), message
 
 
 def test_every_image_row_and_repeat_replays_its_own_recording(

@@ -499,7 +499,7 @@ def test_unmatched_conversation_is_404_saying_where_it_departs(weather_file: Pat
     assert body["error"]["type"] == "not_found" and body["error"]["code"] == "no_recording"
     message = body["error"]["message"]
     assert message == (
-        "no recorded answer for this conversation: it departs from the closest recording "
+        "no recorded answer: the conversation departs from the closest recording "
         f'({weather_file}:1) at input[1] (user message): request has "How warm is it in Berlin today?", '
         'recording has "How warm is it in Paris?" (2 recordings loaded)'
     )
@@ -979,7 +979,7 @@ def test_404_names_the_differing_image_of_the_most_alike_recording(pictures_file
     digest = hashlib.sha256(b"three yellow circles").hexdigest()[:12]
     recorded = hashlib.sha256(b"two yellow circles").hexdigest()[:12]
     assert message == (
-        f"no recorded answer for this conversation: it departs from the closest recording ({pictures_file}:1) at "
+        f"no recorded answer: the conversation departs from the closest recording ({pictures_file}:1) at "
         f'input[1] (user message): request has "[image sha256:{digest}]How many yellow circles?", recording has '
         f'"[image sha256:{recorded}]How many yellow circles?" (2 recordings loaded)'
     )
@@ -1007,40 +1007,37 @@ def test_404_shows_the_text_from_where_it_differs_not_the_shared_start(tmp_path:
 @pytest.mark.parametrize(
     ("asked", "expected"),
     [
-        ({"input": []}, "it the request holds no conversation items"),
+        ({"input": []}, "the conversation holds no items"),
         (
             {"input": [*WEATHER_INPUT, call("call_w1", "get_weather", '{"city": "Paris", "unit": "C"}')]},
-            "it stops inside the closest recording ({path}:1): after input[2] the recording continues with "
-            'output[2], a function_call_output of call_w1 "{\\"temp\\": 21}", not a model answer',
+            "the conversation stops inside the closest recording ({path}:1): after input[2] the recording continues "
+            'with output[2], a function_call_output of call_w1 "{\\"temp\\": 21}", not a model answer',
         ),
         (
             {"input": [*WEATHER_INPUT, *WEATHER_OUTPUT, user("And tomorrow?")]},
-            "it continues past the end of the closest recording ({path}:1) at input[7]: request has a user "
-            'message "And tomorrow?"',
+            "the conversation continues past the end of the closest recording ({path}:1) at input[7]: request has a "
+            'user message "And tomorrow?"',
         ),
         (
             {"input": [*WEATHER_INPUT, *WEATHER_OUTPUT]},
-            "it is the whole of recording {path}:1, which holds no model answer after its last item",
+            "the conversation is the whole of recording {path}:1, which holds no model answer after its last item",
         ),
         (
             {"input": [user("What is 2+2?"), said("4"), result("c9", "5")]},
-            "it continues past the end of the closest recording ({path}:2) at input[2]: request has a "
+            "the conversation continues past the end of the closest recording ({path}:2) at input[2]: request has a "
             'function_call_output of c9 "5"',
         ),
         (
             {"input": [WEATHER_INPUT[0], said("Hello")]},
-            "it departs from the closest recording ({path}:1) at input[1]: request has a assistant message "
-            '"Hello", recording has a user message "How warm is it in Paris?"',
+            "the conversation departs from the closest recording ({path}:1) at input[1]: request has an assistant "
+            'message "Hello", recording has a user message "How warm is it in Paris?"',
         ),
     ],
     ids=["empty", "stops-inside", "continues-past", "whole", "past-the-other", "kind-differs"],
 )
 def test_404_says_how_the_conversation_departs(weather_file: Path, asked: dict[str, Any], expected: str) -> None:
     message = explain_unmatched(asked, [weather_file])
-    assert message == (
-        f"no recorded answer for this conversation: {expected.replace('{path}', str(weather_file))} "
-        "(2 recordings loaded)"
-    )
+    assert message == (f"no recorded answer: {expected.replace('{path}', str(weather_file))} (2 recordings loaded)")
 
 
 def test_departure_message_stays_one_short_line_for_long_items(tmp_path: Path) -> None:
