@@ -236,9 +236,14 @@ def pytest_report_header() -> list[str]:
 # The real-Gym tier: one provisioned Gym 0.7.0, one started Gym shared by every test that does not examine
 # start-up or teardown, and Gym's own verdicts on the recorded answers.
 
-GYM_EXAMPLES = {"mcqa": "mcqa_simple_agent", "example_single_tool_call": "example_single_tool_call_simple_agent"}
-"""Gym environments whose shipped examples the tier runs: multiple choice, and a tool-calling agent whose
-recorded conversations replay turn by turn (model call, real tool result, model answer)."""
+GYM_EXAMPLES = {
+    "mcqa": "mcqa_simple_agent",
+    "example_single_tool_call": "example_single_tool_call_simple_agent",
+    "circle_count": "circle_count_simple_agent",
+}
+"""Gym environments whose shipped examples the tier runs: multiple choice, a tool-calling agent whose recorded
+conversations replay turn by turn (model call, real tool result, model answer), and images (rows that differ only
+in their image)."""
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,12 @@
 Every selected (task, repeat) pair becomes one input row stamped with a ``_ng_task_index`` of its own (the
 plan's *stamp*) and run with ``--num-repeats 1``: Gym silently merges rows that share a stamp, and a stamp per
 pair lets each rollout come back to exactly one item whatever subset ``-k``/``--lf`` selected.
+
+When the policy model replays recordings (``--gym-replay``), each row's ``responses_create_params.metadata``
+also carries the pair's repeat under :data:`REPEAT_TAG`. Gym's model servers pass ``metadata`` through to the
+endpoint, and the replay model answers repeat *r* of a task with that task's recording *r*
+(:mod:`pytest_gym_eval.replay`), whatever order Gym's requests arrive in. Task ids ignore it (they are
+computed from the dataset row, not this one) and verifiers do not read it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from pytest_gym_eval.dataset import GYM_PRIVATE_PREFIX, parse_row, row_offsets
 from pytest_gym_eval.sampling import Sampling, apply_sampling
 
 AGENT_REF_KEY = "agent_ref"
+REPEAT_TAG = "pytest_gym_eval_repeat"
+"""The ``responses_create_params.metadata`` key holding a row's repeat (a decimal string, as OpenAI's
+``metadata`` values are strings) for the replay model."""
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 """One compact JSON line, as ``jsonlines`` writes with ``compact=True``."""
 
@@ -76,18 +85,27 @@ class RunPlan:
         )
 
 
-def gym_row(row: dict[str, Any], stamp: int, agent: str) -> dict[str, Any]:
+def gym_row(row: dict[str, Any], stamp: int, agent: str, repeat: int | None = None) -> dict[str, Any]:
     """The input row Gym gets for one planned rollout: the dataset row without Gym's own ``_ng_*`` keys,
-    stamped with ``stamp``, routed to ``agent`` unless the row names its own ``agent_ref``."""
+    stamped with ``stamp``, routed to ``agent`` unless the row names its own ``agent_ref``, and, when
+    ``repeat`` is given, tagged with it in ``responses_create_params.metadata[REPEAT_TAG]`` (left untagged
+    when the row's ``metadata`` is neither absent, null nor an object). ``row`` itself is not changed."""
     out = {key: value for key, value in row.items() if not key.startswith(GYM_PRIVATE_PREFIX)}
     if not isinstance(out.get(AGENT_REF_KEY), dict) or not out[AGENT_REF_KEY].get("name"):
         out[AGENT_REF_KEY] = {"type": "responses_api_agents", "name": agent}
+    params = out.get("responses_create_params")
+    if repeat is not None and isinstance(params, dict) and isinstance(params.get("metadata") or {}, dict):
+        metadata = {**(params.get("metadata") or {}), REPEAT_TAG: str(repeat)}
+        out["responses_create_params"] = {**params, "metadata": metadata}
     out["_ng_task_index"] = stamp
     return out
 
 
-def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None) -> int:
+def write_gym_input(
+    plan: RunPlan, path: Path, sampling: Sampling | None = None, *, tag_repeats: bool = False
+) -> int:
     """Write Gym's input for ``plan`` to ``path`` (reading each dataset once); returns the number of rows.
+    With ``tag_repeats`` each row carries its repeat for the replay model (:func:`gym_row`).
 
     ``sampling`` (the session's sampling options) is written into every row's request by
     :func:`~pytest_gym_eval.sampling.apply_sampling`.
@@ -107,7 +125,7 @@ def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None)
             handle = datasets[rollout.dataset]
             handle.seek(offsets[rollout.dataset][rollout.line])
             row = parse_row(handle.readline(), rollout.dataset, rollout.line)
-            row = gym_row(row, rollout.stamp, rollout.agent)
+            row = gym_row(row, rollout.stamp, rollout.agent, rollout.repeat if tag_repeats else None)
             if sampling is not None and not sampling.is_empty:
                 row = apply_sampling(row, sampling, rollout.repeat)
             out.write(_ENCODE(row) + "\n")

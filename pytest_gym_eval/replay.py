@@ -9,29 +9,85 @@ user messages in multi-turn environments).
 Every maximal run of model items in ``output`` is one *turn*. It is indexed under the normalised
 conversation that preceded it (instructions + input + the earlier output items), so an agent that
 re-sends that conversation, through ``POST /v1/responses`` or ``POST /v1/chat/completions``, gets the
-recorded turn back. Recordings sharing a conversation are answered round-robin in file order.
+recorded turn back.
 
-Normal form of a conversation (:func:`normalise_items`), tolerant of what agents change when they
-re-send items: ids, status and other bookkeeping fields are ignored; ``reasoning`` items are dropped;
-a message is ``("message", role, text)`` with ``developer`` read as ``system`` and its content parts'
-texts joined (surrounding whitespace is ignored); a ``function_call`` is ``("function_call", name,
-arguments re-dumped with sorted keys when they are JSON, call_id)``; a ``function_call_output`` is
-``("function_call_output", call_id, output text re-dumped like arguments when it is JSON)``; any other
-item is ``(type, canonical JSON without id/status)``. Because Responses→chat converters (Gym's among
-them) merge a model turn into one assistant message and fold a leading run of system messages into one,
-the normal form does the same: each run of assistant messages and function calls becomes one
-assistant message (texts joined, ``<think>...</think>`` blocks removed, omitted when empty) followed
-by the calls in order, and a leading run of system messages becomes one message joined by blank lines.
+**The conversation** is everything the model is shown as context, in order, and all of it takes part in
+the match:
+
+- the request's ``instructions`` (as a leading system message);
+- every ``input`` item (``messages`` for chat completions): system, developer (read as system), user and
+  assistant messages with all their content parts: text, images (``input_image``; chat ``image_url``),
+  files (``input_file``; chat ``file``), audio (``input_audio``; vLLM's ``audio_url``; and the
+  ``metadata.audio_data``/``audio_path``/``audio_paths`` side channel, spliced before the content of the
+  last user message as Gym's ``vllm_model`` does), video (``input_video``, ``video_url``) and refusals;
+- tool calls (name, arguments, call id) and tool results (call id, output with all its parts);
+- any other item type (``computer_call``, ...), as its canonical JSON without ``id`` and ``status``;
+- the tool definitions, when the recording has any (non-empty ``tools``): the request must then offer the
+  same set (type, name, description, parameters; order and ``strict`` ignored). A recording without tools
+  matches whatever tools the request offers, since agents may add tools of their own that the recorded
+  row does not carry.
+
+Not part of it: generation settings (``model``, ``temperature``, ``max_output_tokens``, ``reasoning``,
+``text``, ``tool_choice``, ...), ``metadata`` other than the audio side channel, item ids and ``status``,
+and reasoning (``reasoning`` items and ``<think>...</think>`` blocks). Reasoning is the model's own
+earlier output echoed back, and whether it reaches the model depends on the model server (Gym's
+``openai_model`` passes reasoning items through or drops them, its ``vllm_model`` keeps one ``<think>``
+block per message as ``reasoning_content`` or none, and this server's chat answers carry none), so it
+cannot be compared across the two APIs; a later turn stays with its recording through the tool call ids
+and texts of the turns before it, and through the repeat tag.
+
+Normal form (:func:`normalise_items`), one for Responses items and chat messages
+(:func:`chat_messages_to_items`), so that what Gym changes between the dataset row and the request that
+reaches the model does not matter:
+
+- a message is ``("message", role, content)``. Its content is its text parts joined, each non-text part
+  replaced by a marker ``"\\x00<kind> <identity>[ <attribute>]\\x00"`` in its place. An image, file, audio
+  or video is identified by the sha256 of its bytes when they are inline (a base64 or percent-encoded
+  ``data:`` URL, or bare base64) or an absolute path to a readable file, else by its URL or ``file_id``;
+  so ``input_image`` with ``image_url`` as a string or as ``{"url": ...}``, and chat's ``image_url``
+  part, are one image. An image's ``detail`` counts unless it is ``auto`` (the default), a file's
+  ``filename`` counts. Surrounding whitespace is ignored.
+- a ``function_call`` is ``("function_call", name, arguments, call_id)``, a ``function_call_output``
+  ``("function_call_output", call_id, output)``; arguments and a JSON output are re-dumped with sorted
+  keys (tools and recordings differ in whitespace), an output's parts become content as above.
+- any other item is ``(type, canonical JSON without id/status)``.
+- Responses→chat converters (Gym's among them) merge a model turn into one assistant message and fold a
+  leading run of system messages into one, so the normal form does the same: each run of assistant
+  messages and function calls becomes one assistant message (texts joined, ``<think>`` blocks removed,
+  omitted when empty) followed by the calls in order, and a leading run of system messages becomes one
+  message joined by blank lines.
+
+**Which recording answers.** The recordings of one task (one conversation and tool set) are put in
+*repeat order*: by ``_ng_rollout_index`` (recordings that have one first), then file order. A request
+whose ``metadata`` carries :data:`~pytest_gym_eval.plan.REPEAT_TAG` = *r* (the plugin tags each row of
+Gym's input with its repeat under ``--gym-replay``; Gym's model servers pass ``metadata`` through to the
+endpoint) is answered at every turn from recording *r mod n* of its task's *n*, whatever order requests
+arrive in, and a retried request gets the same answer; should no recorded turn of that recording share
+the conversation, the one at *r mod m* in repeat order among the *m* that do answers. An untagged
+request is answered by a counter per conversation: the *k*-th request (from 0) of one conversation gets
+the *k mod m*-th of its recorded turns in repeat order, so the order of arrival decides which repeat
+gets which recording, never which answers are served.
+
+**No recording.** A conversation with no recorded turn gets HTTP 404 with a one-line message
+(:meth:`ReplayIndex.unmatched_message`) naming the closest recording (the longest shared prefix of normalised
+items; ties go to the one sharing more of the first item that differs, then to file order) and where
+the request departs from it, e.g. ``no recorded answer: the conversation departs from the closest
+recording (r.jsonl:3) at input[1] (user message): request has "[image sha256:1a2b3c4d5e6f]How many...",
+recording has "[image sha256:9f8e7d6c5b4a]How many..." (5 recordings loaded)``.
 
 Command line: ``python -m pytest_gym_eval replay ROLLOUTS.jsonl [...] [--port N] [--model-name NAME]
-[--log PATH]``.
+[--log PATH] [--delay SECONDS]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import contextlib
 import copy
+import functools
+import hashlib
 import json
 import os
 import re
@@ -42,6 +98,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,27 +107,39 @@ from typing import Any
 
 import jsonlines
 
+from pytest_gym_eval.plan import REPEAT_TAG
+
 __all__ = [
+    "REPEAT_TAG",
+    "Conversation",
     "Recording",
     "RecordingError",
+    "ReplayIndex",
     "ReplayServer",
-    "RoundRobin",
     "Turn",
-    "build_index",
     "canonical_arguments",
     "chat_answer",
     "chat_messages_to_items",
+    "content_normal",
     "content_text",
+    "conversation_key",
+    "display",
+    "explain_unmatched",
     "is_model_item",
     "item_type",
     "load_recordings",
     "main",
     "normalise_item",
     "normalise_items",
+    "part_normal",
+    "recorded_conversation",
     "recording_turns",
+    "repeat_tag",
+    "request_conversation",
     "request_items",
     "responses_answer",
     "split_turns",
+    "tools_signature",
 ]
 
 NormItem = tuple[str, ...]
@@ -79,8 +148,15 @@ NormItem = tuple[str, ...]
 Key = tuple[NormItem, ...]
 """A normalised conversation: the lookup key of a recorded turn."""
 
+Tools = tuple[str, ...]
+"""Normalised tool definitions (:func:`tools_signature`): sorted canonical JSON, one per tool."""
+
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _BOOKKEEPING_FIELDS = frozenset({"id", "status"})
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
+_MARK = "\x00"
+_MARKER = re.compile("\x00([^\x00]*)\x00")
+_DIGEST = re.compile(r"sha256:([0-9a-f]{12})[0-9a-f]{52}")
 
 
 class RecordingError(ValueError):
@@ -104,6 +180,7 @@ def content_text(content: Any) -> str:
     """Text of a message content or tool output: a string as is, a list of parts as their ``text`` joined.
 
     Parts without a string ``text`` (images, audio) contribute nothing; any other value gives ``""``.
+    This is the text an answer shows, not the matching form (see :func:`content_normal`).
     """
     if isinstance(content, str):
         return content
@@ -124,6 +201,127 @@ def canonical_arguments(arguments: Any) -> str:
     return json.dumps(parsed, sort_keys=True, ensure_ascii=False)
 
 
+def _canonical(value: Any) -> str:
+    """Compact canonical JSON (sorted keys) of any JSON value."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _marker(kind: str, identity: str, *attributes: str) -> str:
+    """A non-text content part as it stands in normalised content (see the module docstring)."""
+    return _MARK + " ".join((kind, identity, *attributes)) + _MARK
+
+
+def _bytes_identity(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _url_identity(url: str) -> str:
+    """Identity of media given by URL: the sha256 of the bytes of a ``data:`` URL, else the URL itself."""
+    if not url.startswith("data:"):
+        return url
+    header, comma, payload = url.partition(",")
+    if not comma:
+        return url
+    if header.endswith(";base64"):
+        try:
+            return _bytes_identity(base64.b64decode(payload))
+        except (binascii.Error, ValueError):
+            return _bytes_identity(payload.encode("utf-8", errors="surrogatepass"))
+    return _bytes_identity(urllib.parse.unquote_to_bytes(payload))
+
+
+@functools.lru_cache(maxsize=1024)
+def _data_identity(data: str) -> str:
+    """Identity of inline media: a ``data:`` URL as :func:`_url_identity`, else bare base64's bytes."""
+    if data.startswith("data:"):
+        return _url_identity(data)
+    try:
+        return _bytes_identity(base64.b64decode(data, validate=True))
+    except (binascii.Error, ValueError):
+        return _bytes_identity(data.encode("utf-8", errors="surrogatepass"))
+
+
+def _path_identity(path: str) -> str:
+    """Identity of media named by a path: the sha256 of an absolute path's file, else the path itself."""
+    if os.path.isabs(path):
+        with contextlib.suppress(OSError):
+            digest = hashlib.sha256()
+            with open(path, "rb") as stream:
+                for block in iter(lambda: stream.read(1 << 20), b""):
+                    digest.update(block)
+            return "sha256:" + digest.hexdigest()
+    return "path:" + path
+
+
+def _source(value: Any) -> str | None:
+    """A media source given as a string or as ``{"url": ...}``."""
+    if isinstance(value, Mapping):
+        value = value.get("url")
+    return value if isinstance(value, str) and value else None
+
+
+def _media_identity(part: Mapping[str, Any], *url_fields: str) -> str:
+    """Identity of a media part: its first URL field, else inline data, ``file_id``, path or URL."""
+    for name in url_fields:
+        url = _source(part.get(name))
+        if url is not None:
+            return _url_identity(url)
+    for name, identify in (("file_data", _data_identity), ("data", _data_identity), ("path", _path_identity)):
+        value = part.get(name)
+        if isinstance(value, str) and value:
+            return identify(value)
+    for name in ("file_id", "file_url"):
+        value = part.get(name)
+        if isinstance(value, str) and value:
+            return f"{name}:{value}" if name == "file_id" else value
+    return _canonical({name: value for name, value in part.items() if name != "type"})
+
+
+def part_normal(part: Any) -> str:
+    """One content part in normal form: a text part's text, any other part a marker (module docstring)."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, Mapping):
+        return _marker("part", _canonical(part))
+    kind = part.get("type")
+    if kind in _TEXT_PARTS or (kind is None and isinstance(part.get("text"), str)):
+        text = part.get("text")
+        return text if isinstance(text, str) else ""
+    if kind == "refusal":
+        return _marker("refusal", str(part.get("refusal", "")))
+    if kind in ("input_image", "image_url", "image"):
+        source = part.get("image_url")
+        detail = source.get("detail") if isinstance(source, Mapping) else None
+        detail = detail or part.get("detail")
+        extra = () if detail in (None, "auto") else (f"detail={detail}",)
+        return _marker("image", _media_identity(part, "image_url"), *extra)
+    if kind in ("input_file", "file"):
+        nested = part.get("file")
+        body: Mapping[str, Any] = nested if isinstance(nested, Mapping) else part
+        filename = body.get("filename")
+        extra = (f"filename={filename}",) if isinstance(filename, str) and filename else ()
+        return _marker("file", _media_identity(body), *extra)
+    if kind in ("input_audio", "audio_url", "audio"):
+        nested = part.get("input_audio")
+        return _marker("audio", _media_identity(nested if isinstance(nested, Mapping) else part, "audio_url"))
+    if kind in ("input_video", "video_url", "video"):
+        return _marker("video", _media_identity(part, "video_url", "video"))
+    return _marker(str(kind), _canonical({name: value for name, value in part.items() if name != "type"}))
+
+
+def content_normal(content: Any) -> str:
+    """A message content or tool output in normal form: a string as is, a list of parts as
+    :func:`part_normal` of each joined; null or missing is ``""``, any other value its canonical JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part_normal(part) for part in content)
+    return _canonical(content)
+
+
 def normalise_item(item: Mapping[str, Any]) -> NormItem | None:
     """Normal form of one Responses item (see the module docstring); ``None`` for a ``reasoning`` item.
 
@@ -132,22 +330,13 @@ def normalise_item(item: Mapping[str, Any]) -> NormItem | None:
     kind = item_type(item)
     if kind == "message":
         role = str(item.get("role", "user"))
-        return (
-            "message",
-            "system" if role == "developer" else role,
-            content_text(item.get("content")),
-        )
+        return ("message", "system" if role == "developer" else role, content_normal(item.get("content")))
     if kind == "function_call":
         name = str(item.get("name", ""))
-        return (
-            "function_call",
-            name,
-            canonical_arguments(item.get("arguments", "")),
-            str(item.get("call_id", "")),
-        )
+        return ("function_call", name, canonical_arguments(item.get("arguments", "")), str(item.get("call_id", "")))
     if kind == "function_call_output":
         # Tools serialise JSON results with varying whitespace (recorded `{"a": 1}`, live `{"a":1}`).
-        output = canonical_arguments(content_text(item.get("output")))
+        output = canonical_arguments(content_normal(item.get("output")))
         return ("function_call_output", str(item.get("call_id", "")), output)
     if kind == "reasoning":
         return None
@@ -155,36 +344,56 @@ def normalise_item(item: Mapping[str, Any]) -> NormItem | None:
     return (kind, json.dumps(rest, sort_keys=True, ensure_ascii=False))
 
 
-def _fold(items: Iterable[NormItem]) -> Key:
+Labelled = Sequence[tuple[str, Any]]
+"""Conversation items, each with where it came from (``"input[2]"``, ``"instructions"``, ...)."""
+
+
+def _fold(entries: Iterable[tuple[NormItem, str]]) -> tuple[Key, tuple[str, ...]]:
     """Strip message texts; merge each run of assistant messages and function calls, and the leading
-    system messages (see the module docstring)."""
-    folded: list[NormItem] = []
+    system messages (see the module docstring). Each folded item keeps the label of its first source."""
+    folded: list[tuple[NormItem, str]] = []
     texts: list[str] = []
-    calls: list[NormItem] = []
+    text_label: list[str] = []
+    calls: list[tuple[NormItem, str]] = []
 
     def flush() -> None:
         text = _THINK_BLOCK.sub("", "".join(texts)).strip()
         if text:
-            folded.append(("message", "assistant", text))
+            folded.append((("message", "assistant", text), text_label[0]))
         folded.extend(calls)
         texts.clear()
+        text_label.clear()
         calls.clear()
 
-    for item in items:
+    for item, label in entries:
         if item[:2] == ("message", "assistant"):
             texts.append(item[2])
+            text_label.append(label)
         elif item[0] == "function_call":
-            calls.append(item)
+            calls.append((item, label))
         else:
             flush()
-            folded.append((*item[:2], item[2].strip()) if item[0] == "message" else item)
+            folded.append(((*item[:2], item[2].strip()) if item[0] == "message" else item, label))
     flush()
     systems = 0
-    while systems < len(folded) and folded[systems][:2] == ("message", "system"):
+    while systems < len(folded) and folded[systems][0][:2] == ("message", "system"):
         systems += 1
     if systems > 1:
-        folded[:systems] = [("message", "system", "\n\n".join(item[2] for item in folded[:systems]))]
-    return tuple(folded)
+        joined = "\n\n".join(entry[0][2] for entry in folded[:systems])
+        folded[:systems] = [(("message", "system", joined), folded[0][1])]
+    return tuple(entry[0] for entry in folded), tuple(entry[1] for entry in folded)
+
+
+def _normalise_labelled(items: Labelled) -> tuple[Key, tuple[str, ...]]:
+    """:func:`normalise_items` of labelled items, with the label of each normalised item."""
+    entries: list[tuple[NormItem, str]] = []
+    for label, item in items:
+        if not isinstance(item, Mapping):
+            raise ValueError(f"conversation item {label} is a {type(item).__name__}, not an object")
+        entry = normalise_item(item)
+        if entry is not None:
+            entries.append((entry, label))
+    return _fold(entries)
 
 
 def normalise_items(items: Iterable[Any]) -> Key:
@@ -192,80 +401,183 @@ def normalise_items(items: Iterable[Any]) -> Key:
 
     Raises ``ValueError`` when an item is not a JSON object.
     """
-    normalised: list[NormItem] = []
-    for position, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise ValueError(f"conversation item #{position} is a {type(item).__name__}, not an object")
-        entry = normalise_item(item)
-        if entry is not None:
-            normalised.append(entry)
-    return _fold(normalised)
+    return _normalise_labelled([(f"#{position}", item) for position, item in enumerate(items)])[0]
 
 
-def request_items(params: Mapping[str, Any]) -> list[Any]:
-    """Conversation items of Responses create-params: ``instructions`` (as a leading system message)
-    followed by ``input`` (a string is one user message; missing or null is empty).
+def _metadata_audio(metadata: Any) -> list[dict[str, Any]]:
+    """Audio parts of the ``metadata`` side channel, in the precedence Gym's vllm_model gives its keys."""
+    if not isinstance(metadata, Mapping):
+        return []
+    if isinstance(metadata.get("audio_data"), str) and metadata["audio_data"]:
+        return [{"type": "audio_url", "audio_url": {"url": metadata["audio_data"]}}]
+    if isinstance(metadata.get("audio_path"), str) and metadata["audio_path"]:
+        return [{"type": "audio", "path": metadata["audio_path"]}]
+    paths = metadata.get("audio_paths")
+    if isinstance(paths, list) and paths:
+        return [{"type": "audio", "path": str(path)} for path in paths]
+    return []
 
-    Raises ``ValueError`` when ``input`` is neither a string nor a list, or ``instructions`` is not a string.
-    """
+
+def _labelled_request_items(params: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """:func:`request_items` with labels: ``instructions``, ``input[i]``."""
     raw_input = params.get("input")
-    items: list[Any]
+    items: list[tuple[str, Any]]
     if raw_input is None:
         items = []
     elif isinstance(raw_input, str):
-        items = [{"type": "message", "role": "user", "content": raw_input}]
+        items = [("input", {"type": "message", "role": "user", "content": raw_input})]
     elif isinstance(raw_input, list):
-        items = list(raw_input)
+        items = [(f"input[{position}]", item) for position, item in enumerate(raw_input)]
     else:
         raise ValueError(f"`input` must be a string or a list of items, not {type(raw_input).__name__}")
     instructions = params.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise ValueError(f"`instructions` must be a string, not {type(instructions).__name__}")
     if instructions:
-        items.insert(0, {"type": "message", "role": "system", "content": instructions})
+        items.insert(0, ("instructions", {"type": "message", "role": "system", "content": instructions}))
+    audio = _metadata_audio(params.get("metadata"))
+    if audio:
+        for position in range(len(items) - 1, -1, -1):
+            label, item = items[position]
+            if isinstance(item, Mapping) and item_type(item) == "message" and item.get("role") == "user":
+                content = item.get("content")
+                rest = [{"type": "input_text", "text": content}] if isinstance(content, str) else content or []
+                items[position] = (label, {**item, "content": [*audio, *rest]})
+                break
+        else:
+            items.append(("metadata", {"type": "message", "role": "user", "content": audio}))
+    return items
+
+
+def request_items(params: Mapping[str, Any]) -> list[Any]:
+    """Conversation items of Responses create-params: ``instructions`` (as a leading system message)
+    followed by ``input`` (a string is one user message; missing or null is empty), with the
+    ``metadata`` audio side channel spliced into the last user message (see the module docstring).
+
+    Raises ``ValueError`` when ``input`` is neither a string nor a list, or ``instructions`` is not a string.
+    """
+    return [item for _, item in _labelled_request_items(params)]
+
+
+def _labelled_chat_items(messages: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`chat_messages_to_items` with labels: ``messages[i]``, ``messages[i].tool_calls[j]``."""
+    items: list[tuple[str, dict[str, Any]]] = []
+    for position, message in enumerate(messages):
+        label = f"messages[{position}]"
+        if not isinstance(message, Mapping):
+            raise ValueError(f"message #{position} is a {type(message).__name__}, not an object")
+        role = message.get("role")
+        if role == "tool":
+            output = {"type": "function_call_output", "call_id": message.get("tool_call_id", ""),
+                      "output": message.get("content")}  # fmt: skip
+            items.append((label, output))
+            continue
+        content = message.get("content")
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+            content = [*parts, {"type": "refusal", "refusal": refusal}]
+        items.append((label, {"type": "message", "role": role, "content": content}))
+        for number, call in enumerate(message.get("tool_calls") or []):
+            if not isinstance(call, Mapping):
+                raise ValueError(f"a tool call of message #{position} is not an object")
+            function = call.get("function") or {}
+            function_call = {"type": "function_call", "call_id": call.get("id", ""),
+                             "name": function.get("name", ""), "arguments": function.get("arguments", "")}  # fmt: skip
+            items.append((f"{label}.tool_calls[{number}]", function_call))
     return items
 
 
 def chat_messages_to_items(messages: Sequence[Any]) -> list[dict[str, Any]]:
     """Chat-completions ``messages`` as Responses items, so both APIs share one normal form.
 
-    An assistant message becomes a message item plus one ``function_call`` per ``tool_calls`` entry
-    (call_id = the tool call's ``id``); a ``tool`` message becomes a ``function_call_output`` with
-    call_id = ``tool_call_id``; any other message keeps its role and content.
-    Raises ``ValueError`` when a message or tool call is not a JSON object.
+    An assistant message becomes a message item (its ``refusal`` a refusal part) plus one
+    ``function_call`` per ``tool_calls`` entry (call_id = the tool call's ``id``); a ``tool`` message
+    becomes a ``function_call_output`` with call_id = ``tool_call_id``; any other message keeps its role
+    and content. Raises ``ValueError`` when a message or tool call is not a JSON object.
     """
-    items: list[dict[str, Any]] = []
-    for position, message in enumerate(messages):
-        if not isinstance(message, Mapping):
-            raise ValueError(f"message #{position} is a {type(message).__name__}, not an object")
-        role = message.get("role")
-        if role == "tool":
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message.get("tool_call_id", ""),
-                    "output": message.get("content"),
-                }
-            )
+    return [item for _, item in _labelled_chat_items(messages)]
+
+
+def tools_signature(tools: Any) -> Tools | None:
+    """Normal form of tool definitions (Responses or chat form), or None when there are none.
+
+    Each tool becomes canonical JSON of its type and definition (a chat tool's nested ``function``/
+    ``custom`` object unwrapped, a chat grammar format flattened as Responses has it), without ``strict``,
+    ``defer_loading`` and empty values; the list is sorted, so order does not count.
+    """
+    if not isinstance(tools, list) or not tools:
+        return None
+    signature = []
+    for tool in tools:
+        if not isinstance(tool, Mapping):
+            signature.append(_canonical(tool))
             continue
-        items.append({"type": "message", "role": role, "content": message.get("content")})
-        for call in message.get("tool_calls") or []:
-            if not isinstance(call, Mapping):
-                raise ValueError(f"a tool call of message #{position} is not an object")
-            function = call.get("function") or {}
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": call.get("id", ""),
-                    "name": function.get("name", ""),
-                    "arguments": function.get("arguments", ""),
-                }
-            )
-    return items
+        kind = tool.get("type")
+        nested = tool.get(kind) if isinstance(kind, str) else None
+        body = dict(nested) if isinstance(nested, Mapping) else {k: v for k, v in tool.items() if k != "type"}
+        grammar = body.get("format")
+        if isinstance(grammar, Mapping) and isinstance(grammar.get("grammar"), Mapping):
+            body["format"] = {"type": grammar.get("type"), **grammar["grammar"]}
+        kept = {
+            name: value
+            for name, value in body.items()
+            if name not in ("strict", "defer_loading") and value is not None and value != "" and value != {}
+        }
+        signature.append(_canonical({"type": kind, **kept}))
+    return tuple(sorted(signature))
+
+
+def repeat_tag(body: Mapping[str, Any]) -> int | None:
+    """The repeat a request is tagged with (``metadata[REPEAT_TAG]``, a non-negative integer or its decimal
+    string), or None when untagged. Raises ``ValueError`` for a tag that is not such a number."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping) or metadata.get(REPEAT_TAG) is None:
+        return None
+    value = metadata[REPEAT_TAG]
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ValueError(f"`metadata.{REPEAT_TAG}` must be a non-negative integer, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A normalised conversation: ``key`` its items, ``where`` the label of each item's first source
+    (``"input[3]"``, ``"instructions"``, ``"messages[2]"``, ``"output[1]"``), ``tools`` its tool definitions
+    (:func:`tools_signature`)."""
+
+    key: Key
+    where: tuple[str, ...]
+    tools: Tools | None
+
+
+def request_conversation(body: Mapping[str, Any], *, chat: bool = False) -> Conversation:
+    """The conversation of a request body: Responses create-params (``chat=False``: ``instructions`` +
+    ``input``) or chat-completions params (``messages``), with its ``tools``.
+
+    Raises ``ValueError`` for an ill-formed ``input``, ``instructions`` or ``messages``.
+    """
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise ValueError("`messages` must be a list")
+        labelled: Labelled = _labelled_chat_items(messages)
+    else:
+        labelled = _labelled_request_items(body)
+    key, where = _normalise_labelled(labelled)
+    return Conversation(key, where, tools_signature(body.get("tools")))
+
+
+def conversation_key(params: Mapping[str, Any]) -> Key:
+    """The normal form of a task's request (``responses_create_params``): how a rollout finds its recordings
+    (with :func:`tools_signature` of its ``tools``). Raises ``ValueError`` for an ill-formed ``input``."""
+    return request_conversation(params).key
 
 
 # --------------------------------------------------------------------------------------------------
-# Recordings, turns and the index
+# Recordings and turns
 # --------------------------------------------------------------------------------------------------
 
 
@@ -273,12 +585,14 @@ def chat_messages_to_items(messages: Sequence[Any]) -> list[dict[str, Any]]:
 class Recording:
     """One rollouts line: ``source`` is ``"file:line"``, ``params`` its ``responses_create_params``,
     ``response`` its recorded Responses object (``output`` is a list of objects), ``reward`` the recorded
-    reward (any JSON value; None when absent)."""
+    reward (any JSON value; None when absent), ``rollout_index`` its ``_ng_rollout_index`` (None when absent
+    or not an integer)."""
 
     source: str
     params: dict[str, Any]
     response: dict[str, Any]
     reward: object = None
+    rollout_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -341,6 +655,15 @@ def recording_turns(recording: Recording) -> list[tuple[Key, Turn]]:
     return keyed
 
 
+def recorded_conversation(recording: Recording) -> Conversation:
+    """The whole recorded conversation (instructions, input and every output item), labelled
+    ``instructions``/``input[i]``/``output[j]``. Raises ``ValueError`` as :func:`recording_turns`."""
+    labelled = _labelled_request_items(recording.params)
+    labelled += [(f"output[{position}]", item) for position, item in enumerate(recording.response["output"])]
+    key, where = _normalise_labelled(labelled)
+    return Conversation(key, where, tools_signature(recording.params.get("tools")))
+
+
 def _numbered(lines: Iterable[str], counter: list[int]) -> Iterator[str]:
     """Yield ``lines``, keeping the 1-based number of the last one yielded in ``counter[0]``."""
     for number, line in enumerate(lines, 1):
@@ -392,59 +715,277 @@ def _recording(value: Any, source: str) -> Recording:
             raise RecordingError(
                 f"{source}: `response.output[{position}]` is a {type(item).__name__}, not an item object"
             )
-    return Recording(source, params, response, value.get("reward"))
+    index = value.get("_ng_rollout_index")
+    rollout_index = index if isinstance(index, int) and not isinstance(index, bool) else None
+    return Recording(source, params, response, value.get("reward"), rollout_index)
 
 
-def conversation_key(params: Mapping[str, Any]) -> Key:
-    """The normal form of a task's request (``responses_create_params``): how a rollout finds its recordings.
+# --------------------------------------------------------------------------------------------------
+# The index: which recorded turn answers a conversation, and why none does
+# --------------------------------------------------------------------------------------------------
 
-    Raises ``ValueError`` for an ill-formed ``input``.
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A recorded turn that may answer a conversation: ``rank`` is its recording's place in the repeat
+    order of its task's ``count`` recordings, ``tools`` its recording's tool definitions."""
+
+    turn: Turn
+    recording: Recording
+    tools: Tools | None
+    rank: int
+    count: int
+
+
+class ReplayIndex:
+    """Every recorded turn by conversation, with each task's recordings in repeat order (module docstring).
+
+    ``recordings`` as :func:`load_recordings` returns them. Raises ``RecordingError`` naming a recording's
+    ``file:line`` when its input or output holds something that is not an item. Thread-safe.
     """
-    return normalise_items(request_items(params))
 
-
-def recorded_rewards(recordings: Iterable[Recording]) -> dict[Key, list[object]]:
-    """Every recorded reward, by the :func:`conversation_key` of the recorded task's request."""
-    rewards: dict[Key, list[object]] = {}
-    for recording in recordings:
-        rewards.setdefault(conversation_key(recording.params), []).append(recording.reward)
-    return rewards
-
-
-def build_index(recordings: Iterable[Recording]) -> dict[Key, list[Turn]]:
-    """Map each conversation key to its recorded turns, in recording order.
-
-    Raises ``RecordingError`` naming the recording's ``file:line`` when its input or output is not a
-    list of items.
-    """
-    index: dict[Key, list[Turn]] = {}
-    for recording in recordings:
-        try:
-            keyed = recording_turns(recording)
-        except ValueError as exc:
-            raise RecordingError(f"{recording.source}: {exc}") from None
-        for key, turn in keyed:
-            index.setdefault(key, []).append(turn)
-    return index
-
-
-class RoundRobin:
-    """Thread-safe round-robin over the turns recorded for each key (first call: first recording)."""
-
-    def __init__(self, index: Mapping[Key, Sequence[Turn]]) -> None:
-        self._index = {key: list(turns) for key, turns in index.items() if turns}
-        self._served: dict[Key, int] = {}
+    def __init__(self, recordings: Sequence[Recording]) -> None:
+        tasks: dict[tuple[Key, Tools | None], list[tuple[tuple[int, int, int], Recording, list[tuple[Key, Turn]]]]] = {}
+        self._whole: list[tuple[Recording, Conversation]] = []
+        for position, recording in enumerate(recordings):
+            try:
+                task = request_conversation(recording.params)
+                turns = recording_turns(recording)
+                self._whole.append((recording, recorded_conversation(recording)))
+            except ValueError as exc:
+                raise RecordingError(f"{recording.source}: {exc}") from None
+            index = recording.rollout_index
+            order = (0, index, position) if index is not None else (1, 0, position)
+            tasks.setdefault((task.key, task.tools), []).append((order, recording, turns))
+        self._candidates: dict[Key, list[_Candidate]] = {}
+        for (_, tools), members in tasks.items():
+            members.sort(key=lambda member: member[0])
+            for rank, (_, recording, turns) in enumerate(members):
+                for key, turn in turns:
+                    self._candidates.setdefault(key, []).append(_Candidate(turn, recording, tools, rank, len(members)))
+        self._served: dict[tuple[Key, Tools | None], int] = {}
+        self._explained: dict[tuple[Key, Tools | None, tuple[str, ...]], str] = {}
         self._lock = threading.Lock()
 
-    def next(self, key: Key) -> Turn | None:
-        """The next recorded turn for ``key``, or ``None`` when nothing was recorded for it."""
-        turns = self._index.get(key)
-        if turns is None:
+    @property
+    def recordings(self) -> int:
+        """Number of recordings indexed."""
+        return len(self._whole)
+
+    def _matching(self, conversation: Conversation) -> list[_Candidate]:
+        return [
+            candidate
+            for candidate in self._candidates.get(conversation.key, ())
+            if candidate.tools is None or candidate.tools == conversation.tools
+        ]
+
+    @staticmethod
+    def _for_repeat(candidates: Sequence[_Candidate], repeat: int) -> _Candidate:
+        for candidate in candidates:
+            if candidate.rank == repeat % candidate.count:
+                return candidate
+        return candidates[repeat % len(candidates)]
+
+    def answer(self, conversation: Conversation, repeat: int | None) -> Turn | None:
+        """The recorded turn that answers ``conversation`` for repeat ``repeat`` (None: untagged, answered by
+        the per-conversation counter, which this call advances), or None when nothing was recorded for it."""
+        candidates = self._matching(conversation)
+        if not candidates:
             return None
+        if repeat is not None:
+            return self._for_repeat(candidates, repeat).turn
         with self._lock:
-            served = self._served.get(key, 0)
-            self._served[key] = served + 1
-        return turns[served % len(turns)]
+            served = self._served.get((conversation.key, conversation.tools), 0)
+            self._served[(conversation.key, conversation.tools)] = served + 1
+        return candidates[served % len(candidates)].turn
+
+    def recordings_for(self, params: Mapping[str, Any]) -> list[Recording]:
+        """The recordings whose first turn answers a task's request (``responses_create_params``): for a
+        request tagged with a repeat (:func:`repeat_tag`), the one recording the server serves that repeat;
+        untagged, every one of them in repeat order (which one was served depends on arrival). Empty when
+        none was recorded. Raises ``ValueError`` for an ill-formed request or tag."""
+        conversation = request_conversation(params)
+        candidates = self._matching(conversation)
+        repeat = repeat_tag(params)
+        if candidates and repeat is not None:
+            return [self._for_repeat(candidates, repeat).recording]
+        return list({id(c.recording): c.recording for c in candidates}.values())
+
+    def unmatched_message(self, conversation: Conversation) -> str:
+        """The message of the HTTP 404 a conversation with no recorded turn gets: ``no recorded answer: the
+        conversation`` + :meth:`explain` + the number of recordings loaded."""
+        explanation = self.explain(conversation)
+        return f"no recorded answer: the conversation {explanation} ({self.recordings} recordings loaded)"
+
+    def explain(self, conversation: Conversation) -> str:
+        """Why no recorded turn answers ``conversation``, as words completing "the conversation ...": one line
+        naming the closest recording and where the conversation departs from it (module docstring), about 250
+        characters besides the recording's path."""
+        cache = (conversation.key, conversation.tools, conversation.where)
+        with self._lock:
+            known = self._explained.get(cache)
+        if known is None:
+            known = self._explain(conversation)
+            with self._lock:
+                if len(self._explained) >= 256:
+                    self._explained.clear()
+                self._explained[cache] = known
+        return known
+
+    def _explain(self, conversation: Conversation) -> str:
+        key = conversation.key
+        if not self._whole:
+            return "has nothing to match: no recordings are loaded"
+        if not key:
+            return "holds no items"
+        recorded = self._candidates.get(key)
+        if recorded:
+            first = recorded[0]
+            return (
+                f"matches recording {first.recording.source} but not its tool definitions: "
+                f"request has {_tool_names(conversation.tools)}, recording has {_tool_names(first.tools)}"
+            )
+        shared = [(_common_prefix(key, whole.key), position) for position, (_, whole) in enumerate(self._whole)]
+        longest = max(length for length, _ in shared)
+        closest = [position for length, position in shared if length == longest]
+        if len(closest) > 1 and longest < len(key):  # the most alike first; file order among equals
+            closest.sort(key=lambda p: _likeness(key[longest], self._whole[p][1].key, longest), reverse=True)
+        recording, whole = self._whole[closest[0]]
+        source = recording.source
+        if longest < len(key) and longest < len(whole.key):
+            mine, theirs = key[longest], whole.key[longest]
+            where = conversation.where[longest]
+            if _kind(mine) != _kind(theirs):
+                return (
+                    f"departs from the closest recording ({source}) at {where}: request has {_a(_kind(mine))} "
+                    f"{_snippet(_body(mine))}, recording has {_a(_kind(theirs))} {_snippet(_body(theirs))}"
+                )
+            ours, its = _contrast(mine, theirs)
+            return (
+                f"departs from the closest recording ({source}) at {where} ({_kind(mine)}): "
+                f"request has {ours}, recording has {its}"
+            )
+        if longest < len(key):
+            item = key[longest]
+            return (
+                f"continues past the end of the closest recording ({source}) at {conversation.where[longest]}: "
+                f"request has {_a(_kind(item))} {_snippet(_body(item))}"
+            )
+        if longest < len(whole.key):
+            item = whole.key[longest]
+            return (
+                f"stops inside the closest recording ({source}): after {conversation.where[-1]} the recording "
+                f"continues with {whole.where[longest]}, {_a(_kind(item))} {_snippet(_body(item))}, not a model answer"
+            )
+        return f"is the whole of recording {source}, which holds no model answer after its last item"
+
+
+def explain_unmatched(
+    body: Mapping[str, Any], rollouts: Sequence[str | os.PathLike[str]], *, chat: bool = False
+) -> str | None:
+    """The 404 message the replay server gives a request ``body`` (Responses create-params, or chat-completions
+    params with ``chat=True``) when replaying ``rollouts``, or None when a recording answers it.
+
+    Raises ``RecordingError`` for a rollouts file that cannot be replayed and ``ValueError`` for an ill-formed
+    request.
+    """
+    index = ReplayIndex(load_recordings(rollouts))
+    conversation = request_conversation(body, chat=chat)
+    if index.answer(conversation, repeat_tag(body) or 0) is not None:
+        return None
+    return index.unmatched_message(conversation)
+
+
+def _common_prefix(first: Key, second: Key) -> int:
+    """Number of leading items two conversations share."""
+    length = 0
+    for mine, theirs in zip(first, second, strict=False):
+        if mine != theirs:
+            break
+        length += 1
+    return length
+
+
+def _likeness(item: NormItem, whole: Key, position: int) -> tuple[int, int, int]:
+    """How much of ``item`` the recording's item at ``position`` shares: same kind, equal content parts
+    (texts and media markers) in place, then leading characters of the body."""
+    if position >= len(whole):
+        return (0, 0, 0)
+    theirs = whole[position]
+    same_kind = int(_kind(item) == _kind(theirs))
+    mine_parts, their_parts = _parts(_body(item)), _parts(_body(theirs))
+    equal_parts = sum(1 for a, b in zip(mine_parts, their_parts, strict=False) if a == b)
+    return (same_kind, equal_parts, _shared_start(_body(item), _body(theirs)))
+
+
+def _shared_start(first: str, second: str) -> int:
+    """Number of leading characters two strings share."""
+    length = 0
+    for mine, theirs in zip(first, second, strict=False):
+        if mine != theirs:
+            break
+        length += 1
+    return length
+
+
+def _parts(text: str) -> list[str]:
+    return [part for part in re.split(f"({_MARK}[^{_MARK}]*{_MARK})", text) if part]
+
+
+def _kind(item: NormItem) -> str:
+    """What a normalised item is, in words: ``user message``, ``function_call get_weather``, ..."""
+    if item[0] == "message":
+        return f"{item[1]} message"
+    if item[0] == "function_call":
+        return f"function_call {item[1]}"
+    if item[0] == "function_call_output":
+        return f"function_call_output of {item[1]}"
+    return item[0]
+
+
+def _a(words: str) -> str:
+    """``words`` with its indefinite article."""
+    return f"{'an' if words[:1] in tuple('aeio') else 'a'} {words}"  # (a user, a unit)
+
+
+def _body(item: NormItem) -> str:
+    """The part of a normalised item that :func:`_kind` does not name (text, arguments and call id, output)."""
+    if item[0] == "function_call":
+        return f"{item[2]} (call_id {item[3]})"
+    return item[-1]
+
+
+def _tool_names(tools: Tools | None) -> str:
+    if tools is None:
+        return "no tools"
+    names = []
+    for tool in tools:
+        with contextlib.suppress(ValueError, AttributeError):
+            definition = json.loads(tool)
+            names.append(str(definition.get("name") or definition.get("type")))
+    return "[" + ", ".join(names) + "]"
+
+
+def display(text: str) -> str:
+    """Normalised content as people read it: media markers as ``[image sha256:1a2b3c4d5e6f]``."""
+    return _MARKER.sub(lambda match: "[" + _DIGEST.sub(r"sha256:\1", match[1]) + "]", text)
+
+
+def _snippet(text: str, start: int = 0, width: int = 60) -> str:
+    """Up to ``width`` characters of displayed ``text`` from ``start``, quoted, ``...`` where cut."""
+    shown = display(text)
+    piece = shown[start : start + width]
+    quoted = json.dumps(piece, ensure_ascii=False)
+    return ("..." if start else "") + quoted + ("..." if start + width < len(shown) else "")
+
+
+def _contrast(mine: NormItem, theirs: NormItem) -> tuple[str, str]:
+    """The two bodies quoted from a little before where they first differ."""
+    first, second = display(_body(mine)), display(_body(theirs))
+    start = max(0, _shared_start(first, second) - 20)
+    space = first.rfind(" ", max(0, start - 15), start)
+    start = space + 1 if start and space >= 0 else start  # from the start of a word when one is near
+    return _snippet(_body(mine), start), _snippet(_body(theirs), start)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -602,12 +1143,14 @@ class ReplayServer:
     ``rollouts`` are ``*_rollouts.jsonl`` paths, loaded (and validated) here: ``RecordingError``
     names the bad ``file:line``. Serves ``GET /v1/models``, ``POST /v1/responses`` and
     ``POST /v1/chat/completions`` on ``host`` (an IPv4 address; loopback by default) and ``port``
-    (0: a free port chosen by the OS) once :meth:`start` is called. An unmatched conversation gets
-    HTTP 404 ``{"error": {"type": "not_found", "code": "no_recording", ...}}``.
+    (0: a free port chosen by the OS) once :meth:`start` is called. Which recording answers a request is
+    :class:`ReplayIndex`'s choice (module docstring); an unmatched conversation gets HTTP 404
+    ``{"error": {"type": "not_found", "code": "no_recording", "message": ...}}`` whose message is
+    :meth:`ReplayIndex.unmatched_message`, and a malformed request or repeat tag HTTP 400.
     When ``log_path`` is given, each request is appended to it as one JSON line (``time`` in seconds
-    since the epoch, ``method``, ``path``, ``status``, ``request`` body, and ``answer`` summary or
-    ``error``); request headers are never logged. ``model_name`` is listed by ``/v1/models`` and used
-    when neither the request nor the recording names a model.
+    since the epoch, ``method``, ``path``, ``status``, ``request`` body, and ``answer`` summary, with the
+    ``recording`` and ``repeat`` tag, or ``error``); request headers are never logged. ``model_name`` is
+    listed by ``/v1/models`` and used when neither the request nor the recording names a model.
     Usable as a context manager (``with ReplayServer([...]) as server:`` starts and stops it).
     """
 
@@ -621,11 +1164,9 @@ class ReplayServer:
         port: int = 0,
         delay: float = 0.0,
     ) -> None:
-        recordings = load_recordings(rollouts)
+        self._index = ReplayIndex(load_recordings(rollouts))
         self._delay = delay
         self._closing = threading.Event()
-        self._answers = RoundRobin(build_index(recordings))
-        self._recordings = len(recordings)
         self._log_path = log_path
         self._model_name = model_name
         self._host = host
@@ -689,7 +1230,7 @@ class ReplayServer:
     @property
     def recordings(self) -> int:
         """Number of recorded rollouts (non-blank lines) loaded."""
-        return self._recordings
+        return self._index.recordings
 
     @property
     def request_count(self) -> int:
@@ -738,27 +1279,15 @@ class ReplayServer:
     def _replay(self, body: dict[str, Any], *, chat: bool, number: int) -> tuple[int, dict[str, Any], Any]:
         """Answer a responses (``chat=False``) or chat-completions request from the recordings."""
         try:
-            if chat:
-                messages = body.get("messages")
-                if not isinstance(messages, list):
-                    raise ValueError("`messages` must be a list")
-                key = normalise_items(chat_messages_to_items(messages))
-            else:
-                key = normalise_items(request_items(body))
+            conversation = request_conversation(body, chat=chat)
+            repeat = repeat_tag(body)
         except ValueError as exc:
             raise _HttpError(400, f"invalid request: {exc}", "invalid_request_error", "invalid_request") from None
         if self._delay:
             self._closing.wait(self._delay)
-        turn = self._answers.next(key)
+        turn = self._index.answer(conversation, repeat)
         if turn is None:
-            prompt = next((item[2] for item in key if item[:2] == ("message", "user")), "")
-            raise _HttpError(
-                404,
-                f'no recorded answer for this conversation (first user message: "{prompt[:80]}"); '
-                f"{self._recordings} recordings loaded",
-                "not_found",
-                "no_recording",
-            )
+            raise _HttpError(404, self._index.unmatched_message(conversation), "not_found", "no_recording")
         requested = body.get("model")
         model = requested if isinstance(requested, str) and requested else None
         model = model or str(turn.response.get("model") or self._model_name)
@@ -769,6 +1298,7 @@ class ReplayServer:
         summary = {
             "id": answer["id"],
             "recording": turn.source,
+            "repeat": repeat,
             "items": [item_type(item) for item in turn.items],
             "text": _turn_text(turn)[:200],
         }

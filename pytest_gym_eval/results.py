@@ -105,15 +105,18 @@ def dataset_policy(options: GymOptions, datasets: Sequence[str]) -> tuple[dict[s
 
 
 def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path]) -> list[Flip]:
-    """Replayed rollouts whose reward is none of the rewards recorded for the same request.
+    """Replayed rollouts whose reward differs from the recording the replay model served them.
 
-    A rollout and its recordings meet through :func:`~pytest_gym_eval.replay.conversation_key` of the task's
-    request; a task recorded several times (repeats) flips only when its reward matches none of them.
-    Raises :class:`~pytest_gym_eval.replay.RecordingError` for a recording that cannot be read.
+    A rollout finds its recordings as the replay model does (:meth:`~pytest_gym_eval.replay.ReplayIndex.
+    recordings_for` of its task's request, read from its record in Gym's output): a rollout tagged with its
+    repeat (every rollout the plugin plans under ``--gym-replay``) is compared with the one recording served
+    to that repeat; an untagged one flips only when its reward matches none of its task's recordings.
+    Rollouts without a record or a reward, or with no recording, are left out. Raises
+    :class:`~pytest_gym_eval.replay.RecordingError` for a recording that cannot be read.
     """
-    from pytest_gym_eval.replay import conversation_key, load_recordings, recorded_rewards
+    from pytest_gym_eval.replay import ReplayIndex, load_recordings
 
-    by_key = recorded_rewards(load_recordings(recordings))
+    index = ReplayIndex(load_recordings(recordings))
     flips = []
     for result in results:
         if result.reward is None or result.record is None:
@@ -124,7 +127,7 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
         if not isinstance(params, dict):
             continue
         try:
-            recorded = by_key.get(conversation_key(params), [])
+            recorded = [recording.reward for recording in index.recordings_for(params)]
         except ValueError:
             continue
         numbers = [float(r) for r in recorded if isinstance(r, (int, float)) and not isinstance(r, bool)]

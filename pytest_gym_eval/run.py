@@ -139,6 +139,7 @@ class RunSettings:
     ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds;
     ``sampling`` goes into every row of Gym's input; ``record_latency`` turns on Gym's model-call
     observability (see :func:`write_gym_config`).
+    ``tag_repeats`` tags each input row with its repeat for the replay model (``--gym-replay``).
     """
 
     gym: Path
@@ -152,6 +153,7 @@ class RunSettings:
     stop_grace: float = 30.0
     sampling: Sampling | None = None
     record_latency: bool = False
+    tag_repeats: bool = False
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -600,7 +602,7 @@ class GymRun:
         deadline = time.monotonic() + settings.startup_timeout
         capture = self.paths.model_calls if settings.record_latency else None
         write_gym_config(self.paths.config, settings.model, self.head_server, capture)
-        write_gym_input(self.plan, self.paths.input, settings.sampling)
+        write_gym_input(self.plan, self.paths.input, settings.sampling, tag_repeats=settings.tag_repeats)
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:

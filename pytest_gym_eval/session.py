@@ -302,6 +302,7 @@ class GymSession:
             concurrency=options.concurrency,
             sampling=options.sampling,
             record_latency=options.latency,
+            tag_repeats=bool(options.replay),
         )
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:

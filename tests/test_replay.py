@@ -5,6 +5,9 @@ Every recording here is synthetic and written by the tests themselves.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import http.client
 import json
 import os
@@ -24,19 +27,22 @@ import pytest
 
 from pytest_gym_eval.provision import GymCheckout
 from pytest_gym_eval.replay import (
+    Conversation,
     RecordingError,
+    ReplayIndex,
     ReplayServer,
-    RoundRobin,
-    build_index,
     chat_messages_to_items,
+    explain_unmatched,
     load_recordings,
     main,
     normalise_item,
     normalise_items,
     recording_turns,
+    request_conversation,
     request_items,
     responses_answer,
     split_turns,
+    tools_signature,
 )
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never route loopback via a proxy
@@ -294,8 +300,10 @@ def test_recording_turns_are_keyed_by_the_preceding_conversation(weather_file: P
     assert key1 == normalise_items(WEATHER_INPUT + WEATHER_OUTPUT[:3])
     assert list(turn1.items) == WEATHER_OUTPUT[3:] and turn1.final
     assert "output" not in turn1.response
-    index = build_index([weather, arithmetic])
-    assert set(index) == {key0, key1, normalise_items([user("What is 2+2?")])}
+    index = ReplayIndex([weather, arithmetic])
+    for key, turn in [(key0, turn0), (key1, turn1)]:
+        assert index.answer(Conversation(key, (), None), repeat=0) == turn
+    assert index.answer(Conversation(normalise_items([user("What is 2+2?")]), (), None), repeat=0) is not None
 
 
 def test_instructions_are_part_of_the_key(tmp_path: Path) -> None:
@@ -304,16 +312,16 @@ def test_instructions_are_part_of_the_key(tmp_path: Path) -> None:
     assert key == (("message", "system", "Be kind."), ("message", "user", "Hi"))
 
 
-def test_round_robin_is_thread_safe(tmp_path: Path) -> None:
+def test_untagged_answers_follow_a_counter_per_conversation_across_threads(tmp_path: Path) -> None:
     path = write_rollouts(tmp_path / "r.jsonl", [rollout("Q", [said("one")]), rollout("Q", [said("two")])])
-    answers = RoundRobin(build_index(load_recordings([path])))
-    key = normalise_items([user("Q")])
+    index = ReplayIndex(load_recordings([path]))
+    conversation = Conversation(normalise_items([user("Q")]), ("input",), None)
     served: list[str] = []
     lock = threading.Lock()
 
     def ask() -> None:
         for _ in range(50):
-            turn = answers.next(key)
+            turn = index.answer(conversation, repeat=None)
             assert turn is not None
             with lock:
                 served.append(turn.items[0]["content"][0]["text"])
@@ -324,7 +332,7 @@ def test_round_robin_is_thread_safe(tmp_path: Path) -> None:
     for worker in workers:
         worker.join()
     assert served.count("one") == served.count("two") == 200
-    assert answers.next(normalise_items([user("other")])) is None
+    assert index.answer(Conversation(normalise_items([user("other")]), ("input",), None), repeat=None) is None
 
 
 def test_responses_answer_fills_defaults_and_completes_intermediate_turns(tmp_path: Path) -> None:
@@ -461,7 +469,7 @@ def test_two_turn_tool_calling_replay_through_chat_completions(weather_file: Pat
         assert choice["message"] == {"role": "assistant", "content": "It is 21 °C in Paris."}
 
 
-def test_shared_key_is_answered_round_robin(tmp_path: Path) -> None:
+def test_untagged_identical_conversations_are_answered_in_recording_order(tmp_path: Path) -> None:
     path = write_rollouts(
         tmp_path / "r.jsonl",
         [
@@ -478,19 +486,24 @@ def test_shared_key_is_answered_round_robin(tmp_path: Path) -> None:
     assert texts == ["heads", "tails", "heads", "tails", "heads"]
 
 
-def test_unmatched_conversation_is_404_quoting_the_prompt(weather_file: Path) -> None:
-    prompt = "".join(f"word{number} " for number in range(40))  # well over 80 characters
+def test_unmatched_conversation_is_404_saying_where_it_departs(weather_file: Path) -> None:
+    # The weather recording's system message is shared; the question differs only after 20 shared characters.
+    asked = [*WEATHER_INPUT[:1], user("How warm is it in Berlin today?")]
     with ReplayServer([weather_file]) as server:
-        status, body = post(f"{server.base_url}/responses", {"input": [user(prompt)]})
+        status, body = post(f"{server.base_url}/responses", {"input": asked})
         chat_status, chat_body = post(
-            f"{server.base_url}/chat/completions", {"messages": [{"role": "user", "content": prompt}]}
+            f"{server.base_url}/chat/completions",
+            {"messages": [{"role": "system", "content": "You are a weather bot."}, asked[1]]},
         )
     assert status == chat_status == 404
     assert body["error"]["type"] == "not_found" and body["error"]["code"] == "no_recording"
     message = body["error"]["message"]
-    assert f'"{prompt[:80]}"' in message and prompt[:81] not in message
-    assert "2 recordings" in message
-    assert chat_body == body
+    assert message == (
+        "no recorded answer: the conversation departs from the closest recording "
+        f'({weather_file}:1) at input[1] (user message): request has "How warm is it in Berlin today?", '
+        'recording has "How warm is it in Paris?" (2 recordings loaded)'
+    )
+    assert chat_body["error"]["message"] == message.replace("input[1]", "messages[1]")
 
 
 def test_models_unknown_paths_and_bad_requests(weather_file: Path) -> None:
@@ -542,7 +555,8 @@ def test_log_has_one_entry_per_request_and_no_headers(weather_file: Path, tmp_pa
     assert entries[1]["request"] == {"input": "What is 2+2?"}
     assert entries[1]["answer"]["recording"] == f"{weather_file}:2"
     assert entries[1]["answer"]["text"] == "4"
-    assert "Never recorded" in entries[2]["error"]
+    assert '"Never recorded"' in entries[2]["error"]
+    assert entries[1]["answer"]["repeat"] is None
     assert entries[3]["request"] == "garbage" and "JSON" in entries[3]["error"]
 
 
@@ -635,6 +649,56 @@ def test_replays_gym_mcqa_example_rollouts(gym_checkout: GymCheckout) -> None:
             assert answer["output"] == row["response"]["output"]
 
 
+@pytest.mark.gym
+def test_every_turn_of_gyms_examples_is_answered_as_gyms_model_servers_send_it(gym_checkout: GymCheckout) -> None:
+    """Gym's own code makes the request of every recorded turn of every example shipped with Gym: its agent's
+    create-params as ``openai_model`` forwards them to ``/responses``, and Gym's ``ResponsesConverter`` output as
+    ``vllm_model`` sends it to ``/chat/completions``. Tagged with its recording's repeat, each is answered with
+    that recording's turn (images, tool calls and results, reasoning items, ids and Gym's field defaults
+    included)."""
+    files = sorted((gym_checkout.path / "resources_servers").glob("*/data/example_rollouts.jsonl"))
+    script = Path(__file__).parent / "support" / "gym_requests.py"
+    made = subprocess.run(
+        [str(gym_checkout.gym_executable.parent / "python"), str(script), *map(str, files)],
+        capture_output=True, text=True, check=True, timeout=600,
+    )  # fmt: skip
+    requests = [json.loads(line) for line in made.stdout.splitlines()]
+    recordings, indexes = {}, {}
+    for path in files:
+        with contextlib.suppress(RecordingError):  # a few examples hold lines the replay refuses
+            loaded = load_recordings([path])
+            indexes[str(path)] = ReplayIndex(loaded)
+            recordings.update({recording.source: recording for recording in loaded})
+    checked = {"responses": 0, "chat": 0}
+    repeats: dict[str, int] = {}
+    for request in requests:
+        recording = recordings.get(request["source"])
+        if recording is None or "error" in request:
+            continue
+        index = indexes[request["source"].rsplit(":", 1)[0]]
+        if recording.source not in repeats:  # the repeat that replays this recording: its first turn's
+            # (an agent may add the first messages itself: they are in the output)
+            tools = tools_signature(recording.params.get("tools"))
+            first = Conversation(recording_turns(recording)[0][0], (), tools)
+            served = {r: index.answer(first, r) for r in range(index.recordings)}
+            repeats[recording.source] = next(
+                r for r, turn in served.items() if turn is not None and turn.source == recording.source
+            )
+        repeat = repeats[recording.source]
+        end = next(stop for start, stop in split_turns(recording.response["output"]) if start == request["start"])
+        for form in ("responses", "chat"):
+            if form == "chat" and (recording.params.get("metadata") or {}).get("audio_data"):
+                continue  # vllm_model splices this audio after the converter (see test_files_and_audio_...)
+            turn = index.answer(request_conversation(request[form], chat=form == "chat"), repeat)
+            assert turn is not None, (form, request["source"], request["start"])
+            assert (turn.source, list(turn.items)) == (
+                recording.source,
+                recording.response["output"][request["start"] : end],
+            ), (form, request["source"], request["start"])
+            checked[form] += 1
+    assert checked["responses"] > 1500 and checked["chat"] > 1500, checked
+
+
 def test_delay_holds_answers_back_until_stop(tmp_path: Path) -> None:
     # A server with a very long delay still answers promptly once stopped: the delay is cut short, not leaked.
     recording = tmp_path / "r_rollouts.jsonl"
@@ -678,3 +742,357 @@ def test_tool_output_json_matches_whatever_its_whitespace() -> None:
     assert normalise_item(recorded) == normalise_item(live) != normalise_item(other)
     plain = {"type": "function_call_output", "call_id": "c1", "output": "sunny,  mild"}
     assert normalise_item(plain) == ("function_call_output", "c1", "sunny,  mild")
+
+
+# ---- exact matching: every part of the conversation counts ---------------------------------------
+
+
+def data_url(payload: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64,{base64.b64encode(payload).decode()}"
+
+
+def sound(payload: bytes) -> str:
+    return data_url(payload, "audio/wav")
+
+
+def picture(payload: bytes, *, as_object: bool = False, detail: str | None = "auto") -> dict[str, Any]:
+    url = data_url(payload)
+    part: dict[str, Any] = {"type": "input_image", "image_url": {"url": url} if as_object else url}
+    if detail is not None:
+        part["detail"] = detail
+    return part
+
+
+def asking(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+    """A circle-counting conversation: one shared instruction, then a user message of ``parts``."""
+    return [
+        {"role": "system", "content": "Count the circles. Answer in \\boxed{}."},
+        {"role": "user", "content": [*parts, {"type": "input_text", "text": "How many yellow circles?"}]},
+    ]
+
+
+def answer_text(body: dict[str, Any]) -> str:
+    if "choices" in body:
+        return str(body["choices"][0]["message"]["content"])
+    return str(body["output"][-1]["content"][0]["text"])
+
+
+@pytest.fixture
+def pictures_file(tmp_path: Path) -> Path:
+    """Two tasks that differ only in their image, recorded in the order that made arrival order matter."""
+    return write_rollouts(
+        tmp_path / "pictures_rollouts.jsonl",
+        [
+            rollout(asking(picture(b"two yellow circles")), [said("\\boxed{2}")]),
+            rollout(asking(picture(b"one yellow circle")), [said("\\boxed{1}")]),
+        ],
+    )
+
+
+def test_rows_that_differ_only_in_their_image_get_their_own_answers(pictures_file: Path) -> None:
+    with ReplayServer([pictures_file]) as server:
+        # The second task alone (as `-k` selects it), asked first: it must not get the first task's answer.
+        for _ in range(2):
+            status, body = post(f"{server.base_url}/responses", {"input": asking(picture(b"one yellow circle"))})
+            assert status == 200 and answer_text(body) == "\\boxed{1}"
+        # `image_url` as an object, or a chat `image_url` part, is the same image; base64 line breaks do not count.
+        same = asking(picture(b"one yellow circle", as_object=True, detail=None))
+        assert answer_text(post(f"{server.base_url}/responses", {"input": same})[1]) == "\\boxed{1}"
+        wrapped = data_url(b"two yellow circles").replace("base64,", "base64,\n", 1)
+        chat = [
+            {"role": "system", "content": "Count the circles. Answer in \\boxed{}."},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": wrapped, "detail": "auto"}},
+                                         {"type": "text", "text": "How many yellow circles?"}]},
+        ]  # fmt: skip
+        assert answer_text(post(f"{server.base_url}/chat/completions", {"messages": chat})[1]) == "\\boxed{2}"
+        # An image never recorded, or one shown at another detail, has no answer.
+        assert post(f"{server.base_url}/responses", {"input": asking(picture(b"three circles"))})[0] == 404
+        high = asking(picture(b"one yellow circle", detail="high"))
+        assert post(f"{server.base_url}/responses", {"input": high})[0] == 404
+
+
+def test_files_and_audio_take_part_in_the_match(tmp_path: Path) -> None:
+    report = {"type": "input_file", "filename": "q3.pdf", "file_data": data_url(b"%PDF q3", "application/pdf")}
+    recordings = write_rollouts(
+        tmp_path / "media_rollouts.jsonl",
+        [
+            rollout([user("Summarise."), {"role": "user", "content": [report]}], [said("Q3 summary")]),
+            rollout([{"role": "user", "content": [{**report, "file_data": data_url(b"%PDF q4", "application/pdf")}]}],
+                    [said("Q4 summary")]),
+            rollout([{"role": "user", "content": [{"type": "input_file", "file_id": "file-abc"}]}], [said("by id")]),
+            # Gym's audio side channel: the row's metadata.audio_data, which Gym's vllm_model splices into the last
+            # user message as an `audio_url` part before the text.
+            rollout([user("Transcribe.")], [said("hello world")], metadata={"audio_data": sound(b"RIFFhello")}),
+            rollout([user("Transcribe.")], [said("good night")], metadata={"audio_data": sound(b"RIFFnight")}),
+        ],
+    )  # fmt: skip
+    with ReplayServer([recordings]) as server:
+        url = f"{server.base_url}/responses"
+        asked_file = [user("Summarise."), {"role": "user", "content": [report]}]
+        assert answer_text(post(url, {"input": asked_file})[1]) == "Q3 summary"
+        renamed = [user("Summarise."), {"role": "user", "content": [{**report, "filename": "q4.pdf"}]}]
+        assert post(url, {"input": renamed})[0] == 404
+        chat_file = {"type": "file", "file": {"file_data": report["file_data"], "filename": "q3.pdf"}}
+        messages = [{"role": "user", "content": "Summarise."}, {"role": "user", "content": [chat_file]}]
+        assert answer_text(post(f"{server.base_url}/chat/completions", {"messages": messages})[1]) == "Q3 summary"
+        by_id = [{"role": "user", "content": [{"type": "input_file", "file_id": "file-abc"}]}]
+        assert answer_text(post(url, {"input": by_id})[1]) == "by id"
+
+        for audio, text in [(b"RIFFnight", "good night"), (b"RIFFhello", "hello world")]:
+            body = {"input": [user("Transcribe.")], "metadata": {"audio_data": data_url(audio, "audio/wav")}}
+            assert answer_text(post(url, body)[1]) == text
+            spliced = {"messages": [{"role": "user", "content": [
+                {"type": "audio_url", "audio_url": {"url": data_url(audio, "audio/wav")}},
+                {"type": "text", "text": "Transcribe."},
+            ]}]}  # fmt: skip
+            assert answer_text(post(f"{server.base_url}/chat/completions", spliced)[1]) == text
+            as_input_audio = {"input": [{"role": "user", "content": [
+                {"type": "input_audio", "input_audio": {"data": base64.b64encode(audio).decode(), "format": "wav"}},
+                {"type": "input_text", "text": "Transcribe."},
+            ]}]}  # fmt: skip
+            assert answer_text(post(url, as_input_audio)[1]) == text
+        assert post(url, {"input": [user("Transcribe.")]})[0] == 404
+
+
+def tool_task(city: str, final: str, *, call_id: str = "call_1", temperature: str = "21") -> dict[str, Any]:
+    return rollout(
+        [user("What is the weather?")],
+        [call(call_id, "get_weather", json.dumps({"city": city})), result(call_id, f'{{"temp": {temperature}}}'),
+         said(final)],
+    )  # fmt: skip
+
+
+def test_tool_calls_and_results_take_part_in_the_match(tmp_path: Path) -> None:
+    # Two recordings of one task: the model called the tool with different arguments, the tool answered differently.
+    path = write_rollouts(
+        tmp_path / "tools_rollouts.jsonl",
+        [tool_task("Paris", "21 in Paris"), tool_task("Oslo", "3 in Oslo", temperature="3")],
+    )
+    with ReplayServer([path]) as server:
+        url = f"{server.base_url}/responses"
+        for city, temperature, final in [("Oslo", "3", "3 in Oslo"), ("Paris", "21", "21 in Paris")]:
+            conversation = [user("What is the weather?"), call("call_1", "get_weather", json.dumps({"city": city})),
+                            result("call_1", f'{{"temp": {temperature}}}')]  # fmt: skip
+            assert answer_text(post(url, {"input": conversation})[1]) == final
+        # The Paris call with Oslo's tool result was never recorded.
+        crossed = [user("What is the weather?"), call("call_1", "get_weather", '{"city": "Paris"}'),
+                   result("call_1", '{"temp": 3}')]  # fmt: skip
+        status, body = post(url, {"input": crossed})
+        assert status == 404
+        assert f"({path}:1) at input[2] (function_call_output of call_1)" in body["error"]["message"]
+
+
+def test_tool_definitions_count_when_the_recording_has_them(tmp_path: Path) -> None:
+    weather = {"type": "function", "name": "get_weather", "description": "Weather now.", "strict": True,
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}  # fmt: skip
+    path = write_rollouts(
+        tmp_path / "defs_rollouts.jsonl",
+        [rollout("Weather?", [said("with tools")], tools=[weather]), rollout("Hello", [said("no tools recorded")])],
+    )
+    with ReplayServer([path]) as server:
+        url = f"{server.base_url}/responses"
+        assert answer_text(post(url, {"input": "Weather?", "tools": [weather]})[1]) == "with tools"
+        chat_tool = {"type": "function", "function": {k: v for k, v in weather.items() if k not in ("type", "strict")}}
+        chat = {"messages": [{"role": "user", "content": "Weather?"}], "tools": [chat_tool]}
+        assert answer_text(post(f"{server.base_url}/chat/completions", chat)[1]) == "with tools"
+        status, body = post(url, {"input": "Weather?", "tools": [{**weather, "name": "get_forecast"}]})
+        assert status == 404
+        assert (
+            "not its tool definitions: request has [get_forecast], recording has [get_weather]"
+            in (body["error"]["message"])
+        )
+        assert post(url, {"input": "Weather?"})[0] == 404
+        # A recording without tools answers whatever tools the agent adds.
+        assert answer_text(post(url, {"input": "Hello", "tools": [weather]})[1]) == "no tools recorded"
+
+
+def repeats_file(tmp_path: Path) -> Path:
+    """Three recordings of one task, in a file order that differs from their repeat (_ng_rollout_index) order,
+    each a two-turn tool-calling conversation sharing its first turn, and another task in between."""
+    rows = []
+    for repeat in (2, 0, 1):
+        row = tool_task("Paris", f"final answer of repeat {repeat}")
+        row["_ng_rollout_index"] = repeat
+        rows.append(row)
+    rows.insert(1, rollout("Other task", [said("other")]))
+    return write_rollouts(tmp_path / "repeats_rollouts.jsonl", rows)
+
+
+def two_turns(url: str, repeat: int | None) -> tuple[str, str]:
+    """One rollout of the repeats task: returns the recording that answered each turn."""
+    metadata = {"metadata": {"pytest_gym_eval_repeat": str(repeat)}} if repeat is not None else {}
+    status, first = post(url, {"input": [user("What is the weather?")], **metadata})
+    assert status == 200
+    conversation = [user("What is the weather?"), *first["output"], result("call_1", '{"temp": 21}')]
+    status, second = post(url, {"input": conversation, **metadata})
+    assert status == 200
+    return first["output"][0]["name"], answer_text(second)
+
+
+def test_identical_conversations_are_answered_by_repeat_whatever_the_arrival_order(tmp_path: Path) -> None:
+    path = repeats_file(tmp_path)
+    with ReplayServer([path], log_path=tmp_path / "log.jsonl") as server:
+        url = f"{server.base_url}/responses"
+        for arrival in ([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], [2, 0, 4, 1, 5, 3]):
+            answered: dict[int, str] = {}
+
+            def rollout_of(repeat: int, answered: dict[int, str] = answered) -> None:
+                answered[repeat] = two_turns(url, repeat)[1]
+
+            threads = [threading.Thread(target=rollout_of, args=(repeat,)) for repeat in arrival]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            # repeat r gets recording r mod 3 by _ng_rollout_index, at every turn
+            assert answered == {r: f"final answer of repeat {r % 3}" for r in range(6)}
+    logged = [json.loads(line)["answer"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert {(entry["repeat"], entry["recording"]) for entry in logged if entry["repeat"] == "1"} == set()
+    assert {(entry["repeat"], entry["recording"]) for entry in logged if entry["repeat"] == 1} == {(1, f"{path}:4")}
+
+
+def test_untagged_identical_conversations_follow_repeat_order_per_conversation(tmp_path: Path) -> None:
+    path = repeats_file(tmp_path)
+    with ReplayServer([path]) as server:
+        url = f"{server.base_url}/responses"
+        finals = [two_turns(url, None)[1] for _ in range(4)]
+    assert finals == [f"final answer of repeat {r % 3}" for r in range(4)]
+
+
+def test_a_repeat_tag_that_is_not_a_number_is_a_bad_request(weather_file: Path) -> None:
+    with ReplayServer([weather_file]) as server:
+        for tag in ["one", -1, 1.5, True]:
+            body = {"input": "What is 2+2?", "metadata": {"pytest_gym_eval_repeat": tag}}
+            status, answer = post(f"{server.base_url}/responses", body)
+            assert status == 400 and "pytest_gym_eval_repeat" in answer["error"]["message"], tag
+        assert post(f"{server.base_url}/responses", {"input": "What is 2+2?", "metadata": None})[0] == 200
+
+
+# ---- the 404: where the conversation departs from the closest recording ----------------------------
+
+
+def test_404_names_the_differing_image_of_the_most_alike_recording(pictures_file: Path) -> None:
+    asked = {"input": asking(picture(b"three yellow circles"))}
+    message = explain_unmatched(asked, [pictures_file])
+    assert message is not None
+    assert "\n" not in message and len(message) < 400
+    digest = hashlib.sha256(b"three yellow circles").hexdigest()[:12]
+    recorded = hashlib.sha256(b"two yellow circles").hexdigest()[:12]
+    assert message == (
+        f"no recorded answer: the conversation departs from the closest recording ({pictures_file}:1) at "
+        f'input[1] (user message): request has "[image sha256:{digest}]How many yellow circles?", recording has '
+        f'"[image sha256:{recorded}]How many yellow circles?" (2 recordings loaded)'
+    )
+    with ReplayServer([pictures_file]) as server:
+        status, body = post(f"{server.base_url}/responses", asked)
+    assert status == 404 and body["error"]["message"] == message
+    assert explain_unmatched({"input": asking(picture(b"one yellow circle"))}, [pictures_file]) is None
+
+
+def test_404_shows_the_text_from_where_it_differs_not_the_shared_start(tmp_path: Path) -> None:
+    shared = "You should output your final response letter inside \\boxed{} and nothing else. " * 3
+    path = write_rollouts(
+        tmp_path / "long_rollouts.jsonl",
+        [rollout(shared + "Which test finds the mutation?", [said("B")]), rollout(shared + "Which gas?", [said("C")])],
+    )
+    message = explain_unmatched({"input": shared + "Which test finds the gene?"}, [path])
+    assert message is not None and len(message) < 400
+    assert f"({path}:1) at input (user message): " in message
+    assert message.endswith(
+        'request has ..."Which test finds the gene?", recording has ..."Which test finds the mutation?" '
+        "(2 recordings loaded)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("asked", "expected"),
+    [
+        ({"input": []}, "the conversation holds no items"),
+        (
+            {"input": [*WEATHER_INPUT, call("call_w1", "get_weather", '{"city": "Paris", "unit": "C"}')]},
+            "the conversation stops inside the closest recording ({path}:1): after input[2] the recording continues "
+            'with output[2], a function_call_output of call_w1 "{\\"temp\\": 21}", not a model answer',
+        ),
+        (
+            {"input": [*WEATHER_INPUT, *WEATHER_OUTPUT, user("And tomorrow?")]},
+            "the conversation continues past the end of the closest recording ({path}:1) at input[7]: request has a "
+            'user message "And tomorrow?"',
+        ),
+        (
+            {"input": [*WEATHER_INPUT, *WEATHER_OUTPUT]},
+            "the conversation is the whole of recording {path}:1, which holds no model answer after its last item",
+        ),
+        (
+            {"input": [user("What is 2+2?"), said("4"), result("c9", "5")]},
+            "the conversation continues past the end of the closest recording ({path}:2) at input[2]: request has a "
+            'function_call_output of c9 "5"',
+        ),
+        (
+            {"input": [WEATHER_INPUT[0], said("Hello")]},
+            "the conversation departs from the closest recording ({path}:1) at input[1]: request has an assistant "
+            'message "Hello", recording has a user message "How warm is it in Paris?"',
+        ),
+    ],
+    ids=["empty", "stops-inside", "continues-past", "whole", "past-the-other", "kind-differs"],
+)
+def test_404_says_how_the_conversation_departs(weather_file: Path, asked: dict[str, Any], expected: str) -> None:
+    message = explain_unmatched(asked, [weather_file])
+    assert message == (f"no recorded answer: {expected.replace('{path}', str(weather_file))} (2 recordings loaded)")
+
+
+def test_departure_message_stays_one_short_line_for_long_items(tmp_path: Path) -> None:
+    path = write_rollouts(tmp_path / "r.jsonl", [rollout("x" * 5000 + "A\nB", [said("y")])])
+    message = explain_unmatched({"input": "x" * 5000 + "C\nD"}, [path])
+    assert message is not None and "\n" not in message and len(message) < 400
+    assert 'request has ..."xxxxxxxxxxxxxxxxxxxxC\\nD", recording has ..."xxxxxxxxxxxxxxxxxxxxA\\nB"' in message
+
+
+# ---- the plugin's side: Gym's input carries the repeat, flips compare with the served recording -------
+
+
+def test_gym_rows_carry_their_repeat_only_when_asked_and_keep_the_rest(tmp_path: Path) -> None:
+    from pytest_gym_eval.dataset import row_digest
+    from pytest_gym_eval.plan import REPEAT_TAG, RunPlan, gym_row, write_gym_input
+
+    row = {"responses_create_params": {"input": "Q", "metadata": {"extra_body": "{}"}}, "expected": "A"}
+    before = json.dumps(row, sort_keys=True)
+    tagged = gym_row(row, 7, "agent", repeat=3)
+    assert tagged["responses_create_params"]["metadata"] == {"extra_body": "{}", REPEAT_TAG: "3"}
+    assert tagged["expected"] == "A" and tagged["_ng_task_index"] == 7
+    assert json.dumps(row, sort_keys=True) == before  # the row itself is unchanged
+    assert row_digest(row) == row_digest({**row})  # and so is the task's identity, computed from it
+    assert "metadata" not in gym_row({"responses_create_params": {"input": "Q"}}, 0, "a")["responses_create_params"]
+    odd = {"responses_create_params": {"input": "Q", "metadata": "not an object"}}
+    assert gym_row(odd, 0, "a", repeat=1)["responses_create_params"]["metadata"] == "not an object"
+
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text(json.dumps({"responses_create_params": {"input": "Q"}}) + "\n")
+    plan = RunPlan.build([(f"d.jsonl::t[r{r}]", dataset, 1, "t", r, "agent") for r in range(2)])
+    for tag, expected in [(True, [{REPEAT_TAG: "0"}, {REPEAT_TAG: "1"}]), (False, [None, None])]:
+        write_gym_input(plan, tmp_path / "in.jsonl", tag_repeats=tag)
+        rows = [json.loads(line) for line in (tmp_path / "in.jsonl").read_text().splitlines()]
+        assert [r["responses_create_params"].get("metadata") for r in rows] == expected
+
+
+def test_flips_compare_each_repeat_with_the_recording_it_was_served(tmp_path: Path) -> None:
+    from pytest_gym_eval.reporting.model import RolloutResult
+    from pytest_gym_eval.results import find_flips
+
+    first, second = rollout("Flip a coin.", [said("heads")]), rollout("Flip a coin.", [said("tails")])
+    second["reward"] = 0.0
+    recordings = write_rollouts(tmp_path / "coin_rollouts.jsonl", [first, second])
+    records = tmp_path / "gym_rollouts.jsonl"
+    lines = [{"responses_create_params": {"input": "Flip a coin.", "metadata": {"pytest_gym_eval_repeat": str(r)}}}
+             for r in range(2)] + [{"responses_create_params": {"input": "Flip a coin."}}]  # fmt: skip
+    records.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    def rolled(line: int, reward: float) -> RolloutResult:
+        return RolloutResult(nodeid=f"coin[{line}]", dataset="d", task_id="coin", repeat=line - 1, agent="a",
+                             status="passed", reward=reward, record=f"{records}:{line}")  # fmt: skip
+
+    # repeat 0 was served the 1.0 recording, repeat 1 the 0.0 one: a 1.0 on repeat 1 is a flip, on repeat 0 not
+    flips = find_flips([rolled(1, 1.0), rolled(2, 1.0), rolled(2, 0.0)], [recordings])
+    assert [(flip.nodeid, flip.reward, flip.recorded) for flip in flips] == [("coin[2]", 1.0, (0.0,))]
+    # untagged: which recording answered depends on arrival, so only a reward matching none of them flips
+    assert find_flips([rolled(3, 0.0), rolled(3, 1.0)], [recordings]) == []
+    assert [flip.recorded for flip in find_flips([rolled(3, 0.5)], [recordings])] == [(1.0, 0.0)]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import FakeGym
+from pytest_gym_eval.plan import REPEAT_TAG
 from pytest_gym_eval.sampling import PRECEDENCE, Sampling, SamplingError, apply_sampling, parse_param, parse_params
 
 ROW: dict[str, Any] = {
@@ -126,9 +127,10 @@ def test_options_reach_every_row_of_gyms_input_and_the_reports(pytester: pytest.
     )  # fmt: skip
     result.assert_outcomes(passed=2)
     requests = [row["responses_create_params"] for row in gym_input(pytester)]
+    tag = {"metadata": {REPEAT_TAG: "0"}}  # the stand-in Gym replays a recording: rows carry their repeat
     assert requests == [
-        {"input": "A?", "temperature": 0.0, "max_output_tokens": 32, "user": "ci"},
-        {"input": "B?", "temperature": 0.0, "max_output_tokens": 32, "user": "ci"},
+        {"input": "A?", "temperature": 0.0, "max_output_tokens": 32, "user": "ci", **tag},
+        {"input": "B?", "temperature": 0.0, "max_output_tokens": 32, "user": "ci", **tag},
     ]
     meta = json.loads((pytester.path / "report.json").read_text())["meta"]
     assert meta["sampling.temperature"] == 0.0 and meta["sampling.max_output_tokens"] == 32

@@ -391,7 +391,8 @@ def _gate_brief(result: GateResult) -> str:
 
 @dataclass(frozen=True)
 class Flip:
-    """A replayed rollout whose reward differs from every recorded reward of its task's request."""
+    """A replayed rollout whose reward differs from the reward recorded with the answer it was served (for an
+    untagged rollout, from every reward recorded for its task's request)."""
 
     nodeid: str
     reward: float
