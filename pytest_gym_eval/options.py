@@ -20,6 +20,7 @@ import pytest
 from pytest_gym_eval import gates
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
 from pytest_gym_eval.gates import Gate, GateMode
+from pytest_gym_eval.shard import Shard, parse_shard
 
 DEFAULT_MODEL_TYPE = "openai_model"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -193,6 +194,8 @@ def add_options(parser: pytest.Parser) -> None:
         help="CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one.",
     )
 
+    add_scale_options(parser)
+
     parser.addini("gym_checkout", "Gym checkout to run (see --gym-checkout).", type="string", default="")
     parser.addini("gym_min_mean_reward", "CI gate on every dataset's mean reward.", type="string", default="")
     parser.addini("gym_min_pass_rate", "CI gate on every dataset's pass rate.", type="string", default="")
@@ -235,6 +238,28 @@ def add_options(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+
+
+def add_scale_options(parser: pytest.Parser) -> None:
+    """Options for runs larger than one machine: ``--gym-shard`` (one CI job's share of the tasks) and
+    ``--gym-ray-address`` (Gym on an existing Ray cluster), each with its ini setting."""
+    group = parser.getgroup("gym-eval")
+    group.addoption(
+        "--gym-shard",
+        dest="gym_shard",
+        metavar="I/N",
+        help="Run only shard I of N (numbered from 1) of each dataset's tasks, all repeats of a task together; "
+        "merge the shards' --gym-report files with `python -m pytest_gym_eval merge` (ini gym_shard).",
+    )
+    group.addoption(
+        "--gym-ray-address",
+        dest="gym_ray_address",
+        metavar="HOST:PORT",
+        help="Run Gym on this existing Ray cluster (its GCS address, as `ray start --head` prints it) instead "
+        "of a private one; the session never stops the cluster (ini gym_ray_address).",
+    )
+    parser.addini("gym_shard", "Shard I/N of the tasks to run (see --gym-shard).", type="string", default="")
+    parser.addini("gym_ray_address", "Existing Ray cluster for Gym (see --gym-ray-address).", type="string", default="")
 
 
 @dataclass(frozen=True)
@@ -306,6 +331,8 @@ class GymOptions:
     baseline: Path | None = None
     max_drop: float | None = None
     fail_on_flip: bool = False
+    shard: Shard | None = None
+    ray_address: str | None = None
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
@@ -360,6 +387,9 @@ class GymOptions:
         concurrency = _positive_int(config.getoption("gym_concurrency", default=None), "--gym-concurrency")
         replay = tuple(Path(p).resolve() for p in config.getoption("gym_replay", default=None) or ())
         baseline = path(config.getoption("gym_baseline", default=None), Path.cwd())
+        head_server = _host_port(config.getoption("gym_head_server", default=None))
+        shard = _shard(value("gym_shard"))
+        ray_address = _ray_address(value("gym_ray_address"), head_server)
         for option, given in [*(("--gym-replay", r) for r in replay), ("--gym-baseline", baseline)]:
             if given is not None and not given.is_file():
                 raise pytest.UsageError(f"{option}: no such file: {given}")
@@ -372,7 +402,7 @@ class GymOptions:
             model_type=value("gym_model_type") or DEFAULT_MODEL_TYPE,
             api_key_env=value("gym_api_key_env") or DEFAULT_API_KEY_ENV,
             replay=replay,
-            head_server=_host_port(config.getoption("gym_head_server", default=None)),
+            head_server=head_server,
             run_dir=path(config.getoption("gym_run_dir", default=None), Path.cwd()),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
             rollout_timeout=(DEFAULT_ROLLOUT_TIMEOUT if rollout_timeout is None else (rollout_timeout or None)),
@@ -383,6 +413,8 @@ class GymOptions:
             baseline=baseline,
             max_drop=_number(config.getoption("gym_max_drop", default=None), "--gym-max-drop"),
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
+            shard=shard,
+            ray_address=ray_address,
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
@@ -493,3 +525,31 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     if not sep or not host or not port.isdigit():
         raise pytest.UsageError(f"--gym-head-server: expected HOST:PORT, got {text!r}")
     return host, int(port)
+
+
+def _shard(text: str | None) -> Shard | None:
+    """``--gym-shard`` / ini ``gym_shard``; raises :class:`pytest.UsageError` naming the option."""
+    if not text:
+        return None
+    try:
+        return parse_shard(str(text))
+    except ValueError as error:
+        raise pytest.UsageError(f"--gym-shard (ini gym_shard): {error}") from None
+
+
+def _ray_address(text: str | None, head_server: tuple[str, int] | None) -> str | None:
+    """``--gym-ray-address`` / ini ``gym_ray_address``: ``HOST:PORT`` (a ``ray://HOST:PORT`` Ray Client address
+    passes too). Raises :class:`pytest.UsageError` for another form, and with ``--gym-head-server`` (attached
+    servers already run on whatever Ray they were started with)."""
+    if not text:
+        return None
+    address = str(text).strip()
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise pytest.UsageError(f"--gym-ray-address (ini gym_ray_address): expected HOST:PORT, got {address!r}")
+    if head_server is not None:
+        raise pytest.UsageError(
+            "--gym-ray-address cannot be combined with --gym-head-server: attached Gym servers already run on the "
+            "Ray cluster they were started with"
+        )
+    return address

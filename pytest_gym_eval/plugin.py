@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval import hookspecs, xdist
+from pytest_gym_eval import hookspecs, shard, xdist
 from pytest_gym_eval.items import GYM_MARK, DatasetFile, GateItem, RolloutError, RolloutFailed, RolloutItem
 from pytest_gym_eval.options import add_options
 from pytest_gym_eval.reporting import json_report, junit, terminal
@@ -48,6 +48,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFil
     if parent.session.isinitpath(file_path) or gym.options.is_dataset(file_path):
         return DatasetFile.from_parent(parent, path=file_path)
     return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Record every collected (task, repeat) pair for the report; with ``--gym-shard``, deselect the other
+    shards' items (:mod:`pytest_gym_eval.shard`)."""
+    # tryfirst: the record must see every collected item, before -k, -m, --deselect and --lf deselect some.
+    shard.collect_and_select(config, items)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -104,14 +112,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if conclusion.exit_status != -1 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         session.exitstatus = conclusion.exit_status
-    meta = gym.meta()
+    meta = {**gym.meta(), **shard.shard_meta(gym.options.shard)}
     xml = junit_xml(session.config)
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta):
             xml.add_global_property(name, value)
     if gym.options.report is not None:
+        plan = shard.report_plan_of(session.config, gym)
         json_report.write_report(
-            gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta)
+            gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta, plan)
         )
 
 

@@ -129,17 +129,22 @@ def _read_line(path: Path, line: int) -> dict[str, object]:
 
 
 def conclude(
-    results: Sequence[rpt.RolloutResult], options: GymOptions, baseline: Mapping[str, Any] | None = None
+    results: Sequence[rpt.RolloutResult],
+    options: GymOptions,
+    baseline: Mapping[str, Any] | None = None,
+    policy: tuple[Mapping[str, float], Mapping[str, Sequence[Gate]]] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
     they imply.
 
+    ``policy`` gives each dataset's pass threshold and gates (keyed by dataset name) when they do not come
+    from ``options`` and the dataset files (``python -m pytest_gym_eval merge`` takes them from the reports).
     A ``--gym-replay`` recording that cannot be read fails the session (exit status 1) with the file and line
     in ``reason``.
     """
     datasets = list(dict.fromkeys(r.dataset for r in results))
-    thresholds, gates = dataset_policy(options, datasets)
+    thresholds, gates = dataset_policy(options, datasets) if policy is None else policy
     summaries = rpt.summarize(results, thresholds=thresholds, gates=gates, mode=options.gate_mode)
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     flips, replay_error = None, ""

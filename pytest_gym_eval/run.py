@@ -120,7 +120,8 @@ class RunSettings:
 
     ``gym`` is the ``gym`` executable and ``env`` the full environment to run it with; ``cwd`` is the Gym
     checkout; ``head_server`` attaches to running servers (never started or stopped by the run);
-    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds;
+    ``ray_address`` is an existing Ray cluster for Gym's servers (``--gym-ray-address``), None for a private one.
     """
 
     gym: Path
@@ -132,6 +133,7 @@ class RunSettings:
     startup_timeout: float = 900.0
     concurrency: int | None = None
     stop_grace: float = 30.0
+    ray_address: str | None = None
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -175,13 +177,23 @@ def find_agent_config(checkout: Path, agent: str, resources_server: str | None =
     return None
 
 
-def write_gym_config(path: Path, model: ModelEndpoint | None, head_server: tuple[str, int]) -> None:
+def write_gym_config(
+    path: Path, model: ModelEndpoint | None, head_server: tuple[str, int], ray_address: str | None = None
+) -> None:
     """Write the Gym config for this run (JSON, which Gym's YAML loader reads).
 
     The API key enters only as the interpolation ``${oc.env:<VAR>}``, resolved inside Gym's processes from
     their environment, so it never appears in argv, in this file or in Gym's printed config.
+
+    ``ray_address`` (``HOST:PORT`` of an existing cluster's GCS) becomes Gym's ``ray_head_node_address``: Gym
+    0.7.0's ``initialize_ray`` (``nemo_gym/server_utils.py``) then calls ``ray.init(address=...)`` to join
+    that cluster instead of starting its own, and hands the address to every server that uses Ray; at exit
+    it shuts down only a cluster it started itself (``maybe_ray_cluster_exit``), so the cluster outlives
+    the run.
     """
     config: dict[str, object] = {"head_server": {"host": head_server[0], "port": head_server[1]}}
+    if ray_address is not None:
+        config["ray_head_node_address"] = ray_address
     if model is not None:
         config["policy_base_url"] = model.url
         config["policy_model_name"] = model.model
@@ -442,7 +454,7 @@ class GymRun:
     def _start_servers(self) -> None:
         settings = self.settings
         deadline = time.monotonic() + settings.startup_timeout
-        write_gym_config(self.paths.config, settings.model, self.head_server)
+        write_gym_config(self.paths.config, settings.model, self.head_server, settings.ray_address)
         write_gym_input(self.plan, self.paths.input)
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
@@ -451,7 +463,8 @@ class GymRun:
             self.on_event(f"attaching to Gym's head server at {host}:{port}")
             return
         assert settings.model is not None, "starting Gym needs a model endpoint"
-        self.on_event(f"starting Gym's servers (log: {self._servers_log})")
+        on_ray = f" on the Ray cluster at {settings.ray_address}" if settings.ray_address else ""
+        self.on_event(f"starting Gym's servers{on_ray} (log: {self._servers_log})")
         with self._lock:
             if self._stopping.is_set():
                 raise GymStartError("the session stopped before Gym started")

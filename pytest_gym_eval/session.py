@@ -257,6 +257,7 @@ class GymSession:
             head_server=options.head_server,
             startup_timeout=options.startup_timeout,
             concurrency=options.concurrency,
+            ray_address=options.ray_address,
         )
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:

@@ -25,20 +25,29 @@ SCHEMA_PATH = Path(__file__).parent.parent / "report.schema.json"
 
 
 def build_report(
-    summaries: Sequence[DatasetSummary], results: Sequence[RolloutResult], meta: Mapping[str, object]
+    summaries: Sequence[DatasetSummary],
+    results: Sequence[RolloutResult],
+    meta: Mapping[str, object],
+    plan: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all).
+    """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all), and
+    ``plan`` when given.
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
-    strings. Non-finite numbers anywhere (infinite bounds, a nan estimate) become null.
+    strings. ``plan`` is what the session collected and selected (:func:`pytest_gym_eval.shard.report_plan`),
+    which ``python -m pytest_gym_eval merge`` needs. Non-finite numbers anywhere (infinite bounds, a nan
+    estimate) become null.
     """
-    return {
+    report = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "meta": _json_safe(meta),
         "datasets": [_summary_json(summary) for summary in summaries],
         "rollouts": [_rollout_json(result) for result in results],
     }
+    if plan is not None:
+        report["plan"] = _json_safe(plan)
+    return report
 
 
 def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
@@ -95,6 +104,7 @@ def _rollout_json(result: RolloutResult) -> dict[str, Any]:
         "reward": None if result.reward is None else _finite(result.reward),
         "failure_class": result.failure_class,
         "record": result.record,
+        **({"start": result.start, "stop": result.stop} if result.start > 0.0 else {}),
     }
 
 

@@ -1,12 +1,18 @@
-"""JUnit XML: the test suite's properties (every aggregate of the reward summary, and run facts)."""
+"""JUnit XML: the test suite's properties (every aggregate of the reward summary, and run facts), and a whole
+JUnit file for rollouts that no pytest session reported (the merge of shard reports)."""
 
 from __future__ import annotations
 
 import math
+import platform
 import re
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
 
-from pytest_gym_eval.reporting.model import DatasetSummary
+from pytest_gym_eval.gates import GateResult
+from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, RolloutResult
 
 # --- JUnit suite properties -------------------------------------------------------------------------------
 
@@ -69,3 +75,94 @@ def _property_value(value: object) -> str | None:
 def _slug(label: str) -> str:
     """``mean reward >= 0.70`` → ``mean_reward_ge_0.70``; ``pass@4 >= 0.50`` → ``pass@4_ge_0.50``."""
     return re.sub(r"[^A-Za-z0-9.@]+", "_", label.replace(">=", "ge")).strip("_")
+
+
+# --- A whole JUnit XML file (the merge of shard reports) -------------------------------------------------
+
+
+def write_junit_xml(
+    path: Path,
+    results: Sequence[RolloutResult],
+    conclusion: Conclusion,
+    meta: Mapping[str, object],
+    thresholds: Mapping[str, float],
+    *,
+    inconclusive_passes: bool,
+) -> None:
+    """Write a JUnit XML file for ``results`` laid out as pytest's ``--junitxml`` lays out a session's.
+
+    One ``testcase`` per rollout (``classname`` the dataset path dotted, ``name`` ``<task>[r<k>]``, ``time``
+    its seconds when known) with the properties a rollout item carries (``task_id``, ``repeat``, ``agent``,
+    ``reward``, ``record``, ``failure_class``), a ``failure`` when its reward is below the pass threshold
+    (``thresholds`` by dataset) and an ``error`` when it has no reward; one ``gym-gate`` testcase per gated
+    dataset, failing when a gate does not pass (INCONCLUSIVE passes when ``inconclusive_passes``); the suite
+    carries :func:`suite_properties` of ``conclusion.summaries`` and ``meta``. Creates missing parent folders;
+    raises OSError when the file cannot be written.
+    """
+    suite = ET.Element("testsuite", name="pytest")
+    props = ET.SubElement(suite, "properties")
+    for name, value in suite_properties(conclusion.summaries, meta):
+        ET.SubElement(props, "property", name=name, value=value)
+    failures = errors = 0
+    timed = [r for r in results if r.start > 0.0 and r.stop >= r.start]
+    for result in results:
+        seconds = result.stop - result.start if result.start > 0.0 and result.stop >= result.start else 0.0
+        case = _testcase(suite, result.nodeid, seconds)
+        pairs: list[tuple[str, object]] = [
+            ("task_id", result.task_id),
+            ("repeat", result.repeat),
+            ("agent", result.agent),
+        ]
+        if result.reward is not None:
+            pairs.append(("reward", result.reward))
+        if result.record:
+            pairs.append(("record", result.record))
+        if result.failure_class:
+            pairs.append(("failure_class", result.failure_class))
+        _case_properties(case, pairs)
+        if result.status == "failed":
+            failures += 1
+            threshold = thresholds.get(result.dataset, 1.0)
+            reward = "n/a" if result.reward is None else format(result.reward, "g")
+            ET.SubElement(case, "failure", message=f"reward {reward} is below the pass threshold {threshold:g}")
+        elif result.status == "error":
+            errors += 1
+            ET.SubElement(case, "error", message=f"the rollout has no reward ({result.failure_class or 'unknown'})")
+    gated: dict[str, list[GateResult]] = {}
+    for summary in conclusion.summaries:
+        if summary.gates:
+            gated.setdefault(summary.dataset, []).extend(summary.gates)
+    for dataset, gate_results in gated.items():
+        case = _testcase(suite, f"{dataset}::gym-gate", 0.0)
+        _case_properties(case, [("gate", gate.describe()) for gate in gate_results])
+        failing = [gate for gate in gate_results if not gate.passed(inconclusive_passes)]
+        if failing:
+            failures += 1
+            ET.SubElement(case, "failure", message="gates not met").text = "\n".join(g.describe() for g in failing)
+    span = (max(r.stop for r in timed) - min(r.start for r in timed)) if timed else 0.0
+    suite.set("errors", str(errors))
+    suite.set("failures", str(failures))
+    suite.set("skipped", "0")
+    suite.set("tests", str(len(results) + len(gated)))
+    suite.set("time", f"{span:.3f}")
+    suite.set("timestamp", datetime.now(timezone.utc).astimezone().isoformat())
+    suite.set("hostname", platform.node())
+    root = ET.Element("testsuites", name="pytest tests")
+    root.append(suite)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def _testcase(suite: ET.Element, nodeid: str, seconds: float) -> ET.Element:
+    """A ``testcase`` named as pytest's junitxml names a node id (``mangle_test_address``)."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = names[0].replace("/", ".")
+    names[-1] += bracket + params
+    return ET.SubElement(suite, "testcase", classname=".".join(names[:-1]), name=names[-1], time=f"{seconds:.3f}")
+
+
+def _case_properties(case: ET.Element, pairs: Sequence[tuple[str, object]]) -> None:
+    props = ET.SubElement(case, "properties")
+    for name, value in pairs:
+        ET.SubElement(props, "property", name=name, value=str(value))
