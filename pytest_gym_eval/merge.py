@@ -313,9 +313,8 @@ def _check_same_run(first: ShardReport, other: ShardReport) -> None:
     if other.rule != first.rule:
         raise MergeError(f"{pair} assign tasks to shards by different rules ({first.rule} vs {other.rule})")
     if other.shard.count != first.shard.count:
-        raise MergeError(
-            f"{pair} split the tasks into different shard counts ({first.shard.count} vs {other.shard.count})"
-        )
+        counts = f"{first.shard.count} vs {other.shard.count}"
+        raise MergeError(f"{pair} split the tasks into different numbers of shards ({counts})")
     names = [entry.dataset for entry in first.datasets]
     other_names = [entry.dataset for entry in other.datasets]
     if names != other_names:
@@ -451,10 +450,7 @@ def merged_meta(merged: MergedRun, conclusion_mode: GateMode) -> dict[str, objec
 
 def merged_plan(merged: MergedRun, overrides: GateOverrides) -> dict[str, Any]:
     """The merged report's ``plan``: unsharded (``shard`` null), every dataset with every selected pair."""
-    mode = overrides.gate_mode or merged.gate_mode
-    inconclusive = (
-        merged.inconclusive_passes if overrides.inconclusive_passes is None else overrides.inconclusive_passes
-    )
+    mode, inconclusive = overrides.settings(merged)
     return {
         "shard": None,
         "rule": SHARD_RULE,
