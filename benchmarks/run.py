@@ -6,7 +6,9 @@
                tests: time (best of 3) and peak RSS, each in a fresh process;
 3. read        following a ~1 GB Gym rollouts file with ``RolloutFeed`` until every record is in: MB/s and
                peak memory, and the peak for as many 1.3 KB records;
-4. latency     from a rollout line being written (a stand-in ``gym``) to its item's report: median and p95.
+4. latency     from a rollout line being written (a stand-in ``gym``) to its item's report: median and p95;
+5. merge       ``python -m pytest_gym_eval merge`` of synthetic shard reports (20,000 tasks x 8 repeats in 8
+               shards): wall time and peak RSS in a fresh process, best of 3.
 
 ``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
 ``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``. See
@@ -31,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ INSTRUCTION = (
     "Answer the multiple-choice question below. You may reason step by step first, "
     "then put only the letter of your final choice inside \\boxed{}."
 )
-BENCHMARKS = ("overhead", "collection", "read", "latency")
+BENCHMARKS = ("overhead", "collection", "read", "latency", "merge")
 
 
 @dataclass
@@ -642,6 +644,119 @@ def bench_latency(work: Path, lines: int, pause: float) -> list[Row]:
     ]
 
 
+# 5. Merging shard reports.
+
+
+def write_shard_reports(folder: Path, tasks: int, repeats: int, shards: int, seed: int = 20261130) -> list[Path]:
+    """Synthetic ``--gym-report`` files of ``shards`` sessions over one dataset of ``tasks`` tasks x ``repeats``
+    repeats, as ``--gym-shard=I/N`` sessions write them (plan, meta, per-shard summaries, rollouts).
+
+    Each task has a difficulty p ~ Beta(2, 1); each rollout's reward is 1.0 with probability p, else 0.0, and
+    1 rollout in 200 is an error (``agent_run_error``), so every statistic has work to do.
+    """
+    from pytest_gym_eval.gates import Gate, GateMode
+    from pytest_gym_eval.reporting.json_report import build_report, write_report
+    from pytest_gym_eval.reporting.model import RolloutResult, summarize
+    from pytest_gym_eval.shard import SHARD_RULE, assign_shards
+
+    rng = random.Random(seed)
+    dataset = "datasets/synthetic.jsonl"
+    agent = "mcqa_simple_agent"
+    ids = [f"task-{index:06d}" for index in range(tasks)]
+    owners = assign_shards(dataset, ids, shards)
+    gates = [Gate("mean_reward", 0.6), Gate("pass_at_k", 0.8, 4)]
+    started = 1767225600.0
+    paths = []
+    for shard in range(1, shards + 1):
+        mine = [task for task in ids if owners[task] == shard]
+        results: list[RolloutResult] = []
+        for task in mine:
+            difficulty = rng.betavariate(2, 1)
+            for repeat in range(repeats):
+                nodeid = f"{dataset}::{task}[r{repeat}]"
+                start = started + rng.random() * 3600
+                if rng.random() < 0.005:
+                    result = RolloutResult(nodeid, dataset, task, repeat, agent, "error", None, "agent_run_error")
+                else:
+                    reward = 1.0 if rng.random() < difficulty else 0.0
+                    status = "passed" if reward >= 1.0 else "failed"
+                    record = f"/runs/shard-{shard}/gym-output/rollouts.jsonl:{len(results) + 1}"
+                    result = RolloutResult(nodeid, dataset, task, repeat, agent, status, reward, None, record)
+                results.append(replace(result, start=start, stop=start + rng.uniform(1.0, 30.0)))
+        summaries = summarize(results, thresholds={dataset: 1.0}, gates={dataset: gates}, mode=GateMode.POINT)
+        plan = {
+            "shard": {"index": shard, "count": shards},
+            "rule": SHARD_RULE,
+            "gate_mode": "point",
+            "inconclusive": "fail",
+            "datasets": [
+                {
+                    "dataset": dataset, "sha256": "0" * 64, "repeats": repeats, "agent": agent, "tasks": ids,
+                    "agents": {}, "threshold": 1.0,
+                    "gates": [{"metric": g.metric, "k": g.k, "threshold": g.threshold} for g in gates],
+                    "selected": {task: list(range(repeats)) for task in mine},
+                }
+            ],
+        }  # fmt: skip
+        meta = {"gym_version": "0.7.0", "model": "synthetic", "model_type": "openai_model"}
+        meta["shard"] = f"{shard}/{shards}"
+        path = folder / f"shard-{shard}.json"
+        write_report(path, build_report(summaries, results, meta, plan))
+        paths.append(path)
+    return paths
+
+
+def bench_merge(work: Path, tasks: int, repeats: int, shards: int, rounds: int) -> list[Row]:
+    """Time ``python -m pytest_gym_eval merge`` over synthetic shard reports, with and without writing the merged
+    JSON report and JUnit XML: best wall time of ``rounds`` fresh processes and their peak RSS."""
+    folder = work / "merge"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = write_shard_reports(folder, tasks, repeats, shards)
+    size = sum(path.stat().st_size for path in paths)
+    rollouts = tasks * repeats
+    base = [sys.executable, "-m", "pytest_gym_eval", "merge", *map(str, paths)]
+    rows = []
+    for label, extra in [
+        ("summary and verdict only", []),
+        ("also writing the merged JSON report and JUnit XML", ["--gym-report=merged.json", "--junitxml=merged.xml"]),
+    ]:
+        best: tuple[float, int, float] | None = None
+        for _ in range(rounds):
+            seconds, peak, cpu, output = merge_with_peak([*base, *extra], folder)
+            if f"{rollouts} of {rollouts} selected rollouts" not in output:
+                raise RuntimeError(f"the merge did not merge every rollout:\n{output[-3000:]}")
+            best = (seconds, peak, cpu) if best is None or seconds < best[0] else best
+        assert best is not None
+        rows.append(
+            Row(
+                f"Merge: {shards} shard reports of {tasks:,} tasks x {repeats} repeats ({rollouts:,} rollouts, "
+                f"{size / 1e6:.0f} MB of JSON) into one summary and gate verdict, {label}: wall time (best of "
+                f"{rounds}, fresh process)",
+                f"{best[0]:.2f} s (CPU {best[2]:.2f} s), peak RSS {mb(best[1])}",
+                goal="seconds (<= 10 s)",
+                verdict="met" if best[0] <= 10.0 else "not met",
+            )
+        )
+    return rows
+
+
+def merge_with_peak(argv: Sequence[str], cwd: Path) -> tuple[float, int, float, str]:
+    """Run a merge command line in a fresh process: (wall seconds, peak RSS in KiB, CPU seconds (user +
+    system), its output); RSS and CPU are 0 without ``/usr/bin/time``. The CPU time is what a machine
+    shared with other work cannot inflate."""
+    env = {**os.environ, "COLUMNS": "100"}
+    if not TIME_V.exists():
+        seconds, output = run_child(argv, cwd, 600, env)
+        return seconds, 0, 0.0, output
+    with tempfile.TemporaryDirectory() as scratch:
+        memory = Path(scratch) / "maxrss"
+        seconds, output = run_child([str(TIME_V), "-v", "-o", str(memory), *argv], cwd, 600, env)
+        text = memory.read_text()
+        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+        cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([0-9.]+)", text))
+        return seconds, int(found.group(1)) if found else 0, cpu, output
+
+
 # The table.
 
 
@@ -694,6 +809,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--record-kb", type=int, default=20, help="read: size of a large record in KB (default 20)")
     parser.add_argument("--latency-lines", type=int, help="latency: rollouts (default 200; quick 40)")
     parser.add_argument("--pause", type=float, default=0.05, help="latency: mean seconds between two lines (0.05)")
+    parser.add_argument("--merge-tasks", type=int, help="merge: tasks (default 20000; quick 2000)")
+    parser.add_argument("--merge-repeats", type=int, default=8, help="merge: repeats per task (default 8)")
+    parser.add_argument("--merge-shards", type=int, default=8, help="merge: shard reports (default 8)")
     parser.add_argument(
         "--output", type=Path, help="also write the table here (default: benchmarks/results.md for a full run only)"
     )
@@ -717,6 +835,9 @@ def main(argv: list[str]) -> int:
                 rows += bench_collection(work, args.rows or (10_000 if quick else 100_000), 1 if quick else 3)
             elif name == "read":
                 rows += bench_read(work, args.read_mb or (100 if quick else 1000), args.record_kb)
+            elif name == "merge":
+                merge_tasks, merge_repeats = args.merge_tasks or (2_000 if quick else 20_000), args.merge_repeats
+                rows += bench_merge(work, merge_tasks, merge_repeats, args.merge_shards, 1 if quick else 3)
             else:
                 rows += bench_latency(work, args.latency_lines or (40 if quick else 200), args.pause)
         failed = False

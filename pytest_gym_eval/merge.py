@@ -87,7 +87,8 @@ class PlannedDataset:
             return f"the task ids differ ({len(self.tasks)} vs {len(other.tasks)} tasks)"
         if self.repeats != other.repeats:
             return f"the repeats differ ({self.repeats} vs {other.repeats})"
-        if {t: self.agent_of(t) for t in self.tasks} != {t: other.agent_of(t) for t in other.tasks}:
+        same_agents = (self.agent, self.agents) == (other.agent, other.agents)
+        if not same_agents and any(self.agent_of(t) != other.agent_of(t) for t in self.tasks):
             return "the agents differ"
         if self.threshold != other.threshold:
             return f"the pass threshold differs ({self.threshold:g} vs {other.threshold:g})"
@@ -250,20 +251,13 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
 
     present: dict[tuple[str, str, int], tuple[RolloutResult, ShardReport]] = {}
     for report in reports:
+        own = report.shard.index if report.sharded else None
         for index, rollout in enumerate(report.rollouts):
             result = _rollout_result(rollout, report, index)
-            entry = plan.get(result.dataset)
-            where = f"{report.label}: rollouts[{index}] ({result.nodeid})"
-            if entry is None or result.task_id not in assigned[entry.dataset]:
-                raise MergeError(f"{where} is not in the report's plan")
-            if not 0 <= result.repeat < entry.repeats:
-                raise MergeError(f"{where} has repeat {result.repeat}; the plan has {entry.repeats} repeats")
-            owner = assigned[entry.dataset][result.task_id]
-            if report.sharded and owner != report.shard.index:
-                raise MergeError(
-                    f"{where} belongs to shard {owner}/{count}, not {report.shard}: were the shards run with the "
-                    "same datasets and pytest-gym-eval version?"
-                )
+            owners = assigned.get(result.dataset)
+            owner = None if owners is None else owners.get(result.task_id)
+            if owner is None or not 0 <= result.repeat < plan[result.dataset].repeats or own not in (None, owner):
+                raise MergeError(_misplaced(result, report, index, plan, owner))
             key = (result.dataset, result.task_id, result.repeat)
             if key in present:
                 raise MergeError(f"{result.nodeid} appears twice: in {present[key][1].label} and {report.label}")
@@ -284,7 +278,8 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     for entry in datasets:
         for task in entry.tasks:
             wanted = selected[entry.dataset].get(task, set())
-            wanted |= {k for k in range(entry.repeats) if (entry.dataset, task, k) in present}
+            if len(wanted) < entry.repeats:  # a rollout its report did not list as selected still counts
+                wanted |= {k for k in range(entry.repeats) if (entry.dataset, task, k) in present}
             for repeat in sorted(wanted):
                 found = present.get((entry.dataset, task, repeat))
                 if found is not None:
@@ -332,35 +327,54 @@ def _check_same_run(first: ShardReport, other: ShardReport) -> None:
             raise MergeError(f"{pair} ran with a different {key} ({first.meta[key]!r} vs {other.meta[key]!r})")
 
 
+def _misplaced(
+    result: RolloutResult, report: ShardReport, index: int, plan: Mapping[str, PlannedDataset], owner: int | None
+) -> str:
+    """Why a rollout does not belong in its report (for :class:`MergeError`)."""
+    where = f"{report.label}: rollouts[{index}] ({result.nodeid})"
+    if owner is None:
+        return f"{where} is not in the report's plan"
+    repeats = plan[result.dataset].repeats
+    if not 0 <= result.repeat < repeats:
+        return f"{where} has repeat {result.repeat}; the plan has {repeats} repeats"
+    return (
+        f"{where} belongs to shard {owner}/{report.shard.count}, not {report.shard}: were the shards run with the "
+        "same datasets and pytest-gym-eval version?"
+    )
+
+
 def _rollout_result(rollout: object, report: ShardReport, index: int) -> RolloutResult:
-    where = f"{report.label}: rollouts[{index}]"
-    if not isinstance(rollout, Mapping):
-        raise MergeError(f"{where} is not an object")
+    """A report's rollout as a :class:`RolloutResult` (its reward was checked by ``load_report``); raises
+    :class:`MergeError` naming the report and index for a malformed one. Kept lean: it runs once a rollout."""
     try:
-        status = rollout["status"]
+        if not isinstance(rollout, dict):
+            raise ValueError("it is not an object")
+        nodeid, dataset, task, repeat, agent, status = (
+            rollout["nodeid"], rollout["dataset"], rollout["task_id"], rollout["repeat"], rollout["agent"],
+            rollout["status"],
+        )  # fmt: skip
         if status not in _STATUSES:
             raise ValueError(f"status {status!r} is none of {', '.join(_STATUSES)}")
+        if type(repeat) is not int or repeat < 0:
+            raise ValueError(f"repeat {repeat!r} is not a whole number >= 0")
+        for name, value in (("nodeid", nodeid), ("dataset", dataset), ("task_id", task), ("agent", agent)):
+            if type(value) is not str:
+                raise ValueError(f"{name} {value!r} is not a string")
         reward = rollout.get("reward")
-        start, stop = rollout.get("start", 0.0), rollout.get("stop", 0.0)
         return RolloutResult(
-            nodeid=_str(rollout["nodeid"], "nodeid"),
-            dataset=_str(rollout["dataset"], "dataset"),
-            task_id=_str(rollout["task_id"], "task_id"),
-            repeat=_int(rollout["repeat"], "repeat"),
-            agent=_str(rollout["agent"], "agent"),
-            status=status,
-            reward=None if reward is None else float(reward),
-            failure_class=rollout.get("failure_class") or None,
-            record=rollout.get("record") or None,
-            start=float(start) if _is_number(start) else 0.0,
-            stop=float(stop) if _is_number(stop) else 0.0,
-        )
+            nodeid, dataset, task, repeat, agent, status, None if reward is None else float(reward),
+            rollout.get("failure_class") or None, rollout.get("record") or None,
+            _seconds(rollout.get("start")), _seconds(rollout.get("stop")),
+        )  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
-        raise MergeError(f"{where} is malformed: {error}") from None
+        raise MergeError(f"{report.label}: rollouts[{index}] is malformed: {error}") from None
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _seconds(value: object) -> float:
+    """An epoch time from a report (absent, null or not a finite number positive: 0.0, "unknown")."""
+    if type(value) is float or type(value) is int:
+        return float(value) if 0.0 < value < math.inf else 0.0
+    return 0.0
 
 
 # --- Judging and writing ----------------------------------------------------------------------------------
