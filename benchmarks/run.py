@@ -7,7 +7,9 @@
 3. read        following a ~1 GB Gym rollouts file with ``RolloutFeed`` until every record is in: MB/s and
                peak memory, and the peak for as many 1.3 KB records;
 4. latency     from a rollout line being written (a stand-in ``gym``) to its item's report: median and p95;
-5. merge       ``python -m pytest_gym_eval merge`` of synthetic shard reports (20,000 tasks x 8 repeats in 8
+5. throughput  rollouts per second through one Gym against a model that answers in a fixed time, at several
+               ``--gym-concurrency`` values: what one machine's Gym does with a slow endpoint;
+6. merge       ``python -m pytest_gym_eval merge`` of synthetic shard reports (20,000 tasks x 8 repeats in 8
                shards): wall time and peak RSS in a fresh process, best of 3.
 
 ``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
@@ -46,7 +48,7 @@ INSTRUCTION = (
     "Answer the multiple-choice question below. You may reason step by step first, "
     "then put only the letter of your final choice inside \\boxed{}."
 )
-BENCHMARKS = ("overhead", "collection", "read", "latency", "merge")
+BENCHMARKS = ("overhead", "collection", "read", "latency", "throughput", "merge")
 
 
 @dataclass
@@ -247,9 +249,9 @@ def mb(kib: float) -> str:
 
 
 @contextmanager
-def started_gym(root: Path, recordings: Path) -> Iterator[tuple[Any, tuple[str, int]]]:
-    """The replay model and Gym's mcqa servers, started once; yields (checkout, head server) and stops both,
-    also on failure."""
+def started_gym(root: Path, recordings: Path, delay: float = 0.0) -> Iterator[tuple[Any, tuple[str, int]]]:
+    """The replay model (answering after ``delay`` seconds) and Gym's mcqa servers, started once; yields
+    (checkout, head server) and stops both, also on failure."""
     from pytest_gym_eval import provision
     from pytest_gym_eval.replay import ReplayServer
     from pytest_gym_eval.run import ModelEndpoint, serving
@@ -257,7 +259,7 @@ def started_gym(root: Path, recordings: Path) -> Iterator[tuple[Any, tuple[str, 
     checkout = provision.provision()  # instant when cached
     servers = root / "servers"
     servers.mkdir(parents=True)
-    with ReplayServer([recordings], log_path=servers / "replay-model.jsonl") as replay:
+    with ReplayServer([recordings], log_path=servers / "replay-model.jsonl", delay=delay) as replay:
         model = ModelEndpoint(replay.base_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
         started = time.monotonic()
         with serving(checkout, model, [AGENT], servers) as head:
@@ -644,7 +646,49 @@ def bench_latency(work: Path, lines: int, pause: float) -> list[Row]:
     ]
 
 
-# 5. Merging shard reports.
+# 5. Throughput against a slow model.
+
+
+def bench_throughput(work: Path, rollouts: int, latency: float, concurrencies: Sequence[int]) -> list[Row]:
+    """Sessions of ``rollouts`` mcqa tasks (1 repeat) attached to one Gym whose replay model answers each
+    request after ``latency`` seconds, one per ``--gym-concurrency`` value: the model-call rate (requests the
+    model received, first to last, plus one latency) and the session's whole wall time."""
+    root = work / "throughput"
+    project = root / "project"
+    pytest_ini(project)
+    recordings = root / "mcqa_rollouts.jsonl"
+    write_mcqa(project / "mcqa.jsonl", recordings, rollouts)
+    log = root / "servers" / "replay-model.jsonl"
+    rows = []
+    with started_gym(root, recordings, delay=latency) as (checkout, head):
+        for concurrency in concurrencies:
+            before = sum(1 for _ in log.open()) if log.exists() else 0
+            argv = [
+                *PYTEST, f"--gym-checkout={checkout.path}", f"--gym-head-server={head[0]}:{head[1]}",
+                f"--gym-concurrency={concurrency}", f"--gym-run-dir={root / f'runs-{concurrency}'}", "mcqa.jsonl",
+                "-p", "no:cacheprovider", "-q",
+            ]  # fmt: skip
+            seconds, output = run_child(argv, project, 3600)
+            calls = [json.loads(line) for line in list(log.open())[before:]]
+            times = sorted(c["time"] for c in calls if c["path"].endswith("/responses") and c.get("status") == 200)
+            if len(times) != rollouts:
+                raise RuntimeError(f"{len(times)} model calls for {rollouts} rollouts:\n{output[-3000:]}")
+            span = times[-1] - times[0] + latency
+            print(f"  --gym-concurrency={concurrency}: {rollouts / span:.1f} rollouts/s, session {seconds:.1f} s")
+            rows.append(
+                Row(
+                    f"Throughput: {rollouts} rollouts through one Gym, model answering in {latency:g} s, "
+                    f"`--gym-concurrency={concurrency}`: model calls per second (first to last call) and the "
+                    "pytest session's wall time",
+                    f"{rollouts / span:.1f} rollouts/s; session {seconds:.1f} s",
+                    f"ideal {min(concurrency, rollouts) / latency:.1f} rollouts/s (concurrency / latency)",
+                    f"{(rollouts / span) / (min(concurrency, rollouts) / latency):.2f}",
+                )
+            )
+    return rows
+
+
+# 6. Merging shard reports.
 
 
 def write_shard_reports(folder: Path, tasks: int, repeats: int, shards: int, seed: int = 20261130) -> list[Path]:
@@ -809,6 +853,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--record-kb", type=int, default=20, help="read: size of a large record in KB (default 20)")
     parser.add_argument("--latency-lines", type=int, help="latency: rollouts (default 200; quick 40)")
     parser.add_argument("--pause", type=float, default=0.05, help="latency: mean seconds between two lines (0.05)")
+    parser.add_argument(
+        "--latency", type=float, default=0.5, help="throughput: seconds the model takes per answer (0.5)"
+    )
     parser.add_argument("--merge-tasks", type=int, help="merge: tasks (default 20000; quick 2000)")
     parser.add_argument("--merge-repeats", type=int, default=8, help="merge: repeats per task (default 8)")
     parser.add_argument("--merge-shards", type=int, default=8, help="merge: shard reports (default 8)")
@@ -835,6 +882,9 @@ def main(argv: list[str]) -> int:
                 rows += bench_collection(work, args.rows or (10_000 if quick else 100_000), 1 if quick else 3)
             elif name == "read":
                 rows += bench_read(work, args.read_mb or (100 if quick else 1000), args.record_kb)
+            elif name == "throughput":
+                concurrencies = (1, 8, 64) if not quick else (4, 32)
+                rows += bench_throughput(work, 32 if quick else 128, args.latency, concurrencies)
             elif name == "merge":
                 merge_tasks, merge_repeats = args.merge_tasks or (2_000 if quick else 20_000), args.merge_repeats
                 rows += bench_merge(work, merge_tasks, merge_repeats, args.merge_shards, 1 if quick else 3)

@@ -118,7 +118,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for name, value in junit.suite_properties(conclusion.summaries, meta):
             xml.add_global_property(name, value)
     if gym.options.report is not None:
-        plan = shard.report_plan_of(session.config, gym)
+        plan = shard.report_plan_of(session.config, gym, meta)
         json_report.write_report(
             gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta, plan)
         )

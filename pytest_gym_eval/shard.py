@@ -126,17 +126,21 @@ class CollectedPlan:
         from pytest_gym_eval.items import RolloutItem
 
         datasets: dict[str, DatasetTasks] = {}
-        for item in items:
+        parent: object = None
+        entry = DatasetTasks("", "")
+        for item in items:  # ~1 us an item: it runs on every collection, 100,000 items and more
             if not isinstance(item, RolloutItem):
                 continue
-            name = dataset_name(item.nodeid)
-            entry = datasets.get(name)
-            if entry is None:
-                entry = datasets[name] = DatasetTasks(name, str(item.path))
-            if item.task_id not in entry.agents:
-                entry.tasks.append(item.task_id)
-                entry.agents[item.task_id] = item.agent
-            entry.repeats = max(entry.repeats, item.repeat + 1)
+            if item.parent is not parent:
+                parent = item.parent
+                name = dataset_name(item.nodeid)
+                entry = datasets.get(name) or datasets.setdefault(name, DatasetTasks(name, str(item.path)))
+            task = item.task.task_id
+            if task not in entry.agents:
+                entry.tasks.append(task)
+                entry.agents[task] = item.agent
+            if item.repeat >= entry.repeats:
+                entry.repeats = item.repeat + 1
         return cls(shard, list(datasets.values()))
 
     def save(self, path: Path) -> None:
@@ -225,16 +229,22 @@ def collected_plan(config: pytest.Config, run_dir: Path | None) -> CollectedPlan
     return plan
 
 
-def report_plan_of(config: pytest.Config, gym: GymSession) -> dict[str, Any] | None:
-    """:func:`report_plan` of the session (None when it collected no rollout item)."""
+def report_plan_of(config: pytest.Config, gym: GymSession, meta: Mapping[str, object]) -> dict[str, Any] | None:
+    """:func:`report_plan` of the session (None when it collected no rollout item); ``meta`` is the report's,
+    whose dataset digests are reused."""
     collected = collected_plan(config, gym.run_dir)
-    return None if collected is None else report_plan(collected, gym.plan.rollouts, gym.options)
+    return None if collected is None else report_plan(collected, gym.plan.rollouts, gym.options, meta)
 
 
 # --- The report's record of the plan ----------------------------------------------------------------------
 
 
-def report_plan(collected: CollectedPlan, selected: Sequence[PlannedRollout], options: GymOptions) -> dict[str, Any]:
+def report_plan(
+    collected: CollectedPlan,
+    selected: Sequence[PlannedRollout],
+    options: GymOptions,
+    meta: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
     """The JSON report's ``plan``: the shard and its rule, the gate settings, and per collected dataset its
     sha256, repeats, every task id (collection order), agents, pass threshold, gates and the (task, repeat)
     pairs this session selected (``selected`` is the session's run plan, after every selection).
@@ -246,7 +256,8 @@ def report_plan(collected: CollectedPlan, selected: Sequence[PlannedRollout], op
          "datasets": [{"dataset", "sha256", "repeats", "agent", "tasks": [...], "agents": {task: agent},
                        "threshold", "gates": [{"metric", "k", "threshold"}], "selected": {task: [repeats]}}]}
 
-    ``agent`` is the dataset's most common agent and ``agents`` lists only the tasks whose agent differs.
+    ``agent`` is the dataset's most common agent and ``agents`` lists only the tasks whose agent differs. A
+    dataset's sha256 is taken from ``meta`` (``dataset_sha256.<dataset>``) when it is there, else computed.
     """
     chosen: dict[str, dict[str, list[int]]] = {}
     for rollout in selected:
@@ -261,7 +272,7 @@ def report_plan(collected: CollectedPlan, selected: Sequence[PlannedRollout], op
         datasets.append(
             {
                 "dataset": entry.dataset,
-                "sha256": file_sha256(Path(entry.path)),
+                "sha256": _known_digest(meta, entry.dataset) or file_sha256(Path(entry.path)),
                 "repeats": entry.repeats,
                 "agent": common,
                 "tasks": list(entry.tasks),
@@ -279,6 +290,11 @@ def report_plan(collected: CollectedPlan, selected: Sequence[PlannedRollout], op
         "inconclusive": "pass" if options.inconclusive_passes else "fail",
         "datasets": datasets,
     }
+
+
+def _known_digest(meta: Mapping[str, object] | None, dataset: str) -> str | None:
+    value = (meta or {}).get(f"dataset_sha256.{dataset}")
+    return value if isinstance(value, str) else None
 
 
 def file_sha256(path: Path) -> str | None:
