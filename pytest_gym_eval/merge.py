@@ -47,6 +47,10 @@ replay model listens on a different port in every session."""
 PER_SESSION_META_KEYS = ("run_dir", "head_server", "created", "shard", "gym_checkout", "model_url")
 """Report ``meta`` keys that describe one session, left out of the merged report's meta."""
 
+COMPACT_ABOVE = 10_000
+"""A merged report of more rollouts than this is written compact (no indentation): 160,000 rollouts took ~4 s
+to write indented, 0.4 s compact."""
+
 MISSING = "missing"
 """Failure class of a selected (task, repeat) pair that no report holds."""
 
@@ -608,7 +612,8 @@ def main(argv: Sequence[str]) -> int:
             report = json_report.build_report(
                 conclusion.summaries, merged.results, meta, merged_plan(merged, overrides)
             )
-            json_report.write_report(args.gym_report, report)
+            indent = 2 if len(merged.results) <= COMPACT_ABOVE else None
+            json_report.write_report(args.gym_report, report, indent=indent)
             lines.append(f"gym report: {args.gym_report}")
         if args.junitxml is not None:
             thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
