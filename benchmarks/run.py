@@ -745,7 +745,7 @@ def write_shard_reports(folder: Path, tasks: int, repeats: int, shards: int, see
         meta = {"gym_version": "0.7.0", "model": "synthetic", "model_type": "openai_model"}
         meta["shard"] = f"{shard}/{shards}"
         path = folder / f"shard-{shard}.json"
-        write_report(path, build_report(summaries, results, meta, plan))
+        write_report(path, build_report(summaries, results, meta, plan=plan))
         paths.append(path)
     return paths
 

@@ -20,10 +20,11 @@ one unsharded session over the same rollouts.
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -525,6 +526,18 @@ def separator(title: str, width: int) -> str:
     return line + "=" if len(line) + 1 <= width else line
 
 
+def html_writer() -> Callable[..., list[str]] | None:
+    """The HTML report's ``write_page(path, conclusion, results, meta, *, baseline)`` (returning the records it
+    could not read) when this version has one (``pytest_gym_eval.reporting.html``, from the HTML report's
+    branch), else None."""
+    try:
+        module = importlib.import_module("pytest_gym_eval.reporting.html")
+    except ImportError:
+        return None
+    writer = getattr(module, "write_page", None)
+    return writer if callable(writer) else None
+
+
 # --- Command line -----------------------------------------------------------------------------------------
 
 
@@ -586,7 +599,8 @@ def main(argv: Sequence[str]) -> int:
         overrides = _overrides(args)
         if args.gym_max_drop is not None and args.gym_baseline is None:
             raise ValueError("--gym-max-drop needs --gym-baseline")
-        if args.gym_html is not None:
+        write_page = html_writer() if args.gym_html is not None else None
+        if args.gym_html is not None and write_page is None:
             raise ValueError("--gym-html: the HTML report is not available yet in this version of pytest-gym-eval")
         baseline = None
         if args.gym_baseline is not None:
@@ -610,7 +624,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         if args.gym_report is not None:
             report = json_report.build_report(
-                conclusion.summaries, merged.results, meta, merged_plan(merged, overrides)
+                conclusion.summaries, merged.results, meta, plan=merged_plan(merged, overrides)
             )
             indent = 2 if len(merged.results) <= COMPACT_ABOVE else None
             json_report.write_report(args.gym_report, report, indent=indent)
@@ -622,6 +636,10 @@ def main(argv: Sequence[str]) -> int:
                 inconclusive_passes=inconclusive,
             )  # fmt: skip
             lines.append(f"junit xml: {args.junitxml}")
+        if write_page is not None:
+            problems = write_page(args.gym_html, conclusion, merged.results, meta, baseline=baseline)
+            lines.append(f"gym html report: {args.gym_html}")
+            lines += [f"  transcripts missing: {problem}" for problem in problems]
     except OSError as error:
         print("\n".join(lines))
         print(f"gym merge: error: cannot write {error.filename}: {error.strerror}", file=sys.stderr)

@@ -120,7 +120,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if gym.options.report is not None:
         plan = shard.report_plan_of(session.config, gym, meta)
         json_report.write_report(
-            gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta, plan)
+            gym.options.report, json_report.build_report(conclusion.summaries, gym.rollouts(), meta, plan=plan)
         )
 
 

@@ -23,6 +23,7 @@ from conftest import make_fake_checkout, write_recording
 from pytest_gym_eval.merge import (
     EXIT_CANNOT_MERGE,
     MergeError,
+    html_writer,
     merge_reports,
     read_shard_report,
 )
@@ -272,12 +273,23 @@ def test_unreadable_reports_name_the_file(sessions: Sessions, content: str, mess
         (["--gym-min-pass-at-k=0:0.5"], "--gym-min-pass-at-k"),
         (["--gym-min-pass-rate=2"], "--gym-min-pass-rate"),
         (["--gym-max-drop=0.1"], "--gym-max-drop needs --gym-baseline"),
-        (["--gym-html=r.html"], "--gym-html: the HTML report is not available yet"),
     ],
 )
 def test_bad_merge_options_are_named(sessions: Sessions, args: list[str], message: str) -> None:
     merged = sessions.merge("s1.json", "s2.json", "s3.json", *args)
     assert merged.returncode == EXIT_CANNOT_MERGE and message in merged.stderr, merged.stderr
+
+
+def test_html_page_when_this_version_has_one(sessions: Sessions) -> None:
+    merged = sessions.merge("s1.json", "s2.json", "s3.json", "--gym-html=merged.html")
+    if html_writer() is None:
+        assert merged.returncode == EXIT_CANNOT_MERGE
+        assert "--gym-html: the HTML report is not available yet" in merged.stderr
+        assert not (sessions.root / "merged.html").exists()
+    else:
+        assert merged.returncode == sessions.alone.returncode, merged.stderr
+        assert "gym html report: merged.html" in merged.stdout
+        assert "mcqa.jsonl" in (sessions.root / "merged.html").read_text()
 
 
 def test_the_shard_assignment_in_the_reports_is_the_rule(sessions: Sessions) -> None:

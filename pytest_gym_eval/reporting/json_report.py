@@ -28,6 +28,7 @@ def build_report(
     summaries: Sequence[DatasetSummary],
     results: Sequence[RolloutResult],
     meta: Mapping[str, object],
+    *,
     plan: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all), and
