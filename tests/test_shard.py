@@ -173,3 +173,21 @@ def test_xdist_shard_report_has_the_plan(pytester: pytest.Pytester, fake_gym: Fa
     alone, spread = (json.loads((pytester.path / name).read_text()) for name in ("alone.json", "spread.json"))
     assert spread["plan"] == alone["plan"] and spread["plan"]["datasets"][0]["selected"]
     assert sorted(selected_ids(spread)) == sorted(selected_ids(alone))
+
+
+def test_shard_composes_with_last_failed(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl", REWARDS)
+    owners = assign_shards("mcqa.jsonl", REWARDS, 3)
+    # A shard with tasks that pass and tasks that fail, so that --lf has something to leave out.
+    index = next(i for i in (1, 2, 3) if len({REWARDS[t] == 1.0 for t, s in owners.items() if s == i}) == 2)
+    mine = [task for task, shard in owners.items() if shard == index]
+    failing = [task for task in mine if REWARDS[task] != 1.0]
+    args = [a for a in fake_gym.args if a not in ("-p", "no:cacheprovider")]
+    args += ["mcqa.jsonl", "--gym-repeats=2", f"--gym-shard={index}/3", "--gym-report=r.json"]
+    first = pytester.runpytest(*args)
+    first.assert_outcomes(passed=2 * (len(mine) - len(failing)), failed=2 * len(failing), deselected=20 - 2 * len(mine))
+    again = pytester.runpytest(*args, "--lf")
+    again.assert_outcomes(failed=2 * len(failing), deselected=20 - 2 * len(failing))
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert sorted({r["task_id"] for r in report["rollouts"]}) == sorted(failing)
+    assert sorted(report["plan"]["datasets"][0]["selected"]) == sorted(failing)
