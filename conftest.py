@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from pytest_gym_eval.local_model import LocalModelServer
 
 SUPPORT = Path(__file__).parent / "tests" / "support"
+PROJECT_EXAMPLE = Path(__file__).parent / "examples" / "mcqa"
+"""The project's mcqa example (``examples/mcqa``): its pytest.ini, dataset and recorded answers."""
 
 
 @dataclass
@@ -265,7 +267,8 @@ class GymExample:
 
 @dataclass(frozen=True)
 class SharedGym:
-    """Gym's servers started once for the tier, with the replay model serving Gym's recorded answers."""
+    """Gym's servers started once for the tier, with the replay model serving Gym's recorded answers and
+    those of the project's mcqa example."""
 
     checkout: Path
     head_server: str
@@ -314,7 +317,9 @@ def shared_gym(
     root = tmp_path_factory.mktemp("shared-gym")
     replay_log = root / "replay-model.jsonl"
     examples = list(gym_examples.values())
-    with ReplayServer([e.recordings for e in examples], log_path=replay_log) as replay:
+    # Also the project's own mcqa example (examples/mcqa), whose questions are not Gym's.
+    recordings = [e.recordings for e in examples] + [PROJECT_EXAMPLE / "recordings" / "mcqa_rollouts.jsonl"]
+    with ReplayServer(recordings, log_path=replay_log) as replay:
         model = ModelEndpoint(replay.base_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
         with serving(gym_checkout, model, [e.agent for e in examples], root) as (host, port):
             yield SharedGym(gym_checkout.path, f"{host}:{port}", replay_log)

@@ -8,7 +8,11 @@
                peak memory, and the peak for as many 1.3 KB records;
 4. latency     from a rollout line being written (a stand-in ``gym``) to its item's report: median and p95;
 5. html        the ``--gym-html`` page of 1,000 and 10,000 rollouts: its size, the time to write it, and in
-               headless Chromium the time to first render and from a click to the next frame.
+               headless Chromium the time to first render and from a click to the next frame;
+6. throughput  rollouts per second through one Gym against a model that answers in a fixed time, at several
+               ``--gym-concurrency`` values: what one machine's Gym does with a slow endpoint;
+7. merge       ``python -m pytest_gym_eval merge`` of synthetic shard reports (20,000 tasks x 8 repeats in 8
+               shards): wall time and peak RSS in a fresh process, best of 3.
 
 ``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
 ``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``. See
@@ -34,7 +38,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +51,7 @@ INSTRUCTION = (
     "Answer the multiple-choice question below. You may reason step by step first, "
     "then put only the letter of your final choice inside \\boxed{}."
 )
-BENCHMARKS = ("overhead", "collection", "read", "latency", "html")
+BENCHMARKS = ("overhead", "collection", "read", "latency", "html", "throughput", "merge")
 
 
 @dataclass
@@ -248,9 +252,9 @@ def mb(kib: float) -> str:
 
 
 @contextmanager
-def started_gym(root: Path, recordings: Path) -> Iterator[tuple[Any, tuple[str, int]]]:
-    """The replay model and Gym's mcqa servers, started once; yields (checkout, head server) and stops both,
-    also on failure."""
+def started_gym(root: Path, recordings: Path, delay: float = 0.0) -> Iterator[tuple[Any, tuple[str, int]]]:
+    """The replay model (answering after ``delay`` seconds) and Gym's mcqa servers, started once; yields
+    (checkout, head server) and stops both, also on failure."""
     from pytest_gym_eval import provision
     from pytest_gym_eval.replay import ReplayServer
     from pytest_gym_eval.run import ModelEndpoint, serving
@@ -258,7 +262,7 @@ def started_gym(root: Path, recordings: Path) -> Iterator[tuple[Any, tuple[str, 
     checkout = provision.provision()  # instant when cached
     servers = root / "servers"
     servers.mkdir(parents=True)
-    with ReplayServer([recordings], log_path=servers / "replay-model.jsonl") as replay:
+    with ReplayServer([recordings], log_path=servers / "replay-model.jsonl", delay=delay) as replay:
         model = ModelEndpoint(replay.base_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
         started = time.monotonic()
         with serving(checkout, model, [AGENT], servers) as head:
@@ -823,6 +827,165 @@ def bench_html(work: Path, sizes: Sequence[int], rounds: int) -> list[Row]:
     return rows
 
 
+# 5. Throughput against a slow model.
+
+
+def bench_throughput(work: Path, rollouts: int, latency: float, concurrencies: Sequence[int]) -> list[Row]:
+    """Sessions of ``rollouts`` mcqa tasks (1 repeat) attached to one Gym whose replay model answers each
+    request after ``latency`` seconds, one per ``--gym-concurrency`` value: the model-call rate (requests the
+    model received, first to last, plus one latency) and the session's whole wall time."""
+    root = work / "throughput"
+    project = root / "project"
+    pytest_ini(project)
+    recordings = root / "mcqa_rollouts.jsonl"
+    write_mcqa(project / "mcqa.jsonl", recordings, rollouts)
+    log = root / "servers" / "replay-model.jsonl"
+    rows = []
+    with started_gym(root, recordings, delay=latency) as (checkout, head):
+        for concurrency in concurrencies:
+            before = sum(1 for _ in log.open()) if log.exists() else 0
+            argv = [
+                *PYTEST, f"--gym-checkout={checkout.path}", f"--gym-head-server={head[0]}:{head[1]}",
+                f"--gym-concurrency={concurrency}", f"--gym-run-dir={root / f'runs-{concurrency}'}", "mcqa.jsonl",
+                "-p", "no:cacheprovider", "-q",
+            ]  # fmt: skip
+            seconds, output = run_child(argv, project, 3600)
+            calls = [json.loads(line) for line in list(log.open())[before:]]
+            times = sorted(c["time"] for c in calls if c["path"].endswith("/responses") and c.get("status") == 200)
+            if len(times) != rollouts:
+                raise RuntimeError(f"{len(times)} model calls for {rollouts} rollouts:\n{output[-3000:]}")
+            span = times[-1] - times[0] + latency
+            print(f"  --gym-concurrency={concurrency}: {rollouts / span:.1f} rollouts/s, session {seconds:.1f} s")
+            rows.append(
+                Row(
+                    f"Throughput: {rollouts} rollouts through one Gym, model answering in {latency:g} s, "
+                    f"`--gym-concurrency={concurrency}`: model calls per second (first to last call) and the "
+                    "pytest session's wall time",
+                    f"{rollouts / span:.1f} rollouts/s; session {seconds:.1f} s",
+                    f"ideal {min(concurrency, rollouts) / latency:.1f} rollouts/s (concurrency / latency)",
+                    f"{(rollouts / span) / (min(concurrency, rollouts) / latency):.2f}",
+                )
+            )
+    return rows
+
+
+# 6. Merging shard reports.
+
+
+def write_shard_reports(folder: Path, tasks: int, repeats: int, shards: int, seed: int = 20261130) -> list[Path]:
+    """Synthetic ``--gym-report`` files of ``shards`` sessions over one dataset of ``tasks`` tasks x ``repeats``
+    repeats, as ``--gym-shard=I/N`` sessions write them (plan, meta, per-shard summaries, rollouts).
+
+    Each task has a difficulty p ~ Beta(2, 1); each rollout's reward is 1.0 with probability p, else 0.0, and
+    1 rollout in 200 is an error (``agent_run_error``), so every statistic has work to do.
+    """
+    from pytest_gym_eval.gates import Gate, GateMode
+    from pytest_gym_eval.reporting.json_report import build_report, write_report
+    from pytest_gym_eval.reporting.model import RolloutResult, summarize
+    from pytest_gym_eval.shard import SHARD_RULE, assign_shards
+
+    rng = random.Random(seed)
+    dataset = "datasets/synthetic.jsonl"
+    agent = "mcqa_simple_agent"
+    ids = [f"task-{index:06d}" for index in range(tasks)]
+    owners = assign_shards(dataset, ids, shards)
+    gates = [Gate("mean_reward", 0.6), Gate("pass_at_k", 0.8, 4)]
+    started = 1767225600.0
+    paths = []
+    for shard in range(1, shards + 1):
+        mine = [task for task in ids if owners[task] == shard]
+        results: list[RolloutResult] = []
+        for task in mine:
+            difficulty = rng.betavariate(2, 1)
+            for repeat in range(repeats):
+                nodeid = f"{dataset}::{task}[r{repeat}]"
+                start = started + rng.random() * 3600
+                if rng.random() < 0.005:
+                    result = RolloutResult(nodeid, dataset, task, repeat, agent, "error", None, "agent_run_error")
+                else:
+                    reward = 1.0 if rng.random() < difficulty else 0.0
+                    status = "passed" if reward >= 1.0 else "failed"
+                    record = f"/runs/shard-{shard}/gym-output/rollouts.jsonl:{len(results) + 1}"
+                    result = RolloutResult(nodeid, dataset, task, repeat, agent, status, reward, None, record)
+                results.append(replace(result, start=start, stop=start + rng.uniform(1.0, 30.0)))
+        summaries = summarize(results, thresholds={dataset: 1.0}, gates={dataset: gates}, mode=GateMode.POINT)
+        plan = {
+            "shard": {"index": shard, "count": shards},
+            "rule": SHARD_RULE,
+            "gate_mode": "point",
+            "inconclusive": "fail",
+            "datasets": [
+                {
+                    "dataset": dataset, "sha256": "0" * 64, "repeats": repeats, "agent": agent, "tasks": ids,
+                    "agents": {}, "threshold": 1.0,
+                    "gates": [{"metric": g.metric, "k": g.k, "threshold": g.threshold} for g in gates],
+                    "selected": {task: list(range(repeats)) for task in mine},
+                }
+            ],
+        }  # fmt: skip
+        meta = {"gym_version": "0.7.0", "model": "synthetic", "model_type": "openai_model"}
+        meta["shard"] = f"{shard}/{shards}"
+        path = folder / f"shard-{shard}.json"
+        write_report(path, build_report(summaries, results, meta, plan=plan))
+        paths.append(path)
+    return paths
+
+
+def bench_merge(work: Path, tasks: int, repeats: int, shards: int, rounds: int) -> list[Row]:
+    """Time ``python -m pytest_gym_eval merge`` over synthetic shard reports, with and without writing the merged
+    JSON report and JUnit XML: the CPU time (user + system: what other work on the machine inflates least), wall
+    time and peak RSS of the ``rounds`` fresh processes' best."""
+    folder = work / "merge"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = write_shard_reports(folder, tasks, repeats, shards)
+    size = sum(path.stat().st_size for path in paths)
+    rollouts = tasks * repeats
+    base = [sys.executable, "-m", "pytest_gym_eval", "merge", *map(str, paths)]
+    rows = []
+    for label, extra in [
+        ("summary and verdict only", []),
+        ("also writing the merged JSON report and JUnit XML", ["--gym-report=merged.json", "--junitxml=merged.xml"]),
+    ]:
+        best: tuple[float, int, float] | None = None
+        loads = []
+        for _ in range(rounds):
+            loads.append(os.getloadavg()[0])
+            seconds, peak, cpu, output = merge_with_peak([*base, *extra], folder)
+            if f"{rollouts} of {rollouts} selected rollouts" not in output:
+                raise RuntimeError(f"the merge did not merge every rollout:\n{output[-3000:]}")
+            best = (seconds, peak, cpu) if best is None or cpu < best[2] else best
+        assert best is not None
+        rows.append(
+            Row(
+                f"Merge: {shards} shard reports of {tasks:,} tasks x {repeats} repeats ({rollouts:,} rollouts, "
+                f"{size / 1e6:.0f} MB of JSON) into one summary and gate verdict, {label}: CPU time (user + "
+                f"system) and wall time, best of {rounds} fresh processes (load average "
+                f"{min(loads):.1f}-{max(loads):.1f} from other work)",
+                f"CPU {best[2]:.2f} s, wall {best[0]:.2f} s, peak RSS {mb(best[1])}",
+                goal="seconds: CPU <= 10 s",
+                verdict="met" if best[2] <= 10.0 else "not met",
+            )
+        )
+    return rows
+
+
+def merge_with_peak(argv: Sequence[str], cwd: Path) -> tuple[float, int, float, str]:
+    """Run a merge command line in a fresh process: (wall seconds, peak RSS in KiB, CPU seconds (user +
+    system), its output); RSS and CPU are 0 without ``/usr/bin/time``. The CPU time is what a machine
+    shared with other work cannot inflate."""
+    env = {**os.environ, "COLUMNS": "100"}
+    if not TIME_V.exists():
+        seconds, output = run_child(argv, cwd, 600, env)
+        return seconds, 0, 0.0, output
+    with tempfile.TemporaryDirectory() as scratch:
+        memory = Path(scratch) / "maxrss"
+        seconds, output = run_child([str(TIME_V), "-v", "-o", str(memory), *argv], cwd, 600, env)
+        text = memory.read_text()
+        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+        cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([0-9.]+)", text))
+        return seconds, int(found.group(1)) if found else 0, cpu, output
+
+
 # The table.
 
 
@@ -882,6 +1045,12 @@ def main(argv: list[str]) -> int:
         help="html: rollouts of a page (repeatable; default 1000 and 10000)",
     )
     parser.add_argument(
+        "--latency", type=float, default=0.5, help="throughput: seconds the model takes per answer (0.5)"
+    )
+    parser.add_argument("--merge-tasks", type=int, help="merge: tasks (default 20000; quick 2000)")
+    parser.add_argument("--merge-repeats", type=int, default=8, help="merge: repeats per task (default 8)")
+    parser.add_argument("--merge-shards", type=int, default=8, help="merge: shard reports (default 8)")
+    parser.add_argument(
         "--output", type=Path, help="also write the table here (default: benchmarks/results.md for a full run only)"
     )
     args = parser.parse_args(argv)
@@ -906,6 +1075,12 @@ def main(argv: list[str]) -> int:
                 rows += bench_read(work, args.read_mb or (100 if quick else 1000), args.record_kb)
             elif name == "latency":
                 rows += bench_latency(work, args.latency_lines or (40 if quick else 200), args.pause)
+            elif name == "throughput":
+                concurrencies = (1, 8, 64) if not quick else (4, 32)
+                rows += bench_throughput(work, 32 if quick else 128, args.latency, concurrencies)
+            elif name == "merge":
+                merge_tasks, merge_repeats = args.merge_tasks or (2_000 if quick else 20_000), args.merge_repeats
+                rows += bench_merge(work, merge_tasks, merge_repeats, args.merge_shards, 1 if quick else 3)
             else:
                 rows += bench_html(work, args.html_rollouts or (1_000, 10_000), 1 if quick else 3)
         failed = False

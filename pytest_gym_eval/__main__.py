@@ -11,6 +11,7 @@ COMMANDS = {
     "html": ("pytest_gym_eval.reporting.html", "build the HTML report from a JSON report"),
     "cleanup": ("pytest_gym_eval.orphans", "stop what a dead pytest session left running"),
     "local-model": ("pytest_gym_eval.local_model", "serve a small local LLM (llama.cpp) on 127.0.0.1"),
+    "merge": ("pytest_gym_eval.merge", "merge shard reports into one summary and gate verdict"),
 }
 """Subcommand -> (module whose ``main(argv) -> int`` runs it, one-line description)."""
 

@@ -21,6 +21,7 @@ from pytest_gym_eval import gates
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
 from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
+from pytest_gym_eval.shard import Shard, parse_shard
 from pytest_gym_eval.usage import Price, parse_price
 
 TYPED_INI = tuple(pytest.version_tuple[:2]) >= (8, 4)
@@ -225,6 +226,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     parser.addini("gym_html", "Write the HTML report here (see --gym-html).", type="string", default="")
     parser.addini("gym_markdown", "Write the Markdown summary here (see --gym-markdown).", type="string", default="")
+    add_scale_options(parser)
 
     # Any: the Literal type pytest declares for ``type`` differs between its versions.
     number: Any = "float" if TYPED_INI else "string"
@@ -425,6 +427,28 @@ def price_from_config(config: pytest.Config) -> Price | None:
         raise pytest.UsageError(str(error)) from None
 
 
+def add_scale_options(parser: pytest.Parser) -> None:
+    """Options for runs larger than one machine: ``--gym-shard`` (one CI job's share of the tasks) and
+    ``--gym-ray-address`` (Gym on an existing Ray cluster), each with its ini setting."""
+    group = parser.getgroup("gym-eval")
+    group.addoption(
+        "--gym-shard",
+        dest="gym_shard",
+        metavar="I/N",
+        help="Run only shard I of N (numbered from 1) of each dataset's tasks, all repeats of a task together; "
+        "merge the shards' --gym-report files with `python -m pytest_gym_eval merge` (ini gym_shard).",
+    )
+    group.addoption(
+        "--gym-ray-address",
+        dest="gym_ray_address",
+        metavar="HOST:PORT",
+        help="Run Gym on this existing Ray cluster (its GCS address, as `ray start --head` prints it) instead "
+        "of a private one; the session never stops the cluster (ini gym_ray_address).",
+    )
+    parser.addini("gym_shard", "Shard I/N of the tasks to run (see --gym-shard).", type="string", default="")
+    parser.addini("gym_ray_address", "Existing Ray cluster for Gym (see --gym-ray-address).", type="string", default="")
+
+
 @dataclass(frozen=True)
 class DatasetSettings:
     """Settings one dataset may carry (a line of ``gym_dataset_settings``); None means "not set here".
@@ -497,6 +521,8 @@ class GymOptions:
     fail_on_flip: bool = False
     html: Path | None = None
     markdown: Path | None = None
+    shard: Shard | None = None
+    ray_address: str | None = None
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
@@ -578,6 +604,9 @@ class GymOptions:
             replay, replay_option = tuple(p.resolve() for p in replay), "gym_replay"
         baseline = path_option("gym_baseline")
         baseline_option = "--gym-baseline" if config.getoption("gym_baseline", default=None) else "gym_baseline"
+        head_server = _host_port(config.getoption("gym_head_server", default=None))
+        shard = _shard(value("gym_shard"))
+        ray_address = _ray_address(value("gym_ray_address"), head_server)
         for option, given in [*((replay_option, r) for r in replay), (baseline_option, baseline)]:
             if given is not None and not given.is_file():
                 raise pytest.UsageError(f"{option}: no such file: {given}")
@@ -596,7 +625,7 @@ class GymOptions:
             model_type=model_type,
             api_key_env=value("gym_api_key_env") or DEFAULT_API_KEY_ENV,
             replay=replay,
-            head_server=_host_port(config.getoption("gym_head_server", default=None)),
+            head_server=head_server,
             run_dir=path_option("gym_run_dir"),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
             rollout_timeout=(DEFAULT_ROLLOUT_TIMEOUT if rollout_timeout is None else (rollout_timeout or None)),
@@ -610,6 +639,8 @@ class GymOptions:
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
             html=path_option("gym_html"),
             markdown=path_option("gym_markdown"),
+            shard=shard,
+            ray_address=ray_address,
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
@@ -791,3 +822,31 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     if not sep or not host or not port.isdigit():
         raise pytest.UsageError(f"--gym-head-server: expected HOST:PORT, got {text!r}")
     return host, int(port)
+
+
+def _shard(text: str | None) -> Shard | None:
+    """``--gym-shard`` / ini ``gym_shard``; raises :class:`pytest.UsageError` naming the option."""
+    if not text:
+        return None
+    try:
+        return parse_shard(str(text))
+    except ValueError as error:
+        raise pytest.UsageError(f"--gym-shard (ini gym_shard): {error}") from None
+
+
+def _ray_address(text: str | None, head_server: tuple[str, int] | None) -> str | None:
+    """``--gym-ray-address`` / ini ``gym_ray_address``: ``HOST:PORT`` (a ``ray://HOST:PORT`` Ray Client address
+    passes too). Raises :class:`pytest.UsageError` for another form, and with ``--gym-head-server`` (attached
+    servers already run on whatever Ray they were started with)."""
+    if not text:
+        return None
+    address = str(text).strip()
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise pytest.UsageError(f"--gym-ray-address (ini gym_ray_address): expected HOST:PORT, got {address!r}")
+    if head_server is not None:
+        raise pytest.UsageError(
+            "--gym-ray-address cannot be combined with --gym-head-server: attached Gym servers already run on the "
+            "Ray cluster they were started with"
+        )
+    return address

@@ -101,9 +101,7 @@ def gym_row(row: dict[str, Any], stamp: int, agent: str, repeat: int | None = No
     return out
 
 
-def write_gym_input(
-    plan: RunPlan, path: Path, sampling: Sampling | None = None, *, tag_repeats: bool = False
-) -> int:
+def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None, *, tag_repeats: bool = False) -> int:
     """Write Gym's input for ``plan`` to ``path`` (reading each dataset once); returns the number of rows.
     With ``tag_repeats`` each row carries its repeat for the replay model (:func:`gym_row`).
 

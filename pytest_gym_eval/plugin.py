@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval import hookspecs, integrations, results, xdist
+from pytest_gym_eval import hookspecs, integrations, results, shard, xdist
 from pytest_gym_eval.causes import GYM_START
 from pytest_gym_eval.items import (
     GYM_MARK,
@@ -61,6 +61,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFil
     if parent.session.isinitpath(file_path) or gym.options.is_dataset(file_path):
         return DatasetFile.from_parent(parent, path=file_path, nodeid=dataset_name(file_path, gym.options.rootdir))
     return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Record every collected (task, repeat) pair for the report; with ``--gym-shard``, deselect the other
+    shards' items (:mod:`pytest_gym_eval.shard`)."""
+    # tryfirst: the record must see every collected item, before -k, -m, --deselect and --lf deselect some.
+    shard.collect_and_select(config, items)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -131,13 +139,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     gym.final = (status, reason)
     if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
         gym.conclusion = dataclasses.replace(conclusion, reason=reason)
-    meta = gym.meta()
+    meta = {**gym.meta(), **shard.shard_meta(gym.options.shard)}
     xml = junit.junit_xml(session.config)
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
             xml.add_global_property(name, value)
     if gym.options.report is not None:
-        report = json_report.build_report(conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips)
+        plan = shard.report_plan_of(session.config, gym, meta)
+        report = json_report.build_report(
+            conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips, plan=plan
+        )
         json_report.write_report(gym.options.report, report)
     final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
     session.config.stash[PAGES_KEY] = outputs.write_pages(

@@ -150,6 +150,7 @@ def conclude(
     options: GymOptions,
     baseline: Mapping[str, Any] | None = None,
     selected: Mapping[str, Mapping[str, int]] | None = None,
+    policy: tuple[Mapping[str, float], Mapping[str, Sequence[Gate]]] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
@@ -158,9 +159,12 @@ def conclude(
     ``selected[dataset][agent]`` counts the rollouts the session selected (see
     :func:`~pytest_gym_eval.reporting.model.summarize`). A ``--gym-replay`` recording that cannot be read fails
     the session (exit status 1) with the file and line in ``reason``.
+
+    ``policy`` gives each dataset's pass threshold and gates (keyed by dataset name) when they do not come
+    from ``options`` and the dataset files (``python -m pytest_gym_eval merge`` takes them from the reports).
     """
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
-    thresholds, gates = dataset_policy(options, datasets)
+    thresholds, gates = dataset_policy(options, datasets) if policy is None else policy
     summaries = rpt.summarize(
         results, thresholds=thresholds, gates=gates, mode=options.gate_mode, selected=selected, price=options.price
     )

@@ -140,6 +140,7 @@ class RunSettings:
     ``sampling`` goes into every row of Gym's input; ``record_latency`` turns on Gym's model-call
     observability (see :func:`write_gym_config`).
     ``tag_repeats`` tags each input row with its repeat for the replay model (``--gym-replay``).
+    ``ray_address`` is an existing Ray cluster for Gym's servers (``--gym-ray-address``), None for a private one.
     """
 
     gym: Path
@@ -154,6 +155,7 @@ class RunSettings:
     sampling: Sampling | None = None
     record_latency: bool = False
     tag_repeats: bool = False
+    ray_address: str | None = None
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -201,7 +203,11 @@ def find_agent_config(checkout: Path, agent: str, resources_server: str | None =
 
 
 def write_gym_config(
-    path: Path, model: ModelEndpoint | None, head_server: tuple[str, int], capture_dir: Path | None = None
+    path: Path,
+    model: ModelEndpoint | None,
+    head_server: tuple[str, int],
+    capture_dir: Path | None = None,
+    ray_address: str | None = None,
 ) -> None:
     """Write the Gym config for this run (JSON, which Gym's YAML loader reads).
 
@@ -209,11 +215,19 @@ def write_gym_config(
     their environment, so it never appears in argv, in this file or in Gym's printed config. With
     ``capture_dir`` (an absolute folder) Gym's model-call observability is on (``observability_enabled``,
     ``model_call_capture_dir``): Gym then records each rollout's latency (``ng_perf.total_latency_ms``).
+
+    ``ray_address`` (``HOST:PORT`` of an existing cluster's GCS) becomes Gym's ``ray_head_node_address``: Gym
+    0.7.0's ``initialize_ray`` (``nemo_gym/server_utils.py``) then calls ``ray.init(address=...)`` to join
+    that cluster instead of starting its own, and hands the address to every server that uses Ray; at exit
+    it shuts down only a cluster it started itself (``maybe_ray_cluster_exit``), so the cluster outlives
+    the run.
     """
     config: dict[str, object] = {"head_server": {"host": head_server[0], "port": head_server[1]}}
     if capture_dir is not None:
         config["observability_enabled"] = True
         config["model_call_capture_dir"] = str(capture_dir.resolve())
+    if ray_address is not None:
+        config["ray_head_node_address"] = ray_address
     if model is not None:
         config["policy_base_url"] = model.url
         config["policy_model_name"] = model.model
@@ -389,7 +403,8 @@ def start_servers(
     """
     for attempt in range(1, START_ATTEMPTS + 1):
         log_path = logs / ("gym-env-start.log" if attempt == 1 else f"gym-env-start-{attempt}.log")
-        on_event(f"starting Gym's servers (log: {log_path})")
+        on_ray = f" on the Ray cluster at {settings.ray_address}" if settings.ray_address else ""
+        on_event(f"starting Gym's servers{on_ray} (log: {log_path})")
         servers = launch(log_path)
         try:
             wait_until_ready(servers, deadline, stopping, settings.startup_timeout)
@@ -601,7 +616,7 @@ class GymRun:
         settings = self.settings
         deadline = time.monotonic() + settings.startup_timeout
         capture = self.paths.model_calls if settings.record_latency else None
-        write_gym_config(self.paths.config, settings.model, self.head_server, capture)
+        write_gym_config(self.paths.config, settings.model, self.head_server, capture, settings.ray_address)
         write_gym_input(self.plan, self.paths.input, settings.sampling, tag_repeats=settings.tag_repeats)
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)

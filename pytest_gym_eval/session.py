@@ -303,6 +303,7 @@ class GymSession:
             sampling=options.sampling,
             record_latency=options.latency,
             tag_repeats=bool(options.replay),
+            ray_address=options.ray_address,
         )
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:

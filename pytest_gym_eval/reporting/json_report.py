@@ -32,9 +32,12 @@ def build_report(
     session: tuple[int, str] | None = None,
     *,
     flips: Sequence[Flip] | None = None,
+    plan: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all), and
-    ``flips`` when a recording was replayed (``flips`` not None, possibly empty).
+    """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all),
+    ``flips`` when a recording was replayed (``flips`` not None, possibly empty), and ``plan`` when given: what
+    the session collected and selected (:func:`pytest_gym_eval.shard.report_plan`), which
+    ``python -m pytest_gym_eval merge`` needs.
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
@@ -54,6 +57,8 @@ def build_report(
             {"nodeid": flip.nodeid, "reward": _finite(flip.reward), "recorded": _json_safe(list(flip.recorded))}
             for flip in flips
         ]
+    if plan is not None:
+        report["plan"] = _json_safe(plan)
     return report
 
 
@@ -144,6 +149,7 @@ def _usage_rollout_json(result: RolloutResult) -> dict[str, Any]:
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "latency": None if usage.latency is None else _finite(usage.latency),
+        **({"start": result.start, "stop": result.stop} if result.start > 0.0 else {}),
     }
 
 
@@ -165,14 +171,16 @@ def _json_safe(value: object) -> Any:
     return str(value)
 
 
-def write_report(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
-    """Write ``report`` as JSON (indent 2) to ``path`` atomically: a temporary file beside it, then a rename.
+def write_report(path: str | os.PathLike[str], report: Mapping[str, Any], indent: int | None = 2) -> None:
+    """Write ``report`` as JSON (``indent`` 2 by default; None writes it compact, which ``json`` does ~10x
+    faster: 160,000 rollouts took ~4 s indented) to ``path`` atomically: a temporary file beside it, then a
+    rename.
 
     Creates missing parent directories. Raises ValueError when ``report`` holds a non-finite number (use
     :func:`build_report`, which replaces them with null), OSError when the file cannot be written.
     """
     target = Path(path)
-    text = json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+    text = json.dumps(report, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:

@@ -1,0 +1,656 @@
+"""Merging the ``--gym-report`` files of shard sessions (``--gym-shard=I/N``) into one verdict:
+``python -m pytest_gym_eval merge REPORT.json... [gate options] [--junitxml PATH] [--gym-report PATH]``.
+
+The merge reads every report's ``plan`` (what its session collected and selected, see
+:func:`pytest_gym_eval.shard.report_plan`) and checks that the reports belong together: the same assignment
+rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
+agents), the same pass thresholds, gates and gate settings, the same Gym version and model; every rollout
+belongs to its report's shard and no (task, repeat) appears twice. Any of that failing is a
+:class:`MergeError` (exit status 2) naming the reports.
+
+Every (task, repeat) pair a shard selected but no report holds, and every pair of a shard whose report is
+absent, becomes an *error* with failure class ``missing`` (named on the terminal), as a rollout that never came
+is in a session. Then everything is recomputed from the rollouts, never from the shards' summaries: the
+rollouts are put in the order one session over all of them would report them (datasets and tasks in
+collection order, repeats ascending) and handed to the plugin's own
+:func:`~pytest_gym_eval.results.conclude`, so the summary, the gate verdicts and the exit status are those of
+one unsharded session over the same rollouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_gym_eval.gates import METRICS, Gate, GateMode, parse_pass_at_k
+from pytest_gym_eval.reporting import json_report, junit, terminal
+from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
+from pytest_gym_eval.shard import SHARD_RULE, Shard, assign_shards
+
+EXIT_CANNOT_MERGE = 2
+"""Exit status when the reports cannot be merged or the command line is wrong."""
+
+EXIT_NO_ROLLOUTS = 5
+"""Exit status when the reports hold no rollout and none is missing (pytest's "no tests collected")."""
+
+CONFIG_META_KEYS = ("gym_version", "model", "model_type")
+"""Report ``meta`` keys every shard must agree on (where it has them). ``model_url`` is not among them: a
+replay model listens on a different port in every session."""
+
+PER_SESSION_META_KEYS = ("run_dir", "head_server", "created", "shard", "gym_checkout", "model_url")
+"""Report ``meta`` keys that describe one session, left out of the merged report's meta."""
+
+COMPACT_ABOVE = 10_000
+"""A merged report of more rollouts than this is written compact (no indentation): 160,000 rollouts took ~4 s
+to write indented, 0.4 s compact."""
+
+MISSING = "missing"
+"""Failure class of a selected (task, repeat) pair that no report holds."""
+
+_STATUSES = ("passed", "failed", "error")
+_LISTED = 10
+
+
+class MergeError(Exception):
+    """The reports cannot be merged; ``str()`` says why and names the report files."""
+
+
+# --- Reading ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedDataset:
+    """One dataset of a report's ``plan``: every task id in collection order, repeats, agents (``agent`` for
+    every task not in ``agents``), pass threshold, gates, and the (task, repeat) pairs the session selected."""
+
+    dataset: str
+    sha256: str | None
+    repeats: int
+    agent: str
+    tasks: tuple[str, ...]
+    agents: Mapping[str, str]
+    threshold: float
+    gates: tuple[Gate, ...]
+    selected: Mapping[str, tuple[int, ...]]
+
+    def agent_of(self, task: str) -> str:
+        return self.agents.get(task, self.agent)
+
+    def same_plan(self, other: PlannedDataset) -> str | None:
+        """What differs between two reports' records of this dataset (besides ``selected``), or None."""
+        if self.sha256 is not None and other.sha256 is not None and self.sha256 != other.sha256:
+            return f"the file differs (sha256 {self.sha256[:12]}… vs {other.sha256[:12]}…)"
+        if self.tasks != other.tasks:
+            return f"the task ids differ ({len(self.tasks)} vs {len(other.tasks)} tasks)"
+        if self.repeats != other.repeats:
+            return f"the repeats differ ({self.repeats} vs {other.repeats})"
+        same_agents = (self.agent, self.agents) == (other.agent, other.agents)
+        if not same_agents and any(self.agent_of(t) != other.agent_of(t) for t in self.tasks):
+            return "the agents differ"
+        if self.threshold != other.threshold:
+            return f"the pass threshold differs ({self.threshold:g} vs {other.threshold:g})"
+        if self.gates != other.gates:
+            labels = [", ".join(g.label for g in gates) or "none" for gates in (self.gates, other.gates)]
+            return f"the gates differ ({labels[0]} vs {labels[1]})"
+        return None
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    """One report to merge: its file, its shard (``1/1`` for an unsharded session), its plan and its data."""
+
+    path: Path
+    shard: Shard
+    sharded: bool
+    rule: str
+    gate_mode: GateMode
+    inconclusive_passes: bool
+    datasets: tuple[PlannedDataset, ...]
+    meta: Mapping[str, Any]
+    rollouts: Sequence[Mapping[str, Any]]
+
+    @property
+    def label(self) -> str:
+        return f"{self.path} (shard {self.shard})" if self.sharded else str(self.path)
+
+
+def read_shard_report(path: Path) -> ShardReport:
+    """Read a ``--gym-report`` file and its ``plan``. Raises :class:`MergeError` naming the file when it cannot
+    be read, is not a report, or has no usable plan (a report from a version without it)."""
+    try:
+        data = json_report.load_report(path)
+    except OSError as error:
+        raise MergeError(f"{path}: cannot read the report: {error.strerror or error}") from None
+    except ValueError as error:
+        raise MergeError(str(error)) from None
+    plan = data.get("plan")
+    if not isinstance(plan, dict):
+        raise MergeError(
+            f"{path}: the report has no 'plan' (what its session collected and selected): it was written by a "
+            "pytest-gym-eval without sharding support; run the session again with this version"
+        )
+    try:
+        return _shard_report(path, data, plan)
+    except (KeyError, TypeError, ValueError) as error:
+        raise MergeError(f"{path}: the report's plan is malformed: {error}") from None
+
+
+def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) -> ShardReport:
+    shard_data = plan["shard"]
+    if shard_data is None:
+        shard, sharded = Shard(1, 1), False
+    else:
+        shard, sharded = Shard(_int(shard_data["index"], "shard.index"), _int(shard_data["count"], "shard.count")), True
+        if not 1 <= shard.index <= shard.count:
+            raise ValueError(f"shard {shard} is out of range")
+    inconclusive = plan["inconclusive"]
+    if inconclusive not in ("fail", "pass"):
+        raise ValueError(f"inconclusive is {inconclusive!r}")
+    return ShardReport(
+        path=path,
+        shard=shard,
+        sharded=sharded,
+        rule=str(plan["rule"]),
+        gate_mode=GateMode(plan["gate_mode"]),
+        inconclusive_passes=inconclusive == "pass",
+        datasets=tuple(_planned_dataset(entry) for entry in plan["datasets"]),
+        meta=data["meta"] if isinstance(data.get("meta"), dict) else {},
+        rollouts=data["rollouts"],
+    )
+
+
+def _planned_dataset(entry: Mapping[str, Any]) -> PlannedDataset:
+    name = _str(entry["dataset"], "dataset")
+    tasks = tuple(_str(task, f"{name}: tasks[]") for task in entry["tasks"])
+    agents = {_str(task, f"{name}: agents"): _str(agent, f"{name}: agents") for task, agent in entry["agents"].items()}
+    gates = []
+    for gate in entry["gates"]:
+        if gate["metric"] not in METRICS:
+            raise ValueError(f"{name}: unknown gate metric {gate['metric']!r}")
+        gates.append(Gate(gate["metric"], float(gate["threshold"]), None if gate["k"] is None else int(gate["k"])))
+    selected = {
+        _str(task, f"{name}: selected"): tuple(_int(r, f"{name}: selected[{task}]") for r in repeats)
+        for task, repeats in entry["selected"].items()
+    }
+    sha = entry["sha256"]
+    return PlannedDataset(
+        dataset=name,
+        sha256=None if sha is None else _str(sha, f"{name}: sha256"),
+        repeats=_int(entry["repeats"], f"{name}: repeats"),
+        agent=_str(entry["agent"], f"{name}: agent"),
+        tasks=tasks,
+        agents=agents,
+        threshold=float(entry["threshold"]),
+        gates=tuple(gates),
+        selected=selected,
+    )
+
+
+def _str(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{where} is not a string: {value!r}")
+    return value
+
+
+def _int(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where} is not a whole number >= 0: {value!r}")
+    return value
+
+
+# --- Merging ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MergedRun:
+    """The merged rollouts and what the merge found.
+
+    ``results`` holds every rollout of every report plus one error (failure class ``missing``) per selected
+    pair no report holds, in the order one session would report them; ``missing`` lists those pairs' node ids;
+    ``absent_shards`` the shard indices no report was given for; ``count`` the shard count; ``datasets`` the
+    plan (the first report's; the others agree); ``selected`` every selected pair per dataset.
+    """
+
+    reports: list[ShardReport]
+    datasets: list[PlannedDataset]
+    results: list[RolloutResult]
+    missing: list[str]
+    absent_shards: list[int]
+    count: int
+    gate_mode: GateMode
+    inconclusive_passes: bool
+    selected: dict[str, dict[str, set[int]]] = field(default_factory=dict)
+
+
+def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
+    """Check that ``reports`` belong together and merge their rollouts (see the module docstring).
+
+    Raises :class:`MergeError` naming the reports when they used another assignment rule or shard count, two
+    are the same shard, their datasets, thresholds, gates, gate settings, Gym version or model differ, a
+    rollout is not in its report's plan or shard, or a (task, repeat) pair appears twice.
+    """
+    if not reports:
+        raise MergeError("no report to merge")
+    first = reports[0]
+    for report in reports[1:]:
+        _check_same_run(first, report)
+    by_index: dict[int, ShardReport] = {}
+    for report in reports:
+        twin = by_index.get(report.shard.index)
+        if twin is not None:
+            raise MergeError(f"{twin.path} and {report.path} are both shard {report.shard}: give each shard once")
+        by_index[report.shard.index] = report
+    count = first.shard.count
+    absent = [index for index in range(1, count + 1) if index not in by_index]
+    datasets = list(first.datasets)
+    plan = {entry.dataset: entry for entry in datasets}
+    assigned = {entry.dataset: assign_shards(entry.dataset, entry.tasks, count) for entry in datasets}
+
+    present: dict[tuple[str, str, int], tuple[RolloutResult, ShardReport]] = {}
+    for report in reports:
+        own = report.shard.index if report.sharded else None
+        for index, rollout in enumerate(report.rollouts):
+            result = _rollout_result(rollout, report, index)
+            owners = assigned.get(result.dataset)
+            owner = None if owners is None else owners.get(result.task_id)
+            if owner is None or not 0 <= result.repeat < plan[result.dataset].repeats or own not in (None, owner):
+                raise MergeError(_misplaced(result, report, index, plan, owner))
+            key = (result.dataset, result.task_id, result.repeat)
+            if key in present:
+                raise MergeError(f"{result.nodeid} appears twice: in {present[key][1].label} and {report.label}")
+            present[key] = (result, report)
+
+    selected: dict[str, dict[str, set[int]]] = {entry.dataset: {} for entry in datasets}
+    for report in reports:
+        for entry in report.datasets:
+            for task, repeats in entry.selected.items():
+                selected[entry.dataset].setdefault(task, set()).update(repeats)
+    for entry in datasets:
+        for task, owner in assigned[entry.dataset].items():
+            if owner in absent:
+                selected[entry.dataset].setdefault(task, set()).update(range(entry.repeats))
+
+    results: list[RolloutResult] = []
+    missing: list[str] = []
+    for entry in datasets:
+        for task in entry.tasks:
+            wanted = selected[entry.dataset].get(task, set())
+            if len(wanted) < entry.repeats:  # a rollout its report did not list as selected still counts
+                wanted |= {k for k in range(entry.repeats) if (entry.dataset, task, k) in present}
+            for repeat in sorted(wanted):
+                found = present.get((entry.dataset, task, repeat))
+                if found is not None:
+                    results.append(found[0])
+                    continue
+                nodeid = f"{entry.dataset}::{task}[r{repeat}]"
+                missing.append(nodeid)
+                results.append(
+                    RolloutResult(nodeid, entry.dataset, task, repeat, entry.agent_of(task), "error", None, MISSING)
+                )
+    return MergedRun(
+        reports=list(reports),
+        datasets=datasets,
+        results=results,
+        missing=missing,
+        absent_shards=absent,
+        count=count,
+        gate_mode=first.gate_mode,
+        inconclusive_passes=first.inconclusive_passes,
+        selected=selected,
+    )
+
+
+def _check_same_run(first: ShardReport, other: ShardReport) -> None:
+    pair = f"{first.label} and {other.label}"
+    if other.rule != first.rule:
+        raise MergeError(f"{pair} assign tasks to shards by different rules ({first.rule} vs {other.rule})")
+    if other.shard.count != first.shard.count:
+        counts = f"{first.shard.count} vs {other.shard.count}"
+        raise MergeError(f"{pair} split the tasks into different numbers of shards ({counts})")
+    names = [entry.dataset for entry in first.datasets]
+    other_names = [entry.dataset for entry in other.datasets]
+    if names != other_names:
+        only = sorted(set(names) ^ set(other_names))
+        detail = f"only one of them has {', '.join(only)}" if only else "in a different order"
+        raise MergeError(f"{pair} collected different datasets ({detail})")
+    for mine, theirs in zip(first.datasets, other.datasets, strict=True):
+        difference = mine.same_plan(theirs)
+        if difference is not None:
+            raise MergeError(f"{pair} do not agree on {mine.dataset}: {difference}")
+    if (other.gate_mode, other.inconclusive_passes) != (first.gate_mode, first.inconclusive_passes):
+        raise MergeError(f"{pair} judged gates differently (--gym-gate-on / --gym-inconclusive)")
+    for key in CONFIG_META_KEYS:
+        if key in first.meta and key in other.meta and first.meta[key] != other.meta[key]:
+            raise MergeError(f"{pair} ran with a different {key} ({first.meta[key]!r} vs {other.meta[key]!r})")
+
+
+def _misplaced(
+    result: RolloutResult, report: ShardReport, index: int, plan: Mapping[str, PlannedDataset], owner: int | None
+) -> str:
+    """Why a rollout does not belong in its report (for :class:`MergeError`)."""
+    where = f"{report.label}: rollouts[{index}] ({result.nodeid})"
+    if owner is None:
+        return f"{where} is not in the report's plan"
+    repeats = plan[result.dataset].repeats
+    if not 0 <= result.repeat < repeats:
+        return f"{where} has repeat {result.repeat}; the plan has {repeats} repeats"
+    return (
+        f"{where} belongs to shard {owner}/{report.shard.count}, not {report.shard}: were the shards run with the "
+        "same datasets and pytest-gym-eval version?"
+    )
+
+
+def _rollout_result(rollout: object, report: ShardReport, index: int) -> RolloutResult:
+    """A report's rollout as a :class:`RolloutResult` (its reward was checked by ``load_report``); raises
+    :class:`MergeError` naming the report and index for a malformed one. Kept lean: it runs once a rollout."""
+    try:
+        if not isinstance(rollout, dict):
+            raise ValueError("it is not an object")
+        nodeid, dataset, task, repeat, agent, status = (
+            rollout["nodeid"], rollout["dataset"], rollout["task_id"], rollout["repeat"], rollout["agent"],
+            rollout["status"],
+        )  # fmt: skip
+        if status not in _STATUSES:
+            raise ValueError(f"status {status!r} is none of {', '.join(_STATUSES)}")
+        if type(repeat) is not int or repeat < 0:
+            raise ValueError(f"repeat {repeat!r} is not a whole number >= 0")
+        for name, value in (("nodeid", nodeid), ("dataset", dataset), ("task_id", task), ("agent", agent)):
+            if type(value) is not str:
+                raise ValueError(f"{name} {value!r} is not a string")
+        reward = rollout.get("reward")
+        return RolloutResult(
+            nodeid, dataset, task, repeat, agent, status, None if reward is None else float(reward),
+            rollout.get("failure_class") or None, rollout.get("record") or None,
+            _seconds(rollout.get("start")), _seconds(rollout.get("stop")),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as error:
+        raise MergeError(f"{report.label}: rollouts[{index}] is malformed: {error}") from None
+
+
+def _seconds(value: object) -> float:
+    """An epoch time from a report (absent, null or not a finite number positive: 0.0, "unknown")."""
+    if type(value) is float or type(value) is int:
+        return float(value) if 0.0 < value < math.inf else 0.0
+    return 0.0
+
+
+# --- Judging and writing ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateOverrides:
+    """Gate options given to the merge; None / empty means "as the reports recorded"."""
+
+    min_mean_reward: float | None = None
+    min_pass_rate: float | None = None
+    min_pass_at_k: tuple[Gate, ...] = ()
+    gate_mode: GateMode | None = None
+    inconclusive_passes: bool | None = None
+
+    def settings(self, merged: MergedRun) -> tuple[GateMode, bool]:
+        """The gate mode and whether INCONCLUSIVE passes: as given, else as the reports recorded."""
+        mode = self.gate_mode or merged.gate_mode
+        inconclusive = merged.inconclusive_passes if self.inconclusive_passes is None else self.inconclusive_passes
+        return mode, inconclusive
+
+    def gates(self, recorded: Sequence[Gate]) -> list[Gate]:
+        """A dataset's gates: each given option replaces the recorded gates of its metric (all pass@k gates
+        for ``--gym-min-pass-at-k``), as the command line beats a dataset's own settings in a session."""
+        mean = [Gate("mean_reward", self.min_mean_reward)] if self.min_mean_reward is not None else None
+        rate = [Gate("pass_rate", self.min_pass_rate)] if self.min_pass_rate is not None else None
+        at_k = list(self.min_pass_at_k) or None
+        by_metric = {
+            metric: [gate for gate in recorded if gate.metric == metric] for metric in ("mean_reward", "pass_rate")
+        }
+        return [
+            *(mean if mean is not None else by_metric["mean_reward"]),
+            *(rate if rate is not None else by_metric["pass_rate"]),
+            *(at_k if at_k is not None else [gate for gate in recorded if gate.metric == "pass_at_k"]),
+        ]
+
+
+def conclude_merged(
+    merged: MergedRun,
+    overrides: GateOverrides | None = None,
+    baseline: Mapping[str, Any] | None = None,
+    max_drop: float | None = None,
+) -> Conclusion:
+    """The plugin's own :func:`~pytest_gym_eval.results.conclude` over the merged rollouts, with each
+    dataset's recorded pass threshold and gates (``overrides`` applied). Raises ValueError for a bad
+    ``max_drop``."""
+    from pytest_gym_eval.options import GymOptions
+    from pytest_gym_eval.results import conclude
+
+    overrides = overrides or GateOverrides()
+    mode, inconclusive = overrides.settings(merged)
+    options = GymOptions(rootdir=Path.cwd(), gate_mode=mode, inconclusive_passes=inconclusive, max_drop=max_drop)
+    thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
+    gates = {entry.dataset: overrides.gates(entry.gates) for entry in merged.datasets}
+    selected: dict[str, dict[str, int]] = {}
+    for entry in merged.datasets:
+        counts = selected.setdefault(entry.dataset, {})
+        for task, repeats in merged.selected[entry.dataset].items():
+            agent = entry.agent_of(task)
+            counts[agent] = counts.get(agent, 0) + len(repeats)
+    return conclude(merged.results, options, baseline, selected, policy=(thresholds, gates))
+
+
+def exit_status(merged: MergedRun, conclusion: Conclusion) -> int:
+    """The exit status one session over the merged rollouts would have: the gates' when any is set, else
+    pytest's own (1 when a rollout failed or errored, 0 when all passed, 5 when there is none)."""
+    if not merged.results:
+        return EXIT_NO_ROLLOUTS
+    if conclusion.exit_status != -1:
+        return conclusion.exit_status
+    return 1 if any(r.status != "passed" for r in merged.results) else 0
+
+
+def merged_meta(merged: MergedRun, conclusion_mode: GateMode) -> dict[str, object]:
+    """The merged report's meta: the facts every report agrees on (not the per-session ones), each dataset's
+    sha256, the gate mode, when the merge ran, and which shards it merged."""
+    reports = merged.reports
+    meta: dict[str, object] = {}
+    for key, value in reports[0].meta.items():
+        if key in PER_SESSION_META_KEYS or key.startswith("dataset_sha256."):
+            continue
+        if all(report.meta.get(key) == value for report in reports[1:]):
+            meta[key] = value
+    for entry in merged.datasets:
+        if entry.sha256 is not None:
+            meta[f"dataset_sha256.{entry.dataset}"] = entry.sha256
+    meta["gate_mode"] = conclusion_mode.value
+    meta["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    meta["merged_shards"] = f"{len(reports)} of {merged.count}"
+    meta["merged_reports"] = [str(report.path) for report in reports]
+    return meta
+
+
+def merged_plan(merged: MergedRun, overrides: GateOverrides) -> dict[str, Any]:
+    """The merged report's ``plan``: unsharded (``shard`` null), every dataset with every selected pair."""
+    mode, inconclusive = overrides.settings(merged)
+    return {
+        "shard": None,
+        "rule": SHARD_RULE,
+        "gate_mode": mode.value,
+        "inconclusive": "pass" if inconclusive else "fail",
+        "datasets": [
+            {
+                "dataset": entry.dataset,
+                "sha256": entry.sha256,
+                "repeats": entry.repeats,
+                "agent": entry.agent,
+                "tasks": list(entry.tasks),
+                "agents": dict(entry.agents),
+                "threshold": entry.threshold,
+                "gates": [
+                    {"metric": g.metric, "k": g.k, "threshold": g.threshold} for g in overrides.gates(entry.gates)
+                ],
+                "selected": {
+                    task: sorted(merged.selected[entry.dataset][task])
+                    for task in entry.tasks
+                    if merged.selected[entry.dataset].get(task)
+                },
+            }
+            for entry in merged.datasets
+        ],
+    }
+
+
+def merge_lines(merged: MergedRun) -> list[str]:
+    """What the merge says before the summary: the reports merged, the absent shards, the missing pairs."""
+    shards = ", ".join(str(report.shard) for report in sorted(merged.reports, key=lambda r: r.shard))
+    found = len(merged.results) - len(merged.missing)
+    lines = [
+        f"gym merge: {len(merged.reports)} report{'s' if len(merged.reports) != 1 else ''} (shards {shards}), "
+        f"{found} of {len(merged.results)} selected rollouts"
+    ]
+    for index in merged.absent_shards:
+        lines.append(f"gym merge: shard {index}/{merged.count} has no report: its rollouts are missing")
+    if merged.missing:
+        lines.append(
+            f"gym merge: {len(merged.missing)} selected rollout{'s are' if len(merged.missing) != 1 else ' is'} in "
+            f"no report, counted as errors (failure class {MISSING}):"
+        )
+        lines += [f"  {nodeid}" for nodeid in merged.missing[:_LISTED]]
+        if len(merged.missing) > _LISTED:
+            lines.append(f"  … and {len(merged.missing) - _LISTED} more")
+    return lines
+
+
+def separator(title: str, width: int) -> str:
+    """A section header as pytest's terminal writer draws it: ``==== title ====`` filling ``width``."""
+    fill = "=" * max((width - len(title) - 2) // 2, 1)
+    line = f"{fill} {title} {fill}"
+    return line + "=" if len(line) + 1 <= width else line
+
+
+def html_writer() -> Callable[..., list[str]] | None:
+    """The HTML report's ``write_page(path, conclusion, results, meta, *, baseline)`` (returning the records it
+    could not read) when this version has one (``pytest_gym_eval.reporting.html``, from the HTML report's
+    branch), else None."""
+    try:
+        module = importlib.import_module("pytest_gym_eval.reporting.html")
+    except ImportError:
+        return None
+    writer = getattr(module, "write_page", None)
+    return writer if callable(writer) else None
+
+
+# --- Command line -----------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_gym_eval merge",
+        description="Merge the --gym-report files of shard sessions (--gym-shard=I/N) into one summary and one "
+        "gate verdict, recomputed from the rollouts; exits with the gate status (0 pass, 1 fail or errors, "
+        "2 the reports cannot be merged).",
+        allow_abbrev=False,
+    )
+    parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json", help="a shard's --gym-report file")
+    gates = parser.add_argument_group("gates (default: as the reports recorded them)")
+    gates.add_argument("--gym-min-mean-reward", type=float, metavar="REWARD", help="each dataset's mean reward gate")
+    gates.add_argument("--gym-min-pass-rate", type=float, metavar="RATE", help="each dataset's pass rate gate")
+    gates.add_argument(
+        "--gym-min-pass-at-k", action="append", default=[], metavar="K:V", help="pass@K >= V (repeatable)"
+    )
+    gates.add_argument("--gym-gate-on", choices=[m.value for m in GateMode], help="judge on the estimate or the bound")
+    gates.add_argument("--gym-inconclusive", choices=["fail", "pass"], help="what an INCONCLUSIVE gate does")
+    gates.add_argument("--gym-baseline", type=Path, metavar="PATH.json", help="compare with an earlier report")
+    gates.add_argument("--gym-max-drop", type=float, metavar="REWARD", help="fail on a significant drop past this")
+    out = parser.add_argument_group("outputs")
+    out.add_argument("--junitxml", type=Path, metavar="PATH", help="write JUnit XML (a testcase per rollout)")
+    out.add_argument("--gym-report", type=Path, metavar="PATH.json", help="write the merged JSON report")
+    out.add_argument("--gym-html", type=Path, metavar="PATH.html", help="write the HTML report")
+    parser.add_argument("-v", "--verbose", action="store_true", help="a row per task with every repeat's reward")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> GateOverrides:
+    """The gate options as :class:`GateOverrides`; raises ValueError naming the option for a bad value."""
+    try:
+        mean = None if args.gym_min_mean_reward is None else Gate("mean_reward", args.gym_min_mean_reward).threshold
+    except ValueError as error:
+        raise ValueError(f"--gym-min-mean-reward: {error}") from None
+    try:
+        rate = None if args.gym_min_pass_rate is None else Gate("pass_rate", args.gym_min_pass_rate).threshold
+    except ValueError as error:
+        raise ValueError(f"--gym-min-pass-rate: {error}") from None
+    try:
+        at_k = tuple(parse_pass_at_k(text) for text in args.gym_min_pass_at_k)
+    except ValueError as error:
+        raise ValueError(f"--gym-min-pass-at-k: {error}") from None
+    return GateOverrides(
+        min_mean_reward=mean,
+        min_pass_rate=rate,
+        min_pass_at_k=at_k,
+        gate_mode=None if args.gym_gate_on is None else GateMode(args.gym_gate_on),
+        inconclusive_passes=None if args.gym_inconclusive is None else args.gym_inconclusive == "pass",
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m pytest_gym_eval merge``: merge, print the reward summary, write the outputs asked for, and
+    return the exit status (:func:`exit_status`; 2 when the reports cannot be merged)."""
+    args = _parser().parse_args(list(argv))
+    try:
+        overrides = _overrides(args)
+        if args.gym_max_drop is not None and args.gym_baseline is None:
+            raise ValueError("--gym-max-drop needs --gym-baseline")
+        write_page = html_writer() if args.gym_html is not None else None
+        if args.gym_html is not None and write_page is None:
+            raise ValueError("--gym-html: the HTML report is not available yet in this version of pytest-gym-eval")
+        baseline = None
+        if args.gym_baseline is not None:
+            try:
+                baseline = json_report.load_report(args.gym_baseline)
+            except (OSError, ValueError) as error:
+                raise ValueError(f"--gym-baseline: {error}") from None
+        merged = merge_reports([read_shard_report(path) for path in args.reports])
+        conclusion = conclude_merged(merged, overrides, baseline, args.gym_max_drop)
+    except (MergeError, ValueError) as error:
+        print(f"gym merge: error: {error}", file=sys.stderr)
+        return EXIT_CANNOT_MERGE
+    columns = shutil.get_terminal_size((80, 24)).columns
+    lines = merge_lines(merged)
+    lines.append(separator("gym reward summary", columns))
+    lines += terminal.render_conclusion(
+        conclusion, verbose=args.verbose, results=merged.results, width=min(columns, 100)
+    )
+    mode, inconclusive = overrides.settings(merged)
+    meta = merged_meta(merged, mode)
+    try:
+        if args.gym_report is not None:
+            final = (exit_status(merged, conclusion), conclusion.reason or "merged shard reports")
+            report = json_report.build_report(
+                conclusion.summaries, merged.results, meta, final, flips=conclusion.flips,
+                plan=merged_plan(merged, overrides),
+            )  # fmt: skip
+            indent = 2 if len(merged.results) <= COMPACT_ABOVE else None
+            json_report.write_report(args.gym_report, report, indent=indent)
+            lines.append(f"gym report: {args.gym_report}")
+        if args.junitxml is not None:
+            thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
+            junit.write_junit_xml(
+                args.junitxml, merged.results, conclusion, meta, thresholds,
+                inconclusive_passes=inconclusive,
+            )  # fmt: skip
+            lines.append(f"junit xml: {args.junitxml}")
+        if write_page is not None:
+            problems = write_page(args.gym_html, conclusion, merged.results, meta, baseline=baseline)
+            lines.append(f"gym html report: {args.gym_html}")
+            lines += [f"  transcripts missing: {problem}" for problem in problems]
+    except OSError as error:
+        print("\n".join(lines))
+        print(f"gym merge: error: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
+        return EXIT_CANNOT_MERGE
+    print("\n".join(lines))
+    return exit_status(merged, conclusion)
