@@ -8,7 +8,9 @@
                peak memory, and the peak for as many 1.3 KB records;
 4. latency     from a rollout line being written (a stand-in ``gym``) to its item's report: median and p95;
 5. html        the ``--gym-html`` page of 1,000 and 10,000 rollouts: its size, the time to write it, and in
-               headless Chromium the time to first render and from a click to the next frame.
+               headless Chromium the time to first render and from a click to the next frame;
+6. adaptive    ``--gym-adaptive`` on simulated rewards: the rollouts its gate spends against a fixed ceiling, for
+               true means above, at and below the threshold, and how often its verdict is wrong.
 
 ``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
 ``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``. See
@@ -47,7 +49,7 @@ INSTRUCTION = (
     "Answer the multiple-choice question below. You may reason step by step first, "
     "then put only the letter of your final choice inside \\boxed{}."
 )
-BENCHMARKS = ("overhead", "collection", "read", "latency", "html")
+BENCHMARKS = ("overhead", "collection", "read", "latency", "html", "adaptive")
 
 
 @dataclass
@@ -823,6 +825,52 @@ def bench_html(work: Path, sizes: Sequence[int], rounds: int) -> list[Row]:
     return rows
 
 
+# 6. adaptive: rollouts an anytime-valid gate spends, on simulated rewards.
+
+
+def bench_adaptive(tasks: int, runs: int, max_repeats: int, min_repeats: int) -> list[Row]:
+    from pytest_gym_eval.gates import Gate, Verdict
+    from pytest_gym_eval.sequential import simulate, wave_ends
+
+    threshold = 0.7
+    gate = Gate("mean_reward", threshold)
+    rng = random.Random(16)
+    rows = []
+    fixed = tasks * max_repeats
+    ends = wave_ends(min_repeats, max_repeats)
+    for mean in (0.9, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5):
+        # Half the tasks easier, half harder by 0.2: the mean over tasks is exactly `mean`.
+        task_means = [min(1.0, max(0.0, mean + (0.2 if t % 2 else -0.2))) for t in range(tasks)]
+        start = time.perf_counter()
+        spent, verdicts = [], {v: 0 for v in Verdict}
+        for _ in range(runs):
+            results, rollouts = simulate(task_means, [gate], min_repeats, max_repeats, rng)
+            spent.append(rollouts)
+            verdicts[results[0].verdict] += 1
+        share = statistics.fmean(spent) / fixed
+        seconds = time.perf_counter() - start
+        wrong = verdicts[Verdict.FAIL] if mean > threshold else verdicts[Verdict.PASS]
+        where = "at" if mean == threshold else ("above" if mean > threshold else "below")
+        print(
+            f"  true mean {mean:.2f}: {share:.0%} of the rollouts; PASS {verdicts[Verdict.PASS]}, FAIL "
+            f"{verdicts[Verdict.FAIL]}, INCONCLUSIVE {verdicts[Verdict.INCONCLUSIVE]} of {runs} ({seconds:.1f} s)",
+            flush=True,
+        )
+        rows.append(
+            Row(
+                f"adaptive: {tasks} tasks, up to {max_repeats} repeats (waves to {ends}), mean-reward gate >= "
+                f"{threshold}, true mean {mean:.2f} ({where}); {runs} simulated runs",
+                f"{statistics.fmean(spent):.0f} rollouts ({share:.0%}); PASS {verdicts[Verdict.PASS] / runs:.1%}, "
+                f"FAIL {verdicts[Verdict.FAIL] / runs:.1%}",
+                f"{fixed} rollouts (fixed {max_repeats})",
+                f"{share:.2f}",
+                goal="wrong verdicts <= 5%",
+                verdict="met" if wrong / runs <= 0.05 else "not met",
+            )
+        )
+    return rows
+
+
 # The table.
 
 
@@ -881,6 +929,8 @@ def main(argv: list[str]) -> int:
         action="append",
         help="html: rollouts of a page (repeatable; default 1000 and 10000)",
     )
+    parser.add_argument("--adaptive-tasks", type=int, default=100, help="adaptive: tasks per simulated run (100)")
+    parser.add_argument("--adaptive-runs", type=int, default=1000, help="adaptive: simulated runs per mean (1000)")
     parser.add_argument(
         "--output", type=Path, help="also write the table here (default: benchmarks/results.md for a full run only)"
     )
@@ -906,6 +956,8 @@ def main(argv: list[str]) -> int:
                 rows += bench_read(work, args.read_mb or (100 if quick else 1000), args.record_kb)
             elif name == "latency":
                 rows += bench_latency(work, args.latency_lines or (40 if quick else 200), args.pause)
+            elif name == "adaptive":
+                rows += bench_adaptive(args.adaptive_tasks, 200 if quick else args.adaptive_runs, 8, 2)
             else:
                 rows += bench_html(work, args.html_rollouts or (1_000, 10_000), 1 if quick else 3)
         failed = False
