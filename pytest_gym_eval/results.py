@@ -23,6 +23,7 @@ from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import model as rpt
 from pytest_gym_eval.reporting.model import Conclusion, Flip
+from pytest_gym_eval.sequential import AdaptiveRecord
 
 GATE_SUFFIX = "::gym-gate"
 """How a dataset's gate item's node id ends."""
@@ -144,18 +145,23 @@ def conclude(
     options: GymOptions,
     baseline: Mapping[str, Any] | None = None,
     selected: Mapping[str, Mapping[str, int]] | None = None,
+    *,
+    adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
     they imply.
 
     ``selected[dataset][agent]`` counts the rollouts the session selected (see
-    :func:`~pytest_gym_eval.reporting.model.summarize`). A ``--gym-replay`` recording that cannot be read fails
+    :func:`~pytest_gym_eval.reporting.model.summarize`), ``adaptive`` how ``--gym-adaptive`` ran each dataset
+    (judged on its confidence sequence). A ``--gym-replay`` recording that cannot be read fails
     the session (exit status 1) with the file and line in ``reason``.
     """
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
     thresholds, gates = dataset_policy(options, datasets)
-    summaries = rpt.summarize(results, thresholds=thresholds, gates=gates, mode=options.gate_mode, selected=selected)
+    summaries = rpt.summarize(
+        results, thresholds=thresholds, gates=gates, mode=options.gate_mode, selected=selected, adaptive=adaptive
+    )
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     flips, replay_error = None, ""
     if options.replay:

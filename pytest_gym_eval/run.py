@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from glob import escape as glob_escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.options import DEFAULT_STARTUP_TIMEOUT
@@ -29,6 +30,9 @@ from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
 from pytest_gym_eval.provision import GymCheckout, gym_environment
 from pytest_gym_eval.rollouts import RunState
+
+if TYPE_CHECKING:
+    from pytest_gym_eval.waves import WavePlanner
 
 READY_MARKER = "servers ready!"
 """What ``gym env start`` prints once every server answers (``All N / N servers ready!``)."""
@@ -57,6 +61,11 @@ class RunPaths:
     @property
     def plan(self) -> Path:
         return self.root / "plan.json"
+
+    @property
+    def waves(self) -> Path:
+        """The wave log of ``--gym-adaptive`` (:mod:`pytest_gym_eval.waves`)."""
+        return self.root / "waves.jsonl"
 
     @property
     def config(self) -> Path:
@@ -349,7 +358,9 @@ class GymRun:
 
     ``start()`` returns at once; the work happens in a thread. ``stop()`` ends every process the run started
     (also mid-start, and when Gym already died) and is idempotent. ``on_event`` receives one-line progress
-    messages for the terminal.
+    messages for the terminal. With ``waves`` (``--gym-adaptive``) the plan is rolled out in the waves the
+    planner decides, one ``gym eval run`` each, through the same servers; ``plan`` and the files are then the
+    current wave's.
     """
 
     def __init__(
@@ -358,9 +369,17 @@ class GymRun:
         paths: RunPaths,
         settings: RunSettings,
         on_event: Callable[[str], None] = lambda message: None,
+        waves: WavePlanner | None = None,
     ) -> None:
         self.plan = plan
         self.paths = paths
+        self.waves = waves
+        self.input, self.output, self.failures = paths.input, paths.output, paths.failures
+        self._wave = waves.first() if waves is not None else None
+        if self._wave is not None:
+            self.plan, self.input, self.output, self.failures = (
+                self._wave.plan, self._wave.input, self._wave.output, self._wave.failures,
+            )  # fmt: skip
         self.settings = settings
         self.on_event = on_event
         self.head_server = settings.head_server or ("127.0.0.1", free_port())
@@ -386,7 +405,7 @@ class GymRun:
 
     def has_every_rollout(self) -> bool:
         """Whether Gym's files hold a line (rollout or failure) for every planned rollout."""
-        done = _stamps_in(self.paths.output) | _stamps_in(self.paths.failures)
+        done = _stamps_in(self.output) | _stamps_in(self.failures)
         return all(rollout.stamp in done for rollout in self.plan.rollouts)
 
     def finish(self, timeout: float = FINISH_GRACE) -> None:
@@ -415,7 +434,7 @@ class GymRun:
     def _work(self) -> None:
         try:
             self._start_servers()
-            statuses = self._run_eval()
+            statuses = self._run_waves()
         except GymStartError as error:
             RunState("failed", str(error), self._log_hint()).write(self.paths.state)
             return
@@ -447,7 +466,7 @@ class GymRun:
         settings = self.settings
         deadline = time.monotonic() + settings.startup_timeout
         write_gym_config(self.paths.config, settings.model, self.head_server)
-        write_gym_input(self.plan, self.paths.input)
+        write_gym_input(self.plan, self.input)
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:
@@ -466,8 +485,8 @@ class GymRun:
     def _eval_argv(self, resume: bool) -> list[str]:
         argv = [
             str(self.settings.gym), "eval", "run", "--no-serve",
-            "--input", str(self.paths.input),
-            "--output", str(self.paths.output),
+            "--input", str(self.input),
+            "--output", str(self.output),
             "--num-repeats", "1",
             "--config", str(self.paths.config),
         ]  # fmt: skip
@@ -476,6 +495,20 @@ class GymRun:
         if resume:
             argv.append("--resume")
         return [*argv, "+route_failures_to_sidecar=true"]
+
+    def _run_waves(self) -> list[int]:
+        """Run the plan, or (``--gym-adaptive``) each wave the planner decides on; the last wave's statuses."""
+        statuses = self._run_eval()
+        while self.waves is not None and self._wave is not None and not self._stopping.is_set():
+            self._wave = self.waves.after(self._wave)
+            if self._wave is None:
+                break
+            wave = self._wave
+            self.plan, self.input, self.output, self.failures = wave.plan, wave.input, wave.output, wave.failures
+            write_gym_input(self.plan, self.input)
+            self.on_event(f"wave {wave.number}: {len(wave.plan.rollouts)} rollouts")
+            statuses = self._run_eval()
+        return statuses
 
     def _run_eval(self) -> list[int]:
         """Run ``gym eval run``; resume it once when it exits before writing every rollout."""
@@ -520,7 +553,7 @@ class GymRun:
     def _needs_resume(self, status: int) -> bool:
         if status == 0:
             return False
-        done = _stamps_in(self.paths.output) | _stamps_in(self.paths.failures)
+        done = _stamps_in(self.output) | _stamps_in(self.failures)
         return any(rollout.stamp not in done for rollout in self.plan.rollouts)
 
     def _finished_message(self, statuses: list[int]) -> str:

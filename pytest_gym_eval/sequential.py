@@ -379,3 +379,57 @@ def simulate(
         if decided(results):
             break
     return results, sequences.end * len(task_means)
+
+
+@dataclass(frozen=True)
+class AdaptiveRecord:
+    """How ``--gym-adaptive`` ran one dataset (or one agent of it), as its summary reports it.
+
+    ``ends``: cumulative repeats per task at the end of each wave the dataset took part in; ``sequential``: its
+    gates are judged with the confidence sequence over those waves (False when it ran without early stopping:
+    no gates, an uneven selection, a pass hook, a reward outside ``reward_range``; then its gates are judged as
+    without ``--gym-adaptive``); ``reason``: why it stopped before the ceiling ("" when it reached it);
+    ``rollouts``/``ceiling``: rollouts the waves asked for, and those the ceiling (every selected pair) holds.
+    """
+
+    ends: tuple[int, ...]
+    sequential: bool
+    reward_range: RewardRange
+    reason: str
+    rollouts: int
+    ceiling: int
+
+    @property
+    def skipped(self) -> int:
+        """Selected rollouts never asked for."""
+        return max(0, self.ceiling - self.rollouts)
+
+    @property
+    def saving(self) -> float:
+        """The share of the ceiling's rollouts saved (0.0 to 1.0)."""
+        return self.skipped / self.ceiling if self.ceiling else 0.0
+
+    def describe(self) -> str:
+        """E.g. ``2 waves, 10 of 40 rollouts (75% saved): not needed: mean-reward gate decided PASS ...``."""
+        waves = len(self.ends)
+        text = f"{waves} wave{'s' if waves != 1 else ''}, {self.rollouts} of {self.ceiling} rollouts"
+        text += f" ({self.saving:.0%} saved)"
+        if self.reason:
+            text += f": {self.reason}"
+        elif not self.sequential:
+            text += ": judged without the confidence sequence"
+        return text
+
+
+def judge_record(
+    gates: Sequence[Gate], rewards: Sequence[Sequence[float]], passed: Sequence[Sequence[bool]], record: AdaptiveRecord
+) -> list[GateResult] | None:
+    """The gates of a dataset ``record`` ran sequentially, judged on its waves (:func:`judge_waves`); None when the
+    rewards do not fill those waves (errors, or rollouts that never reported) or leave the declared range, so
+    the caller judges as without ``--gym-adaptive``."""
+    if not (record.sequential and record.ends and gates):
+        return None
+    try:
+        return judge_waves(gates, rewards, passed, record.ends, reward_range=record.reward_range)
+    except ValueError:
+        return None

@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
 from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, Flip, RolloutResult, session_verdict
+from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval
 
 REPORT_SCHEMA_VERSION = 1
@@ -79,6 +80,22 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "selected": summary.selected,
         "unreported": summary.unreported,
         "reward_range": None if summary.reward_range is None else [_finite(v) for v in summary.reward_range],
+        **({} if summary.adaptive is None else {"adaptive": _adaptive_json(summary.adaptive)}),
+    }
+
+
+def _adaptive_json(record: AdaptiveRecord) -> dict[str, Any]:
+    """How --gym-adaptive ran a dataset (its waves, the rollouts spent against the ceiling, why it stopped)."""
+    return {
+        "waves": len(record.ends),
+        "repeats": list(record.ends),
+        "sequential": record.sequential,
+        "rollouts": record.rollouts,
+        "max_rollouts": record.ceiling,
+        "skipped": record.skipped,
+        "saving": record.saving,
+        "reward_range": [record.reward_range.low, record.reward_range.high],
+        "reason": record.reason,
     }
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, incomplete, metric_interval
 from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.sequential import AdaptiveRecord, judge_record
 from pytest_gym_eval.stats import Interval
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ class DatasetSummary:
     ``reward_range`` the lowest and highest scored reward (None without one);
     ``selected`` the rollouts the session selected for this dataset (None when unknown, e.g. a report read back
     from JSON without it): when more were selected than reported (``pytest -x``, ``--maxfail``, a crash), the
-    gates were judged on part of the evaluation and are at best INCONCLUSIVE.
+    gates were judged on part of the evaluation and are at best INCONCLUSIVE; ``adaptive`` how ``--gym-adaptive``
+    ran it (None without): its waves, the rollouts they asked for against the ceiling (``selected`` then counts
+    only those), and why it stopped.
     """
 
     dataset: str
@@ -107,6 +110,7 @@ class DatasetSummary:
     error_classes: dict[str, int] = field(default_factory=dict)
     selected: int | None = None
     reward_range: tuple[float, float] | None = None
+    adaptive: AdaptiveRecord | None = None
 
     @property
     def rewards_beyond_unit(self) -> bool:
@@ -150,6 +154,7 @@ def summarize(
     mode: GateMode,
     confidence: float = 0.95,
     selected: Mapping[str, Mapping[str, int]] | None = None,
+    adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
 ) -> list[DatasetSummary]:
     """One :class:`DatasetSummary` per dataset, or per (dataset, agent) when a dataset has several agents.
 
@@ -158,7 +163,10 @@ def summarize(
     :func:`~pytest_gym_eval.gates.evaluate`. ``selected[dataset][agent]`` counts the rollouts the session
     selected: a dataset or agent with selected rollouts but no result still gets a summary (its gates have no
     data), and gates judged on fewer rollouts than selected are at best INCONCLUSIVE
-    (:func:`~pytest_gym_eval.gates.incomplete`). Datasets come in first-seen order (results first, then
+    (:func:`~pytest_gym_eval.gates.incomplete`). ``adaptive[(dataset, agent or None)]`` says how
+    ``--gym-adaptive`` ran a group: its gates are then judged on the confidence sequence of its waves
+    (:func:`~pytest_gym_eval.sequential.judge_record`), unless that cannot be (errors, rollouts missing).
+    Datasets come in first-seen order (results first, then
     selected ones that never reported), and agents within a dataset. Raises ValueError for a bad
     ``confidence``.
     """
@@ -176,6 +184,7 @@ def summarize(
                 mode=mode,
                 confidence=confidence,
                 selected=count,
+                adaptive=(adaptive or {}).get((dataset, agent)),
             )
         )
     return summaries
@@ -251,6 +260,7 @@ def _summarize_group(
     mode: GateMode,
     confidence: float,
     selected: int | None = None,
+    adaptive: AdaptiveRecord | None = None,
 ) -> DatasetSummary:
     tasks = by_task(results)
     rewards_by_task: list[list[float]] = []
@@ -267,7 +277,10 @@ def _summarize_group(
     scored = sum(n for n, _ in counts)
     every_reward = [reward for rewards in rewards_by_task for reward in rewards]
     max_repeats = max((len(rollouts) for rollouts in tasks.values()), default=0)
-    judged = evaluate(gates, rewards_by_task, passed_by_task, mode, confidence)
+    sequential = None if adaptive is None else judge_record(gates, rewards_by_task, passed_by_task, adaptive)
+    judged = (
+        sequential if sequential is not None else evaluate(gates, rewards_by_task, passed_by_task, mode, confidence)
+    )
     if selected is not None:
         judged = incomplete(judged, len(results), selected)
     return DatasetSummary(
@@ -290,6 +303,7 @@ def _summarize_group(
         error_classes=error_classes,
         selected=selected,
         reward_range=(min(every_reward), max(every_reward)) if every_reward else None,
+        adaptive=adaptive,
     )
 
 

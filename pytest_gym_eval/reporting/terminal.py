@@ -65,6 +65,8 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
             "before they did: -x, --maxfail, an interrupt or a crash)",
             width,
         )
+    if summary.adaptive is not None:  # --gym-adaptive: the waves, the rollouts spent against the ceiling
+        lines += fmt.labelled("adaptive", summary.adaptive.describe(), width)
     if summary.errors:
         lines += fmt.labelled("errors", _errors_text(summary), width)
     lines += fmt.labelled(
