@@ -385,19 +385,21 @@ def simulate(
 class AdaptiveRecord:
     """How ``--gym-adaptive`` ran one dataset (or one agent of it), as its summary reports it.
 
-    ``ends``: cumulative repeats per task at the end of each wave the dataset took part in; ``sequential``: its
-    gates are judged with the confidence sequence over those waves (False when it ran without early stopping:
-    no gates, an uneven selection, a pass hook, a reward outside ``reward_range``; then its gates are judged as
-    without ``--gym-adaptive``); ``reason``: why it stopped before the ceiling ("" when it reached it);
-    ``rollouts``/``ceiling``: rollouts the waves asked for, and those the ceiling (every selected pair) holds.
+    ``waves``: the waves it took part in; ``ends``: cumulative repeats per task at the end of each of them when
+    its gates are judged with the confidence sequence (``sequential``; empty otherwise, when it ran without early
+    stopping, ``note`` saying why: no gates, an uneven selection, a pass hook, a reward outside ``reward_range``;
+    its gates are then judged as without ``--gym-adaptive``); ``reason``: why it stopped before the ceiling ("" when
+    it reached it); ``rollouts``/``ceiling``: rollouts the waves asked for, and those of every selected pair.
     """
 
+    waves: int
     ends: tuple[int, ...]
     sequential: bool
     reward_range: RewardRange
     reason: str
     rollouts: int
     ceiling: int
+    note: str = ""
 
     @property
     def skipped(self) -> int:
@@ -410,14 +412,13 @@ class AdaptiveRecord:
         return self.skipped / self.ceiling if self.ceiling else 0.0
 
     def describe(self) -> str:
-        """E.g. ``2 waves, 10 of 40 rollouts (75% saved): not needed: mean-reward gate decided PASS ...``."""
-        waves = len(self.ends)
-        text = f"{waves} wave{'s' if waves != 1 else ''}, {self.rollouts} of {self.ceiling} rollouts"
+        """E.g. ``1 wave, 10 of 40 rollouts (75% saved): not needed: mean-reward gate decided PASS ...``."""
+        text = f"{self.waves} wave{'s' if self.waves != 1 else ''}, {self.rollouts} of {self.ceiling} rollouts"
         text += f" ({self.saving:.0%} saved)"
         if self.reason:
             text += f": {self.reason}"
         elif not self.sequential:
-            text += ": judged without the confidence sequence"
+            text += f": judged without the confidence sequence ({self.note or 'no gates'})"
         return text
 
 

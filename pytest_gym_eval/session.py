@@ -389,7 +389,7 @@ class GymSession:
         else:
             found = self._feed.wait(stamp, self.options.rollout_timeout)
         if isinstance(found, Skipped):  # --gym-adaptive decided without it
-            pytest.skip(found.reason)
+            raise pytest.skip.Exception(found.reason, _use_item_location=True)
         threshold = self.options.dataset_settings(item.path).threshold
         outcome = judge(found, threshold, None, self.explain)  # the pass hook decides in the call phase: decide()
         extra = self._error_context(found, outcome)

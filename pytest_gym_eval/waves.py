@@ -14,9 +14,10 @@ line at a time by the owner:
 - ``{"wave": k, "output": PATH, "failures": PATH, "rollouts": N}`` when wave k starts (wave 1 writes Gym's usual
   ``gym-output/rollouts.jsonl``; wave k >= 2 ``gym-output/wave-k/rollouts.jsonl``): the rollout feed of every
   process follows those files from then on;
-- ``{"group": [DATASET, AGENT or null], "ends": [...], "sequential": bool, "reason": TEXT, "skip": [STAMPS]}``
-  when a dataset (or one agent of it) stops: the rollouts it will never need, and why (items of those stamps are
-  reported as skipped with the reason; the conclusion judges the group on the waves in ``ends``).
+- ``{"group": [DATASET, AGENT or null], "waves": N, "ends": [...], "sequential": bool, "reason": TEXT, "note":
+  TEXT, "skip": [STAMPS]}`` when a dataset (or one agent of it) stops: the rollouts it will never need, and why
+  (items of those stamps are reported as skipped with the reason; the conclusion judges the group on the waves
+  in ``ends``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class _Group:
     stopped: bool = False
     sequences: GateSequences | None = None
     whole: bool = False  # left the sequence (a reward outside the range): the rest rolls out in the next wave
+    waves: int = 0  # waves it took part in
+    note: str = ""  # why it is not judged sequentially
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,12 @@ class WavePlanner:
             hooked = pass_hook and any(gate.metric != "mean_reward" for gate in policy.gates)
             ends = wave_ends(min(min_repeats, size), size) if policy.gates and size and not hooked else None
             group = _Group(key, policy, sorted(rollouts, key=lambda r: (r.repeat, r.stamp)), ends)
+            if not policy.gates:
+                group.note = "no gates"
+            elif not size:
+                group.note = "the selection is not repeats 0..R-1 of every task"
+            elif hooked:
+                group.note = "a pytest_gym_eval_rollout_passed hook decides passes"
             if ends is not None:
                 group.sequences = GateSequences(policy.gates, policy.reward_range)
             self.groups.append(group)
@@ -160,10 +169,12 @@ class WavePlanner:
             if group.ends is None:
                 if self.wave == 0 or group.whole:
                     chosen += group.rollouts
+                    group.waves += 1
                 continue
             start = group.ends[group.done - 1] if group.done else 0
             end = group.ends[group.done]
             chosen += [r for r in group.rollouts if start <= r.repeat < end]
+            group.waves += 1
         if not chosen:
             return None
         self.wave += 1
@@ -227,6 +238,7 @@ class WavePlanner:
                 "(declare the range with reward_range=LO:HI or --gym-reward-range)"
             )
             group.ends, group.sequences, group.whole = None, None, True
+            group.note = f"a reward lies outside the declared range {group.policy.reward_range}"
             group.rollouts = [r for r in group.rollouts if r.repeat >= end]
             if not group.rollouts:
                 self._stop(group, [], sequential=False, why="")
@@ -244,7 +256,10 @@ class WavePlanner:
     def _stop(self, group: _Group, skipped: Sequence[PlannedRollout], *, sequential: bool, why: str) -> None:
         group.stopped = True
         ends = group.ends[: group.done] if group.ends is not None else []
-        entry = {"group": list(group.key), "ends": ends, "sequential": sequential, "reason": why}
+        entry = {
+            "group": list(group.key), "waves": group.waves, "ends": ends, "sequential": sequential, "reason": why,
+            "note": group.note,
+        }  # fmt: skip
         self._append({**entry, "skip": [r.stamp for r in skipped]})
 
 
@@ -294,12 +309,15 @@ class WaveLog:
                 continue
             ends = tuple(int(e) for e in entry.get("ends") or () if isinstance(e, int))  # type: ignore[attr-defined]
             asked = sum(1 for r in rollouts if r.stamp not in self.skipped)
+            waves = entry.get("waves")
             records[key] = AdaptiveRecord(
+                waves=waves if isinstance(waves, int) else len(ends),
                 ends=ends,
                 sequential=bool(entry.get("sequential")) and bool(ends),
                 reward_range=ranges(key[0]),
                 reason=str(entry.get("reason") or ""),
                 rollouts=asked,
                 ceiling=len(rollouts),
+                note=str(entry.get("note") or ""),
             )
         return records

@@ -87,7 +87,7 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
 def _adaptive_json(record: AdaptiveRecord) -> dict[str, Any]:
     """How --gym-adaptive ran a dataset (its waves, the rollouts spent against the ceiling, why it stopped)."""
     return {
-        "waves": len(record.ends),
+        "waves": record.waves,
         "repeats": list(record.ends),
         "sequential": record.sequential,
         "rollouts": record.rollouts,
@@ -96,6 +96,7 @@ def _adaptive_json(record: AdaptiveRecord) -> dict[str, Any]:
         "saving": record.saving,
         "reward_range": [record.reward_range.low, record.reward_range.high],
         "reason": record.reason,
+        "note": record.note,
     }
 
 

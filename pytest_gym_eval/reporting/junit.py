@@ -97,7 +97,7 @@ def _summary_properties(summary: DatasetSummary, sha256: str | None) -> list[tup
     pairs.append(("unreported", summary.unreported))
     if summary.adaptive is not None:  # --gym-adaptive
         pairs += [
-            ("adaptive.waves", len(summary.adaptive.ends)),
+            ("adaptive.waves", summary.adaptive.waves),
             ("adaptive.rollouts", summary.adaptive.rollouts),
             ("adaptive.max_rollouts", summary.adaptive.ceiling),
             ("adaptive.skipped", summary.adaptive.skipped),

@@ -123,6 +123,9 @@ def _flaky_text(summary: DatasetSummary) -> str:
 
 def _gates_text(summary: DatasetSummary) -> str:
     mode = summary.gates[0].mode
+    if summary.adaptive is not None and summary.adaptive.sequential and not summary.errors:
+        confidence = fmt.percent(summary.confidence)
+        return f"{len(summary.gates)} judged on the anytime-valid {confidence} confidence sequence (--gym-adaptive)"
     judged = "on the estimate" if mode is GateMode.POINT else f"on the {fmt.percent(summary.confidence)} interval"
     return f"{len(summary.gates)} judged {judged} ({mode.value} mode)"
 
