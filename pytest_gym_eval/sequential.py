@@ -346,17 +346,29 @@ def decided(results: Sequence[GateResult]) -> bool:
 
 def reason(results: Sequence[GateResult], repeats: int) -> str:
     """Why the remaining repeats are not needed, e.g. ``not needed: mean-reward gate decided PASS after 3
-    repeats, lower bound 0.74 >= 0.70`` (several gates joined by ``;``)."""
+    repeats, lower bound 0.74 >= 0.70`` (several gates joined by ``;``). Numbers get two decimals, more when two
+    would hide the difference (``upper bound 0.9954 < 0.999``)."""
     parts = []
     for result in results:
         name = result.gate.name.replace(" ", "-")
-        threshold = f"{result.gate.threshold:.2f}"
+        threshold = result.gate.threshold
         if result.verdict is Verdict.PASS:
-            because = f"lower bound {result.interval.low:.2f} >= {threshold}"
+            bound, text = _two_numbers(result.interval.low, threshold)
+            because = f"lower bound {bound} >= {text}"
         else:
-            because = f"upper bound {result.interval.high:.2f} < {threshold}"
+            bound, text = _two_numbers(result.interval.high, threshold)
+            because = f"upper bound {bound} < {text}"
         parts.append(f"{name} gate decided {result.verdict.value} after {repeats} repeats, {because}")
     return "not needed: " + "; ".join(parts)
+
+
+def _two_numbers(bound: float, threshold: float) -> tuple[str, str]:
+    """``bound`` and ``threshold`` with the fewest decimals (two or more) that keep them apart when they differ."""
+    for decimals in range(2, 10):
+        a, b = f"{bound:.{decimals}f}", f"{threshold:.{decimals}f}"
+        if a != b or bound == threshold:
+            return a, f"{threshold:.{max(decimals, 2)}f}".rstrip("0").rstrip(".") if decimals > 2 else b
+    return repr(bound), repr(threshold)
 
 
 def simulate(

@@ -53,6 +53,15 @@ def test_decided_gates_skip_the_rest_with_the_reason(pytester: pytest.Pytester, 
     assert summary["selected"] == 24 and summary["unreported"] == 0
 
 
+def test_a_hopeless_gate_fails_after_the_first_wave(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    result = run(pytester, fake_gym, rows([0.0] * 10), "--gym-adaptive", "--gym-repeats=6", "--gym-min-pass-rate=0.9")
+    assert result.ret == 1
+    result.assert_outcomes(failed=10 * 2 + 1, skipped=10 * 4)
+    result.stdout.fnmatch_lines(
+        ["SKIPPED * not needed: pass-rate gate decided FAIL after 2 repeats, upper bound 0.* < 0.90"]
+    )
+
+
 def test_an_undecided_gate_runs_every_wave_to_the_ceiling(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     # Half the tasks pass: a gate at 0.5 stays undecided, so waves of 1, 2, 4 repeats run to the ceiling of 4.
     result = run(

@@ -143,6 +143,10 @@ def test_judge_waves_decides_far_gates_and_says_why() -> None:
     text = reason(results[:2], 2)
     assert text.startswith("not needed: mean-reward gate decided PASS after 2 repeats, lower bound 0.")
     assert ">= 0.30; pass-rate gate decided FAIL after 2 repeats, upper bound 0." in text
+    five = [[1.0] * 4] * 4 + [[0.0] * 4]  # after 4 repeats the upper bound is 0.9954...
+    tight = judge_waves([Gate("pass_rate", 0.999)], five, [[r >= 1.0 for r in t] for t in five], [2, 4])
+    assert tight[0].verdict is Verdict.FAIL and tight[0].interval.high > 0.995
+    assert reason(tight, 2).endswith(f"upper bound {tight[0].interval.high:.3f} < 0.999")  # never "1.00 < 1.00"
     with pytest.raises(ValueError, match="needs 8 repeats"):
         judge_waves(gates, rewards, passed, [2, 8])
 
