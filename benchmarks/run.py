@@ -12,7 +12,9 @@
 6. throughput  rollouts per second through one Gym against a model that answers in a fixed time, at several
                ``--gym-concurrency`` values: what one machine's Gym does with a slow endpoint;
 7. merge       ``python -m pytest_gym_eval merge`` of synthetic shard reports (20,000 tasks x 8 repeats in 8
-               shards): wall time and peak RSS in a fresh process, best of 3.
+               shards): wall time and peak RSS in a fresh process, best of 3;
+8. adaptive    ``--gym-adaptive`` on simulated rewards: the rollouts its gate spends against a fixed ceiling, for
+               true means above, at and below the threshold, and how often its verdict is wrong.
 
 ``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
 ``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``. See
@@ -51,7 +53,7 @@ INSTRUCTION = (
     "Answer the multiple-choice question below. You may reason step by step first, "
     "then put only the letter of your final choice inside \\boxed{}."
 )
-BENCHMARKS = ("overhead", "collection", "read", "latency", "html", "throughput", "merge")
+BENCHMARKS = ("overhead", "collection", "read", "latency", "html", "throughput", "merge", "adaptive")
 
 
 @dataclass
@@ -969,6 +971,52 @@ def bench_merge(work: Path, tasks: int, repeats: int, shards: int, rounds: int) 
     return rows
 
 
+# 8. adaptive: rollouts an anytime-valid gate spends, on simulated rewards.
+
+
+def bench_adaptive(tasks: int, runs: int, max_repeats: int, min_repeats: int) -> list[Row]:
+    from pytest_gym_eval.gates import Gate, Verdict
+    from pytest_gym_eval.sequential import simulate, wave_ends
+
+    threshold = 0.7
+    gate = Gate("mean_reward", threshold)
+    rng = random.Random(16)
+    rows = []
+    fixed = tasks * max_repeats
+    ends = wave_ends(min_repeats, max_repeats)
+    for mean in (0.9, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5):
+        # Half the tasks easier, half harder by 0.2: the mean over tasks is exactly `mean`.
+        task_means = [min(1.0, max(0.0, mean + (0.2 if t % 2 else -0.2))) for t in range(tasks)]
+        start = time.perf_counter()
+        spent, verdicts = [], {v: 0 for v in Verdict}
+        for _ in range(runs):
+            results, rollouts = simulate(task_means, [gate], min_repeats, max_repeats, rng)
+            spent.append(rollouts)
+            verdicts[results[0].verdict] += 1
+        share = statistics.fmean(spent) / fixed
+        seconds = time.perf_counter() - start
+        wrong = verdicts[Verdict.FAIL] if mean > threshold else verdicts[Verdict.PASS]
+        where = "at" if mean == threshold else ("above" if mean > threshold else "below")
+        print(
+            f"  true mean {mean:.2f}: {share:.0%} of the rollouts; PASS {verdicts[Verdict.PASS]}, FAIL "
+            f"{verdicts[Verdict.FAIL]}, INCONCLUSIVE {verdicts[Verdict.INCONCLUSIVE]} of {runs} ({seconds:.1f} s)",
+            flush=True,
+        )
+        rows.append(
+            Row(
+                f"adaptive: {tasks} tasks, up to {max_repeats} repeats (waves to {ends}), mean-reward gate >= "
+                f"{threshold}, true mean {mean:.2f} ({where}); {runs} simulated runs",
+                f"{statistics.fmean(spent):.0f} rollouts ({share:.0%}); PASS {verdicts[Verdict.PASS] / runs:.1%}, "
+                f"FAIL {verdicts[Verdict.FAIL] / runs:.1%}",
+                f"{fixed} rollouts (fixed {max_repeats})",
+                f"{share:.2f}",
+                goal="wrong verdicts <= 5%",
+                verdict="met" if wrong / runs <= 0.05 else "not met",
+            )
+        )
+    return rows
+
+
 def merge_with_peak(argv: Sequence[str], cwd: Path) -> tuple[float, int, float, str]:
     """Run a merge command line in a fresh process: (wall seconds, peak RSS in KiB, CPU seconds (user +
     system), its output); RSS and CPU are 0 without ``/usr/bin/time``. The CPU time is what a machine
@@ -1044,6 +1092,8 @@ def main(argv: list[str]) -> int:
         action="append",
         help="html: rollouts of a page (repeatable; default 1000 and 10000)",
     )
+    parser.add_argument("--adaptive-tasks", type=int, default=100, help="adaptive: tasks per simulated run (100)")
+    parser.add_argument("--adaptive-runs", type=int, default=1000, help="adaptive: simulated runs per mean (1000)")
     parser.add_argument(
         "--latency", type=float, default=0.5, help="throughput: seconds the model takes per answer (0.5)"
     )
@@ -1081,6 +1131,8 @@ def main(argv: list[str]) -> int:
             elif name == "merge":
                 merge_tasks, merge_repeats = args.merge_tasks or (2_000 if quick else 20_000), args.merge_repeats
                 rows += bench_merge(work, merge_tasks, merge_repeats, args.merge_shards, 1 if quick else 3)
+            elif name == "adaptive":
+                rows += bench_adaptive(args.adaptive_tasks, 200 if quick else args.adaptive_runs, 8, 2)
             else:
                 rows += bench_html(work, args.html_rollouts or (1_000, 10_000), 1 if quick else 3)
         failed = False

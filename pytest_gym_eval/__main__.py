@@ -12,6 +12,7 @@ COMMANDS = {
     "cleanup": ("pytest_gym_eval.orphans", "stop what a dead pytest session left running"),
     "local-model": ("pytest_gym_eval.local_model", "serve a small local LLM (llama.cpp) on 127.0.0.1"),
     "merge": ("pytest_gym_eval.merge", "merge shard reports into one summary and gate verdict"),
+    "plan": ("pytest_gym_eval.planning", "tasks and repeats a paired comparison needs to detect a drop"),
 }
 """Subcommand -> (module whose ``main(argv) -> int`` runs it, one-line description)."""
 

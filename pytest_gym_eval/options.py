@@ -21,6 +21,7 @@ from pytest_gym_eval import gates
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
 from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
+from pytest_gym_eval.sequential import RewardRange, parse_reward_range
 from pytest_gym_eval.shard import Shard, parse_shard
 from pytest_gym_eval.usage import Price, parse_price
 
@@ -32,6 +33,7 @@ DEFAULT_MODEL_TYPE = "openai_model"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_STARTUP_TIMEOUT = 900.0
 DEFAULT_ROLLOUT_TIMEOUT = 1800.0
+DEFAULT_MIN_REPEATS = 2
 
 _SETTING_KEYS = (
     "agent",
@@ -41,6 +43,7 @@ _SETTING_KEYS = (
     "min_mean_reward",
     "min_pass_rate",
     "min_pass_at_k",
+    "reward_range",
 )
 
 
@@ -209,6 +212,31 @@ def add_options(parser: pytest.Parser) -> None:
         help="CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one.",
     )
 
+    # Adaptive gates (issue 16): waves of rollouts judged with a confidence sequence, stopping once decided.
+    add(
+        "--gym-adaptive",
+        dest="gym_adaptive",
+        action="store_true",
+        default=None,
+        help="Roll out in waves through one Gym and stop a gated dataset once an anytime-valid confidence sequence "
+        "decides every gate (PASS or FAIL); --gym-repeats is the ceiling (ini gym_adaptive).",
+    )
+    add(
+        "--gym-min-repeats",
+        dest="gym_min_repeats",
+        type=int,
+        metavar="N",
+        help=f"With --gym-adaptive: repeats per task in the first wave; each next wave doubles them "
+        f"(ini gym_min_repeats; default {DEFAULT_MIN_REPEATS}).",
+    )
+    add(
+        "--gym-reward-range",
+        dest="gym_reward_range",
+        metavar="LO:HI",
+        help="With --gym-adaptive: the range every reward lies in (ini gym_reward_range, or reward_range= per "
+        "dataset; default 0:1).",
+    )
+
     # Reports people read: the HTML page and the Markdown summary (also for CI step summaries).
     add(
         "--gym-html",
@@ -232,6 +260,9 @@ def add_options(parser: pytest.Parser) -> None:
     number: Any = "float" if TYPED_INI else "string"
     whole: Any = "int" if TYPED_INI else "string"
     addini = parser.addini
+    parser.addini("gym_adaptive", "Adaptive gates (see --gym-adaptive).", type="bool", default=False)
+    addini("gym_min_repeats", "First wave's repeats per task (see --gym-min-repeats).", type=whole, default=None)
+    parser.addini("gym_reward_range", "LO:HI every reward lies in (see --gym-reward-range).", type="string", default="")
     addini("gym_checkout", "Gym checkout to run, relative to the ini file (see --gym-checkout).", default="")
     addini("gym_min_mean_reward", "CI gate on every dataset's mean reward.", type=number, default=None)
     addini("gym_min_pass_rate", "CI gate on every dataset's pass rate.", type=number, default=None)
@@ -453,7 +484,8 @@ def add_scale_options(parser: pytest.Parser) -> None:
 class DatasetSettings:
     """Settings one dataset may carry (a line of ``gym_dataset_settings``); None means "not set here".
 
-    ``min_pass_at_k`` holds ``(k, minimum pass@k)`` pairs.
+        ``min_pass_at_k`` holds ``(k, minimum pass@k)`` pairs; ``reward_range`` the range every reward lies in (what
+    ``--gym-adaptive``'s confidence sequence needs; [0, 1] when unset).
     """
 
     agent: str | None = None
@@ -463,6 +495,7 @@ class DatasetSettings:
     min_mean_reward: float | None = None
     min_pass_rate: float | None = None
     min_pass_at_k: tuple[tuple[int, float], ...] = ()
+    reward_range: RewardRange | None = None
 
     @property
     def gates(self) -> list[Gate]:
@@ -523,6 +556,8 @@ class GymOptions:
     markdown: Path | None = None
     shard: Shard | None = None
     ray_address: str | None = None
+    adaptive: bool = False
+    min_repeats: int = DEFAULT_MIN_REPEATS
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
@@ -576,6 +611,7 @@ class GymOptions:
                 parse_pass_at_k(text, "--gym-min-pass-at-k")
                 for text in config.getoption("gym_min_pass_at_k", default=None) or ()
             ),
+            reward_range=_reward_range(config.getoption("gym_reward_range", default=None), "--gym-reward-range"),
         )
         ini = DatasetSettings(
             agent=config.getini("gym_agent") or None,
@@ -584,6 +620,7 @@ class GymOptions:
             min_mean_reward=_number(ini_value("gym_min_mean_reward"), "gym_min_mean_reward"),
             min_pass_rate=_number(ini_value("gym_min_pass_rate"), "gym_min_pass_rate"),
             min_pass_at_k=tuple(parse_pass_at_k(t, "gym_min_pass_at_k") for t in config.getini("gym_min_pass_at_k")),
+            reward_range=_reward_range(ini_value("gym_reward_range"), "gym_reward_range"),
         )
         gate_on = value("gym_gate_on") or GateMode.POINT.value
         if gate_on not in {m.value for m in GateMode}:
@@ -592,6 +629,8 @@ class GymOptions:
         if inconclusive not in ("fail", "pass"):
             raise pytest.UsageError(f"gym_inconclusive: expected fail or pass, got {inconclusive!r}")
         fail_on_flip = config.getoption("gym_fail_on_flip", default=None)
+        adaptive = config.getoption("gym_adaptive", default=None)
+        min_repeats = number("gym_min_repeats", _positive_int)
         id_field = str(config.getini("gym_id_field") or "").strip()
         rollout_timeout = number("gym_rollout_timeout")
         startup_timeout = number("gym_startup_timeout")
@@ -641,6 +680,8 @@ class GymOptions:
             markdown=path_option("gym_markdown"),
             shard=shard,
             ray_address=ray_address,
+            adaptive=bool(adaptive if adaptive is not None else config.getini("gym_adaptive")),
+            min_repeats=DEFAULT_MIN_REPEATS if min_repeats is None else min_repeats,
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
@@ -758,6 +799,8 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
                 values[key] = text
             elif key == "repeats":
                 values[key] = _positive_int(text, f"{where}: repeats")
+            elif key == "reward_range":
+                values[key] = _reward_range(text, f"{where}: reward_range")
             elif key == "min_pass_at_k":
                 values[key] = tuple(parse_pass_at_k(part, where) for part in text.split(","))
             else:
@@ -774,6 +817,17 @@ def parse_pass_at_k(text: str, where: str = "--gym-min-pass-at-k") -> tuple[int,
         raise pytest.UsageError(f"{where}: {error}") from None
     assert gate.k is not None
     return gate.k, gate.threshold
+
+
+def _reward_range(text: object, where: str) -> RewardRange | None:
+    """``LO:HI`` as a :class:`~pytest_gym_eval.sequential.RewardRange`, None when unset; raises
+    :class:`pytest.UsageError` naming ``where``."""
+    if text is None or text == "":
+        return None
+    try:
+        return parse_reward_range(str(text))
+    except ValueError as error:
+        raise pytest.UsageError(f"{where}: {error}") from None
 
 
 def _positive_int(text: object, where: str) -> int | None:

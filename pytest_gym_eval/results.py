@@ -23,6 +23,7 @@ from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import model as rpt
 from pytest_gym_eval.reporting.model import Conclusion, Flip
+from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.usage import usage_from_properties
 
 GATE_SUFFIX = "::gym-gate"
@@ -151,13 +152,16 @@ def conclude(
     baseline: Mapping[str, Any] | None = None,
     selected: Mapping[str, Mapping[str, int]] | None = None,
     policy: tuple[Mapping[str, float], Mapping[str, Sequence[Gate]]] | None = None,
+    *,
+    adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
     they imply.
 
     ``selected[dataset][agent]`` counts the rollouts the session selected (see
-    :func:`~pytest_gym_eval.reporting.model.summarize`). A ``--gym-replay`` recording that cannot be read fails
+    :func:`~pytest_gym_eval.reporting.model.summarize`), ``adaptive`` how ``--gym-adaptive`` ran each dataset
+    (judged on its confidence sequence). A ``--gym-replay`` recording that cannot be read fails
     the session (exit status 1) with the file and line in ``reason``.
 
     ``policy`` gives each dataset's pass threshold and gates (keyed by dataset name) when they do not come
@@ -166,7 +170,13 @@ def conclude(
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
     thresholds, gates = dataset_policy(options, datasets) if policy is None else policy
     summaries = rpt.summarize(
-        results, thresholds=thresholds, gates=gates, mode=options.gate_mode, selected=selected, price=options.price
+        results,
+        thresholds=thresholds,
+        gates=gates,
+        mode=options.gate_mode,
+        selected=selected,
+        price=options.price,
+        adaptive=adaptive,
     )
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     flips, replay_error = None, ""

@@ -134,6 +134,14 @@ class Missing:
 
 
 @dataclass(frozen=True)
+class Skipped(Missing):
+    """A rollout the run decided not to need (``--gym-adaptive``: its dataset's gates were decided by earlier
+    waves); ``reason`` says why, e.g. ``not needed: mean-reward gate decided PASS after 2 repeats, ...``."""
+
+    failure_class: str = "skipped"
+
+
+@dataclass(frozen=True)
 class Stall:
     """The run made no progress for ``timeout`` seconds: at ``at`` (``time.monotonic()``), ``rollouts`` had
     landed (successes and failures); ``dispatched`` says whether ``gym eval run`` had begun rolling out (if
@@ -231,6 +239,10 @@ def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int 
 class RolloutFeed:
     """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread.
 
+    ``waves`` (``--gym-adaptive``), when given, is the run's wave log (:mod:`pytest_gym_eval.waves`): each wave's
+    output and failures files are followed too from the moment the log names them, and a rollout the log skips is
+    waited for no longer (:meth:`wait` returns :class:`Skipped`).
+
     ``materialized`` (Gym's materialised inputs), when given, marks when Gym began dispatching rollouts: until
     then ``startup_timeout`` (seconds, None: the rollout timeout) bounds the wait, counted from the run entering
     ``running``; without it, the rollout timeout counts from ``running``.
@@ -248,8 +260,11 @@ class RolloutFeed:
         poll_interval: float = POLL_INTERVAL,
         materialized: Path | None = None,
         startup_timeout: float | None = None,
+        waves: Path | None = None,
     ) -> None:
         self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
+        self._waves = _FollowedFile(waves) if waves is not None else None
+        self._skipped: dict[int, str] = {}
         self._materialized = materialized  # written when Gym begins dispatching; any change is progress
         self._materialized_seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns)
         self._dispatched = materialized is None
@@ -304,6 +319,11 @@ class RolloutFeed:
         with self._changed:
             return len(self._records), self._failed
 
+    def skipped_count(self) -> int:
+        """Rollouts the wave log skipped so far (``--gym-adaptive``)."""
+        with self._changed:
+            return len(self._skipped)
+
     def wait(
         self,
         stamp: int,
@@ -314,10 +334,13 @@ class RolloutFeed:
         """The rollout stamped ``stamp``; or, when it never comes, a :class:`Missing` once the run is done
         without it, or once the run made no progress for ``timeout`` seconds (None: no limit). The clock runs
         from the last progress of the whole run, not from this call: after a stall every wait for a pending
-        rollout returns at once. A failure record is returned once the run is done or stalled. ``on_wait`` (the
+        rollout returns at once. A failure record is returned once the run is done or stalled; :class:`Skipped` as
+        soon as the wave log (``--gym-adaptive``) skips the rollout. ``on_wait`` (the
         session's progress display) is called about every ``every`` seconds while this waits, in this thread."""
         with self._changed:
             while True:
+                if stamp in self._skipped:
+                    return Skipped(self._skipped[stamp])
                 record = self._records.get(stamp)
                 if record is not None and (record.failure_class is None or self._done() or self._stall):
                     return record
@@ -374,6 +397,28 @@ class RolloutFeed:
                     return
             self._stopping.wait(self._poll_interval)
 
+    def _read_waves(self) -> dict[int, str]:
+        """New lines of the wave log: follow each new wave's files; return the stamps newly skipped (with why)."""
+        skipped: dict[int, str] = {}
+        if self._waves is None:
+            return skipped
+        for _, _, raw in self._waves.new_lines():
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            if isinstance(entry.get("output"), str) and isinstance(entry.get("failures"), str):
+                self._files += [
+                    (_FollowedFile(Path(entry["output"])), False),
+                    (_FollowedFile(Path(entry["failures"])), True),
+                ]
+            if isinstance(entry.get("skip"), list):
+                reason = str(entry.get("reason") or "not needed")
+                skipped.update((stamp, reason) for stamp in entry["skip"] if isinstance(stamp, int))
+        return skipped
+
     def look(self) -> None:
         """Look at the files once now (the background thread does so every ``poll_interval`` seconds)."""
         self._look()
@@ -391,14 +436,16 @@ class RolloutFeed:
                 seen = None
             grew = seen is not None and seen != self._materialized_seen
             self._materialized_seen = seen or self._materialized_seen
+        skipped = self._read_waves() if read_state else {}
         for followed, failures in self._files:
             for line, offset, raw in followed.new_lines():
                 record = parse_record(raw, followed.path, line, failures, offset)
                 if record is not None:
                     found.append(record)
-        if not found and not grew and state == self._state:
+        if not found and not grew and not skipped and state == self._state:
             return
         with self._changed:
+            self._skipped.update(skipped)
             for record in found:
                 earlier = self._records.get(record.stamp)
                 if earlier is None or earlier.failure_class is not None:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from glob import escape as glob_escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.options import DEFAULT_STARTUP_TIMEOUT
@@ -32,6 +33,9 @@ from pytest_gym_eval.provision import RAY_START_WAIT, GymCheckout, gym_environme
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.sampling import Sampling
 from pytest_gym_eval.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from pytest_gym_eval.waves import WavePlanner
 
 READY_MARKER = "servers ready!"
 """What ``gym env start`` prints once every server answers (``All N / N servers ready!``)."""
@@ -67,6 +71,11 @@ class RunPaths:
     @property
     def plan(self) -> Path:
         return self.root / "plan.json"
+
+    @property
+    def waves(self) -> Path:
+        """The wave log of ``--gym-adaptive`` (:mod:`pytest_gym_eval.waves`)."""
+        return self.root / "waves.jsonl"
 
     @property
     def config(self) -> Path:
@@ -486,7 +495,9 @@ class GymRun:
 
     ``start()`` returns at once; the work happens in a thread. ``stop()`` ends every process the run started
     (also mid-start, and when Gym already died) and is idempotent. ``on_event`` receives one-line progress
-    messages for the terminal.
+    messages for the terminal. With ``waves`` (``--gym-adaptive``) the plan is rolled out in the waves the
+    planner decides, one ``gym eval run`` each, through the same servers; ``plan`` and the files are then the
+    current wave's.
 
     The process that makes a ``GymRun`` owns it: every process the run starts carries the owner's marker
     (:data:`~pytest_gym_eval.orphans.MARKER`), and a :class:`~pytest_gym_eval.watchdog.Watchdog` stops them
@@ -500,9 +511,17 @@ class GymRun:
         paths: RunPaths,
         settings: RunSettings,
         on_event: Callable[[str], None] = lambda message: None,
+        waves: WavePlanner | None = None,
     ) -> None:
         self.plan = plan
         self.paths = paths
+        self.waves = waves
+        self.input, self.output, self.failures = paths.input, paths.output, paths.failures
+        self._wave = waves.first() if waves is not None else None
+        if self._wave is not None:
+            self.plan, self.input, self.output, self.failures = (
+                self._wave.plan, self._wave.input, self._wave.output, self._wave.failures,
+            )  # fmt: skip
         self.owner = Owner.current(paths.root)
         self.settings = replace(settings, env={**settings.env, MARKER: self.owner.marker})
         self.on_event = on_event
@@ -531,7 +550,7 @@ class GymRun:
 
     def has_every_rollout(self) -> bool:
         """Whether Gym's files hold a line (rollout or failure) for every planned rollout."""
-        done = _stamps_in(self.paths.output) | _stamps_in(self.paths.failures)
+        done = _stamps_in(self.output) | _stamps_in(self.failures)
         return all(rollout.stamp in done for rollout in self.plan.rollouts)
 
     def finish(self, timeout: float = FINISH_GRACE) -> None:
@@ -569,7 +588,7 @@ class GymRun:
             self._start_watchdog()
             self._start_servers()
             leftovers.join()
-            statuses = self._run_eval()
+            statuses = self._run_waves()
         except GymStartError as error:
             RunState("failed", str(error), self._log_hint()).write(self.paths.state)
             return
@@ -617,7 +636,7 @@ class GymRun:
         deadline = time.monotonic() + settings.startup_timeout
         capture = self.paths.model_calls if settings.record_latency else None
         write_gym_config(self.paths.config, settings.model, self.head_server, capture, settings.ray_address)
-        write_gym_input(self.plan, self.paths.input, settings.sampling, tag_repeats=settings.tag_repeats)
+        write_gym_input(self.plan, self.input, settings.sampling, tag_repeats=settings.tag_repeats)
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:
@@ -641,8 +660,8 @@ class GymRun:
     def _eval_argv(self, resume: bool) -> list[str]:
         argv = [
             str(self.settings.gym), "eval", "run", "--no-serve",
-            "--input", str(self.paths.input),
-            "--output", str(self.paths.output),
+            "--input", str(self.input),
+            "--output", str(self.output),
             "--num-repeats", "1",
             "--config", str(self.paths.config),
         ]  # fmt: skip
@@ -651,6 +670,20 @@ class GymRun:
         if resume:
             argv.append("--resume")
         return [*argv, "+route_failures_to_sidecar=true"]
+
+    def _run_waves(self) -> list[int]:
+        """Run the plan, or (``--gym-adaptive``) each wave the planner decides on; the last wave's statuses."""
+        statuses = self._run_eval()
+        while self.waves is not None and self._wave is not None and not self._stopping.is_set():
+            self._wave = self.waves.after(self._wave)
+            if self._wave is None:
+                break
+            wave = self._wave
+            self.plan, self.input, self.output, self.failures = wave.plan, wave.input, wave.output, wave.failures
+            write_gym_input(self.plan, self.input, self.settings.sampling, tag_repeats=self.settings.tag_repeats)
+            self.on_event(f"wave {wave.number}: {len(wave.plan.rollouts)} rollouts")
+            statuses = self._run_eval()
+        return statuses
 
     def _run_eval(self) -> list[int]:
         """Run ``gym eval run``; resume it once when it exits before writing every rollout."""
@@ -695,7 +728,7 @@ class GymRun:
     def _needs_resume(self, status: int) -> bool:
         if status == 0:
             return False
-        done = _stamps_in(self.paths.output) | _stamps_in(self.paths.failures)
+        done = _stamps_in(self.output) | _stamps_in(self.failures)
         return any(rollout.stamp not in done for rollout in self.plan.rollouts)
 
     def _finished_message(self, statuses: list[int]) -> str:

@@ -37,7 +37,7 @@ from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import model as report
 from pytest_gym_eval.reporting.model import Conclusion
 from pytest_gym_eval.results import ResultsCollector, conclude, report_meta
-from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState
+from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState, Skipped
 from pytest_gym_eval.run import (
     GymRun,
     GymStartError,
@@ -47,6 +47,8 @@ from pytest_gym_eval.run import (
     find_agent_config,
     ray_temp_dir,
 )
+from pytest_gym_eval.sequential import AdaptiveRecord, RewardRange
+from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, group_rollouts
 
 if TYPE_CHECKING:
     from pytest_gym_eval.items import GateItem, RolloutItem
@@ -212,6 +214,7 @@ class GymSession:
                     paths.state,
                     materialized=paths.materialized,
                     startup_timeout=self.options.startup_timeout,
+                    waves=paths.waves,
                 ).start()
         self._wait_until_started()
 
@@ -232,8 +235,41 @@ class GymSession:
             paths.logs.mkdir(parents=True, exist_ok=True)
             RunState("failed", message).write(paths.state)
             return
-        self._run = GymRun(plan, paths, settings, on_event=self._on_run_event).start()
+        waves = self._wave_planner(plan, run_dir)
+        self._run = GymRun(plan, paths, settings, on_event=self._on_run_event, waves=waves).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
+
+    # --gym-adaptive: waves (pytest_gym_eval.waves), kept apart from the rest of the run.
+
+    def _wave_planner(self, plan: RunPlan, run_dir: Path) -> WavePlanner | None:
+        """The planner of ``--gym-adaptive``'s waves (None without it)."""
+        if not self.options.adaptive:
+            return None
+        policies = {}
+        for rollout in plan.rollouts:
+            name = rollout.nodeid.split("::", 1)[0]
+            if name not in policies:
+                settings = self.options.dataset_settings(rollout.dataset)
+                policies[name] = GroupPolicy(
+                    tuple(settings.gates), settings.threshold, settings.reward_range or RewardRange()
+                )
+        hooked = bool(self.config.hook.pytest_gym_eval_rollout_passed.get_hookimpls())
+        return WavePlanner(plan, policies, self.options.min_repeats, run_dir, pass_hook=hooked, on_event=self.note)
+
+    def adaptive_records(self) -> dict[tuple[str, str | None], AdaptiveRecord]:
+        """How ``--gym-adaptive`` ran each dataset, from the run's wave log (empty without it)."""
+        if not self.options.adaptive or self.run_dir is None:
+            return {}
+        log = WaveLog.read(RunPaths(self.run_dir).waves)
+        datasets = {r.nodeid.split("::", 1)[0]: r.dataset for r in self.plan.rollouts}
+        return log.records(
+            self.plan, lambda name: self.options.dataset_settings(datasets[name]).reward_range or RewardRange()
+        )
+
+    def _skipped_stamps(self) -> set[int]:
+        if not self.options.adaptive or self.run_dir is None:
+            return set()
+        return set(WaveLog.read(RunPaths(self.run_dir).waves).skipped)
 
     def _wait_until_started(self) -> None:
         assert self.run_dir is not None
@@ -369,6 +405,8 @@ class GymSession:
             )
         else:
             found = self._wait_for(stamp)
+        if isinstance(found, Skipped):  # --gym-adaptive decided without it
+            raise pytest.skip.Exception(found.reason, _use_item_location=True)
         threshold = self.options.dataset_settings(item.path).threshold
         outcome = judge(found, threshold, None, self.explain)  # the pass hook decides in the call phase: decide()
         extra = self._error_context(found, outcome)
@@ -400,7 +438,8 @@ class GymSession:
         assert self._feed is not None and self._progress is not None
         self.flush_notes()
         done, errors = self._feed.counts()
-        self._progress.tick(Counts(done, len(self.plan.rollouts), errors))
+        total = len(self.plan.rollouts) - self._feed.skipped_count()  # --gym-adaptive: skipped pairs never come
+        self._progress.tick(Counts(done, total, errors))
 
     def _on_run_event(self, message: str) -> None:
         """A message from the run (any thread): a note for the terminal, and the progress's start-up phase."""
@@ -523,13 +562,35 @@ class GymSession:
         self.flush_notes()
         dataset = item.nodeid.split("::", 1)[0]
         planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
-        return self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
+        found = self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
+        if self.options.adaptive:
+            self._wait_for_wave_log(dataset)
+        return found
+
+    def _wait_for_wave_log(self, dataset: str) -> None:
+        """Wait until the wave log says how every group of ``dataset`` stopped (the owner writes it just after
+        the wave's ``gym eval run`` ends), or the run is done, or the rollout timeout (60 s when unset) passes."""
+        assert self._feed is not None and self.run_dir is not None
+        keys = {key for key in group_rollouts(self.plan) if key[0] == dataset}
+        deadline = time.monotonic() + (self.options.rollout_timeout or 60.0)
+        while time.monotonic() < deadline:
+            if keys <= set(WaveLog.read(RunPaths(self.run_dir).waves).groups):
+                return
+            state = self._feed.state
+            if state is not None and state.done:
+                return
+            self.flush_notes()
+            time.sleep(0.1)
 
     def judge_gates(self, item: GateItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
         """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
         failure text."""
         dataset = item.nodeid.split("::", 1)[0]
-        planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
+        planned = [
+            r
+            for r in self.plan.rollouts
+            if r.nodeid.split("::", 1)[0] == dataset and not isinstance(found[r.stamp], Skipped)
+        ]
         settings = self.options.dataset_settings(item.path)
         results = []
         for rollout in planned:
@@ -544,7 +605,7 @@ class GymSession:
             )  # fmt: skip
         summaries = report.summarize(
             results, thresholds={dataset: settings.threshold}, gates={dataset: settings.gates},
-            mode=self.options.gate_mode,
+            mode=self.options.gate_mode, adaptive=self.adaptive_records(),
         )  # fmt: skip
         if not summaries:
             return f"no rollout of {dataset} was selected: its gates cannot be judged"
@@ -569,10 +630,13 @@ class GymSession:
         if self.is_worker or not (rollouts or self.plan.rollouts) or self.config.option.collectonly:
             return None
         selected: dict[str, dict[str, int]] = {}
+        skipped = self._skipped_stamps()  # --gym-adaptive: pairs the waves never asked for are not selected ones
         for planned in self.plan.rollouts:
+            if planned.stamp in skipped:
+                continue
             counts = selected.setdefault(planned.nodeid.split("::", 1)[0], {})
             counts[planned.agent] = counts.get(planned.agent, 0) + 1
-        self.conclusion = conclude(rollouts, self.options, self.baseline, selected)
+        self.conclusion = conclude(rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records())
         return self.conclusion
 
     def meta(self) -> dict[str, object]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
 from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, Flip, RolloutResult, session_verdict
+from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval
 
 REPORT_SCHEMA_VERSION = 1
@@ -85,6 +86,7 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "unreported": summary.unreported,
         "reward_range": None if summary.reward_range is None else [_finite(v) for v in summary.reward_range],
         **_usage_summary_json(summary),
+        **({} if summary.adaptive is None else {"adaptive": _adaptive_json(summary.adaptive)}),
     }
 
 
@@ -100,6 +102,22 @@ def _usage_summary_json(summary: DatasetSummary) -> dict[str, Any]:
         },
         "latency": {"median": _finite(latency.median), "p95": _finite(latency.p95), "n": latency.n},
         "cost": None if summary.cost is None else _finite(summary.cost),
+    }
+
+
+def _adaptive_json(record: AdaptiveRecord) -> dict[str, Any]:
+    """How --gym-adaptive ran a dataset (its waves, the rollouts spent against the ceiling, why it stopped)."""
+    return {
+        "waves": record.waves,
+        "repeats": list(record.ends),
+        "sequential": record.sequential,
+        "rollouts": record.rollouts,
+        "max_rollouts": record.ceiling,
+        "skipped": record.skipped,
+        "saving": record.saving,
+        "reward_range": [record.reward_range.low, record.reward_range.high],
+        "reason": record.reason,
+        "note": record.note,
     }
 
 

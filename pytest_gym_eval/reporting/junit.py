@@ -8,7 +8,8 @@ Suite property names (the test suite's ``<properties>``, valid in every family):
 - per dataset: ``gym::<dataset>::<name>``, where ``<dataset>`` is the dataset as in the node ids (a path, which
   cannot hold ``::``: pytest's node ids reserve it), and ``gym::<dataset>::<agent>::<name>`` for one agent of a
   dataset with several. Split a name on ``::``. ``<name>`` is one of ``tasks``, ``rollouts``, ``scored``,
-  ``errors``, ``selected``, ``unreported``, ``flaky_tasks`` (a count), ``wall_time`` (seconds), ``threshold``,
+  ``errors``, ``selected``, ``unreported``, ``adaptive.waves``/``.rollouts``/``.max_rollouts``/``.skipped`` (with
+  ``--gym-adaptive``), ``flaky_tasks`` (a count), ``wall_time`` (seconds), ``threshold``,
   ``sha256`` (of the dataset file), ``mean_reward``, ``pass_rate`` and ``pass_at_<k>`` (each also with
   ``.low`` and ``.high``), ``gate.<metric>`` (the verdict of the gate on ``mean_reward``, ``pass_rate`` or
   ``pass_at_<k>``) with ``gate.<metric>.threshold`` (its threshold, a value: the name stays the same when the
@@ -129,6 +130,13 @@ def _summary_properties(summary: DatasetSummary, sha256: str | None) -> list[tup
     pairs = _aggregates(summary)
     pairs.append(("selected", summary.selected))
     pairs.append(("unreported", summary.unreported))
+    if summary.adaptive is not None:  # --gym-adaptive
+        pairs += [
+            ("adaptive.waves", summary.adaptive.waves),
+            ("adaptive.rollouts", summary.adaptive.rollouts),
+            ("adaptive.max_rollouts", summary.adaptive.ceiling),
+            ("adaptive.skipped", summary.adaptive.skipped),
+        ]
     if sha256 is not None and summary.agent is None:
         pairs.append(("sha256", sha256))
     for result in summary.gates:

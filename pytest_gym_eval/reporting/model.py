@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, incomplete, metric_interval
 from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.sequential import AdaptiveRecord, judge_record
 from pytest_gym_eval.stats import Interval
 from pytest_gym_eval.usage import NO_USAGE, LatencySummary, Price, TokenTotals, Usage, latency_summary, token_totals
 
@@ -90,7 +91,9 @@ class DatasetSummary:
     ``reward_range`` the lowest and highest scored reward (None without one);
     ``selected`` the rollouts the session selected for this dataset (None when unknown, e.g. a report read back
     from JSON without it): when more were selected than reported (``pytest -x``, ``--maxfail``, a crash), the
-    gates were judged on part of the evaluation and are at best INCONCLUSIVE.
+    gates were judged on part of the evaluation and are at best INCONCLUSIVE; ``adaptive`` how ``--gym-adaptive``
+    ran it (None without): its waves, the rollouts they asked for against the ceiling (``selected`` then counts
+    only those), and why it stopped.
     ``tokens`` sums the tokens of every rollout (errored ones too: their calls were made), ``latency`` ranks
     the latencies Gym recorded, and ``cost`` is the estimate at the user's prices (None without prices or
     tokens); see :func:`usage_summary`.
@@ -116,6 +119,7 @@ class DatasetSummary:
     tokens: TokenTotals = field(default_factory=TokenTotals)
     latency: LatencySummary = field(default_factory=lambda: latency_summary(()))
     cost: float | None = None
+    adaptive: AdaptiveRecord | None = None
 
     @property
     def rewards_beyond_unit(self) -> bool:
@@ -160,6 +164,7 @@ def summarize(
     confidence: float = 0.95,
     selected: Mapping[str, Mapping[str, int]] | None = None,
     price: Price | None = None,
+    adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
 ) -> list[DatasetSummary]:
     """One :class:`DatasetSummary` per dataset, or per (dataset, agent) when a dataset has several agents.
 
@@ -169,7 +174,10 @@ def summarize(
     summary a cost estimate. ``selected[dataset][agent]`` counts the rollouts the session
     selected: a dataset or agent with selected rollouts but no result still gets a summary (its gates have no
     data), and gates judged on fewer rollouts than selected are at best INCONCLUSIVE
-    (:func:`~pytest_gym_eval.gates.incomplete`). Datasets come in first-seen order (results first, then
+    (:func:`~pytest_gym_eval.gates.incomplete`). ``adaptive[(dataset, agent or None)]`` says how
+    ``--gym-adaptive`` ran a group: its gates are then judged on the confidence sequence of its waves
+    (:func:`~pytest_gym_eval.sequential.judge_record`), unless that cannot be (errors, rollouts missing).
+    Datasets come in first-seen order (results first, then
     selected ones that never reported), and agents within a dataset. Raises ValueError for a bad
     ``confidence``.
     """
@@ -187,6 +195,7 @@ def summarize(
                 mode=mode,
                 confidence=confidence,
                 selected=count,
+                adaptive=(adaptive or {}).get((dataset, agent)),
             )
         )
     return [with_usage(summary, results, price) for summary in summaries]
@@ -280,6 +289,7 @@ def _summarize_group(
     mode: GateMode,
     confidence: float,
     selected: int | None = None,
+    adaptive: AdaptiveRecord | None = None,
 ) -> DatasetSummary:
     tasks = by_task(results)
     rewards_by_task: list[list[float]] = []
@@ -296,7 +306,10 @@ def _summarize_group(
     scored = sum(n for n, _ in counts)
     every_reward = [reward for rewards in rewards_by_task for reward in rewards]
     max_repeats = max((len(rollouts) for rollouts in tasks.values()), default=0)
-    judged = evaluate(gates, rewards_by_task, passed_by_task, mode, confidence)
+    sequential = None if adaptive is None else judge_record(gates, rewards_by_task, passed_by_task, adaptive)
+    judged = (
+        sequential if sequential is not None else evaluate(gates, rewards_by_task, passed_by_task, mode, confidence)
+    )
     if selected is not None:
         judged = incomplete(judged, len(results), selected)
     return DatasetSummary(
@@ -319,6 +332,7 @@ def _summarize_group(
         error_classes=error_classes,
         selected=selected,
         reward_range=(min(every_reward), max(every_reward)) if every_reward else None,
+        adaptive=adaptive,
     )
 
 

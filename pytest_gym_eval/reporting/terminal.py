@@ -65,6 +65,8 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
             "before they did: -x, --maxfail, an interrupt or a crash)",
             width,
         )
+    if summary.adaptive is not None:  # --gym-adaptive: the waves, the rollouts spent against the ceiling
+        lines += fmt.labelled("adaptive", summary.adaptive.describe(), width)
     if summary.errors:
         lines += fmt.labelled("errors", _errors_text(summary), width)
     lines += fmt.labelled(
@@ -147,6 +149,9 @@ def _flaky_text(summary: DatasetSummary) -> str:
 
 def _gates_text(summary: DatasetSummary) -> str:
     mode = summary.gates[0].mode
+    if summary.adaptive is not None and summary.adaptive.sequential and not summary.errors:
+        confidence = fmt.percent(summary.confidence)
+        return f"{len(summary.gates)} judged on the anytime-valid {confidence} confidence sequence (--gym-adaptive)"
     judged = "on the estimate" if mode is GateMode.POINT else f"on the {fmt.percent(summary.confidence)} interval"
     return f"{len(summary.gates)} judged {judged} ({mode.value} mode)"
 

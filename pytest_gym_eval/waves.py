@@ -1,0 +1,323 @@
+"""``--gym-adaptive``: the waves a run rolls out, decided one after another, and the log every process reads.
+
+The run's owner (the only process, or the pytest-xdist controller) plans wave 1 from the session's plan, runs it
+with one ``gym eval run``, judges every gated dataset on the confidence sequence of
+:mod:`pytest_gym_eval.sequential`, and plans the next wave from the datasets still undecided, until none is left
+or every dataset reached its ceiling (``--gym-repeats``). Each wave ``k`` rolls out repeats ``ends[k-1]`` to
+``ends[k] - 1`` of every task of every undecided dataset (:func:`~pytest_gym_eval.sequential.wave_ends`);
+datasets that cannot be judged sequentially (no gates, a selection that is not every task's repeats 0..R-1, a
+``pytest_gym_eval_rollout_passed`` hook with pass-rate or pass@k gates) roll out whole in wave 1.
+
+The wave log (``waves.jsonl`` in the run directory) is how every process learns what happens, appended one JSON
+line at a time by the owner:
+
+- ``{"wave": k, "output": PATH, "failures": PATH, "rollouts": N}`` when wave k starts (wave 1 writes Gym's usual
+  ``gym-output/rollouts.jsonl``; wave k >= 2 ``gym-output/wave-k/rollouts.jsonl``): the rollout feed of every
+  process follows those files from then on;
+- ``{"group": [DATASET, AGENT or null], "waves": N, "ends": [...], "sequential": bool, "reason": TEXT, "note":
+  TEXT, "skip": [STAMPS]}`` when a dataset (or one agent of it) stops: the rollouts it will never need, and why
+  (items of those stamps are reported as skipped with the reason; the conclusion judges the group on the waves
+  in ``ends``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_gym_eval.gates import Gate
+from pytest_gym_eval.plan import PlannedRollout, RunPlan
+from pytest_gym_eval.rollouts import parse_record
+from pytest_gym_eval.sequential import AdaptiveRecord, GateSequences, RewardRange, decided, reason, wave_ends
+
+GroupKey = tuple[str, "str | None"]
+"""(dataset, agent), the agent None when the dataset's rollouts use one agent (as the summaries group them)."""
+
+
+def dataset_of(rollout: PlannedRollout) -> str:
+    """The dataset part of a planned rollout's node id (its name in every report)."""
+    return rollout.nodeid.split("::", 1)[0]
+
+
+@dataclass(frozen=True)
+class GroupPolicy:
+    """What the planner needs to know of one dataset: its gates, pass threshold and reward range."""
+
+    gates: tuple[Gate, ...]
+    threshold: float
+    reward_range: RewardRange = field(default_factory=RewardRange)
+
+
+@dataclass
+class _Group:
+    key: GroupKey
+    policy: GroupPolicy
+    rollouts: list[PlannedRollout]
+    ends: list[int] | None  # None: not sequential (rolls out whole in wave 1)
+    done: int = 0  # waves of ``ends`` rolled out
+    stopped: bool = False
+    sequences: GateSequences | None = None
+    whole: bool = False  # left the sequence (a reward outside the range): the rest rolls out in the next wave
+    waves: int = 0  # waves it took part in
+    note: str = ""  # why it is not judged sequentially
+
+
+@dataclass(frozen=True)
+class Wave:
+    """One wave: its number (from 1), the rollouts it asks Gym for, and its input and output files."""
+
+    number: int
+    plan: RunPlan
+    input: Path
+    output: Path
+    failures: Path
+
+
+def group_rollouts(plan: RunPlan) -> dict[GroupKey, list[PlannedRollout]]:
+    """The plan's rollouts by (dataset, agent or None), datasets and agents in first-seen order."""
+    agents: dict[str, dict[str, None]] = {}
+    for rollout in plan.rollouts:
+        agents.setdefault(dataset_of(rollout), {})[rollout.agent] = None
+    groups: dict[GroupKey, list[PlannedRollout]] = {}
+    for rollout in plan.rollouts:
+        dataset = dataset_of(rollout)
+        key = (dataset, rollout.agent if len(agents[dataset]) > 1 else None)
+        groups.setdefault(key, []).append(rollout)
+    return groups
+
+
+def rectangular(rollouts: Sequence[PlannedRollout]) -> int | None:
+    """R when every task of ``rollouts`` has exactly the repeats 0..R-1, else None."""
+    repeats: dict[str, set[int]] = {}
+    for rollout in rollouts:
+        repeats.setdefault(rollout.task_id, set()).add(rollout.repeat)
+    sizes = {len(found) for found in repeats.values()}
+    if len(sizes) != 1:
+        return None
+    size = sizes.pop()
+    return size if all(found == set(range(size)) for found in repeats.values()) else None
+
+
+class WavePlanner:
+    """Plans the waves of one run (owner side). ``policies`` gives each dataset's gates and range (datasets
+    missing there have none); ``min_repeats`` is the first wave's repeats per task; ``pass_hook`` says whether a
+    ``pytest_gym_eval_rollout_passed`` hook decides passes (then pass-rate and pass@k gates cannot be judged
+    here, and their datasets roll out whole); ``root`` is the run directory. ``on_event`` gets one-line notes.
+    """
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        policies: Mapping[str, GroupPolicy],
+        min_repeats: int,
+        root: Path,
+        *,
+        pass_hook: bool = False,
+        on_event: Callable[[str], None] = lambda message: None,
+    ) -> None:
+        self.root = root
+        self.log = root / "waves.jsonl"
+        self.on_event = on_event
+        self.groups: list[_Group] = []
+        self.wave = 0
+        self._lock = threading.Lock()
+        for key, rollouts in group_rollouts(plan).items():
+            policy = policies.get(key[0], GroupPolicy((), 1.0))
+            size = rectangular(rollouts)
+            hooked = pass_hook and any(gate.metric != "mean_reward" for gate in policy.gates)
+            ends = wave_ends(min(min_repeats, size), size) if policy.gates and size and not hooked else None
+            group = _Group(key, policy, sorted(rollouts, key=lambda r: (r.repeat, r.stamp)), ends)
+            if not policy.gates:
+                group.note = "no gates"
+            elif not size:
+                group.note = "the selection is not repeats 0..R-1 of every task"
+            elif hooked:
+                group.note = "a pytest_gym_eval_rollout_passed hook decides passes"
+            if ends is not None:
+                group.sequences = GateSequences(policy.gates, policy.reward_range)
+            self.groups.append(group)
+
+    def _paths(self, number: int) -> tuple[Path, Path, Path]:
+        if number == 1:
+            return self.root / "gym-input.jsonl", self.root / "gym-output" / "rollouts.jsonl", self._failures(1)
+        folder = self.root / "gym-output" / f"wave-{number}"
+        return self.root / f"gym-input-wave-{number}.jsonl", folder / "rollouts.jsonl", self._failures(number)
+
+    def _failures(self, number: int) -> Path:
+        folder = self.root / "gym-output" / ("" if number == 1 else f"wave-{number}")
+        return folder / "rollouts_failures.jsonl"
+
+    def _append(self, entry: Mapping[str, object]) -> None:
+        with self._lock, self.log.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def first(self) -> Wave | None:
+        """Wave 1: every group's first segment, and every rollout of the groups judged without waves."""
+        return self._next()
+
+    def _next(self) -> Wave | None:
+        chosen: list[PlannedRollout] = []
+        for group in self.groups:
+            if group.stopped:
+                continue
+            if group.ends is None:
+                if self.wave == 0 or group.whole:
+                    chosen += group.rollouts
+                    group.waves += 1
+                continue
+            start = group.ends[group.done - 1] if group.done else 0
+            end = group.ends[group.done]
+            chosen += [r for r in group.rollouts if start <= r.repeat < end]
+            group.waves += 1
+        if not chosen:
+            return None
+        self.wave += 1
+        wave_input, output, failures = self._paths(self.wave)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        plan = RunPlan(tuple(sorted(chosen, key=lambda r: r.stamp)))
+        self._append({"wave": self.wave, "output": str(output), "failures": str(failures), "rollouts": len(chosen)})
+        return Wave(self.wave, plan, wave_input, output, failures)
+
+    def after(self, wave: Wave) -> Wave | None:
+        """Judge every group that took part in ``wave`` from the files Gym wrote, log the groups that stop (and
+        the rollouts they skip), and return the next wave (None when every group is done)."""
+        found = self._records()
+        for group in self.groups:
+            if group.stopped:
+                continue
+            if group.ends is None:
+                self._stop(group, [], sequential=False, why="")
+                continue
+            group.done += 1
+            self._judge(group, found)
+        return self._next()
+
+    def _records(self) -> dict[int, float | None]:
+        """Every stamp Gym wrote so far, in any wave: its numeric reward, or None (a failure, no usable reward)."""
+        found: dict[int, float | None] = {}
+        for number in range(1, self.wave + 1):
+            _, output, failures = self._paths(number)
+            for path, is_failure in ((output, False), (failures, True)):
+                try:
+                    lines = path.read_bytes().splitlines()
+                except FileNotFoundError:
+                    continue
+                for index, raw in enumerate(lines, 1):
+                    record = parse_record(raw, path, index, is_failure)
+                    if record is not None and (record.stamp not in found or found[record.stamp] is None):
+                        found[record.stamp] = record.numeric_reward()
+        return found
+
+    def _judge(self, group: _Group, found: Mapping[int, float | None]) -> None:
+        assert group.ends is not None and group.sequences is not None
+        end = group.ends[group.done - 1]
+        asked = [r for r in group.rollouts if r.repeat < end]
+        errored = [r for r in asked if found.get(r.stamp) is None]
+        if errored:
+            why = (
+                f"not needed: {len(errored)} rollout{'s' if len(errored) != 1 else ''} errored, which fails the "
+                "dataset's gates"
+            )
+            self._stop(group, [r for r in group.rollouts if r.repeat >= end], sequential=True, why=why)
+            return
+        rewards: dict[str, list[float]] = {}
+        for rollout in asked:
+            value = found[rollout.stamp]
+            assert value is not None
+            rewards.setdefault(rollout.task_id, []).append(value)
+        if any(not group.policy.reward_range.contains(v) for task in rewards.values() for v in task):
+            # The sequence needs the declared range: the rest rolls out whole, judged as without --gym-adaptive.
+            self.on_event(
+                f"{_title(group.key)}: a reward lies outside {group.policy.reward_range}; the rest rolls out whole "
+                "(declare the range with reward_range=LO:HI or --gym-reward-range)"
+            )
+            group.ends, group.sequences, group.whole = None, None, True
+            group.note = f"a reward lies outside the declared range {group.policy.reward_range}"
+            group.rollouts = [r for r in group.rollouts if r.repeat >= end]
+            if not group.rollouts:
+                self._stop(group, [], sequential=False, why="")
+            return
+        tasks = list(rewards.values())
+        passed = [[value >= group.policy.threshold for value in task] for task in tasks]
+        results = group.sequences.add_wave(tasks, passed, end)
+        if decided(results):
+            why = reason(results, end) if end < group.ends[-1] else ""
+            self.on_event(f"{_title(group.key)}: {reason(results, end)[len('not needed: ') :]}")
+            self._stop(group, [r for r in group.rollouts if r.repeat >= end], sequential=True, why=why)
+        elif group.done == len(group.ends):
+            self._stop(group, [], sequential=True, why="")
+
+    def _stop(self, group: _Group, skipped: Sequence[PlannedRollout], *, sequential: bool, why: str) -> None:
+        group.stopped = True
+        ends = group.ends[: group.done] if group.ends is not None else []
+        entry = {
+            "group": list(group.key), "waves": group.waves, "ends": ends, "sequential": sequential, "reason": why,
+            "note": group.note,
+        }  # fmt: skip
+        self._append({**entry, "skip": [r.stamp for r in skipped]})
+
+
+def _title(key: GroupKey) -> str:
+    return key[0] if key[1] is None else f"{key[0]} (agent {key[1]})"
+
+
+@dataclass
+class WaveLog:
+    """What a wave log says: ``waves`` started, each stopped group's entry, and the reason per skipped stamp."""
+
+    waves: int = 0
+    groups: dict[GroupKey, dict[str, object]] = field(default_factory=dict)
+    skipped: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> WaveLog:
+        """Read a wave log (an empty log when the file does not exist; unreadable lines are passed over)."""
+        log = cls()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return log
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            if isinstance(entry.get("wave"), int):
+                log.waves = max(log.waves, entry["wave"])
+            group = entry.get("group")
+            if isinstance(group, list) and len(group) == 2:
+                log.groups[(str(group[0]), None if group[1] is None else str(group[1]))] = entry
+                why = str(entry.get("reason") or "not needed")
+                log.skipped.update((s, why) for s in entry.get("skip") or () if isinstance(s, int))
+        return log
+
+    def records(self, plan: RunPlan, ranges: Callable[[str], RewardRange]) -> dict[GroupKey, AdaptiveRecord]:
+        """Each group's :class:`~pytest_gym_eval.sequential.AdaptiveRecord`: its waves, the rollouts they asked
+        for against every selected pair; ``ranges(dataset)`` gives a dataset's declared reward range."""
+        records = {}
+        for key, rollouts in group_rollouts(plan).items():
+            entry = self.groups.get(key)
+            if entry is None:
+                continue
+            ends = tuple(int(e) for e in entry.get("ends") or () if isinstance(e, int))  # type: ignore[attr-defined]
+            asked = sum(1 for r in rollouts if r.stamp not in self.skipped)
+            waves = entry.get("waves")
+            records[key] = AdaptiveRecord(
+                waves=waves if isinstance(waves, int) else len(ends),
+                ends=ends,
+                sequential=bool(entry.get("sequential")) and bool(ends),
+                reward_range=ranges(key[0]),
+                reason=str(entry.get("reason") or ""),
+                rollouts=asked,
+                ceiling=len(rollouts),
+                note=str(entry.get("note") or ""),
+            )
+        return records
