@@ -148,6 +148,8 @@ class GymSession:
         the controller."""
         from pytest_gym_eval.items import RolloutItem
 
+        if self.config.option.collectonly:
+            return  # nothing will run (and a plan of 100,000 rollouts took ~5% of collecting them)
         selected = [item for item in items if isinstance(item, RolloutItem)]
         self.plan = RunPlan.build(
             (item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected
