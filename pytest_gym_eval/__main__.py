@@ -1,28 +1,31 @@
-"""Command line: ``python -m pytest_gym_eval {provision,replay,html} ...``."""
+"""Command line: ``python -m pytest_gym_eval COMMAND ...``; each command is a module's ``main(argv)``."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+
+COMMANDS = {
+    "provision": ("pytest_gym_eval.provision", "build Gym's checkout and venvs from its sdist"),
+    "replay": ("pytest_gym_eval.replay", "serve recorded rollouts as a policy model on 127.0.0.1"),
+    "html": ("pytest_gym_eval.reporting.html", "build the HTML report from a JSON report"),
+    "cleanup": ("pytest_gym_eval.orphans", "stop what a dead pytest session left running"),
+    "local-model": ("pytest_gym_eval.local_model", "serve a small local LLM (llama.cpp) on 127.0.0.1"),
+}
+"""Subcommand -> (module whose ``main(argv) -> int`` runs it, one-line description)."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch to a subcommand; returns the process exit status."""
+    """Dispatch to a subcommand; returns the process exit status (2 for an unknown or missing command)."""
     args = sys.argv[1:] if argv is None else argv
-    commands = ("provision", "replay", "html")
-    if not args or args[0] not in commands:
-        print(f"usage: python -m pytest_gym_eval {{{','.join(commands)}}} [options]", file=sys.stderr)
+    if not args or args[0] not in COMMANDS:
+        lines = [f"usage: python -m pytest_gym_eval {{{','.join(COMMANDS)}}} [options]"]
+        lines += [f"  {name:<12} {description}" for name, (_, description) in COMMANDS.items()]
+        print("\n".join(lines), file=sys.stderr)
         return 2
-    if args[0] == "provision":
-        from pytest_gym_eval import provision
-
-        return provision.main(args[1:])
-    if args[0] == "html":
-        from pytest_gym_eval.reporting import html
-
-        return html.main(args[1:])
-    from pytest_gym_eval import replay
-
-    return replay.main(args[1:])
+    module = importlib.import_module(COMMANDS[args[0]][0])
+    status: int = module.main(args[1:])
+    return status
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import pytest
 from pytest_gym_eval import gates
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
 from pytest_gym_eval.gates import Gate, GateMode
+from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
+from pytest_gym_eval.usage import Price, parse_price
 
 TYPED_INI = tuple(pytest.version_tuple[:2]) >= (8, 4)
 """Whether this pytest declares ``int`` and ``float`` ini options (8.4 and later); older ones read them as
@@ -296,6 +298,131 @@ def add_options(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+    add_sampling_options(parser)
+
+
+def add_sampling_options(parser: pytest.Parser) -> None:
+    """The sampling, cost and latency options (``--gym-temperature`` ... ``--gym-latency``) and their
+    ini equivalents. Sampling values go into every row's ``responses_create_params`` and beat the row's own
+    (:mod:`pytest_gym_eval.sampling`)."""
+    group = parser.getgroup("gym-eval")
+    add = group.addoption
+    beats = "beats a row's own value"
+    add(
+        "--gym-temperature",
+        dest="gym_temperature",
+        type=float,
+        metavar="T",
+        help=f"Sampling temperature of every request ({beats}; ini gym_temperature).",
+    )
+    add(
+        "--gym-top-p",
+        dest="gym_top_p",
+        type=float,
+        metavar="P",
+        help=f"Nucleus sampling top_p of every request ({beats}; ini gym_top_p).",
+    )
+    add(
+        "--gym-max-output-tokens",
+        dest="gym_max_output_tokens",
+        type=int,
+        metavar="N",
+        help=f"Most tokens the model may generate per call, max_output_tokens ({beats}; ini gym_max_output_tokens).",
+    )
+    add(
+        "--gym-seed",
+        dest="gym_seed",
+        type=int,
+        metavar="N",
+        help="Sampling seed; repeat k uses N+k. Only with --gym-model-type=vllm_model, which passes it to the "
+        "endpoint (ini gym_seed).",
+    )
+    add(
+        "--gym-param",
+        dest="gym_param",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"Any other responses_create_params key of every request, VALUE read as JSON when it is JSON, e.g. "
+        f'reasoning={{"effort":"low"}} (repeatable; {beats}; ini gym_params, one per line).',
+    )
+    add(
+        "--gym-price-per-mtok",
+        dest="gym_price_per_mtok",
+        metavar="IN:OUT",
+        help="Prices per million input and output tokens, e.g. 0.15:0.60: the summary and reports then estimate "
+        "the cost (ini gym_price_per_mtok; no built-in prices).",
+    )
+    add(
+        "--gym-latency",
+        dest="gym_latency",
+        action="store_true",
+        default=None,
+        help="Have Gym record each rollout's latency (turns on its model-call observability, which also stores "
+        "every model call under the run directory; ini gym_latency).",
+    )
+    parser.addini(
+        "gym_latency", "Have Gym record each rollout's latency (see --gym-latency).", type="bool", default=False
+    )
+    parser.addini("gym_temperature", "Sampling temperature (see --gym-temperature).", type="string", default="")
+    parser.addini("gym_top_p", "Nucleus sampling top_p (see --gym-top-p).", type="string", default="")
+    parser.addini(
+        "gym_max_output_tokens", "Most output tokens per call (see --gym-max-output-tokens).", type="string", default=""
+    )
+    parser.addini("gym_seed", "Sampling seed (see --gym-seed).", type="string", default="")
+    parser.addini(
+        "gym_params", "responses_create_params KEY=VALUE lines (see --gym-param).", type="linelist", default=[]
+    )
+    parser.addini("gym_price_per_mtok", "IN:OUT prices per million tokens.", type="string", default="")
+
+
+def sampling_from_config(config: pytest.Config) -> Sampling:
+    """The session's :class:`~pytest_gym_eval.sampling.Sampling` (command line over ini); raises
+    :class:`pytest.UsageError` naming the option or ini key for a bad value."""
+
+    def given(dest: str, ini: str, convert: type[float] | type[int]) -> Any:
+        value = config.getoption(dest, default=None)
+        if value is not None:
+            return value
+        text = str(config.getini(ini) or "").strip()
+        if not text:
+            return None
+        try:
+            return convert(text)
+        except ValueError:
+            kind = "a whole number" if convert is int else "a number"
+            raise pytest.UsageError(f"{ini}: expected {kind}, got {text!r}") from None
+
+    try:
+        cli_params = config.getoption("gym_param", default=None)
+        params = (
+            parse_params(cli_params, "--gym-param")
+            if cli_params
+            else parse_params([line for line in config.getini("gym_params") if line.strip()], "gym_params")
+        )
+        return Sampling(
+            temperature=given("gym_temperature", "gym_temperature", float),
+            top_p=given("gym_top_p", "gym_top_p", float),
+            max_output_tokens=given("gym_max_output_tokens", "gym_max_output_tokens", int),
+            seed=given("gym_seed", "gym_seed", int),
+            params=params,
+        )
+    except SamplingError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def price_from_config(config: pytest.Config) -> Price | None:
+    """``--gym-price-per-mtok`` (or ini ``gym_price_per_mtok``) as a :class:`~pytest_gym_eval.usage.Price`, None
+    when neither is given; raises :class:`pytest.UsageError` for a bad value."""
+    text = config.getoption("gym_price_per_mtok", default=None)
+    where = "--gym-price-per-mtok"
+    if text is None:
+        text, where = str(config.getini("gym_price_per_mtok") or "").strip() or None, "gym_price_per_mtok"
+    if text is None:
+        return None
+    try:
+        return parse_price(text, where)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -373,6 +500,9 @@ class GymOptions:
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
+    sampling: Sampling = field(default_factory=Sampling)
+    price: Price | None = None
+    latency: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GymOptions:
@@ -451,13 +581,19 @@ class GymOptions:
         for option, given in [*((replay_option, r) for r in replay), (baseline_option, baseline)]:
             if given is not None and not given.is_file():
                 raise pytest.UsageError(f"{option}: no such file: {given}")
+        model_type = value("gym_model_type") or DEFAULT_MODEL_TYPE
+        sampling = sampling_from_config(config)
+        try:
+            sampling.check_model_type(model_type)
+        except SamplingError as error:
+            raise pytest.UsageError(str(error)) from None
         return cls(
             rootdir=rootdir,
             checkout=checkout,
             agent=cli.agent or ini.agent,
             model_url=value("gym_model_url"),
             model=value("gym_model"),
-            model_type=value("gym_model_type") or DEFAULT_MODEL_TYPE,
+            model_type=model_type,
             api_key_env=value("gym_api_key_env") or DEFAULT_API_KEY_ENV,
             replay=replay,
             head_server=_host_port(config.getoption("gym_head_server", default=None)),
@@ -479,6 +615,9 @@ class GymOptions:
             cli=cli,
             ini=ini,
             datasets=tuple(parse_dataset_settings(config.getini("gym_dataset_settings"))),
+            sampling=sampling,
+            price=price_from_config(config),
+            latency=bool(config.getoption("gym_latency", default=None) or config.getini("gym_latency")),
         )
 
     def is_dataset(self, path: Path) -> bool:

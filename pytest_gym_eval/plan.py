@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.dataset import GYM_PRIVATE_PREFIX, parse_row, row_offsets
+from pytest_gym_eval.sampling import Sampling, apply_sampling
 
 AGENT_REF_KEY = "agent_ref"
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
@@ -85,8 +86,11 @@ def gym_row(row: dict[str, Any], stamp: int, agent: str) -> dict[str, Any]:
     return out
 
 
-def write_gym_input(plan: RunPlan, path: Path) -> int:
+def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None) -> int:
     """Write Gym's input for ``plan`` to ``path`` (reading each dataset once); returns the number of rows.
+
+    ``sampling`` (the session's sampling options) is written into every row's request by
+    :func:`~pytest_gym_eval.sampling.apply_sampling`.
 
     Raises :class:`~pytest_gym_eval.dataset.DatasetError` when a dataset changed since collection.
     """
@@ -103,5 +107,8 @@ def write_gym_input(plan: RunPlan, path: Path) -> int:
             handle = datasets[rollout.dataset]
             handle.seek(offsets[rollout.dataset][rollout.line])
             row = parse_row(handle.readline(), rollout.dataset, rollout.line)
-            out.write(_ENCODE(gym_row(row, rollout.stamp, rollout.agent)) + "\n")
+            row = gym_row(row, rollout.stamp, rollout.agent)
+            if sampling is not None and not sampling.is_empty:
+                row = apply_sampling(row, sampling, rollout.repeat)
+            out.write(_ENCODE(row) + "\n")
     return len(plan.rollouts)

@@ -3,7 +3,8 @@
 Gym is stopped the way the Gym notes measured works: SIGINT to its process group (Gym then stops its servers
 and Ray itself, ~9 s), a grace period, then SIGKILL to every process still in the session we created (Ray's
 idle workers sit in process groups of their own inside that session, so a group kill alone misses them).
-Only processes in sessions this module started are ever signalled.
+Only processes in sessions this module started are ever signalled; :func:`stop_sessions` does the same for
+sessions started by a pytest process that died (for the watchdog and ``python -m pytest_gym_eval cleanup``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_GRACE = 30.0
@@ -29,22 +31,81 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class ProcStat:
+    """What ``/proc/<pid>/stat`` says of a process: its state letter (``Z`` for a zombie), process group,
+    session and start time (clock ticks since boot, which tells a process from a later one with its pid)."""
+
+    state: str
+    pgid: int
+    sid: int
+    start: int
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """The :class:`ProcStat` of ``pid``, or None when there is no such process (Linux only)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # Fields after the command name, which sits in parentheses and may contain spaces: state is field 3 of
+    # proc(5), so field N is at index N - 3 here.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        return ProcStat(fields[0].decode(), int(fields[2]), int(fields[3]), int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
 def session_members(sid: int) -> list[int]:
-    """PIDs of every live process whose session id is ``sid`` (read from ``/proc``; Linux only)."""
+    """PIDs of every live (not zombie) process whose session id is ``sid`` (read from ``/proc``; Linux only)."""
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        # Fields after the command name, which sits in parentheses and may contain spaces.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
+        stat = proc_stat(int(entry))
+        if stat is not None and stat.state != "Z" and stat.sid == sid:
             members.append(int(entry))
     return members
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie has ended: it only waits for its parent to reap it)."""
+    stat = proc_stat(pid)
+    return stat is not None and stat.state != "Z"
+
+
+KILL_BOUND = 10.0
+"""Seconds spent at most SIGKILLing what is left of sessions (a process in uninterruptible sleep takes a while)."""
+
+
+def kill_sessions(sids: Collection[int]) -> list[int]:
+    """SIGKILL every process of the sessions ``sids`` until none is left, for at most :data:`KILL_BOUND`
+    seconds; returns the PIDs still there at the end (normally none)."""
+    deadline = time.monotonic() + KILL_BOUND
+    while True:
+        members = [pid for sid in sids for pid in session_members(sid)]
+        if not members or time.monotonic() > deadline:
+            return members
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def stop_sessions(sids: Collection[int], grace: float = DEFAULT_GRACE) -> list[int]:
+    """Stop process sessions this process did not start itself (a dead pytest's), as :meth:`GymProcess.stop`
+    stops its own: SIGINT to the process group of each session leader still running (Gym then stops its
+    servers and Ray), up to ``grace`` seconds for those leaders to end, then SIGKILL to everything left in
+    the sessions. Returns the PIDs that would not die (normally none)."""
+    leaders = [sid for sid in sids if sid in session_members(sid)]
+    for sid in leaders:
+        _signal_group(sid, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    while any(is_running(sid) for sid in leaders) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return kill_sessions(sids)
 
 
 class GymProcess:
@@ -89,7 +150,7 @@ class GymProcess:
             if self._popen.poll() is None:
                 _signal_group(self.pid, signal.SIGINT)
                 self.wait(grace)
-            deadline = time.monotonic() + 10.0
+            deadline = time.monotonic() + KILL_BOUND
             while members := session_members(self.pid):
                 for pid in members:
                     with contextlib.suppress(ProcessLookupError):

@@ -103,6 +103,16 @@ RAY_ENVIRONMENT: Mapping[str, str] = {
     "PYTHONUNBUFFERED": "1",
     "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",  # newer Ray aborts under a `uv run` parent
 }
+RAY_START_WAIT = "RAY_raylet_start_wait_time_s"
+"""Ray's limit (seconds) on waiting for a new node's raylet to register with its GCS. Ray 2.58 (Gym 0.7.0's)
+reads it in C++ (``ray_config_def.h``, default 10) inside a 30 s loop that ``ray/_private/node.py`` hard-codes,
+so the wait is the larger of the two; a slow registration on a loaded machine ends in ``The current node timed
+out during startup``. (The other start-up limit seen failing under load, the raylet's 15 s wait for its
+dashboard agent's port file, cannot be set from the environment in Ray 2.58: the raylet then dies, and only a
+new start helps, see :data:`pytest_gym_eval.run.START_ATTEMPTS`.)"""
+RAY_START_WAIT_DEFAULT = "60"
+"""What :data:`RAY_START_WAIT` is unless the caller's environment sets it: twice Ray's own 30 s, not more, as
+the same wait is also how long Ray takes to notice a raylet that died at start-up."""
 DROPPED_ENVIRONMENT = ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT", "UV_PYTHON")
 """Variables of the calling process (an activated venv, another Python's paths) that must not reach Gym's
 Python 3.13 environment or the uv commands that build it."""
@@ -447,12 +457,14 @@ def gym_environment(checkout: GymCheckout, run_dir: Path) -> dict[str, str]:
     ``os.environ`` (without ``VIRTUAL_ENV``, ``PYTHONHOME``, ``PYTHONPATH``, ``UV_PROJECT_ENVIRONMENT`` and
     ``UV_PYTHON``, which belong to the caller's Python) + ``checkout.env`` + Ray's settings:
     ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, ``RAY_TMPDIR=<run_dir>``, ``RAY_USAGE_STATS_ENABLED=0``,
-    ``PYTHONUNBUFFERED=1``, ``RAY_ENABLE_UV_RUN_RUNTIME_ENV=0``. Creates ``run_dir`` and the ``TMPDIR`` of
+    ``PYTHONUNBUFFERED=1``, ``RAY_ENABLE_UV_RUN_RUNTIME_ENV=0``, and ``RAY_raylet_start_wait_time_s=60`` unless
+    the caller's environment sets it (:data:`RAY_START_WAIT`). Creates ``run_dir`` and the ``TMPDIR`` of
     ``checkout.env`` when missing. Keep ``run_dir`` short: Ray puts Unix sockets under it (~100 byte limit).
     """
     env = _base_environment()
     env.update(checkout.env)
     env.update(RAY_ENVIRONMENT)
+    env.setdefault(RAY_START_WAIT, RAY_START_WAIT_DEFAULT)
     run_dir = _abspath(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     env["RAY_TMPDIR"] = str(run_dir)

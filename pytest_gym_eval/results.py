@@ -23,13 +23,15 @@ from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import model as rpt
 from pytest_gym_eval.reporting.model import Conclusion, Flip
+from pytest_gym_eval.usage import usage_from_properties
 
 GATE_SUFFIX = "::gym-gate"
 """How a dataset's gate item's node id ends."""
 
 ROLLOUT_KEYS = ("task_id", "repeat", "agent")
 """``user_properties`` every rollout item carries from collection on; ``reward``, ``failure_class`` and
-``record`` join them once its rollout is judged."""
+``record`` join them once its rollout is judged, and the tokens and latency Gym recorded
+(:meth:`~pytest_gym_eval.usage.Usage.properties`)."""
 
 
 def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None) -> rpt.RolloutResult | None:
@@ -60,6 +62,7 @@ def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None
         record=str(props["record"]) if props.get("record") else None,
         start=previous.start if previous is not None else report.start,
         stop=report.stop,
+        usage=usage_from_properties(props),
     )
 
 
@@ -155,7 +158,9 @@ def conclude(
     """
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
     thresholds, gates = dataset_policy(options, datasets)
-    summaries = rpt.summarize(results, thresholds=thresholds, gates=gates, mode=options.gate_mode, selected=selected)
+    summaries = rpt.summarize(
+        results, thresholds=thresholds, gates=gates, mode=options.gate_mode, selected=selected, price=options.price
+    )
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     flips, replay_error = None, ""
     if options.replay:

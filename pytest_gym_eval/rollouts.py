@@ -24,12 +24,13 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.causes import GYM_EXITED, GYM_START, ROLLOUT_TIMEOUT, SESSION_STOPPED
+from pytest_gym_eval.usage import NO_USAGE, Usage, record_usage
 
 TASK_INDEX_KEY = "_ng_task_index"
 FAILURE_CLASS_KEY = "_ng_failure_class"
@@ -62,6 +63,7 @@ class RolloutRecord:
     failure_class: str | None = None
     failure_message: str | None = None
     offset: int | None = field(default=None, compare=False, repr=False)
+    usage: Usage = field(default=NO_USAGE, compare=False, repr=False)
 
     def numeric_reward(self) -> float | None:
         """The reward as a float, or None when it is missing, not a number, or NaN/infinite."""
@@ -220,8 +222,10 @@ def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int 
     failure_class = value.get(FAILURE_CLASS_KEY)
     if failures or failure_class:
         message = next((str(value[k]) for k in FAILURE_MESSAGE_KEYS if value.get(k)), "")
-        return RolloutRecord(stamp, None, path, line, str(failure_class or "unknown"), message, offset)
-    return RolloutRecord(stamp, value.get("reward"), path, line, offset=offset)
+        return RolloutRecord(
+            stamp, None, path, line, str(failure_class or "unknown"), message, offset, record_usage(value)
+        )
+    return RolloutRecord(stamp, value.get("reward"), path, line, offset=offset, usage=record_usage(value))
 
 
 class RolloutFeed:
@@ -253,6 +257,7 @@ class RolloutFeed:
         self._state_path = state
         self._poll_interval = poll_interval
         self._records: dict[int, RolloutRecord] = {}
+        self._failed = 0  # records in _records that are failures
         self._state: RunState | None = None
         self._progress_at: float | None = None  # monotonic time of the last progress, once the run is running
         self._stall: Stall | None = None
@@ -294,11 +299,23 @@ class RolloutFeed:
         with self._changed:
             return dict(self._records)
 
-    def wait(self, stamp: int, timeout: float | None) -> RolloutRecord | Missing:
+    def counts(self) -> tuple[int, int]:
+        """``(rollouts seen, failures among them)`` so far, without copying the records (for progress)."""
+        with self._changed:
+            return len(self._records), self._failed
+
+    def wait(
+        self,
+        stamp: int,
+        timeout: float | None,
+        on_wait: Callable[[], None] | None = None,
+        every: float = 0.5,
+    ) -> RolloutRecord | Missing:
         """The rollout stamped ``stamp``; or, when it never comes, a :class:`Missing` once the run is done
         without it, or once the run made no progress for ``timeout`` seconds (None: no limit). The clock runs
         from the last progress of the whole run, not from this call: after a stall every wait for a pending
-        rollout returns at once. A failure record is returned once the run is done or stalled."""
+        rollout returns at once. A failure record is returned once the run is done or stalled. ``on_wait`` (the
+        session's progress display) is called about every ``every`` seconds while this waits, in this thread."""
         with self._changed:
             while True:
                 record = self._records.get(stamp)
@@ -317,10 +334,11 @@ class RolloutFeed:
                         self._stall = Stall(limit, now, len(self._records), self._dispatched)
                 if self._stall is not None:
                     return record or self._stall.missing()
-                remaining = 1.0
+                remaining = 1.0 if on_wait is None else every
                 if limit is not None and self._progress_at is not None:
                     remaining = min(remaining, self._progress_at + limit - time.monotonic())
-                self._changed.wait(max(remaining, 0.0))
+                if not self._changed.wait(max(remaining, 0.0)) and on_wait is not None:
+                    on_wait()
 
     def _limit(self, timeout: float | None) -> float | None:
         """Seconds without progress that stall the run now: the rollout ``timeout`` once Gym dispatches,
@@ -385,6 +403,7 @@ class RolloutFeed:
                 earlier = self._records.get(record.stamp)
                 if earlier is None or earlier.failure_class is not None:
                     self._records[record.stamp] = record
+                    self._failed += (record.failure_class is not None) - (earlier is not None)
             if state is not None and not (self._state is not None and self._state.done and not state.done):
                 self._state = state
             running = self._state is not None and self._state.phase != "starting"

@@ -19,19 +19,29 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from glob import escape as glob_escape
 from pathlib import Path
 
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.options import DEFAULT_STARTUP_TIMEOUT
+from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
-from pytest_gym_eval.provision import GymCheckout, gym_environment
+from pytest_gym_eval.provision import RAY_START_WAIT, GymCheckout, gym_environment
 from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.sampling import Sampling
+from pytest_gym_eval.watchdog import Watchdog
 
 READY_MARKER = "servers ready!"
 """What ``gym env start`` prints once every server answers (``All N / N servers ready!``)."""
+
+RAY_START_TIMEOUT = "The current node timed out during startup"
+"""What Ray raises inside ``gym env start`` when its node does not register in time, a transient failure on a
+loaded machine (``ray/_private/node.py``); ``gym env start`` then exits with status 1."""
+
+START_ATTEMPTS = 2
+"""``gym env start`` is run at most this often: once, and once more after :data:`RAY_START_TIMEOUT`."""
 
 FINISH_GRACE = 60.0
 """Seconds ``gym eval run`` gets to write its aggregate metrics after the last rollout arrived."""
@@ -89,6 +99,11 @@ class RunPaths:
         return self.root / "gym-output" / "rollouts_aggregate_metrics.json"
 
     @property
+    def model_calls(self) -> Path:
+        """Gym's model-call captures, with ``--gym-latency`` (Gym's ``model_call_capture_dir``)."""
+        return self.root / "gym-output" / "model-calls"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
@@ -121,7 +136,9 @@ class RunSettings:
 
     ``gym`` is the ``gym`` executable and ``env`` the full environment to run it with; ``cwd`` is the Gym
     checkout; ``head_server`` attaches to running servers (never started or stopped by the run);
-    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds;
+    ``sampling`` goes into every row of Gym's input; ``record_latency`` turns on Gym's model-call
+    observability (see :func:`write_gym_config`).
     """
 
     gym: Path
@@ -133,6 +150,8 @@ class RunSettings:
     startup_timeout: float = 900.0
     concurrency: int | None = None
     stop_grace: float = 30.0
+    sampling: Sampling | None = None
+    record_latency: bool = False
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -179,13 +198,20 @@ def find_agent_config(checkout: Path, agent: str, resources_server: str | None =
     return None
 
 
-def write_gym_config(path: Path, model: ModelEndpoint | None, head_server: tuple[str, int]) -> None:
+def write_gym_config(
+    path: Path, model: ModelEndpoint | None, head_server: tuple[str, int], capture_dir: Path | None = None
+) -> None:
     """Write the Gym config for this run (JSON, which Gym's YAML loader reads).
 
     The API key enters only as the interpolation ``${oc.env:<VAR>}``, resolved inside Gym's processes from
-    their environment, so it never appears in argv, in this file or in Gym's printed config.
+    their environment, so it never appears in argv, in this file or in Gym's printed config. With
+    ``capture_dir`` (an absolute folder) Gym's model-call observability is on (``observability_enabled``,
+    ``model_call_capture_dir``): Gym then records each rollout's latency (``ng_perf.total_latency_ms``).
     """
     config: dict[str, object] = {"head_server": {"host": head_server[0], "port": head_server[1]}}
+    if capture_dir is not None:
+        config["observability_enabled"] = True
+        config["model_call_capture_dir"] = str(capture_dir.resolve())
     if model is not None:
         config["policy_base_url"] = model.url
         config["policy_model_name"] = model.model
@@ -240,11 +266,14 @@ def probe_model(
         stopping.wait(1.0)
 
 
-def launch_servers(settings: RunSettings, model_type: str, paths: RunPaths, log_path: Path) -> GymProcess:
+def launch_servers(
+    settings: RunSettings, model_type: str, paths: RunPaths, log_path: Path, watchdog: Watchdog | None = None
+) -> GymProcess:
     """Start ``gym env start`` with the run's Gym configs, model type and config file (``paths.config``).
 
     Gym's servers build missing venvs themselves (``+skip_venv_if_present=true`` keeps existing ones) and
-    write per-server logs under ``paths.logs/gym-servers``. The process is recorded in ``paths.processes``.
+    write per-server logs under ``paths.logs/gym-servers``. The process is recorded in ``paths.processes`` and
+    its session handed to ``watchdog``.
     """
     argv = [str(settings.gym), "env", "start"]
     for config in settings.gym_configs:
@@ -252,8 +281,33 @@ def launch_servers(settings: RunSettings, model_type: str, paths: RunPaths, log_
     argv += ["--model-type", model_type, "--config", str(paths.config)]
     argv += ["+skip_venv_if_present=true", f"+nemo_gym_log_dir={paths.logs / 'gym-servers'}"]
     process = GymProcess(argv, env=settings.env, cwd=settings.cwd, log_path=log_path, name="gym env start")
-    record_process(paths, process)
+    record_process(paths, process, watchdog)
     return process
+
+
+def ray_start_timed_out(log_path: Path) -> bool:
+    """Whether the end of a ``gym env start`` log shows Ray's node start-up timeout (:data:`RAY_START_TIMEOUT`)."""
+    return RAY_START_TIMEOUT in tail(log_path, 200)
+
+
+RAY_START_LOGS = ("raylet.out", "raylet.err", "gcs_server.out", "dashboard_agent.log", "dashboard.log")
+"""Ray's own logs that say why its node did not start (the raylet's fatal error is in ``raylet.out``)."""
+
+
+def keep_ray_logs(env: dict[str, str], dest: Path) -> Path | None:
+    """Copy :data:`RAY_START_LOGS` of Ray's latest session under ``env["RAY_TMPDIR"]`` into ``dest`` (Ray's
+    folder may be a temporary one, removed with the session) and return ``dest``; None when there are none."""
+    source = Path(env.get("RAY_TMPDIR", "/tmp")) / "ray" / "session_latest" / "logs"
+    copied = False
+    for name in RAY_START_LOGS:
+        try:
+            data = (source / name).read_bytes()
+        except OSError:
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(data)
+        copied = True
+    return dest if copied else None
 
 
 @contextmanager
@@ -263,14 +317,17 @@ def serving(
     agents: Sequence[str],
     root: Path,
     timeout: float = DEFAULT_STARTUP_TIMEOUT,
+    on_event: Callable[[str], None] = lambda message: None,
 ) -> Iterator[tuple[str, int]]:
     """Gym's servers for ``agents`` against ``model``, for sessions to attach to with ``--gym-head-server``.
 
     Writes the config, logs and process list under ``root`` (as :class:`RunPaths`), starts ``gym env start``
-    with the config files that define ``agents``, waits at most ``timeout`` seconds until they are ready, and
-    yields the head server's ``(host, port)`` (127.0.0.1 and a free port). On leaving, also after an error or
-    Ctrl-C, it stops the whole process group and removes Ray's folder. Raises :class:`GymStartError` when an
-    agent has no config in ``checkout`` or the servers do not become ready.
+    with the config files that define ``agents`` (once more after Ray's start-up timeout, see
+    :func:`start_servers`; ``on_event`` gets the one-line notes), waits at most ``timeout`` seconds until they
+    are ready, and yields the head server's ``(host, port)`` (127.0.0.1 and a free port). On leaving, also after
+    an error or Ctrl-C, it stops the whole process group and removes Ray's folder; a watchdog does the same
+    should this process die first. Raises :class:`GymStartError` when an agent has no config in ``checkout`` or
+    the servers do not become ready.
     """
     paths = RunPaths(root)
     paths.logs.mkdir(parents=True, exist_ok=True)
@@ -283,23 +340,83 @@ def serving(
     head = ("127.0.0.1", free_port())
     write_gym_config(paths.config, model, head)
     ray_dir, made = ray_temp_dir(root)
+    owner = Owner.current(root)
     settings = RunSettings(
         gym=checkout.gym_executable,
-        env=gym_environment(checkout, ray_dir),
+        env={**gym_environment(checkout, ray_dir), MARKER: owner.marker},
         cwd=checkout.path,
         model=model,
         gym_configs=tuple(configs),
+        startup_timeout=timeout,
     )
+    watchdog = Watchdog.start(owner, paths.logs / "watchdog.log", settings.stop_grace)
+    started: list[GymProcess] = []
+
+    def launch(log_path: Path) -> GymProcess:
+        started.append(launch_servers(settings, model.model_type, paths, log_path, watchdog))
+        return started[-1]
+
     try:
-        servers = launch_servers(settings, model.model_type, paths, paths.logs / "gym-env-start.log")
-        try:
-            wait_until_ready(servers, time.monotonic() + timeout, threading.Event(), timeout)
-            yield head
-        finally:
-            servers.stop()
+        start_servers(settings, launch, paths.logs, time.monotonic() + timeout, threading.Event(), on_event)
+        yield head
     finally:
+        for servers in started:
+            servers.stop()
+        watchdog.release()
         if made:
             shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+def start_servers(
+    settings: RunSettings,
+    launch: Callable[[Path], GymProcess],
+    logs: Path,
+    deadline: float,
+    stopping: threading.Event,
+    on_event: Callable[[str], None],
+) -> GymProcess:
+    """Start Gym's servers with ``launch`` (given the log path, it starts ``gym env start``: normally
+    :func:`launch_servers`) and wait until they are ready (``deadline``, a ``time.monotonic()`` value, stands for
+    ``settings.startup_timeout``); returns the ready process.
+
+    When Ray's node times out during start-up (:data:`RAY_START_TIMEOUT`, a transient failure on a loaded
+    machine), says so through ``on_event``, keeps Ray's logs of that start (``logs/ray-start-1/``), stops what
+    it left and starts once more (``logs/gym-env-start-2.log``) within the same deadline. Raises
+    :class:`GymStartError` (naming the log to read) when Gym exits early for any other reason, when the
+    deadline passes or ``stopping`` is set, or when Ray times out again.
+    """
+    for attempt in range(1, START_ATTEMPTS + 1):
+        log_path = logs / ("gym-env-start.log" if attempt == 1 else f"gym-env-start-{attempt}.log")
+        on_event(f"starting Gym's servers (log: {log_path})")
+        servers = launch(log_path)
+        try:
+            wait_until_ready(servers, deadline, stopping, settings.startup_timeout)
+            return servers
+        except GymStartError as error:
+            if stopping.is_set() or not ray_start_timed_out(log_path):
+                raise
+            ray_logs = keep_ray_logs(settings.env, logs / f"ray-start-{attempt}")
+            if attempt == START_ATTEMPTS:
+                raise GymStartError(f"{ray_timeout_advice(settings.env, ray_logs)}\n{error}") from None
+            on_event(
+                f"Ray's node timed out during start-up ({log_path}), a known transient failure on a loaded "
+                "machine; retrying `gym env start` once"
+            )
+            servers.stop(settings.stop_grace)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def ray_timeout_advice(env: dict[str, str], ray_logs: Path | None) -> str:
+    """What to tell the user when Ray's node timed out on every attempt (``env``: the environment Gym ran with;
+    ``ray_logs``: where Ray's logs of the last attempt were kept, if anywhere)."""
+    wait = env.get(RAY_START_WAIT) or "unset"
+    see = f"; Ray's logs: {ray_logs} (raylet.out says why the raylet stopped)" if ray_logs else ""
+    return (
+        "Ray's node timed out during start-up twice (`gym env start` was retried once). Ray's daemons start "
+        "slowly on a loaded machine: the raylet gives its dashboard agent at most 15 s, and Ray gives the "
+        f"raylet at most {RAY_START_WAIT}={wait} s (never less than 30 s) to register{see}. Free some CPU, or "
+        f"set {RAY_START_WAIT} higher."
+    )
 
 
 def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.Event, timeout: float) -> None:
@@ -338,8 +455,11 @@ def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.E
         stopping.wait(0.2)
 
 
-def record_process(paths: RunPaths, process: GymProcess) -> None:
-    """Append ``{name, pid, sid}`` of a started process to ``paths.processes`` (what to check or clean up)."""
+def record_process(paths: RunPaths, process: GymProcess, watchdog: Watchdog | None = None) -> None:
+    """Append ``{name, pid, sid}`` of a started process to ``paths.processes`` (what to check or clean up) and
+    hand its session to ``watchdog``, which stops it should this process die."""
+    if watchdog is not None:
+        watchdog.watch(process.pid)
     with paths.processes.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps({"name": process.name, "pid": process.pid, "sid": process.pid}) + "\n")
 
@@ -350,6 +470,11 @@ class GymRun:
     ``start()`` returns at once; the work happens in a thread. ``stop()`` ends every process the run started
     (also mid-start, and when Gym already died) and is idempotent. ``on_event`` receives one-line progress
     messages for the terminal.
+
+    The process that makes a ``GymRun`` owns it: every process the run starts carries the owner's marker
+    (:data:`~pytest_gym_eval.orphans.MARKER`), and a :class:`~pytest_gym_eval.watchdog.Watchdog` stops them
+    should the owner die without ``stop()`` (SIGKILL). Before starting anything, the run reports through
+    ``on_event`` what earlier sessions that died left running.
     """
 
     def __init__(
@@ -361,12 +486,15 @@ class GymRun:
     ) -> None:
         self.plan = plan
         self.paths = paths
-        self.settings = settings
+        self.owner = Owner.current(paths.root)
+        self.settings = replace(settings, env={**settings.env, MARKER: self.owner.marker})
         self.on_event = on_event
         self.head_server = settings.head_server or ("127.0.0.1", free_port())
         self.servers: GymProcess | None = None
         self.eval: GymProcess | None = None
         self.exit_statuses: list[int] = []
+        self.watchdog: Watchdog | None = None
+        self._servers_log = paths.logs / "gym-env-start.log"
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="gym-run", daemon=True)
@@ -406,6 +534,10 @@ class GymRun:
         for process in processes:
             process.stop(self.settings.stop_grace)
         self._thread.join(timeout=self.settings.stop_grace + 30)
+        with self._lock:
+            watchdog = self.watchdog
+        if watchdog is not None:
+            watchdog.release()
         state = RunState.read(self.paths.state)
         if state is None or not state.done:
             RunState("failed", "the session ended before Gym finished").write(self.paths.state)
@@ -414,7 +546,12 @@ class GymRun:
 
     def _work(self) -> None:
         try:
+            # Reading /proc takes ~10 ms: alongside Gym's start, reported before its rollouts.
+            leftovers = threading.Thread(target=self._report_leftovers, name="gym-leftovers", daemon=True)
+            leftovers.start()
+            self._start_watchdog()
             self._start_servers()
+            leftovers.join()
             statuses = self._run_eval()
         except GymStartError as error:
             RunState("failed", str(error), self._log_hint()).write(self.paths.state)
@@ -430,10 +567,6 @@ class GymRun:
         RunState("finished", self._finished_message(statuses), str(self._eval_log)).write(self.paths.state)
 
     @property
-    def _servers_log(self) -> Path:
-        return self.paths.logs / "gym-env-start.log"
-
-    @property
     def _eval_log(self) -> Path:
         return self.paths.logs / "gym-eval-run.log"
 
@@ -443,11 +576,31 @@ class GymRun:
                 return str(log)
         return ""
 
+    def _report_leftovers(self) -> None:
+        """Say on the terminal what earlier pytest sessions that died left running (never stops anything)."""
+        try:
+            everything = find_leftovers()
+        except OSError:  # no /proc: nothing can be found, and nothing is lost
+            return
+        for leftovers in everything:
+            self.on_event(f"warning: {leftovers.describe()}")
+
+    def _start_watchdog(self) -> None:
+        log = self.paths.logs / "watchdog.log"
+        try:
+            watchdog = Watchdog.start(self.owner, log, self.settings.stop_grace)
+        except OSError as error:
+            self.on_event(f"warning: no watchdog ({error}): should pytest be killed, Gym's processes stay running")
+            return
+        with self._lock:
+            self.watchdog = watchdog
+
     def _start_servers(self) -> None:
         settings = self.settings
         deadline = time.monotonic() + settings.startup_timeout
-        write_gym_config(self.paths.config, settings.model, self.head_server)
-        write_gym_input(self.plan, self.paths.input)
+        capture = self.paths.model_calls if settings.record_latency else None
+        write_gym_config(self.paths.config, settings.model, self.head_server, capture)
+        write_gym_input(self.plan, self.paths.input, settings.sampling)
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:
@@ -455,12 +608,17 @@ class GymRun:
             self.on_event(f"attaching to Gym's head server at {host}:{port}")
             return
         assert settings.model is not None, "starting Gym needs a model endpoint"
-        self.on_event(f"starting Gym's servers (log: {self._servers_log})")
-        with self._lock:
-            if self._stopping.is_set():
-                raise GymStartError("the session stopped before Gym started")
-            self.servers = launch_servers(settings, settings.model.model_type, self.paths, self._servers_log)
-        wait_until_ready(self.servers, deadline, self._stopping, settings.startup_timeout)
+        model_type = settings.model.model_type
+
+        def launch(log_path: Path) -> GymProcess:
+            with self._lock:
+                if self._stopping.is_set():
+                    raise GymStartError("the session stopped before Gym started")
+                self._servers_log = log_path
+                self.servers = launch_servers(settings, model_type, self.paths, log_path, self.watchdog)
+                return self.servers
+
+        start_servers(settings, launch, self.paths.logs, deadline, self._stopping, self.on_event)
         self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
 
     def _eval_argv(self, resume: bool) -> list[str]:
@@ -497,7 +655,7 @@ class GymRun:
                     log_path=self._eval_log,
                     name="gym eval run",
                 )
-                record_process(self.paths, self.eval)
+                record_process(self.paths, self.eval, self.watchdog)
                 if not attempt:
                     RunState("running", log=str(self._eval_log)).write(self.paths.state)
             status = self._wait_eval(self.eval)

@@ -32,6 +32,7 @@ from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.processes import SigtermAsCtrlC, tail
+from pytest_gym_eval.progress import Counts, Progress, progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import model as report
 from pytest_gym_eval.reporting.model import Conclusion
@@ -56,6 +57,9 @@ RUN_DIR_INPUT = "gym_run_dir"
 """Key of the run directory in a pytest-xdist worker's ``workerinput``."""
 
 SIMPLE_AGENT_SUFFIX = "_simple_agent"
+PROGRESS_TICK = 0.5
+"""Seconds between two progress updates while an item waits for its rollout (its report is not delayed: the
+wait ends as soon as the rollout lands)."""
 STALL_LISTED = 5
 """Pending rollouts a stalled run's error message names (the rest are counted)."""
 REPLAY_MODEL_NAME = "replay"
@@ -97,6 +101,7 @@ class GymSession:
         self._server_logs: causes.ServerLogs | None = None
         self._stall_lines: tuple[object, list[str]] | None = None
         self._lock_notes = threading.Lock()
+        self._progress: Progress | None = None
         self._printed = 0
         self._started = False
         self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
@@ -218,6 +223,7 @@ class GymSession:
         From here until :meth:`stop`, SIGTERM ends the session as Ctrl-C does (see :class:`SigtermAsCtrlC`).
         """
         self._sigterm.install()
+        self._progress = progress_for(self.config)
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
         self.note(f"run directory: {run_dir}")
@@ -228,7 +234,7 @@ class GymSession:
             paths.logs.mkdir(parents=True, exist_ok=True)
             RunState("failed", message).write(paths.state)
             return
-        self._run = GymRun(plan, paths, settings, on_event=self.note).start()
+        self._run = GymRun(plan, paths, settings, on_event=self._on_run_event).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
 
     def _wait_until_started(self) -> None:
@@ -240,10 +246,16 @@ class GymSession:
             if state is not None and state.phase != "starting":
                 break
             if time.monotonic() > deadline:
+                self._end_progress()
                 raise GymStartError(f"Gym did not start within {self.options.startup_timeout:g} s")
             self.flush_notes()
+            if self._progress is not None:
+                self._progress.tick()
             time.sleep(0.1)
+        self._end_progress()
         self.flush_notes()
+        if self._progress is not None and state.phase == "running":
+            self._progress.running()
         if state.phase == "failed":
             raise GymStartError(f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else ""))
 
@@ -290,6 +302,8 @@ class GymSession:
             head_server=options.head_server,
             startup_timeout=options.startup_timeout,
             concurrency=options.concurrency,
+            sampling=options.sampling,
+            record_latency=options.latency,
         )
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
@@ -354,7 +368,7 @@ class GymSession:
                 "this item was not in the session's plan", failure_class=causes.NOT_PLANNED
             )
         else:
-            found = self._feed.wait(stamp, self.options.rollout_timeout)
+            found = self._wait_for(stamp)
         threshold = self.options.dataset_settings(item.path).threshold
         outcome = judge(found, threshold, None, self.explain)  # the pass hook decides in the call phase: decide()
         extra = self._error_context(found, outcome)
@@ -367,7 +381,36 @@ class GymSession:
             item.user_properties.append(("failure_class", outcome.failure_class))
         if outcome.record is not None:
             item.user_properties.append(("record", f"{outcome.record.path}:{outcome.record.line}"))
+            item.user_properties.extend(outcome.record.usage.properties())
         return outcome
+
+    def _wait_for(self, stamp: int) -> RolloutRecord | Missing:
+        """The feed's answer for ``stamp`` (bounded by ``--gym-rollout-timeout`` as the feed bounds it), showing the
+        run's progress while waiting."""
+        assert self._feed is not None
+        if self._progress is None or not self._progress.enabled:
+            return self._feed.wait(stamp, self.options.rollout_timeout)
+        try:
+            return self._feed.wait(stamp, self.options.rollout_timeout, self._show_progress, PROGRESS_TICK)
+        finally:
+            self._end_progress()
+
+    def _show_progress(self) -> None:
+        """Notes waiting to be written, then the rollouts' progress (main thread, while an item waits)."""
+        assert self._feed is not None and self._progress is not None
+        self.flush_notes()
+        done, errors = self._feed.counts()
+        self._progress.tick(Counts(done, len(self.plan.rollouts), errors))
+
+    def _on_run_event(self, message: str) -> None:
+        """A message from the run (any thread): a note for the terminal, and the progress's start-up phase."""
+        if self._progress is not None:
+            self._progress.phase(message)
+        self.note(message)
+
+    def _end_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.clear()
 
     def decide(self, item: RolloutItem) -> RolloutOutcome:
         """Let a ``pytest_gym_eval_rollout_passed`` hook decide whether ``item``'s scored rollout passed (the
@@ -544,6 +587,8 @@ class GymSession:
             "head_server": self.head_server,
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **self.options.sampling.meta(),
+            **(self.options.price.meta() if self.options.price is not None else {}),
         }
         return report_meta(self.options, self.rollouts(), run)
 
@@ -575,6 +620,7 @@ class GymSession:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or not pending:
             return
+        self._end_progress()
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
             for line in pending:

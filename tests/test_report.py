@@ -441,6 +441,10 @@ def test_report_content() -> None:
         "reward": None,
         "failure_class": "missing",
         "record": "run/rollouts.jsonl:2",
+        "input_tokens": None,
+        "output_tokens": None,
+        "total_tokens": None,
+        "latency": None,
     }
 
 

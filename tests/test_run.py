@@ -1,16 +1,22 @@
-"""Probing the policy model's endpoint before Gym starts (:func:`pytest_gym_eval.run.probe_model`)."""
+"""Starting Gym: probing the policy model's endpoint first (:func:`pytest_gym_eval.run.probe_model`), and the one
+retry of ``gym env start`` after Ray's node start-up timeout (against the stand-in ``gym``; with real Gym and Ray
+in tests/test_gym_lifecycle.py)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.processes import free_port
-from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model
+from conftest import FakeGym, make_fake_checkout, started_processes
+from pytest_gym_eval import provision
+from pytest_gym_eval.processes import free_port, session_members
+from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, serving
 
 
 def endpoint(url: str) -> ModelEndpoint:
@@ -81,3 +87,92 @@ def test_a_stopping_session_ends_the_probe() -> None:
     stopping = threading.Event()
     stopping.set()
     probe_model(endpoint(url), time.monotonic() + 600, stopping)  # returns at once instead of waiting 600 s
+
+
+# Ray's node start-up timeout: one bounded retry.
+
+
+def one_task(pytester: pytest.Pytester) -> str:
+    row = {"id": "t1", "responses_create_params": {"input": [{"role": "user", "content": "Question?"}]}}
+    (pytester.path / "mcqa.jsonl").write_text(json.dumps(row) + "\n")
+    return "mcqa.jsonl"
+
+
+def env_starts(fake_gym: FakeGym) -> list[dict[str, object]]:
+    return [call for call in fake_gym.calls() if call["argv"][:2] == ["env", "start"]]  # type: ignore[index]
+
+
+RETRY_NOTE = (
+    "gym: Ray's node timed out during start-up (*gym-env-start.log), a known transient failure on a loaded machine; "
+    "retrying `gym env start` once"
+)
+
+
+def test_a_ray_start_timeout_is_retried_once_and_the_run_goes_on(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "ray-timeout-once")
+    monkeypatch.setenv("FAKE_GYM_WORKER", "1")  # the failed start leaves a SIGINT-proof worker in its session
+    result = pytester.runpytest(*fake_gym.args, "--gym-run-dir=runs", one_task(pytester))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([RETRY_NOTE, "gym: starting Gym's servers (log: *gym-env-start-2.log)"])
+    first, second = env_starts(fake_gym)
+    assert not session_members(int(first["sid"])) and not session_members(int(second["sid"]))  # type: ignore[call-overload]
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    started = [json.loads(line)["name"] for line in (run_dir / "processes.jsonl").read_text().splitlines()]
+    assert started == ["gym env start", "gym env start", "gym eval run"]
+
+
+def test_a_second_ray_start_timeout_errors_every_item_with_advice(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "ray-timeout")
+    monkeypatch.delenv("RAY_raylet_start_wait_time_s", raising=False)
+    result = pytester.runpytest(*fake_gym.args, one_task(pytester))
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            RETRY_NOTE,
+            "*Gym would not start: Ray's node timed out during start-up twice (`gym env start` was retried once). "
+            "Ray's daemons start slowly on a loaded machine: the raylet gives its dashboard agent at most 15 s, and "
+            "Ray gives the raylet at most RAY_raylet_start_wait_time_s=60 s (never less than 30 s) to register. Free "
+            "some CPU, or set RAY_raylet_start_wait_time_s higher.",
+            "`gym env start` exited with status 1 before its servers were ready; last lines of *gym-env-start-2.log:",
+        ]
+    )
+    assert len(env_starts(fake_gym)) == 2
+    assert not [call for call in fake_gym.calls() if call["argv"][:2] == ["eval", "run"]]  # type: ignore[index]
+
+
+def test_other_start_failures_are_not_retried(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "fail")
+    result = pytester.runpytest(*fake_gym.args, one_task(pytester))
+    result.assert_outcomes(errors=1)
+    assert "retrying" not in result.stdout.str()
+    assert len(env_starts(fake_gym)) == 1
+
+
+def test_servers_started_for_attaching_get_the_retry_too(
+    fake_gym: FakeGym, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "ray-timeout-once")
+    checkout = provision.GymCheckout(fake_gym.checkout, fake_gym.checkout / ".venv" / "bin" / "gym", None, {})
+    model = ModelEndpoint("http://127.0.0.1:9/v1", "policy", "openai_model", "PYTEST_GYM_EVAL_TEST_NO_KEY")
+    notes: list[str] = []
+    with serving(checkout, model, ["mcqa_simple_agent"], tmp_path / "servers", 60, notes.append):
+        first, second = started_processes(tmp_path / "servers")
+        assert not session_members(first["pid"]) and session_members(second["pid"])
+    assert any("retrying `gym env start` once" in note for note in notes), notes
+    assert not session_members(second["pid"])
+
+
+def test_rays_start_up_wait_is_lengthened_unless_the_environment_sets_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = provision.load_checkout(make_fake_checkout(tmp_path))
+    monkeypatch.delenv("RAY_raylet_start_wait_time_s", raising=False)
+    assert provision.gym_environment(checkout, tmp_path / "ray")["RAY_raylet_start_wait_time_s"] == "60"
+    monkeypatch.setenv("RAY_raylet_start_wait_time_s", "7")
+    assert provision.gym_environment(checkout, tmp_path / "ray")["RAY_raylet_start_wait_time_s"] == "7"

@@ -79,6 +79,22 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "selected": summary.selected,
         "unreported": summary.unreported,
         "reward_range": None if summary.reward_range is None else [_finite(v) for v in summary.reward_range],
+        **_usage_summary_json(summary),
+    }
+
+
+def _usage_summary_json(summary: DatasetSummary) -> dict[str, Any]:
+    """A summary's ``tokens``, ``latency`` (seconds) and ``cost``."""
+    tokens, latency = summary.tokens, summary.latency
+    return {
+        "tokens": {
+            "input": tokens.input_tokens,
+            "output": tokens.output_tokens,
+            "total": tokens.total_tokens,
+            "rollouts": tokens.rollouts,
+        },
+        "latency": {"median": _finite(latency.median), "p95": _finite(latency.p95), "n": latency.n},
+        "cost": None if summary.cost is None else _finite(summary.cost),
     }
 
 
@@ -115,6 +131,19 @@ def _rollout_json(result: RolloutResult) -> dict[str, Any]:
         "reward": None if result.reward is None else _finite(result.reward),
         "failure_class": result.failure_class,
         "record": result.record,
+        **_usage_rollout_json(result),
+    }
+
+
+def _usage_rollout_json(result: RolloutResult) -> dict[str, Any]:
+    """A rollout's ``input_tokens``, ``output_tokens``, ``total_tokens`` and ``latency`` (seconds), null where Gym
+    recorded none."""
+    usage = result.usage
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "latency": None if usage.latency is None else _finite(usage.latency),
     }
 
 

@@ -12,13 +12,16 @@ Suite property names (the test suite's ``<properties>``, valid in every family):
   ``sha256`` (of the dataset file), ``mean_reward``, ``pass_rate`` and ``pass_at_<k>`` (each also with
   ``.low`` and ``.high``), ``gate.<metric>`` (the verdict of the gate on ``mean_reward``, ``pass_rate`` or
   ``pass_at_<k>``) with ``gate.<metric>.threshold`` (its threshold, a value: the name stays the same when the
-  threshold changes), and ``verdict``.
+  threshold changes), and ``verdict``; and the tokens, latency and cost (:func:`usage_properties`):
+  ``input_tokens``, ``output_tokens``, ``total_tokens``, ``token_rollouts``, ``latency_median``,
+  ``latency_p95``, ``cost``.
 
 The names of 0.1 (``gym.<dataset>.<name>``, ``gym.<dataset>.gate.<label-slug>``,
 ``gym.dataset_sha256.<dataset>``) are written too, for one release (:data:`LEGACY_NAMES_UNTIL`).
 
 Per rollout: ``reward`` (absent for an error: an error has no reward), ``task_id``, ``repeat``, ``agent``,
-``record`` and, on error, ``failure_class``. Under ``junit_family=xunit1`` (or ``legacy``) they are the
+``record``, ``input_tokens``/``output_tokens``/``total_tokens`` and ``latency`` (seconds) when Gym recorded them
+and, on error, ``failure_class``. Under ``junit_family=xunit1`` (or ``legacy``) they are the
 testcase's ``<properties>``; under ``xunit2`` (pytest's default), whose schema has no testcase properties, they
 go in the testcase's ``<system-out>`` as one line ``gym-eval: {JSON object}`` (:data:`SYSTEM_OUT_PREFIX`). A
 dataset's ``gym-gate`` testcase carries its judged gates the same way: ``gate`` properties, or a ``gates`` list
@@ -43,8 +46,12 @@ LEGACY_NAMES_UNTIL = "0.3.0"
 SYSTEM_OUT_PREFIX = "gym-eval: "
 """How the line that carries a rollout's values in an xunit2 testcase's ``<system-out>`` starts."""
 
-ROLLOUT_PROPERTIES = ("reward", "task_id", "repeat", "agent", "record", "failure_class")
-"""The per-rollout values a rollout item carries in its ``user_properties``."""
+ROLLOUT_PROPERTIES = (
+    "reward", "task_id", "repeat", "agent", "record", "failure_class",
+    "input_tokens", "output_tokens", "total_tokens", "latency",
+)  # fmt: skip
+"""The per-rollout values a rollout item carries in its ``user_properties`` (the last four: tokens and latency,
+when Gym recorded them)."""
 
 GATE_PROPERTY = "gate"
 """The ``user_properties`` name of a gate item's judged gates (one per gate)."""
@@ -79,8 +86,30 @@ def suite_properties(
         properties += [("gym.exit_status", str(final[0])), ("gym.reason", final[1])]
     for summary in summaries:
         properties.extend(_summary_properties(summary, hashes.get(summary.dataset)))
+        properties.extend(usage_properties(summary))
         legacy.extend(_legacy_properties(summary))
     return properties + legacy
+
+
+def usage_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
+    """A summary's tokens, latency and cost, named as its other aggregates (``gym::<dataset>::<name>``):
+    ``input_tokens``, ``output_tokens``, ``total_tokens`` and ``token_rollouts`` (the rollouts with a token count)
+    when any rollout recorded tokens; ``latency_median`` and ``latency_p95`` (seconds) when any recorded a
+    latency; ``cost`` with ``--gym-price-per-mtok``."""
+    tokens, latency = summary.tokens, summary.latency
+    pairs: list[tuple[str, object]] = []
+    if tokens.rollouts:
+        pairs += [
+            ("input_tokens", tokens.input_tokens),
+            ("output_tokens", tokens.output_tokens),
+            ("total_tokens", tokens.total_tokens),
+            ("token_rollouts", tokens.rollouts),
+        ]
+    if latency.n:
+        pairs += [("latency_median", latency.median), ("latency_p95", latency.p95)]
+    if summary.cost is not None:
+        pairs.append(("cost", summary.cost))
+    return _texts(property_prefix(summary.dataset, summary.agent), pairs)
 
 
 def property_prefix(dataset: str, agent: str | None = None) -> str:

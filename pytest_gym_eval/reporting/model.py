@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, incomplete, metric_interval
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.stats import Interval
+from pytest_gym_eval.usage import NO_USAGE, LatencySummary, Price, TokenTotals, Usage, latency_summary, token_totals
 
 if TYPE_CHECKING:
     from pytest_gym_eval.reporting.baseline import BaselineComparison
@@ -46,8 +47,9 @@ class RolloutResult:
     ``status`` is "passed", "failed" or "error"; ``reward`` is the verifier's reward (None for an error);
     ``failure_class`` names an error's cause (:data:`pytest_gym_eval.causes.CLASSES`); ``record`` is
     ``path:LINE`` of the full rollout record; ``start``/``stop`` are epoch seconds of the item's run (0.0 when
-    unknown). A rollout is *scored* when it passed or failed with a finite reward; only scored rollouts enter
-    the statistics.
+    unknown); ``usage`` the policy model's tokens and the rollout's latency as Gym recorded them
+    (:mod:`pytest_gym_eval.usage`). A rollout is *scored* when it passed or failed with a finite reward; only
+    scored rollouts enter the statistics.
     """
 
     nodeid: str
@@ -61,6 +63,7 @@ class RolloutResult:
     record: str | None = None
     start: float = 0.0
     stop: float = 0.0
+    usage: Usage = NO_USAGE
 
     @property
     def score(self) -> float | None:
@@ -88,6 +91,9 @@ class DatasetSummary:
     ``selected`` the rollouts the session selected for this dataset (None when unknown, e.g. a report read back
     from JSON without it): when more were selected than reported (``pytest -x``, ``--maxfail``, a crash), the
     gates were judged on part of the evaluation and are at best INCONCLUSIVE.
+    ``tokens`` sums the tokens of every rollout (errored ones too: their calls were made), ``latency`` ranks
+    the latencies Gym recorded, and ``cost`` is the estimate at the user's prices (None without prices or
+    tokens); see :func:`usage_summary`.
     """
 
     dataset: str
@@ -107,6 +113,9 @@ class DatasetSummary:
     error_classes: dict[str, int] = field(default_factory=dict)
     selected: int | None = None
     reward_range: tuple[float, float] | None = None
+    tokens: TokenTotals = field(default_factory=TokenTotals)
+    latency: LatencySummary = field(default_factory=lambda: latency_summary(()))
+    cost: float | None = None
 
     @property
     def rewards_beyond_unit(self) -> bool:
@@ -150,12 +159,14 @@ def summarize(
     mode: GateMode,
     confidence: float = 0.95,
     selected: Mapping[str, Mapping[str, int]] | None = None,
+    price: Price | None = None,
 ) -> list[DatasetSummary]:
     """One :class:`DatasetSummary` per dataset, or per (dataset, agent) when a dataset has several agents.
 
     ``thresholds`` and ``gates`` are keyed by dataset (as in the node ids); a dataset missing from them has
     threshold :data:`DEFAULT_THRESHOLD` and no gates. Gates are judged in ``mode`` by
-    :func:`~pytest_gym_eval.gates.evaluate`. ``selected[dataset][agent]`` counts the rollouts the session
+    :func:`~pytest_gym_eval.gates.evaluate`. ``price`` (the user's ``--gym-price-per-mtok``) gives each
+    summary a cost estimate. ``selected[dataset][agent]`` counts the rollouts the session
     selected: a dataset or agent with selected rollouts but no result still gets a summary (its gates have no
     data), and gates judged on fewer rollouts than selected are at best INCONCLUSIVE
     (:func:`~pytest_gym_eval.gates.incomplete`). Datasets come in first-seen order (results first, then
@@ -178,7 +189,25 @@ def summarize(
                 selected=count,
             )
         )
-    return summaries
+    return [with_usage(summary, results, price) for summary in summaries]
+
+
+def usage_summary(
+    results: Sequence[RolloutResult], price: Price | None
+) -> tuple[TokenTotals, LatencySummary, float | None]:
+    """Token totals (:func:`~pytest_gym_eval.usage.token_totals`) over every result, the median and p95 of the
+    latencies that are known (:func:`~pytest_gym_eval.usage.latency_summary`), and the cost at ``price``."""
+    tokens = token_totals(result.usage for result in results)
+    latencies = [result.usage.latency for result in results if result.usage.latency is not None]
+    return tokens, latency_summary(latencies), tokens.cost(price)
+
+
+def with_usage(summary: DatasetSummary, results: Sequence[RolloutResult], price: Price | None) -> DatasetSummary:
+    """``summary`` with its tokens, latency and cost (:func:`usage_summary`) over its own results among
+    ``results`` (same dataset, and same agent when the summary is one agent's)."""
+    mine = [r for r in results if r.dataset == summary.dataset and (summary.agent is None or r.agent == summary.agent)]
+    tokens, latency, cost = usage_summary(mine, price)
+    return replace(summary, tokens=tokens, latency=latency, cost=cost)
 
 
 def groups(

@@ -93,6 +93,7 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
         note = "" if interval.n == summary.mean_reward.n else f"  {fmt.plural(interval.n, 'task')} with {k}+ scored"
         lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
     lines += fmt.labelled("flaky tasks", _flaky_text(summary), width)
+    lines += usage_lines(summary, width)
     if summary.gates:
         lines += fmt.labelled("gates", _gates_text(summary), width)
         for result in summary.gates:
@@ -101,6 +102,31 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
         assert verdict is not None  # there are gates
         why = f" ({fmt.plural(summary.errors, 'rollout')} errored)" if summary.errors else ""
         lines += fmt.labelled("verdict", verdict.value + why, width)
+    return lines
+
+
+def usage_lines(summary: DatasetSummary, width: int) -> list[str]:
+    """The ``tokens``, ``cost`` and ``latency`` lines of a summary, each only when there is something to show:
+    token totals (input, output, total, and over how many rollouts), the cost estimate at the user's prices,
+    and the median and p95 of the latencies Gym recorded."""
+    lines: list[str] = []
+    tokens, latency = summary.tokens, summary.latency
+    if tokens.rollouts:
+        lines += fmt.labelled(
+            "tokens",
+            f"{tokens.total_tokens:,} total: {tokens.input_tokens:,} in, {tokens.output_tokens:,} out, "
+            f"over {fmt.plural(tokens.rollouts, 'rollout')}",
+            width,
+        )
+    if summary.cost is not None:
+        lines += fmt.labelled("cost", f"{summary.cost:.4g} at the given prices per million tokens", width)
+    if latency.n:
+        lines += fmt.labelled(
+            "latency",
+            f"median {fmt.duration(latency.median)}, p95 {fmt.duration(latency.p95)} "
+            f"over {fmt.plural(latency.n, 'rollout')}",
+            width,
+        )
     return lines
 
 

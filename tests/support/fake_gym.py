@@ -2,14 +2,19 @@
 
 It understands just what the plugin calls:
 - ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym;
-  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready, and
-  ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later.
+  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready,
+  ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later,
+  ``FAKE_GYM_START=ray-timeout`` exit 1 with Ray's node start-up timeout, ``ray-timeout-once`` do that on the
+  first ``env start`` of ``$FAKE_GYM_CALLS`` only. ``FAKE_GYM_WORKER=1`` also starts a child that ignores SIGINT
+  in a process group of its own inside Gym's session (as Ray's idle workers do), so only a SIGKILL of the whole
+  session ends it.
 - ``gym eval run --input IN --output OUT [--resume] ...``: writes one output line per input row, taking the
   behaviour from the row's ``fake`` object: ``{"reward": x}`` (default 1.0; any JSON, or absent with
   ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row; with ``"body"``, its
   ``_ng_failure_response_body``), ``{"skip": true}`` (no line
   at all), ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
-  (wait for SIGINT before this row).
+  (wait for SIGINT before this row), ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
+  (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row).
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -33,12 +39,34 @@ def _option(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
 
 
+RAY_TIMEOUT = (
+    "Exception: The current node timed out during startup. This could happen because some of the raylet failed to "
+    "startup or the GCS has become overloaded."
+)
+WORKER = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(60)"
+
+
+def _first_env_start() -> bool:
+    calls = os.environ.get("FAKE_GYM_CALLS")
+    if not calls:
+        return True
+    with open(calls, encoding="utf-8") as handle:
+        starts = [line for line in handle if '"argv": ["env", "start"' in line]
+    return len(starts) <= 1
+
+
 def env_start(argv: list[str]) -> int:
     mode = os.environ.get("FAKE_GYM_START", "")
     print("Starting fake servers", flush=True)
+    if os.environ.get("FAKE_GYM_WORKER"):
+        subprocess.Popen([sys.executable, "-c", WORKER], preexec_fn=os.setpgrp)
     if mode == "fail":
         print("Error: fake start failure", flush=True)
         return 3
+    if mode == "ray-timeout" or (mode == "ray-timeout-once" and _first_env_start()):
+        print("Traceback (most recent call last):", flush=True)
+        print(RAY_TIMEOUT, flush=True)
+        return 1
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     time.sleep(float(os.environ.get("FAKE_GYM_START_DELAY", "0")))  # a slow start-up, as on a loaded machine
@@ -78,6 +106,8 @@ def eval_run(argv: list[str]) -> int:
             os.kill(os.getpid(), signal.SIGSEGV)
         while fake.get("hold") and not stop:
             time.sleep(0.05)
+        if fake.get("delay"):
+            time.sleep(float(fake["delay"]))
         if stop:
             return 130
         base = {"_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": 0, "agent_ref": row.get("agent_ref")}
@@ -92,6 +122,10 @@ def eval_run(argv: list[str]) -> int:
         text = fake.get("text", "fake answer")
         message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
         record["response"] = {"output": [message]}
+        if "usage" in fake:
+            record["response"]["usage"] = fake["usage"]
+        if "latency_ms" in fake:
+            record["ng_perf"] = {"total_latency_ms": fake["latency_ms"]}
         if not fake.get("no_reward"):
             record["reward"] = fake.get("reward", 1.0)
         if "expected_answer" in row:

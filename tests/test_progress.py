@@ -1,0 +1,205 @@
+"""Progress while pytest waits for Gym: the text, the terminal's status tail, the once-a-minute line for logs
+(with an injected clock, no sleeping), ``-q``, and a real pseudo-terminal run against the stand-in ``gym``."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import FakeGym, child_pytest_argv
+from pytest_gym_eval.progress import Counts, Progress, rollouts_text
+
+
+class Clock:
+    """A stand-in ``time.monotonic``: seconds move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Screen:
+    """Records what progress writes: whole lines, and the raw text with backspaces applied to a line buffer."""
+
+    def __init__(self, line: str = "data.jsonl ..F", width: int = 80) -> None:
+        self.lines: list[str] = []
+        self.buffer = list(line)
+        self.cursor = len(line)
+        self.base = line
+        self.width = width
+
+    def write_raw(self, text: str) -> None:
+        for char in text:
+            if char == "\b":
+                self.cursor -= 1
+            else:
+                if self.cursor < len(self.buffer):
+                    self.buffer[self.cursor] = char
+                else:
+                    self.buffer.append(char)
+                self.cursor += 1
+
+    def write_line(self, text: str) -> None:
+        self.lines.append(text)
+
+    def room(self) -> int:
+        return self.width - len(self.base)
+
+    @property
+    def shown(self) -> str:
+        return "".join(self.buffer).rstrip()
+
+
+def test_rollouts_text_has_done_total_errors_rate_and_eta() -> None:
+    assert rollouts_text(Counts(6, 24, 1), 12.0) == "6/24 rollouts, 1 error, 0.5/s, ETA 36.0 s"
+    assert rollouts_text(Counts(0, 24, 0), 5.0) == "0/24 rollouts, 0 errors"
+    assert rollouts_text(Counts(24, 24, 2), 48.0) == "24/24 rollouts, 2 errors, 0.5/s"
+
+
+def test_log_lines_come_at_most_once_a_minute() -> None:
+    clock, screen = Clock(), Screen()
+    progress = Progress(screen, tty=False, clock=clock)
+    progress.phase("starting Gym's servers (log: /tmp/run/logs/gym-env-start.log)")
+    for _ in range(59):
+        clock.now += 1.0
+        progress.tick()
+    assert screen.lines == []  # 59 s: nothing yet
+    clock.now += 1.0
+    progress.tick()
+    assert screen.lines == ["gym: progress: starting Gym's servers, 1m 00s"]
+    progress.running()
+    for _ in range(119):
+        clock.now += 0.5
+        progress.tick(Counts(3, 10, 0))
+    assert len(screen.lines) == 1  # 59.5 s since the last line
+    clock.now += 0.5
+    progress.tick(Counts(4, 10, 1))
+    assert screen.lines[-1] == "gym: progress: 4/10 rollouts, 1 error, 0.067/s, ETA 1m 30s"
+    for _ in range(4800):  # ten more minutes of ticks every 0.125 s (exact in binary): ten more lines
+        clock.now += 0.125
+        progress.tick(Counts(5, 10, 1))
+    assert len(screen.lines) == 12
+    assert screen.buffer == list("data.jsonl ..F")  # nothing raw on a log
+
+
+def test_the_status_tail_is_drawn_after_pytests_line_and_erased_without_a_trace() -> None:
+    clock, screen = Clock(), Screen()
+    progress = Progress(screen, tty=True, clock=clock)
+    progress.phase("starting Gym's servers (log: x)")
+    clock.now += 42.0
+    progress.tick()
+    assert screen.shown == "data.jsonl ..F [gym: starting Gym's servers, 42.0 s]"
+    progress.running()
+    clock.now += 10.0
+    progress.tick(Counts(5, 20, 0))
+    assert screen.shown == "data.jsonl ..F [gym: 5/20 rollouts, 0 errors, 0.5/s, ETA 30.0 s]"
+    progress.clear()
+    assert screen.shown == "data.jsonl ..F" and screen.cursor == len("data.jsonl ..F")
+    assert screen.lines == []
+
+
+def test_the_tail_is_trimmed_to_the_line_and_left_out_without_room() -> None:
+    clock = Clock()
+    narrow = Screen(width=50)
+    Progress(narrow, tty=True, clock=clock).tick()
+    assert len(narrow.shown) <= 49 and narrow.shown.startswith("data.jsonl ..F [gym: starting")
+    full = Screen(line="x" * 70, width=80)
+    Progress(full, tty=True, clock=clock).tick()
+    assert full.shown == "x" * 70
+
+
+def test_quiet_shows_nothing() -> None:
+    clock, screen = Clock(), Screen()
+    progress = Progress(screen, tty=False, enabled=False, clock=clock)
+    clock.now += 3600
+    progress.tick(Counts(1, 2, 0))
+    assert screen.lines == [] and screen.shown == "data.jsonl ..F"
+
+
+def run_in_pty(args: list[str], cwd: str, timeout: float = 120.0) -> str:
+    """Run pytest with ``args`` on a pseudo-terminal (as a user's terminal) and return everything it printed."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
+    process = subprocess.Popen(
+        child_pytest_argv(*args), cwd=cwd, stdin=follower, stdout=follower, stderr=follower, env=env
+    )
+    os.close(follower)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 1.0)
+            if ready:
+                try:
+                    data = os.read(leader, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif process.poll() is not None:
+                break
+    finally:
+        os.close(leader)
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pseudo-terminal")
+def test_on_a_terminal_the_status_tail_shows_while_an_item_waits(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    rows = [
+        {"id": "slow", "responses_create_params": {"input": "A?"}, "fake": {"delay": 3}},
+        {"id": "fast", "responses_create_params": {"input": "B?"}},
+    ]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    output = run_in_pty([*fake_gym.args, "mcqa.jsonl", "-p", "no:randomly", "--color=no"], str(pytester.path))
+    assert "2 passed" in output, output
+    tails = re.findall(r"\[gym: 0/2 rollouts, 0 errors\]", output)
+    assert tails, output
+    # Every tail drawn is erased again: what the terminal finally shows is pytest's own text.
+    screen = render(output)
+    assert not [line for line in screen if "[gym:" in line], screen
+    assert [line for line in screen if re.match(r"mcqa\.jsonl \.+\s*\[100%\]$", line)], "\n".join(screen)
+
+
+def render(text: str) -> list[str]:
+    """The lines a terminal shows after printing ``text`` (carriage returns, backspaces and overwrites
+    applied; trailing blanks dropped)."""
+    lines: list[list[str]] = [[]]
+    column = 0
+    for char in text:
+        line = lines[-1]
+        if char == "\n":
+            lines.append([])
+            column = 0
+        elif char == "\r":
+            column = 0
+        elif char == "\b":
+            column = max(0, column - 1)
+        else:
+            if column < len(line):
+                line[column] = char
+            else:
+                line.extend(" " * (column - len(line)))
+                line.append(char)
+            column += 1
+    return ["".join(line).rstrip() for line in lines]
+
+
+def test_quiet_runs_show_no_progress(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    rows = [{"id": "slow", "responses_create_params": {"input": "A?"}, "fake": {"delay": 1.5}}]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    output = run_in_pty([*fake_gym.args, "mcqa.jsonl", "-q", "-p", "no:randomly", "--color=no"], str(pytester.path))
+    assert "1 passed" in output and "[gym:" not in output, output
