@@ -29,7 +29,7 @@ from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
 from pytest_gym_eval.provision import RAY_START_WAIT, GymCheckout, gym_environment
-from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RunState, record_stamp
 from pytest_gym_eval.sampling import Sampling
 from pytest_gym_eval.watchdog import Watchdog
 
@@ -514,7 +514,7 @@ class GymRun:
 
     def has_every_rollout(self) -> bool:
         """Whether Gym's files hold a line (rollout or failure) for every planned rollout."""
-        done = _stamps_in(self.paths.output) | _stamps_in(self.paths.failures)
+        done = self._stamps_done()
         return all(rollout.stamp in done for rollout in self.plan.rollouts)
 
     def finish(self, timeout: float = FINISH_GRACE) -> None:
@@ -626,7 +626,7 @@ class GymRun:
             str(self.settings.gym), "eval", "run", "--no-serve",
             "--input", str(self.paths.input),
             "--output", str(self.paths.output),
-            "--num-repeats", "1",
+            "--num-repeats", str(self.plan.row_repeats),
             "--config", str(self.paths.config),
         ]  # fmt: skip
         if self.settings.concurrency:
@@ -678,8 +678,13 @@ class GymRun:
     def _needs_resume(self, status: int) -> bool:
         if status == 0:
             return False
-        done = _stamps_in(self.paths.output) | _stamps_in(self.paths.failures)
+        done = self._stamps_done()
         return any(rollout.stamp not in done for rollout in self.plan.rollouts)
+
+    def _stamps_done(self) -> set[int]:
+        """The plan stamps Gym's files hold a line (rollout or failure) for."""
+        repeats = self.plan.row_repeats
+        return _stamps_in(self.paths.output, repeats) | _stamps_in(self.paths.failures, repeats)
 
     def _finished_message(self, statuses: list[int]) -> str:
         if not statuses:
@@ -698,8 +703,9 @@ def _describe_status(status: int) -> str:
     return f"exited with status {status}"
 
 
-def _stamps_in(path: Path) -> set[int]:
-    """The ``_ng_task_index`` of every complete line of a Gym output file."""
+def _stamps_in(path: Path, row_repeats: int = 1) -> set[int]:
+    """The plan stamps (:func:`~pytest_gym_eval.rollouts.record_stamp`) of every complete line of a Gym output
+    file."""
     stamps: set[int] = set()
     try:
         with path.open("rb") as handle:
@@ -710,8 +716,11 @@ def _stamps_in(path: Path) -> set[int]:
                     value = json.loads(raw)
                 except ValueError:
                     continue
-                if isinstance(value, dict) and isinstance(value.get("_ng_task_index"), int):
-                    stamps.add(value["_ng_task_index"])
+                if not isinstance(value, dict):
+                    continue
+                stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), row_repeats)
+                if stamp is not None:
+                    stamps.add(stamp)
     except FileNotFoundError:
         pass
     return stamps
