@@ -12,9 +12,10 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonlines
+if TYPE_CHECKING:
+    import jsonlines
 
 DEFAULT_ID_FIELDS = ("id", "uuid", "task_id")
 """Fields tried, in order, for a row's own task id when ``gym_id_field`` is not set."""
@@ -192,6 +193,8 @@ def parse_row(raw: bytes, path: Path, line: int) -> Row:
     row = _plain_row(raw)
     if row is not None:
         return row
+    import jsonlines  # only for the lines _plain_row leaves to it: importing it (and attrs) took ~30 ms
+
     try:
         parsed: Row = jsonlines.Reader([raw]).read(type=dict)
     except jsonlines.InvalidLineError as error:

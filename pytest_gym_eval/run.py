@@ -15,8 +15,6 @@ import shutil
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -233,6 +231,9 @@ def probe_model(
     ``time.monotonic()`` value). While it does not, ``on_wait`` gets a note (what went wrong, how long this
     waits at most) after the first try and then every :data:`PROBE_NOTE_EVERY` seconds, so a mistyped URL
     does not look like a hang. Raises :class:`GymStartError` on a 401/403 or when the deadline passes."""
+    import urllib.error  # here: importing urllib.request (http.client, ssl) took ~15 ms of every session's start
+    import urllib.request
+
     request = urllib.request.Request(model.url.rstrip("/") + "/models")
     key = model.api_key()
     if key:
@@ -546,13 +547,13 @@ class GymRun:
 
     def _work(self) -> None:
         try:
-            # Reading /proc takes ~10 ms: alongside Gym's start, reported before its rollouts.
+            # Reading /proc takes ~10 ms (more on a busy machine): alongside Gym's start, reported before its
+            # rollouts (joined once `gym eval run` is under way, so it never delays it).
             leftovers = threading.Thread(target=self._report_leftovers, name="gym-leftovers", daemon=True)
             leftovers.start()
             self._start_watchdog()
             self._start_servers()
-            leftovers.join()
-            statuses = self._run_eval()
+            statuses = self._run_eval(leftovers)
         except GymStartError as error:
             RunState("failed", str(error), self._log_hint()).write(self.paths.state)
             return
@@ -635,8 +636,9 @@ class GymRun:
             argv.append("--resume")
         return [*argv, "+route_failures_to_sidecar=true"]
 
-    def _run_eval(self) -> list[int]:
-        """Run ``gym eval run``; resume it once when it exits before writing every rollout."""
+    def _run_eval(self, leftovers: threading.Thread | None = None) -> list[int]:
+        """Run ``gym eval run``; resume it once when it exits before writing every rollout. ``leftovers`` (the
+        report of earlier sessions' leftovers) is joined once the run is under way."""
         statuses: list[int] = []
         for attempt in (0, 1):
             if attempt and not self._needs_resume(statuses[-1]):
@@ -658,6 +660,8 @@ class GymRun:
                 record_process(self.paths, self.eval, self.watchdog)
                 if not attempt:
                     RunState("running", log=str(self._eval_log)).write(self.paths.state)
+            if leftovers is not None:
+                leftovers.join()
             status = self._wait_eval(self.eval)
             statuses.append(status)
             self.exit_statuses = list(statuses)
