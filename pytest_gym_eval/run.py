@@ -497,6 +497,7 @@ class GymRun:
         self.watchdog: Watchdog | None = None
         self._servers_log = paths.logs / "gym-env-start.log"
         self._stopping = threading.Event()
+        self._stopped = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="gym-run", daemon=True)
 
@@ -528,9 +529,13 @@ class GymRun:
             self.stop()
 
     def stop(self) -> None:
-        """Stop the eval run and the servers this run started (never attached ones); idempotent."""
+        """Stop the eval run and the servers this run started (never attached ones); idempotent (a second call
+        returns at once: each stop scans ``/proc`` for what is left in Gym's sessions)."""
         self._stopping.set()
         with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
             processes = [p for p in (self.eval, self.servers) if p is not None]
         for process in processes:
             process.stop(self.settings.stop_grace)
