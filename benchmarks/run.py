@@ -38,11 +38,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from verdicts import (
+    METHOD,
+    TABLE_BEGIN,
+    TABLE_END,
+    Estimate,
+    bootstrap,
+    median_of,
+    median_ratio,
+    replace_between_markers,
+    stamp,
+)
 
 HERE = Path(__file__).resolve().parent
 PYTEST = [sys.executable, "-m", "pytest"]
@@ -66,6 +78,8 @@ class Row:
     ratio: str = ""
     goal: str = ""
     verdict: str = ""
+    summary: str = ""
+    """A short label for the READMEs' table (else ``benchmark``)."""
 
 
 # Synthetic data.
@@ -241,6 +255,17 @@ def pytest_with_peak(memory: Path, args: list[str]) -> int:
     return int(code)
 
 
+def byte_compile_plugin() -> None:
+    """Byte-compile the plugin as ``pip install`` does for an installed package. With ``PYTHONDONTWRITEBYTECODE``
+    set (as on these machines) an editable install would otherwise compile every module of the plugin from
+    source in every session (~0.1 s), which no installed copy does."""
+    import compileall
+
+    import pytest_gym_eval
+
+    compileall.compile_dir(Path(pytest_gym_eval.__file__).parent, quiet=1)
+
+
 def pytest_ini(project: Path) -> None:
     project.mkdir(parents=True, exist_ok=True)
     (project / "pytest.ini").write_text("[pytest]\n")
@@ -303,6 +328,16 @@ def raw_gym_run(checkout: Any, root: Path, raw_input: Path, config: Path, repeat
     return seconds
 
 
+def bare_pytest_run(project: Path, tests: int) -> float:
+    """Wall seconds of a pytest session of ``tests`` trivial parametrized tests (``test_bare.py``), the plugin
+    disabled: what pytest itself costs to start, run as many items, report them and end."""
+    argv = [*PYTEST, "-p", "no:gym_eval", "-p", "no:cacheprovider", "test_bare.py"]
+    seconds, output = run_child(argv, project, 600)
+    if f"{tests} passed" not in output.splitlines()[-1]:
+        raise RuntimeError(f"bare pytest session: {output.splitlines()[-1]}")
+    return seconds
+
+
 def pytest_gym_run(
     checkout: Any, project: Path, runs: Path, head: tuple[str, int], repeats: int, expected: int
 ) -> tuple[float, float]:
@@ -323,10 +358,14 @@ def pytest_gym_run(
     return seconds, seconds - gym_seconds
 
 
+def added_share(raw: Sequence[float], own: Sequence[float]) -> float:
+    """``(median(raw) + median(own)) / median(raw)``: a raw run's time with the plugin's own share added."""
+    return (statistics.median(raw) + statistics.median(own)) / statistics.median(raw)
+
+
 def bench_overhead(work: Path, tasks: int, repeats: int, rounds: int) -> list[Row]:
-    """Three sides, in rotating order each round, against the same started servers and replay model: a pytest
-    session; raw ``gym eval run`` over the very input that session hands Gym (one row per task and repeat,
-    ``--num-repeats 1``); raw ``gym eval run`` over the dataset with ``--num-repeats R``."""
+    """Two sides, in alternating order each round, against the same started servers and replay model: a pytest
+    session, and raw ``gym eval run --no-serve --num-repeats R`` over the dataset as a user would type it."""
     root = work / "overhead"
     project = root / "project"
     pytest_ini(project)
@@ -338,61 +377,72 @@ def bench_overhead(work: Path, tasks: int, repeats: int, rounds: int) -> list[Ro
             row = json.loads(line)
             out.write(json.dumps({**row, "agent_ref": {"type": "responses_api_agents", "name": AGENT}}) + "\n")
     expected = tasks * repeats
-    sides = ("pytest", "same input", "dataset")
+    (project / "test_bare.py").write_text(
+        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({expected}))\ndef test_bare(i):\n    pass\n"
+    )
+    sides = ("pytest", "dataset")
     times: dict[str, list[float]] = {side: [] for side in sides}
     own: list[float] = []  # of each pytest session, the seconds outside its `gym eval run`
+    bare: list[float] = []  # a pytest session of as many trivial tests, without the plugin
     with started_gym(root, recordings) as (checkout, head):
         config = root / "raw-config.yaml"  # what the plugin writes when attached: the head server only
         config.write_text(json.dumps({"head_server": {"host": head[0], "port": head[1]}}))
-        # Warm-up (page cache, Gym's caches), which also gives the input a pytest session hands Gym.
+        # Warm-up (page cache, Gym's caches).
         raw_gym_run(checkout, root / "warm-up", raw_input, config, repeats, expected)
         pytest_gym_run(checkout, project, root / "runs-warm-up", head, repeats, expected)
-        (warm_run,) = (root / "runs-warm-up").iterdir()
-        same_input = root / "same-input.jsonl"
-        shutil.copy(warm_run / "gym-input.jsonl", same_input)
         for round_ in range(rounds):
-            for side in sides[round_ % 3 :] + sides[: round_ % 3]:
+            for side in sides if round_ % 2 == 0 else sides[::-1]:
                 if side == "dataset":
                     seconds = raw_gym_run(checkout, root / f"raw-{round_}", raw_input, config, repeats, expected)
-                elif side == "same input":
-                    seconds = raw_gym_run(checkout, root / f"same-{round_}", same_input, config, 1, expected)
                 else:
                     runs = root / f"runs-{round_}"
                     seconds, outside = pytest_gym_run(checkout, project, runs, head, repeats, expected)
                     own.append(outside)
                 times[side].append(seconds)
-                print(f"  round {round_ + 1}: {side} {seconds:.2f} s", flush=True)
-    median = {side: statistics.median(values) for side, values in times.items()}
+                print(f"  round {round_ + 1}: {side} {seconds:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+            bare.append(bare_pytest_run(project, expected))
+            print(f"  round {round_ + 1}: outside Gym {own[-1]:.2f} s, bare pytest {bare[-1]:.2f} s", flush=True)
     listed = {side: ", ".join(f"{t:.1f}" for t in values) for side, values in times.items()}
-    plugin, same, dataset = median["pytest"], median["same input"], median["dataset"]
+    plugin, dataset = times["pytest"], times["dataset"]
+    wall = median_ratio(plugin, dataset)
+    share = bootstrap([dataset, own], added_share)
+    own_median = median_of(own)
+    added = bootstrap([own, bare], lambda o, b: statistics.median(o) - statistics.median(b))
     return [
         Row(
-            f"Overhead: {tasks} tasks x {repeats} repeats, wall time, median of {rounds} runs in rotating order "
-            f"(pytest {listed['pytest']} s; raw {listed['same input']} s)",
-            f"pytest session {plugin:.2f} s",
-            f"raw `gym eval run --no-serve` over the same input (one row per task and repeat) {same:.2f} s",
-            f"{plugin / same:.3f}",
+            f"Overhead: {tasks} tasks x {repeats} repeats, wall time, median of {rounds} rounds in alternating "
+            f"order, against raw `gym eval run --no-serve --num-repeats {repeats}` over the dataset, as a user would "
+            f"type it (pytest {listed['pytest']} s; raw {listed['dataset']} s)",
+            f"pytest session {statistics.median(plugin):.2f} s",
+            f"raw `gym eval run` {statistics.median(dataset):.2f} s",
+            wall.text(),
             "<= 1.05",
-            "met" if plugin <= 1.05 * same else "not met",
-        ),
-        Row(
-            f"Overhead: the same pytest sessions against raw `gym eval run --no-serve --num-repeats {repeats}` "
-            f"over the dataset (raw {listed['dataset']} s)",
-            f"pytest session {plugin:.2f} s",
-            f"raw over the dataset {dataset:.2f} s",
-            f"{plugin / dataset:.3f}",
-            "<= 1.05",
-            "met" if plugin <= 1.05 * dataset else "not met",
+            wall.verdict(1.05),
+            summary=f"overhead: {tasks} tasks x {repeats} repeats vs raw `gym eval run --no-serve --num-repeats "
+            f"{repeats}`, wall time",
         ),
         Row(
             "Overhead: of each pytest session, the time outside its own `gym eval run` (start-up, collection and"
             " writing Gym's input before it; the last reports and teardown after it), median; the ratio is"
-            " (raw + this) / raw, free of Gym's run-to-run noise",
-            f"{statistics.median(own):.2f} s (runs: {', '.join(f'{t:.2f}' for t in own)})",
-            f"raw over the same input {same:.2f} s",
-            f"{(same + statistics.median(own)) / same:.3f}",
+            f" (raw + this) / raw, free of Gym's run-to-run noise (runs: {', '.join(f'{t:.2f}' for t in own)} s)",
+            f"{own_median.text(2)} s",
+            f"raw {statistics.median(dataset):.2f} s",
+            share.text(),
             "<= 1.05",
-            "met" if same + statistics.median(own) <= 1.05 * same else "not met",
+            share.verdict(1.05),
+            summary="overhead: the session's own time outside its `gym eval run`; ratio (raw + it) / raw",
+        ),
+        Row(
+            f"Overhead: the plugin's own share of a session of {expected} rollouts: its time outside `gym eval run`"
+            f" less a bare pytest session (the same pytest and plugins, this one disabled) running {expected} trivial"
+            f" tests (bare: {fmt_list(bare)} s); median difference",
+            f"{added.text(2)} s",
+            f"bare pytest {statistics.median(bare):.2f} s",
+            "",
+            "<= 0.3 s",
+            added.verdict(0.3),
+            summary=f"overhead: the plugin's own share of a session of {expected} rollouts (outside Gym, less bare"
+            " pytest)",
         ),
     ]
 
@@ -411,7 +461,7 @@ def bench_collection(work: Path, rows: int, rounds: int) -> list[Row]:
     targets = ["test_parametrized.py", "dataset.jsonl", "no_ids.jsonl"]
     results: dict[str, list[tuple[float, int]]] = {target: [] for target in targets}
     for round_ in range(rounds):
-        for target in targets if round_ % 2 == 0 else targets[::-1]:
+        for target in targets[round_ % 3 :] + targets[: round_ % 3]:
             argv = [*PYTEST, "--collect-only", "-q", "-p", "no:cacheprovider", target]
             seconds, rss, output = peak_rss_run(argv, project)
             if f"{rows} tests collected" not in output.splitlines()[-1]:
@@ -422,29 +472,33 @@ def bench_collection(work: Path, rows: int, rounds: int) -> list[Row]:
         [sys.executable, str(Path(__file__).resolve()), "_input", "dataset.jsonl", str(rows)], project, 600
     )
     written = json.loads(text.strip().splitlines()[-1])
-    best = {target: (min(t for t, _ in runs), min(m for _, m in runs)) for target, runs in results.items()}
-    param_time, param_rss = best["test_parametrized.py"]
+    param_times, param_rss = (list(side) for side in zip(*results["test_parametrized.py"], strict=True))
     table = []
     for target, what in (("dataset.jsonl", "each with an `id`"), ("no_ids.jsonl", "without ids (task id = hash)")):
         size = (project / target).stat().st_size
-        data_time, data_rss = best[target]
+        data_times, data_rss = (list(side) for side in zip(*results[target], strict=True))
+        speed, memory = median_ratio(data_times, param_times), median_ratio(data_rss, param_rss)
+        short = "with ids" if target == "dataset.jsonl" else "without ids (task id = hash)"
         table += [
             Row(
                 f"Collection: `--collect-only` of {rows:,} rows of {size / rows / 1000:.1f} KB {what} vs {rows:,} "
-                f"parametrized tests: time (best of {rounds})",
-                f"{data_time:.2f} s",
-                f"{param_time:.2f} s",
-                f"{data_time / param_time:.3f}",
+                f"parametrized tests: time, median of {rounds} rounds (rows {fmt_list(data_times)} s; "
+                f"parametrized {fmt_list(param_times)} s)",
+                f"{statistics.median(data_times):.2f} s",
+                f"{statistics.median(param_times):.2f} s",
+                speed.text(),
                 "<= 1.0",
-                "met" if data_time <= param_time else "not met",
+                speed.verdict(1.0),
+                summary=f"`--collect-only` {rows:,} rows {short} vs {rows:,} parametrized tests: time",
             ),
             Row(
-                f"Collection ({what}): peak RSS of the same runs (lowest)",
-                mb(data_rss),
-                mb(param_rss),
-                f"{data_rss / param_rss:.3f}",
-                "<= 1.2",
-                "met" if data_rss <= 1.2 * param_rss else "not met",
+                f"Collection ({what}): peak RSS of the same runs, median",
+                mb(statistics.median(data_rss)),
+                mb(statistics.median(param_rss)),
+                memory.text(),
+                "<= 1.0",
+                memory.verdict(1.0),
+                summary="the same: peak memory",
             ),
         ]
     table.append(
@@ -454,6 +508,11 @@ def bench_collection(work: Path, rows: int, rounds: int) -> list[Row]:
         )
     )
     return table
+
+
+def fmt_list(values: Sequence[float], digits: int = 2) -> str:
+    """``1.23, 1.30, 1.19``: every round's value, for the full table."""
+    return ", ".join(f"{value:.{digits}f}" for value in values)
 
 
 def input_child(dataset: Path, rows: int) -> None:
@@ -497,12 +556,14 @@ def follow_child(output: Path, count: int) -> None:
     print(json.dumps({"seconds": seconds, "before": before, "after": after, "read_full": read_full}))
 
 
-def bench_read(work: Path, megabytes: int, record_kb: int) -> list[Row]:
+def bench_read(work: Path, megabytes: int, record_kb: int, rounds: int) -> list[Row]:
+    """Write a rollouts file of large records and one of as many small ones; follow each ``rounds`` times, each
+    in a fresh process."""
     root = work / "read"
     root.mkdir()
     count = megabytes * 1000 // record_kb
     rows = []
-    growth: dict[int, int] = {}
+    growth: dict[int, list[float]] = {}
     average: dict[int, float] = {}
     for size_kb in (record_kb, 1):
         output = root / f"{size_kb}kb" / "rollouts.jsonl"
@@ -511,31 +572,43 @@ def bench_read(work: Path, megabytes: int, record_kb: int) -> list[Row]:
         size = write_rollouts(output, count, size_kb * 1000)
         print(f"  wrote {size / 1e6:.0f} MB ({count:,} records) in {time.perf_counter() - started:.0f} s", flush=True)
         follow = [sys.executable, str(Path(__file__).resolve()), "_follow", str(output), str(count)]
-        _, text = run_child(follow, root, 3600)
-        result = json.loads(text.strip().splitlines()[-1])
+        results = []
+        for _ in range(rounds):
+            _, text = run_child(follow, root, 3600)
+            results.append(json.loads(text.strip().splitlines()[-1]))
+            seconds, after = results[-1]["seconds"], results[-1]["after"]
+            grown = (after - results[-1]["before"]) / 1024
+            print(f"  followed in {seconds:.2f} s ({size / 1e6 / seconds:.0f} MB/s), peak {mb(after)}, +{grown:.1f} MB")
         output.unlink()
-        growth[size_kb], average[size_kb] = result["after"] - result["before"], size / count / 1000
-        rate = size / 1e6 / result["seconds"]
-        peak = f"peak RSS {mb(result['after'])}, +{growth[size_kb] / 1024:.1f} MB while following"
-        print(f"  followed in {result['seconds']:.2f} s ({rate:.0f} MB/s), {peak}", flush=True)
+        growth[size_kb] = [float(r["after"] - r["before"]) for r in results]
+        average[size_kb] = size / count / 1000
+        seconds = statistics.median(r["seconds"] for r in results)
+        rate = size / 1e6 / seconds
+        peak = (
+            f"peak RSS {mb(statistics.median(r['after'] for r in results))}, "
+            f"+{statistics.median(growth[size_kb]) / 1024:.1f} MB while following"
+        )
+        read_full = statistics.median(r["read_full"] for r in results)
         rows.append(
             Row(
                 f"Read: `RolloutFeed` following a {size / 1e6:,.0f} MB rollouts file ({count:,} records of"
-                f" {average[size_kb]:.1f} KB) until every record is in",
-                f"{result['seconds']:.2f} s = {rate:.0f} MB/s; {peak}; `read_full()` of the last record"
-                f" {result['read_full'] * 1000:.1f} ms",
+                f" {average[size_kb]:.1f} KB) until every record is in, median of {rounds}",
+                f"{seconds:.2f} s = {rate:.0f} MB/s; {peak}; `read_full()` of the last record"
+                f" {read_full * 1000:.1f} ms",
             )
         )
-    ratio = growth[record_kb] / max(growth[1], 1)
+    ratio = median_ratio(growth[record_kb], growth[1])
     rows.append(
         Row(
             f"Read: memory growth while following {count:,} records of {average[record_kb]:.1f} KB vs as many of"
-            f" {average[1]:.1f} KB",
-            f"+{growth[record_kb] / 1024:.1f} MB",
-            f"+{growth[1] / 1024:.1f} MB",
-            f"{ratio:.2f}",
+            f" {average[1]:.1f} KB (rounds: {fmt_list([g / 1024 for g in growth[record_kb]], 1)} MB vs"
+            f" {fmt_list([g / 1024 for g in growth[1]], 1)} MB)",
+            f"+{statistics.median(growth[record_kb]) / 1024:.1f} MB",
+            f"+{statistics.median(growth[1]) / 1024:.1f} MB",
+            ratio.text(2),
             "no growth with record size (<= 1.2)",
-            "met" if ratio <= 1.2 else "not met",
+            ratio.verdict(1.2),
+            summary=f"reading a {megabytes:,} MB rollouts file: memory growth, {record_kb} KB vs 1.3 KB records",
         )
     )
     return rows
@@ -778,6 +851,12 @@ def median_known(values: Sequence[float | None]) -> float:
     return statistics.median(known) if known else math.nan
 
 
+def median_known_of(columns: Sequence[Sequence[float | None]], statistic: Callable[..., float]) -> Estimate:
+    """:func:`verdicts.bootstrap` of ``statistic`` over rounds that may hold values the browser did not report
+    (None; ``statistic`` must skip them, e.g. with :func:`median_known`)."""
+    return bootstrap(columns, statistic)  # type: ignore[arg-type]
+
+
 def bench_html(work: Path, sizes: Sequence[int], rounds: int) -> list[Row]:
     from pytest_gym_eval.reporting import html
 
@@ -804,7 +883,9 @@ def bench_html(work: Path, sizes: Sequence[int], rounds: int) -> list[Row]:
             flush=True,
         )
         actions = ", ".join(f"{name} {median[name]:.0f} ms" for name, _, _ in HTML_ACTIONS)
-        slowest = max(median[name] for name, _, _ in HTML_ACTIONS)
+        render_ms = median_known_of([[run["render"] for run in runs]], lambda r: median_known(r))
+        columns = [[run[name] for run in runs] for name, _, _ in HTML_ACTIONS]
+        slowest = median_known_of(columns, lambda *cs: max(median_known(c) for c in cs))
         tasks = size // 4
         rows += [
             Row(
@@ -816,14 +897,18 @@ def bench_html(work: Path, sizes: Sequence[int], rounds: int) -> list[Row]:
                 f"HTML report: {size:,} rollouts, headless Chromium: time to first render (navigation start to "
                 f"the grids drawn), median of {rounds} (runs {each} ms; load average {load:.1f})",
                 f"{median['render']:.0f} ms (first paint {median['paint']:.0f} ms, load event {median['load']:.0f} ms)",
+                ratio=f"{render_ms.text(0)} ms",
                 goal="<= 3 s (opens in a few seconds)",
-                verdict="met" if median["render"] <= 3000 else "not met",
+                verdict=render_ms.verdict(3000),
+                summary=f"html: page of {size:,} rollouts, first render in headless Chromium",
             ),
             Row(
                 f"HTML report: {size:,} rollouts: from a click to the next frame drawn, median of {rounds}",
                 actions,
+                ratio=f"slowest {slowest.text(0)} ms",
                 goal="<= 100 ms each (RAIL: a response within 100 ms feels immediate)",
-                verdict="met" if slowest <= 100 else "not met",
+                verdict=slowest.verdict(100),
+                summary=f"html: page of {size:,} rollouts, a click (filter, page, sort, transcript) to the next frame",
             ),
         ]
     return rows
@@ -1052,18 +1137,34 @@ def machine() -> str:
     )
 
 
-def render(rows: list[Row], settings: str, seconds: float) -> str:
+def cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(rows: list[Row], settings: str, seconds: float, loads: tuple[float, float], full: bool = True) -> str:
+    """The table of ``rows`` with the machine, the command, its duration, the date and the load averages (at the
+    start and the end: the machine's other work); ``full`` gives every round's values (results.md), else the
+    short labels (the READMEs)."""
     lines = [
-        "# pytest-gym-eval benchmark results",
+        f"Machine: {machine()}; load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end.  ",
+        f"Command: `{settings}`; took {seconds / 60:.1f} min; {stamp()}.  ",
+        f"Ratios: the median over the rounds with its interval in brackets, a {METHOD}; a goal is met when the "
+        "interval's upper end is within it, unclear when only the median is.",
         "",
-        f"Machine: {machine()}.  ",
-        f"Command: `{settings}`; took {seconds / 60:.1f} min; {time.strftime('%Y-%m-%d %H:%M %Z')}.",
-        "",
-        "| benchmark | pytest-gym-eval | baseline | ratio | goal | verdict |",
+        "| benchmark | pytest-gym-eval | baseline | ratio (interval) | goal | verdict |",
         "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {r.benchmark} | {r.plugin} | {r.baseline} | {r.ratio} | {r.goal} | {r.verdict} |" for r in rows]
+    for r in rows:
+        cells = (r.benchmark if full else r.summary or r.benchmark, r.plugin, r.baseline, r.ratio, r.goal, r.verdict)
+        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+RESULT_FILES = (HERE / "results.md",)
+"""Files that get the full table between the markers (on a full run)."""
+README_FILES = (HERE.parent / "README.md", HERE / "README.md")
+"""Files that get the short table between the markers (on a full run)."""
 
 
 def main(argv: list[str]) -> int:
@@ -1080,7 +1181,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
     parser.add_argument("--tasks", type=int, help="overhead: tasks (default 50; quick 10)")
     parser.add_argument("--repeats", type=int, help="overhead: repeats per task (default 4; quick 2)")
-    parser.add_argument("--rounds", type=int, help="overhead: alternated runs per side (default 7; quick 1)")
+    parser.add_argument("--rounds", type=int, help="overhead: alternated runs per side (default 11; quick 2)")
     parser.add_argument("--rows", type=int, help="collection: dataset rows (default 100000; quick 10000)")
     parser.add_argument("--read-mb", type=int, help="read: size of the rollouts file in MB (default 1000; quick 100)")
     parser.add_argument("--record-kb", type=int, default=20, help="read: size of a large record in KB (default 20)")
@@ -1101,7 +1202,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--merge-repeats", type=int, default=8, help="merge: repeats per task (default 8)")
     parser.add_argument("--merge-shards", type=int, default=8, help="merge: shard reports (default 8)")
     parser.add_argument(
-        "--output", type=Path, help="also write the table here (default: benchmarks/results.md for a full run only)"
+        "--no-write",
+        action="store_true",
+        help="a full run only prints its table (by default it writes it into benchmarks/results.md and the READMEs)",
     )
     args = parser.parse_args(argv)
     quick = args.quick
@@ -1110,19 +1213,21 @@ def main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"unknown benchmarks: {', '.join(sorted(unknown))}")
     started = time.perf_counter()
+    load_at_start = os.getloadavg()[0]
     rows: list[Row] = []
     work = Path(tempfile.mkdtemp(prefix="gym-bench-"))
     failed = True
+    byte_compile_plugin()
     try:
         for name in only:
             print(f"{name} ...", flush=True)
             if name == "overhead":
                 tasks, repeats = args.tasks or (10 if quick else 50), args.repeats or (2 if quick else 4)
-                rows += bench_overhead(work, tasks, repeats, args.rounds or (1 if quick else 7))
+                rows += bench_overhead(work, tasks, repeats, args.rounds or (2 if quick else 11))
             elif name == "collection":
-                rows += bench_collection(work, args.rows or (10_000 if quick else 100_000), 1 if quick else 3)
+                rows += bench_collection(work, args.rows or (10_000 if quick else 100_000), 2 if quick else 5)
             elif name == "read":
-                rows += bench_read(work, args.read_mb or (100 if quick else 1000), args.record_kb)
+                rows += bench_read(work, args.read_mb or (100 if quick else 1000), args.record_kb, 2 if quick else 3)
             elif name == "latency":
                 rows += bench_latency(work, args.latency_lines or (40 if quick else 200), args.pause)
             elif name == "throughput":
@@ -1142,12 +1247,21 @@ def main(argv: list[str]) -> int:
             print(f"benchmark failed; its files (logs, runs) are kept in {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    table = render(rows, " ".join(["benchmarks/run.py", *argv]), time.perf_counter() - started)
+    loads = (load_at_start, os.getloadavg()[0])
+    settings = " ".join(["benchmarks/run.py", *argv])
+    elapsed = time.perf_counter() - started
+    table = render(rows, settings, elapsed, loads)
     print("\n" + table)
-    output = args.output or (HERE / "results.md" if not quick and only == list(BENCHMARKS) else None)
-    if output is not None:
-        output.write_text(table)
-        print(f"written to {output}")
+    if args.output is not None:
+        args.output.write_text(f"# pytest-gym-eval benchmark results\n\n{table}")
+        print(f"written to {args.output}")
+    if not quick and only == list(BENCHMARKS) and not args.no_write:
+        short = render(rows, settings, elapsed, loads, full=False)
+        for path, block in [*((p, table) for p in RESULT_FILES), *((p, short) for p in README_FILES)]:
+            if replace_between_markers(path, block):
+                print(f"table written to {path}")
+            else:
+                print(f"{path} has no markers ({TABLE_BEGIN} ... {TABLE_END}): left alone", file=sys.stderr)
     return 0
 
 

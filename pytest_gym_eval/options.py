@@ -564,6 +564,9 @@ class GymOptions:
     sampling: Sampling = field(default_factory=Sampling)
     price: Price | None = None
     latency: bool = False
+    _settings: dict[Path, DatasetSettings] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """:meth:`dataset_settings` by path: every item asks for its dataset's (matching the globs, resolving
+    symlinks: ~0.5 ms a call, 0.1 s of a session of 200 rollouts)."""
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GymOptions:
@@ -715,9 +718,12 @@ class GymOptions:
         """Effective settings of the dataset at ``path``: command line, then its own lines, then the ini file.
 
         (The agent is the exception: a dataset's own ``agent=`` beats ``--gym-agent``, see
-        :meth:`~pytest_gym_eval.session.GymSession.default_agent`.)
+        :meth:`~pytest_gym_eval.session.GymSession.default_agent`.) Computed once per path and session.
         """
-        return self.cli.over(self.own_settings(path).over(self.ini))
+        settings = self._settings.get(path)
+        if settings is None:
+            settings = self._settings[path] = self.cli.over(self.own_settings(path).over(self.ini))
+        return settings
 
 
 def check_config_source(config: pytest.Config) -> None:

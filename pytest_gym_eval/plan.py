@@ -1,12 +1,24 @@
 """The rollouts a session will ask Gym for, and Gym's input file that asks for exactly those.
 
-Every selected (task, repeat) pair becomes one input row stamped with a ``_ng_task_index`` of its own (the
-plan's *stamp*) and run with ``--num-repeats 1``: Gym silently merges rows that share a stamp, and a stamp per
-pair lets each rollout come back to exactly one item whatever subset ``-k``/``--lf`` selected.
+Two shapes of input, chosen per session by :meth:`RunPlan.build`:
 
-When the policy model replays recordings (``--gym-replay``), each row's ``responses_create_params.metadata``
-also carries the pair's repeat under :data:`REPEAT_TAG`. Gym's model servers pass ``metadata`` through to the
-endpoint, and the replay model answers repeat *r* of a task with that task's recording *r*
+- **Whole tasks** (the usual case: every repeat of every selected task is selected, and every task has the
+  same number of repeats R): one input row per task, stamped ``_ng_task_index`` = the task's row number, run
+  with ``--num-repeats R``. Gym numbers the R rollouts of each row ``_ng_rollout_index`` 0..R-1, so a rollout
+  comes back to the item of (row, repeat) = (``_ng_task_index``, ``_ng_rollout_index``). This is what a user
+  would hand Gym, and Gym runs it faster than R copies of the row (its aggregation among others).
+- **Pairs** (a partial selection, ``-k``/``--lf``/``--deselect``, or repeats that differ between datasets):
+  every selected (task, repeat) pair becomes one row stamped with a ``_ng_task_index`` of its own and run with
+  ``--num-repeats 1``: Gym silently merges rows that share a stamp, and a stamp per pair lets each rollout come
+  back to exactly one item whatever subset was selected.
+
+Either way the plan's *stamp* of a rollout is one integer, 0..n-1: in pair mode the row's ``_ng_task_index``,
+in whole-task mode ``_ng_task_index * R + _ng_rollout_index`` (:func:`~pytest_gym_eval.rollouts.record_stamp`).
+The mode travels in ``plan.json`` (``row_repeats``), which pytest-xdist workers write and the controller reads.
+
+When the policy model replays recordings (``--gym-replay``), each row's ``responses_create_params.metadata`` in
+pair mode also carries the pair's repeat under :data:`REPEAT_TAG`. Gym's model servers pass ``metadata``
+through to the endpoint, and the replay model answers repeat *r* of a task with that task's recording *r*
 (:mod:`pytest_gym_eval.replay`), whatever order Gym's requests arrive in. Task ids ignore it (they are
 computed from the dataset row, not this one) and verifiers do not read it.
 """
@@ -16,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -48,14 +60,33 @@ class PlannedRollout:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """Every rollout of the session, in stamp order (stamps are 0..n-1)."""
+    """Every rollout of the session, in stamp order (stamps are 0..n-1).
+
+    ``row_repeats`` is Gym's ``--num-repeats`` for the input: 1 in pair mode (one row per rollout), R in
+    whole-task mode (one row per task, rollout ``stamp`` is repeat ``stamp % R`` of row ``stamp // R``).
+    """
 
     rollouts: tuple[PlannedRollout, ...]
+    row_repeats: int = 1
 
     @classmethod
-    def build(cls, selected: Iterable[tuple[str, Path, int, str, int, str]]) -> RunPlan:
-        """Stamp ``(nodeid, dataset, line, task_id, repeat, agent)`` tuples in the order given."""
-        return cls(tuple(PlannedRollout(stamp, *entry) for stamp, entry in enumerate(selected)))
+    def build(cls, selected: Iterable[tuple[str, Path, int, str, int, str]], whole_tasks: bool = False) -> RunPlan:
+        """Stamp ``(nodeid, dataset, line, task_id, repeat, agent)`` tuples.
+
+        With ``whole_tasks`` (the session allows it: see :meth:`GymSession.whole_tasks_allowed
+        <pytest_gym_eval.session.GymSession.whole_tasks_allowed>`), and when every selected task has exactly the
+        repeats 0..R-1 for one R > 1, the plan is in whole-task mode: tasks numbered in the order of their first
+        rollout given, stamp ``task * R + repeat``. Otherwise pair mode: stamps in the order given.
+        """
+        entries = list(selected)
+        repeats = _whole_task_repeats(entries) if whole_tasks else None
+        if repeats is None:
+            return cls(tuple(PlannedRollout(stamp, *entry) for stamp, entry in enumerate(entries)))
+        rows: dict[tuple[Path, int], int] = {}
+        for _, dataset, line, _, _, _ in entries:
+            rows.setdefault((dataset, line), len(rows))
+        planned = [PlannedRollout(rows[(e[1], e[2])] * repeats + e[4], *e) for e in entries]
+        return cls(tuple(sorted(planned, key=lambda rollout: rollout.stamp)), repeats)
 
     @property
     def agents(self) -> list[str]:
@@ -70,7 +101,7 @@ class RunPlan:
         """Write the plan as JSON atomically (xdist workers hand it to the controller this way)."""
         temp = path.with_name(f".{path.name}.{os.getpid()}")
         rows = [[*astuple(r)[:2], str(r.dataset), *astuple(r)[3:]] for r in self.rollouts]
-        temp.write_text(json.dumps({"rollouts": rows}), encoding="utf-8")
+        temp.write_text(json.dumps({"rollouts": rows, "row_repeats": self.row_repeats}), encoding="utf-8")
         os.replace(temp, path)
 
     @classmethod
@@ -81,8 +112,24 @@ class RunPlan:
             tuple(
                 PlannedRollout(stamp, nodeid, Path(dataset), line, task_id, repeat, agent)
                 for stamp, nodeid, dataset, line, task_id, repeat, agent in data["rollouts"]
-            )
+            ),
+            int(data.get("row_repeats", 1)),
         )
+
+
+def _whole_task_repeats(entries: Sequence[tuple[str, Path, int, str, int, str]]) -> int | None:
+    """R when every task (dataset, line) in ``entries`` has exactly the repeats 0..R-1, for one R > 1; else
+    None (a partial selection, or repeats that differ between tasks or datasets)."""
+    repeats: dict[tuple[Path, int], set[int]] = defaultdict(set)
+    for _, dataset, line, _, repeat, _ in entries:
+        repeats[(dataset, line)].add(repeat)
+    counts = {len(found) for found in repeats.values()}
+    if len(counts) != 1 or len(entries) != sum(len(found) for found in repeats.values()):
+        return None
+    (count,) = counts
+    if count < 2 or any(found != set(range(count)) for found in repeats.values()):
+        return None
+    return count
 
 
 def gym_row(row: dict[str, Any], stamp: int, agent: str, repeat: int | None = None) -> dict[str, Any]:
@@ -102,16 +149,20 @@ def gym_row(row: dict[str, Any], stamp: int, agent: str, repeat: int | None = No
 
 
 def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None, *, tag_repeats: bool = False) -> int:
-    """Write Gym's input for ``plan`` to ``path`` (reading each dataset once); returns the number of rows.
-    With ``tag_repeats`` each row carries its repeat for the replay model (:func:`gym_row`).
+    """Write Gym's input for ``plan`` to ``path`` (reading each dataset once); returns the number of rows:
+    one per rollout in pair mode, one per task (its repeat 0) in whole-task mode (see the module docstring).
+    With ``tag_repeats`` each row of a pair-mode plan carries its repeat for the replay model (:func:`gym_row`).
 
     ``sampling`` (the session's sampling options) is written into every row's request by
-    :func:`~pytest_gym_eval.sampling.apply_sampling`.
+    :func:`~pytest_gym_eval.sampling.apply_sampling` (in whole-task mode as for repeat 0: the session allows
+    whole tasks only without a per-repeat seed).
 
     Raises :class:`~pytest_gym_eval.dataset.DatasetError` when a dataset changed since collection.
     """
+    repeats = plan.row_repeats
+    rows = [rollout for rollout in plan.rollouts if repeats == 1 or rollout.repeat == 0]
     lines_by_dataset: dict[Path, set[int]] = defaultdict(set)
-    for rollout in plan.rollouts:
+    for rollout in rows:
         lines_by_dataset[rollout.dataset].add(rollout.line)
     # Each row is read again from its offset when written rather than all held parsed in memory: a
     # 100,000-row dataset held as rows took ~0.5 GB, and the garbage collector most of the time.
@@ -119,12 +170,13 @@ def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None,
     with ExitStack() as stack:
         datasets = {dataset: stack.enter_context(dataset.open("rb")) for dataset in offsets}
         out = stack.enter_context(path.open("w", encoding="utf-8"))
-        for rollout in plan.rollouts:
+        for rollout in rows:
             handle = datasets[rollout.dataset]
             handle.seek(offsets[rollout.dataset][rollout.line])
             row = parse_row(handle.readline(), rollout.dataset, rollout.line)
-            row = gym_row(row, rollout.stamp, rollout.agent, rollout.repeat if tag_repeats else None)
+            tag = rollout.repeat if tag_repeats and repeats == 1 else None
+            row = gym_row(row, rollout.stamp // repeats, rollout.agent, tag)
             if sampling is not None and not sampling.is_empty:
                 row = apply_sampling(row, sampling, rollout.repeat)
             out.write(_ENCODE(row) + "\n")
-    return len(plan.rollouts)
+    return len(rows)

@@ -33,6 +33,7 @@ from pytest_gym_eval.causes import GYM_EXITED, GYM_START, ROLLOUT_TIMEOUT, SESSI
 from pytest_gym_eval.usage import NO_USAGE, Usage, record_usage
 
 TASK_INDEX_KEY = "_ng_task_index"
+ROLLOUT_INDEX_KEY = "_ng_rollout_index"
 FAILURE_CLASS_KEY = "_ng_failure_class"
 FAILURE_MESSAGE_KEYS = ("_ng_failure_message", "failure_reason", "error")
 POLL_INTERVAL = 0.01
@@ -215,17 +216,36 @@ class _FollowedFile:
                     self._partial.append(data[start:])
 
 
-def parse_record(raw: bytes, path: Path, line: int, failures: bool, offset: int | None = None) -> RolloutRecord | None:
-    """The :class:`RolloutRecord` of one raw line (starting at byte ``offset``), or None for a line without an
-    integer ``_ng_task_index``."""
+def record_stamp(task_index: object, rollout_index: object, row_repeats: int = 1) -> int | None:
+    """The plan stamp of a Gym record with these ``_ng_task_index`` and ``_ng_rollout_index`` values, or None
+    when it belongs to no planned rollout.
+
+    ``row_repeats`` is the run's ``--num-repeats`` (:attr:`~pytest_gym_eval.plan.RunPlan.row_repeats`): with 1
+    (one input row per rollout) the stamp is the task index; with R > 1 (one row per task, Gym numbering its
+    rollouts 0..R-1) it is ``task_index * R + rollout_index``, for a rollout index in 0..R-1 only.
+    """
+    if not isinstance(task_index, int) or isinstance(task_index, bool):
+        return None
+    if row_repeats == 1:
+        return task_index
+    if not isinstance(rollout_index, int) or isinstance(rollout_index, bool) or not 0 <= rollout_index < row_repeats:
+        return None
+    return task_index * row_repeats + rollout_index
+
+
+def parse_record(
+    raw: bytes, path: Path, line: int, failures: bool, offset: int | None = None, row_repeats: int = 1
+) -> RolloutRecord | None:
+    """The :class:`RolloutRecord` of one raw line (starting at byte ``offset``), keyed by its plan stamp
+    (:func:`record_stamp` with ``row_repeats``), or None for a line that is no planned rollout's."""
     try:
         value = json.loads(raw)
     except ValueError:
         return None
     if not isinstance(value, dict):
         return None
-    stamp = value.get(TASK_INDEX_KEY)
-    if not isinstance(stamp, int) or isinstance(stamp, bool):
+    stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), row_repeats)
+    if stamp is None:
         return None
     failure_class = value.get(FAILURE_CLASS_KEY)
     if failures or failure_class:
@@ -245,7 +265,8 @@ class RolloutFeed:
 
     ``materialized`` (Gym's materialised inputs), when given, marks when Gym began dispatching rollouts: until
     then ``startup_timeout`` (seconds, None: the rollout timeout) bounds the wait, counted from the run entering
-    ``running``; without it, the rollout timeout counts from ``running``.
+    ``running``; without it, the rollout timeout counts from ``running``. ``row_repeats`` is the run's
+    ``--num-repeats`` (the plan's mode): records are keyed by their plan stamp (:func:`record_stamp`).
 
     :meth:`wait` blocks until a rollout arrives, Gym is done without it, or the run stalls (see the module's
     docstring). A success recorded after a failure of the same rollout (Gym's resume retries failures)
@@ -261,7 +282,9 @@ class RolloutFeed:
         materialized: Path | None = None,
         startup_timeout: float | None = None,
         waves: Path | None = None,
+        row_repeats: int = 1,
     ) -> None:
+        self._row_repeats = row_repeats
         self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
         self._waves = _FollowedFile(waves) if waves is not None else None
         self._skipped: dict[int, str] = {}
@@ -439,7 +462,7 @@ class RolloutFeed:
         skipped = self._read_waves() if read_state else {}
         for followed, failures in self._files:
             for line, offset, raw in followed.new_lines():
-                record = parse_record(raw, followed.path, line, failures, offset)
+                record = parse_record(raw, followed.path, line, failures, offset, self._row_repeats)
                 if record is not None:
                     found.append(record)
         if not found and not grew and not skipped and state == self._state:

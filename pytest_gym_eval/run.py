@@ -15,8 +15,6 @@ import shutil
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -30,7 +28,7 @@ from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
 from pytest_gym_eval.provision import RAY_START_WAIT, GymCheckout, gym_environment
-from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RunState, record_stamp
 from pytest_gym_eval.sampling import Sampling
 from pytest_gym_eval.watchdog import Watchdog
 
@@ -258,6 +256,9 @@ def probe_model(
     ``time.monotonic()`` value). While it does not, ``on_wait`` gets a note (what went wrong, how long this
     waits at most) after the first try and then every :data:`PROBE_NOTE_EVERY` seconds, so a mistyped URL
     does not look like a hang. Raises :class:`GymStartError` on a 401/403 or when the deadline passes."""
+    import urllib.error  # here: importing urllib.request (http.client, ssl) took ~15 ms of every session's start
+    import urllib.request
+
     request = urllib.request.Request(model.url.rstrip("/") + "/models")
     key = model.api_key()
     if key:
@@ -532,6 +533,7 @@ class GymRun:
         self.watchdog: Watchdog | None = None
         self._servers_log = paths.logs / "gym-env-start.log"
         self._stopping = threading.Event()
+        self._stopped = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="gym-run", daemon=True)
 
@@ -550,7 +552,7 @@ class GymRun:
 
     def has_every_rollout(self) -> bool:
         """Whether Gym's files hold a line (rollout or failure) for every planned rollout."""
-        done = _stamps_in(self.output) | _stamps_in(self.failures)
+        done = self._stamps_done()
         return all(rollout.stamp in done for rollout in self.plan.rollouts)
 
     def finish(self, timeout: float = FINISH_GRACE) -> None:
@@ -563,9 +565,13 @@ class GymRun:
             self.stop()
 
     def stop(self) -> None:
-        """Stop the eval run and the servers this run started (never attached ones); idempotent."""
+        """Stop the eval run and the servers this run started (never attached ones); idempotent (a second call
+        returns at once: each stop scans ``/proc`` for what is left in Gym's sessions)."""
         self._stopping.set()
         with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
             processes = [p for p in (self.eval, self.servers) if p is not None]
         for process in processes:
             process.stop(self.settings.stop_grace)
@@ -582,13 +588,13 @@ class GymRun:
 
     def _work(self) -> None:
         try:
-            # Reading /proc takes ~10 ms: alongside Gym's start, reported before its rollouts.
+            # Reading /proc takes ~10 ms (more on a busy machine): alongside Gym's start, reported before its
+            # rollouts (joined once `gym eval run` is under way, so it never delays it).
             leftovers = threading.Thread(target=self._report_leftovers, name="gym-leftovers", daemon=True)
             leftovers.start()
             self._start_watchdog()
             self._start_servers()
-            leftovers.join()
-            statuses = self._run_waves()
+            statuses = self._run_waves(leftovers)
         except GymStartError as error:
             RunState("failed", str(error), self._log_hint()).write(self.paths.state)
             return
@@ -662,7 +668,7 @@ class GymRun:
             str(self.settings.gym), "eval", "run", "--no-serve",
             "--input", str(self.input),
             "--output", str(self.output),
-            "--num-repeats", "1",
+            "--num-repeats", str(self.plan.row_repeats),
             "--config", str(self.paths.config),
         ]  # fmt: skip
         if self.settings.concurrency:
@@ -671,9 +677,10 @@ class GymRun:
             argv.append("--resume")
         return [*argv, "+route_failures_to_sidecar=true"]
 
-    def _run_waves(self) -> list[int]:
-        """Run the plan, or (``--gym-adaptive``) each wave the planner decides on; the last wave's statuses."""
-        statuses = self._run_eval()
+    def _run_waves(self, leftovers: threading.Thread | None = None) -> list[int]:
+        """Run the plan, or (``--gym-adaptive``) each wave the planner decides on; the last wave's statuses.
+        ``leftovers`` (the report of earlier sessions' leftovers) is joined once the first run is under way."""
+        statuses = self._run_eval(leftovers)
         while self.waves is not None and self._wave is not None and not self._stopping.is_set():
             self._wave = self.waves.after(self._wave)
             if self._wave is None:
@@ -685,8 +692,9 @@ class GymRun:
             statuses = self._run_eval()
         return statuses
 
-    def _run_eval(self) -> list[int]:
-        """Run ``gym eval run``; resume it once when it exits before writing every rollout."""
+    def _run_eval(self, leftovers: threading.Thread | None = None) -> list[int]:
+        """Run ``gym eval run``; resume it once when it exits before writing every rollout. ``leftovers`` (the
+        report of earlier sessions' leftovers) is joined once the run is under way."""
         statuses: list[int] = []
         for attempt in (0, 1):
             if attempt and not self._needs_resume(statuses[-1]):
@@ -708,6 +716,8 @@ class GymRun:
                 record_process(self.paths, self.eval, self.watchdog)
                 if not attempt:
                     RunState("running", log=str(self._eval_log)).write(self.paths.state)
+            if leftovers is not None:
+                leftovers.join()
             status = self._wait_eval(self.eval)
             statuses.append(status)
             self.exit_statuses = list(statuses)
@@ -728,8 +738,13 @@ class GymRun:
     def _needs_resume(self, status: int) -> bool:
         if status == 0:
             return False
-        done = _stamps_in(self.output) | _stamps_in(self.failures)
+        done = self._stamps_done()
         return any(rollout.stamp not in done for rollout in self.plan.rollouts)
+
+    def _stamps_done(self) -> set[int]:
+        """The plan stamps Gym's files hold a line (rollout or failure) for."""
+        repeats = self.plan.row_repeats
+        return _stamps_in(self.output, repeats) | _stamps_in(self.failures, repeats)
 
     def _finished_message(self, statuses: list[int]) -> str:
         if not statuses:
@@ -748,8 +763,9 @@ def _describe_status(status: int) -> str:
     return f"exited with status {status}"
 
 
-def _stamps_in(path: Path) -> set[int]:
-    """The ``_ng_task_index`` of every complete line of a Gym output file."""
+def _stamps_in(path: Path, row_repeats: int = 1) -> set[int]:
+    """The plan stamps (:func:`~pytest_gym_eval.rollouts.record_stamp`) of every complete line of a Gym output
+    file."""
     stamps: set[int] = set()
     try:
         with path.open("rb") as handle:
@@ -760,8 +776,11 @@ def _stamps_in(path: Path) -> set[int]:
                     value = json.loads(raw)
                 except ValueError:
                     continue
-                if isinstance(value, dict) and isinstance(value.get("_ng_task_index"), int):
-                    stamps.add(value["_ng_task_index"])
+                if not isinstance(value, dict):
+                    continue
+                stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), row_repeats)
+                if stamp is not None:
+                    stamps.add(stamp)
     except FileNotFoundError:
         pass
     return stamps

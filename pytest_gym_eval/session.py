@@ -155,9 +155,12 @@ class GymSession:
         the controller."""
         from pytest_gym_eval.items import RolloutItem
 
+        if self.config.option.collectonly:
+            return  # nothing will run (and a plan of 100,000 rollouts took ~5% of collecting them)
         selected = [item for item in items if isinstance(item, RolloutItem)]
         self.plan = RunPlan.build(
-            (item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected
+            ((item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected),
+            whole_tasks=bool(selected) and self.whole_tasks_allowed(),
         )
         self._items = {item.nodeid: item for item in selected}
         self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
@@ -165,6 +168,31 @@ class GymSession:
             self.plan.save(RunPaths(self.run_dir).plan)
         if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
             self.make_run_dir()  # now, so that a run directory that cannot be made is a usage error, not N errors
+
+    def whole_tasks_allowed(self) -> bool:
+        """Whether this session may hand Gym whole tasks with ``--num-repeats R`` (see :mod:`pytest_gym_eval.plan`;
+        the selection decides the rest). Not with ``--gym-seed`` (repeat k gets seed N + k, which needs a row per
+        repeat), nor when the replay model serves a conversation it has more than one recording of (it tells
+        the repeats apart by a tag each row carries, which a row of a whole task cannot), nor with
+        ``--gym-adaptive`` (its waves select some repeats of each task). The same answer in every
+        pytest-xdist process: it depends on the options and the recordings only."""
+        options = self.options
+        if options.sampling.seed is not None or options.adaptive:  # adaptive waves are partial selections
+            return False
+        if options.replay and options.head_server is None:
+            from pytest_gym_eval.replay import RecordingError, load_recordings, recording_turns
+
+            try:
+                recordings = load_recordings(options.replay)
+            except (RecordingError, OSError):
+                return False  # the replay server reports the error when it starts
+            sources: dict[object, int] = {}
+            for recording in recordings:
+                for key in {key for key, _ in recording_turns(recording)}:
+                    sources[key] = sources.get(key, 0) + 1
+                    if sources[key] > 1:
+                        return False
+        return True
 
     # The run.
 
@@ -215,6 +243,7 @@ class GymSession:
                     materialized=paths.materialized,
                     startup_timeout=self.options.startup_timeout,
                     waves=paths.waves,
+                    row_repeats=self.plan.row_repeats,
                 ).start()
         self._wait_until_started()
 

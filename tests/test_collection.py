@@ -252,3 +252,64 @@ def test_a_dataset_inside_a_gym_checkout_does_not_silently_take_gyms_configurati
     assert result.ret == 0 and "../gym/resources_servers/mcqa/data/example.jsonl::q[r0]" in result.outlines
     os.chdir(checkout)
     assert pytester.runpytest("--collect-only", "-q", dataset).ret == 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"responses_create_params": {"input": "q"}, "n": 1.5e300}\n',
+        b'\xef\xbb\xbf{"responses_create_params": {}}\n',  # a UTF-8 BOM, which jsonlines drops
+        b'\x1e{"responses_create_params": {}}\n',  # RFC 7464's record separator, likewise
+        b'  {"responses_create_params": {"input": "caf\xc3\xa9 \\u00e9"}}  \r\n',
+        b"{}\n",
+        b"[1, 2]\n",
+        b"null\n",
+        b'"text"\n',
+        b'{"responses_create_params": {"input": "caf\xe9"}}\n',
+        b'{"a": 1}{"b": 2}\n',
+        b"{'a': 1}\n",
+        b'{"a": NaN}\n',
+    ],
+)
+def test_rows_parse_exactly_as_jsonlines_reads_them(tmp_path: Path, raw: bytes) -> None:
+    """The fast path of dataset parsing gives jsonlines' row or jsonlines' error, line for line."""
+    import jsonlines
+
+    from pytest_gym_eval.dataset import _describe_invalid_line, parse_row
+
+    path = tmp_path / "d.jsonl"
+    try:
+        expected: object = jsonlines.Reader([raw]).read(type=dict)
+    except jsonlines.InvalidLineError as error:
+        expected = DatasetError(path, 7, _describe_invalid_line(error))
+    try:
+        got: object = parse_row(raw, path, 7)
+    except DatasetError as error:
+        got = error
+    if isinstance(expected, DatasetError):
+        assert isinstance(got, DatasetError) and str(got) == str(expected)
+    else:
+        assert got == expected
+
+
+def test_task_ids_of_rows_without_ids_never_change(tmp_path: Path) -> None:
+    """Pinned values: a task id is a row's identity across versions (README: sorted keys, compact, no `_ng_*`
+    keys, the first 12 hex digits of sha256)."""
+    rows = [
+        {"responses_create_params": {"input": [{"role": "user", "content": "2 + 2 = ?"}]}, "expected_answer": "4"},
+        {"_ng_task_index": 9, "b": ["é", 1.0, None, True], "responses_create_params": {"input": "q"}, "a": {"z": 1}},
+    ]
+    tasks, _ = read_tasks(write_rows(tmp_path / "d.jsonl", rows))
+    expected = [
+        hashlib.sha256(
+            json.dumps(
+                {k: v for k, v in r.items() if not k.startswith("_ng_")},
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+            ).encode()
+        ).hexdigest()[:12]
+        for r in rows
+    ]
+    assert [t.task_id for t in tasks] == expected
+    assert expected == ["38d2850e2083", "51292d3a5fac"]  # computed by the code of 0.1.0

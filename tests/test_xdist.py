@@ -82,14 +82,36 @@ def test_xdist_gives_the_same_results_as_one_process(
     assert [c["argv"][:2] for c in calls] == [["env", "start"], ["eval", "run"]]  # one Gym, one batch
 
 
+def materialized_pairs(run_dir: object) -> list[tuple[int, int]]:
+    path = run_dir / "gym-output" / "rollouts_materialized_inputs.jsonl"  # type: ignore[operator]
+    return sorted((r["_ng_task_index"], r["_ng_rollout_index"]) for r in map(json.loads, path.read_text().splitlines()))
+
+
 def test_every_pair_is_rolled_out_once(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """Every repeat selected: one input row per task and --num-repeats 3, whichever worker collected."""
     name = dataset(pytester)
-    pytester.runpytest_subprocess(*fake_gym.args, name, "--gym-repeats=3", "-n", "2", "--gym-run-dir=runs")
+    result = pytester.runpytest_subprocess(*fake_gym.args, name, "--gym-repeats=3", "-n", "2", "--gym-run-dir=runs")
     (run_dir,) = (pytester.path / "runs").iterdir()
     rows = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
-    pairs = sorted((r["id"], r["_ng_task_index"]) for r in rows)
-    assert len(pairs) == 18 and len({stamp for _, stamp in pairs}) == 18
-    assert sorted(r["id"] for r in rows) == sorted([t for t in "abcdef" for _ in range(3)])
+    assert sorted(r["id"] for r in rows) == list("abcdef")
+    assert sorted(r["_ng_task_index"] for r in rows) == list(range(6))
+    (run,) = [c["argv"] for c in fake_gym.calls() if c["argv"][:2] == ["eval", "run"]]
+    assert run[run.index("--num-repeats") + 1] == "3"
+    assert materialized_pairs(run_dir) == [(task, repeat) for task in range(6) for repeat in range(3)]
+    result.assert_outcomes(passed=9, failed=6, errors=3)  # a, c, f pass; b, d fail; e errors (3 repeats each)
+
+
+def test_a_partial_selection_is_rolled_out_pair_by_pair(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = dataset(pytester)
+    args = [*fake_gym.args, name, "--gym-repeats=3", "-n", "2", "--gym-run-dir=runs", "-k", "not r0"]
+    result = pytester.runpytest_subprocess(*args)
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(t for t in "abcdef" for _ in range(2))
+    assert sorted(r["_ng_task_index"] for r in rows) == list(range(12))
+    (run,) = [c["argv"] for c in fake_gym.calls() if c["argv"][:2] == ["eval", "run"]]
+    assert run[run.index("--num-repeats") + 1] == "1"
+    result.assert_outcomes(passed=6, failed=4, errors=2)
 
 
 def test_crashed_worker_leaves_nothing_running(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:

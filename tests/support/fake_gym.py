@@ -14,7 +14,9 @@ It understands just what the plugin calls:
   ``_ng_failure_response_body``), ``{"skip": true}`` (no line
   at all), ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
   (wait for SIGINT before this row), ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
-  (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row).
+  (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row). With
+  ``--num-repeats R`` every row is rolled out R times as Gym does (``_ng_rollout_index`` 0..R-1 per row, rows in
+  the pattern aabbcc); ``{"rewards": [x0, x1, ...]}`` gives rollout i the reward xi.
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
 """
 
@@ -85,22 +87,24 @@ def eval_run(argv: list[str]) -> int:
     failures = stem + "_failures.jsonl"
     with open(source, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
-    done: set[int] = set()
+    repeats = int(_option(argv, "--num-repeats")) if "--num-repeats" in argv else 1
+    rows = [{**row, "_ng_rollout_index": index} for row in rows for index in range(repeats)]
+    done: set[tuple[int, int]] = set()
     if resume and os.path.exists(output):
         with open(output, encoding="utf-8") as handle:
-            done = {json.loads(line)["_ng_task_index"] for line in handle if line.strip()}
+            done = {_key(json.loads(line)) for line in handle if line.strip()}
     else:
         for path in (output, failures):
             if os.path.exists(path):
                 os.unlink(path)
     with open(stem + "_materialized_inputs.jsonl", "w", encoding="utf-8") as materialized:
         for row in rows:
-            materialized.write(json.dumps({**row, "_ng_rollout_index": 0}) + "\n")
+            materialized.write(json.dumps(row) + "\n")
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     for row in rows:
         fake = row.get("fake", {})
-        if row["_ng_task_index"] in done or fake.get("skip"):
+        if _key(row) in done or fake.get("skip"):
             continue
         if fake.get("crash") and not resume:
             os.kill(os.getpid(), signal.SIGSEGV)
@@ -110,7 +114,8 @@ def eval_run(argv: list[str]) -> int:
             time.sleep(float(fake["delay"]))
         if stop:
             return 130
-        base = {"_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": 0, "agent_ref": row.get("agent_ref")}
+        base = {"_ng_task_index": row["_ng_task_index"], "_ng_rollout_index": row["_ng_rollout_index"]}
+        base["agent_ref"] = row.get("agent_ref")
         if fake.get("failure"):
             line = {**base, "_ng_failure_class": fake["failure"], "_ng_failure_message": "fake agent failure"}
             if "body" in fake:
@@ -126,13 +131,19 @@ def eval_run(argv: list[str]) -> int:
             record["response"]["usage"] = fake["usage"]
         if "latency_ms" in fake:
             record["ng_perf"] = {"total_latency_ms": fake["latency_ms"]}
-        if not fake.get("no_reward"):
+        if "rewards" in fake:
+            record["reward"] = fake["rewards"][row["_ng_rollout_index"]]
+        elif not fake.get("no_reward"):
             record["reward"] = fake.get("reward", 1.0)
         if "expected_answer" in row:
             record["expected_answer"] = row["expected_answer"]
         with open(output, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
     return 0
+
+
+def _key(row: dict[str, int]) -> tuple[int, int]:
+    return row["_ng_task_index"], row.get("_ng_rollout_index", 0)
 
 
 def main() -> int:
