@@ -229,7 +229,8 @@ class RolloutFeed:
 
     ``materialized`` (Gym's materialised inputs), when given, marks when Gym began dispatching rollouts: until
     then ``startup_timeout`` (seconds, None: the rollout timeout) bounds the wait, counted from the run entering
-    ``running``; without it, the rollout timeout counts from ``running``.
+    ``running``; without it, the rollout timeout counts from ``running``. ``reused`` is a file of records in
+    Gym's format taken from an earlier run (``--gym-resume``), followed like ``output``.
 
     :meth:`wait` blocks until a rollout arrives, Gym is done without it, or the run stalls (see the module's
     docstring). A success recorded after a failure of the same rollout (Gym's resume retries failures)
@@ -244,8 +245,11 @@ class RolloutFeed:
         poll_interval: float = POLL_INTERVAL,
         materialized: Path | None = None,
         startup_timeout: float | None = None,
+        reused: Path | None = None,
     ) -> None:
         self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
+        if reused is not None:  # --gym-resume: records reused from an earlier run (pytest_gym_eval.resume)
+            self._files.append((_FollowedFile(reused), False))
         self._materialized = materialized  # written when Gym begins dispatching; any change is progress
         self._materialized_seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns)
         self._dispatched = materialized is None

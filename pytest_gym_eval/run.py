@@ -131,6 +131,9 @@ class RunSettings:
     ``gym`` is the ``gym`` executable and ``env`` the full environment to run it with; ``cwd`` is the Gym
     checkout; ``head_server`` attaches to running servers (never started or stopped by the run);
     ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    ``attach``, when set, finds (or starts) the servers to attach to from the run's background thread: given the
+    run's stop event and its ``on_event``, it returns the head server and the policy model they call (a warm
+    Gym, :meth:`pytest_gym_eval.warm.WarmGym.acquire`), or raises :class:`GymStartError`.
     """
 
     gym: Path
@@ -142,6 +145,9 @@ class RunSettings:
     startup_timeout: float = 900.0
     concurrency: int | None = None
     stop_grace: float = 30.0
+    attach: Callable[[threading.Event, Callable[[str], None]], tuple[tuple[str, int], ModelEndpoint | None]] | None = (
+        None
+    )
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -581,6 +587,10 @@ class GymRun:
     def _start_servers(self) -> None:
         settings = self.settings
         deadline = time.monotonic() + settings.startup_timeout
+        if settings.attach is not None:  # servers found or started elsewhere, e.g. a warm Gym
+            head, model = settings.attach(self._stopping, self.on_event)
+            self.head_server = head
+            self.settings = settings = replace(settings, head_server=head, model=model, attach=None)
         write_gym_config(self.paths.config, settings.model, self.head_server)
         write_gym_input(self.plan, self.paths.input)
         if settings.model is not None:
