@@ -14,6 +14,11 @@ users, and the session of the process looking, are never considered. A run whose
 processes live is a dead session's leftovers: :func:`find_leftovers` lists them, :func:`stop_leftovers` stops
 them (``python -m pytest_gym_eval cleanup``), and the watchdog (:mod:`pytest_gym_eval.watchdog`) normally does
 that by itself the moment the owner dies.
+
+A warm Gym (``--gym-keep-alive``, :mod:`pytest_gym_eval.warm`) runs on after every session on purpose: its
+processes carry the marker of its *keeper*, a process that lives as long as the warm Gym, with the warm Gym's
+home as the run directory. While the keeper runs they are nobody's leftovers; once it is gone (killed) they are,
+and :class:`Leftovers` says whose (:attr:`Leftovers.warm`).
 """
 
 from __future__ import annotations

@@ -509,7 +509,7 @@ class WarmGym:
         """Point the run directory at the warm Gym: ``warm.json``, and links to its server and replay logs."""
         logs = self.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        for name in ("gym-servers", "replay-model.jsonl"):
+        for name in ("gym-servers", "replay-model.jsonl") if self.spec.replay else ("gym-servers",):
             link = logs / name
             if not link.exists() and not link.is_symlink():
                 with contextlib.suppress(OSError):
