@@ -230,6 +230,21 @@ def fake_gym(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeGym:
     return FakeGym(checkout, calls, write_recording(tmp_path / "recording_rollouts.jsonl"))
 
 
+@pytest.fixture
+def warm_registry(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A registry of warm Gyms (``--gym-keep-alive``) of this test's own (``$PYTEST_GYM_EVAL_WARM``, which the
+    pytest runs it starts inherit), so tests running at once never see each other's warm Gyms; every warm Gym
+    in it is stopped afterwards (``python -m pytest_gym_eval stop --all``)."""
+    from pytest_gym_eval.warm import stop_main
+
+    root = tmp_path_factory.mktemp("warm-registry")
+    monkeypatch.setenv("PYTEST_GYM_EVAL_WARM", str(root))
+    try:
+        yield root
+    finally:
+        stop_main(["--all", "--grace", "30"])
+
+
 def pytest_report_header() -> list[str]:
     checkout = os.environ.get("PYTEST_GYM_EVAL_CHECKOUT")
     return [f"real Gym checkout: {checkout or '(default provisioned)'}"]

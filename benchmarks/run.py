@@ -14,7 +14,9 @@
 7. merge       ``python -m pytest_gym_eval merge`` of synthetic shard reports (20,000 tasks x 8 repeats in 8
                shards): wall time and peak RSS in a fresh process, best of 3;
 8. adaptive    ``--gym-adaptive`` on simulated rewards: the rollouts its gate spends against a fixed ceiling, for
-               true means above, at and below the threshold, and how often its verdict is wrong.
+               true means above, at and below the threshold, and how often its verdict is wrong;
+9. warm        the mcqa example's session against a warm Gym (``--gym-keep-alive``) vs raw ``gym eval run
+               --no-serve`` over the same input, and the first session's cost of keeping Gym alive.
 
 ``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
 ``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``. See
@@ -65,7 +67,7 @@ INSTRUCTION = (
     "Answer the multiple-choice question below. You may reason step by step first, "
     "then put only the letter of your final choice inside \\boxed{}."
 )
-BENCHMARKS = ("overhead", "collection", "read", "latency", "html", "throughput", "merge", "adaptive")
+BENCHMARKS = ("overhead", "collection", "read", "latency", "html", "throughput", "merge", "adaptive", "warm")
 
 
 @dataclass
@@ -1119,6 +1121,113 @@ def merge_with_peak(argv: Sequence[str], cwd: Path) -> tuple[float, int, float, 
         return seconds, int(found.group(1)) if found else 0, cpu, output
 
 
+# 9. A warm Gym (--gym-keep-alive): the second session against raw Gym, the first session's cost.
+
+MCQA_EXAMPLE = HERE.parent / "examples" / "mcqa"
+
+
+def warm_session(project: Path, runs: Path, env: dict[str, str], *extra: str) -> tuple[float, str, Path]:
+    """One session of the mcqa example (12 tasks x 2 repeats, replayed answers) in ``project``; returns its wall
+    time, its output and its run directory."""
+    argv = [
+        *PYTEST, "--gym-replay=recordings/mcqa_rollouts.jsonl", f"--gym-run-dir={runs}", "-p", "no:cacheprovider",
+        *extra,
+    ]  # fmt: skip
+    seconds, output = run_child(argv, project, 3600, env)
+    last = output.splitlines()[-1]
+    if "24 rollouts (24 scored, 0 errors)" not in output:
+        raise RuntimeError(f"warm: the session did not score its 24 rollouts: {last}\n{output[-3000:]}")
+    return seconds, output, max(runs.iterdir(), key=lambda p: p.stat().st_mtime)
+
+
+def bench_warm(work: Path, rounds: int) -> list[Row]:
+    """The mcqa example: a cold session without ``--gym-keep-alive`` and one with it (the first session's cost of
+    keeping Gym alive: the keeper started before ``gym env start``, the registry write); then, in alternating
+    order, sessions attached to that warm Gym and raw ``gym eval run --no-serve`` over the very input such a
+    session hands Gym, against the same servers (median of ``rounds`` each)."""
+    from pytest_gym_eval import provision
+    from pytest_gym_eval.registry import Registry, write_private
+    from pytest_gym_eval.warm import stop_main
+
+    root = work / "warm"
+    project = root / "project"
+    shutil.copytree(MCQA_EXAMPLE, project, ignore=shutil.ignore_patterns(".pytest_cache", "__pycache__"))
+    registry = root / "registry"
+    env = {**os.environ, "PYTEST_GYM_EVAL_WARM": str(registry)}
+    checkout = provision.provision()  # instant when cached
+    previous = os.environ.get("PYTEST_GYM_EVAL_WARM")
+    os.environ["PYTEST_GYM_EVAL_WARM"] = str(registry)  # for stop_main, in this process
+    try:
+        cold, _, _ = warm_session(project, root / "runs-cold", env)
+        print(f"  cold session, no --gym-keep-alive: {cold:.1f} s", flush=True)
+        first, _, _ = warm_session(project, root / "runs-first", env, "--gym-keep-alive=3600")
+        (entry,) = Registry(registry).entries()
+        # The keeper's own start: from the spec the session wrote to `gym env start` launched (processes.jsonl).
+        keeper = (entry.home / "processes.jsonl").stat().st_mtime - (entry.home / "spec.json").stat().st_mtime
+        writes = []
+        for _ in range(50):
+            started = time.perf_counter()
+            write_private(root / "entry-copy.json", entry.to_json())
+            writes.append(time.perf_counter() - started)
+        write = statistics.median(writes)
+        print(
+            f"  first session with --gym-keep-alive: {first:.1f} s (Gym ready after {entry.ready_after:.0f} s; "
+            f"keeper {keeper * 1000:.0f} ms before `gym env start`; registry write {write * 1e6:.0f} us)",
+            flush=True,
+        )
+        config = root / "raw-config.yaml"
+        config.write_text(json.dumps({"head_server": {"host": entry.head_server[0], "port": entry.head_server[1]}}))
+        sides: dict[str, list[float]] = {"warm": [], "raw": []}
+        same_input: Path | None = None
+        for round_ in range(rounds):
+            for side in ("warm", "raw") if round_ % 2 == 0 else ("raw", "warm"):  # round 1 writes the input
+                if side == "warm":
+                    seconds, output, run_dir = warm_session(
+                        project, root / f"runs-warm-{round_}", env, "--gym-keep-alive=3600"
+                    )
+                    if "gym: attached to warm Gym" not in output:
+                        raise RuntimeError(f"warm: the session did not attach:\n{output[-3000:]}")
+                    same_input = same_input or run_dir / "gym-input.jsonl"
+                else:
+                    assert same_input is not None
+                    seconds = raw_gym_run(checkout, root / f"raw-{round_}", same_input, config, 1, 24)
+                sides[side].append(seconds)
+                print(f"  round {round_ + 1}: {side} {seconds:.2f} s", flush=True)
+    finally:
+        stop_main(["--all"])
+        if previous is None:
+            os.environ.pop("PYTEST_GYM_EVAL_WARM", None)
+        else:
+            os.environ["PYTEST_GYM_EVAL_WARM"] = previous
+    warm, raw = statistics.median(sides["warm"]), statistics.median(sides["raw"])
+    listed = {side: ", ".join(f"{t:.1f}" for t in values) for side, values in sides.items()}
+    return [
+        Row(
+            f"Warm: the mcqa example's session (12 tasks x 2 repeats) attached to a warm Gym (`--gym-keep-alive`), "
+            f"median of {rounds} (warm {listed['warm']} s; raw {listed['raw']} s)",
+            f"pytest session {warm:.2f} s",
+            f"raw `gym eval run --no-serve` over the same input, same servers {raw:.2f} s",
+            f"{warm / raw:.2f}",
+            "<= 1.3",
+            "met" if warm <= 1.3 * raw else "not met",
+        ),
+        Row(
+            "Warm: the same example's session starting Gym itself (no `--gym-keep-alive`), one run",
+            f"pytest session {cold:.1f} s",
+            f"raw over the same input {raw:.2f} s",
+            f"{cold / raw:.1f}",
+        ),
+        Row(
+            "Warm: the first session with `--gym-keep-alive`, one run: its cost of keeping Gym alive is the keeper "
+            "process started before `gym env start` and the registry entry written; it skips stopping Gym",
+            f"{first:.1f} s (Gym ready after {entry.ready_after:.0f} s); keeper {keeper * 1000:.0f} ms, registry "
+            f"write {write * 1e6:.0f} us",
+            f"cold session without it {cold:.1f} s",
+            f"{first / cold:.2f}",
+        ),
+    ]
+
+
 # The table.
 
 
@@ -1195,6 +1304,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--adaptive-tasks", type=int, default=100, help="adaptive: tasks per simulated run (100)")
     parser.add_argument("--adaptive-runs", type=int, default=1000, help="adaptive: simulated runs per mean (1000)")
+    parser.add_argument("--warm-rounds", type=int, help="warm: sessions and raw runs per side (default 5; quick 1)")
     parser.add_argument(
         "--latency", type=float, default=0.5, help="throughput: seconds the model takes per answer (0.5)"
     )
@@ -1238,6 +1348,8 @@ def main(argv: list[str]) -> int:
                 rows += bench_merge(work, merge_tasks, merge_repeats, args.merge_shards, 1 if quick else 3)
             elif name == "adaptive":
                 rows += bench_adaptive(args.adaptive_tasks, 200 if quick else args.adaptive_runs, 8, 2)
+            elif name == "warm":
+                rows += bench_warm(work, args.warm_rounds or (1 if quick else 5))
             else:
                 rows += bench_html(work, args.html_rollouts or (1_000, 10_000), 1 if quick else 3)
         failed = False

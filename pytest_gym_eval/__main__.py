@@ -1,4 +1,4 @@
-"""Command line: ``python -m pytest_gym_eval COMMAND ...``; each command is a module's ``main(argv)``."""
+"""Command line: ``python -m pytest_gym_eval COMMAND ...``; each command is a function ``(argv) -> int``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ COMMANDS = {
     "local-model": ("pytest_gym_eval.local_model", "serve a small local LLM (llama.cpp) on 127.0.0.1"),
     "merge": ("pytest_gym_eval.merge", "merge shard reports into one summary and gate verdict"),
     "plan": ("pytest_gym_eval.planning", "tasks and repeats a paired comparison needs to detect a drop"),
+    "status": ("pytest_gym_eval.warm:status_main", "list this user's warm Gyms (--gym-keep-alive)"),
+    "stop": ("pytest_gym_eval.warm:stop_main", "stop warm Gyms now: stop [--all] [KEY ...]"),
 }
-"""Subcommand -> (module whose ``main(argv) -> int`` runs it, one-line description)."""
+"""Subcommand -> (``module`` whose ``main(argv) -> int`` runs it, or ``module:function`` for another function of
+that signature; one-line description)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,8 +28,9 @@ def main(argv: list[str] | None = None) -> int:
         lines += [f"  {name:<12} {description}" for name, (_, description) in COMMANDS.items()]
         print("\n".join(lines), file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[args[0]][0])
-    status: int = module.main(args[1:])
+    module_name, _, function = COMMANDS[args[0]][0].partition(":")
+    module = importlib.import_module(module_name)
+    status: int = getattr(module, function or "main")(args[1:])
     return status
 
 

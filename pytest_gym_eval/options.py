@@ -252,6 +252,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="Write the Markdown summary that a GitHub step summary gets, e.g. for a pull-request comment "
         "(ini gym_markdown).",
     )
+    add_inner_loop_options(parser, group)
     parser.addini("gym_html", "Write the HTML report here (see --gym-html).", type="string", default="")
     parser.addini("gym_markdown", "Write the Markdown summary here (see --gym-markdown).", type="string", default="")
     add_scale_options(parser)
@@ -480,6 +481,58 @@ def add_scale_options(parser: pytest.Parser) -> None:
     parser.addini("gym_ray_address", "Existing Ray cluster for Gym (see --gym-ray-address).", type="string", default="")
 
 
+# The fast inner loop: a warm Gym kept between sessions, and resuming an interrupted run.
+
+DEFAULT_KEEP_ALIVE = 900.0
+"""Seconds an idle warm Gym stays up (``--gym-keep-alive`` without a value): 15 minutes."""
+
+
+def _keep_alive_seconds(text: str) -> float:
+    """``--gym-keep-alive``'s value: seconds >= 0 (0 turns an ini ``gym_keep_alive`` off). Raises argparse's
+    error for anything else, e.g. a dataset path the option took as its value."""
+    import argparse
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected idle seconds, got {text!r} (write --gym-keep-alive=SECONDS, or put --gym-keep-alive after "
+            "the paths)"
+        ) from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"expected idle seconds >= 0, got {text!r}")
+    return seconds
+
+
+def add_inner_loop_options(parser: pytest.Parser, group: Any) -> None:
+    """Declare ``--gym-keep-alive[=SECONDS]`` (ini ``gym_keep_alive``) and ``--gym-resume=RUN_DIR``."""
+    group.addoption(
+        "--gym-keep-alive",
+        dest="gym_keep_alive",
+        nargs="?",
+        const=DEFAULT_KEEP_ALIVE,
+        type=_keep_alive_seconds,
+        metavar="SECONDS",
+        help="Keep Gym's servers up after the session for the next session with the same Gym configuration, "
+        f"until idle for SECONDS (default {DEFAULT_KEEP_ALIVE:g}; 0: off). `python -m pytest_gym_eval status` "
+        "lists warm Gyms, `... stop [--all]` stops them (ini gym_keep_alive).",
+    )
+    group.addoption(
+        "--gym-resume",
+        dest="gym_resume",
+        metavar="RUN_DIR",
+        help="Reuse every scored rollout of this earlier run directory (same datasets' rows, tasks, repeats and "
+        "Gym configuration) and roll out only the missing or errored ones; all are reported as one session.",
+    )
+    number: Any = "float" if TYPED_INI else "string"
+    parser.addini(
+        "gym_keep_alive",
+        "Keep Gym warm between sessions, stopping it after this many idle seconds (0 or unset: off).",
+        type=number,
+        default=None,
+    )
+
+
 @dataclass(frozen=True)
 class DatasetSettings:
     """Settings one dataset may carry (a line of ``gym_dataset_settings``); None means "not set here".
@@ -558,6 +611,8 @@ class GymOptions:
     ray_address: str | None = None
     adaptive: bool = False
     min_repeats: int = DEFAULT_MIN_REPEATS
+    keep_alive: float | None = None
+    resume: Path | None = None
     cli: DatasetSettings = field(default_factory=DatasetSettings)
     ini: DatasetSettings = field(default_factory=DatasetSettings)
     datasets: tuple[tuple[str, DatasetSettings], ...] = ()
@@ -644,11 +699,17 @@ class GymOptions:
         else:
             replay = tuple(inifile_dir / os.path.expanduser(p) for p in ini_value("gym_replay") or ())
             replay, replay_option = tuple(p.resolve() for p in replay), "gym_replay"
+        keep_alive, resume = _inner_loop(config, ini_value)
         baseline = path_option("gym_baseline")
         baseline_option = "--gym-baseline" if config.getoption("gym_baseline", default=None) else "gym_baseline"
         head_server = _host_port(config.getoption("gym_head_server", default=None))
         shard = _shard(value("gym_shard"))
         ray_address = _ray_address(value("gym_ray_address"), head_server)
+        if ray_address is not None and keep_alive:
+            raise pytest.UsageError(
+                "--gym-ray-address cannot be combined with --gym-keep-alive (or ini gym_keep_alive): a warm Gym "
+                "is started on a private Ray and outlives the session"
+            )
         for option, given in [*((replay_option, r) for r in replay), (baseline_option, baseline)]:
             if given is not None and not given.is_file():
                 raise pytest.UsageError(f"{option}: no such file: {given}")
@@ -685,6 +746,8 @@ class GymOptions:
             ray_address=ray_address,
             adaptive=bool(adaptive if adaptive is not None else config.getini("gym_adaptive")),
             min_repeats=DEFAULT_MIN_REPEATS if min_repeats is None else min_repeats,
+            keep_alive=keep_alive,
+            resume=resume,
             dataset_globs=tuple(config.getini("gym_datasets")),
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
@@ -724,6 +787,27 @@ class GymOptions:
         if settings is None:
             settings = self._settings[path] = self.cli.over(self.own_settings(path).over(self.ini))
         return settings
+
+
+def _inner_loop(config: pytest.Config, ini_value: Any) -> tuple[float | None, Path | None]:
+    """``--gym-keep-alive`` (or ini ``gym_keep_alive``) as idle seconds (None: off) and ``--gym-resume`` as an
+    absolute path; raises :class:`pytest.UsageError` for a negative ini value, ``--gym-keep-alive`` together with
+    ``--gym-head-server``, or a resume folder that is not there."""
+    given = config.getoption("gym_keep_alive", default=None)
+    seconds = given if given is not None else _number(ini_value("gym_keep_alive"), "gym_keep_alive")
+    if seconds is not None and seconds < 0:
+        raise pytest.UsageError(f"gym_keep_alive: expected idle seconds >= 0, got {seconds:g}")
+    keep_alive = seconds or None
+    if keep_alive and config.getoption("gym_head_server", default=None):
+        raise pytest.UsageError(
+            "--gym-keep-alive and --gym-head-server exclude each other: attached servers are never started, so "
+            "there is nothing to keep warm"
+        )
+    text = config.getoption("gym_resume", default=None)
+    resume = Path(os.path.abspath(os.path.expanduser(text))) if text else None
+    if resume is not None and not resume.is_dir():
+        raise pytest.UsageError(f"--gym-resume: no such run directory: {resume}")
+    return keep_alive, resume
 
 
 def check_config_source(config: pytest.Config) -> None:

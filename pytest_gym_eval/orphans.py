@@ -14,6 +14,11 @@ users, and the session of the process looking, are never considered. A run whose
 processes live is a dead session's leftovers: :func:`find_leftovers` lists them, :func:`stop_leftovers` stops
 them (``python -m pytest_gym_eval cleanup``), and the watchdog (:mod:`pytest_gym_eval.watchdog`) normally does
 that by itself the moment the owner dies.
+
+A warm Gym (``--gym-keep-alive``, :mod:`pytest_gym_eval.warm`) runs on after every session on purpose: its
+processes carry the marker of its *keeper*, a process that lives as long as the warm Gym, with the warm Gym's
+home as the run directory. While the keeper runs they are nobody's leftovers; once it is gone (killed) they are,
+and :class:`Leftovers` says whose (:attr:`Leftovers.warm`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ MARKER = "PYTEST_GYM_EVAL_RUN"
 CLEANUP_COMMAND = "python -m pytest_gym_eval cleanup"
 WATCHDOG_MODULE = "pytest_gym_eval.watchdog"
 """The module the watchdog runs as (``python -m``), which names it in its command line."""
+WARM_SPEC = "spec.json"
+"""The file a warm Gym's home holds (:mod:`pytest_gym_eval.warm`): its processes are owned by its keeper, which
+runs on purpose after every pytest session ended, so they are leftovers only once the keeper is gone."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +126,18 @@ class Leftovers:
                 return process.pid
         return None
 
+    @property
+    def warm(self) -> bool:
+        """Whether these are a warm Gym's processes (``--gym-keep-alive``) whose keeper died (not a pytest's)."""
+        return (self.owner.run_dir / WARM_SPEC).is_file()
+
     def describe(self) -> str:
         """One sentence for the terminal: what is left, of which session, and how to stop it."""
+        if self.warm:
+            return (
+                f"{self.summary()} of a warm Gym whose keeper (pid {self.owner.pid}) died are still running; its home "
+                f"{self.owner.run_dir}; stop them with `python -m pytest_gym_eval stop` or `{CLEANUP_COMMAND}`"
+            )
         left = f"{self.summary()} of an earlier pytest session (pid {self.owner.pid}, which died) are still running"
         if self.watchdog is not None:
             left += f" (its watchdog, pid {self.watchdog}, is stopping them)"
@@ -264,7 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     status = 0
     for leftovers in everything:
-        print(f"pytest session pid {leftovers.owner.pid} (gone), run directory {leftovers.owner.run_dir}:")
+        whose = "warm Gym keeper" if leftovers.warm else "pytest session"
+        print(f"{whose} pid {leftovers.owner.pid} (gone), run directory {leftovers.owner.run_dir}:")
         for process in leftovers.processes:
             print(f"  pid {process.pid:>7}  session {process.sid:>7}  {process.command[:100] or process.name}")
         if args.dry_run:

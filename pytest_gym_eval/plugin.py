@@ -156,11 +156,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     )
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
     """The ``gym reward summary`` section: per dataset (and agent), the rewards, pass@k and gate verdicts; the
-    reports written; on GitHub Actions, annotations for gates that did not pass and errored rollouts."""
+    reports written; on GitHub Actions, annotations for gates that did not pass and errored rollouts. Last, after
+    Ctrl-C or SIGTERM, the command that resumes the run (``--gym-resume``)."""
     gym = config.stash[SESSION_KEY]
+    resume_hint = gym.resume_hint(exitstatus)
     if gym.conclusion is None:
+        for line in resume_hint:
+            terminalreporter.write_line(line)
         return
     terminalreporter.write_sep("=", "gym reward summary")
     width = min(terminalreporter._tw.fullwidth, 100)
@@ -176,4 +180,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for line in config.stash.get(PAGES_KEY, []):
         terminalreporter.write_line(line)
     for line in outputs.annotation_lines(gym.conclusion, gym.rollouts(), gym.options, os.environ):
+        terminalreporter.write_line(line)
+    for line in resume_hint:
         terminalreporter.write_line(line)

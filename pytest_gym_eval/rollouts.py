@@ -267,6 +267,8 @@ class RolloutFeed:
     then ``startup_timeout`` (seconds, None: the rollout timeout) bounds the wait, counted from the run entering
     ``running``; without it, the rollout timeout counts from ``running``. ``row_repeats`` is the run's
     ``--num-repeats`` (the plan's mode): records are keyed by their plan stamp (:func:`record_stamp`).
+    ``reused`` is a file of records in
+    Gym's format taken from an earlier run (``--gym-resume``), followed like ``output``.
 
     :meth:`wait` blocks until a rollout arrives, Gym is done without it, or the run stalls (see the module's
     docstring). A success recorded after a failure of the same rollout (Gym's resume retries failures)
@@ -283,11 +285,14 @@ class RolloutFeed:
         startup_timeout: float | None = None,
         waves: Path | None = None,
         row_repeats: int = 1,
+        reused: Path | None = None,
     ) -> None:
         self._row_repeats = row_repeats
         self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
         self._waves = _FollowedFile(waves) if waves is not None else None
         self._skipped: dict[int, str] = {}
+        if reused is not None:  # --gym-resume: records reused from an earlier run (pytest_gym_eval.resume)
+            self._files.append((_FollowedFile(reused), False))
         self._materialized = materialized  # written when Gym begins dispatching; any change is progress
         self._materialized_seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns)
         self._dispatched = materialized is None

@@ -148,6 +148,10 @@ class RunSettings:
     observability (see :func:`write_gym_config`).
     ``tag_repeats`` tags each input row with its repeat for the replay model (``--gym-replay``).
     ``ray_address`` is an existing Ray cluster for Gym's servers (``--gym-ray-address``), None for a private one.
+    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    ``attach``, when set, finds (or starts) the servers to attach to from the run's background thread: given the
+    run's stop event and its ``on_event``, it returns the head server and the policy model they call (a warm
+    Gym, :meth:`pytest_gym_eval.warm.WarmGym.acquire`), or raises :class:`GymStartError`.
     """
 
     gym: Path
@@ -163,6 +167,9 @@ class RunSettings:
     record_latency: bool = False
     tag_repeats: bool = False
     ray_address: str | None = None
+    attach: Callable[[threading.Event, Callable[[str], None]], tuple[tuple[str, int], ModelEndpoint | None]] | None = (
+        None
+    )
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -640,6 +647,10 @@ class GymRun:
     def _start_servers(self) -> None:
         settings = self.settings
         deadline = time.monotonic() + settings.startup_timeout
+        if settings.attach is not None:  # servers found or started elsewhere, e.g. a warm Gym
+            head, model = settings.attach(self._stopping, self.on_event)
+            self.head_server = head
+            self.settings = settings = replace(settings, head_server=head, model=model, attach=None)
         capture = self.paths.model_calls if settings.record_latency else None
         write_gym_config(self.paths.config, settings.model, self.head_server, capture, settings.ray_address)
         write_gym_input(self.plan, self.input, settings.sampling, tag_repeats=settings.tag_repeats)

@@ -28,6 +28,7 @@ import pytest
 
 from pytest_gym_eval import causes, provision
 from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
+from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import RunPlan
@@ -37,6 +38,15 @@ from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import model as report
 from pytest_gym_eval.reporting.model import Conclusion
 from pytest_gym_eval.results import ResultsCollector, conclude, report_meta
+from pytest_gym_eval.resume import (
+    ResumeError,
+    Resumption,
+    manifest_path,
+    resume_command,
+    resumed_path,
+    task_digests,
+    write_manifest,
+)
 from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState, Skipped
 from pytest_gym_eval.run import (
     GymRun,
@@ -53,6 +63,7 @@ from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, group_rollo
 if TYPE_CHECKING:
     from pytest_gym_eval.items import GateItem, RolloutItem
     from pytest_gym_eval.replay import ReplayServer
+    from pytest_gym_eval.warm import WarmGym
 
 SESSION_KEY = pytest.StashKey["GymSession"]()
 RUN_DIR_INPUT = "gym_run_dir"
@@ -108,6 +119,16 @@ class GymSession:
         self._started = False
         self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
         self._lock = threading.Lock()
+        # The fast inner loop: a warm Gym (--gym-keep-alive) and an earlier run to resume (--gym-resume).
+        self._warm: WarmGym | None = None
+        self._configurations: dict[tuple[str, ...], GymConfiguration] = {}
+        self._digests: dict[tuple[str, str], str] | None = None
+        self.resumption: Resumption | None = None
+        if self.options.resume is not None:
+            try:
+                self.resumption = Resumption.open(self.options.resume)
+            except ResumeError as error:
+                raise pytest.UsageError(f"--gym-resume: {error}") from None
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         self.is_worker = workerinput is not None
         if workerinput is not None and workerinput.get(RUN_DIR_INPUT):
@@ -168,16 +189,19 @@ class GymSession:
             self.plan.save(RunPaths(self.run_dir).plan)
         if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
             self.make_run_dir()  # now, so that a run directory that cannot be made is a usage error, not N errors
+        if self.resumption is not None and self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
+            self._check_resume(self.plan)  # (under xdist the controller checks the plan the workers saved)
 
     def whole_tasks_allowed(self) -> bool:
         """Whether this session may hand Gym whole tasks with ``--num-repeats R`` (see :mod:`pytest_gym_eval.plan`;
         the selection decides the rest). Not with ``--gym-seed`` (repeat k gets seed N + k, which needs a row per
         repeat), nor when the replay model serves a conversation it has more than one recording of (it tells
         the repeats apart by a tag each row carries, which a row of a whole task cannot), nor with
-        ``--gym-adaptive`` (its waves select some repeats of each task). The same answer in every
+        ``--gym-adaptive`` (its waves select some repeats of each task) or ``--gym-resume`` (it rolls out what is
+        missing). The same answer in every
         pytest-xdist process: it depends on the options and the recordings only."""
         options = self.options
-        if options.sampling.seed is not None or options.adaptive:  # adaptive waves are partial selections
+        if options.sampling.seed is not None or options.adaptive or options.resume is not None:
             return False
         if options.replay and options.head_server is None:
             from pytest_gym_eval.replay import RecordingError, load_recordings, recording_turns
@@ -244,23 +268,38 @@ class GymSession:
                     startup_timeout=self.options.startup_timeout,
                     waves=paths.waves,
                     row_repeats=self.plan.row_repeats,
+                    reused=resumed_path(self.run_dir) if self.options.resume is not None else None,
                 ).start()
-        self._wait_until_started()
+        try:
+            self._wait_until_started()
+        finally:
+            self._note_attached()
 
     def start_run(self, plan: RunPlan) -> None:
         """Start the Gym run of ``plan`` in the background (owner only); failures land in the state file.
 
         From here until :meth:`stop`, SIGTERM ends the session as Ctrl-C does (see :class:`SigtermAsCtrlC`).
         """
+        if self.resumption is not None and self.is_controller:
+            try:
+                self._check_resume(plan)
+            except pytest.UsageError as error:  # in an xdist hook a UsageError would be an internal error
+                pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
         self._sigterm.install()
         self._progress = progress_for(self.config)
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
         self.note(f"run directory: {run_dir}")
         try:
+            plan = self._prepare_run(plan, run_dir)
+            if not plan.rollouts:  # --gym-resume reused every one: no Gym needed
+                paths.logs.mkdir(parents=True, exist_ok=True)
+                RunState("finished", f"every selected rollout was reused from {self.options.resume}").write(paths.state)
+                return
             settings = self._run_settings(plan)
-        except (GymStartError, OSError) as error:
-            message = str(error) if isinstance(error, GymStartError) else f"{type(error).__name__}: {error}"
+        except (GymStartError, ResumeError, DatasetError, OSError) as error:
+            known = (GymStartError, ResumeError, DatasetError)
+            message = str(error) if isinstance(error, known) else f"{type(error).__name__}: {error}"
             paths.logs.mkdir(parents=True, exist_ok=True)
             RunState("failed", message).write(paths.state)
             return
@@ -322,37 +361,36 @@ class GymSession:
         if state.phase == "failed":
             raise GymStartError(f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else ""))
 
+    def _load_checkout(self) -> provision.GymCheckout:
+        """The Gym checkout (``--gym-checkout``, else the provisioned one, provisioned now when missing); raises
+        :class:`GymStartError`."""
+        if self.checkout is None:
+            options = self.options
+            try:
+                self.checkout = (
+                    provision.load_checkout(options.checkout)
+                    if options.checkout is not None
+                    else provision.provision(log=self.note)
+                )
+            except provision.ProvisionError as error:
+                raise GymStartError(str(error)) from None
+        return self.checkout
+
     def _run_settings(self, plan: RunPlan) -> RunSettings:
         options = self.options
-        try:
-            checkout = (
-                provision.load_checkout(options.checkout)
-                if options.checkout is not None
-                else provision.provision(log=self.note)
-            )
-        except provision.ProvisionError as error:
-            raise GymStartError(str(error)) from None
-        self.checkout = checkout
+        checkout = self._load_checkout()
         models = checkout.path / "responses_api_models"
         if options.head_server is None and models.is_dir() and not (models / options.model_type).is_dir():
             known = ", ".join(sorted(p.name for p in models.iterdir() if p.is_dir() and not p.name.startswith(".")))
             raise GymStartError(f"--gym-model-type: this Gym has no model server {options.model_type!r} ({known})")
-        configs = []
-        for agent in plan.agents:
-            datasets = sorted({r.dataset for r in plan.rollouts if r.agent == agent})
-            named = {server for d in datasets if (server := options.dataset_settings(d).resources_server)}
-            server = named.pop() if len(named) == 1 else None
-            config_path = find_agent_config(checkout.path, agent, server)
-            if config_path is None:
-                where = f" under resources_servers/{server}/configs" if server else ""
-                raise GymStartError(
-                    f"no Gym config in {checkout.path}{where} defines the agent {agent!r} (used by "
-                    f"{', '.join(map(str, datasets))}); set it with --gym-agent, `agent=` in gym_dataset_settings, "
-                    "or the rows' agent_ref"
-                )
-            configs.append(config_path)
+        configs = self._agent_configs(checkout, plan)
         run_dir = self.make_run_dir()
-        self.model = self._model_endpoint(run_dir)
+        attach = None
+        if options.keep_alive:
+            self._warm = self._warm_gym(plan, configs, run_dir)
+            attach = self._warm.acquire
+        else:
+            self.model = self._model_endpoint(run_dir)
         ray_dir, made = ray_temp_dir(run_dir)
         if made:
             self._cleanup.append(ray_dir)
@@ -369,7 +407,28 @@ class GymSession:
             record_latency=options.latency,
             tag_repeats=bool(options.replay),
             ray_address=options.ray_address,
+            attach=attach,
         )
+
+    def _agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
+        """The Gym config file of each of ``plan``'s agents; raises :class:`GymStartError` for an agent no config
+        of the checkout defines."""
+        options = self.options
+        configs = []
+        for agent in plan.agents:
+            datasets = sorted({r.dataset for r in plan.rollouts if r.agent == agent})
+            named = {server for d in datasets if (server := options.dataset_settings(d).resources_server)}
+            server = named.pop() if len(named) == 1 else None
+            config_path = find_agent_config(checkout.path, agent, server)
+            if config_path is None:
+                where = f" under resources_servers/{server}/configs" if server else ""
+                raise GymStartError(
+                    f"no Gym config in {checkout.path}{where} defines the agent {agent!r} (used by "
+                    f"{', '.join(map(str, datasets))}); set it with --gym-agent, `agent=` in gym_dataset_settings, "
+                    "or the rows' agent_ref"
+                )
+            configs.append(config_path)
+        return configs
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
         options = self.options
@@ -404,11 +463,14 @@ class GymSession:
         )
 
     def stop(self) -> None:
-        """Stop Gym (when this process started it), the replay server and the feed; idempotent."""
+        """Stop Gym (when this process started it), the replay server and the feed; give a warm Gym's lease back
+        (it stays up); idempotent."""
         self._sigterm.teardown()
         try:
             if self._run is not None:
                 self._run.finish()
+            if self._warm is not None:
+                self._warm.release()
             if self._replay is not None:
                 self._replay.stop()
             if self._feed is not None:
@@ -417,6 +479,92 @@ class GymSession:
                 shutil.rmtree(self._cleanup.pop(), ignore_errors=True)
         finally:
             self._sigterm.restore()
+
+    # The fast inner loop: the Gym configuration, a warm Gym (--gym-keep-alive), resuming (--gym-resume).
+
+    def configuration(self, plan: RunPlan) -> GymConfiguration:
+        """The Gym configuration of a run of ``plan`` (:mod:`pytest_gym_eval.fingerprint`); loads, or provisions,
+        the checkout. Raises :class:`GymStartError` (an agent without a config, no checkout) or OSError."""
+        agents = tuple(plan.agents)
+        if agents not in self._configurations:
+            options = self.options
+            checkout = self._load_checkout()
+            configs = self._agent_configs(checkout, plan)
+            head = options.head_server
+            self._configurations[agents] = GymConfiguration.build(
+                checkout, configs, options.model_type,
+                replay=options.replay if head is None else (),
+                model_url=options.model_url, model=options.model, api_key_env=options.api_key_env,
+                head_server=f"{head[0]}:{head[1]}" if head is not None else None,
+            )  # fmt: skip
+        return self._configurations[agents]
+
+    def _warm_gym(self, plan: RunPlan, configs: Sequence[Path], run_dir: Path) -> WarmGym:
+        """This session's :class:`~pytest_gym_eval.warm.WarmGym` for ``plan`` (acquired by the run's thread)."""
+        from pytest_gym_eval.orphans import Owner
+        from pytest_gym_eval.registry import Registry
+        from pytest_gym_eval.warm import WarmGym, warm_spec
+
+        options = self.options
+        assert self.checkout is not None and options.keep_alive
+        if not options.replay and not (options.model_url and options.model):
+            self._model_endpoint(run_dir)  # raises the usual error naming what is missing
+        spec = warm_spec(
+            self.configuration(plan), Registry(), self.checkout.path, configs, options.model_type,
+            replay=options.replay, model_url=options.model_url, model=options.model,
+            api_key_env=options.api_key_env, startup_timeout=options.startup_timeout, idle_timeout=options.keep_alive,
+        )  # fmt: skip
+        return WarmGym(spec, Owner.current(run_dir), run_dir, Registry())
+
+    def _note_attached(self) -> None:
+        """After the run started: the head server and model it attached to (a warm Gym's are known only now)."""
+        if self._run is not None:
+            self.head_server = "{}:{}".format(*self._run.head_server)
+        if self._warm is not None and self._warm.model is not None:
+            self.model = self._warm.model
+
+    def _check_resume(self, plan: RunPlan) -> None:
+        """Compare the selection ``plan`` with the run ``--gym-resume`` names; raises :class:`pytest.UsageError`
+        naming what differs (before anything runs)."""
+        assert self.resumption is not None
+        try:
+            configuration = self.configuration(plan)
+            self._digests = task_digests(plan)
+            differences = configuration.differences(self.resumption.manifest.configuration)
+            self.resumption.check(plan, differences, self._digests)
+        except ResumeError as error:
+            raise pytest.UsageError(str(error)) from None
+        except (GymStartError, DatasetError, OSError) as error:
+            raise pytest.UsageError(f"--gym-resume: cannot compare with {self.options.resume}: {error}") from None
+
+    def _prepare_run(self, plan: RunPlan, run_dir: Path) -> RunPlan:
+        """Write the run's manifest (what it asks for, :mod:`pytest_gym_eval.resume`); with ``--gym-resume`` reuse
+        the earlier run's scored rollouts. Returns the plan Gym must roll out."""
+        configuration = self.configuration(plan)
+        digests = self._digests if self._digests is not None else task_digests(plan)
+        params = self.config.invocation_params
+        command = {"args": list(params.args), "dir": str(params.dir)}
+        to_run = plan
+        if self.resumption is not None:
+            to_run, reused = self.resumption.reuse(plan, run_dir)
+            self.note(
+                f"resuming {self.resumption.old}: {reused} of {len(plan.rollouts)} rollouts reused, "
+                f"{len(to_run.rollouts)} to roll out"
+            )
+        write_manifest(run_dir, plan, configuration.components, command, digests, self.options.resume)
+        return to_run
+
+    def resume_hint(self, exitstatus: int) -> list[str]:
+        """After Ctrl-C or SIGTERM: the command that resumes this run (none for another exit status, or before
+        the run wrote its manifest)."""
+        if exitstatus != pytest.ExitCode.INTERRUPTED or self.is_worker or self.run_dir is None:
+            return []
+        if not manifest_path(self.run_dir).is_file():
+            return []
+        lines = [f"gym: resume this run with: {resume_command(self.config.invocation_params.args, self.run_dir)}"]
+        if self.options.run_dir is None:
+            lines.append("gym: (the run directory is under pytest's basetemp, which keeps the last three sessions)")
+        return lines
 
     # Items.
 
@@ -682,6 +830,8 @@ class GymSession:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             **self.options.sampling.meta(),
             **(self.options.price.meta() if self.options.price is not None else {}),
+            "warm_gym": self._warm.entry.key if self._warm is not None and self._warm.entry is not None else None,
+            "resumed_from": str(self.options.resume) if self.options.resume is not None else None,
         }
         return report_meta(self.options, self.rollouts(), run)
 

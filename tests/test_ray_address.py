@@ -50,6 +50,10 @@ def test_the_session_hands_the_address_to_gym(pytester: pytest.Pytester, fake_gy
             ["--gym-ray-address=127.0.0.1:6379", "--gym-head-server=127.0.0.1:11000"],
             "--gym-ray-address cannot be combined with --gym-head-server",
         ),
+        (
+            ["--gym-ray-address=127.0.0.1:6379", "--gym-keep-alive"],
+            "--gym-ray-address cannot be combined with --gym-keep-alive",
+        ),
     ],
 )
 def test_bad_ray_addresses_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:

@@ -1,7 +1,8 @@
 """A stand-in for Gym's `gym` command, for fast tests of the plugin's error paths (never the only proof).
 
 It understands just what the plugin calls:
-- ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym;
+- ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym, answering
+  ``GET /readyz`` on the head server of its JSON ``--config`` file (as Gym's head server does);
   ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready,
   ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later,
   ``FAKE_GYM_START=ray-timeout`` exit 1 with Ray's node start-up timeout, ``ray-timeout-once`` do that on the
@@ -13,7 +14,8 @@ It understands just what the plugin calls:
   ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row; with ``"body"``, its
   ``_ng_failure_response_body``), ``{"skip": true}`` (no line
   at all), ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
-  (wait for SIGINT before this row), ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
+  (wait for SIGINT before this row; ``{"hold": "VAR"}`` only while the environment variable VAR is set),
+  ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
   (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row). With
   ``--num-repeats R`` every row is rolled out R times as Gym does (``_ng_rollout_index`` 0..R-1 per row, rows in
   the pattern aabbcc); ``{"rewards": [x0, x1, ...]}`` gives rollout i the reward xi.
@@ -57,6 +59,35 @@ def _first_env_start() -> bool:
     return len(starts) <= 1
 
 
+def serve_head(argv: list[str]) -> None:
+    """Answer ``GET /readyz`` with 200 on the head server named in a JSON ``--config`` file (in a daemon thread)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    head = None
+    for index, arg in enumerate(argv[:-1]):
+        if arg == "--config":
+            try:
+                with open(argv[index + 1], encoding="utf-8") as handle:
+                    head = json.load(handle).get("head_server") or head
+            except (OSError, ValueError):
+                continue
+    if not head:
+        return
+
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/readyz" else 404)
+            self.end_headers()
+            self.wfile.write(b'{"status": "ok"}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer((head["host"], int(head["port"])), Ready)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
 def env_start(argv: list[str]) -> int:
     mode = os.environ.get("FAKE_GYM_START", "")
     print("Starting fake servers", flush=True)
@@ -73,6 +104,7 @@ def env_start(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     time.sleep(float(os.environ.get("FAKE_GYM_START_DELAY", "0")))  # a slow start-up, as on a loaded machine
     if mode != "hang":
+        serve_head(argv)
         print("All 1 / 1 servers ready! Polling every 60s", flush=True)
     while not stop:
         time.sleep(0.05)
@@ -108,7 +140,10 @@ def eval_run(argv: list[str]) -> int:
             continue
         if fake.get("crash") and not resume:
             os.kill(os.getpid(), signal.SIGSEGV)
-        while fake.get("hold") and not stop:
+        hold = fake.get("hold")
+        if isinstance(hold, str):
+            hold = bool(os.environ.get(hold))
+        while hold and not stop:
             time.sleep(0.05)
         if fake.get("delay"):
             time.sleep(float(fake["delay"]))
