@@ -470,9 +470,12 @@ def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.E
         except FileNotFoundError:
             chunk = b""
         offset += len(chunk)
-        seen = (seen + chunk.decode("utf-8", "replace"))[-4096:]
+        # Search what was read whole (Gym prints a long server table right after the marker, often in the same
+        # read), keeping only a marker's length of it for a marker split between two reads.
+        seen += chunk.decode("utf-8", "replace")
         if READY_MARKER in seen:
             return
+        seen = seen[-len(READY_MARKER) :]
         status = servers.poll()
         if status is not None:
             raise GymStartError(

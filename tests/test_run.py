@@ -5,6 +5,8 @@ in tests/test_gym_lifecycle.py)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, make_fake_checkout, started_processes
+from conftest import FakeGym, make_fake_checkout, started_processes, wait_until
 from pytest_gym_eval import provision
-from pytest_gym_eval.processes import free_port, session_members
-from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, serving
+from pytest_gym_eval.processes import GymProcess, free_port, session_members
+from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, serving, wait_until_ready
 
 
 def endpoint(url: str) -> ModelEndpoint:
@@ -176,3 +178,24 @@ def test_rays_start_up_wait_is_lengthened_unless_the_environment_sets_it(
     assert provision.gym_environment(checkout, tmp_path / "ray")["RAY_raylet_start_wait_time_s"] == "60"
     monkeypatch.setenv("RAY_raylet_start_wait_time_s", "7")
     assert provision.gym_environment(checkout, tmp_path / "ray")["RAY_raylet_start_wait_time_s"] == "7"
+
+
+def test_the_ready_line_is_found_when_a_long_server_table_follows_it_in_one_read(tmp_path: Path) -> None:
+    # Gym prints a table of every server right after "All N / N servers ready!"; with many servers it is
+    # longer than any fixed window kept of the log, and may land in the same read as the line itself.
+    table = "".join(f"    'server_{n}': {{'url': 'http://127.0.0.1:{20000 + n}'}},\n" for n in range(400))
+    script = (
+        "import signal, sys\n"
+        f"sys.stdout.write('starting\\nAll 10 / 10 servers ready! Polling every 60s\\n' + {table!r})\n"
+        "sys.stdout.flush()\n"
+        "signal.pause()\n"
+    )
+    assert len(table) > 16_000
+    servers = GymProcess(
+        [sys.executable, "-c", script], env=dict(os.environ), cwd=tmp_path, log_path=tmp_path / "start.log", name="gym"
+    )
+    try:
+        wait_until(lambda: (tmp_path / "start.log").stat().st_size > len(table), "the whole output is written")
+        wait_until_ready(servers, time.monotonic() + 30, threading.Event(), 30)  # raises at the deadline
+    finally:
+        servers.stop(1)
