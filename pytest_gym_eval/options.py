@@ -921,27 +921,24 @@ def _reward_range(text: object, where: str) -> RewardRange | None:
 
 
 def _positive_int(text: object, where: str) -> int | None:
-    if text is None or text == "":
-        return None
-    try:
-        number = int(str(text))
-    except ValueError:
-        raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
-    if number < 1:
-        raise pytest.UsageError(f"{where}: must be at least 1, got {number}")
-    return number
+    """A whole number >= 1, or None when unset; raises :class:`pytest.UsageError` naming ``where``."""
+    return _whole(text, where, 1)
 
 
 def _count(text: object, where: str) -> int | None:
     """A whole number >= 0, or None when unset; raises :class:`pytest.UsageError` naming ``where``."""
+    return _whole(text, where, 0)
+
+
+def _whole(text: object, where: str, minimum: int) -> int | None:
     if text is None or text == "":
         return None
     try:
         number = int(str(text))
     except ValueError:
         raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
-    if number < 0:
-        raise pytest.UsageError(f"{where}: must be at least 0, got {number}")
+    if number < minimum:
+        raise pytest.UsageError(f"{where}: must be at least {minimum}, got {number}")
     return number
 
 

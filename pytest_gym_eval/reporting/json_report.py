@@ -6,12 +6,12 @@ import dataclasses
 import json
 import math
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
+from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, Flip, RolloutResult, session_verdict
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval
@@ -197,19 +197,8 @@ def write_report(path: str | os.PathLike[str], report: Mapping[str, Any], indent
     Creates missing parent directories. Raises ValueError when ``report`` holds a non-finite number (use
     :func:`build_report`, which replaces them with null), OSError when the file cannot be written.
     """
-    target = Path(path)
     text = json.dumps(report, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(temporary, "x", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text)
 
 
 def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
