@@ -1179,6 +1179,7 @@ def bench_warm(work: Path, rounds: int) -> list[Row]:
         config.write_text(json.dumps({"head_server": {"host": entry.head_server[0], "port": entry.head_server[1]}}))
         sides: dict[str, list[float]] = {"warm": [], "raw": []}
         same_input: Path | None = None
+        same_repeats = 1
         for round_ in range(rounds):
             for side in ("warm", "raw") if round_ % 2 == 0 else ("raw", "warm"):  # round 1 writes the input
                 if side == "warm":
@@ -1187,10 +1188,13 @@ def bench_warm(work: Path, rounds: int) -> list[Row]:
                     )
                     if "gym: attached to warm Gym" not in output:
                         raise RuntimeError(f"warm: the session did not attach:\n{output[-3000:]}")
-                    same_input = same_input or run_dir / "gym-input.jsonl"
+                    if same_input is None:  # and its --num-repeats (whole tasks: 2; a row per rollout: 1)
+                        same_input = run_dir / "gym-input.jsonl"
+                        manifest = json.loads((run_dir / "manifest.json").read_text())
+                        same_repeats = int(manifest.get("row_repeats", 1))
                 else:
                     assert same_input is not None
-                    seconds = raw_gym_run(checkout, root / f"raw-{round_}", same_input, config, 1, 24)
+                    seconds = raw_gym_run(checkout, root / f"raw-{round_}", same_input, config, same_repeats, 24)
                 sides[side].append(seconds)
                 print(f"  round {round_ + 1}: {side} {seconds:.2f} s", flush=True)
     finally:
