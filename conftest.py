@@ -65,12 +65,25 @@ def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) ->
     return checkout
 
 
+CHILD_ADDOPTS = "-p no:randomly -p no:sugar"
+"""What every pytest the tests start leaves out unless asked for (``-p randomly``, ``-p sugar``): pytest-randomly
+and pytest-sugar, dev dependencies for tests/test_plugins.py, change the order and the output of every run they
+load into."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Child pytest processes (``subprocess``, not ``pytester``) inherit :data:`CHILD_ADDOPTS`."""
+    addopts = os.environ.get("PYTEST_ADDOPTS", "")
+    if CHILD_ADDOPTS not in addopts:
+        os.environ["PYTEST_ADDOPTS"] = f"{addopts} {CHILD_ADDOPTS}".strip()
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytest's ``pytester``, whose pytest runs load pytest-randomly and pytest-sugar (dev dependencies, for
     tests/test_plugins.py, that change the order and the output of every run they load into) only when asked
     for (``-p randomly``, ``-p sugar``). (Pytester clears ``PYTEST_ADDOPTS`` when it starts: set it after.)"""
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly -p no:sugar")
+    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_ADDOPTS)
     return pytester
 
 

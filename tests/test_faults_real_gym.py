@@ -80,7 +80,8 @@ EXPECTED = {
         "JSONDecodeError: ",
     ),
     "no-recording": (
-        'policy model: HTTP 404 no_recording: no recorded answer for this conversation*"[[]case no-recording]*',
+        "policy model: HTTP 404 no_recording: no recorded answer: the conversation departs from the closest "
+        'recording*"[[]case no-recording]*',
         "replay_no_recording",
         "status=404",
     ),
