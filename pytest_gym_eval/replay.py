@@ -1095,6 +1095,13 @@ class _HttpServer(ThreadingHTTPServer):
             self._connections.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up before its answer was written (Gym gave up on a request) is no error of the
+        server's: say nothing. Anything else is printed as socketserver prints it."""
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
     def close_connections(self) -> None:
         """Shut down idle keep-alive connections so their handler threads end."""
         with self._connections_lock:

@@ -28,6 +28,7 @@ from pytest_gym_eval.merge import (
     read_shard_report,
 )
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from pytest_gym_eval.reporting.junit import parse_system_out
 from pytest_gym_eval.shard import assign_shards
 
 COLUMNS = "100"
@@ -141,6 +142,7 @@ def test_merged_shards_equal_one_session(sessions: Sessions) -> None:
     assert report["datasets"][0]["wall_time"] <= max(stops) - min(starts)
     assert junit_aggregates(sessions.root / "merged.xml") == junit_aggregates(sessions.root / "alone.xml")
     assert junit_cases(sessions.root / "merged.xml") == junit_cases(sessions.root / "alone.xml")
+    assert all(values for *_, values in junit_cases(sessions.root / "merged.xml"))  # not vacuous: each has values
 
 
 def test_merge_order_and_gate_overrides(sessions: Sessions) -> None:
@@ -308,15 +310,17 @@ def junit_aggregates(path: Path) -> dict[str, str]:
     return {
         name: p.get("value", "")
         for p in props
-        if (name := p.get("name", "")).startswith(("gym.mcqa", "gym.other")) and not name.endswith("wall_time")
+        if (name := p.get("name", "")).startswith(("gym::mcqa", "gym::other")) and not name.endswith("wall_time")
     }
 
 
 def junit_cases(path: Path) -> list[tuple[str, str, str, dict[str, str]]]:
-    """(classname, name, outcome, properties without the record's location) of every testcase, sorted."""
+    """(classname, name, outcome, the rollout's values without the record's location) of every testcase, sorted:
+    the values of its ``<system-out>`` line (xunit2, pytest's default family)."""
     cases = []
     for case in ET.parse(path).getroot().iter("testcase"):
         outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
-        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property") if p.get("name") != "record"}
-        cases.append((case.get("classname", ""), case.get("name", ""), outcome, props))
+        values = parse_system_out("".join(out.text or "" for out in case.iter("system-out"))) or {}
+        shown = {name: json.dumps(value) for name, value in values.items() if name != "record"}
+        cases.append((case.get("classname", ""), case.get("name", ""), outcome, shown))
     return sorted(cases)

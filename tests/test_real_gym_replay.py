@@ -11,13 +11,12 @@ import json
 import re
 import shutil
 import urllib.request
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import GymExample, SharedGym
+from conftest import GymExample, SharedGym, junit_rollouts
 from pytest_gym_eval.dataset import row_digest
 from pytest_gym_eval.plan import REPEAT_TAG
 from pytest_gym_eval.replay import explain_unmatched
@@ -89,12 +88,11 @@ def copy_dataset(pytester: pytest.Pytester, example: GymExample) -> str:
 
 
 def junit_rewards(path: Path) -> dict[str, tuple[str, float | None]]:
-    """node name -> (task id, reward) from the JUnit XML's testcase properties."""
+    """node name -> (task id, reward) from the JUnit XML's per-rollout values (either family)."""
     found = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        reward = props.get("reward")
-        found[case.get("name", "")] = (props["task_id"], None if reward is None else float(reward))
+    for name, values in junit_rollouts(path).items():
+        reward = values.get("reward")
+        found[name] = (values["task_id"], None if reward is None else float(reward))
     return found
 
 

@@ -1096,3 +1096,23 @@ def test_flips_compare_each_repeat_with_the_recording_it_was_served(tmp_path: Pa
     # untagged: which recording answered depends on arrival, so only a reward matching none of them flips
     assert find_flips([rolled(3, 0.0), rolled(3, 1.0)], [recordings]) == []
     assert [flip.recorded for flip in find_flips([rolled(3, 0.5)], [recordings])] == [(1.0, 0.0)]
+
+
+def test_a_client_hanging_up_is_no_server_error_but_other_errors_are_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recordings = write_rollouts(tmp_path / "r.jsonl", [rollout("Ping?", [said("pong")])])
+    with ReplayServer([recordings]) as server:
+        http = server._httpd
+        assert http is not None
+        for hung_up in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "Connection reset")):
+            try:
+                raise hung_up
+            except OSError:
+                http.handle_error(None, ("127.0.0.1", 1))
+        assert capsys.readouterr().err == ""
+        try:
+            raise ValueError("a bug")
+        except ValueError:
+            http.handle_error(None, ("127.0.0.1", 1))
+        assert "ValueError: a bug" in capsys.readouterr().err
