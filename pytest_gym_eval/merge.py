@@ -34,6 +34,7 @@ from pytest_gym_eval.gates import METRICS, Gate, GateMode, parse_pass_at_k
 from pytest_gym_eval.reporting import json_report, junit, terminal
 from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
 from pytest_gym_eval.shard import SHARD_RULE, Shard, assign_shards
+from pytest_gym_eval.usage import Usage
 
 EXIT_CANNOT_MERGE = 2
 """Exit status when the reports cannot be merged or the command line is wrong."""
@@ -369,10 +370,30 @@ def _rollout_result(rollout: object, report: ShardReport, index: int) -> Rollout
         return RolloutResult(
             nodeid, dataset, task, repeat, agent, status, None if reward is None else float(reward),
             rollout.get("failure_class") or None, rollout.get("record") or None,
-            _seconds(rollout.get("start")), _seconds(rollout.get("stop")),
+            _seconds(rollout.get("start")), _seconds(rollout.get("stop")), usage=_usage(rollout),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
         raise MergeError(f"{report.label}: rollouts[{index}] is malformed: {error}") from None
+
+
+def _usage(rollout: dict[str, Any]) -> Usage:
+    """The tokens and latency a report's rollout carries (absent or null: not recorded)."""
+
+    def count(name: str) -> int | None:
+        value = rollout.get(name)
+        if value is None:
+            return None
+        if type(value) is not int or value < 0:
+            raise ValueError(f"{name} {value!r} is not a whole number >= 0")
+        return value
+
+    latency = rollout.get("latency")
+    if latency is not None and (type(latency) not in (int, float) or latency < 0):
+        raise ValueError(f"latency {latency!r} is not a number of seconds >= 0")
+    return Usage(
+        count("input_tokens"), count("output_tokens"), count("total_tokens"),
+        None if latency is None else float(latency),
+    )  # fmt: skip
 
 
 def _seconds(value: object) -> float:

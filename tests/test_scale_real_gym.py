@@ -46,7 +46,7 @@ def dataset_aggregates(junit: Path) -> dict[str, str]:
     return {
         name: p.get("value", "")
         for p in props
-        if (name := p.get("name", "")).startswith("gym.datasets/") and not name.endswith("wall_time")
+        if (name := p.get("name", "")).startswith("gym::datasets/") and not name.endswith("wall_time")
     }
 
 
