@@ -203,7 +203,7 @@ class GymSession:
         options = self.options
         if options.sampling.seed is not None or options.adaptive or options.resume is not None:
             return False
-        if options.replay and options.head_server is None:
+        if options.replay:  # attached too: the recordings may be what the attached servers' model replays
             from pytest_gym_eval.replay import RecordingError, load_recordings, recording_turns
 
             try:

@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,9 @@ def test_every_image_row_and_repeat_replays_its_own_recording(
     for name, (task, reward) in rewards.items():
         assert reward == expected[task][1] == image_verdicts[task], name
     result.stdout.fnmatch_lines(["verifier flips against the recording: none"])
-    # Each task's one recording answers both of its repeats (repeat r gets recording r mod 1).
+    # Each task's one recording answers both of its repeats. (With one recording per conversation Gym is handed
+    # whole tasks, --num-repeats 2, and the rows carry no repeat tag; the replay model needs none.)
     answers = served(shared_gym.replay_log, image_example)
-    assert {(task, "1") for task in expected} <= {(task, repeat) for task, repeat, _ in answers}
+    answered = Counter(task for task, _, _ in answers)
+    assert all(answered[task] >= 2 for task in expected), answered
     assert all(line == expected[task][0] for task, _, line in answers)
