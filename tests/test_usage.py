@@ -199,7 +199,8 @@ def test_replayed_token_totals_equal_the_sums_over_real_gyms_records(
     result = pytester.runpytest(*shared_gym.args, *datasets, "--gym-run-dir=runs", "--gym-report=report.json")
     (run_dir,) = (pytester.path / "runs").iterdir()
     report = json.loads((pytester.path / "report.json").read_text())
-    assert len(report["rollouts"]) == 10, result.stdout.str()[-3000:]
+    rows = sum(len(example.dataset.read_text().splitlines()) for example in gym_examples.values())
+    assert len(report["rollouts"]) == rows, result.stdout.str()[-3000:]
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for line in (run_dir / "gym-output" / "rollouts.jsonl").read_text().splitlines():
         record = json.loads(line)
