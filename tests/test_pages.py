@@ -282,7 +282,9 @@ def test_page_from_the_json_report_is_the_page_of_the_session(tmp_path: Path) ->
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
     again, read_results = conclusion_from_report(json.loads(json.dumps(report)), baseline)
     assert read_results == results
-    assert again.summaries == conclusion.summaries
+    # repr, not ==: an empty latency summary holds nan, and from Python 3.13 a dataclass compares its fields with
+    # == (nan != nan) where older ones compared tuples (which take a float as equal to itself).
+    assert repr(again.summaries) == repr(conclusion.summaries)
     assert (again.exit_status, again.reason) == (conclusion.exit_status, conclusion.reason) == (
         1, "gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.58 < 0.90; 1 rollout errored",
     )  # fmt: skip
