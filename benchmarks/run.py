@@ -1315,6 +1315,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--merge-tasks", type=int, help="merge: tasks (default 20000; quick 2000)")
     parser.add_argument("--merge-repeats", type=int, default=8, help="merge: repeats per task (default 8)")
     parser.add_argument("--merge-shards", type=int, default=8, help="merge: shard reports (default 8)")
+    parser.add_argument("--output", type=Path, help="also write the full table to this file (any run)")
     parser.add_argument(
         "--no-write",
         action="store_true",
