@@ -113,6 +113,22 @@ def junit_suite_properties(path: Path) -> dict[str, str]:
     return {} if properties is None else {p.get("name", ""): p.get("value", "") for p in properties}
 
 
+def junit_aggregates(path: Path, prefix: str | tuple[str, ...] = "gym::") -> dict[str, str]:
+    """The test suite's properties whose names start with ``prefix`` (a dataset's aggregates, e.g.
+    ``gym::datasets/``), without wall times (they differ between sessions over the same rollouts)."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    properties = suite.find("properties")
+    assert properties is not None
+    return {
+        name: p.get("value", "")
+        for p in properties
+        if (name := p.get("name", "")).startswith(prefix) and not name.endswith("wall_time")
+    }
+
+
 def validate_junit(path: Path, family: str = "xunit2") -> None:
     """Validate a JUnit XML file against the structure of pytest's ``junit_family`` (``tests/support/junit-
     <family>.xsd``, written from the published JUnit schema); raises xmlschema's error naming what is wrong."""

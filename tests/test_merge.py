@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import make_fake_checkout, write_recording
+from conftest import junit_aggregates, make_fake_checkout, write_recording
 from pytest_gym_eval.merge import (
     EXIT_CANNOT_MERGE,
     MergeError,
@@ -140,7 +140,10 @@ def test_merged_shards_equal_one_session(sessions: Sessions) -> None:
     starts = [r["start"] for name in ("s1.json", "s2.json", "s3.json") for r in sessions.report(name)["rollouts"]]
     stops = [r["stop"] for name in ("s1.json", "s2.json", "s3.json") for r in sessions.report(name)["rollouts"]]
     assert report["datasets"][0]["wall_time"] <= max(stops) - min(starts)
-    assert junit_aggregates(sessions.root / "merged.xml") == junit_aggregates(sessions.root / "alone.xml")
+    datasets = ("gym::mcqa", "gym::other")
+    assert junit_aggregates(sessions.root / "merged.xml", datasets) == junit_aggregates(
+        sessions.root / "alone.xml", datasets
+    )
     assert junit_cases(sessions.root / "merged.xml") == junit_cases(sessions.root / "alone.xml")
     assert all(values for *_, values in junit_cases(sessions.root / "merged.xml"))  # not vacuous: each has values
 
@@ -300,18 +303,6 @@ def test_the_shard_assignment_in_the_reports_is_the_rule(sessions: Sessions) -> 
         report = sessions.report(f"s{index}.json")
         tasks = {r["task_id"] for r in report["rollouts"] if r["dataset"] == "mcqa.jsonl"}
         assert tasks == {task for task, owner in owners.items() if owner == index}
-
-
-def junit_aggregates(path: Path) -> dict[str, str]:
-    suite = ET.parse(path).getroot().find("testsuite")
-    assert suite is not None
-    props = suite.find("properties")
-    assert props is not None
-    return {
-        name: p.get("value", "")
-        for p in props
-        if (name := p.get("name", "")).startswith(("gym::mcqa", "gym::other")) and not name.endswith("wall_time")
-    }
 
 
 def junit_cases(path: Path) -> list[tuple[str, str, str, dict[str, str]]]:

@@ -23,6 +23,7 @@ from conftest import (
     SharedGym,
     assert_interrupted,
     interrupt_once_reported,
+    junit_aggregates,
     junit_rollouts,
     started_processes,
     validate_junit,
@@ -248,19 +249,6 @@ def prompt_of(rollout: dict[str, object], pytester: pytest.Pytester) -> str:
     return str(record["responses_create_params"]["input"][0]["content"])
 
 
-def dataset_aggregates(junit: Path) -> dict[str, str]:
-    """The JUnit suite properties of the datasets (not the run's facts, not wall time)."""
-    suite = ET.parse(junit).getroot().find("testsuite")
-    assert suite is not None
-    props = suite.find("properties")
-    assert props is not None
-    return {
-        name: p.get("value", "")
-        for p in props
-        if (name := p.get("name", "")).startswith("gym::datasets/") and not name.endswith("wall_time")
-    }
-
-
 def test_xdist_starts_gym_once_and_matches_one_process(
     pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample
 ) -> None:
@@ -284,8 +272,11 @@ def test_xdist_starts_gym_once_and_matches_one_process(
         return [line for line in result.outlines[start:end] if "wall time" not in line]
 
     assert summary(spread) == summary(alone)
-    assert dataset_aggregates(pytester.path / "spread.xml") == dataset_aggregates(pytester.path / "alone.xml")
-    assert dataset_aggregates(pytester.path / "alone.xml")  # not vacuous
+    datasets = "gym::datasets/"
+    assert junit_aggregates(pytester.path / "spread.xml", datasets) == junit_aggregates(
+        pytester.path / "alone.xml", datasets
+    )
+    assert junit_aggregates(pytester.path / "alone.xml", "gym::datasets/")  # not vacuous
 
     (run_dir,) = run_dirs(pytester.path / "runs")
     started = [process["name"] for process in started_processes(run_dir)]

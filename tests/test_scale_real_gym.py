@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import PROJECT_EXAMPLE, GymExample, SharedGym, started_processes
+from conftest import PROJECT_EXAMPLE, GymExample, SharedGym, junit_aggregates, started_processes
 from pytest_gym_eval import provision
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
@@ -36,18 +35,6 @@ def summary_section(output: str) -> list[str]:
     start = next(i for i, line in enumerate(lines) if "gym reward summary" in line)
     end = next(i for i, line in enumerate(lines) if line.startswith("gym gates:"))
     return [line for line in lines[start : end + 1] if "wall time" not in line]
-
-
-def dataset_aggregates(junit: Path) -> dict[str, str]:
-    suite = ET.parse(junit).getroot().find("testsuite")
-    assert suite is not None
-    props = suite.find("properties")
-    assert props is not None
-    return {
-        name: p.get("value", "")
-        for p in props
-        if (name := p.get("name", "")).startswith("gym::datasets/") and not name.endswith("wall_time")
-    }
 
 
 def test_three_shards_of_the_mcqa_example_merge_into_one_sessions_verdict(
@@ -97,8 +84,10 @@ def test_three_shards_of_the_mcqa_example_merge_into_one_sessions_verdict(
     assert [(r["nodeid"], r["reward"]) for r in whole["rollouts"]] == [
         (r["nodeid"], r["reward"]) for r in one["rollouts"]
     ]
-    assert dataset_aggregates(pytester.path / "merged.xml") == dataset_aggregates(pytester.path / "alone.xml")
-    assert dataset_aggregates(pytester.path / "alone.xml")  # not vacuous
+    assert junit_aggregates(pytester.path / "merged.xml", "gym::datasets/") == junit_aggregates(
+        pytester.path / "alone.xml", "gym::datasets/"
+    )
+    assert junit_aggregates(pytester.path / "alone.xml", "gym::datasets/")  # not vacuous
 
 
 # --- Gym on an existing Ray cluster -------------------------------------------------------------------------
