@@ -896,8 +896,8 @@ def explain_unmatched(
     return index.unmatched_message(conversation)
 
 
-def _common_prefix(first: Key, second: Key) -> int:
-    """Number of leading items two conversations share."""
+def _common_prefix(first: Sequence[Any], second: Sequence[Any]) -> int:
+    """Number of leading elements two sequences share (items of two conversations, characters of two texts)."""
     length = 0
     for mine, theirs in zip(first, second, strict=False):
         if mine != theirs:
@@ -915,17 +915,7 @@ def _likeness(item: NormItem, whole: Key, position: int) -> tuple[int, int, int]
     same_kind = int(_kind(item) == _kind(theirs))
     mine_parts, their_parts = _parts(_body(item)), _parts(_body(theirs))
     equal_parts = sum(1 for a, b in zip(mine_parts, their_parts, strict=False) if a == b)
-    return (same_kind, equal_parts, _shared_start(_body(item), _body(theirs)))
-
-
-def _shared_start(first: str, second: str) -> int:
-    """Number of leading characters two strings share."""
-    length = 0
-    for mine, theirs in zip(first, second, strict=False):
-        if mine != theirs:
-            break
-        length += 1
-    return length
+    return (same_kind, equal_parts, _common_prefix(_body(item), _body(theirs)))
 
 
 def _parts(text: str) -> list[str]:
@@ -982,7 +972,7 @@ def _snippet(text: str, start: int = 0, width: int = 60) -> str:
 def _contrast(mine: NormItem, theirs: NormItem) -> tuple[str, str]:
     """The two bodies quoted from a little before where they first differ."""
     first, second = display(_body(mine)), display(_body(theirs))
-    start = max(0, _shared_start(first, second) - 20)
+    start = max(0, _common_prefix(first, second) - 20)
     space = first.rfind(" ", max(0, start - 15), start)
     start = space + 1 if start and space >= 0 else start  # from the start of a word when one is near
     return _snippet(_body(mine), start), _snippet(_body(theirs), start)
