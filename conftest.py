@@ -78,6 +78,21 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_ADDOPTS"] = f"{addopts} {CHILD_ADDOPTS}".strip()
 
 
+CI_ENVIRONMENT = ("CI", "BUILD_NUMBER", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE")
+CI_ENVIRONMENT += ("FORCE_COLOR", "PY_COLORS", "NO_COLOR")
+"""Variables a CI machine sets that change what a pytest run prints: pytest's untruncated short summary on CI
+(``CI``, ``BUILD_NUMBER``), the plugin's GitHub annotations and step summary, forced colour. A test that wants
+one sets it."""
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's pytest runs (``pytester`` and child processes) print the same on a laptop and on CI: the
+    :data:`CI_ENVIRONMENT` variables are unset for the test's duration (the outer run keeps them)."""
+    for name in CI_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytest's ``pytester``, whose pytest runs load pytest-randomly and pytest-sugar (dev dependencies, for
