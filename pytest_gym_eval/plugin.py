@@ -101,7 +101,8 @@ def gym_session(request: pytest.FixtureRequest) -> Iterator[GymSession]:
 
 OWN_FAILURES = (RolloutError, RolloutFailed, GymStartError)
 PAGES_KEY = pytest.StashKey[list[str]]()
-"""The terminal lines of :func:`~pytest_gym_eval.reporting.outputs.write_pages` (what was written where)."""
+"""The terminal lines saying which report files were written where (the ``--gym-report`` file, then
+:func:`~pytest_gym_eval.reporting.outputs.write_pages`), or why one could not be."""
 
 
 @pytest.hookimpl(wrapper=True)
@@ -144,16 +145,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
             xml.add_global_property(name, value)
+    written: list[str] = []
     if gym.options.report is not None:
         plan = shard.report_plan_of(session.config, gym, meta)
         report = json_report.build_report(
             conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips, plan=plan
         )
-        json_report.write_report(gym.options.report, report)
+        try:  # as the HTML page: a file that cannot be written is said on the terminal, never a crash that
+            # would also lose the summary and the JUnit XML (written after this hook)
+            json_report.write_report(gym.options.report, report)
+        except OSError as error:
+            written.append(f"gym report: could not write {gym.options.report}: {error}")
+        else:
+            written.append(f"gym report: {gym.options.report}")
     final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
-    session.config.stash[PAGES_KEY] = outputs.write_pages(
-        final, gym.rollouts(), meta, gym.options, baseline=gym.baseline, environ=os.environ
-    )
+    written += outputs.write_pages(final, gym.rollouts(), meta, gym.options, baseline=gym.baseline, environ=os.environ)
+    session.config.stash[PAGES_KEY] = written
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
@@ -175,8 +182,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         terminalreporter.write_line(line)
     if gym.run_dir is not None:
         terminalreporter.write_line(f"gym run directory: {gym.run_dir}")
-    if gym.options.report is not None:
-        terminalreporter.write_line(f"gym report: {gym.options.report}")
     for line in config.stash.get(PAGES_KEY, []):
         terminalreporter.write_line(line)
     for line in outputs.annotation_lines(gym.conclusion, gym.rollouts(), gym.options, os.environ):

@@ -540,6 +540,23 @@ def test_unwritable_page_is_reported_not_raised(pytester: pytest.Pytester, fake_
     assert result.ret == 1 and "INTERNALERROR" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("where", ["a-folder", "blocked/report.json"])
+def test_unwritable_json_report_is_reported_not_raised(
+    pytester: pytest.Pytester, fake_gym: FakeGym, where: str
+) -> None:
+    """A ``--gym-report`` path that cannot be written (a folder, or below a file) says so on the terminal, as the
+    HTML page does; the session's summary, the other reports and its exit status stand."""
+    (pytester.path / "a-folder").mkdir()
+    (pytester.path / "blocked").write_text("a file, not a folder")
+    args = [write_dataset(pytester), f"--gym-report={where}", "--gym-html=page.html", "--junitxml=junit.xml"]
+    result = pytester.runpytest(*fake_gym.args, *args)
+    result.stdout.fnmatch_lines(
+        ["*gym reward summary*", f"gym report: could not write {pytester.path / where}: *", "gym html report: *"]
+    )
+    assert result.ret == 1 and "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert (pytester.path / "page.html").is_file() and (pytester.path / "junit.xml").is_file()
+
+
 def test_page_says_why_gyms_run_failed(
     pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
 ) -> None:
