@@ -113,6 +113,22 @@ class DatasetFile(pytest.Module):
             yield GateItem.from_parent(self, name="gym-gate", callobj=gym_gate)
 
 
+def never_runs(item: pytest.Item) -> bool:
+    """Whether pytest will skip ``item`` before its setup whatever happens: a ``skip`` mark, a ``skipif`` mark whose
+    condition holds, or an ``xfail`` mark with ``run=False`` (unless ``--runxfail``). Such a rollout item is left out
+    of Gym's run as a deselected one is. A condition that cannot be evaluated counts as running: pytest then
+    reports its error on the item."""
+    from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
+
+    try:
+        if evaluate_skip_marks(item) is not None:
+            return True
+        xfailed = None if item.config.option.runxfail else evaluate_xfail_marks(item)
+    except Exception:  # pytest fails the item with its own message at setup
+        return False
+    return xfailed is not None and not xfailed.run
+
+
 class RolloutItem(pytest.Function):
     """One rollout of one task: passes when its reward reaches the pass threshold.
 

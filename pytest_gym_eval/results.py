@@ -42,10 +42,15 @@ def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None
     if not all(key in props for key in ROLLOUT_KEYS):
         return None
     status = previous.status if previous is not None else None
-    if report.when == "setup" and report.failed:
+    # An xfail mark turns a failed phase into a skipped report with ``wasxfail``: the rollout still errored
+    # (setup, with its failure class) or failed its judgement (call), and counts so in the summary. A strict
+    # xfail's unexpected pass is a failed report, of a rollout that passed.
+    xfailed = report.skipped and hasattr(report, "wasxfail")
+    if report.when == "setup" and (report.failed or (xfailed and "failure_class" in props)):
         status = "error"
     elif report.when == "call":
-        status = "passed" if report.passed else "failed" if report.failed else "skipped"
+        strict_xpass = report.failed and str(report.longrepr).startswith("[XPASS(strict)]")
+        status = "passed" if report.passed or strict_xpass else "failed" if report.failed or xfailed else "skipped"
     elif report.when == "setup" and report.skipped:
         status = "skipped"
     if status is None:

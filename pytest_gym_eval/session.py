@@ -174,11 +174,11 @@ class GymSession:
     def plan_items(self, items: Sequence[pytest.Item]) -> None:
         """Stamp the selected rollout items (``pytest_collection_finish``); a worker also saves the plan for
         the controller."""
-        from pytest_gym_eval.items import RolloutItem
+        from pytest_gym_eval.items import RolloutItem, never_runs
 
         if self.config.option.collectonly:
             return  # nothing will run (and a plan of 100,000 rollouts took ~5% of collecting them)
-        selected = [item for item in items if isinstance(item, RolloutItem)]
+        selected = [item for item in items if isinstance(item, RolloutItem) and not never_runs(item)]
         self.plan = RunPlan.build(
             ((item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected),
             whole_tasks=bool(selected) and self.whole_tasks_allowed(),
@@ -333,6 +333,12 @@ class GymSession:
         return log.records(
             self.plan, lambda name: self.options.dataset_settings(datasets[name]).reward_range or RewardRange()
         )
+
+    def reported_skipped(self, nodeid: str) -> bool:
+        """Whether the rollout item ``nodeid`` has reported skipped (``pytest.skip`` in a fixture, say): its
+        rollout is no selected one that never reported, and no gate counts it."""
+        result = self.results.results.get(nodeid)
+        return result is not None and result.status == "skipped"
 
     def _skipped_stamps(self) -> set[int]:
         if not self.options.adaptive or self.run_dir is None:
@@ -766,7 +772,9 @@ class GymSession:
         planned = [
             r
             for r in self.plan.rollouts
-            if r.nodeid.split("::", 1)[0] == dataset and not isinstance(found[r.stamp], Skipped)
+            if r.nodeid.split("::", 1)[0] == dataset
+            and not isinstance(found[r.stamp], Skipped)
+            and not self.reported_skipped(r.nodeid)
         ]
         settings = self.options.dataset_settings(item.path)
         results = []
@@ -809,7 +817,7 @@ class GymSession:
         selected: dict[str, dict[str, int]] = {}
         skipped = self._skipped_stamps()  # --gym-adaptive: pairs the waves never asked for are not selected ones
         for planned in self.plan.rollouts:
-            if planned.stamp in skipped:
+            if planned.stamp in skipped or self.reported_skipped(planned.nodeid):
                 continue
             counts = selected.setdefault(planned.nodeid.split("::", 1)[0], {})
             counts[planned.agent] = counts.get(planned.agent, 0) + 1

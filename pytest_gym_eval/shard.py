@@ -233,7 +233,12 @@ def report_plan_of(config: pytest.Config, gym: GymSession, meta: Mapping[str, ob
     """:func:`report_plan` of the session (None when it collected no rollout item); ``meta`` is the report's,
     whose dataset digests are reused."""
     collected = collected_plan(config, gym.run_dir)
-    return None if collected is None else report_plan(collected, gym.plan.rollouts, gym.options, meta)
+    if collected is None:
+        return None
+    # A pair whose item reported skipped (``pytest.skip`` at run time) was not selected: a merge must not count it
+    # as a rollout the shard lost.
+    selected = [rollout for rollout in gym.plan.rollouts if not gym.reported_skipped(rollout.nodeid)]
+    return report_plan(collected, selected, gym.options, meta)
 
 
 # --- The report's record of the plan ----------------------------------------------------------------------

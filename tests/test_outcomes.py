@@ -161,6 +161,71 @@ def test_only_selected_pairs_are_rolled_out(pytester: pytest.Pytester, fake_gym:
     assert all(r["agent_ref"] == {"type": "responses_api_agents", "name": "mcqa_simple_agent"} for r in rows)
 
 
+MARKS_CONFTEST = """
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.name.startswith("skipped["):
+            item.add_marker(pytest.mark.skip(reason="known broken"))
+        if item.name.startswith("conditional["):
+            item.add_marker(pytest.mark.skipif(True, reason="not here"))
+        if item.name.startswith("notrun["):
+            item.add_marker(pytest.mark.xfail(run=False, reason="not run"))
+        if item.name.startswith("bad["):
+            item.add_marker(pytest.mark.xfail(reason="known bad"))
+
+@pytest.fixture(autouse=True)
+def skip_late(request):
+    if request.node.name.startswith("late["):
+        pytest.skip("decided at run time")
+"""
+
+
+def test_skip_and_xfail_marks_on_rollout_items(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """A user's skip marks (and xfail with run=False) keep a pair out of Gym's run, as a deselection does; an
+    xfailed rollout keeps its reward in the summary; a pair skipped at run time is not a rollout that "never
+    reported" (the session did not stop early): the gates are judged on what ran, and they pass."""
+    pytester.makeconftest(MARKS_CONFTEST)
+    rows = [task("good"), task("bad", reward=0.0), task("skipped"), task("conditional"), task("notrun")]
+    name = dataset(pytester, *rows, task("late"))
+    args = [name, "--gym-run-dir", "runs", "--gym-min-mean-reward=0.4", "--gym-report=report.json"]
+    result = run(pytester, fake_gym, *args)
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    rolled_out = [json.loads(line)["id"] for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+    assert rolled_out == ["good", "bad", "late"]
+    assert "never reported" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*mean reward 0.50 * >= 0.40: PASS", "gym gates: the gate passes"])
+    assert result.ret == pytest.ExitCode.OK
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert {r["task_id"]: (r["status"], r["reward"]) for r in report["rollouts"]} == {
+        "good": ("passed", 1.0),
+        "bad": ("failed", 0.0),
+    }
+    (summary,) = report["datasets"]
+    assert (summary["rollouts"], summary["mean_reward"]["estimate"]) == (2, 0.5)
+    (planned,) = report["plan"]["datasets"]
+    assert planned["selected"] == {"good": [0], "bad": [0]}  # what a merge of shard reports expects
+
+
+def test_xfailed_errors_and_strict_xpasses_keep_their_rollouts_status(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    pytester.makeconftest(
+        "import pytest\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n"
+        "        item.add_marker(pytest.mark.xfail(strict=item.name.startswith('good['), reason='marked'))\n"
+    )
+    name = dataset(pytester, task("good"), task("down", failure="agent_run_error"))
+    result = run(pytester, fake_gym, name, "--gym-report=report.json")
+    report = json.loads((pytester.path / "report.json").read_text())
+    statuses = {r["task_id"]: (r["status"], r["failure_class"]) for r in report["rollouts"]}
+    assert statuses == {"good": ("passed", None), "down": ("error", "agent_run_error")}
+    assert "never reported" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*errors      agent_run_error 1"])
+
+
 def test_each_session_gets_a_fresh_run_dir_named_on_the_terminal(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     name = dataset(pytester, task("a"))
     first = run(pytester, fake_gym, name, "--gym-run-dir", "runs")
