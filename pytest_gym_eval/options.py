@@ -8,6 +8,7 @@ the session; :func:`dataset_settings` gives one dataset's effective settings.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import os
 from collections.abc import Sequence
@@ -762,7 +763,7 @@ class GymOptions:
         """Whether ``path`` matches one of the ``gym_datasets`` globs (relative to the rootdir; a symlink matches
         by the path it is found at, or by the file it points to)."""
         names = _match_names(path, self.rootdir)
-        return any(fnmatch.fnmatch(name, pattern) for pattern in self.dataset_globs for name in names)
+        return any(glob_matches(name, pattern) for pattern in self.dataset_globs for name in names)
 
     def own_settings(self, path: Path) -> DatasetSettings:
         """The settings the dataset at ``path`` sets itself (its ``gym_dataset_settings`` lines; later win).
@@ -773,7 +774,7 @@ class GymOptions:
         names = _match_names(path, self.rootdir)
         own = DatasetSettings()
         for pattern, settings in self.datasets:
-            if any(fnmatch.fnmatch(name, pattern) for name in names):
+            if any(glob_matches(name, pattern) for name in names):
                 own = settings.over(own)
         return own
 
@@ -856,6 +857,24 @@ def dataset_name(path: Path, rootdir: Path) -> str:
     in every report, so it is distinct for distinct files and stable from run to run (pytest itself would give a
     file named outside the rootdir an empty path)."""
     return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(rootdir))).as_posix()
+
+
+def glob_matches(name: str, pattern: str) -> bool:
+    """Whether a dataset's ``name`` matches a glob of ``gym_datasets`` or ``gym_dataset_settings``: ``fnmatch``, as
+    pytest's own globs (``*`` matches across folders too), where ``**/`` also matches no folder at all
+    (``datasets/**/*.jsonl`` matches ``datasets/a.jsonl``), as the shell's and pathlib's recursive globs do."""
+    return any(fnmatch.fnmatch(name, variant) for variant in _glob_variants(pattern))
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_variants(pattern: str) -> tuple[str, ...]:
+    """``pattern`` with each combination of its ``**/`` kept or removed (fnmatch's ``**/`` needs one folder)."""
+    variants = [""]
+    for index, part in enumerate(pattern.split("**/")):
+        variants = (
+            [v + part for v in variants] if index == 0 else [v + f for v in variants for f in ("**/" + part, part)]
+        )
+    return tuple(dict.fromkeys(variants))
 
 
 def _match_names(path: Path, rootdir: Path) -> list[str]:

@@ -100,6 +100,24 @@ def test_only_named_or_matching_jsonl_files_are_datasets(pytester: pytest.Pytest
     assert "no tests collected" in result.stdout.str() or "collected 0 items" in result.stdout.str()
 
 
+def test_double_star_slash_in_a_glob_also_matches_no_folder(pytester: pytest.Pytester) -> None:
+    """``datasets/**/*.jsonl`` matches ``datasets/a.jsonl`` too (as the shell's and pathlib's recursive globs do),
+    in ``gym_datasets`` and in ``gym_dataset_settings``; it used to collect only the datasets in subfolders."""
+    write_rows(pytester.path / "datasets" / "a.jsonl", [row("a", id="qa")])
+    write_rows(pytester.path / "datasets" / "sub" / "deeper" / "b.jsonl", [row("b", id="qb")])
+    pytester.makeini(
+        "[pytest]\ngym_datasets = datasets/**/*.jsonl\n"
+        "gym_dataset_settings =\n    **/a.jsonl: repeats=2\n    datasets/**/deeper/**/b.jsonl: repeats=3\n"
+    )
+    assert collected_ids(pytester, "datasets") == [
+        "datasets/a.jsonl::qa[r0]",
+        "datasets/a.jsonl::qa[r1]",
+        "datasets/sub/deeper/b.jsonl::qb[r0]",
+        "datasets/sub/deeper/b.jsonl::qb[r1]",
+        "datasets/sub/deeper/b.jsonl::qb[r2]",
+    ]
+
+
 def test_k_and_deselect_select_task_repeat_pairs(pytester: pytest.Pytester) -> None:
     write_rows(pytester.path / "d.jsonl", [row("a", id="alpha"), row("b", id="beta")])
     ids = collected_ids(pytester, "d.jsonl", "--gym-repeats", "2", "-k", "alpha and r1")
