@@ -21,12 +21,18 @@ that signature; one-line description)."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch to a subcommand; returns the process exit status (2 for an unknown or missing command)."""
+    """Dispatch to a subcommand; returns the process exit status: 0 for ``-h``/``--help`` (the usage on stdout), 2
+    for an unknown or missing command (the usage on stderr, after what was wrong)."""
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] not in COMMANDS:
         lines = [f"usage: python -m pytest_gym_eval {{{','.join(COMMANDS)}}} [options]"]
         lines += [f"  {name:<12} {description}" for name, (_, description) in COMMANDS.items()]
-        print("\n".join(lines), file=sys.stderr)
+        lines.append("`python -m pytest_gym_eval COMMAND --help` describes a command's options.")
+        if args and args[0] in ("-h", "--help"):
+            print("\n".join(lines))
+            return 0
+        problem = f"unknown command {args[0]!r}" if args else "no command given"
+        print("\n".join([f"error: {problem}", *lines]), file=sys.stderr)
         return 2
     module_name, _, function = COMMANDS[args[0]][0].partition(":")
     module = importlib.import_module(module_name)

@@ -399,6 +399,27 @@ def test_step_summary_is_appended(tmp_path: Path) -> None:
 # --- The html subcommand ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_command_line_help_is_usage_on_stdout_and_success(capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    assert cli([flag]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("usage: python -m pytest_gym_eval {provision,") and captured.err == ""
+    assert "  html         build the HTML report from a JSON report" in captured.out
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"), [([], "error: no command given"), (["bogus"], "error: unknown command 'bogus'")]
+)
+def test_command_line_without_a_known_command_says_what_is_wrong(
+    capsys: pytest.CaptureFixture[str], args: list[str], problem: str
+) -> None:
+    assert cli(args) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0] == problem and lines[1].startswith("usage: python -m pytest_gym_eval {")
+    assert captured.out == ""
+
+
 def test_html_subcommand_writes_the_page_and_says_which_records_are_gone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -633,6 +633,53 @@ def test_command_line_rejects_bad_rollouts(tmp_path: Path, capsys: pytest.Captur
     assert f"{bad}:2" in captured.err and captured.out == ""
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "65536"], "argument --port: expected a port from 0 (any free one) to 65535, got 65536"),
+        (["--port", "-1"], "argument --port: expected a port from 0 (any free one) to 65535, got -1"),
+        (["--delay", "-1"], "argument --delay: expected a finite number of seconds >= 0, got '-1'"),
+        (["--delay", "nan"], "argument --delay: expected a finite number of seconds >= 0, got 'nan'"),
+        (["--delay", "inf"], "argument --delay: expected a finite number of seconds >= 0, got 'inf'"),
+        (["--log", "{blocked}/requests.jsonl"], "error: --log: cannot write {blocked}/requests.jsonl: Not a directory"),
+        (["--log", "{folder}"], "error: --log: cannot write {folder}: Is a directory"),
+    ],
+    ids=[
+        "port-too-high",
+        "port-negative",
+        "delay-negative",
+        "delay-nan",
+        "delay-inf",
+        "log-below-a-file",
+        "log-folder",
+    ],
+)
+def test_command_line_rejects_bad_options_before_serving(
+    weather_file: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    """A bad option is a usage error (exit status 2, one line naming it), never a traceback, nor a server that
+    starts and then fails every request without an answer (an unwritable --log did). A child process, so that
+    a server that does start is stopped by the timeout."""
+    (tmp_path / "blocked").write_text("a file, not a folder")
+    (tmp_path / "folder").mkdir()
+    places = {"blocked": str(tmp_path / "blocked"), "folder": str(tmp_path / "folder")}
+    command = [
+        sys.executable,
+        "-m",
+        "pytest_gym_eval",
+        "replay",
+        str(weather_file),
+        *(a.format(**places) for a in args),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"the server started instead of refusing {args}: {expired.stdout!r}")
+    assert done.returncode == 2, done.stderr
+    assert message.format(**places) in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
 # ---- against Gym's own recordings ----------------------------------------------------------------
 
 
