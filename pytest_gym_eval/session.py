@@ -178,7 +178,13 @@ class GymSession:
 
         if self.config.option.collectonly:
             return  # nothing will run (and a plan of 100,000 rollouts took ~5% of collecting them)
-        selected = [item for item in items if isinstance(item, RolloutItem) and not never_runs(item)]
+        # Once per node id: with --keep-duplicates a dataset named twice collects every item twice, and both
+        # copies report the one rollout.
+        by_nodeid: dict[str, RolloutItem] = {}
+        for item in items:
+            if isinstance(item, RolloutItem):
+                by_nodeid.setdefault(item.nodeid, item)
+        selected = [item for item in by_nodeid.values() if not never_runs(item)]
         self.plan = RunPlan.build(
             ((item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected),
             whole_tasks=bool(selected) and self.whole_tasks_allowed(),

@@ -226,6 +226,22 @@ def test_xfailed_errors_and_strict_xpasses_keep_their_rollouts_status(
     result.stdout.fnmatch_lines(["*errors      agent_run_error 1"])
 
 
+@pytest.mark.parametrize("repeats", ["1", "2"])
+def test_keep_duplicates_rolls_each_pair_out_once(pytester: pytest.Pytester, fake_gym: FakeGym, repeats: str) -> None:
+    """A dataset named twice with ``--keep-duplicates`` collects each item twice; its pairs are rolled out once
+    (both copies report that rollout), not twice with half of them counted as never reported."""
+    name = dataset(pytester, task("good"), task("bad", reward=0.0))
+    args = ["--keep-duplicates", name, name, "--gym-repeats", repeats, "--gym-run-dir", "runs"]
+    result = run(pytester, fake_gym, *args, "--gym-min-mean-reward=0.4", "--gym-report=report.json")
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+    assert [row["id"] for row in rows] == ["good", "bad"]  # whole tasks: one row each, also with 2 repeats
+    assert "never reported" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert len(report["rollouts"]) == 2 * int(repeats)
+
+
 def test_each_session_gets_a_fresh_run_dir_named_on_the_terminal(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     name = dataset(pytester, task("a"))
     first = run(pytester, fake_gym, name, "--gym-run-dir", "runs")
