@@ -103,13 +103,16 @@ _SECRET_PATTERNS = (
         r"\1[redacted]",
     ),
     (re.compile(r"(https?://[^\s?'\"]+)\?[^\s'\"]*"), r"\1?[redacted]"),
+    # a URL's user:password@
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/:@'\"]*):[^\s/@'\"]+@"), r"\1:[redacted]@"),
 )
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with anything that looks like an API key replaced by ``[redacted]``: each of ``secrets``
     (exact values, e.g. the key's environment variable), ``sk-...``-style tokens, ``Bearer`` credentials,
-    ``api_key=...``-style assignments and URL query strings (where Gym's own logs say keys travel)."""
+    ``api_key=...``-style assignments, URL query strings (where Gym's own logs say keys travel) and the password
+    of a URL's ``user:password@``."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "[redacted]")

@@ -22,6 +22,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_gym_eval.causes import redact
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.options import DEFAULT_STARTUP_TIMEOUT
 from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
@@ -272,6 +273,7 @@ def probe_model(
         request.add_header("Authorization", f"Bearer {key}")
     last = ""
     next_note = time.monotonic()
+    shown = redact(model.url)  # the terminal, JUnit and the reports show these messages: no password or query
     while not stopping.is_set():
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
@@ -281,7 +283,7 @@ def probe_model(
         except urllib.error.HTTPError as error:
             if error.code in (401, 403):
                 raise GymStartError(
-                    f"the model endpoint {model.url} refused the API key (HTTP {error.code}); "
+                    f"the model endpoint {shown} refused the API key (HTTP {error.code}); "
                     f"is ${model.api_key_env} set to a valid key?"
                 ) from None
             last = f"HTTP {error.code}"
@@ -289,10 +291,10 @@ def probe_model(
             last = str(getattr(error, "reason", error))
         now = time.monotonic()
         if now >= deadline:
-            raise GymStartError(f"the model endpoint {model.url} did not answer GET /models ({last})")
+            raise GymStartError(f"the model endpoint {shown} did not answer GET /models ({last})")
         if on_wait is not None and now >= next_note:
             on_wait(
-                f"the model endpoint {model.url} does not answer GET /models yet ({last}); "
+                f"the model endpoint {shown} does not answer GET /models yet ({last}); "
                 f"waiting up to {deadline - now:.0f} s more (--gym-startup-timeout)"
             )
             next_note = now + PROBE_NOTE_EVERY

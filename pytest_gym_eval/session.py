@@ -837,7 +837,7 @@ class GymSession:
             "gym_version": checkout.version if checkout else None,
             "gym_checkout": str(checkout.path) if checkout else None,
             "model": self.model.model if self.model else None,
-            "model_url": self.model.url if self.model else None,
+            "model_url": causes.redact(self.model.url) if self.model else None,
             "model_type": self.model.model_type if self.model else None,
             "head_server": self.head_server,
             "run_dir": str(self.run_dir) if self.run_dir else None,

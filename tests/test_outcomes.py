@@ -295,6 +295,26 @@ def test_api_key_never_reaches_argv_logs_or_reports(
     assert json.loads(config.read_text())["policy_api_key"] == "${oc.env:MY_KEY}"
 
 
+def test_credentials_in_the_model_url_never_reach_the_terminal_or_reports(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """A model URL's password and query string (where some gateways take a key) are redacted wherever the URL is
+    shown: the start-up error of every item, JUnit's message and ``gym.model_url``, the JSON report and the page."""
+    url = "http://alice:pw-SECRET-1@127.0.0.1:9/v1?api-key=q-SECRET-2"
+    name = dataset(pytester, task("a"))
+    args = [f"--gym-checkout={fake_gym.checkout}", f"--gym-model-url={url}", "--gym-model=m", "-rA", name]
+    args += ["--gym-startup-timeout=1", "--junitxml=junit.xml", "--gym-report=report.json", "--gym-html=page.html"]
+    result = pytester.runpytest(*args)
+    assert outcomes(result) == {"mcqa.jsonl::a[r0]": "error"}
+    result.stdout.fnmatch_lines(["*the model endpoint http://alice:[[]redacted[]]@127.0.0.1:9/v1?[[]redacted[]] *"])
+    assert "SECRET" not in result.stdout.str() + result.stderr.str()
+    for written in ("junit.xml", "report.json", "page.html"):
+        assert "SECRET" not in (pytester.path / written).read_text(), written
+    assert json.loads((pytester.path / "report.json").read_text())["meta"]["model_url"] == (
+        "http://alice:[redacted]@127.0.0.1:9/v1?[redacted]"
+    )
+
+
 def test_killing_gym_mid_run_errors_the_rest_and_leaves_nothing(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     pytester.makeconftest(
         f"""
