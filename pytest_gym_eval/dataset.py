@@ -223,8 +223,9 @@ def read_tasks(
     path: Path,
     id_fields: Sequence[str] = DEFAULT_ID_FIELDS,
     task_id_hook: TaskIdHook | None = None,
-) -> tuple[list[Task], list[str]]:
-    """Read ``path`` into tasks in file order, with the warnings collection should show.
+) -> tuple[list[Task], list[tuple[int, str]]]:
+    """Read ``path`` into tasks in file order, with the warnings collection should show as (1-based line the
+    warning points at, message) pairs.
 
     A row's task id comes from ``task_id_hook`` when it returns one, else :func:`own_task_id`, else the first
     12 hex digits of :func:`row_digest`. Identical rows collapse into one task (a warning names the lines and
@@ -266,8 +267,11 @@ def read_tasks(
     if not tasks:
         raise DatasetError(path, None, "the dataset is empty (no JSON rows)")
     warnings = [
-        f"{path}: rows on lines {', '.join(map(str, (t.line, *t.duplicate_lines)))} are identical and count "
-        f"as one task {t.task_id!r}; to roll a task out several times use repeats (--gym-repeats)"
+        (
+            t.duplicate_lines[0],
+            f"{path}: rows on lines {', '.join(map(str, (t.line, *t.duplicate_lines)))} are identical and count "
+            f"as one task {t.task_id!r}; to roll a task out several times use repeats (--gym-repeats)",
+        )
         for t in tasks.values()
         if t.duplicate_lines
     ]

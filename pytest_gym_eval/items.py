@@ -9,6 +9,7 @@ pytest's own doctest text files are: module-scoped fixtures then have a module t
 
 from __future__ import annotations
 
+import warnings as _warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,8 @@ class DatasetFile(pytest.Module):
             tasks, warnings = read_tasks(self.path, gym.options.id_fields, task_id_hook)
         except DatasetError as error:
             raise self.CollectError(str(error)) from None
-        for warning in warnings:
-            self.warn(pytest.PytestCollectionWarning(warning))
+        for line, warning in warnings:  # at the row's line (Node.warn would say the file's line 0)
+            _warnings.warn_explicit(pytest.PytestCollectionWarning(warning), None, str(self.path), line)
         repeats = settings.repeats or 1
         default_agent = gym.default_agent(self.path)
         # The mark goes on the file once: pytest's -m and -k look through an item's parents, and marking
