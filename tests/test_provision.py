@@ -814,6 +814,17 @@ def test_gym_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         assert env[key] == value
 
 
+def test_a_provisioned_checkout_caches_bytecode_whatever_the_caller_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    provisioned = GymCheckout(tmp_path, tmp_path / "gym", "0.7.0", prov._checkout_env({"env": {"TMPDIR": "/t"}}), ())
+    assert gym_environment(provisioned, tmp_path / "run")["PYTHONDONTWRITEBYTECODE"] == ""
+    # A user's own checkout (no manifest: no env of its own) keeps the caller's setting.
+    own = GymCheckout(tmp_path, tmp_path / "gym", "0.7.0", {}, ())
+    assert gym_environment(own, tmp_path / "run")["PYTHONDONTWRITEBYTECODE"] == "1"
+
+
 def test_default_checkout_path_respects_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PYTEST_GYM_EVAL_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -827,8 +838,15 @@ def test_default_checkout_path_respects_xdg_cache_home(monkeypatch: pytest.Monke
 
 
 @pytest.mark.gym
-def test_real_checkout_runs_gym_version(tmp_path: Path, gym_checkout: GymCheckout) -> None:
+def test_real_checkout_runs_gym_version(
+    tmp_path: Path, gym_checkout: GymCheckout, monkeypatch: pytest.MonkeyPatch
+) -> None:
     checkout = load_checkout(gym_checkout.path)
+    # Gym's modules are compiled once and cached in the checkout, even where the caller forbids writing bytecode.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    cached = list((checkout.path / "nemo_gym" / "cli" / "__pycache__").glob("main.*.pyc"))
+    for path in cached:
+        path.unlink()
     result = subprocess.run(
         [str(checkout.gym_executable), "--version"],
         cwd=checkout.path,
@@ -839,6 +857,7 @@ def test_real_checkout_runs_gym_version(tmp_path: Path, gym_checkout: GymCheckou
     )
     assert result.returncode == 0, result.stderr
     assert "0.7.0" in result.stdout
+    assert list((checkout.path / "nemo_gym" / "cli" / "__pycache__").glob("main.*.pyc"))
 
 
 @pytest.mark.gym
