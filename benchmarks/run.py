@@ -59,7 +59,12 @@ from verdicts import (
 )
 
 HERE = Path(__file__).resolve().parent
-PYTEST = [sys.executable, "-m", "pytest"]
+PYTHON_PYTEST = [sys.executable, "-m", "pytest"]
+PYTEST = [*PYTHON_PYTEST, "-p", "gym_eval"]
+"""Every pytest session the benchmarks start loads this plugin alone: :func:`main` sets
+``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` for them. The dev venv also holds pytest-cov, pytest-html, pytest-sugar,
+pytest-randomly, pytest-rerunfailures and pytest-timeout for the compatibility tests; importing them (~0.3 s)
+is a cost of any pytest session there, with or without this plugin, not this plugin's."""
 TIME_V = Path("/usr/bin/time")
 AGENT = "mcqa_simple_agent"
 LETTERS = "ABCD"
@@ -231,7 +236,8 @@ def peak_rss_run(argv: Sequence[str], cwd: Path) -> tuple[float, int, str]:
         if TIME_V.exists():
             wrapped = [str(TIME_V), "-v", "-o", str(memory), *argv]
         else:  # pytest in-process, then its own ru_maxrss
-            wrapped = [sys.executable, str(Path(__file__).resolve()), "_pytest", str(memory), *argv[len(PYTEST) :]]
+            args = argv[len(PYTHON_PYTEST) :]  # with -p gym_eval (autoload is off)
+            wrapped = [sys.executable, str(Path(__file__).resolve()), "_pytest", str(memory), *args]
         seconds, output = run_child(wrapped, cwd, 3600)
         found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", memory.read_text())
         assert found, memory.read_text()
@@ -333,7 +339,7 @@ def raw_gym_run(checkout: Any, root: Path, raw_input: Path, config: Path, repeat
 def bare_pytest_run(project: Path, tests: int) -> float:
     """Wall seconds of a pytest session of ``tests`` trivial parametrized tests (``test_bare.py``), the plugin
     disabled: what pytest itself costs to start, run as many items, report them and end."""
-    argv = [*PYTEST, "-p", "no:gym_eval", "-p", "no:cacheprovider", "test_bare.py"]
+    argv = [*PYTHON_PYTEST, "-p", "no:cacheprovider", "test_bare.py"]  # no plugin at all (autoload is off)
     seconds, output = run_child(argv, project, 600)
     if f"{tests} passed" not in output.splitlines()[-1]:
         raise RuntimeError(f"bare pytest session: {output.splitlines()[-1]}")
@@ -436,7 +442,7 @@ def bench_overhead(work: Path, tasks: int, repeats: int, rounds: int) -> list[Ro
         ),
         Row(
             f"Overhead: the plugin's own share of a session of {expected} rollouts: its time outside `gym eval run`"
-            f" less a bare pytest session (the same pytest and plugins, this one disabled) running {expected} trivial"
+            f" less a bare pytest session (the same pytest, no plugin loaded) running {expected} trivial"
             f" tests (bare: {fmt_list(bare)} s); median difference",
             f"{added.text(2)} s",
             f"bare pytest {statistics.median(bare):.2f} s",
@@ -1261,7 +1267,8 @@ def render(rows: list[Row], settings: str, seconds: float, loads: tuple[float, f
     short labels (the READMEs)."""
     lines = [
         f"Machine: {machine()}; load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end.  ",
-        f"Command: `{settings}`; took {seconds / 60:.1f} min; {stamp()}.  ",
+        f"Command: `{settings}`; took {seconds / 60:.1f} min; {stamp()}; every pytest session loads this plugin "
+        "alone (`PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p gym_eval`).  ",
         f"Ratios: the median over the rounds with its interval in brackets, a {METHOD}; a goal is met when the "
         "interval's upper end is within it, unclear when only the median is.",
         "",
@@ -1294,7 +1301,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
     parser.add_argument("--tasks", type=int, help="overhead: tasks (default 50; quick 10)")
     parser.add_argument("--repeats", type=int, help="overhead: repeats per task (default 4; quick 2)")
-    parser.add_argument("--rounds", type=int, help="overhead: alternated runs per side (default 11; quick 2)")
+    parser.add_argument("--rounds", type=int, help="overhead: alternated runs per side (default 15; quick 2)")
     parser.add_argument("--rows", type=int, help="collection: dataset rows (default 100000; quick 10000)")
     parser.add_argument("--read-mb", type=int, help="read: size of the rollouts file in MB (default 1000; quick 100)")
     parser.add_argument("--record-kb", type=int, default=20, help="read: size of a large record in KB (default 20)")
@@ -1327,6 +1334,7 @@ def main(argv: list[str]) -> int:
     unknown = set(only) - set(BENCHMARKS)
     if unknown:
         parser.error(f"unknown benchmarks: {', '.join(sorted(unknown))}")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # every child pytest: this plugin alone (see PYTEST)
     started = time.perf_counter()
     load_at_start = os.getloadavg()[0]
     rows: list[Row] = []
@@ -1338,7 +1346,7 @@ def main(argv: list[str]) -> int:
             print(f"{name} ...", flush=True)
             if name == "overhead":
                 tasks, repeats = args.tasks or (10 if quick else 50), args.repeats or (2 if quick else 4)
-                rows += bench_overhead(work, tasks, repeats, args.rounds or (2 if quick else 11))
+                rows += bench_overhead(work, tasks, repeats, args.rounds or (2 if quick else 15))
             elif name == "collection":
                 rows += bench_collection(work, args.rows or (10_000 if quick else 100_000), 2 if quick else 5)
             elif name == "read":
