@@ -14,6 +14,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +32,7 @@ from pytest_gym_eval.replay import (
     RecordingError,
     ReplayIndex,
     ReplayServer,
+    _HttpServer,
     chat_messages_to_items,
     explain_unmatched,
     load_recordings,
@@ -1163,3 +1165,16 @@ def test_a_client_hanging_up_is_no_server_error_but_other_errors_are_printed(
         except ValueError:
             http.handle_error(None, ("127.0.0.1", 1))
         assert "ValueError: a bug" in capsys.readouterr().err
+
+
+def test_many_connections_at_once_wait_in_the_listen_backlog_not_in_tcp_retransmissions(tmp_path: Path) -> None:
+    # Gym opens dozens of connections at once. With socketserver's backlog of 5 the kernel dropped the SYNs
+    # beyond it, and each of those connections waited for TCP's retransmission (1 s, then 3, 7, 15 s).
+    recordings = write_rollouts(tmp_path / "r.jsonl", [rollout("q", [])])
+    server = _HttpServer(("127.0.0.1", 0), ReplayServer([recordings], log_path=tmp_path / "log.jsonl"))
+    try:  # nothing accepts: every connection stays in the backlog
+        connections = [socket.create_connection(server.server_address[:2], timeout=5) for _ in range(64)]
+        for connection in connections:
+            connection.close()
+    finally:
+        server.server_close()

@@ -88,6 +88,7 @@ class SeenRequest:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = socket.SOMAXCONN  # as the replay server's: Gym opens many connections at once
 
     def __init__(self, proxy: FaultProxy) -> None:
         self.proxy = proxy
