@@ -767,7 +767,7 @@ HTML_ACTIONS = (
     ("filter to failed", '.filters button[data-filter="failed"]', ""),
     ("next page", ".pager .next", ""),
     ("sort by mean", ".sort", "low"),
-    ("open a transcript (the first: parses them all)", ".cell[data-i]", ""),
+    ("open a transcript (the first: splits the transcripts into lines)", ".cell[data-i]", ""),
     ("open another transcript", ".grid tbody tr:nth-child(5) .cell[data-i]", ""),
 )
 

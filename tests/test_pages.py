@@ -48,6 +48,13 @@ def conclude(
     return Conclusion(summaries, comparisons, flips, status, reason)
 
 
+def transcripts_in(page: str) -> list[Any]:
+    """The page's ``gym-transcripts`` element read back: one JSON value per line, line i rollout i's."""
+    found = re.search(r'<script type="application/json" id="gym-transcripts">(.*?)</script>', page, re.S)
+    assert found is not None
+    return [json.loads(line) for line in found.group(1).split("\n")]
+
+
 def message(role: str, text: str) -> dict[str, Any]:
     return {"type": "message", "role": role, "content": [{"type": "output_text", "text": text}]}
 
@@ -234,7 +241,7 @@ def test_values_json_cannot_hold_become_text(tmp_path: Path) -> None:
     flips = [Flip(results[0].nodeid, 0.0, (float("nan"), {"odd": 1}))]
     conclusion = conclude(results, flips=flips)
     text = html.render_page(conclusion, results, {}, transcripts=html.transcripts_of(results)[0])
-    every = json.loads(re.search(r'id="gym-transcripts">(.*?)</script>', text, re.S).group(1))  # type: ignore[union-attr]
+    every = transcripts_in(text)
     assert every[0]["verifier"] == {"score": "nan", "detail": '{"x":Infinity}'}
     assert html.page_data(conclusion, results)["rollouts"][0][8] == ["nan", "{'odd': 1}"]
 
@@ -266,8 +273,18 @@ def test_page_is_self_contained_and_escapes_what_it_embeds(tmp_path: Path) -> No
     assert "@import" not in text and "url(" not in text
     assert "default-src 'none'" in text
     # The embedded JSON reads back whole.
-    blob = re.search(r'<script type="application/json" id="gym-transcripts">(.*?)</script>', text, re.S)
-    assert blob is not None and json.loads(blob.group(1))[0]["expected"] == evil
+    assert transcripts_in(text)[0]["expected"] == evil
+
+
+def test_transcripts_are_one_json_value_per_line_so_the_page_parses_only_the_opened_one() -> None:
+    # Texts with newlines, line and paragraph separators and "</script>" stay on their rollout's line.
+    texts = ["two\nlines\r\n", "sep\u2028arators\u2029", "</script><!--"]
+    every: list[dict[str, Any] | None] = [{"expected": text, "items": [{"text": text}]} for text in texts]
+    every.insert(1, None)
+    lines = html.transcript_lines(every).split("\n")
+    assert len(lines) == 4 and lines[1] == "null"
+    assert [json.loads(line) for line in lines] == every
+    assert "</script" not in html.transcript_lines(every)
 
 
 def test_page_from_the_json_report_is_the_page_of_the_session(tmp_path: Path) -> None:
@@ -509,7 +526,7 @@ def test_session_writes_the_page_the_markdown_and_the_step_summary(
     page = (pytester.path / "out" / "page.html").read_text()
     data = json.loads(re.search(r'id="gym-data">(.*?)</script>', page, re.S).group(1))  # type: ignore[union-attr]
     assert [row[2] for row in data["rollouts"]] == ["passed", "failed", "error"]
-    every = json.loads(re.search(r'id="gym-transcripts">(.*?)</script>', page, re.S).group(1))  # type: ignore[union-attr]
+    every = transcripts_in(page)
     assert every[1]["items"][every[1]["final"]]["text"] == "\\boxed{C}" and every[1]["expected"] == "B"
     assert every[2]["failure"]["message"] == "fake agent failure"
     assert every[2]["items"][0]["text"] == "Question down?" and every[2]["expected"] == "B"  # from Gym's inputs
@@ -537,7 +554,7 @@ def test_xdist_controller_writes_one_page_with_every_rollout(pytester: pytest.Py
     assert sorted(row[0] for row in data["rollouts"]) == sorted(
         f"mcqa.jsonl::{t}[r{r}]" for t in ("good", "bad", "down") for r in (0, 1)
     )
-    every = json.loads(re.search(r'id="gym-transcripts">(.*?)</script>', page, re.S).group(1))  # type: ignore[union-attr]
+    every = transcripts_in(page)
     assert all(entry is not None for entry in every)
 
 

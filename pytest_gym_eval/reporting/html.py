@@ -8,8 +8,9 @@ the data as JSON, hand-written SVG histograms. Opening it needs no network and n
 
 What is drawn where: the summaries, gates, histograms, the comparison with a baseline and the replay flips
 are HTML written here, so they show as soon as the file is parsed. The task x repeat grids (sorting,
-filtering, pages of :data:`PAGE_SIZE` tasks) and the transcripts (parsed from their JSON only when the first
-rollout is opened) are drawn by the script, which keeps a page of 10,000 rollouts quick to open.
+filtering, pages of :data:`PAGE_SIZE` tasks) and the transcripts are drawn by the script, which keeps a page of
+10,000 rollouts quick to open. The transcripts are one JSON value per line (line ``i`` is rollout ``i``'s, see
+:func:`transcript_lines`); the script parses a line only when its rollout is opened.
 """
 
 from __future__ import annotations
@@ -384,13 +385,20 @@ def render_page(
             _drawer(),
             f'<script type="application/json" id="gym-data">{_script_json(data)}</script>',
             f"<script>\n{script}\n</script>",
-            # Parsed by the script only when the first rollout is opened.
-            f'<script type="application/json" id="gym-transcripts">{_script_json(every)}</script>',
+            # One line per rollout, each parsed by the script only when its rollout is opened.
+            f'<script type="application/json" id="gym-transcripts">{transcript_lines(every)}</script>',
             "</body>",
             "</html>",
             "",
         ]
     )
+
+
+def transcript_lines(transcripts: Sequence[dict[str, Any] | None]) -> str:
+    """The ``gym-transcripts`` element's text: one compact JSON value per line, line ``i`` the transcript of
+    rollout ``i`` (``null`` when it has none). JSON never writes a raw newline, so a line is one value; opening
+    the first rollout of a 10,000-rollout page then parses one transcript, not 7 MB of them."""
+    return "\n".join(_script_json(entry) for entry in transcripts)
 
 
 def _script_json(value: object) -> str:

@@ -1,6 +1,7 @@
 /* pytest-gym-eval HTML report: the task x repeat grids (filters, sorting, pages) and the rollout drawer.
    Plain JavaScript, no framework, nothing loaded from elsewhere. The data is in the page: #gym-data (drawn
-   at once) and #gym-transcripts (parsed the first time a rollout is opened). Layouts: see html.py. */
+   at once) and #gym-transcripts (a JSON value per line, line i rollout i's transcript, each parsed when its
+   rollout is opened). Layouts: see html.py. */
 (function () {
   "use strict";
 
@@ -170,11 +171,16 @@
 
   // --- The drawer: one rollout ------------------------------------------------------------------------
 
+  var parsed = {};
+
   function transcriptOf(index) {
     if (transcripts === null) {
-      transcripts = JSON.parse(document.getElementById("gym-transcripts").textContent);
+      transcripts = document.getElementById("gym-transcripts").textContent.split("\n");
     }
-    return transcripts[index] || null;
+    if (!(index in parsed)) {
+      parsed[index] = index < transcripts.length && transcripts[index] ? JSON.parse(transcripts[index]) : null;
+    }
+    return parsed[index];
   }
 
   function facts(pairs) {
