@@ -122,6 +122,7 @@ class GymSession:
         # The fast inner loop: a warm Gym (--gym-keep-alive) and an earlier run to resume (--gym-resume).
         self._warm: WarmGym | None = None
         self._configurations: dict[tuple[str, ...], GymConfiguration] = {}
+        self._agent_config_cache: dict[tuple[tuple[str, Path], ...], list[Path]] = {}
         self._digests: dict[tuple[str, str], str] | None = None
         self.resumption: Resumption | None = None
         if self.options.resume is not None:
@@ -424,7 +425,14 @@ class GymSession:
 
     def _agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
         """The Gym config file of each of ``plan``'s agents; raises :class:`GymStartError` for an agent no config
-        of the checkout defines."""
+        of the checkout defines. Found once per set of (agent, dataset) pairs: finding one reads the checkout's
+        config files (~10 ms), and a run needs them twice before Gym starts (its manifest and its settings)."""
+        used = tuple(sorted({(r.agent, r.dataset) for r in plan.rollouts}))
+        if used not in self._agent_config_cache:
+            self._agent_config_cache[used] = self._find_agent_configs(checkout, plan)
+        return self._agent_config_cache[used]
+
+    def _find_agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
         options = self.options
         configs = []
         for agent in plan.agents:

@@ -81,6 +81,16 @@ def _plugin_classes() -> list[type]:
     return classes
 
 
+def test_loading_the_plugin_imports_nothing_only_rare_paths_need() -> None:
+    # Every pytest session on a machine with the plugin installed pays for what it imports: HTTP, TLS and
+    # xml.sax (which imports urllib.request) cost ~10 ms and only the merge, the local model and the replay
+    # server use them.
+    rare = ["urllib.request", "ssl", "http.client", "http.server", "xml.sax.saxutils"]
+    code = f"import sys, pytest_gym_eval.plugin; print([m for m in {rare!r} if m in sys.modules])"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
+
+
 def test_every_class_with_pytest_hooks_is_hashable() -> None:
     classes = _plugin_classes()
     assert {cls.__name__ for cls in classes} >= {"ResultsCollector", "XdistController"}

@@ -40,7 +40,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 import pytest
 
@@ -221,9 +220,13 @@ def write_junit_xml(
     (160,000 testcases took ~10x longer through ElementTree). Creates missing parent folders; raises OSError
     when the file cannot be written.
     """
+    # Imported here: xml.sax.saxutils imports urllib.request (and ssl, http.client), ~10 ms of every pytest
+    # session's start-up, and only `python -m pytest_gym_eval merge` writes a JUnit file of its own.
+    from xml.sax.saxutils import escape, quoteattr
+
     cases: list[str] = []
     failures = errors = 0
-    attr = _attribute_cache()
+    attr = functools.lru_cache(maxsize=4096)(quoteattr)  # classnames, agents and messages repeat
     for result in results:
         timed = result.start > 0.0 and result.stop >= result.start
         values: list[tuple[str, object]] = [
@@ -245,7 +248,7 @@ def write_junit_xml(
             errors += 1
             message = f"the rollout has no reward ({result.failure_class or 'unknown'})"
             outcome = f"<error message={attr(message)} />"
-        head = _case_head(result.nodeid, result.stop - result.start if timed else 0.0, attr)
+        head = _case_head(result.nodeid, result.stop - result.start if timed else 0.0, attr, quoteattr)
         cases.append(f"{head}{outcome}<system-out>{escape(system_out_line(values))}</system-out></testcase>")
     gated: dict[str, list[GateResult]] = {}
     for summary in conclusion.summaries:
@@ -259,7 +262,7 @@ def write_junit_xml(
             text = escape("\n".join(gate.describe() for gate in failing))
             outcome = f'<failure message="gates not met">{text}</failure>'
         gate_values = [(GATE_PROPERTY, gate.describe()) for gate in gate_results]
-        head = _case_head(f"{dataset}::gym-gate", 0.0, attr)
+        head = _case_head(f"{dataset}::gym-gate", 0.0, attr, quoteattr)
         cases.append(f"{head}{outcome}<system-out>{escape(system_out_line(gate_values))}</system-out></testcase>")
     timed_results = [r for r in results if r.start > 0.0 and r.stop >= r.start]
     span = (max(r.stop for r in timed_results) - min(r.start for r in timed_results)) if timed_results else 0.0
@@ -272,31 +275,24 @@ def write_junit_xml(
         f"<property name={quoteattr(name)} value={quoteattr(value)} />"
         for name, value in suite_properties(conclusion.summaries, meta)
     )
+    suite_attributes = " ".join(f"{name}={quoteattr(str(value))}" for name, value in attributes.items())
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="pytest tests">')
-        out.write(f"<testsuite {_attributes(attributes)}><properties>{suite_props}</properties>")
+        out.write(f"<testsuite {suite_attributes}><properties>{suite_props}</properties>")
         for case in cases:
             out.write(case)
         out.write("</testsuite></testsuites>\n")
 
 
-def _attributes(values: Mapping[str, object]) -> str:
-    return " ".join(f"{name}={quoteattr(str(value))}" for name, value in values.items())
-
-
-def _attribute_cache() -> Callable[[str], str]:
-    """``quoteattr`` remembering its answers: agents, classnames and messages repeat across 100,000 testcases."""
-    return functools.lru_cache(maxsize=4096)(quoteattr)
-
-
-def _case_head(nodeid: str, seconds: float, attr: Callable[[str], str]) -> str:
-    """A ``testcase`` start tag named as pytest's junitxml names a node id (``mangle_test_address``)."""
+def _case_head(nodeid: str, seconds: float, attr: Callable[[str], str], quote: Callable[[str], str]) -> str:
+    """A ``testcase`` start tag named as pytest's junitxml names a node id (``mangle_test_address``); ``attr``
+    quotes the classname (cached: it repeats), ``quote`` the name (unique)."""
     path, bracket, params = nodeid.partition("[")
     names = path.split("::")
     names[0] = names[0].replace("/", ".")
     names[-1] += bracket + params
-    return f'<testcase classname={attr(".".join(names[:-1]))} name={quoteattr(names[-1])} time="{seconds:.3f}">'
+    return f'<testcase classname={attr(".".join(names[:-1]))} name={quote(names[-1])} time="{seconds:.3f}">'
 
 
 # --- Per-rollout values on the testcase -------------------------------------------------------------------
