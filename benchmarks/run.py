@@ -859,6 +859,11 @@ def median_known(values: Sequence[float | None]) -> float:
     return statistics.median(known) if known else math.nan
 
 
+def shown_ms(value: float) -> str:
+    """Milliseconds for the table; ``not reported`` for nan (no round's browser reported the value)."""
+    return "not reported" if math.isnan(value) else f"{value:.0f} ms"
+
+
 def median_known_of(columns: Sequence[Sequence[float | None]], statistic: Callable[..., float]) -> Estimate:
     """:func:`verdicts.bootstrap` of ``statistic`` over rounds that may hold values the browser did not report
     (None; ``statistic`` must skip them, e.g. with :func:`median_known`)."""
@@ -904,7 +909,8 @@ def bench_html(work: Path, sizes: Sequence[int], rounds: int) -> list[Row]:
             Row(
                 f"HTML report: {size:,} rollouts, headless Chromium: time to first render (navigation start to "
                 f"the grids drawn), median of {rounds} (runs {each} ms; load average {load:.1f})",
-                f"{median['render']:.0f} ms (first paint {median['paint']:.0f} ms, load event {median['load']:.0f} ms)",
+                f"{shown_ms(median['render'])} (first paint {shown_ms(median['paint'])}, load event "
+                f"{shown_ms(median['load'])})",
                 ratio=f"{render_ms.text(0)} ms",
                 goal="<= 3 s (opens in a few seconds)",
                 verdict=render_ms.verdict(3000),
