@@ -164,8 +164,8 @@ def main(argv: Sequence[str]) -> int:
         "small change sits near 1)",
     )
     args = parser.parse_args(list(argv))
-    if not args.detect_drop > 0:
-        parser.error(f"--detect-drop must be > 0, got {args.detect_drop}")
+    if not (args.detect_drop > 0 and math.isfinite(args.detect_drop)):
+        parser.error(f"--detect-drop must be a finite number > 0, got {args.detect_drop}")
     for option, value in (("--power", args.power), ("--alpha", args.alpha)):
         if not 0.0 < value < 1.0:
             parser.error(f"{option} must lie in (0, 1), got {value}")

@@ -31,7 +31,7 @@ from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
-from pytest_gym_eval.plan import RunPlan
+from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.processes import SigtermAsCtrlC, tail
 from pytest_gym_eval.progress import Counts, Progress, progress_for
 from pytest_gym_eval.reporting import json_report
@@ -346,6 +346,17 @@ class GymSession:
         rollout is no selected one that never reported, and no gate counts it."""
         result = self.results.results.get(nodeid)
         return result is not None and result.status == "skipped"
+
+    def selected_rollouts(self) -> list[PlannedRollout]:
+        """The plan's rollouts that count as selected: all but those whose item reported skipped (see
+        :meth:`reported_skipped`) and, with ``--gym-adaptive``, those the waves never asked for. What the gates
+        judge, the summary's ``selected`` counts and a shard report's plan hold."""
+        never_asked = self._skipped_stamps()
+        return [
+            rollout
+            for rollout in self.plan.rollouts
+            if rollout.stamp not in never_asked and not self.reported_skipped(rollout.nodeid)
+        ]
 
     def _skipped_stamps(self) -> set[int]:
         if not self.options.adaptive or self.run_dir is None:
@@ -783,13 +794,7 @@ class GymSession:
         """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
         failure text."""
         dataset = item.nodeid.split("::", 1)[0]
-        planned = [
-            r
-            for r in self.plan.rollouts
-            if r.nodeid.split("::", 1)[0] == dataset
-            and not isinstance(found[r.stamp], Skipped)
-            and not self.reported_skipped(r.nodeid)
-        ]
+        planned = [r for r in self.selected_rollouts() if r.nodeid.split("::", 1)[0] == dataset]
         settings = self.options.dataset_settings(item.path)
         results = []
         for rollout in planned:
@@ -829,10 +834,7 @@ class GymSession:
         if self.is_worker or not (rollouts or self.plan.rollouts) or self.config.option.collectonly:
             return None
         selected: dict[str, dict[str, int]] = {}
-        skipped = self._skipped_stamps()  # --gym-adaptive: pairs the waves never asked for are not selected ones
-        for planned in self.plan.rollouts:
-            if planned.stamp in skipped or self.reported_skipped(planned.nodeid):
-                continue
+        for planned in self.selected_rollouts():
             counts = selected.setdefault(planned.nodeid.split("::", 1)[0], {})
             counts[planned.agent] = counts.get(planned.agent, 0) + 1
         self.conclusion = conclude(rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records())

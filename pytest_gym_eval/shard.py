@@ -235,10 +235,9 @@ def report_plan_of(config: pytest.Config, gym: GymSession, meta: Mapping[str, ob
     collected = collected_plan(config, gym.run_dir)
     if collected is None:
         return None
-    # A pair whose item reported skipped (``pytest.skip`` at run time) was not selected: a merge must not count it
-    # as a rollout the shard lost.
-    selected = [rollout for rollout in gym.plan.rollouts if not gym.reported_skipped(rollout.nodeid)]
-    return report_plan(collected, selected, gym.options, meta)
+    # A pair whose item reported skipped (``pytest.skip`` at run time) or that --gym-adaptive's waves never asked
+    # for was not selected: a merge must not count it as a rollout the shard lost.
+    return report_plan(collected, gym.selected_rollouts(), gym.options, meta)
 
 
 # --- The report's record of the plan ----------------------------------------------------------------------

@@ -5,6 +5,8 @@ tests/test_adaptive_real_gym.py."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +148,26 @@ def test_the_planner_writes_the_log_every_process_reads(tmp_path: Path) -> None:
     assert record.waves == 1
     assert (record.ends, record.rollouts, record.ceiling, record.skipped) == ((2,), 6, 12, 6)
     assert record.reason.startswith("not needed: mean-reward gate decided PASS after 2 repeats")
+
+
+def test_sharded_adaptive_runs_merge_without_the_pairs_the_waves_never_asked_for(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    # Each shard's report holds as selected only the pairs its waves rolled out: the merge must not count the
+    # pairs a decided gate skipped as rollouts a shard lost.
+    data = rows([1.0] * 12)
+    for index in (1, 2):
+        result = run(
+            pytester, fake_gym, data, "--gym-adaptive", "--gym-repeats=8", "--gym-min-mean-reward=0.5",
+            f"--gym-shard={index}/2", f"--gym-report=s{index}.json",
+        )  # fmt: skip
+        assert result.ret == 0
+        (dataset,) = json.loads((pytester.path / f"s{index}.json").read_text())["plan"]["datasets"]
+        assert dataset["selected"] and all(sorted(r) == [0, 1] for r in dataset["selected"].values())
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    (summary,) = json.loads((pytester.path / "merged.json").read_text())["datasets"]
+    assert summary["selected"] == summary["rollouts"] == 24 and summary["unreported"] == summary["errors"] == 0

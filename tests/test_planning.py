@@ -73,5 +73,6 @@ def test_plan_command_refuses_bad_input(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "pytest_gym_eval", "plan", str(path)]
     bad = subprocess.run([*argv, "--detect-drop", "0.05"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "schema_version" in bad.stderr
-    negative = subprocess.run([*argv, "--detect-drop", "-1"], capture_output=True, text=True, check=False)
-    assert negative.returncode == 2 and "--detect-drop must be > 0" in negative.stderr
+    for drop in ("-1", "0", "nan", "inf"):
+        refused = subprocess.run([*argv, "--detect-drop", drop], capture_output=True, text=True, check=False)
+        assert refused.returncode == 2 and "--detect-drop must be a finite number > 0" in refused.stderr, drop

@@ -18,6 +18,7 @@ import pytest
 
 from pytest_gym_eval.gates import Gate, GateMode, Verdict
 from pytest_gym_eval.reporting.baseline import BaselineComparison, compare_to_baseline, max_drop_gate
+from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.json_report import (
     REPORT_SCHEMA_VERSION,
     SCHEMA_PATH,
@@ -783,3 +784,13 @@ def test_flaky_tasks_are_neither_regressed_nor_improved() -> None:
     baseline = build_report([], results_for({"a": [1.0, 0.0], "b": [0.0, 0.0], "c": [1.0, 1.0]}), {})
     (comparison,) = compare_to_baseline(baseline, results_for({"a": [0.0, 0.0], "b": [1.0, 1.0], "c": [1.0, 0.0]}))
     assert comparison.regressed == () and comparison.improved == ("b",)
+
+
+def test_a_report_path_that_is_a_directory_is_named_in_the_error(tmp_path: Path) -> None:
+    # The error names the path asked for, never the temporary file written beside it, and leaves nothing.
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError) as raised:
+        write_text_atomic(folder, "{}")
+    assert raised.value.filename == str(folder) and ".tmp" not in str(raised.value)
+    assert list(folder.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["reports"]

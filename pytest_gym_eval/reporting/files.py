@@ -22,7 +22,10 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, errors: str = 
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(temporary, target)
+        try:
+            os.replace(temporary, target)
+        except OSError as error:  # e.g. the path is a directory: name it, not the temporary file
+            raise type(error)(error.errno, error.strerror, str(target)) from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
