@@ -72,10 +72,23 @@ load into."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Child pytest processes (``subprocess``, not ``pytester``) inherit :data:`CHILD_ADDOPTS`."""
+    """Child pytest processes (``subprocess``, not ``pytester``) inherit :data:`CHILD_ADDOPTS`; Ctrl-C works in
+    every test (:func:`restore_ctrl_c`)."""
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
     if CHILD_ADDOPTS not in addopts:
         os.environ["PYTEST_ADDOPTS"] = f"{addopts} {CHILD_ADDOPTS}".strip()
+    restore_ctrl_c()
+
+
+def restore_ctrl_c() -> None:
+    """Give SIGINT Python's own handler when this run inherited it ignored.
+
+    A shell starts a background job (``.ci/run &``, ``nohup``, a CI runner's script) with SIGINT ignored, and an
+    ignored signal stays ignored in every process started from it: the tests that press Ctrl-C (in this
+    process, in a child pytest, or in the Gym it starts) then waited forever. A handler, unlike SIG_IGN, is reset
+    to the default in every child, as in a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 CI_ENVIRONMENT = ("CI", "BUILD_NUMBER", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE")
