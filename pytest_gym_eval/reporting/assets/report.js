@@ -178,7 +178,7 @@
       transcripts = document.getElementById("gym-transcripts").textContent.split("\n");
     }
     if (!(index in parsed)) {
-      parsed[index] = index < transcripts.length && transcripts[index] ? JSON.parse(transcripts[index]) : null;
+      parsed[index] = transcripts[index] ? JSON.parse(transcripts[index]) : null;
     }
     return parsed[index];
   }
