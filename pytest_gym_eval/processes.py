@@ -130,6 +130,7 @@ class GymProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_default_sigint if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else None,
             )
         self.pid = self._popen.pid
 
@@ -165,6 +166,18 @@ class GymProcess:
     def tail(self, lines: int = 20) -> str:
         """The last ``lines`` lines of the log (for error messages)."""
         return tail(self.log_path, lines)
+
+
+def _default_sigint() -> None:
+    """In a command's child process before it runs the command: SIGINT back to its default action.
+
+    Used only when this process ignores SIGINT (pytest started as a shell's background job, ``cmd &``, or by a
+    runner that ignores it): an ignored signal stays ignored across ``exec``, so Gym would ignore the SIGINT that
+    :meth:`GymProcess.stop` sends and every stop would wait the whole grace period before SIGKILL, skipping
+    Gym's own shutdown. (A handler, unlike SIG_IGN, is reset to the default by ``exec``, so otherwise nothing is
+    needed.) It only sets one signal's disposition, which is safe in the forked child even when other threads
+    ran in the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -1,7 +1,8 @@
-"""SIGTERM handled as Ctrl-C while Gym runs (:class:`pytest_gym_eval.processes.SigtermAsCtrlC`).
+"""SIGTERM handled as Ctrl-C while Gym runs (:class:`pytest_gym_eval.processes.SigtermAsCtrlC`), and Gym's
+commands stopped by SIGINT also when pytest ignores it (:class:`pytest_gym_eval.processes.GymProcess`).
 
-These tests change this process's SIGTERM handler and put the previous one back. ``signal.raise_signal``
-runs the Python handler before it returns, so no waiting is needed.
+These tests change this process's SIGTERM (or SIGINT) handler and put the previous one back.
+``signal.raise_signal`` runs the Python handler before it returns, so no waiting is needed.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.processes import SigtermAsCtrlC
+from pytest_gym_eval.processes import GymProcess, SigtermAsCtrlC
 
 
 @pytest.fixture(autouse=True)
@@ -70,3 +72,31 @@ def test_outside_the_main_thread_nothing_changes() -> None:
     thread.start()
     thread.join()
     assert not sigterm.installed and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.parametrize("pytest_sigint", ["ignored", "handled"])
+def test_a_command_ends_by_the_sigint_of_stop_even_when_pytest_ignores_sigint(
+    tmp_path: Path, pytest_sigint: str
+) -> None:
+    """pytest started as a shell's background job ignores SIGINT, and an ignored signal stays ignored across
+    exec: Gym's commands must still get SIGINT at its default, or every stop waits out the grace period and
+    SIGKILLs Gym. The command is started from a worker thread, as the plugin starts `gym eval run`."""
+    disposition = signal.SIG_IGN if pytest_sigint == "ignored" else signal.default_int_handler
+    previous = signal.signal(signal.SIGINT, disposition)
+    started: list[GymProcess] = []
+    try:
+        worker = threading.Thread(
+            target=lambda: started.append(
+                GymProcess(["sleep", "600"], env={}, cwd=tmp_path, log_path=tmp_path / "sleep.log", name="sleep")
+            )
+        )
+        worker.start()
+        worker.join()
+        (command,) = started
+        command.stop(grace=20)
+        assert command.poll() == -signal.SIGINT  # SIGINT ended it, not the SIGKILL after the grace period
+        assert signal.getsignal(signal.SIGINT) is disposition  # pytest's own disposition is left as it was
+    finally:
+        for command in started:
+            command.stop(grace=0)
+        signal.signal(signal.SIGINT, previous)
