@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -134,7 +135,58 @@ def _json_type(value: object) -> str:
 
 _JSONLINES_SKIPS = ("\x1e", "\ufeff")
 """Characters :mod:`jsonlines` drops from the start of a line (RFC 7464's record separator, a UTF-8 BOM)."""
-_loads = json.loads
+_SKIPPABLE_FIRST_BYTES = (b"\x1e", b"\xef")
+"""The first byte of each of :data:`_JSONLINES_SKIPS` in UTF-8."""
+
+
+class NotGymJSON(ValueError):
+    """A value Python's :mod:`json` reads but JSON (RFC 8259) does not have, so Gym's reader (orjson) refuses
+    the whole input file: ``NaN``, ``Infinity``, ``-Infinity``, a number beyond a 64-bit float's range."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotGymJSON(f"{name} is not JSON (RFC 8259) and Gym's reader refuses it: write null or a string")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise NotGymJSON(
+            f"the number {text[:40]} is beyond a 64-bit float's range and Gym's reader refuses it: write a string"
+        )
+    return value
+
+
+_decode = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float).decode
+
+
+def _loads(text: str | bytes) -> Any:
+    """:func:`json.loads`, refusing what is not JSON (:class:`NotGymJSON`)."""
+    return _decode(text if isinstance(text, str) else text.decode("utf-8"))
+
+
+def _lone_surrogate(raw: bytes, value: object) -> bool:
+    """Whether the parsed line ``raw`` holds a string with a lone surrogate (a ``\\uD800``-``\\uDFFF`` escape
+    without its pair): Python reads it, but it is not Unicode text, cannot be written as UTF-8, and Gym's
+    reader refuses it."""
+    if b"\\ud" not in raw and b"\\uD" not in raw:
+        return False
+    try:
+        _CANONICAL(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _blank(raw: bytes) -> bool:
+    """Whether a line is blank as jsonlines' ``skip_empty`` has it, after the one character jsonlines drops from
+    a line's start (a BOM, a record separator): a file starting with a BOM and a blank line is not malformed."""
+    if not raw.rstrip():
+        return True
+    if raw[:1] not in _SKIPPABLE_FIRST_BYTES:
+        return False
+    text = raw.decode("utf-8", errors="replace")
+    return text.startswith(_JSONLINES_SKIPS) and not text[1:].rstrip()
 
 
 def _plain_row(raw: bytes) -> Row | None:
@@ -156,13 +208,14 @@ def _plain_row(raw: bytes) -> Row | None:
         value = _loads(text)
     except ValueError:
         return None
-    return value if type(value) is dict else None
+    return value if type(value) is dict and not _lone_surrogate(raw, value) else None
 
 
 def iter_rows(path: Path) -> Iterator[tuple[int, Row]]:
     """Yield ``(line number, row)`` for every non-blank line of the JSON-lines file ``path``.
 
-    Raises :class:`DatasetError` naming the line for bytes that are not UTF-8, malformed JSON, or a line that
+    Raises :class:`DatasetError` naming the line for bytes that are not UTF-8, malformed JSON, JSON Gym cannot
+    read (``NaN``, ``Infinity``, a number beyond a float's range, a lone surrogate), or a line that
     is not a JSON object, and for a file that cannot be read.
     """
     for number, _, row in _iter_rows_at(path):
@@ -179,7 +232,7 @@ def _iter_rows_at(path: Path) -> Iterator[tuple[int, int, Row]]:
         end = 0
         for number, raw in enumerate(handle, 1):
             offset, end = end, end + len(raw)
-            if not raw.rstrip():  # blank, as jsonlines' skip_empty has it
+            if _blank(raw):
                 continue
             row = _plain_row(raw)
             yield number, offset, parse_row(raw, path, number) if row is None else row
@@ -188,7 +241,8 @@ def _iter_rows_at(path: Path) -> Iterator[tuple[int, int, Row]]:
 def parse_row(raw: bytes, path: Path, line: int) -> Row:
     """The row on one raw line of a dataset (``line`` of ``path``, for errors), as :func:`iter_rows` reads it.
 
-    Raises :class:`DatasetError` naming the line when it is not a UTF-8 JSON object (jsonlines' rules).
+    Raises :class:`DatasetError` naming the line when it is not a UTF-8 JSON object (jsonlines' rules) or holds
+    what Gym's reader refuses (:class:`NotGymJSON`, a lone surrogate).
     """
     row = _plain_row(raw)
     if row is not None:
@@ -196,14 +250,21 @@ def parse_row(raw: bytes, path: Path, line: int) -> Row:
     import jsonlines  # only for the lines _plain_row leaves to it: importing it (and attrs) took ~30 ms
 
     try:
-        parsed: Row = jsonlines.Reader([raw]).read(type=dict)
+        parsed: Row = jsonlines.Reader([raw], loads=_loads).read(type=dict)
     except jsonlines.InvalidLineError as error:
         raise DatasetError(path, line, _describe_invalid_line(error)) from error
+    if _lone_surrogate(raw, parsed):
+        raise DatasetError(
+            path, line, "a string holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair): it is not"
+            " Unicode text, and Gym's reader refuses it",
+        )  # fmt: skip
     return parsed
 
 
 def _describe_invalid_line(error: jsonlines.InvalidLineError) -> str:
     cause = error.__cause__
+    if isinstance(cause, NotGymJSON):
+        return str(cause)
     if isinstance(cause, UnicodeDecodeError):
         return f"the line is not valid UTF-8 (byte 0x{cause.object[cause.start]:02x} at column {cause.start + 1})"
     if isinstance(cause, json.JSONDecodeError):

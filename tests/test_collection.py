@@ -158,6 +158,13 @@ def test_identical_rows_collapse_with_a_warning(pytester: pytest.Pytester) -> No
         (b'{"responses_create_params": {}}\n[1, 2]\n', "d.jsonl:2: the row is an array, not a JSON object"),
         (b"\n\n", "d.jsonl: the dataset is empty*"),
         (b"", "d.jsonl: the dataset is empty*"),
+        (b"\xef\xbb\xbf", "d.jsonl: the dataset is empty*"),  # a BOM alone
+        (b"\xef\xbb\xbf\n \n\x1e\n", "d.jsonl: the dataset is empty*"),  # a BOM, blank lines, a record separator
+        # What Python's json reads but JSON does not have: Gym's reader refuses the whole input file for it.
+        (b'{"responses_create_params": {}, "score": NaN}\n', "d.jsonl:1: NaN is not JSON (RFC 8259)*null*"),
+        (b'{"responses_create_params": {}}\n{"responses_create_params": {}, "s": -Infinity}\n', "d.jsonl:2: -Inf*"),
+        (b'{"responses_create_params": {}, "s": 1e400}\n', "d.jsonl:1: the number 1e400 is beyond*"),
+        (b'{"responses_create_params": {"input": "\\ud800"}}\n', "d.jsonl:1: a string holds a lone surrogate*"),
         (b'{"responses_create_params": {"input": "caf\xe9"}}\n', "d.jsonl:1: the line is not valid UTF-8*"),
         (b'{"id": "x"}\n', "d.jsonl:1: the row has no 'responses_create_params'*"),
         (b'{"id": "a::b", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a::b' contains '::'*"),
@@ -287,17 +294,20 @@ def test_a_dataset_inside_a_gym_checkout_does_not_silently_take_gyms_configurati
         b'{"a": 1}{"b": 2}\n',
         b"{'a': 1}\n",
         b'{"a": NaN}\n',
+        b'{"a": [1, Infinity]}\n',
+        b'{"a": "\\ud83d\\ude00 \\\\ud800"}\n',  # a surrogate pair, and an escaped backslash before "ud800"
     ],
 )
 def test_rows_parse_exactly_as_jsonlines_reads_them(tmp_path: Path, raw: bytes) -> None:
-    """The fast path of dataset parsing gives jsonlines' row or jsonlines' error, line for line."""
+    """The fast path of dataset parsing gives jsonlines' row or jsonlines' error, line for line (jsonlines
+    with the dataset reader's JSON decoder, which refuses what is not JSON)."""
     import jsonlines
 
-    from pytest_gym_eval.dataset import _describe_invalid_line, parse_row
+    from pytest_gym_eval.dataset import _describe_invalid_line, _loads, parse_row
 
     path = tmp_path / "d.jsonl"
     try:
-        expected: object = jsonlines.Reader([raw]).read(type=dict)
+        expected: object = jsonlines.Reader([raw], loads=_loads).read(type=dict)
     except jsonlines.InvalidLineError as error:
         expected = DatasetError(path, 7, _describe_invalid_line(error))
     try:

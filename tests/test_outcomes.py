@@ -104,8 +104,8 @@ def test_a_failed_rollout_under_replay_points_to_the_replay_log(pytester: pytest
 
 
 def test_nan_reward_in_json_is_an_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
-    # json.dumps writes float("nan") as the bare token NaN, which Python's json (and Gym's orjson) read back.
-    name = dataset(pytester, task("nan", reward=float("nan")))
+    # json.dumps writes float("nan") as the bare token NaN, which Python's json reads back.
+    name = dataset(pytester, task("nan", nan_reward=True))
     result = run(pytester, fake_gym, name)
     assert outcomes(result) == {"mcqa.jsonl::nan[r0]": "error"}
     result.stdout.fnmatch_lines(["*not a finite number: nan*"])

@@ -11,9 +11,9 @@ It understands just what the plugin calls:
   session ends it.
 - ``gym eval run --input IN --output OUT [--resume] ...``: writes one output line per input row, taking the
   behaviour from the row's ``fake`` object: ``{"reward": x}`` (default 1.0; any JSON, or absent with
-  ``"no_reward": true``), ``{"failure": "agent_run_error"}`` (a failures-file row; with ``"body"``, its
-  ``_ng_failure_response_body``), ``{"skip": true}`` (no line
-  at all), ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
+  ``"no_reward": true``, or NaN with ``"nan_reward": true``), ``{"failure": "agent_run_error"}`` (a
+  failures-file row; with ``"body"``, its ``_ng_failure_response_body``), ``{"skip": true}`` (no line at all),
+  ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
   (wait for SIGINT before this row; ``{"hold": "VAR"}`` only while the environment variable VAR is set),
   ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
   (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row). With
@@ -168,6 +168,8 @@ def eval_run(argv: list[str]) -> int:
             record["ng_perf"] = {"total_latency_ms": fake["latency_ms"]}
         if "rewards" in fake:
             record["reward"] = fake["rewards"][row["_ng_rollout_index"]]
+        elif fake.get("nan_reward"):  # NaN in the output (json.dumps writes the bare token); a dataset can't hold it
+            record["reward"] = float("nan")
         elif not fake.get("no_reward"):
             record["reward"] = fake.get("reward", 1.0)
         if "expected_answer" in row:
