@@ -618,36 +618,49 @@ def status_main(argv: Sequence[str]) -> int:
 
 def stop_main(argv: Sequence[str]) -> int:
     """``python -m pytest_gym_eval stop [--all] [KEY ...]``: stop warm Gyms now. Without arguments the ones no
-    session uses (and stale ones); ``--all`` every one, also in use (their sessions' pending rollouts then
-    error); ``KEY`` (a prefix of a key, as ``status`` shows it) those. Also stops what dead keepers left
-    running. Exit status 0, or 1 when something would not stop or a KEY matches nothing."""
+    session uses (and stale ones); ``KEY`` (a prefix of one key, as ``status`` shows it) that one; a Gym that
+    sessions are using is left running unless ``--all`` is given (their pending rollouts would error), and
+    ``--all`` alone stops every one. Also stops what dead keepers left running. Exit status 0; 1 when something
+    would not stop, or a KEY matches no Gym or more than one; 2 for an empty KEY (an unset shell variable)."""
     parser = argparse.ArgumentParser(
         prog="python -m pytest_gym_eval stop",
         description="Stop warm Gyms (--gym-keep-alive) now: by default those no session uses.",
     )
     parser.add_argument("keys", nargs="*", metavar="KEY", help="key prefixes, as `status` shows them")
-    parser.add_argument("--all", action="store_true", help="stop every warm Gym, also those sessions are using")
+    parser.add_argument(
+        "--all", action="store_true", help="also stop warm Gyms sessions are using (every one, or the KEYs named)"
+    )
     parser.add_argument(
         "--grace", type=float, default=DEFAULT_GRACE, help="seconds Gym gets after SIGINT (default: %(default)s)"
     )
     args = parser.parse_args(argv)
+    if any(not key.strip() for key in args.keys):
+        parser.error("a KEY is empty (an unset shell variable?): name a key as `status` shows it, or none")
     registry = Registry()
     status = 0
     entries = registry.entries()
-    for key in args.keys:
-        if not any(entry.key.startswith(key) for entry in entries):
-            print(f"no warm Gym's key starts with {key!r}", file=sys.stderr)
-            status = 1
-    for entry in entries:
-        if args.keys and not any(entry.key.startswith(key) for key in args.keys):
-            continue
+    chosen = entries
+    if args.keys:
+        chosen = []
+        for key in args.keys:
+            matches = [entry for entry in entries if entry.key.startswith(key)]
+            if not matches:
+                print(f"no warm Gym's key starts with {key!r}", file=sys.stderr)
+                status = 1
+            elif len(matches) > 1:
+                shown = ", ".join(entry.short for entry in matches)
+                print(f"{key!r} starts {len(matches)} warm Gyms' keys ({shown}): give more of the key", file=sys.stderr)
+                status = 1
+            else:
+                chosen += [entry for entry in matches if entry not in chosen]
+    for entry in chosen:
         try:
             with registry.lock(entry.key, deadline=time.monotonic() + 60):
                 current = registry.read(entry.key)
                 if current is None or current.keeper != entry.keeper:
                     continue  # it stopped, or was replaced, meanwhile
                 users = live_leases(current.home) if current.problem(check_head=False) is None else []
-                if users and not (args.all or args.keys):
+                if users and not args.all:
                     print(f"{current.short}: in use by {len(users)} session(s), left running (--all stops it too)")
                     continue
                 left = stop_warm(current, registry, args.grace)

@@ -309,17 +309,40 @@ def test_stop_without_all_leaves_a_gym_in_use_running(
     pytester.makeconftest(
         """
 import subprocess, sys
+from pytest_gym_eval.registry import Registry
 def pytest_runtest_call(item):
     if item.name.startswith("t0"):
-        done = subprocess.run([sys.executable, "-m", "pytest_gym_eval", "stop"], capture_output=True, text=True)
-        print("STOP", done.stdout.strip())
+        (entry,) = Registry().entries()
+        for args in ([], [entry.short], [""]):  # every one idle; the one named; an unset shell variable
+            done = subprocess.run([sys.executable, "-m", "pytest_gym_eval", "stop", *args], capture_output=True,
+                                  text=True)
+            print("STOP", args, done.returncode, done.stdout.strip(), done.stderr.strip().splitlines()[-1:])
 """
     )
     result = pytester.runpytest(*fake_gym.args, KEEP, dataset, "-s", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["STOP *: in use by 1 session(s), left running (--all stops it too)"])
+    result.stdout.fnmatch_lines(
+        [
+            "STOP [[][]] 0 *: in use by 1 session(s), left running (--all stops it too) []",
+            "STOP [[]'*'[]] 0 *: in use by 1 session(s), left running (--all stops it too) []",
+            "STOP [[]''[]] 2  [[]*error: a KEY is empty (an unset shell variable?)*",
+        ]
+    )
     (entry,) = entries(warm_registry)
     assert entry.problem() is None
+
+
+def test_stop_refuses_a_key_prefix_that_names_several_warm_gyms(
+    warm_registry: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registry = Registry()
+    for key in ("ab12" + "0" * 60, "ab34" + "0" * 60):
+        home = warm_registry / "gyms" / key[:12]
+        home.mkdir(parents=True)
+        registry.write(Entry(key, home, ("127.0.0.1", 9), "0:0:/nowhere", "boot", 0, {}, 60.0, 0.0))
+    assert stop_main(["ab"]) == 1
+    assert "'ab' starts 2 warm Gyms' keys (ab1200000000, ab3400000000): give more of the key" in capsys.readouterr().err
+    assert len(registry.entries()) == 2  # neither was touched
 
 
 @pytest.mark.parametrize(
