@@ -56,11 +56,24 @@ class NoReruns:
 
     def __init__(self, gym: GymSession) -> None:
         self.gym = gym
+        self.said = False
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Say once, when reruns are asked for and Gym items are selected, that they are not rerun."""
-        asked = session.config.getoption("reruns", None) or session.config.getoption("force_reruns", None)
-        if asked and any(is_gym_item(item) for item in session.items):
+        self._say_once(any(is_gym_item(item) for item in session.items))
+
+    @pytest.hookimpl(optionalhook=True, trylast=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        """Under pytest-xdist the controller collects nothing itself (and a worker's terminal lines are not
+        shown): say it on the first worker's collection, once the controller has the plan (trylast: after
+        :class:`~pytest_gym_eval.xdist.XdistController` loaded it)."""
+        self._say_once(bool(self.gym.plan.rollouts))
+
+    def _say_once(self, gym_items: bool) -> None:
+        config = self.gym.config
+        asked = config.getoption("reruns", None) or config.getoption("force_reruns", None)
+        if asked and gym_items and not self.said:
+            self.said = True
             self.gym.note(RERUN_MESSAGE)
 
     @pytest.hookimpl(tryfirst=True)

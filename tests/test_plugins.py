@@ -83,6 +83,20 @@ def test_second_time_lucky():
     assert junit_rollouts(pytester.path / "junit.xml")["b[r0]"]["reward"] == "0.0"
 
 
+def test_pytest_rerunfailures_notice_is_shown_under_xdist_too(
+    pytester: pytest.Pytester, fake_gym: FakeGym, mcqa: str
+) -> None:
+    """Under pytest-xdist the controller collects nothing and the workers' terminal lines are not shown: the
+    controller says it, once, when the workers' collection holds Gym items."""
+    result = pytester.runpytest_subprocess(*fake_gym.args, mcqa, "--reruns=2", "-n", "2", "-rA")
+    assert outcomes(result)["mcqa.jsonl::b[r0]"] == "FAILED"
+    assert result.parseoutcomes().get("rerun", 0) == 0
+    assert result.stdout.str().count(RERUN_MESSAGE) == 1
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    plain = pytester.runpytest_subprocess(*fake_gym.args, "test_plain.py", "--reruns=2", "-n", "2")
+    assert plain.ret == 0 and RERUN_MESSAGE not in plain.stdout.str()  # no Gym item: nothing to say
+
+
 def test_pytest_html_shows_rewards_and_the_reward_summary(
     pytester: pytest.Pytester, fake_gym: FakeGym, mcqa: str
 ) -> None:
