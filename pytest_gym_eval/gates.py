@@ -125,8 +125,11 @@ class GateResult:
     note: str = ""
 
     def passed(self, inconclusive_passes: bool) -> bool:
-        """True for PASS, and for INCONCLUSIVE when ``inconclusive_passes``."""
-        return self.verdict is Verdict.PASS or (inconclusive_passes and self.verdict is Verdict.INCONCLUSIVE)
+        """True for PASS, and for INCONCLUSIVE when ``inconclusive_passes``, unless the gate was judged on fewer
+        rollouts than were selected (``note``, see :func:`incomplete`): a cut-short evaluation never passes."""
+        if self.verdict is Verdict.PASS:
+            return True
+        return inconclusive_passes and self.verdict is Verdict.INCONCLUSIVE and not self.note
 
     def describe(self) -> str:
         """One line, e.g. ``mean reward 0.80 [0.54, 1.00] >= 0.70: PASS`` (point mode) or
@@ -138,7 +141,7 @@ class GateResult:
         iv, threshold = self.interval, _fmt_threshold(self.gate.threshold)
         if math.isnan(iv.estimate):
             return f"{self.gate.name} n/a (no data), needs >= {threshold}: {self.verdict.value}"
-        head = f"{self.gate.name} {iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}]"
+        head = f"{self.gate.name} {iv.estimate:.2f} [{_bound(iv.low)}, {_bound(iv.high)}]"
         if self.note:  # the verdict is not the interval's alone
             op = ">=" if iv.estimate >= self.gate.threshold else "<"
             return f"{head} {op} {threshold}: {self.verdict.value}"
@@ -146,10 +149,15 @@ class GateResult:
             op = ">=" if self.verdict is Verdict.PASS else "<"
             return f"{head} {op} {threshold}: {self.verdict.value}"
         if self.verdict is Verdict.PASS:
-            return f"{head}: lower bound {iv.low:.2f} >= {threshold}: PASS"
+            return f"{head}: lower bound {_bound(iv.low)} >= {threshold}: PASS"
         if self.verdict is Verdict.FAIL:
-            return f"{head}: upper bound {iv.high:.2f} < {threshold}: FAIL"
+            return f"{head}: upper bound {_bound(iv.high)} < {threshold}: FAIL"
         return f"{head}: interval straddles {threshold}: INCONCLUSIVE"
+
+
+def _bound(value: float) -> str:
+    """An interval's bound as the summary prints it: two decimals, "n/a" when there is none (one task: +-inf)."""
+    return f"{value:.2f}" if math.isfinite(value) else "n/a"
 
 
 def metric_interval(
@@ -202,10 +210,10 @@ def evaluate(
 
 
 def incomplete(results: Sequence[GateResult], reported: int, selected: int) -> list[GateResult]:
-    """``results`` judged on ``reported`` of ``selected`` rollouts: when some selected rollouts never reported
-    (``pytest -x``, ``--maxfail``, a crash), a PASS becomes INCONCLUSIVE, since the missing rollouts could
-    change it; FAIL and INCONCLUSIVE stay. Every result then carries a note saying so. Unchanged when
-    ``reported >= selected``."""
+    """``results`` judged on ``reported`` of ``selected`` rollouts: when some selected rollouts have no reward
+    (they errored, or never reported: ``pytest -x``, ``--maxfail``, a crash), a PASS becomes INCONCLUSIVE, since
+    the missing rewards could change it; FAIL and INCONCLUSIVE stay. Every result then carries a note saying so
+    (and never passes, see :meth:`GateResult.passed`). Unchanged when ``reported >= selected``."""
     if reported >= selected:
         return list(results)
     note = f"judged on {reported} of {selected} selected rollouts"

@@ -818,7 +818,9 @@ class GymSession:
         failing = [gate for gate in judged if not gate.passed(self.options.inconclusive_passes)]
         if not failing:
             return None
-        return "\n".join(gate.describe() for gate in failing)
+        errored = sum(1 for result in results if result.status == "error")
+        cause = [f"{errored} of {len(results)} selected rollouts errored: no gate passes on part of the selection"]
+        return "\n".join([*(gate.describe() for gate in failing), *(cause if errored else [])])
 
     # End of the session (the only process, or the xdist controller).
 

@@ -181,7 +181,13 @@ def test_gate_result_passed(verdict: Verdict, strict: bool, lenient: bool) -> No
             Gate("mean_reward", 0.7),
             Interval(0.8, -math.inf, math.inf, 1),
             LOWER,
-            "mean reward 0.80 [-inf, inf]: interval straddles 0.70: INCONCLUSIVE",
+            "mean reward 0.80 [n/a, n/a]: interval straddles 0.70: INCONCLUSIVE",  # as the summary prints it
+        ),
+        (
+            Gate("mean_reward", 0.1),
+            Interval(0.0, -math.inf, math.inf, 1),
+            POINT,
+            "mean reward 0.00 [n/a, n/a] < 0.10: FAIL",
         ),
     ],
 )

@@ -249,8 +249,16 @@ def test_session_verdict_lower_bound_failure_names_the_upper_bound() -> None:
 
 
 def test_session_verdict_errors_fail_even_when_gates_pass() -> None:
+    # The gate's estimate passes over the scored rollouts, but an errored one leaves it judged on part of the
+    # selection: at best INCONCLUSIVE, and never passing, even with inconclusive_passes.
     gated = summarize_one(results_for({"q0": [1.0, None], "q1": [1.0, 1.0]}), [Gate("mean_reward", 0.5)])
-    assert session_verdict([gated], inconclusive_passes=False) == (1, "gym gates: 1 rollout errored")
+    (gate,) = gated.gates
+    assert gate.verdict is Verdict.INCONCLUSIVE and gate.note == "judged on 3 of 4 selected rollouts"
+    expected = "gym gates: INCONCLUSIVE - datasets/mcqa.jsonl mean reward 1.00 judged on 3 of 4 selected rollouts"
+    for inconclusive_passes in (False, True):
+        assert session_verdict([gated], inconclusive_passes=inconclusive_passes) == (
+            1, f"{expected}; 1 rollout errored"
+        )  # fmt: skip
     # Errors in a dataset without gates count too.
     clean = summarize_one(results_for(FOUR_OF_FIVE), [Gate("mean_reward", 0.5)])
     ungated = summarize(results_for({"x": [None, None]}, dataset="d2.jsonl"), thresholds={}, gates={}, mode=POINT)
@@ -426,9 +434,10 @@ def test_report_content() -> None:
     assert dataset["pass_at_k"]["2"] == {"estimate": 1.0, "low": None, "high": None, "n": 1}
     assert dataset["flaky_tasks"] == ["q1"]
     assert dataset["error_classes"] == {"missing": 1}
-    assert dataset["verdict"] == "FAIL"  # the gate passes, but a rollout errored: that fails a gated session
+    assert dataset["verdict"] == "FAIL"  # a rollout errored: that fails a gated session
     (gate,) = dataset["gates"]
-    assert gate["verdict"] == "PASS"  # point mode: pass@2 estimate 1.0 >= 0.5
+    # Point mode: the pass@2 estimate 1.0 >= 0.5, but judged on 3 of the 4 rollouts: at best INCONCLUSIVE.
+    assert gate["verdict"] == "INCONCLUSIVE"
     assert gate["metric"] == "pass_at_k" and gate["k"] == 2 and gate["threshold"] == 0.5
     assert gate["label"] == "pass@2 >= 0.50" and gate["mode"] == "point"
     assert len(report["rollouts"]) == 4

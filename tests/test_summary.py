@@ -79,9 +79,22 @@ def test_gates_decide_the_exit_status(
 
 def test_an_errored_rollout_fails_a_gated_session(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 1.0, "c": "error"}))
-    result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-min-mean-reward=0.5")
-    assert result.ret == 1
-    result.stdout.fnmatch_lines(["*gym gates*1 rollout errored*"])
+    # The mean over the scored rollouts passes, but c's rollout errored: the gate item fails (a dashboard reading
+    # it must not see PASS), also with --gym-inconclusive=pass, and says why.
+    for inconclusive in ("fail", "pass"):
+        result = run(
+            pytester, fake_gym, "mcqa.jsonl", "--gym-min-mean-reward=0.5", f"--gym-inconclusive={inconclusive}"
+        )
+        assert result.ret == 1
+        assert any(line.startswith("FAILED mcqa.jsonl::gym-gate") for line in result.outlines)
+        result.stdout.fnmatch_lines(
+            [
+                "*mean reward 1.00 [[]1.00, 1.00[]] >= 0.50: INCONCLUSIVE (judged on 2 of 3 selected rollouts)",
+                "1 of 3 selected rollouts errored: no gate passes on part of the selection",
+            ]
+        )
+        reason = "gym gates: INCONCLUSIVE - mcqa.jsonl mean reward 1.00 judged on 2 of 3 selected rollouts; 1 rollout"
+        assert reason in " ".join(result.stdout.str().split())
 
 
 @pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]])
@@ -115,8 +128,14 @@ def test_the_report_carries_the_sessions_exit_status_when_a_rollout_errored(
     result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-min-mean-reward=0.5", "--gym-report=report.json")
     assert result.ret == 1
     report = json.loads((pytester.path / "report.json").read_text())
-    assert report["session"] == {"exit_status": 1, "reason": "gym gates: 1 rollout errored"}
-    assert report["datasets"][0]["verdict"] == "FAIL" and report["datasets"][0]["gates"][0]["verdict"] == "PASS"
+    assert report["session"] == {
+        "exit_status": 1,
+        "reason": "gym gates: INCONCLUSIVE - mcqa.jsonl mean reward 1.00 judged on 2 of 3 selected rollouts; 1 rollout"
+        " errored",
+    }
+    # The mean over the scored rollouts clears the gate, but one errored: INCONCLUSIVE, and the dataset FAILs.
+    assert report["datasets"][0]["verdict"] == "FAIL"
+    assert report["datasets"][0]["gates"][0]["verdict"] == "INCONCLUSIVE"
 
 
 def test_gates_never_hide_another_test_failing(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:
@@ -189,9 +208,9 @@ def test_junit_carries_rewards_and_aggregates(
     assert suite["gym::mcqa.jsonl::mean_reward"] == "0.5"
     assert suite["gym::mcqa.jsonl::pass_rate"] == "0.5"
     assert suite["gym::mcqa.jsonl::errors"] == "2"
-    assert suite["gym::mcqa.jsonl::gate.pass_rate"] == "PASS"
+    assert suite["gym::mcqa.jsonl::gate.pass_rate"] == "INCONCLUSIVE"  # judged on 4 of 6 rollouts
     assert suite["gym::mcqa.jsonl::gate.pass_rate.threshold"] == "0.4"
-    assert suite["gym::mcqa.jsonl::verdict"] == "FAIL"  # the gate passes, but two rollouts errored
+    assert suite["gym::mcqa.jsonl::verdict"] == "FAIL"  # two rollouts errored
     assert suite["gym.exit_status"] == "1" and "2 rollouts errored" in suite["gym.reason"]
     pass_rate = [float(suite[f"gym::mcqa.jsonl::pass_rate.{end}"]) for end in ("low", "high")]
     assert pass_rate[0] < 0.5 < pass_rate[1]

@@ -310,8 +310,8 @@ def _summarize_group(
     judged = (
         sequential if sequential is not None else evaluate(gates, rewards_by_task, passed_by_task, mode, confidence)
     )
-    if selected is not None:
-        judged = incomplete(judged, len(results), selected)
+    # Errored and never-reported rollouts alike leave the gates judged on less than was selected.
+    judged = incomplete(judged, scored, selected if selected is not None else len(results))
     return DatasetSummary(
         dataset=dataset,
         agent=agent,
@@ -345,21 +345,17 @@ def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes:
     (-1, "") when no summary has a gate (the caller keeps pytest's own status). Otherwise 0 when every gate
     passes (INCONCLUSIVE counts as passing when ``inconclusive_passes``) and no rollout errored in any
     dataset, else 1. Failed rollouts do not fail the session: only the gates judge rewards. A gated dataset
-    with selected rollouts that never reported always fails the session (its gates are INCONCLUSIVE, whatever
-    ``inconclusive_passes`` says): a cut-short evaluation is never green. Reasons look like ``gym gates: FAIL -
-    datasets/mcqa.jsonl mean reward 0.80 < 0.90``, ``gym gates: 2 rollouts errored`` or ``gym gates: all 3
-    gates pass``.
+    with selected rollouts that errored or never reported always fails the session (its gates are at best
+    INCONCLUSIVE, whatever ``inconclusive_passes`` says): a cut-short evaluation is never green. Reasons look
+    like ``gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.80 < 0.90``, ``gym gates: 2 rollouts errored``
+    or ``gym gates: all 3 gates pass``.
     """
     judged = [(summary, result) for summary in summaries for result in summary.gates]
     if not judged:
         return -1, ""
     errors = sum(summary.errors for summary in summaries)
     cut_short = [summary for summary in summaries if summary.gates and summary.unreported]
-    failing = [
-        (summary, result)
-        for summary, result in judged
-        if not result.passed(inconclusive_passes and summary not in cut_short)
-    ]
+    failing = [(summary, result) for summary, result in judged if not result.passed(inconclusive_passes)]
     problems = [f"{summary.title} {_gate_brief(result)}" for summary, result in failing[:_MAX_REASONS]]
     if len(failing) > _MAX_REASONS:
         problems.append(f"and {len(failing) - _MAX_REASONS} more failing gates")
@@ -391,7 +387,7 @@ def _gate_brief(result: GateResult) -> str:
     threshold = fmt.threshold(gate.threshold)
     if math.isnan(interval.estimate):
         return f"{gate.name} has no data (needs >= {threshold})"
-    if result.note:
+    if result.note and result.verdict is not Verdict.FAIL:  # it fails whatever the missing rollouts hold
         return f"{gate.name} {fmt.number(interval.estimate)} {result.note}"
     if result.mode is GateMode.POINT:
         return f"{gate.name} {fmt.number(interval.estimate)} < {threshold}"
