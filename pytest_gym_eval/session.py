@@ -851,6 +851,7 @@ class GymSession:
             "model": self.model.model if self.model else None,
             "model_url": causes.redact(self.model.url) if self.model else None,
             "model_type": self.model.model_type if self.model else None,
+            "api_key_env": self.model.api_key_env if self.model else None,  # the variable's name, never its value
             "head_server": self.head_server,
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -609,3 +609,26 @@ def test_page_says_why_gyms_run_failed(
     page = (pytester.path / "page.html").read_text()
     note = re.search(r'<p class="note run-failed">(.*?)</p>', page, re.S)
     assert note is not None and note.group(1).startswith("Gym&#x27;s run failed: `gym env start` exited with status 3")
+
+
+def test_an_api_key_an_endpoint_echoed_stays_off_the_page(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endpoint that answers 401 with the request's Authorization header in its body puts the key in Gym's
+    failure record, which the page shows as the rollout's transcript: it is redacted there, in the session's page
+    and in one made afterwards from the JSON report, as in every other report."""
+    key = "plain-value-without-a-pattern-42"  # only the exact value can catch it
+    monkeypatch.setenv("PAGE_TEST_KEY", key)
+    body = f'{{"error": "Incorrect API key provided: Bearer {key}", "headers": {{"authorization": "Bearer {key}"}}}}'
+    rows = [task("good", reward=1.0), task("denied", failure="model_http_401", body=body)]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    outputs = ["--gym-html=page.html", "--gym-report=report.json", "--junitxml=junit.xml"]
+    result = pytester.runpytest(*fake_gym.args, "mcqa.jsonl", "--gym-api-key-env=PAGE_TEST_KEY", *outputs)
+    assert result.ret == 1 and key not in result.stdout.str()
+    page = (pytester.path / "page.html").read_text()
+    (denied,) = [entry for entry in transcripts_in(page) if entry and entry.get("failure")]
+    assert "[redacted]" in json.dumps(denied) and key not in json.dumps(denied)
+    assert json.loads((pytester.path / "report.json").read_text())["meta"]["api_key_env"] == "PAGE_TEST_KEY"
+    assert cli(["html", str(pytester.path / "report.json"), "-o", str(pytester.path / "again.html")]) == 0
+    for name in ("page.html", "again.html", "report.json", "junit.xml"):
+        assert key not in (pytester.path / name).read_text(), name

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.causes import redact
 from pytest_gym_eval.gates import GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison, report_task_means
@@ -695,6 +696,27 @@ def run_failure(meta: Mapping[str, object]) -> str | None:
 # --- Writing it -------------------------------------------------------------------------------------------
 
 
+def api_key_of(meta: Mapping[str, object]) -> tuple[str, ...]:
+    """The API key to keep off the page: the value, in this process's environment, of the variable the session
+    took it from (``meta["api_key_env"]``, a name); empty when unset."""
+    name = meta.get("api_key_env")
+    value = os.environ.get(name) if isinstance(name, str) and name else None
+    return (value,) if value else ()
+
+
+def redacted(value: Any, secrets: Sequence[str]) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings, numbers) with every string passed through
+    :func:`~pytest_gym_eval.causes.redact`: Gym's records hold what endpoints answered, and an endpoint may echo
+    the request's ``Authorization`` header in an error body."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {key: redacted(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redacted(item, secrets) for item in value]
+    return value
+
+
 def write_page(
     path: str | os.PathLike[str],
     conclusion: Conclusion,
@@ -706,14 +728,16 @@ def write_page(
     """Read every result's record and write the page to ``path`` (atomically, parents created).
 
     Returns the problems met reading the records (each also shown on the page); a rollout whose record could
-    not be read has no transcript but keeps its place in the grid. Raises OSError when the page cannot be
-    written.
+    not be read has no transcript but keeps its place in the grid. API keys are redacted from the transcripts
+    and notes (:func:`redacted`, with :func:`api_key_of`). Raises OSError when the page cannot be written.
     """
     transcripts, problems = transcripts_of(results)
     notes = [f"Transcripts missing: {problem}" for problem in problems]
     failed = run_failure(meta)
     if failed:
         notes.insert(0, failed)
+    secrets = api_key_of(meta)
+    transcripts, notes = redacted(transcripts, secrets), redacted(notes, secrets)
     text = render_page(conclusion, results, meta, baseline=baseline, transcripts=transcripts, notes=notes)
     write_text_atomic(path, text, errors="backslashreplace")
     return problems
