@@ -16,7 +16,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,6 +163,14 @@ class GymProcess:
                 time.sleep(0.05)
             self._popen.poll()
 
+    def kill(self) -> None:
+        """SIGKILL every process of the command's session now, without a grace period (Ctrl-C while the plugin
+        stops Gym, see :class:`CtrlCKillsGym`). Takes no lock, so a signal handler may call it while
+        :meth:`stop` waits in the same thread; :meth:`stop` then finds the session gone."""
+        for pid in session_members(self.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
     def tail(self, lines: int = 20) -> str:
         """The last ``lines`` lines of the log (for error messages)."""
         return tail(self.log_path, lines)
@@ -242,3 +250,44 @@ class SigtermAsCtrlC:
     def _on_sigterm(self, signum: int, frame: object) -> None:
         if self._interrupting:
             raise KeyboardInterrupt("SIGTERM")
+
+
+class CtrlCKillsGym:
+    """Ctrl-C while the plugin stops Gym kills Gym's processes at once instead of raising KeyboardInterrupt.
+
+    Stopping Gym can take its grace period (30 s) and more; a user who presses Ctrl-C again meanwhile wants it
+    over now, and a KeyboardInterrupt in the middle of pytest's sessionfinish would end pytest with a traceback,
+    no reward summary, no reports and no resume command. While installed (:meth:`install` to :meth:`restore`),
+    SIGINT writes one line to stderr and calls ``kill_now`` (e.g. :meth:`GymProcess.kill` of each of the run's
+    commands); the stop then goes on without waiting, and the session ends as after one Ctrl-C. Changes nothing
+    outside the main thread, or when SIGINT has a handler other than Python's own (the user's, or ignored).
+    """
+
+    MESSAGE = "gym: Ctrl-C while stopping Gym: killing its processes now (SIGKILL, no grace period)\n"
+
+    def __init__(self, kill_now: Callable[[], None]) -> None:
+        self._kill_now = kill_now
+        self._handler = self._on_sigint  # one bound method, so getsignal() can be compared by identity
+        self.installed = False
+
+    def install(self) -> None:
+        """Take over SIGINT when that is safe (main thread, Python's default handler); otherwise do nothing."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return
+        signal.signal(signal.SIGINT, self._handler)
+        self.installed = True
+
+    def restore(self) -> None:
+        """Put Python's handler back, if this one is still in place."""
+        if not self.installed or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGINT) is self._handler:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.installed = False
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        with contextlib.suppress(OSError):
+            os.write(2, self.MESSAGE.encode())
+        self._kill_now()

@@ -596,6 +596,13 @@ class GymRun:
         if state is None or not state.done:
             RunState("failed", "the session ended before Gym finished").write(self.paths.state)
 
+    def kill(self) -> None:
+        """SIGKILL the eval run and the servers this run started, now (Ctrl-C during :meth:`stop`; see
+        :class:`~pytest_gym_eval.processes.CtrlCKillsGym`). Takes no lock: a signal handler calls it."""
+        for process in (self.eval, self.servers):
+            if process is not None:
+                process.kill()
+
     # The work, in the background thread.
 
     def _work(self) -> None:

@@ -32,7 +32,7 @@ from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
-from pytest_gym_eval.processes import SigtermAsCtrlC, tail
+from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC, tail
 from pytest_gym_eval.progress import Counts, Progress, progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import model as report
@@ -495,8 +495,10 @@ class GymSession:
 
     def stop(self) -> None:
         """Stop Gym (when this process started it), the replay server and the feed; give a warm Gym's lease back
-        (it stays up); idempotent."""
+        (it stays up); idempotent. A Ctrl-C meanwhile kills Gym's processes at once (:class:`CtrlCKillsGym`)."""
         self._sigterm.teardown()
+        ctrl_c = CtrlCKillsGym(self._kill_gym)
+        ctrl_c.install()
         try:
             if self._run is not None:
                 self._run.finish()
@@ -509,7 +511,12 @@ class GymSession:
             while self._cleanup:
                 shutil.rmtree(self._cleanup.pop(), ignore_errors=True)
         finally:
+            ctrl_c.restore()
             self._sigterm.restore()
+
+    def _kill_gym(self) -> None:
+        if self._run is not None:
+            self._run.kill()
 
     # The fast inner loop: the Gym configuration, a warm Gym (--gym-keep-alive), resuming (--gym-resume).
 

@@ -7,12 +7,14 @@ is proven against real Gym in tests/test_real_gym.py.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, assert_interrupted, interrupt_once_reported
+from conftest import FakeGym, assert_interrupted, child_pytest_argv, interrupt_once_reported, wait_until
 from pytest_gym_eval.processes import session_members
 
 
@@ -348,6 +350,43 @@ def test_sigint_or_sigterm_to_pytest_leaves_nothing_running(
         pytester.path, args, lambda line: "first[r0] PASSED" in line, sig, timeout=120
     )
     assert_interrupted(returncode, output)
+    assert_nothing_left(fake_gym)
+
+
+def test_ctrl_c_again_while_gym_stops_kills_it_and_the_session_still_reports(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second Ctrl-C while the plugin waits out Gym's grace period kills Gym's processes at once; the session
+    still ends as after one Ctrl-C (exit status 2, the reward summary, the resume command), with no traceback
+    from inside pytest's sessionfinish."""
+    monkeypatch.setenv("FAKE_GYM_STOP", "slow")  # Gym's servers ignore the plugin's SIGINT: only SIGKILL ends them
+    name = dataset(pytester, task("first"), task("held", hold=True))
+    process = subprocess.Popen(
+        child_pytest_argv(*fake_gym.args, "-v", name, "--gym-run-dir=runs", "-p", "no:randomly"),
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if "first[r0] PASSED" in line:
+            break
+    try:
+        process.send_signal(signal.SIGINT)
+        (run_dir,) = (pytester.path / "runs").iterdir()
+        log = run_dir / "logs" / "gym-env-start.log"
+        wait_until(lambda: "Stopping slowly" in log.read_text(), "the plugin is stopping Gym", timeout=60)
+        process.send_signal(signal.SIGINT)
+        output = "".join(seen) + process.communicate(timeout=60)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    assert "gym: Ctrl-C while stopping Gym: killing its processes now" in output
+    assert "gym reward summary" in output and "gym: resume this run with: " in output
+    assert "Traceback" not in output, output[-3000:]
     assert_nothing_left(fake_gym)
 
 

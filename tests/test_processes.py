@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.processes import GymProcess, SigtermAsCtrlC
+from pytest_gym_eval.processes import CtrlCKillsGym, GymProcess, SigtermAsCtrlC
 
 
 @pytest.fixture(autouse=True)
@@ -100,3 +100,33 @@ def test_a_command_ends_by_the_sigint_of_stop_even_when_pytest_ignores_sigint(
         for command in started:
             command.stop(grace=0)
         signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_while_stopping_calls_kill_now_instead_of_raising() -> None:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    killed: list[bool] = []
+    try:
+        ctrl_c = CtrlCKillsGym(lambda: killed.append(True))
+        ctrl_c.install()
+        assert ctrl_c.installed
+        signal.raise_signal(signal.SIGINT)  # no KeyboardInterrupt: the handler kills Gym instead
+        assert killed == [True]
+        ctrl_c.restore()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_kills_gym_leaves_another_sigint_handler_alone() -> None:
+    for other in (signal.SIG_IGN, lambda *_: None):
+        previous = signal.signal(signal.SIGINT, other)
+        try:
+            ctrl_c = CtrlCKillsGym(lambda: None)
+            ctrl_c.install()
+            assert not ctrl_c.installed and signal.getsignal(signal.SIGINT) is other
+            ctrl_c.restore()
+            assert signal.getsignal(signal.SIGINT) is other
+        finally:
+            signal.signal(signal.SIGINT, previous)
