@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -36,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.causes import redact
 from pytest_gym_eval.orphans import Owner, processes_of
 from pytest_gym_eval.processes import DEFAULT_GRACE, KILL_BOUND, is_running, proc_stat, stop_sessions
 from pytest_gym_eval.provision import cache_root
@@ -235,8 +237,9 @@ class Entry:
 
     def problem(self, check_head: bool = True) -> str | None:
         """Why this warm Gym cannot serve a session (it is stale), or None when it can: the machine restarted
-        since it started, its keeper or its servers are gone, or (``check_head``) its head server does not
-        answer ``GET /readyz`` within :data:`HEALTH_TIMEOUT` seconds."""
+        since it started, its keeper or its servers are gone, a model client of its servers stopped calling its
+        endpoint (:func:`tripped_model_client`), or (``check_head``) its head server does not answer
+        ``GET /readyz`` within :data:`HEALTH_TIMEOUT` seconds."""
         if self.boot and self.boot != boot_id():
             return "the machine restarted since it started"
         owner = self.keeper_owner
@@ -244,9 +247,40 @@ class Entry:
             return f"its keeper (pid {owner.pid}) is gone"
         if not is_running(self.servers):
             return f"its servers (`gym env start`, pid {self.servers}) are gone"
+        if (tripped := tripped_model_client(self.home / "logs" / "gym-servers")) is not None:
+            return tripped
         if check_head and (why := head_answers(*self.head_server)) is not None:
             return f"its head server {self.head_server[0]}:{self.head_server[1]} does not answer ({why})"
         return None
+
+
+TRIP_MARKER = b"[model_retry_stop "
+"""What Gym 0.7.0's model client prints when it stops calling an endpoint for good (``openai_utils.py``,
+``_trip_permanent_error``): after a 401/403 whose body says the key is invalid or revoked, or a 429 whose body says
+the quota is spent, every later request of that server fails without reaching the endpoint until Gym restarts."""
+
+
+def tripped_model_client(logs: Path) -> str | None:
+    """Why a Gym whose server logs are in ``logs`` (``<server>.log``) can no longer reach its model, or None: the
+    first server whose model client stopped calling its endpoint (:data:`TRIP_MARKER`), with the URL (redacted)
+    and HTTP status. A warm Gym keeps that state for every later session, so it is retired."""
+    for log in sorted(logs.glob("*.log")):
+        try:
+            data = log.read_bytes()
+        except OSError:
+            continue
+        at = data.find(TRIP_MARKER)
+        if at < 0:
+            continue
+        end = data.find(b"\n", at)
+        line = data[at : end if end >= 0 else len(data)].decode("utf-8", "replace")
+        found = re.search(r"url=(\S+) status=(\d+)", line)
+        url, status = (redact(found.group(1)), found.group(2)) if found else ("its endpoint", "?")
+        return (
+            f"its {log.stem} server stopped calling {url} after HTTP {status} (Gym's model client refuses every "
+            "later request once an endpoint says the key is invalid or the quota spent, until Gym restarts)"
+        )
+    return None
 
 
 class Registry:

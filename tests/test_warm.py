@@ -158,6 +158,36 @@ def test_a_changed_api_key_starts_another_gym(
     assert len(env_starts(fake_gym)) == 2
 
 
+def test_a_warm_gym_whose_model_client_stopped_calling_the_endpoint_is_replaced(
+    pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path
+) -> None:
+    """Gym 0.7.0's model client stops calling an endpoint for good after a 401 saying the key is invalid (or a
+    429 saying the quota is spent) and says so in its server's log; a warm Gym would keep failing every rollout
+    of every later session without a request reaching the endpoint. The next session replaces it, and `status`
+    shows it stale. (The log line is written here as Gym writes it; the stand-in has no model client.)"""
+    dataset = write_dataset(pytester.path)
+    pytester.runpytest(*fake_gym.args, KEEP, dataset).assert_outcomes(passed=3)
+    (first,) = entries(warm_registry)
+    logs = first.home / "logs" / "gym-servers"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "policy_model.log").write_text(
+        "(policy_model) INFO: started\n(policy_model) [model_retry_stop url=https://api.example.com/v1/responses?"
+        'key=sk-in-a-query-string-0123456789 status=401 error_msg={"error": {"code": "invalid_api_key"}}]\n'
+    )
+    stale = "its policy_model server stopped calling https://api.example.com/v1/responses?[redacted] after HTTP 401"
+    shown = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "status"], capture_output=True, text=True, timeout=120
+    ).stdout
+    assert f"stale: {stale}" in shown and "sk-in-a-query" not in shown
+    result = pytester.runpytest(*fake_gym.args, KEEP, dataset)
+    result.assert_outcomes(passed=3)
+    pattern = f"gym: warm Gym {first.short}: {stale} *; stopping it and starting another".replace("[r", "[[]r")
+    result.stdout.fnmatch_lines([pattern])
+    (second,) = entries(warm_registry)
+    assert second.keeper != first.keeper and gone(first)
+    assert len(env_starts(fake_gym)) == 2
+
+
 def test_another_model_name_starts_a_second_gym(
     pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path, endpoint: ReplayServer
 ) -> None:
