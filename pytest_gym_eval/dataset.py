@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +25,9 @@ DEFAULT_ID_FIELDS = ("id", "uuid", "task_id")
 GYM_PRIVATE_PREFIX = "_ng_"
 """Keys Gym stamps on rows (``_ng_task_index``, ``_ng_rollout_index``, ...); never part of a task's identity."""
 
-_FORBIDDEN_IN_ID = ("::", "[", "]", "\n", "\r", "\t")
+_FORBIDDEN_IN_ID = re.compile(r"::|\[|\]|[\x00-\x1f\x7f\x85\u2028\u2029]")
+"""What a task id may not hold: ``::``, ``[``, ``]`` (pytest's node id syntax) and control characters or line
+breaks (which -k, --deselect, --lf and terminals do not keep)."""
 
 Row = dict[str, Any]
 TaskIdHook = Callable[[Row, Path, int], "str | None"]
@@ -90,6 +93,15 @@ def own_task_id(row: Row, id_fields: Sequence[str]) -> str | None:
     return None
 
 
+def unusable_id(row: Row, id_fields: Sequence[str]) -> tuple[str, object] | None:
+    """The first of ``id_fields`` whose value :func:`own_task_id` cannot take (a boolean, a fraction, null, an
+    array) as ``(field, value)``, or None. An object is not reported: Gym's materialised rows carry one."""
+    for field in id_fields:
+        if field in row and not isinstance(row[field], dict):
+            return field, row[field]
+    return None
+
+
 def row_agent(row: Row) -> str | None:
     """The agent a row names itself (``agent_ref.name``), or None."""
     ref = row.get("agent_ref")
@@ -101,15 +113,16 @@ def check_task_id(task_id: str) -> str | None:
     """Why ``task_id`` cannot be part of a pytest node id, or None when it can."""
     if not task_id.strip():
         return "the task id is empty"
-    for bad in _FORBIDDEN_IN_ID:
-        if bad in task_id:
-            return (
-                f"the task id {task_id!r} contains {bad!r}, which pytest's node ids cannot hold ('::' separates "
-                "a file from its items, '[...]' holds the repeat, and -k, --deselect and --lf read them so); give "
-                "the rows ids without '::', '[', ']' or line breaks, take them from another field with the ini "
-                "option gym_id_field, or map rows to ids with the pytest_gym_eval_task_id hook"
-            )
-    return None
+    found = _FORBIDDEN_IN_ID.search(task_id)
+    if found is None:
+        return None
+    return (
+        f"the task id {task_id!r} contains {found.group()!r}, which pytest's node ids cannot hold ('::' separates a "
+        "file from its items, '[...]' holds the repeat, and -k, --deselect and --lf read them so; control "
+        "characters and line breaks do not survive them); give the rows ids without '::', '[', ']', control "
+        "characters or line breaks, take them from another field with the ini option gym_id_field, or map rows "
+        "to ids with the pytest_gym_eval_task_id hook"
+    )
 
 
 def check_row(row: Row) -> str | None:
@@ -129,7 +142,14 @@ def check_row(row: Row) -> str | None:
 
 
 def _json_type(value: object) -> str:
-    names = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+    names = {
+        list: "an array",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+        dict: "an object",
+    }
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
@@ -298,6 +318,8 @@ def read_tasks(
     # clash when two rows share an id: hashing every row cost ~0.7 s of the ~7 s collection of 100,000 rows.
     # From the first shared id on, and with a hook (which sees the row first), every row is hashed.
     hash_all = task_id_hook is not None
+    unusable_ids: list[tuple[int, str, object]] = []  # (line, field, value) of ids own_task_id cannot take
+    own_ids = 0
     for line, row in iter_rows(path):
         if not isinstance(row.get("responses_create_params"), dict):  # check_row's common case, inlined
             problem = check_row(row)
@@ -308,8 +330,12 @@ def read_tasks(
         if task_id is None:
             digest = digest or row_digest(row)
             task_id = digest[:12]  # hex digits: always a valid id
+            if (unusable := unusable_id(row, id_fields)) is not None:
+                unusable_ids.append((line, *unusable))
         elif (problem := check_task_id(task_id)) is not None:
             raise DatasetError(path, line, problem)
+        else:
+            own_ids += 1
         earlier = tasks.get(task_id)
         if earlier is None:
             tasks[task_id] = Task(task_id, line, digest, (), row_agent(row))
@@ -336,6 +362,21 @@ def read_tasks(
         for t in tasks.values()
         if t.duplicate_lines
     ]
+    if unusable_ids:
+        line, field, value = unusable_ids[0]
+        count = len(unusable_ids)
+        warnings.append((line, (
+            f"{path}: the {field!r} of line {line} is {_json_type(value)} ({json.dumps(value)[:40]}), not a string "
+            f"or an integer: {'its row gets' if count == 1 else f'its row and {count - 1} more like it get'} a hash "
+            "of the row as task id; give string ids, take them from another field (gym_id_field) or map rows to ids "
+            "with the pytest_gym_eval_task_id hook"
+        )))  # fmt: skip
+    if tuple(id_fields) != DEFAULT_ID_FIELDS and own_ids == 0 and not unusable_ids and task_id_hook is None:
+        first = min(t.line for t in tasks.values())
+        warnings.append((first, (
+            f"{path}: no row has {', '.join(map(repr, id_fields))} (gym_id_field): every task id is a hash of its "
+            "row"
+        )))  # fmt: skip
     return list(tasks.values()), warnings
 
 

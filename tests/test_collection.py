@@ -168,6 +168,9 @@ def test_identical_rows_collapse_with_a_warning(pytester: pytest.Pytester) -> No
         (b'{"responses_create_params": {"input": "caf\xe9"}}\n', "d.jsonl:1: the line is not valid UTF-8*"),
         (b'{"id": "x"}\n', "d.jsonl:1: the row has no 'responses_create_params'*"),
         (b'{"id": "a::b", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a::b' contains '::'*"),
+        (b'{"id": "a\\tb", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a\\tb' contains '\\t'*"),
+        (b'{"id": "a\\u2028b", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a\\u2028b' contains*"),
+        (b'{"id": "a\\u0000b", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a\\x00b' contains*"),
         (
             b'{"id": "a[1]", "responses_create_params": {}}\n',
             "d.jsonl:1: the task id 'a[[]1[]]' contains '[[]'*gym_id_field*",
@@ -183,6 +186,46 @@ def test_bad_input_is_a_collection_error_naming_file_and_line(
     assert result.ret == pytest.ExitCode.INTERRUPTED  # pytest's status for collection errors
     result.stdout.fnmatch_lines(["*ERROR collecting d.jsonl*", f"*{message}"])
     assert "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "warning"),
+    [
+        (
+            b'{"id": 1.5, "responses_create_params": {}}\n{"id": true, "responses_create_params": {}}\n'
+            b'{"id": "ok", "responses_create_params": {}}\n',
+            [],
+            "*/d.jsonl:1: PytestCollectionWarning: */d.jsonl: the 'id' of line 1 is a number (1.5), not a string or an"
+            " integer: its row and 1 more like it get a hash of the row as task id;*gym_id_field*",
+        ),
+        (
+            b'{"id": null, "responses_create_params": {}}\n',
+            [],
+            "*/d.jsonl:1: PytestCollectionWarning: */d.jsonl: the 'id' of line 1 is null (null)*its row gets a hash*",
+        ),
+        (
+            b'{"id": "x", "responses_create_params": {}}\n',
+            ["-o", "gym_id_field=nonexistent"],  # a typo in the setting the user named
+            "*/d.jsonl:1: PytestCollectionWarning: */d.jsonl: no row has 'nonexistent' (gym_id_field): every task id"
+            " is a hash of its row",
+        ),
+    ],
+)
+def test_ids_that_cannot_be_task_ids_are_hashed_with_a_warning(
+    pytester: pytest.Pytester, content: bytes, options: list[str], warning: str
+) -> None:
+    (pytester.path / "d.jsonl").write_bytes(content)
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", *options, "d.jsonl")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([warning])
+
+
+def test_rows_with_good_ids_or_a_task_id_object_warn_of_nothing(pytester: pytest.Pytester) -> None:
+    rows = b'{"id": "a", "responses_create_params": {}}\n{"id": 7, "responses_create_params": {}}\n'
+    rows += b'{"task_id": {"source": "gym"}, "responses_create_params": {}}\n'  # a Gym materialised row's object
+    (pytester.path / "d.jsonl").write_bytes(rows)
+    result = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", "d.jsonl")
+    assert result.ret == 0 and "PytestCollectionWarning" not in result.stdout.str()
 
 
 def test_same_id_on_different_rows_names_both_lines(tmp_path: Path) -> None:
