@@ -115,7 +115,10 @@ def pytest_runtest_makereport(
     if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
         error = call.excinfo.value
         gym = item.config.stash[SESSION_KEY]
-        text = gym.start_failure(item.nodeid, str(error)) if isinstance(error, GymStartError) else str(error)
+        if isinstance(error, GymStartError):
+            text = gym.start_failure(item.nodeid, str(error))
+        else:
+            text = gym.error_once(item.nodeid, str(error)) if isinstance(error, RolloutError) else str(error)
         path, line, _ = item.reportinfo()
         report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
         if isinstance(error, GymStartError) and isinstance(item, RolloutItem):

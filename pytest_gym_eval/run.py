@@ -57,6 +57,34 @@ class GymStartError(Exception):
     """Gym could not be started or reached; ``str()`` says why and names the log to read."""
 
 
+class GymServersExited(GymStartError):
+    """Gym's servers (``gym env start``) exited while ``gym eval run`` ran; ``log`` is the servers' log."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+SERVER_EXITED = re.compile(r"Process `(?P<name>[^`]+)` finished unexpectedly!|Head server finished unexpectedly!")
+"""What ``gym env start`` prints when one of its servers exits (``nemo_gym/cli/env.py``, ``poll``)."""
+
+
+def which_server_exited(log: Path) -> str | None:
+    """Which of Gym's servers exited, from the last line of ``gym env start``'s ``log`` that says so (``server
+    `mcqa` exited``, ``the head server exited``), or None when the log does not say (Gym itself was killed)."""
+    found = None
+    try:
+        with log.open("rb") as handle:
+            for raw in handle:
+                match = SERVER_EXITED.search(raw.decode("utf-8", "replace"))
+                found = match or found
+    except OSError:
+        pass
+    if found is None:
+        return None
+    return f"server `{found['name']}` exited" if found["name"] else "the head server exited"
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """Where one run keeps its files (all inside ``root``, a fresh directory per session)."""
@@ -615,7 +643,8 @@ class GymRun:
             self._start_servers()
             statuses = self._run_waves(leftovers)
         except GymStartError as error:
-            RunState("failed", str(error), self._log_hint()).write(self.paths.state)
+            log = error.log if isinstance(error, GymServersExited) else self._log_hint()
+            RunState("failed", str(error), log).write(self.paths.state)
             return
         except DatasetError as error:
             RunState("failed", f"cannot write Gym's input: {error}").write(self.paths.state)
@@ -753,9 +782,12 @@ class GymRun:
                 return status
             if self.servers is not None and (servers_status := self.servers.poll()) is not None:
                 process.stop(self.settings.stop_grace)
-                raise GymStartError(
-                    f"Gym's servers exited (status {servers_status}) during the run; last lines of "
-                    f"{self._servers_log}:\n{self.servers.tail(10)}"
+                crashed = which_server_exited(self._servers_log)
+                raise GymServersExited(
+                    f"Gym's servers exited during the run{f': {crashed}' if crashed else ''} (`gym env start` "
+                    f"exited with status {servers_status}); last lines of {self._servers_log}:\n"
+                    f"{self.servers.tail(10)}",
+                    str(self._servers_log),
                 )
 
     def _needs_resume(self, status: int) -> bool:

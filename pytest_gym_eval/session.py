@@ -118,6 +118,7 @@ class GymSession:
         self._printed = 0
         self._started = False
         self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
+        self._errors_shown: dict[str, str] = {}  # a long error message -> the node id whose error showed it
         self._lock = threading.Lock()
         # The fast inner loop: a warm Gym (--gym-keep-alive) and an earlier run to resume (--gym-resume).
         self._warm: WarmGym | None = None
@@ -686,6 +687,16 @@ class GymSession:
             return message
         first = message.splitlines()[0] if message else "Gym could not start"
         return f"{first} (the whole message and the log: the error of {self._start_failure_shown} above)"
+
+    def error_once(self, nodeid: str, message: str) -> str:
+        """The text of an item's error: the whole ``message`` on the first item of this process to show it, and
+        when another item shows the same message of three lines or more (Gym's servers crashed: every pending
+        rollout errors alike), its first line and a pointer to the first item."""
+        lines = message.splitlines()
+        first_shown = self._errors_shown.setdefault(message, nodeid)
+        if first_shown == nodeid or len(lines) < 3:
+            return message
+        return f"{lines[0]} (the whole message: the error of {first_shown} above)"
 
     def explain(self, record: RolloutRecord) -> causes.Cause:
         """The root cause of a rollout Gym recorded as failed, from its record and this run's server logs

@@ -335,7 +335,43 @@ def pytest_runtest_logreport(report):
         "mcqa.jsonl::held[r0]": "error",
         "mcqa.jsonl::after[r0]": "error",
     }
-    result.stdout.fnmatch_lines(["*Gym's servers exited (status -9) during the run*"])
+    result.stdout.fnmatch_lines(["*Gym's servers exited during the run (`gym env start` exited with status -9)*"])
+    assert_nothing_left(fake_gym)
+
+
+def test_a_server_dying_mid_run_is_named_first_and_shown_once(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """Gym says which server died (`Process `mcqa` finished unexpectedly!`): the error's first line names it and
+    the servers' log; every other pending rollout's error is that first line and a pointer, not the whole tail."""
+    pytester.makeconftest(
+        f"""
+import json, os, signal
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.endswith("first[r0]"):
+        calls = [json.loads(l) for l in open({str(fake_gym.calls_path)!r})]
+        (start,) = [c for c in calls if c["argv"][:2] == ["env", "start"]]
+        os.kill(start["pid"], signal.SIGUSR1)
+"""
+    )
+    name = dataset(pytester, task("first"), task("held", hold=True), task("after"))
+    result = run(pytester, fake_gym, name, "-p", "no:randomly")
+    assert outcomes(result) == {
+        "mcqa.jsonl::first[r0]": "passed", "mcqa.jsonl::held[r0]": "error", "mcqa.jsonl::after[r0]": "error",
+    }  # fmt: skip
+    head = "Gym's servers exited during the run: server `mcqa` exited (`gym env start` exited with status 1); last"
+    text = result.stdout.str()
+    assert text.count(head) == 2  # the first error whole, the second's first line
+    assert text.count("Segmentation fault") == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of held[[]r0[]]*",
+            f"{head} lines of */logs/gym-env-start.log:",
+            "*Segmentation fault",
+            "log: */logs/gym-env-start.log",
+            "*ERROR at setup of after[[]r0[]]*",
+            f"{head} lines of */logs/gym-env-start.log: (the whole message: the error of mcqa.jsonl::held[[]r0[]]"
+            " above)",
+        ]
+    )
     assert_nothing_left(fake_gym)
 
 

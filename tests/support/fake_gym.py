@@ -4,7 +4,8 @@ It understands just what the plugin calls:
 - ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym, answering
   ``GET /readyz`` on the head server of its JSON ``--config`` file (as Gym's head server does);
   ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready,
-  ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later, ``FAKE_GYM_STOP=slow`` never end after SIGINT,
+  ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later, ``FAKE_GYM_STOP=slow`` never end after SIGINT
+  (SIGUSR1: exit 1 as Gym does when its server ``mcqa`` dies),
   ``FAKE_GYM_START=ray-timeout`` exit 1 with Ray's node start-up timeout, ``ray-timeout-once`` do that on the
   first ``env start`` of ``$FAKE_GYM_CALLS`` only. ``FAKE_GYM_WORKER=1`` also starts a child that ignores SIGINT
   in a process group of its own inside Gym's session (as Ray's idle workers do), so only a SIGKILL of the whole
@@ -101,12 +102,18 @@ def env_start(argv: list[str]) -> int:
         print(RAY_TIMEOUT, flush=True)
         return 1
     stop = []
+    crashed = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    signal.signal(signal.SIGUSR1, lambda *_: crashed.append(1))  # one of Gym's servers dies, as Gym reports it
     time.sleep(float(os.environ.get("FAKE_GYM_START_DELAY", "0")))  # a slow start-up, as on a loaded machine
     if mode != "hang":
         serve_head(argv)
         print("All 1 / 1 servers ready! Polling every 60s", flush=True)
     while not stop:
+        if crashed:
+            print("Traceback (most recent call last):\nRuntimeError: Process `mcqa` finished unexpectedly!", flush=True)
+            print("Process `mcqa` stderr:\nSegmentation fault", flush=True)
+            return 1
         time.sleep(0.05)
     if os.environ.get("FAKE_GYM_STOP") == "slow":  # a shutdown that outlasts any grace period
         print("Stopping slowly: only SIGKILL ends this", flush=True)
