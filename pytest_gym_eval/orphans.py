@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gym_eval.processes import DEFAULT_GRACE, proc_stat, stop_sessions
+from pytest_gym_eval.processes import DEFAULT_GRACE, grace_seconds, proc_stat, stop_sessions
 from pytest_gym_eval.rollouts import RunState
 
 MARKER = "PYTEST_GYM_EVAL_RUN"
@@ -264,7 +264,8 @@ def stop_leftovers(leftovers: Leftovers, grace: float = DEFAULT_GRACE) -> list[R
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pytest_gym_eval cleanup [--dry-run] [--run-dir DIR] [--grace S]``: list, then stop, what
-    dead pytest sessions left running. Exit status 0 when nothing is left, 1 when something would not stop."""
+    dead pytest sessions left running. Exit status 0 when nothing is left, 1 when something would not stop, 2 for
+    a ``--run-dir`` that is no run directory or a negative ``--grace``."""
     parser = argparse.ArgumentParser(
         prog=CLEANUP_COMMAND,
         description="Stop the Gym and Ray processes that pytest sessions which died (e.g. by SIGKILL) left running. "
@@ -273,12 +274,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="only list what would be stopped")
     parser.add_argument("--run-dir", type=Path, help="only the leftovers of the run in this run directory")
     parser.add_argument(
-        "--grace", type=float, default=DEFAULT_GRACE, help="seconds Gym gets after SIGINT (default: %(default)s)"
+        "--grace",
+        type=grace_seconds,
+        default=DEFAULT_GRACE,
+        help="seconds Gym gets after SIGINT (default: %(default)s)",
     )
     args = parser.parse_args(argv)
+    if args.run_dir is not None:
+        if not args.run_dir.is_dir():
+            parser.error(f"--run-dir {args.run_dir}: no such directory")
+        if not any((args.run_dir / name).exists() for name in ("state.json", "processes.jsonl", "manifest.json")):
+            parser.error(f"--run-dir {args.run_dir}: not a run directory (no state.json, processes.jsonl or manifest)")
     everything = find_leftovers(args.run_dir)
     if not everything:
-        print("nothing left running by a pytest session that died")
+        where = f" in {args.run_dir}" if args.run_dir is not None else ""
+        print(f"nothing left running{where} by a pytest session that died")
         return 0
     status = 0
     for leftovers in everything:

@@ -24,6 +24,18 @@ DEFAULT_GRACE = 30.0
 """Seconds a SIGINT'd Gym gets to shut down before the rest of its session is killed."""
 
 
+def grace_seconds(text: str) -> float:
+    """``--grace`` of the command-line tools: seconds >= 0 (a finite number). Raises ValueError otherwise, which
+    argparse reports as a usage error naming the option."""
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(text)
+    return value
+
+
+grace_seconds.__name__ = "seconds >= 0"  # argparse's error names the type by its function's name
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -406,7 +406,7 @@ class GymSession:
         checkout = self._load_checkout()
         models = checkout.path / "responses_api_models"
         if options.head_server is None and models.is_dir() and not (models / options.model_type).is_dir():
-            known = ", ".join(sorted(p.name for p in models.iterdir() if p.is_dir() and not p.name.startswith(".")))
+            known = ", ".join(sorted(p.name for p in models.iterdir() if p.is_dir() and p.name.isidentifier()))
             raise GymStartError(f"--gym-model-type: this Gym has no model server {options.model_type!r} ({known})")
         configs = self._agent_configs(checkout, plan)
         run_dir = self.make_run_dir()

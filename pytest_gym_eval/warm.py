@@ -55,7 +55,7 @@ from typing import IO, Any
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DEFAULT_KEEP_ALIVE
 from pytest_gym_eval.orphans import MARKER, Owner
-from pytest_gym_eval.processes import DEFAULT_GRACE, GymProcess, free_port
+from pytest_gym_eval.processes import DEFAULT_GRACE, GymProcess, free_port, grace_seconds
 from pytest_gym_eval.registry import (
     KEY_SHOWN,
     Entry,
@@ -631,7 +631,10 @@ def stop_main(argv: Sequence[str]) -> int:
         "--all", action="store_true", help="also stop warm Gyms sessions are using (every one, or the KEYs named)"
     )
     parser.add_argument(
-        "--grace", type=float, default=DEFAULT_GRACE, help="seconds Gym gets after SIGINT (default: %(default)s)"
+        "--grace",
+        type=grace_seconds,
+        default=DEFAULT_GRACE,
+        help="seconds Gym gets after SIGINT (default: %(default)s)",
     )
     args = parser.parse_args(argv)
     if any(not key.strip() for key in args.keys):

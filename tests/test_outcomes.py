@@ -459,7 +459,7 @@ def test_resources_server_setting_picks_the_agents_config(pytester: pytest.Pytes
 
 
 def test_unknown_model_type_names_the_ones_gym_has(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
-    for model in ("openai_model", "vllm_model"):
+    for model in ("openai_model", "vllm_model", "vllm_model.egg-info"):  # a build's leftover is no model server
         (fake_gym.checkout / "responses_api_models" / model).mkdir(parents=True)
     name = dataset(pytester, task("a"))
     result = run(pytester, fake_gym, name, "--gym-model-type=anthropic")

@@ -329,5 +329,22 @@ def test_cleanup_stops_a_dead_sessions_processes_and_nothing_else(dead_session: 
 
 
 def test_cleanup_with_nothing_left_says_so(tmp_path: Path) -> None:
+    RunState("finished", "").write(tmp_path / "state.json")
     done = cleanup("--run-dir", str(tmp_path))
-    assert done.returncode == 0 and "nothing left running" in done.stdout
+    assert done.returncode == 0 and f"nothing left running in {tmp_path} by a pytest session that died" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--run-dir", "/nonexistent"], "--run-dir /nonexistent: no such directory"),
+        (["--run-dir", "."], "--run-dir .: not a run directory (no state.json, processes.jsonl or manifest)"),
+        (["--grace", "-5"], "argument --grace: invalid seconds >= 0 value: '-5'"),
+    ],
+)
+def test_cleanup_refuses_what_it_cannot_mean(tmp_path: Path, args: list[str], error: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "cleanup", *args], capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(f"error: {error}"), done.stderr

@@ -22,10 +22,10 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, errors: str = 
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
-        try:
-            os.replace(temporary, target)
-        except OSError as error:  # e.g. the path is a directory: name it, not the temporary file
-            raise type(error)(error.errno, error.strerror, str(target)) from None
+        os.replace(temporary, target)
+    except OSError as error:  # a folder that cannot be written, a path that is a directory: name the path asked
+        temporary.unlink(missing_ok=True)
+        raise type(error)(error.errno, error.strerror, str(target)) from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
