@@ -805,7 +805,6 @@ def test_a_report_path_that_is_a_directory_is_named_in_the_error(tmp_path: Path)
     assert list(folder.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["reports"]
 
 
-
 def test_a_report_in_a_folder_that_cannot_hold_files_is_named_in_the_error() -> None:
     with pytest.raises(OSError) as raised:
         write_text_atomic("/proc/report.md", "text")  # /proc takes no new files, whoever runs this
