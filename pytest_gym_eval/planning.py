@@ -120,6 +120,15 @@ def plan_lines(
         except ValueError as error:
             lines.append(f"{name}: {error}")
             continue
+        if variance.between == 0.0 and not variance.within:
+            values = sorted({reward for task in tasks for reward in task})
+            lines.append(
+                f"{name}: {variance.tasks} tasks x {variance.repeats:.3g} repeats, every reward "
+                f"{' or '.join(f'{v:g}' for v in values[:2])}{'...' if len(values) > 2 else ''} within its task and "
+                "every task alike: no variance to plan from (a variance of 0 would claim 2 tasks detect any drop); "
+                "plan from a report whose rewards vary"
+            )
+            continue
         within = "unknown (one rollout a task: counted as 0)" if variance.within is None else f"{variance.within:.4g}"
         lines.append(
             f"{name}: {variance.tasks} tasks x {variance.repeats:.3g} repeats; between-task variance "

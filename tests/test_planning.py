@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.planning import detectable, difference_variance, tasks_needed, variance_components
+from pytest_gym_eval.planning import detectable, difference_variance, plan_lines, tasks_needed, variance_components
 
 
 def report(rewards: dict[str, list[float]], dataset: str = "data/mcqa.jsonl") -> dict[str, Any]:
@@ -65,6 +65,16 @@ def test_plan_command_prints_the_table(tmp_path: Path) -> None:
     assert [int(row[0]) for row in rows] == [1, 2, 4, 8, 16]
     assert "with its 30 tasks x 2 repeats it detects a drop of" in out
     assert "Miller 2024" in out and "arXiv:2411.00640" in out
+
+
+def test_rewards_without_variance_give_no_plan() -> None:
+    # Every reward 1.0: variance estimates of 0 would claim that 2 tasks detect any drop.
+    lines = plan_lines(report({"a": [1.0, 1.0], "b": [1.0, 1.0], "c": [1.0, 1.0]}), 0.05)
+    (said,) = [line for line in lines if line.startswith("data/mcqa.jsonl")]
+    assert said.startswith("data/mcqa.jsonl: 3 tasks x 2 repeats, every reward 1 within its task and every task alike")
+    assert "no variance to plan from" in said and not any("detects a drop" in line for line in lines)
+    varied = plan_lines(report({"a": [1.0, 0.0], "b": [1.0, 1.0]}), 0.05)
+    assert any("detects a drop of" in line for line in varied)
 
 
 def test_plan_command_refuses_bad_input(tmp_path: Path) -> None:
