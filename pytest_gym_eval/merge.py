@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -618,6 +619,19 @@ def _overrides(args: argparse.Namespace) -> GateOverrides:
     )
 
 
+def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
+    """Raise ValueError when an output (``--gym-report``, ``--junitxml``, ``--gym-html``) is one of the reports
+    read or the baseline: the merge would replace its own input."""
+    inputs = [*args.reports, *([args.gym_baseline] if args.gym_baseline is not None else [])]
+    for option, output in (("--gym-report", args.gym_report), ("--junitxml", args.junitxml),
+                           ("--gym-html", args.gym_html)):  # fmt: skip
+        if output is None or not output.exists():
+            continue
+        for source in inputs:
+            if source.exists() and os.path.samefile(source, output):
+                raise ValueError(f"{option} {output} is an input of this merge ({source}): write it elsewhere")
+
+
 def main(argv: Sequence[str]) -> int:
     """``python -m pytest_gym_eval merge``: merge, print the reward summary, write the outputs asked for, and
     return the exit status (:func:`exit_status`; 2 when the reports cannot be merged)."""
@@ -626,6 +640,7 @@ def main(argv: Sequence[str]) -> int:
         overrides = _overrides(args)
         if args.gym_max_drop is not None and args.gym_baseline is None:
             raise ValueError("--gym-max-drop needs --gym-baseline")
+        _refuse_overwriting_inputs(args)
         write_page = html_writer() if args.gym_html is not None else None
         if args.gym_html is not None and write_page is None:
             raise ValueError("--gym-html: the HTML report is not available yet in this version of pytest-gym-eval")

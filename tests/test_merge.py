@@ -281,11 +281,15 @@ def test_unreadable_reports_name_the_file(sessions: Sessions, content: str, mess
         (["--gym-min-pass-at-k=0:0.5"], "--gym-min-pass-at-k"),
         (["--gym-min-pass-rate=2"], "--gym-min-pass-rate"),
         (["--gym-max-drop=0.1"], "--gym-max-drop needs --gym-baseline"),
+        (["--gym-report=s2.json"], "--gym-report s2.json is an input of this merge (s2.json): write it elsewhere"),
+        (["--junitxml=./s1.json"], "--junitxml s1.json is an input of this merge (s1.json)"),
     ],
 )
 def test_bad_merge_options_are_named(sessions: Sessions, args: list[str], message: str) -> None:
+    before = {name: (sessions.root / name).read_bytes() for name in ("s1.json", "s2.json", "s3.json")}
     merged = sessions.merge("s1.json", "s2.json", "s3.json", *args)
     assert merged.returncode == EXIT_CANNOT_MERGE and message in merged.stderr, merged.stderr
+    assert {name: (sessions.root / name).read_bytes() for name in before} == before  # no input overwritten
 
 
 def test_html_page_when_this_version_has_one(sessions: Sessions) -> None:
