@@ -75,8 +75,17 @@ def canonical_json(row: Row) -> str:
 
 
 def row_digest(row: Row) -> str:
-    """Hex sha256 of :func:`canonical_json` (64 characters)."""
+    """Hex sha256 of :func:`canonical_json` (64 characters). Raises UnicodeEncodeError for a row holding a lone
+    surrogate (see :data:`LONE_SURROGATE`)."""
     return hashlib.sha256(canonical_json(row).encode("utf-8")).hexdigest()
+
+
+def _digest(row: Row, path: Path, line: int) -> str:
+    """:func:`row_digest` of the row on ``line`` of ``path``; raises :class:`DatasetError` for a lone surrogate."""
+    try:
+        return row_digest(row)
+    except UnicodeEncodeError:
+        raise DatasetError(path, line, LONE_SURROGATE) from None
 
 
 def own_task_id(row: Row, id_fields: Sequence[str]) -> str | None:
@@ -185,17 +194,13 @@ def _loads(text: str | bytes) -> Any:
     return _decode(text if isinstance(text, str) else text.decode("utf-8"))
 
 
-def _lone_surrogate(raw: bytes, value: object) -> bool:
-    """Whether the parsed line ``raw`` holds a string with a lone surrogate (a ``\\uD800``-``\\uDFFF`` escape
-    without its pair): Python reads it, but it is not Unicode text, cannot be written as UTF-8, and Gym's
-    reader refuses it."""
-    if b"\\ud" not in raw and b"\\uD" not in raw:
-        return False
-    try:
-        _CANONICAL(value).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+LONE_SURROGATE = (
+    "a string holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair): it is not Unicode text, and Gym's "
+    "reader refuses it"
+)
+"""Why a row whose strings Python read from a lone ``\\uD8xx`` escape cannot go to Gym: it cannot be written as
+UTF-8. Found when the row is first encoded (its digest, or Gym's input), not by scanning every line for it (~1 us
+a row)."""
 
 
 def _blank(raw: bytes) -> bool:
@@ -228,7 +233,7 @@ def _plain_row(raw: bytes) -> Row | None:
         value = _loads(text)
     except ValueError:
         return None
-    return value if type(value) is dict and not _lone_surrogate(raw, value) else None
+    return value if type(value) is dict else None
 
 
 def iter_rows(path: Path) -> Iterator[tuple[int, Row]]:
@@ -273,11 +278,6 @@ def parse_row(raw: bytes, path: Path, line: int) -> Row:
         parsed: Row = jsonlines.Reader([raw], loads=_loads).read(type=dict)
     except jsonlines.InvalidLineError as error:
         raise DatasetError(path, line, _describe_invalid_line(error)) from error
-    if _lone_surrogate(raw, parsed):
-        raise DatasetError(
-            path, line, "a string holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair): it is not"
-            " Unicode text, and Gym's reader refuses it",
-        )  # fmt: skip
     return parsed
 
 
@@ -325,10 +325,10 @@ def read_tasks(
             problem = check_row(row)
             if problem is not None:
                 raise DatasetError(path, line, problem)
-        digest = row_digest(row) if hash_all else None
+        digest = _digest(row, path, line) if hash_all else None
         task_id = (task_id_hook(row, path, line) if task_id_hook else None) or own_task_id(row, id_fields)
         if task_id is None:
-            digest = digest or row_digest(row)
+            digest = digest or _digest(row, path, line)
             task_id = digest[:12]  # hex digits: always a valid id
             if (unusable := unusable_id(row, id_fields)) is not None:
                 unusable_ids.append((line, *unusable))
@@ -344,7 +344,7 @@ def read_tasks(
             hash_all = True
             _add_digests(path, tasks, line)
             earlier = tasks[task_id]
-        digest = digest or row_digest(row)
+        digest = digest or _digest(row, path, line)
         if earlier.digest == digest:
             tasks[task_id] = Task(task_id, earlier.line, digest, (*earlier.duplicate_lines, line), earlier.agent)
         else:
@@ -388,7 +388,7 @@ def _add_digests(path: Path, tasks: dict[str, Task], before: int) -> None:
             return
         task = missing.pop(line, None)
         if task is not None:
-            tasks[task.task_id] = replace(task, digest=row_digest(row))
+            tasks[task.task_id] = replace(task, digest=_digest(row, path, line))
 
 
 def row_offsets(path: Path, lines: Iterable[int]) -> dict[int, int]:

@@ -34,7 +34,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.dataset import GYM_PRIVATE_PREFIX, parse_row, row_offsets
+from pytest_gym_eval.dataset import GYM_PRIVATE_PREFIX, LONE_SURROGATE, DatasetError, parse_row, row_offsets
 from pytest_gym_eval.sampling import Sampling, apply_sampling
 
 AGENT_REF_KEY = "agent_ref"
@@ -157,7 +157,8 @@ def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None,
     :func:`~pytest_gym_eval.sampling.apply_sampling` (in whole-task mode as for repeat 0: the session allows
     whole tasks only without a per-repeat seed).
 
-    Raises :class:`~pytest_gym_eval.dataset.DatasetError` when a dataset changed since collection.
+    Raises :class:`~pytest_gym_eval.dataset.DatasetError` when a dataset changed since collection, or a row holds
+    a lone surrogate (:data:`~pytest_gym_eval.dataset.LONE_SURROGATE`; rows without an id are refused at collection).
     """
     repeats = plan.row_repeats
     rows = [rollout for rollout in plan.rollouts if repeats == 1 or rollout.repeat == 0]
@@ -178,5 +179,8 @@ def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None,
             row = gym_row(row, rollout.stamp // repeats, rollout.agent, tag)
             if sampling is not None and not sampling.is_empty:
                 row = apply_sampling(row, sampling, rollout.repeat)
-            out.write(_ENCODE(row) + "\n")
+            try:
+                out.write(_ENCODE(row) + "\n")
+            except UnicodeEncodeError:  # a row with an id of its own was never encoded during collection
+                raise DatasetError(rollout.dataset, rollout.line, LONE_SURROGATE) from None
     return len(rows)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FakeGym
+from pytest_gym_eval.dataset import LONE_SURROGATE, DatasetError
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.rollouts import RolloutFeed, RolloutRecord, RunState, parse_record, record_stamp
 from pytest_gym_eval.run import _stamps_in
@@ -64,6 +65,18 @@ def test_partial_selections_get_a_row_per_pair(tmp_path: Path, keep: object) -> 
     assert plan.row_repeats == 1
     assert [(r.nodeid, r.stamp) for r in plan.rollouts] == [(e[0], i) for i, e in enumerate(entries)]
     assert write_gym_input(plan, tmp_path / "in.jsonl") == len(entries)
+
+
+def test_a_row_with_an_id_and_a_lone_surrogate_names_its_line_when_gyms_input_is_written(tmp_path: Path) -> None:
+    # Collection reads it (the id needs no hashing, and scanning every line for it cost ~1 us a row); it cannot
+    # be written as UTF-8, which Gym's reader needs.
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"id": "t0", "responses_create_params": {"input": "Q"}}\n'
+                    '{"id": "t1", "responses_create_params": {"input": "\\ud800"}}\n')  # fmt: skip
+    plan = RunPlan.build(selection(path, 2, 1), whole_tasks=True)
+    with pytest.raises(DatasetError) as raised:
+        write_gym_input(plan, tmp_path / "in.jsonl")
+    assert str(raised.value) == f"{path}:2: {LONE_SURROGATE}"
 
 
 def test_repeats_that_differ_between_datasets_get_a_row_per_pair(tmp_path: Path) -> None:
