@@ -86,6 +86,9 @@ _UPSTREAM = re.compile(
     r"\[upstream_request_failed\] server=(?P<key>\S+) method=(?P<method>\S+) url=(?P<url>\S+) status=(?P<status>\d+)"
 )
 _CONTENT = "Response content: "
+_TRIP = re.compile(r"\[model_retry_stop url=(?P<url>\S+) status=(?P<status>\d+)")
+"""What Gym 0.7.0's model client logs when it stops calling an endpoint for good (a 401/403 saying the key is
+invalid, a 429 saying the quota is spent): every later request of that server fails the same way, unsent."""
 _CAUGHT = re.compile(r"Caught an exception printed above in (?P<name>\S+) \((?P<cls>[^)]+)\)")
 _REPR = "repr(e): "
 _EXCEPTION_LINE = re.compile(
@@ -300,6 +303,7 @@ class ServerLogs:
         self._files: dict[Path, _FileState] = {}
         self.upstream: list[UpstreamFailure] = []
         self.exceptions: list[LoggedException] = []
+        self.tripped: dict[int, str] = {}  # HTTP status -> "path:line" of the log line where a client stopped
         self._seen_upstream: set[tuple[str, int, str]] = set()
         self._seen_exceptions: set[tuple[str, str]] = set()
 
@@ -342,6 +346,9 @@ class ServerLogs:
                     )
         if (upstream := _UPSTREAM.search(text)) is not None:
             state.pending_upstream = (upstream, number)
+            return
+        if (trip := _TRIP.search(text)) is not None:
+            self.tripped.setdefault(int(trip["status"]), f"{path}:{number}")
             return
         if (caught := _CAUGHT.search(text)) is not None:
             state.caught, state.exception = (caught["name"], caught["cls"]), None
@@ -505,7 +512,14 @@ def diagnose(record: Mapping[str, Any], logs: ServerLogs | None = None, secrets:
         )
         text = f"Gym recorded the rollout as failed ({gym_class})" + (f": {_flatten(message)}" if message else "")
         cause = Cause(text, gym_class, found=False)
-    return Cause(redact(cause.summary, secrets), cause.failure_class, cause.log, cause.found)
+    summary = cause.summary
+    status = cause.failure_class.removeprefix("model_http_")
+    if logs is not None and status.isdigit() and (stopped := logs.tripped.get(int(status))) is not None:
+        summary += (
+            f" (Gym's model client stopped calling this endpoint after an HTTP {status} like it ({stopped}): every"
+            " later request of that server fails so without reaching the endpoint, until Gym restarts)"
+        )
+    return Cause(redact(summary, secrets), cause.failure_class, cause.log, cause.found)
 
 
 def _trace(body: str, logs: ServerLogs | None) -> Cause | None:

@@ -195,6 +195,25 @@ def test_an_endpoint_http_error_names_the_server_status_error_and_log_line(
     assert cause.log == f"{log}:{line_of(log, f'method=POST url={ENDPOINT} {log_text}')}"
 
 
+def test_an_endpoint_gyms_client_stopped_calling_says_so(tmp_path: Path) -> None:
+    # Gym 0.7.0's model client stops calling an endpoint for good after a 401 saying the key is invalid: every
+    # later rollout fails with that same 401 without a request sent. The cause says so, with the log line.
+    invalid = openai_error("Incorrect API key provided: sk-...abcd.", "invalid_request_error", "invalid_api_key")
+    folder = tmp_path / "gym-servers"
+    log = write_log(folder, "policy_model", [*upstream_lines(401, invalid, retries=0)])
+    index = ServerLogs(folder)
+    assert "stopped calling" not in diagnose(failure(agent_body(invalid)), index).summary
+    write_log(folder, "policy_model", [f"[model_retry_stop url={ENDPOINT} status=401 error_msg={invalid.decode()}]"])
+    cause = diagnose(failure(agent_body(invalid)), index)
+    stop_line = line_of(log, "[model_retry_stop")
+    assert cause.failure_class == "model_http_401"
+    assert cause.summary.endswith(
+        f"(Gym's model client stopped calling this endpoint after an HTTP 401 like it ({log}:{stop_line}): every later"
+        " request of that server fails so without reaching the endpoint, until Gym restarts)"
+    )
+    assert "stopped calling" not in diagnose(failure(agent_body(SERVER_ERROR)), index).summary  # another status
+
+
 def test_a_replay_404_shows_the_whole_message_from_the_log(logs: tuple[ServerLogs, Path]) -> None:
     index, log = logs
     cause = diagnose(failure(agent_body(NO_RECORDING)), index)
