@@ -59,15 +59,24 @@ class Counts:
     errors: int
 
 
-def rollouts_text(counts: Counts, seconds: float) -> str:
+STALLED_AFTER = 60.0
+"""Seconds without a new rollout after which the progress says so instead of an ETA: Gym retries some endpoint
+failures (a connection reset) without end, and an ETA from the earlier throughput would say the run is nearly done."""
+
+
+def rollouts_text(counts: Counts, seconds: float, stalled: float = 0.0) -> str:
     """``7/24 rollouts, 1 error, 0.42/s, ETA 40.0 s`` after ``seconds`` of ``gym eval run``: the throughput is
-    ``done / seconds`` and the ETA ``(total - done) / throughput`` (both left out before the first rollout)."""
+    ``done / seconds`` and the ETA ``(total - done) / throughput`` (both left out before the first rollout).
+    When no rollout arrived for ``stalled`` >= :data:`STALLED_AFTER` seconds, ``no rollout for 2m 00s`` instead of
+    the ETA."""
     text = f"{counts.done}/{counts.total} rollouts, {fmt.plural(counts.errors, 'error')}"
     if counts.done and seconds > 0:
-        rate = counts.done / seconds
-        text += f", {rate:.2g}/s"
-        if counts.done < counts.total:
-            text += f", ETA {fmt.duration((counts.total - counts.done) / rate)}"
+        text += f", {counts.done / seconds:.2g}/s"
+    if counts.done < counts.total:
+        if stalled >= STALLED_AFTER:
+            text += f", no rollout for {fmt.duration(stalled)}"
+        elif counts.done and seconds > 0:
+            text += f", ETA {fmt.duration((counts.total - counts.done) * seconds / counts.done)}"
     return text
 
 
@@ -99,6 +108,7 @@ class Progress:
         self._shown = ""  # the status tail now on the terminal
         self._last_draw = -REDRAW_EVERY
         self._last_line = self.started
+        self._last_change = (-1, self.started)  # (rollouts done, when that count was first seen)
 
     def phase(self, event: str) -> None:
         """Take the run's latest event as the start-up phase (its ``(log: ...)`` tail left out)."""
@@ -114,7 +124,8 @@ class Progress:
         the time since start-up began."""
         now = self.clock()
         if self._running_since is not None and counts is not None:
-            return rollouts_text(counts, now - self._running_since)
+            self._note(counts, now)
+            return rollouts_text(counts, now - self._running_since, now - self._last_change[1])
         return f"{self._phase}, {fmt.duration(now - self.started)}"
 
     def tick(self, counts: Counts | None = None) -> None:
@@ -123,6 +134,8 @@ class Progress:
         if not self.enabled:
             return
         now = self.clock()
+        if self._running_since is not None and counts is not None:
+            self._note(counts, now)
         if self.tty:
             if now - self._last_draw < REDRAW_EVERY:
                 return
@@ -131,6 +144,14 @@ class Progress:
         elif now - self._last_line >= self.log_every:
             self._last_line = now
             self.screen.write_line("gym: progress: " + self.text(counts))
+
+    def _note(self, counts: Counts, now: float) -> None:
+        """Remember when the count of rollouts done last changed (a stall is measured from then; before the first
+        rollout, from the start of the rollouts)."""
+        if counts.done != self._last_change[0]:
+            first = self._last_change[0] < 0 and counts.done == 0
+            start = self._running_since
+            self._last_change = (counts.done, start if first and start is not None else now)
 
     def clear(self) -> None:
         """Erase the status tail, leaving the cursor where pytest left it (no-op when nothing is shown)."""

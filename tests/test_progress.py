@@ -64,6 +64,25 @@ def test_rollouts_text_has_done_total_errors_rate_and_eta() -> None:
     assert rollouts_text(Counts(6, 24, 1), 12.0) == "6/24 rollouts, 1 error, 0.5/s, ETA 36.0 s"
     assert rollouts_text(Counts(0, 24, 0), 5.0) == "0/24 rollouts, 0 errors"
     assert rollouts_text(Counts(24, 24, 2), 48.0) == "24/24 rollouts, 2 errors, 0.5/s"
+    # No rollout for a minute (Gym retrying a reset connection without end): no ETA from the old throughput.
+    assert (
+        rollouts_text(Counts(11, 12, 11), 100.0, stalled=120.0)
+        == "11/12 rollouts, 11 errors, 0.11/s, no rollout for 2m 00s"
+    )
+    assert rollouts_text(Counts(0, 12, 0), 90.0, stalled=90.0) == "0/12 rollouts, 0 errors, no rollout for 1m 30s"
+
+
+def test_a_run_without_new_rollouts_for_a_minute_says_so() -> None:
+    clock, screen = Clock(), Screen()
+    progress = Progress(screen, tty=False, clock=clock)
+    progress.running()
+    clock.now += 30.0
+    progress.tick(Counts(11, 12, 11))  # the counts first seen: the clock of the stall starts now
+    clock.now += 59.0
+    assert progress.text(Counts(11, 12, 11)).endswith("ETA 8.1 s")  # 89 s for 11 rollouts
+    clock.now += 1.0
+    assert progress.text(Counts(11, 12, 11)).endswith("no rollout for 1m 00s")
+    assert progress.text(Counts(12, 12, 11)) == "12/12 rollouts, 11 errors, 0.13/s"
 
 
 def test_log_lines_come_at_most_once_a_minute() -> None:
