@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval.gates import Gate, GateMode, Verdict
+from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison, compare_to_baseline, max_drop_gate
 from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.json_report import (
@@ -342,6 +343,16 @@ def test_render_verbose_rows() -> None:
     assert rows[1].split() == ["q1", "1.00", "0.00", "ERR"]
     assert rows[2].split() == ["q2", "0.50", "1.00", "1.00"]
     assert len(rows) == 3
+
+
+def test_render_verbose_rows_line_up_with_wide_and_combining_characters() -> None:
+    # Terminal columns, not characters: CJK and emoji take two, a combining accent none.
+    results = results_for({"日本語": [1.0], "q-é-😀": [0.0], "cafe\u0301": [1.0], "plain": [0.5]})
+    summary = summarize_one(results)
+    rows = render_summary([summary], verbose=True, results=results)[-4:]
+    starts = {fmt.columns(row[: row.index(cell)]) for row in rows for cell in ("1.00", "0.00", "0.50") if cell in row}
+    assert len(starts) == 1, rows  # every reward starts in the same column
+    assert fmt.columns("日本語") == 6 and fmt.columns("q-é-😀") == 6 and fmt.columns("cafe\u0301") == 4
 
 
 def test_render_verbose_marks_repeats_not_run_and_splits_agents() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import unicodedata
 
 from pytest_gym_eval.stats import Interval, PairedComparison
 
@@ -72,6 +73,21 @@ def shorten_left(text: str, limit: int) -> str:
 
 def trim_end(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def columns(text: str) -> int:
+    """Terminal columns ``text`` takes: 2 for a wide or full-width character (East Asian Width W or F: CJK, most
+    emoji), 0 for a combining mark, 1 for any other (Unicode Standard Annex #11)."""
+    if text.isascii():
+        return len(text)
+    return sum(
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text
+    )
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` left-aligned in ``width`` terminal columns (:func:`columns`), like ``str.ljust`` on ASCII."""
+    return text + " " * max(0, width - columns(text))
 
 
 def trim_middle(text: str, limit: int) -> str:

@@ -162,14 +162,14 @@ def _task_rows(summary: DatasetSummary, results: Sequence[RolloutResult], width:
         return []
     cells = {task: _reward_cells(rollouts) for task, rollouts in by_task(mine).items()}
     cell_width = max(len(cell) for row in cells.values() for cell in row)
-    id_width = min(max(len(task) for task in cells), max(12, (width - 6) // 3))
+    id_width = min(max(fmt.columns(task) for task in cells), max(12, (width - 6) // 3))
     per_line = max(1, (width - id_width - 6 + 1) // (cell_width + 1))
     lines = fmt.wrap("rewards by task (r0, r1, ...; ERR = error, - = not run)", width, "  ", "    ")
     for task, row in cells.items():
         padded = [cell.rjust(cell_width) for cell in row]
-        head = f"    {fmt.trim_middle(task, id_width):<{id_width}}  "
+        head = f"    {fmt.pad(fmt.trim_middle(task, id_width), id_width)}  "
         for start in range(0, len(padded), per_line):
-            prefix = head if start == 0 else " " * len(head)
+            prefix = head if start == 0 else " " * fmt.columns(head)
             lines.append(prefix + " ".join(padded[start : start + per_line]))
     return lines
 
