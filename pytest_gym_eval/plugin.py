@@ -135,6 +135,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
     gym = session.config.stash[SESSION_KEY]
     gym.stop()
+    if exitstatus == pytest.ExitCode.USAGE_ERROR:  # e.g. a run directory that cannot be made: nothing ran
+        return
     conclusion = gym.conclude()
     if conclusion is None:
         return

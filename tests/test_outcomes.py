@@ -543,6 +543,8 @@ def test_a_run_directory_that_cannot_be_made_is_one_usage_error(
     assert output.count("--gym-run-dir=") == 1, output
     result.stderr.fnmatch_lines(["ERROR: --gym-run-dir=*not-a-folder/runs: cannot make the run directory there: *"])
     assert "Traceback" not in output and fake_gym.calls() == []
+    # Nothing ran: no reward summary claiming rollouts "never reported" before the real cause.
+    assert "gym reward summary" not in output and "never reported" not in output
 
 
 def test_a_failure_body_is_traced_to_the_endpoints_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
