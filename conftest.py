@@ -224,6 +224,16 @@ def interrupt_once_reported(
     """Run pytest with ``args`` in ``cwd`` (a child process, :func:`child_pytest_argv`), wait for the first
     output line for which ``reported`` is true (an item has reported), then :func:`interrupt` it with ``sig``.
     Returns its exit status and whole output."""
+    process, seen = run_until_reported(cwd, args, reported)
+    output = interrupt(process, seen, timeout, sig)
+    return process.returncode, output
+
+
+def run_until_reported(
+    cwd: Path, args: Sequence[str], reported: Callable[[str], bool]
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """Start pytest with ``args`` in ``cwd`` (a child process, :func:`child_pytest_argv`) and read its output up to
+    the first line for which ``reported`` is true; returns the running process and the lines read."""
     process = subprocess.Popen(
         child_pytest_argv(*args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -234,8 +244,7 @@ def interrupt_once_reported(
         seen.append(line)
         if reported(line):
             break
-    output = interrupt(process, seen, timeout, sig)
-    return process.returncode, output
+    return process, seen
 
 
 PYTEST_INTERRUPT_CRASH = (

@@ -7,14 +7,12 @@ is proven against real Gym in tests/test_real_gym.py.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, assert_interrupted, child_pytest_argv, interrupt_once_reported, wait_until
+from conftest import FakeGym, assert_interrupted, interrupt_once_reported, run_until_reported, wait_until
 from pytest_gym_eval.processes import session_members
 
 
@@ -50,6 +48,19 @@ def assert_nothing_left(fake_gym: FakeGym) -> None:
     sessions = {call["sid"] for call in fake_gym.calls()}
     assert sessions, "the fake gym was never called"
     assert [sid for sid in sessions if session_members(int(sid))] == []
+
+
+def signal_servers_after_first(fake_gym: FakeGym, kill: str, sig: str) -> str:
+    """A conftest that, once ``first[r0]`` reported, sends ``sig`` to the stand-in's ``gym env start`` with
+    ``kill`` (``os.killpg``: the whole process group; ``os.kill``: the process)."""
+    return f"""
+import json, os, signal
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.endswith("first[r0]"):
+        calls = [json.loads(l) for l in open({str(fake_gym.calls_path)!r})]
+        (start,) = [c for c in calls if c["argv"][:2] == ["env", "start"]]
+        {kill}(start["pid"], signal.{sig})
+"""
 
 
 def test_rewards_map_to_pass_and_fail(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
@@ -318,16 +329,7 @@ def test_credentials_in_the_model_url_never_reach_the_terminal_or_reports(
 
 
 def test_killing_gym_mid_run_errors_the_rest_and_leaves_nothing(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
-    pytester.makeconftest(
-        f"""
-import json, os, signal
-def pytest_runtest_logreport(report):
-    if report.when == "call" and report.nodeid.endswith("first[r0]"):
-        calls = [json.loads(l) for l in open({str(fake_gym.calls_path)!r})]
-        (start,) = [c for c in calls if c["argv"][:2] == ["env", "start"]]
-        os.killpg(start["pid"], signal.SIGKILL)
-"""
-    )
+    pytester.makeconftest(signal_servers_after_first(fake_gym, "os.killpg", "SIGKILL"))
     name = dataset(pytester, task("first"), task("held", hold=True), task("after"))
     result = run(pytester, fake_gym, name)
     assert outcomes(result) == {
@@ -342,16 +344,7 @@ def pytest_runtest_logreport(report):
 def test_a_server_dying_mid_run_is_named_first_and_shown_once(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     """Gym says which server died (`Process `mcqa` finished unexpectedly!`): the error's first line names it and
     the servers' log; every other pending rollout's error is that first line and a pointer, not the whole tail."""
-    pytester.makeconftest(
-        f"""
-import json, os, signal
-def pytest_runtest_logreport(report):
-    if report.when == "call" and report.nodeid.endswith("first[r0]"):
-        calls = [json.loads(l) for l in open({str(fake_gym.calls_path)!r})]
-        (start,) = [c for c in calls if c["argv"][:2] == ["env", "start"]]
-        os.kill(start["pid"], signal.SIGUSR1)
-"""
-    )
+    pytester.makeconftest(signal_servers_after_first(fake_gym, "os.kill", "SIGUSR1"))
     name = dataset(pytester, task("first"), task("held", hold=True), task("after"))
     result = run(pytester, fake_gym, name, "-p", "no:randomly")
     assert outcomes(result) == {
@@ -397,17 +390,8 @@ def test_ctrl_c_again_while_gym_stops_kills_it_and_the_session_still_reports(
     from inside pytest's sessionfinish."""
     monkeypatch.setenv("FAKE_GYM_STOP", "slow")  # Gym's servers ignore the plugin's SIGINT: only SIGKILL ends them
     name = dataset(pytester, task("first"), task("held", hold=True))
-    process = subprocess.Popen(
-        child_pytest_argv(*fake_gym.args, "-v", name, "--gym-run-dir=runs", "-p", "no:randomly"),
-        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    assert process.stdout is not None
-    seen = []
-    for line in process.stdout:
-        seen.append(line)
-        if "first[r0] PASSED" in line:
-            break
+    args = [*fake_gym.args, "-v", name, "--gym-run-dir=runs", "-p", "no:randomly"]
+    process, seen = run_until_reported(pytester.path, args, lambda line: "first[r0] PASSED" in line)
     try:
         process.send_signal(signal.SIGINT)
         (run_dir,) = (pytester.path / "runs").iterdir()
