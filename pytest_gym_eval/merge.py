@@ -90,8 +90,10 @@ class PlannedDataset:
         """What differs between two reports' records of this dataset (besides ``selected``), or None."""
         if self.sha256 is not None and other.sha256 is not None and self.sha256 != other.sha256:
             return f"the file differs (sha256 {self.sha256[:12]}… vs {other.sha256[:12]}…)"
-        if self.tasks != other.tasks:
-            return f"the task ids differ ({len(self.tasks)} vs {len(other.tasks)} tasks)"
+        if set(self.tasks) != set(other.tasks):  # as sets: older reports listed them in the items' order
+            only = sorted(set(self.tasks) ^ set(other.tasks))
+            shown = ", ".join(only[:_LISTED]) + (f" and {len(only) - _LISTED} more" if len(only) > _LISTED else "")
+            return f"the task ids differ (only one of them has {shown})"
         if self.repeats != other.repeats:
             return f"the repeats differ ({self.repeats} vs {other.repeats})"
         same_agents = (self.agent, self.agents) == (other.agent, other.agents)
@@ -317,13 +319,14 @@ def _check_same_run(first: ShardReport, other: ShardReport) -> None:
     if other.shard.count != first.shard.count:
         counts = f"{first.shard.count} vs {other.shard.count}"
         raise MergeError(f"{pair} split the tasks into different numbers of shards ({counts})")
-    names = [entry.dataset for entry in first.datasets]
-    other_names = [entry.dataset for entry in other.datasets]
-    if names != other_names:
-        only = sorted(set(names) ^ set(other_names))
-        detail = f"only one of them has {', '.join(only)}" if only else "in a different order"
-        raise MergeError(f"{pair} collected different datasets ({detail})")
-    for mine, theirs in zip(first.datasets, other.datasets, strict=True):
+    names = {entry.dataset for entry in first.datasets}
+    other_names = {entry.dataset: entry for entry in other.datasets}
+    if names != set(other_names):
+        raise MergeError(
+            f"{pair} collected different datasets (only one of them has {', '.join(sorted(names ^ set(other_names)))})"
+        )
+    for mine in first.datasets:
+        theirs = other_names[mine.dataset]
         difference = mine.same_plan(theirs)
         if difference is not None:
             raise MergeError(f"{pair} do not agree on {mine.dataset}: {difference}")

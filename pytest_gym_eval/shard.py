@@ -103,7 +103,7 @@ def assign_shards(dataset: str, task_ids: Iterable[str], count: int) -> dict[str
 @dataclass
 class DatasetTasks:
     """Every collected task of one dataset: ``dataset`` is its name as in node ids, ``path`` the file,
-    ``tasks`` the task ids in collection order, ``repeats`` the items per task, ``agents`` each task's agent."""
+    ``tasks`` the task ids in the file's order, ``repeats`` the items per task, ``agents`` each task's agent."""
 
     dataset: str
     path: str
@@ -114,8 +114,9 @@ class DatasetTasks:
 
 @dataclass
 class CollectedPlan:
-    """Every (task, repeat) pair the session collected, per dataset in collection order, before any selection
-    (``-k``, ``--lf``, ``--deselect``, the shard), and the session's shard (None when not sharded)."""
+    """Every (task, repeat) pair the session collected, per dataset (datasets by name, tasks in file order, so
+    that shards agree whatever order pytest-randomly gave the items), before any selection (``-k``, ``--lf``,
+    ``--deselect``, the shard), and the session's shard (None when not sharded)."""
 
     shard: Shard | None
     datasets: list[DatasetTasks]
@@ -126,6 +127,7 @@ class CollectedPlan:
         from pytest_gym_eval.items import RolloutItem
 
         datasets: dict[str, DatasetTasks] = {}
+        lines: dict[str, dict[str, int]] = {}  # per dataset, each task's line
         parent: object = None
         entry = DatasetTasks("", "")
         for item in items:  # ~1 us an item: it runs on every collection, 100,000 items and more
@@ -135,13 +137,18 @@ class CollectedPlan:
                 parent = item.parent
                 name = dataset_name(item.nodeid)
                 entry = datasets.get(name) or datasets.setdefault(name, DatasetTasks(name, str(item.path)))
+                at = lines.setdefault(name, {})
             task = item.task.task_id
             if task not in entry.agents:
                 entry.tasks.append(task)
                 entry.agents[task] = item.agent
+                at[task] = item.task.line
             if item.repeat >= entry.repeats:
                 entry.repeats = item.repeat + 1
-        return cls(shard, list(datasets.values()))
+        # The file's order, not the items': pytest-randomly shuffles the items, differently in each shard's job.
+        for name, entry in datasets.items():
+            entry.tasks.sort(key=lines[name].__getitem__)
+        return cls(shard, [datasets[name] for name in sorted(datasets)])
 
     def save(self, path: Path) -> None:
         """Write the plan as JSON atomically (a pytest-xdist worker hands it to the controller this way)."""
@@ -250,7 +257,7 @@ def report_plan(
     meta: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """The JSON report's ``plan``: the shard and its rule, the gate settings, and per collected dataset its
-    sha256, repeats, every task id (collection order), agents, pass threshold, gates and the (task, repeat)
+    sha256, repeats, every task id (the file's order), agents, pass threshold, gates and the (task, repeat)
     pairs this session selected (``selected`` is the session's run plan, after every selection).
 
     Layout (``report.schema.json``, ``$defs/plan``)::

@@ -148,6 +148,32 @@ def test_merged_shards_equal_one_session(sessions: Sessions) -> None:
     assert all(values for *_, values in junit_cases(sessions.root / "merged.xml"))  # not vacuous: each has values
 
 
+SHUFFLE = """
+import os, random, pytest
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    random.Random(int(os.environ["SHUFFLE_SEED"])).shuffle(items)  # as pytest-randomly does, another seed a job
+"""
+
+
+def test_shards_whose_items_were_shuffled_merge(sessions: Sessions, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-randomly shuffles each shard's items with its own seed: the reports record the plan in the files'
+    order, so the shards agree and merge to what unshuffled shards merge to."""
+    conftest = sessions.root / "conftest.py"
+    conftest.write_text(SHUFFLE)
+    try:
+        for i in (1, 2, 3):
+            monkeypatch.setenv("SHUFFLE_SEED", str(i))
+            run_pytest(sessions.root, *sessions.args, f"--gym-shard={i}/3", f"--gym-report=r{i}.json")
+    finally:
+        conftest.unlink()
+    plans = [[entry["tasks"] for entry in sessions.report(f"r{i}.json")["plan"]["datasets"]] for i in (1, 2, 3)]
+    assert plans[0] == plans[1] == plans[2] == [list(REWARDS), list(OTHER)]
+    shuffled = sessions.merge("r1.json", "r2.json", "r3.json")
+    assert shuffled.returncode == sessions.alone.returncode, shuffled.stderr
+    assert summary_section(shuffled.stdout) == summary_section(sessions.merge("s1.json", "s2.json", "s3.json").stdout)
+
+
 def test_merge_order_and_gate_overrides(sessions: Sessions) -> None:
     forward = sessions.merge("s1.json", "s2.json", "s3.json", "--gym-report=forward.json")
     backward = sessions.merge("s3.json", "s1.json", "s2.json", "--gym-report=backward.json")
