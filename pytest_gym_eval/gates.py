@@ -126,10 +126,12 @@ class GateResult:
 
     def passed(self, inconclusive_passes: bool) -> bool:
         """True for PASS, and for INCONCLUSIVE when ``inconclusive_passes``, unless the gate was judged on fewer
-        rollouts than were selected (``note``, see :func:`incomplete`): a cut-short evaluation never passes."""
+        rollouts than were selected (``note``, see :func:`incomplete`: a cut-short evaluation never passes) or on
+        no data at all."""
         if self.verdict is Verdict.PASS:
             return True
-        return inconclusive_passes and self.verdict is Verdict.INCONCLUSIVE and not self.note
+        judged = not self.note and not math.isnan(self.interval.estimate)  # "n/a (no data)" is not a straddle
+        return inconclusive_passes and self.verdict is Verdict.INCONCLUSIVE and judged
 
     def describe(self) -> str:
         """One line, e.g. ``mean reward 0.80 [0.54, 1.00] >= 0.70: PASS`` (point mode) or

@@ -73,6 +73,12 @@ class DatasetFile(pytest.Module):
         hook = self.config.hook.pytest_gym_eval_task_id
         # Calling a hook nobody implements costs ~5 us a row; it would return None anyway.
         task_id_hook = (lambda row, path, line: hook(row=row, path=path, line=line)) if hook.get_hookimpls() else None
+        for k, _ in settings.min_pass_at_k:  # a gate no run of this dataset could ever judge
+            if k > (settings.repeats or 1):
+                raise self.CollectError(
+                    f"{self.path}: the pass@{k} gate needs at least {k} repeats of each task, and this dataset runs "
+                    f"{settings.repeats or 1} (--gym-repeats, or repeats= in gym_dataset_settings)"
+                )
         try:
             tasks, warnings = read_tasks(self.path, gym.options.id_fields, task_id_hook)
         except DatasetError as error:

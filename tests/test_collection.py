@@ -228,6 +228,19 @@ def test_rows_with_good_ids_or_a_task_id_object_warn_of_nothing(pytester: pytest
     assert result.ret == 0 and "PytestCollectionWarning" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(
+    "options",
+    [["--gym-min-pass-at-k=5:0.1", "--gym-repeats=2"], ["-o", "gym_dataset_settings=d.jsonl: min_pass_at_k=3:0.5"]],
+)
+def test_a_pass_at_k_gate_past_the_repeats_is_a_collection_error(pytester: pytest.Pytester, options: list[str]) -> None:
+    write_rows(pytester.path / "d.jsonl", [row("a"), row("b")])
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", *options, "d.jsonl")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*d.jsonl: the pass@? gate needs at least ? repeats of each task, and this dataset runs *"]
+    )
+
+
 def test_same_id_on_different_rows_names_both_lines(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "d.jsonl", [row("a", id="q"), row("b"), row("c", id="q")])
     with pytest.raises(DatasetError) as raised:

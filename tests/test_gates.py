@@ -201,6 +201,8 @@ def test_describe_without_data() -> None:
     for mode in GateMode:
         text = GateResult(Gate("pass_at_k", 0.5, k=2), interval, judge(interval, 0.5, mode), mode).describe()
         assert text == "pass@2 n/a (no data), needs >= 0.50: INCONCLUSIVE"
+        result = GateResult(Gate("pass_at_k", 0.5, k=2), interval, judge(interval, 0.5, mode), mode)
+        assert not result.passed(inconclusive_passes=True)  # never judged: it cannot count as passing
 
 
 # --- evaluate ------------------------------------------------------------------------------------------
