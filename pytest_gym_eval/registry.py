@@ -240,6 +240,15 @@ class Entry:
         since it started, its keeper or its servers are gone, a model client of its servers stopped calling its
         endpoint (:func:`tripped_model_client`), or (``check_head``) its head server does not answer
         ``GET /readyz`` within :data:`HEALTH_TIMEOUT` seconds."""
+        if (gone := self.gone()) is not None:
+            return gone
+        if (tripped := tripped_model_client(self.home / "logs" / "gym-servers")) is not None:
+            return tripped
+        return self.head_problem() if check_head else None
+
+    def gone(self) -> str | None:
+        """Why this warm Gym's processes are gone (the machine restarted, its keeper or its servers exited), or
+        None while they run. Reads ``/proc`` only: cheap enough to poll while a session uses the Gym."""
         if self.boot and self.boot != boot_id():
             return "the machine restarted since it started"
         owner = self.keeper_owner
@@ -247,11 +256,18 @@ class Entry:
             return f"its keeper (pid {owner.pid}) is gone"
         if not is_running(self.servers):
             return f"its servers (`gym env start`, pid {self.servers}) are gone"
-        if (tripped := tripped_model_client(self.home / "logs" / "gym-servers")) is not None:
-            return tripped
-        if check_head and (why := head_answers(*self.head_server)) is not None:
-            return f"its head server {self.head_server[0]}:{self.head_server[1]} does not answer ({why})"
         return None
+
+    def head_problem(self, patience: float = 0.0) -> str | None:
+        """Why the head server does not answer ``GET /readyz`` with 2xx, or None when it does; asked again for up
+        to ``patience`` seconds before giving up (a head server answers 503 for a moment after Gym says its servers
+        are ready, until it marks itself ready)."""
+        deadline = time.monotonic() + patience
+        while (why := head_answers(*self.head_server)) is not None and time.monotonic() < deadline:
+            time.sleep(0.25)
+        if why is None:
+            return None
+        return f"its head server {self.head_server[0]}:{self.head_server[1]} does not answer ({why})"
 
 
 TRIP_MARKER = b"[model_retry_stop "

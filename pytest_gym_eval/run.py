@@ -180,7 +180,9 @@ class RunSettings:
     ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
     ``attach``, when set, finds (or starts) the servers to attach to from the run's background thread: given the
     run's stop event and its ``on_event``, it returns the head server and the policy model they call (a warm
-    Gym, :meth:`pytest_gym_eval.warm.WarmGym.acquire`), or raises :class:`GymStartError`.
+    Gym, :meth:`pytest_gym_eval.warm.WarmGym.acquire`), or raises :class:`GymStartError`. ``servers_gone``, when
+    set, says why servers the run attached to went away (:meth:`pytest_gym_eval.warm.WarmGym.gone`), or None while
+    they run; it is asked every half second while ``gym eval run`` runs, which is then stopped.
     """
 
     gym: Path
@@ -199,6 +201,7 @@ class RunSettings:
     attach: Callable[[threading.Event, Callable[[str], None]], tuple[tuple[str, int], ModelEndpoint | None]] | None = (
         None
     )
+    servers_gone: Callable[[], str | None] | None = None
 
 
 RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
@@ -780,6 +783,10 @@ class GymRun:
             status = process.wait(0.5)
             if status is not None:
                 return status
+            gone = self.settings.servers_gone
+            if self.servers is None and gone is not None and (why := gone()) is not None:
+                process.stop(self.settings.stop_grace)
+                raise GymServersExited(f"Gym's servers went away during the run: {why}", str(self._servers_log))
             if self.servers is not None and (servers_status := self.servers.poll()) is not None:
                 process.stop(self.settings.stop_grace)
                 crashed = which_server_exited(self._servers_log)

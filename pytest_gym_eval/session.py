@@ -433,6 +433,7 @@ class GymSession:
             tag_repeats=bool(options.replay),
             ray_address=options.ray_address,
             attach=attach,
+            servers_gone=self._warm.gone if self._warm is not None else None,
         )
 
     def _agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:

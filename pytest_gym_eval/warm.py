@@ -81,6 +81,10 @@ from pytest_gym_eval.run import (
     write_gym_config,
 )
 
+HEAD_PATIENCE = 10.0
+"""Seconds a warm Gym's head server gets to answer ``GET /readyz`` before it counts as not answering: it answers
+503 for a moment after Gym prints that its servers are ready (``mark_ready`` in Gym's ``server_utils.py``)."""
+
 KEEPER_MODULE = "pytest_gym_eval.warm"
 REPLAY_MODEL_NAME = "replay"
 WATCH_EVERY = 1.0
@@ -246,6 +250,12 @@ class _Keeper:
                 self.send({"failed": "the warm Gym was stopped before it was ready"})
                 return 1
             assert self.entry is not None
+            # Gym prints that its servers are ready a moment before its head server marks itself ready (it
+            # answers /readyz with 503 until then): register only once it answers, or a session waiting on the
+            # key's lock would find the new Gym "stale" and stop it.
+            if (why := self.entry.head_problem(patience=HEAD_PATIENCE)) is not None:
+                self.send({"failed": f"Gym said its servers were ready, but {why}"})
+                return 1
             owner = Owner.parse(self.spec.lease)
             if owner is not None:
                 add_lease(self.home, owner)
@@ -385,7 +395,11 @@ class WarmGym:
             with self.registry.lock(spec.key, stopping, deadline, on_event):
                 entry = self.registry.read(spec.key)
                 if entry is not None:
-                    problem = entry.problem() or self._key_problem(entry)
+                    problem = (
+                        entry.problem(check_head=False)
+                        or self._key_problem(entry)
+                        or entry.head_problem(patience=HEAD_PATIENCE)
+                    )
                     if problem is None:
                         add_lease(entry.home, self.owner)
                         self.entry = entry
@@ -415,6 +429,14 @@ class WarmGym:
                 f"`gym env start` (its logs: {entry.home / 'logs'})"
             )
         return entry.head_server, self.model
+
+    def gone(self) -> str | None:
+        """Why the warm Gym this session attached to went away (stopped, its keeper or servers killed), or None
+        while it runs (or before it is attached); polled while `gym eval run` runs against it."""
+        entry = self.entry
+        if entry is None or (why := entry.gone()) is None:
+            return None
+        return f"the warm Gym {entry.short} went away: {why} (its keeper log: {entry.home / 'logs' / 'keeper.log'})"
 
     def release(self) -> None:
         """Give the lease back (idempotent): the warm Gym's idle clock starts when no session holds one."""

@@ -200,10 +200,18 @@ def test_another_model_name_starts_a_second_gym(
     assert len(env_starts(fake_gym)) == 2
 
 
+@pytest.mark.parametrize("readyz_503", ["0", "2"])
 def test_sessions_starting_at_once_start_one_gym(
-    pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    fake_gym: FakeGym,
+    warm_registry: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    readyz_503: str,
 ) -> None:
+    """Two sessions starting at once start one Gym; also when its head server answers 503 for a moment after Gym
+    says its servers are ready, as Gym's does (the session waiting on the lock found it "stale" and stopped it)."""
     monkeypatch.setenv("FAKE_GYM_START_DELAY", "3")  # long enough for the second session to find it starting
+    monkeypatch.setenv("FAKE_GYM_READYZ_503", readyz_503)
     dataset = write_dataset(pytester.path)
     sessions = [
         subprocess.Popen(
@@ -227,6 +235,29 @@ def test_sessions_starting_at_once_start_one_gym(
         for n in range(2)
     }
     assert heads == {entry.head_server[1]}
+
+
+def test_a_warm_gym_stopped_under_a_session_errors_its_pending_rollouts_at_once(
+    pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path
+) -> None:
+    """`stop --all` (or a killed keeper) while a session runs against the warm Gym: the pending rollouts error
+    saying the Gym went away, instead of waiting for the rollout timeout (Gym retries a refused connection without
+    end)."""
+    held = {"id": "t1", "responses_create_params": {"input": "ping"}, "fake": {"hold": True}}
+    lines = [json.dumps({"id": "t0", "responses_create_params": {"input": "ping"}}), json.dumps(held)]
+    (pytester.path / "mcqa.jsonl").write_text("\n".join(lines) + "\n")
+    pytester.makeconftest(
+        """
+import subprocess, sys
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.endswith("t0[r0]"):
+        subprocess.run([sys.executable, "-m", "pytest_gym_eval", "stop", "--all"], check=True)
+"""
+    )
+    result = pytester.runpytest(*fake_gym.args, KEEP, "mcqa.jsonl", "-p", "no:randomly", "--gym-rollout-timeout=600")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*Gym's servers went away during the run: the warm Gym * went away: its *"])
+    assert entries(warm_registry) == []
 
 
 def test_an_idle_warm_gym_stops_itself(pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path) -> None:

@@ -61,7 +61,8 @@ def _first_env_start() -> bool:
 
 
 def serve_head(argv: list[str]) -> None:
-    """Answer ``GET /readyz`` with 200 on the head server named in a JSON ``--config`` file (in a daemon thread)."""
+    """Answer ``GET /readyz`` with 200 on the head server named in a JSON ``--config`` file (in a daemon thread);
+    with 503 for the first ``$FAKE_GYM_READYZ_503`` seconds, as Gym's head server does for a moment."""
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -76,9 +77,12 @@ def serve_head(argv: list[str]) -> None:
     if not head:
         return
 
+    ready_at = time.monotonic() + float(os.environ.get("FAKE_GYM_READYZ_503", "0"))
+
     class Ready(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            self.send_response(200 if self.path == "/readyz" else 404)
+            ok = 200 if time.monotonic() >= ready_at else 503  # Gym's head marks itself ready after saying so
+            self.send_response(ok if self.path == "/readyz" else 404)
             self.end_headers()
             self.wfile.write(b'{"status": "ok"}')
 
