@@ -285,6 +285,20 @@ PROBE_NOTE_EVERY = 60.0
 """Seconds between two notes that the model endpoint still does not answer."""
 
 
+def unlisted_model(name: str, body: bytes) -> str | None:
+    """What to say when ``GET /models`` answered ``body`` (OpenAI's ``{"data": [{"id": ...}]}``) without ``name``
+    among its ids, or None (listed, or a body of another shape). Some servers answer any model name with the one
+    they serve (llama.cpp does), so a typo would credit every report to a model that never ran."""
+    try:
+        listed = [str(entry["id"]) for entry in json.loads(body)["data"]]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not listed or name in listed:
+        return None
+    shown = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+    return f"does not list the model {name!r} (--gym-model) in GET /models ({shown}); the reports name {name!r}"
+
+
 def probe_model(
     model: ModelEndpoint,
     deadline: float,
@@ -309,6 +323,8 @@ def probe_model(
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 if 200 <= response.status < 300:
+                    if on_wait is not None and (unlisted := unlisted_model(model.model, response.read(1 << 20))):
+                        on_wait(f"warning: the model endpoint {shown} {unlisted}")
                     return
                 last = f"HTTP {response.status}"
         except urllib.error.HTTPError as error:

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, make_fake_checkout, started_processes, wait_until
+from conftest import FakeGym, make_fake_checkout, started_processes, wait_until, write_recording
 from pytest_gym_eval import provision
 from pytest_gym_eval.processes import GymProcess, free_port, session_members
-from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, serving, wait_until_ready
+from pytest_gym_eval.replay import ReplayServer
+from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, serving, unlisted_model, wait_until_ready
 
 
 def endpoint(url: str) -> ModelEndpoint:
@@ -61,6 +62,22 @@ def test_an_answering_endpoint_passes_with_the_key_from_the_environment(
     notes: list[str] = []
     probe_model(endpoint(url), time.monotonic() + 30, threading.Event(), notes.append)
     assert seen == ["Bearer right"] and notes == []
+
+
+def test_a_model_name_the_endpoint_does_not_list_is_warned_of(tmp_path: Path) -> None:
+    # llama.cpp answers any model name with the model it serves: a typo would name the wrong model in every report.
+    recording = write_recording(tmp_path / "r_rollouts.jsonl")
+    with ReplayServer([recording], log_path=tmp_path / "replay.jsonl") as replay:
+        for name, warned in (("replay", False), ("gpt-4o-typo", True)):
+            notes: list[str] = []
+            model = ModelEndpoint(replay.base_url, name, "openai_model", "PROBE_TEST_API_KEY")
+            probe_model(model, time.monotonic() + 30, threading.Event(), notes.append)
+            expected = [
+                f"warning: the model endpoint {replay.base_url} does not list the model 'gpt-4o-typo' (--gym-model) in"
+                " GET /models (replay); the reports name 'gpt-4o-typo'"
+            ]
+            assert notes == (expected if warned else [])
+    assert unlisted_model("m", b"not json") is None and unlisted_model("m", b'{"data": []}') is None
 
 
 def test_a_refused_key_names_the_variable_and_never_the_key(

@@ -358,7 +358,7 @@ def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes:
     failing = [(summary, result) for summary, result in judged if not result.passed(inconclusive_passes)]
     problems = [f"{summary.title} {_gate_brief(result)}" for summary, result in failing[:_MAX_REASONS]]
     if len(failing) > _MAX_REASONS:
-        problems.append(f"and {len(failing) - _MAX_REASONS} more failing gates")
+        problems.append(f"and {fmt.plural(len(failing) - _MAX_REASONS, 'more failing gate')}")
     if errors:
         problems.append(f"{fmt.plural(errors, 'rollout')} errored")
     unreported = sum(summary.unreported for summary in cut_short)
