@@ -643,7 +643,8 @@ def stop_main(argv: Sequence[str]) -> int:
     session uses (and stale ones); ``KEY`` (a prefix of one key, as ``status`` shows it) that one; a Gym that
     sessions are using is left running unless ``--all`` is given (their pending rollouts would error), and
     ``--all`` alone stops every one. Also stops what dead keepers left running. Exit status 0; 1 when something
-    would not stop, or a KEY matches no Gym or more than one; 2 for an empty KEY (an unset shell variable)."""
+    would not stop, a KEY matches no Gym or more than one, or a KEY names a Gym in use (left running without
+    ``--all``); 2 for an empty KEY (an unset shell variable)."""
     parser = argparse.ArgumentParser(
         prog="python -m pytest_gym_eval stop",
         description="Stop warm Gyms (--gym-keep-alive) now: by default those no session uses.",
@@ -687,6 +688,8 @@ def stop_main(argv: Sequence[str]) -> int:
                 users = live_leases(current.home) if current.problem(check_head=False) is None else []
                 if users and not args.all:
                     print(f"{current.short}: in use by {len(users)} session(s), left running (--all stops it too)")
+                    if args.keys:  # named, yet not stopped: a script must be able to tell
+                        status = 1
                     continue
                 left = stop_warm(current, registry, args.grace)
         except TimeoutError as error:
