@@ -588,6 +588,7 @@ class GymRun:
         self.head_server = settings.head_server or ("127.0.0.1", free_port())
         self.servers: GymProcess | None = None
         self.eval: GymProcess | None = None
+        self.eval_started: float | None = None  # time.time() when the first `gym eval run` started
         self.exit_statuses: list[int] = []
         self.watchdog: Watchdog | None = None
         self._servers_log = paths.logs / "gym-env-start.log"
@@ -777,6 +778,8 @@ class GymRun:
             with self._lock:
                 if self._stopping.is_set():
                     break
+                if self.eval_started is None:
+                    self.eval_started = time.time()
                 self.eval = GymProcess(
                     self._eval_argv(resume=bool(attempt)),
                     env=self.settings.env,

@@ -847,7 +847,13 @@ class GymSession:
         """The reported rollouts in collection order (xdist reports arrive in any order; the summary must not
         depend on it)."""
         order = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
-        return sorted(self.results.rollouts(), key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
+        found = sorted(self.results.rollouts(), key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
+        # An item starts waiting for its rollout before Gym has started (its setup): no rollout starts before
+        # `gym eval run` does, or the dataset whose item ran first would count Gym's start-up as its wall time.
+        started = self._run.eval_started if self._run is not None else None
+        if started is None:
+            return found
+        return [r if r.start >= started else dataclasses.replace(r, start=started) for r in found]
 
     def conclude(self) -> Conclusion | None:
         """Compute the session's conclusion from the reported rollouts (None when there were none)."""

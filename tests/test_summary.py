@@ -352,3 +352,22 @@ def test_report_path_is_not_written_without_rollouts(pytester: pytest.Pytester) 
     result = pytester.runpytest("--gym-report=report.json", "-p", "no:cacheprovider")
     assert result.ret == 0 and not Path(pytester.path / "report.json").exists()
     assert "gym reward summary" not in result.stdout.str()
+
+
+def test_no_rollout_starts_before_gym_eval_run_so_wall_time_leaves_gyms_start_up_out(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first item waits for its rollout from its setup on, Gym's start-up included: the dataset whose item ran
+    first counted that start-up (a minute and more) as its wall time."""
+    monkeypatch.setenv("FAKE_GYM_START_DELAY", "2")
+    (pytester.path / "first.jsonl").write_text(rows({"a": 1.0}))
+    (pytester.path / "second.jsonl").write_text(rows({"b": 1.0}))
+    args = ["first.jsonl", "second.jsonl", "--gym-agent=mcqa_simple_agent", "--gym-report=report.json"]
+    args.append("--gym-run-dir=runs")
+    result = run(pytester, fake_gym, *args)
+    assert result.ret == 0
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    eval_started = (run_dir / "gym-input.jsonl").stat().st_mtime  # written just before `gym eval run` starts
+    report = json.loads((pytester.path / "report.json").read_text())
+    starts = [rollout["start"] for rollout in report["rollouts"]]
+    assert len(starts) == 2 and min(starts) >= eval_started
