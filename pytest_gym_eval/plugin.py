@@ -140,6 +140,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     conclusion = gym.conclude()
     if conclusion is None:
         return
+    if exitstatus == pytest.ExitCode.INTERRUPTED and gym.results.stopped_by_maxfail:
+        exitstatus = pytest.ExitCode.TESTS_FAILED  # -x under pytest-xdist: as without it, the gates decide
     status, reason = results.final_status(exitstatus, conclusion, len(gym.results.other_failures))
     session.exitstatus = status
     gym.final = (status, reason)
@@ -173,7 +175,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     reports written; on GitHub Actions, annotations for gates that did not pass and errored rollouts. Last, after
     Ctrl-C or SIGTERM, the command that resumes the run (``--gym-resume``)."""
     gym = config.stash[SESSION_KEY]
-    resume_hint = gym.resume_hint(exitstatus)
+    resume_hint = gym.resume_hint(gym.final[0] if gym.final is not None else exitstatus)
     if gym.conclusion is None:
         for line in resume_hint:
             terminalreporter.write_line(line)

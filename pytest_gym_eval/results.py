@@ -84,6 +84,14 @@ class ResultsCollector:
     other_failures: set[str] = field(default_factory=set)
     """Node ids of items that are neither rollouts nor gate items and failed or errored (the gates never turn
     their failure into a green session)."""
+    stopped_by_maxfail: bool = False
+    """pytest-xdist ended the session for ``-x``/``--maxfail`` (with its own ``Interrupted``, a KeyboardInterrupt):
+    pytest's status then says "interrupted", though nobody interrupted anything."""
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Tell pytest-xdist's stop for ``-x``/``--maxfail`` ("stopping after N failures") from Ctrl-C."""
+        value = excinfo.value
+        self.stopped_by_maxfail = type(value).__name__ == "Interrupted" and str(value).startswith("stopping after ")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Take one phase's report (registered as a plugin, this is a pytest hook)."""

@@ -171,3 +171,18 @@ def test_interrupted_xdist_run_leaves_nothing_running(
         watchdog.cancel()
     assert_interrupted(process.returncode, output)
     assert [c["sid"] for c in fake_gym.calls() if session_members(int(c["sid"]))] == []
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_x_with_gates_exits_1_under_xdist_as_in_one_process(
+    pytester: pytest.Pytester, fake_gym: FakeGym, xdist: list[str]
+) -> None:
+    """pytest-xdist ends a session -x stopped with its own KeyboardInterrupt: the exit status was 2 and the reason
+    blamed Ctrl-C. With gates it is 1, the gates' cut-short verdict, as in one process; no resume command."""
+    name = dataset(pytester)
+    args = [*fake_gym.args, name, "-x", "--gym-min-mean-reward=0.1", "--gym-report=report.json", *xdist]
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    session = json.loads((pytester.path / "report.json").read_text())["session"]
+    assert session["exit_status"] == 1 and session["reason"].startswith("gym gates: INCONCLUSIVE"), session
+    assert "resume this run" not in result.stdout.str()
