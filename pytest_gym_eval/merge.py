@@ -666,9 +666,9 @@ def main(argv: Sequence[str]) -> int:
     )
     mode, inconclusive = overrides.settings(merged)
     meta = merged_meta(merged, mode)
+    final = (exit_status(merged, conclusion), conclusion.reason or "merged shard reports")
     try:
         if args.gym_report is not None:
-            final = (exit_status(merged, conclusion), conclusion.reason or "merged shard reports")
             report = json_report.build_report(
                 conclusion.summaries, merged.results, meta, final, flips=conclusion.flips,
                 plan=merged_plan(merged, overrides),
@@ -680,7 +680,7 @@ def main(argv: Sequence[str]) -> int:
             thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
             junit.write_junit_xml(
                 args.junitxml, merged.results, conclusion, meta, thresholds,
-                inconclusive_passes=inconclusive,
+                inconclusive_passes=inconclusive, final=final,
             )  # fmt: skip
             lines.append(f"junit xml: {args.junitxml}")
         if write_page is not None:

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import junit_aggregates, make_fake_checkout, write_recording
+from conftest import junit_aggregates, junit_suite_properties, make_fake_checkout, write_recording
 from pytest_gym_eval.merge import (
     EXIT_CANNOT_MERGE,
     MergeError,
@@ -146,6 +146,10 @@ def test_merged_shards_equal_one_session(sessions: Sessions) -> None:
     )
     assert junit_cases(sessions.root / "merged.xml") == junit_cases(sessions.root / "alone.xml")
     assert all(values for *_, values in junit_cases(sessions.root / "merged.xml"))  # not vacuous: each has values
+    # The suite carries the merge's exit status and reason, as a session's carries its own.
+    merged_suite, alone_suite = (junit_suite_properties(sessions.root / name) for name in ("merged.xml", "alone.xml"))
+    assert merged_suite["gym.exit_status"] == alone_suite["gym.exit_status"] == "1"
+    assert merged_suite["gym.reason"] == alone_suite["gym.reason"] == report["session"]["reason"]
 
 
 SHUFFLE = """

@@ -207,6 +207,7 @@ def write_junit_xml(
     thresholds: Mapping[str, float],
     *,
     inconclusive_passes: bool,
+    final: tuple[int, str] | None = None,
 ) -> None:
     """Write a JUnit XML file for ``results`` laid out as pytest's ``--junitxml`` lays out a session's.
 
@@ -216,7 +217,8 @@ def write_junit_xml(
     (:func:`system_out_line`), a ``failure`` when its reward is below the pass threshold
     (``thresholds`` by dataset) and an ``error`` when it has no reward; one ``gym-gate`` testcase per gated
     dataset, failing when a gate does not pass (INCONCLUSIVE passes when ``inconclusive_passes``); the suite
-    carries :func:`suite_properties` of ``conclusion.summaries`` and ``meta``. The text is written as it is made
+    carries :func:`suite_properties` of ``conclusion.summaries``, ``meta`` and ``final`` (the exit status and its
+    reason, ``gym.exit_status`` and ``gym.reason``). The text is written as it is made
     (160,000 testcases took ~10x longer through ElementTree). Creates missing parent folders; raises OSError
     when the file cannot be written.
     """
@@ -273,7 +275,7 @@ def write_junit_xml(
     }  # fmt: skip
     suite_props = "".join(
         f"<property name={quoteattr(name)} value={quoteattr(value)} />"
-        for name, value in suite_properties(conclusion.summaries, meta)
+        for name, value in suite_properties(conclusion.summaries, meta, final)
     )
     suite_attributes = " ".join(f"{name}={quoteattr(str(value))}" for name, value in attributes.items())
     path.parent.mkdir(parents=True, exist_ok=True)
