@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import hookspecs, integrations, results, shard, xdist
-from pytest_gym_eval.causes import GYM_START
+from pytest_gym_eval.causes import GYM_EXITED, GYM_START
 from pytest_gym_eval.items import (
     GYM_MARK,
     DatasetFile,
@@ -115,10 +115,13 @@ def pytest_runtest_makereport(
     if isinstance(item, (RolloutItem, GateItem)) and call.excinfo and isinstance(call.excinfo.value, OWN_FAILURES):
         error = call.excinfo.value
         gym = item.config.stash[SESSION_KEY]
+        outcome = item.outcome if isinstance(item, RolloutItem) else None
         if isinstance(error, GymStartError):
             text = gym.start_failure(item.nodeid, str(error))
+        elif isinstance(error, RolloutError) and outcome is not None and outcome.failure_class == GYM_EXITED:
+            text = gym.error_once(item.nodeid, str(error))  # Gym died: every pending rollout says the same
         else:
-            text = gym.error_once(item.nodeid, str(error)) if isinstance(error, RolloutError) else str(error)
+            text = str(error)
         path, line, _ = item.reportinfo()
         report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
         if isinstance(error, GymStartError) and isinstance(item, RolloutItem):

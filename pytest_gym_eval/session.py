@@ -690,9 +690,10 @@ class GymSession:
         return f"{first} (the whole message and the log: the error of {self._start_failure_shown} above)"
 
     def error_once(self, nodeid: str, message: str) -> str:
-        """The text of an item's error: the whole ``message`` on the first item of this process to show it, and
-        when another item shows the same message of three lines or more (Gym's servers crashed: every pending
-        rollout errors alike), its first line and a pointer to the first item."""
+        """The text of an item's error when Gym ended without its rollout (``gym_exited``: its servers crashed,
+        and every pending rollout errors alike): the whole ``message`` on the first item of this process to show
+        it, and when another item shows the same message of three lines or more, its first line and a pointer to
+        the first item."""
         lines = message.splitlines()
         first_shown = self._errors_shown.setdefault(message, nodeid)
         if first_shown == nodeid or len(lines) < 3:
