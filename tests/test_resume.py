@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FakeGym, assert_interrupted, interrupt_once_reported
+from conftest import PYTEST_INTERRUPT_CRASH, FakeGym, assert_interrupted, interrupt_once_reported
 from pytest_gym_eval.resume import RESUMED_FROM_KEY, pytest_program, resume_command
 
 ROW = {"responses_create_params": {"input": [{"role": "user", "content": "ping"}]}}
@@ -194,10 +195,16 @@ def test_an_interrupted_run_prints_the_command_that_resumes_it(
     dataset = write_dataset(pytester.path, {"t2": {"hold": "FAKE_HOLD"}})  # t2 waits while FAKE_HOLD is set
     monkeypatch.setenv("FAKE_HOLD", "1")
     args = [*fake_gym.args, dataset, "--gym-run-dir=runs", "-v", "-p", "no:randomly"]
-    returncode, output = interrupt_once_reported(
-        pytester.path, args, lambda line: "t1[r0] PASSED" in line, sig, timeout=120
-    )
-    assert_interrupted(returncode, output)
+    for _ in range(3):
+        returncode, output = interrupt_once_reported(
+            pytester.path, args, lambda line: "t1[r0] PASSED" in line, sig, timeout=120
+        )
+        assert_interrupted(returncode, output)
+        if not all(text in output for text in PYTEST_INTERRUPT_CRASH):
+            break
+        # pytest's own crash while reporting the interrupt (a pytest bug, about once in 300 interrupts) can end
+        # the session before its terminal summary: interrupt a fresh run.
+        shutil.rmtree(pytester.path / "runs")
     (old,) = run_dirs(pytester)
     command = next(line for line in output.splitlines() if line.startswith("gym: resume this run with: "))
     argv = shlex.split(command.split(": ", 2)[2])
