@@ -86,7 +86,9 @@ _UPSTREAM = re.compile(
     r"\[upstream_request_failed\] server=(?P<key>\S+) method=(?P<method>\S+) url=(?P<url>\S+) status=(?P<status>\d+)"
 )
 _CONTENT = "Response content: "
-_TRIP = re.compile(r"\[model_retry_stop url=(?P<url>\S+) status=(?P<status>\d+)")
+TRIP_MARKER = b"[model_retry_stop "
+"""The start of that line: a cheap search in bytes for a whole log before the line is parsed."""
+TRIP_LINE = re.compile(r"\[model_retry_stop url=(?P<url>\S+) status=(?P<status>\d+)")
 """What Gym 0.7.0's model client logs when it stops calling an endpoint for good (a 401/403 saying the key is
 invalid, a 429 saying the quota is spent): every later request of that server fails the same way, unsent."""
 _CAUGHT = re.compile(r"Caught an exception printed above in (?P<name>\S+) \((?P<cls>[^)]+)\)")
@@ -347,7 +349,7 @@ class ServerLogs:
         if (upstream := _UPSTREAM.search(text)) is not None:
             state.pending_upstream = (upstream, number)
             return
-        if (trip := _TRIP.search(text)) is not None:
+        if (trip := TRIP_LINE.search(text)) is not None:
             self.tripped.setdefault(int(trip["status"]), f"{path}:{number}")
             return
         if (caught := _CAUGHT.search(text)) is not None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import threading
 import time
@@ -37,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.causes import redact
+from pytest_gym_eval.causes import TRIP_LINE, TRIP_MARKER, redact
 from pytest_gym_eval.orphans import Owner, processes_of
 from pytest_gym_eval.processes import DEFAULT_GRACE, KILL_BOUND, is_running, proc_stat, stop_sessions
 from pytest_gym_eval.provision import cache_root
@@ -270,16 +269,10 @@ class Entry:
         return f"its head server {self.head_server[0]}:{self.head_server[1]} does not answer ({why})"
 
 
-TRIP_MARKER = b"[model_retry_stop "
-"""What Gym 0.7.0's model client prints when it stops calling an endpoint for good (``openai_utils.py``,
-``_trip_permanent_error``): after a 401/403 whose body says the key is invalid or revoked, or a 429 whose body says
-the quota is spent, every later request of that server fails without reaching the endpoint until Gym restarts."""
-
-
 def tripped_model_client(logs: Path) -> str | None:
     """Why a Gym whose server logs are in ``logs`` (``<server>.log``) can no longer reach its model, or None: the
-    first server whose model client stopped calling its endpoint (:data:`TRIP_MARKER`), with the URL (redacted)
-    and HTTP status. A warm Gym keeps that state for every later session, so it is retired."""
+    first server whose model client stopped calling its endpoint (:data:`~pytest_gym_eval.causes.TRIP_LINE`), with
+    the URL (redacted) and HTTP status. A warm Gym keeps that state for every later session, so it is retired."""
     for log in sorted(logs.glob("*.log")):
         try:
             data = log.read_bytes()
@@ -290,8 +283,8 @@ def tripped_model_client(logs: Path) -> str | None:
             continue
         end = data.find(b"\n", at)
         line = data[at : end if end >= 0 else len(data)].decode("utf-8", "replace")
-        found = re.search(r"url=(\S+) status=(\d+)", line)
-        url, status = (redact(found.group(1)), found.group(2)) if found else ("its endpoint", "?")
+        found = TRIP_LINE.search(line)
+        url, status = (redact(found["url"]), found["status"]) if found else ("its endpoint", "?")
         return (
             f"its {log.stem} server stopped calling {url} after HTTP {status} (Gym's model client refuses every "
             "later request once an endpoint says the key is invalid or the quota spent, until Gym restarts)"
