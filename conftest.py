@@ -14,6 +14,8 @@ import signal
 import stat
 import subprocess
 import sys
+import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,6 +247,60 @@ def run_until_reported(
         if reported(line):
             break
     return process, seen
+
+
+# A runner stopping a session (tests/test_teardown.py, and against real Gym tests/test_real_gym.py).
+
+GITHUB_CANCEL = ((signal.SIGINT, 0.0), (signal.SIGTERM, 7.5), (signal.SIGKILL, 10.0))
+"""How GitHub Actions cancels a job: SIGINT, SIGTERM 7.5 s later, SIGKILL 2.5 s after that."""
+DOCKER_STOP = ((signal.SIGTERM, 0.0), (signal.SIGKILL, 3.0))
+"""``docker stop`` (10 s) and Kubernetes (30 s) send SIGKILL after SIGTERM; a busy runner's 3 s."""
+REPORTS_WITHIN = 3.0
+"""Seconds after the first signal by which every report must be on disk (the issue's goal)."""
+
+
+REPORT_ARGS = ("--junitxml=junit.xml", "--gym-report=report.json", "--gym-markdown=summary.md", "--gym-html=page.html")
+
+
+def reports_complete(root: Path) -> bool:
+    """Whether the JUnit XML (parsed whole, with the session's exit status), the JSON report, the Markdown
+    summary and the HTML page are all on disk."""
+    try:
+        properties = junit_suite_properties(root / "junit.xml")
+        json.loads((root / "report.json").read_text())
+    except (OSError, ValueError, ET.ParseError, AssertionError):
+        return False
+    return "gym.exit_status" in properties and (root / "summary.md").is_file() and (root / "page.html").is_file()
+
+
+def stop_like_a_runner(
+    process: subprocess.Popen[str], root: Path, schedule: Sequence[tuple[signal.Signals, float]]
+) -> tuple[float | None, str]:
+    """Send each signal of ``schedule`` (seconds after the first) to ``process`` (a pytest run from
+    :func:`run_until_reported`, its output read meanwhile so that it never blocks on a full pipe) unless it has
+    ended by then. Returns the seconds from the first signal until every report in ``root`` was complete (None:
+    never) and the rest of its output."""
+    import threading
+
+    assert process.stdout is not None
+    rest: list[str] = []
+    reader = threading.Thread(target=lambda: rest.extend(process.stdout or ()), daemon=True)
+    reader.start()
+    first = time.monotonic()
+    complete_at = None
+    for sig, at in schedule:
+        while process.poll() is None and time.monotonic() < first + at:
+            if complete_at is None and reports_complete(root):
+                complete_at = time.monotonic() - first
+            time.sleep(0.02)  # polling the files, on the runner's clock
+        if process.poll() is not None:
+            break
+        process.send_signal(sig)
+    process.wait(timeout=60)
+    reader.join(timeout=60)
+    if complete_at is None and reports_complete(root):
+        complete_at = time.monotonic() - first
+    return complete_at, "".join(rest)
 
 
 PYTEST_INTERRUPT_CRASH = (

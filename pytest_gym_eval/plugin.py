@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # xdist controller, every worker's.
     config.pluginmanager.register(gym.results, "gym-eval-results")
     config.pluginmanager.register(junit.RolloutValuesInJunit(config), "gym-eval-junit")
+    config.pluginmanager.register(StopGymLast(gym), "gym-eval-stop")
     integrations.register(config, gym)
     xdist.register_if_controller(config, gym)
 
@@ -75,28 +77,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Plan the Gym run from the selected items (after ``-k``, ``-m``, ``--lf`` and ``--deselect``)."""
     # tryfirst: under xdist a worker must save the plan before it reports its collection to the controller.
-    session.config.stash[SESSION_KEY].plan_items(session.items)
+    gym = session.config.stash[SESSION_KEY]
+    gym.plan_items(session.items)
+    gym.results.gates_expected.update(item.nodeid for item in session.items if isinstance(item, GateItem))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Start Gym before the first item runs, so that no item's duration holds Gym's start-up (it is reported as
+    itself: the ``gym.startup_seconds`` suite property). Items still call :meth:`GymSession.start`, which then
+    returns at once, or raises the start's error on each of them."""
+    gym = session.config.stash[SESSION_KEY]
+    if gym.starts_before_items(session):
+        with contextlib.suppress(GymStartError):
+            gym.start()
 
 
 @pytest.fixture(scope="session")
-def gym_session(request: pytest.FixtureRequest) -> Iterator[GymSession]:
-    """The session's Gym run, started on first use and stopped at the end of the session.
+def gym_session(request: pytest.FixtureRequest) -> GymSession:
+    """The session's Gym run, started before the first item runs (or on first use) and stopped at the end of the
+    session, after the reports are written.
 
-    The first time a Gym item (or any test requesting this fixture) runs, this starts ``gym env start`` once
-    with every environment the selected datasets need (or attaches with ``--gym-head-server``), waits until
-    Gym's servers and the model endpoint are ready, and starts one ``gym eval run`` over exactly the selected
-    (task, repeat) pairs. At the end of the session (also after Ctrl-C, SIGTERM or a crash) it stops everything it
-    started. Under pytest-xdist the controller owns Gym and the workers follow it.
+    Before the first item (or the first time a test requesting this fixture runs) this starts ``gym env start``
+    once with every environment the selected datasets need (or attaches with ``--gym-head-server``), waits
+    until Gym's servers and the model endpoint are ready, and starts one ``gym eval run`` over exactly the
+    selected (task, repeat) pairs. At the end of the session (also after Ctrl-C, SIGTERM or a crash), once the
+    reports are written, it stops everything it started. Under pytest-xdist the controller owns Gym and the
+    workers follow it.
 
     Returns the :class:`~pytest_gym_eval.session.GymSession`: ``run_dir``, ``head_server``, ``plan``,
     ``options``. Raises :class:`~pytest_gym_eval.run.GymStartError` when Gym cannot start.
     """
     gym = request.config.stash[SESSION_KEY]
-    try:
-        gym.start()
-        yield gym
-    finally:
-        gym.stop()
+    gym.start()
+    return gym
 
 
 OWN_FAILURES = (RolloutError, RolloutFailed, GymStartError)
@@ -133,11 +147,13 @@ def pytest_runtest_makereport(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Stop Gym, summarise the rewards, let the gates set the exit status, and write the JUnit suite
-    properties, the ``--gym-report`` file, the ``--gym-html`` page and the Markdown summaries."""
+    """Summarise the rewards, let the gates set the exit status, and write the JUnit suite properties, the
+    ``--gym-report`` file, the ``--gym-html`` page and the Markdown summaries. Gym is stopped only after these
+    and pytest's JUnit file (:class:`StopGymLast`): from here a Ctrl-C or SIGTERM kills it at once instead of
+    interrupting the reports."""
     # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
     gym = session.config.stash[SESSION_KEY]
-    gym.stop()
+    gym.ending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
     if exitstatus == pytest.ExitCode.USAGE_ERROR:  # e.g. a run directory that cannot be made: nothing ran
         return
     conclusion = gym.conclude()
@@ -145,7 +161,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if exitstatus == pytest.ExitCode.INTERRUPTED and gym.results.stopped_by_maxfail:
         exitstatus = pytest.ExitCode.TESTS_FAILED  # -x under pytest-xdist: as without it, the gates decide
-    status, reason = results.final_status(exitstatus, conclusion, len(gym.results.other_failures))
+    status, reason = results.final_status(
+        exitstatus, conclusion, len(gym.results.other_failures), len(gym.results.gate_failures)
+    )
     session.exitstatus = status
     gym.final = (status, reason)
     if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
@@ -155,6 +173,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
             xml.add_global_property(name, value)
+        for nodeid in gym.results.unjudged_gates():  # a JUnit file without them would read green
+            junit.add_unjudged_gate(xml, nodeid, reason)
     written: list[str] = []
     if gym.options.report is not None:
         plan = shard.report_plan_of(session.config, gym, meta)
@@ -171,6 +191,41 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
     written += outputs.write_pages(final, gym.rollouts(), meta, gym.options, baseline=gym.baseline, environ=os.environ)
     session.config.stash[PAGES_KEY] = written
+
+
+class StopGymLast:
+    """Stops Gym at the end of the session, after every report (registered as ``gym-eval-stop``), and keeps an
+    interrupted session's way to its reports short."""
+
+    def __init__(self, gym: GymSession) -> None:
+        self.gym = gym
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """While Gym runs, pytest formats the traceback of a Ctrl-C or SIGTERM from its last entry only (unless
+        ``--full-trace``): it shows only the last line anyway, and formatting every entry parsed each file's source
+        (1-2 s on a loaded machine) before the reports could be written."""
+        if self.gym.has_processes and not self.gym.config.option.fulltrace and len(excinfo.traceback) > 1:
+            excinfo.traceback = excinfo.traceback[-1:]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Stop Gym once every report is written (this runs after every ``pytest_sessionfinish``, pytest's JUnit
+        file among them) and the reward summary is shown; pytest's short test summary and last line follow."""
+        self.stop(terminalreporter)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Stop Gym if nothing did yet (pytest showed no terminal summary: an internal error, say)."""
+        self.stop(config.pluginmanager.get_plugin("terminalreporter"))
+
+    def stop(self, reporter: pytest.TerminalReporter | None) -> None:
+        """Stop what the session started of Gym (idempotent), saying so on the terminal before and after."""
+        shown = reporter is not None and self.gym.starts_servers  # (an attached run's stop is near instant)
+        if reporter is not None and shown:
+            reporter.write_line("gym: stopping Gym ...")
+        self.gym.stop()
+        if reporter is not None and shown and self.gym.stop_seconds is not None:
+            reporter.write_line(f"gym: Gym stopped in {self.gym.stop_seconds:.1f} s")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:

@@ -132,6 +132,7 @@ class GymProcess:
         self.name = name
         self.log_path = log_path
         self._lock = threading.Lock()
+        self._interrupted = False
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
             self._popen = subprocess.Popen(
@@ -157,11 +158,22 @@ class GymProcess:
         except subprocess.TimeoutExpired:
             return None
 
+    def interrupt(self) -> None:
+        """SIGINT the process group, once (:meth:`stop` then sends no second one, which would cut the command's own
+        shutdown short): to stop several commands at once, interrupt each, then :meth:`stop` each."""
+        with self._lock:
+            if not self._interrupted and self._popen.poll() is None:
+                self._interrupted = True
+                _signal_group(self.pid, signal.SIGINT)
+
     def stop(self, grace: float = DEFAULT_GRACE) -> None:
-        """SIGINT the process group, wait up to ``grace`` seconds, then SIGKILL whatever is left in the session."""
+        """SIGINT the process group (unless :meth:`interrupt` did), wait up to ``grace`` seconds, then SIGKILL
+        whatever is left in the session."""
         with self._lock:
             if self._popen.poll() is None:
-                _signal_group(self.pid, signal.SIGINT)
+                if not self._interrupted:
+                    self._interrupted = True
+                    _signal_group(self.pid, signal.SIGINT)
                 self.wait(grace)
             deadline = time.monotonic() + KILL_BOUND
             while members := session_members(self.pid):
@@ -225,17 +237,22 @@ class SigtermAsCtrlC:
     own) running: Python dies on SIGTERM without running any finalizer.
 
     After :meth:`install`, SIGTERM raises KeyboardInterrupt in the main thread, so pytest ends the session as
-    after Ctrl-C (exit status 2) and the plugin stops Gym. After :meth:`teardown` (the plugin is stopping Gym)
-    SIGTERM is ignored, so a second one cannot cut that teardown short; it is bounded by the stop grace
-    period, and SIGKILL still ends everything. :meth:`restore` puts the default back.
+    after Ctrl-C (exit status 2) and the plugin writes its reports, then stops Gym. After :meth:`teardown` (the
+    session is ending) SIGTERM no longer interrupts anything, so a second one cannot cut the reports short: it
+    calls the ``kill_now`` given to :meth:`teardown` (Gym's processes are killed at once, as a runner that sends
+    SIGTERM twice wants), or is ignored without one; SIGKILL still ends everything (the watchdog then stops
+    Gym). :meth:`restore` puts the default back.
 
     Signal handlers are global, so :meth:`install` changes nothing outside the main thread or when SIGTERM
     already has a handler other than the default (the user's, or the code under test's).
     """
 
+    MESSAGE = "gym: SIGTERM while stopping Gym: killing its processes now (SIGKILL, no grace period)\n"
+
     def __init__(self) -> None:
         self.installed = False
         self._interrupting = True
+        self._kill_now: Callable[[], None] | None = None
         self._handler = self._on_sigterm  # one bound method, so getsignal() can be compared by identity
 
     def install(self) -> None:
@@ -247,9 +264,11 @@ class SigtermAsCtrlC:
         signal.signal(signal.SIGTERM, self._handler)
         self.installed = True
 
-    def teardown(self) -> None:
-        """From now on SIGTERM is ignored: the teardown it would ask for is under way."""
+    def teardown(self, kill_now: Callable[[], None] | None = None) -> None:
+        """From now on SIGTERM no longer interrupts (the teardown it would ask for is under way): it calls
+        ``kill_now`` (e.g. :meth:`GymProcess.kill` of each of the run's commands), or is ignored without one."""
         self._interrupting = False
+        self._kill_now = kill_now
 
     def restore(self) -> None:
         """Put SIGTERM's default handler back, if this one is still in place."""
@@ -262,17 +281,23 @@ class SigtermAsCtrlC:
     def _on_sigterm(self, signum: int, frame: object) -> None:
         if self._interrupting:
             raise KeyboardInterrupt("SIGTERM")
+        if self._kill_now is not None:
+            with contextlib.suppress(OSError):
+                os.write(2, self.MESSAGE.encode())
+            self._kill_now()
 
 
 class CtrlCKillsGym:
     """Ctrl-C while the plugin stops Gym kills Gym's processes at once instead of raising KeyboardInterrupt.
 
-    Stopping Gym can take its grace period (30 s) and more; a user who presses Ctrl-C again meanwhile wants it
-    over now, and a KeyboardInterrupt in the middle of pytest's sessionfinish would end pytest with a traceback,
-    no reward summary, no reports and no resume command. While installed (:meth:`install` to :meth:`restore`),
-    SIGINT writes one line to stderr and calls ``kill_now`` (e.g. :meth:`GymProcess.kill` of each of the run's
-    commands); the stop then goes on without waiting, and the session ends as after one Ctrl-C. Changes nothing
-    outside the main thread, or when SIGINT has a handler other than Python's own (the user's, or ignored).
+    Stopping Gym can take its grace period and more; a user who presses Ctrl-C again meanwhile wants it over
+    now, and a KeyboardInterrupt in the middle of pytest's sessionfinish would end pytest with a traceback,
+    no reward summary, no reports and no resume command (the plugin installs this from the start of
+    sessionfinish, while it writes the reports, until Gym is stopped). While installed (:meth:`install` to
+    :meth:`restore`), SIGINT writes one line to stderr and calls ``kill_now`` (e.g. :meth:`GymProcess.kill` of
+    each of the run's commands); the stop then goes on without waiting, and the session ends as after one
+    Ctrl-C. Changes nothing outside the main thread, or when SIGINT has a handler other than Python's own (the
+    user's, or ignored).
     """
 
     MESSAGE = "gym: Ctrl-C while stopping Gym: killing its processes now (SIGKILL, no grace period)\n"

@@ -84,6 +84,13 @@ class ResultsCollector:
     other_failures: set[str] = field(default_factory=set)
     """Node ids of items that are neither rollouts nor gate items and failed or errored (the gates never turn
     their failure into a green session)."""
+    gates_expected: set[str] = field(default_factory=set)
+    """Node ids of the ``gym-gate`` items the session selected (collection, or the xdist workers' collections)."""
+    gates_reported: set[str] = field(default_factory=set)
+    """Node ids of the ``gym-gate`` items that reported (any phase)."""
+    gate_failures: set[str] = field(default_factory=set)
+    """Node ids of the ``gym-gate`` items that failed or errored (their gates, or a crash: the session's exit
+    status then cannot be 0, as their JUnit testcase is a failure)."""
     stopped_by_maxfail: bool = False
     """pytest-xdist ended the session for ``-x``/``--maxfail`` (with its own ``Interrupted``, a KeyboardInterrupt):
     pytest's status then says "interrupted", though nobody interrupted anything."""
@@ -99,8 +106,16 @@ class ResultsCollector:
         result = rollout_result(report, self.results.get(report.nodeid))
         if result is not None:
             self.results[report.nodeid] = replace(result, start=self.starts[report.nodeid])
-        elif report.failed and report.nodeid not in self.results and not report.nodeid.endswith(GATE_SUFFIX):
+        elif report.nodeid.endswith(GATE_SUFFIX):
+            self.gates_reported.add(report.nodeid)
+            if report.failed:
+                self.gate_failures.add(report.nodeid)
+        elif report.failed and report.nodeid not in self.results:
             self.other_failures.add(report.nodeid)
+
+    def unjudged_gates(self) -> list[str]:
+        """Node ids of selected ``gym-gate`` items that never reported (the session ended before they ran), sorted."""
+        return sorted(self.gates_expected - self.gates_reported)
 
     def rollouts(self) -> list[rpt.RolloutResult]:
         """The reported rollouts (skipped ones left out), in report order."""
@@ -238,18 +253,26 @@ def report_meta(
     return meta
 
 
-def final_status(pytest_status: int, conclusion: Conclusion, other_failures: int = 0) -> tuple[int, str]:
-    """The session's final exit status and a one-line reason, given pytest's own status, the conclusion and
-    the number of failed items that are neither rollouts nor gate items.
+def final_status(
+    pytest_status: int, conclusion: Conclusion, other_failures: int = 0, gate_failures: int = 0
+) -> tuple[int, str]:
+    """The session's final exit status and a one-line reason, given pytest's own status, the conclusion, the
+    number of failed items that are neither rollouts nor gate items, and the number of failed ``gym-gate``
+    items.
 
     The gates decide when they are set and pytest ended normally (exit status 0 or 1), except that they never
-    turn the failure of another test into 0. Otherwise pytest's own status stands, with a reason saying what
+    turn the failure of another test into 0, nor that of a ``gym-gate`` item whose gates pass (its worker
+    crashed, a fixture of the user's failed): its JUnit testcase is a failure, and the exit status says so too.
+    Otherwise pytest's own status stands, with a reason saying what
     it means (``pytest: interrupted``, ``pytest: 3 items failed or errored``, ...).
     """
     if conclusion.exit_status != -1 and pytest_status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if conclusion.exit_status == 0 and other_failures:
             others = f"{other_failures} other test{'s' if other_failures != 1 else ''} failed or errored"
             return int(pytest.ExitCode.TESTS_FAILED), f"{others}; {conclusion.reason}"
+        if conclusion.exit_status == 0 and gate_failures:
+            items = f"{gate_failures} gym-gate item{'s' if gate_failures != 1 else ''}"
+            return int(pytest.ExitCode.TESTS_FAILED), f"{items} failed or errored; {conclusion.reason}"
         return conclusion.exit_status, conclusion.reason
     reasons = {
         pytest.ExitCode.OK: "pytest: every selected test passed",

@@ -256,6 +256,13 @@ def parse_record(
     return RolloutRecord(stamp, value.get("reward"), path, line, offset=offset, usage=record_usage(value))
 
 
+WAKE_EVERY = 0.1
+"""Seconds a thread waiting for a rollout sleeps at most between two checks. Python runs a signal's handler in
+the main thread only, and only when that thread runs Python code: Ctrl-C or SIGTERM delivered to another thread
+(the kernel picks any) reached a waiting item up to a whole wait later (1 s, more on a loaded machine), so a
+stopped session wrote its reports that much later."""
+
+
 class RolloutFeed:
     """Follows ``output`` and ``failures`` (and the run's ``state`` file) in a background thread.
 
@@ -365,6 +372,7 @@ class RolloutFeed:
         rollout returns at once. A failure record is returned once the run is done or stalled; :class:`Skipped` as
         soon as the wave log (``--gym-adaptive``) skips the rollout. ``on_wait`` (the
         session's progress display) is called about every ``every`` seconds while this waits, in this thread."""
+        next_tick = time.monotonic() + every
         with self._changed:
             while True:
                 if stamp in self._skipped:
@@ -385,10 +393,12 @@ class RolloutFeed:
                         self._stall = Stall(limit, now, len(self._records), self._dispatched)
                 if self._stall is not None:
                     return record or self._stall.missing()
-                remaining = 1.0 if on_wait is None else every
+                remaining = WAKE_EVERY
                 if limit is not None and self._progress_at is not None:
                     remaining = min(remaining, self._progress_at + limit - time.monotonic())
-                if not self._changed.wait(max(remaining, 0.0)) and on_wait is not None:
+                woken = self._changed.wait(max(remaining, 0.0))
+                if not woken and on_wait is not None and time.monotonic() >= next_tick:
+                    next_tick = time.monotonic() + every
                     on_wait()
 
     def _limit(self, timeout: float | None) -> float | None:

@@ -49,6 +49,13 @@ START_ATTEMPTS = 2
 FINISH_GRACE = 60.0
 """Seconds ``gym eval run`` gets to write its aggregate metrics after the last rollout arrived."""
 
+STOP_GRACE = 0.5
+"""Seconds Gym's commands get after SIGINT before everything left in their sessions is SIGKILLed. Gym's own stop
+buys nothing worth waiting for: ``gym env start`` SIGKILLs each of its servers after 1 s itself (they never
+stopped in time here), then shuts its Ray cluster down, 9 s on an idle machine and 20 s on a loaded one; a SIGKILL
+of the whole session took 1 s and left no process, listening port or shared-memory file (only Ray's session
+files under ``RAY_TMPDIR``, which is the run directory's or removed with the session)."""
+
 NO_KEY = "no-key"
 """The API key Gym gets when the key's environment variable is unset (loopback and keyless vLLM servers)."""
 
@@ -193,7 +200,7 @@ class RunSettings:
     head_server: tuple[str, int] | None = None
     startup_timeout: float = 900.0
     concurrency: int | None = None
-    stop_grace: float = 30.0
+    stop_grace: float = STOP_GRACE
     sampling: Sampling | None = None
     record_latency: bool = False
     tag_repeats: bool = False
@@ -610,6 +617,11 @@ class GymRun:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called (it may still be under way in another thread)."""
+        return self._stopped
+
     def has_every_rollout(self) -> bool:
         """Whether Gym's files hold a line (rollout or failure) for every planned rollout."""
         done = self._stamps_done()
@@ -633,13 +645,23 @@ class GymRun:
                 return
             self._stopped = True
             processes = [p for p in (self.eval, self.servers) if p is not None]
+        for process in processes:  # at once: the eval run and the servers share one grace period
+            process.interrupt()
+        deadline = time.monotonic() + self.settings.stop_grace
         for process in processes:
-            process.stop(self.settings.stop_grace)
+            process.stop(max(0.0, deadline - time.monotonic()))
         self._thread.join(timeout=self.settings.stop_grace + 30)
         with self._lock:
             watchdog = self.watchdog
         if watchdog is not None:
             watchdog.release()
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Nothing more is wanted from the run (the session was interrupted, or :meth:`stop` ended it): publish
+        ``failed`` unless the run had ended, so that whatever still waits for a rollout (a pytest-xdist worker's
+        item) stops waiting at once. Stops no process: :meth:`stop` does, after the session's reports."""
+        self._stopping.set()
         state = RunState.read(self.paths.state)
         if state is None or not state.done:
             RunState("failed", "the session ended before Gym finished").write(self.paths.state)

@@ -108,6 +108,9 @@ class GymSession:
         self._replay: ReplayServer | None = None
         self._feed: RolloutFeed | None = None
         self._sigterm = SigtermAsCtrlC()
+        self._ctrl_c: CtrlCKillsGym | None = None
+        self._run_started: float | None = None  # time.time() when this process began starting the run
+        self.stop_seconds: float | None = None  # how long stopping Gym took (after the reports)
         self._stamps: dict[str, int] = {}
         self._items: dict[str, RolloutItem] = {}
         self._cleanup: list[Path] = []
@@ -254,6 +257,16 @@ class GymSession:
                 raise pytest.UsageError(f"{where}: cannot make the run directory there: {reason}{target}") from None
         return self.run_dir
 
+    def starts_before_items(self, session: pytest.Session) -> bool:
+        """Whether to start Gym in ``pytest_runtestloop``, before the first item: in a process that runs items (not
+        the pytest-xdist controller, whose workers start following the run the same way), when some rollout is
+        selected and pytest will run items (not ``--collect-only`` or ``--setup-plan``, nor after collection
+        errors, which end the session first)."""
+        option = self.config.option
+        if option.collectonly or getattr(option, "setupplan", False) or self.is_controller or not self.plan.rollouts:
+            return False
+        return not (session.testsfailed and not option.continue_on_collection_errors)
+
     def start(self) -> None:
         """Make sure the run is going and this process follows it (the ``gym_session`` fixture's setup).
 
@@ -294,6 +307,7 @@ class GymSession:
             except pytest.UsageError as error:  # in an xdist hook a UsageError would be an internal error
                 pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
         self._sigterm.install()
+        self._run_started = time.time()
         self._progress = progress_for(self.config)
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
@@ -495,12 +509,38 @@ class GymSession:
             "or --gym-replay=ROLLOUTS.jsonl to replay recorded answers"
         )
 
+    def ending(self, interrupted: bool = False) -> None:
+        """The session's results are in (the start of ``pytest_sessionfinish``): nothing more is wanted from Gym
+        but its stop, which comes after the reports. From now until :meth:`stop` ends, a Ctrl-C or SIGTERM no
+        longer interrupts (the reports are being written) but kills Gym's processes at once
+        (:class:`CtrlCKillsGym`, :meth:`SigtermAsCtrlC.teardown`). After an ``interrupted`` session the run's
+        state says it ended, so that pytest-xdist workers still waiting for rollouts stop waiting. Idempotent."""
+        if interrupted and self._run is not None:
+            self._run.abandon()
+        self._sigterm.teardown(self._kill_gym)
+        if self._ctrl_c is None and self.has_processes:  # a session without Gym keeps Ctrl-C as pytest has it
+            self._ctrl_c = CtrlCKillsGym(self._kill_gym)
+            self._ctrl_c.install()
+
+    @property
+    def has_processes(self) -> bool:
+        """Whether :meth:`stop` has processes to stop: Gym's commands this process started (not yet stopped) or
+        the replay model server."""
+        if self.stop_seconds is not None:
+            return False
+        return (self._run is not None and not self._run.stopped) or self._replay is not None
+
+    @property
+    def starts_servers(self) -> bool:
+        """Whether this process started Gym's servers (not attached, not a warm Gym's) and has not stopped them."""
+        return self.has_processes and self._run is not None and self._run.servers is not None
+
     def stop(self) -> None:
         """Stop Gym (when this process started it), the replay server and the feed; give a warm Gym's lease back
-        (it stays up); idempotent. A Ctrl-C meanwhile kills Gym's processes at once (:class:`CtrlCKillsGym`)."""
-        self._sigterm.teardown()
-        ctrl_c = CtrlCKillsGym(self._kill_gym)
-        ctrl_c.install()
+        (it stays up); idempotent. A Ctrl-C or SIGTERM meanwhile kills Gym's processes at once (see
+        :meth:`ending`). ``stop_seconds`` then holds how long it took."""
+        self.ending()
+        began = time.monotonic()
         try:
             if self._run is not None:
                 self._run.finish()
@@ -513,8 +553,11 @@ class GymSession:
             while self._cleanup:
                 shutil.rmtree(self._cleanup.pop(), ignore_errors=True)
         finally:
-            ctrl_c.restore()
+            if self._ctrl_c is not None:
+                self._ctrl_c.restore()
             self._sigterm.restore()
+            if self.stop_seconds is None:
+                self.stop_seconds = time.monotonic() - began
 
     def _kill_gym(self) -> None:
         if self._run is not None:
@@ -856,6 +899,14 @@ class GymSession:
             return found
         return [r if r.start >= started else dataclasses.replace(r, start=started) for r in found]
 
+    def startup_seconds(self) -> float | None:
+        """Seconds from the start of the run (this process, the owner, began starting Gym or attaching) to the
+        start of its first ``gym eval run``, to the millisecond; None when no ``gym eval run`` started."""
+        started = self._run.eval_started if self._run is not None else None
+        if started is None or self._run_started is None:
+            return None
+        return round(started - self._run_started, 3)
+
     def conclude(self) -> Conclusion | None:
         """Compute the session's conclusion from the reported rollouts (None when there were none)."""
         rollouts = self.rollouts()
@@ -885,6 +936,7 @@ class GymSession:
             **(self.options.price.meta() if self.options.price is not None else {}),
             "warm_gym": self._warm.entry.key if self._warm is not None and self._warm.entry is not None else None,
             "resumed_from": str(self.options.resume) if self.options.resume is not None else None,
+            "startup_seconds": self.startup_seconds(),
         }
         return report_meta(self.options, self.rollouts(), run)
 

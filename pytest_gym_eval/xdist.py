@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval.plan import RunPlan
+from pytest_gym_eval.results import GATE_SUFFIX
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.run import RunPaths
 from pytest_gym_eval.session import RUN_DIR_INPUT, GymSession
@@ -31,7 +32,9 @@ class XdistController:
         node.workerinput[RUN_DIR_INPUT] = str(self.gym.make_run_dir())
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """Start Gym once, on the first worker's collection, for the plan that worker saved."""
+        """Start Gym once, on the first worker's collection, for the plan that worker saved; note the selected
+        ``gym-gate`` items (a JUnit file must show those the session ended before)."""
+        self.gym.results.gates_expected.update(nodeid for nodeid in ids if nodeid.endswith(GATE_SUFFIX))
         if self.started or self.gym.config.option.collectonly:
             return
         self.started = True

@@ -382,29 +382,51 @@ def test_sigint_or_sigterm_to_pytest_leaves_nothing_running(
     assert_nothing_left(fake_gym)
 
 
-def test_ctrl_c_again_while_gym_stops_kills_it_and_the_session_still_reports(
-    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+HOLD_SESSION_END = """
+import json, os, time
+from pathlib import Path
+import pytest
+from pytest_gym_eval.processes import is_running
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    # The reports are written; Gym is stopped later. Say so, and wait (bounded) until a second signal killed it.
+    (run_dir,) = Path("runs").iterdir()
+    servers = json.loads((run_dir / "processes.jsonl").read_text().splitlines()[0])["pid"]
+    Path("session-ending").write_text("")
+    deadline = time.monotonic() + 60
+    while is_running(servers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize(
+    ("second", "said"),
+    [(signal.SIGINT, "gym: Ctrl-C while stopping Gym"), (signal.SIGTERM, "gym: SIGTERM while stopping Gym")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_a_second_signal_as_the_session_ends_kills_gym_and_the_session_still_reports(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, second: signal.Signals, said: str
 ) -> None:
-    """A second Ctrl-C while the plugin waits out Gym's grace period kills Gym's processes at once; the session
-    still ends as after one Ctrl-C (exit status 2, the reward summary, the resume command), with no traceback
-    from inside pytest's sessionfinish."""
+    """A second Ctrl-C or SIGTERM (GitHub Actions' cancel sends SIGTERM 7.5 s after SIGINT) once the session is
+    ending kills Gym's processes at once, never the reports; the session still ends as after one Ctrl-C (exit
+    status 2, the reward summary, the resume command), with no traceback from inside pytest's sessionfinish."""
     monkeypatch.setenv("FAKE_GYM_STOP", "slow")  # Gym's servers ignore the plugin's SIGINT: only SIGKILL ends them
+    pytester.makeconftest(HOLD_SESSION_END)
     name = dataset(pytester, task("first"), task("held", hold=True))
     args = [*fake_gym.args, "-v", name, "--gym-run-dir=runs", "-p", "no:randomly"]
     process, seen = run_until_reported(pytester.path, args, lambda line: "first[r0] PASSED" in line)
     try:
         process.send_signal(signal.SIGINT)
-        (run_dir,) = (pytester.path / "runs").iterdir()
-        log = run_dir / "logs" / "gym-env-start.log"
-        wait_until(lambda: "Stopping slowly" in log.read_text(), "the plugin is stopping Gym", timeout=60)
-        process.send_signal(signal.SIGINT)
+        wait_until(lambda: (pytester.path / "session-ending").exists(), "the session is ending", timeout=60)
+        process.send_signal(second)
         output = "".join(seen) + process.communicate(timeout=60)[0]
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
-    assert "gym: Ctrl-C while stopping Gym: killing its processes now" in output
+    assert f"{said}: killing its processes now" in output, output[-3000:]
     assert "gym reward summary" in output and "gym: resume this run with: " in output
     assert "Traceback" not in output, output[-3000:]
     assert_nothing_left(fake_gym)

@@ -19,14 +19,22 @@ import jsonschema
 import pytest
 
 from conftest import (
+    DOCKER_STOP,
+    GITHUB_CANCEL,
+    REPORT_ARGS,
+    REPORTS_WITHIN,
     GymExample,
     SharedGym,
     assert_interrupted,
     interrupt_once_reported,
     junit_aggregates,
     junit_rollouts,
+    junit_suite_properties,
+    run_until_reported,
     started_processes,
+    stop_like_a_runner,
     validate_junit,
+    wait_until,
 )
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
@@ -202,6 +210,39 @@ def test_sigint_or_sigterm_to_pytest_leaves_nothing_running(
     assert_interrupted(returncode, output)
     (run_dir,) = run_dirs(pytester.path / "runs")
     assert [sid for sid in started_sessions(run_dir) if session_members(sid)] == []
+
+
+@pytest.mark.parametrize("schedule", [DOCKER_STOP, GITHUB_CANCEL], ids=["sigterm-sigkill", "github-cancel"])
+def test_a_runners_stop_mid_run_finds_every_report_written(
+    pytester: pytest.Pytester,
+    gym_example: GymExample,
+    slow_replay: ReplayServer,
+    schedule: tuple[tuple[signal.Signals, float], ...],
+) -> None:
+    """Stopped mid-run as ``docker stop`` on a busy runner (SIGTERM, SIGKILL 3 s later) or as GitHub Actions
+    cancels (SIGINT, SIGTERM 7.5 s later, SIGKILL 2.5 s after), the session has written the JUnit XML, the JSON
+    report, the HTML page and the Markdown summary within 3 s, and nothing of Gym is left running."""
+    dataset = copy_example(pytester, gym_example)
+    args = [
+        f"--gym-checkout={gym_example.checkout}", f"--gym-model-url={slow_replay.base_url}", "--gym-model=replay",
+        "--gym-concurrency=1", "--gym-run-dir=runs", "-p", "no:cacheprovider", "-v", dataset, *REPORT_ARGS,
+    ]  # fmt: skip
+    process, seen = run_until_reported(pytester.path, args, lambda line: " PASSED" in line or " FAILED" in line)
+    complete_at, rest = stop_like_a_runner(process, pytester.path, schedule)
+    output = "".join(seen) + rest
+    assert complete_at is not None and complete_at <= REPORTS_WITHIN, (complete_at, output[-3000:])
+    assert "gym: stopping Gym ..." in output or process.returncode == -signal.SIGKILL, output[-3000:]
+    validate_junit(pytester.path / "junit.xml")
+    assert junit_suite_properties(pytester.path / "junit.xml")["gym.exit_status"] == "2"
+    report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    assert report["session"]["exit_status"] == 2 and report["rollouts"], report["session"]
+    (run_dir,) = run_dirs(pytester.path / "runs")
+    wait_until(
+        lambda: not [sid for sid in started_sessions(run_dir) if session_members(sid)],
+        "every process of the run is gone (the plugin's stop, or the watchdog's after SIGKILL)",
+        timeout=120,
+    )
 
 
 def gym_mean_reward(run_dir: Path) -> float:

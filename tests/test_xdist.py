@@ -15,7 +15,7 @@ import pytest
 from conftest import FakeGym, assert_interrupted, child_pytest_argv
 from pytest_gym_eval.processes import session_members
 
-VOLATILE = ("gym.created", "gym.run_dir", "gym.head_server", "gym.model_url")
+VOLATILE = ("gym.created", "gym.run_dir", "gym.head_server", "gym.model_url", "gym.startup_seconds")
 
 
 def dataset(pytester: pytest.Pytester) -> str:

@@ -353,6 +353,20 @@ def move_rollout_values(xml: Any, report: pytest.TestReport) -> None:
     report.user_properties = [(n, v) for n, v in report.user_properties if n not in names]
 
 
+def add_unjudged_gate(xml: Any, nodeid: str, reason: str) -> None:
+    """Add to pytest's JUnit writer ``xml`` an errored testcase for the ``gym-gate`` item ``nodeid``, selected but
+    never run (the session was interrupted or stopped by ``-x`` first), so that the file does not read green
+    (``errors="1"``); ``reason`` (the session's) goes in the error's text."""
+    path = nodeid.split("::", 1)[0]
+    text = f"the session ended before this dataset's gates were judged ({reason})"
+    location = (path, 0, "gym-gate")
+    for report in (
+        pytest.TestReport(nodeid, location, {}, "failed", text, "setup", duration=0.0),
+        pytest.TestReport(nodeid, location, {}, "passed", None, "teardown", duration=0.0),
+    ):
+        xml.pytest_runtest_logreport(report)
+
+
 class RolloutValuesInJunit:
     """A plugin object (registered by the plugin at configure time) that applies :func:`move_rollout_values`
     to every report before pytest's JUnit writer sees it."""
