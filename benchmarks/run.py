@@ -72,7 +72,9 @@ INSTRUCTION = (
     "Answer the multiple-choice question below. You may reason step by step first, "
     "then put only the letter of your final choice inside \\boxed{}."
 )
-BENCHMARKS = ("overhead", "collection", "read", "latency", "html", "throughput", "merge", "adaptive", "warm")
+BENCHMARKS = (
+    "overhead", "collection", "read", "latency", "html", "throughput", "merge", "adaptive", "warm", "teardown",
+)  # fmt: skip
 
 
 @dataclass
@@ -1246,6 +1248,37 @@ def bench_warm(work: Path, rounds: int) -> list[Row]:
     ]
 
 
+def bench_teardown(work: Path, rounds: int) -> list[Row]:
+    """The mcqa example's session (12 tasks x 2 repeats, replayed answers) starting and stopping Gym itself: the
+    seconds from its last rollout (the last write to Gym's rollouts file) to the session's end (the pytest
+    process exited), median of ``rounds``; and, from its terminal, how long stopping Gym took."""
+    root = work / "teardown"
+    project = root / "project"
+    shutil.copytree(MCQA_EXAMPLE, project, ignore=shutil.ignore_patterns(".pytest_cache", "__pycache__"))
+    ends, stops = [], []
+    for round_ in range(rounds):
+        _, output, run_dir = warm_session(project, root / f"runs-{round_}", dict(os.environ))
+        ended = time.time()
+        last_rollout = (run_dir / "gym-output" / "rollouts.jsonl").stat().st_mtime
+        ends.append(ended - last_rollout)
+        stopped = re.search(r"gym: Gym stopped in ([0-9.]+) s", output)
+        stops.append(float(stopped.group(1)) if stopped else float("nan"))
+        print(f"  round {round_ + 1}: last rollout -> session end {ends[-1]:.2f} s (Gym stopped in {stops[-1]} s)")
+    estimate = median_of(ends)
+    listed = ", ".join(f"{t:.2f}" for t in ends)
+    return [
+        Row(
+            f"Teardown: the mcqa example's session (12 tasks x 2 repeats) starting Gym itself, from its last rollout "
+            f"to the session's end, median of {rounds} ({listed} s; stopping Gym took "
+            f"{', '.join(f'{t:.1f}' for t in stops)} s of it)",
+            f"{estimate.text()} s",
+            goal="<= 2 s",
+            verdict=estimate.verdict(2.0),
+            summary="teardown: last rollout to session end",
+        )
+    ]
+
+
 # The table.
 
 
@@ -1324,6 +1357,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--adaptive-tasks", type=int, default=100, help="adaptive: tasks per simulated run (100)")
     parser.add_argument("--adaptive-runs", type=int, default=1000, help="adaptive: simulated runs per mean (1000)")
     parser.add_argument("--warm-rounds", type=int, help="warm: sessions and raw runs per side (default 7; quick 1)")
+    parser.add_argument("--teardown-rounds", type=int, help="teardown: sessions (default 3; quick 1)")
     parser.add_argument(
         "--latency", type=float, default=0.5, help="throughput: seconds the model takes per answer (0.5)"
     )
@@ -1371,6 +1405,8 @@ def main(argv: list[str]) -> int:
                 rows += bench_adaptive(args.adaptive_tasks, 200 if quick else args.adaptive_runs, 8, 2)
             elif name == "warm":
                 rows += bench_warm(work, args.warm_rounds or (1 if quick else 7))
+            elif name == "teardown":
+                rows += bench_teardown(work, args.teardown_rounds or (1 if quick else 3))
             else:
                 rows += bench_html(work, args.html_rollouts or (1_000, 10_000), 1 if quick else 3)
         failed = False
