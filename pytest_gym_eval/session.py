@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gym_eval import causes, provision
+from pytest_gym_eval import causes, preflight, provision
 from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DatasetSettings, GymOptions
@@ -196,6 +196,7 @@ class GymSession:
         if self.is_worker and self.run_dir is not None:
             self.plan.save(RunPaths(self.run_dir).plan)
         if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
+            self.check_before_start(self.plan)  # a missing agent or model server: one usage error, not N errors
             self.make_run_dir()  # now, so that a run directory that cannot be made is a usage error, not N errors
         if self.resumption is not None and self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
             self._check_resume(self.plan)  # (under xdist the controller checks the plan the workers saved)
@@ -404,10 +405,8 @@ class GymSession:
     def _run_settings(self, plan: RunPlan) -> RunSettings:
         options = self.options
         checkout = self._load_checkout()
-        models = checkout.path / "responses_api_models"
-        if options.head_server is None and models.is_dir() and not (models / options.model_type).is_dir():
-            known = ", ".join(sorted(p.name for p in models.iterdir() if p.is_dir() and p.name.isidentifier()))
-            raise GymStartError(f"--gym-model-type: this Gym has no model server {options.model_type!r} ({known})")
+        if options.head_server is None and (problem := preflight.model_type_problem(checkout.path, options.model_type)):
+            raise GymStartError(problem)
         configs = self._agent_configs(checkout, plan)
         run_dir = self.make_run_dir()
         attach = None
@@ -446,22 +445,44 @@ class GymSession:
         return self._agent_config_cache[used]
 
     def _find_agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
-        options = self.options
         configs = []
         for agent in plan.agents:
-            datasets = sorted({r.dataset for r in plan.rollouts if r.agent == agent})
-            named = {server for d in datasets if (server := options.dataset_settings(d).resources_server)}
-            server = named.pop() if len(named) == 1 else None
-            config_path = find_agent_config(checkout.path, agent, server)
+            config_path = find_agent_config(checkout.path, agent, self._agent_server(plan, agent))
             if config_path is None:
-                where = f" under resources_servers/{server}/configs" if server else ""
-                raise GymStartError(
-                    f"no Gym config in {checkout.path}{where} defines the agent {agent!r} (used by "
-                    f"{', '.join(map(str, datasets))}); set it with --gym-agent, `agent=` in gym_dataset_settings, "
-                    "or the rows' agent_ref"
-                )
+                raise GymStartError(self._agent_problem(checkout.path, plan, agent))
             configs.append(config_path)
         return configs
+
+    def _agent_server(self, plan: RunPlan, agent: str) -> str | None:
+        """The ``resources_server=`` setting of the datasets ``agent`` runs in ``plan`` (None unless they agree)."""
+        datasets = {r.dataset for r in plan.rollouts if r.agent == agent}
+        named = {server for d in datasets if (server := self.options.dataset_settings(d).resources_server)}
+        return named.pop() if len(named) == 1 else None
+
+    def _agent_problem(self, checkout: Path, plan: RunPlan, agent: str) -> str:
+        names = sorted({r.nodeid.split("::", 1)[0] for r in plan.rollouts if r.agent == agent})
+        return preflight.agent_problem(checkout, agent, names, self._agent_server(plan, agent))
+
+    def check_before_start(self, plan: RunPlan) -> None:
+        """Check what can be checked of ``plan``'s run before Gym starts (:mod:`pytest_gym_eval.preflight`): every
+        agent defined by a config of the checkout, ``--gym-model-type`` one of its model servers (not when attached
+        to running servers, whose model is theirs). Raises :class:`pytest.UsageError` with one message per problem
+        (exit status 4); checks nothing when the checkout is not there yet (it is provisioned when Gym starts).
+        """
+        checkout = preflight.local_checkout(self.options.checkout)
+        if checkout is None:
+            return
+        problems = [
+            self._agent_problem(checkout, plan, agent)
+            for agent in plan.agents
+            if find_agent_config(checkout, agent, self._agent_server(plan, agent)) is None
+        ]
+        if self.options.head_server is None and (
+            problem := preflight.model_type_problem(checkout, self.options.model_type)
+        ):
+            problems.append(problem)
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
         options = self.options
