@@ -63,7 +63,10 @@ def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) ->
     for name in environments:
         configs = checkout / "resources_servers" / name / "configs"
         configs.mkdir(parents=True)
-        (configs / f"{name}.yaml").write_text(f"{name}:\n  resources_servers: {{}}\n{name}_simple_agent:\n  x: 1\n")
+        (configs / f"{name}.yaml").write_text(
+            f"{name}:\n  resources_servers:\n    {name}:\n      entrypoint: app.py\n"
+            f"{name}_simple_agent:\n  responses_api_agents:\n    simple_agent:\n      entrypoint: app.py\n"
+        )
     return checkout
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import itertools
 import math
 import os
 from collections.abc import Sequence
@@ -821,6 +822,8 @@ def check_config_source(config: pytest.Config) -> None:
     then apply) even when the current folder has one of its own. Raises :class:`pytest.UsageError` saying so and
     how to name a configuration (``-c``), when a ``.jsonl`` argument lies in a Gym checkout whose files configure
     pytest, pytest was started outside that checkout, and no ``-c``/``--config-file``/``--rootdir`` was given.
+    The same for ``--gym-checkout PATH`` (a space, not ``=``): pytest took ``PATH`` for a path to test, and the
+    message says to write ``--gym-checkout=PATH``.
     """
     inipath = config.inipath
     if inipath is None or not _is_gym_checkout(inipath.parent):
@@ -832,6 +835,14 @@ def check_config_source(config: pytest.Config) -> None:
     explicit = ("-c", "--config-file", "--rootdir", "--inifile")
     if any(arg == flag or arg.startswith(flag + "=") for arg in params.args for flag in explicit):
         return
+    spaced = _spaced_path_option(params.args, Path(params.dir), checkout)
+    if spaced is not None:
+        raise pytest.UsageError(
+            f"pytest read its configuration from Gym's own {inipath} (rootdir {checkout}: Gym's addopts and "
+            f"markers apply, and pytest's cache goes into the checkout) because `{spaced} {checkout}` was given "
+            "with a space: pytest chooses its configuration before it knows this plugin's options, and took the "
+            f"checkout for a path to test. Write `{spaced}={checkout}`."
+        )
     datasets = [arg for arg in config.args if arg.split("::")[0].endswith(".jsonl")]
     if not any(_inside((Path(params.dir) / arg.split("::")[0]).resolve(), checkout) for arg in datasets):
         return
@@ -841,6 +852,16 @@ def check_config_source(config: pytest.Config) -> None:
         "inside that Gym checkout. Name your configuration: `pytest -c pytest.ini ...` (your project's ini file; "
         "`-c /dev/null` for none); a dataset outside the rootdir keeps its path, with ../, in its node ids."
     )
+
+
+def _spaced_path_option(args: Sequence[str], cwd: Path, checkout: Path) -> str | None:
+    """The ``--gym-*`` option given with a space before a path inside ``checkout`` (``--gym-checkout PATH``,
+    ``--gym-replay PATH``), which pytest's first reading of the command line took for a path to test; None
+    when there is none."""
+    for option, value in itertools.pairwise(args):
+        if option.startswith("--gym-") and "=" not in option and _inside((cwd / value).resolve(), checkout):
+            return option
+    return None
 
 
 def _is_gym_checkout(folder: Path) -> bool:

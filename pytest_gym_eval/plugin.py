@@ -73,6 +73,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     shard.collect_and_select(config, items)
 
 
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Note the rollout items ``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw`` or the shard left out: a gate is
+    labelled with the part of its dataset it was judged on (:mod:`pytest_gym_eval.selection`)."""
+    if items:
+        items[0].config.stash[SESSION_KEY].deselected(items)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Plan the Gym run from the selected items (after ``-k``, ``-m``, ``--lf`` and ``--deselect``)."""

@@ -1284,6 +1284,13 @@ class _Plan:
     cache: Path = field(default_factory=cache_root)
 
 
+def provisioned(version: str = DEFAULT_GYM_VERSION) -> GymCheckout | None:
+    """The default checkout of Gym ``version`` when its provisioning finished (a valid manifest), else None; never
+    builds anything (no lock, no network, no subprocess)."""
+    manifest, _ = _read_manifest(default_checkout_path(version), version)
+    return _checkout_from_manifest(manifest) if manifest is not None else None
+
+
 def provision(
     version: str = DEFAULT_GYM_VERSION,
     dest: Path | None = None,

@@ -23,6 +23,7 @@ from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import model as rpt
 from pytest_gym_eval.reporting.model import Conclusion, Flip
+from pytest_gym_eval.selection import Selection
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.usage import usage_from_properties
 
@@ -182,6 +183,7 @@ def conclude(
     policy: tuple[Mapping[str, float], Mapping[str, Sequence[Gate]]] | None = None,
     *,
     adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
+    selections: Mapping[str, Selection] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
@@ -191,6 +193,10 @@ def conclude(
     :func:`~pytest_gym_eval.reporting.model.summarize`), ``adaptive`` how ``--gym-adaptive`` ran each dataset
     (judged on its confidence sequence). A ``--gym-replay`` recording that cannot be read fails
     the session (exit status 1) with the file and line in ``reason``.
+
+    ``selections[dataset]`` is the part of each dataset the session selected (:mod:`pytest_gym_eval.selection`):
+    the gates of one judged on a selection by name, marker or last outcome are shown but do not decide (with
+    no other gate, pytest's own status holds, and ``reason`` says why the gates were not judged).
 
     ``policy`` gives each dataset's pass threshold and gates (keyed by dataset name) when they do not come
     from ``options`` and the dataset files (``python -m pytest_gym_eval merge`` takes them from the reports).
@@ -206,6 +212,8 @@ def conclude(
         price=options.price,
         adaptive=adaptive,
     )
+    if selections:
+        summaries = [replace(s, selection=selections.get(s.dataset)) for s in summaries]
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     flips, replay_error = None, ""
     if options.replay:
@@ -220,7 +228,7 @@ def conclude(
     baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
     other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip
     if status == -1 and not other_gates and not replay_error:
-        return Conclusion(summaries, comparisons, flips, -1, "")
+        return Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries))
     failures = [replay_error] if replay_error else []
     if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
         failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
@@ -237,6 +245,13 @@ def conclude(
     else:
         status, reason = 0, reason or "gym gates: all gates pass"
     return Conclusion(summaries, comparisons, flips, status, reason)
+
+
+def _not_judged(summaries: Sequence[rpt.DatasetSummary]) -> str:
+    """Why gated datasets' gates did not decide (each was judged on a selection by name, marker or last outcome),
+    "" when none."""
+    parts = [f"{s.title} {s.selection.describe()}" for s in summaries if s.gates and not s.gates_decide and s.selection]
+    return "gym gates: not judged on the whole dataset, the items decide: " + "; ".join(parts) if parts else ""
 
 
 def report_meta(
@@ -283,6 +298,6 @@ def final_status(
         pytest.ExitCode.NO_TESTS_COLLECTED: "pytest: no tests collected",
     }
     reason = reasons.get(pytest_status, f"pytest: exit status {int(pytest_status)}")  # type: ignore[call-overload]
-    if conclusion.reason and pytest_status != pytest.ExitCode.OK:
+    if conclusion.reason and (pytest_status != pytest.ExitCode.OK or conclusion.exit_status == -1):
         reason = f"{reason}; {conclusion.reason}"
     return int(pytest_status), reason

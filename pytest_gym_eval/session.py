@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gym_eval import causes, provision
+from pytest_gym_eval import causes, preflight, provision, selection
 from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DatasetSettings, GymOptions
@@ -127,6 +127,9 @@ class GymSession:
         self._warm: WarmGym | None = None
         self._configurations: dict[tuple[str, ...], GymConfiguration] = {}
         self._agent_config_cache: dict[tuple[tuple[str, Path], ...], list[Path]] = {}
+        self._deselected: list[tuple[str, str, int]] = []
+        self.selections: dict[str, selection.Selection] = {}
+        """Per dataset name, the part of it this session selected (:mod:`pytest_gym_eval.selection`)."""
         self._digests: dict[tuple[str, str], str] | None = None
         self.resumption: Resumption | None = None
         if self.options.resume is not None:
@@ -172,6 +175,10 @@ class GymSession:
                 return parts[index + 1] + SIMPLE_AGENT_SUFFIX
         return dataset.stem + SIMPLE_AGENT_SUFFIX
 
+    def deselected(self, items: Sequence[pytest.Item]) -> None:
+        """Note the rollout items a selection left out (``pytest_deselected``)."""
+        self._deselected += selection.deselected_pairs(items)
+
     def gates_for(self, settings: DatasetSettings) -> bool:
         """Whether a dataset with these settings has CI gates (it then gets a ``gym-gate`` item)."""
         return bool(settings.gates)
@@ -196,12 +203,30 @@ class GymSession:
         )
         self._items = {item.nodeid: item for item in selected}
         self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
+        self._record_selections()
         if self.is_worker and self.run_dir is not None:
-            self.plan.save(RunPaths(self.run_dir).plan)
+            selection.save(self.selections, self.run_dir / selection.SELECTION_FILE)  # before the plan: the
+            self.plan.save(RunPaths(self.run_dir).plan)  # controller starts reading once the plan is there
         if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
+            self.check_before_start(self.plan)  # a missing agent or model server: one usage error, not N errors
             self.make_run_dir()  # now, so that a run directory that cannot be made is a usage error, not N errors
         if self.resumption is not None and self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
             self._check_resume(self.plan)  # (under xdist the controller checks the plan the workers saved)
+
+    def _record_selections(self) -> None:
+        from pytest_gym_eval.shard import PLAN_KEY
+
+        collected = self.config.stash.get(PLAN_KEY, None)
+        if collected is not None:
+            how = selection.selecting_options(self.config)
+            self.selections = selection.selections(collected, self._deselected, how, self.options.shard)
+
+    def selection_of(self, dataset: str) -> selection.Selection | None:
+        """The part of ``dataset`` (its name) this session selected; on the pytest-xdist controller, as a worker
+        recorded it. None when unknown."""
+        if not self.selections and self.run_dir is not None and not self.is_worker:
+            self.selections = selection.load(self.run_dir / selection.SELECTION_FILE)
+        return self.selections.get(dataset)
 
     def whole_tasks_allowed(self) -> bool:
         """Whether this session may hand Gym whole tasks with ``--num-repeats R`` (see :mod:`pytest_gym_eval.plan`;
@@ -418,10 +443,8 @@ class GymSession:
     def _run_settings(self, plan: RunPlan) -> RunSettings:
         options = self.options
         checkout = self._load_checkout()
-        models = checkout.path / "responses_api_models"
-        if options.head_server is None and models.is_dir() and not (models / options.model_type).is_dir():
-            known = ", ".join(sorted(p.name for p in models.iterdir() if p.is_dir() and p.name.isidentifier()))
-            raise GymStartError(f"--gym-model-type: this Gym has no model server {options.model_type!r} ({known})")
+        if options.head_server is None and (problem := preflight.model_type_problem(checkout.path, options.model_type)):
+            raise GymStartError(problem)
         configs = self._agent_configs(checkout, plan)
         run_dir = self.make_run_dir()
         attach = None
@@ -460,22 +483,44 @@ class GymSession:
         return self._agent_config_cache[used]
 
     def _find_agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
-        options = self.options
         configs = []
         for agent in plan.agents:
-            datasets = sorted({r.dataset for r in plan.rollouts if r.agent == agent})
-            named = {server for d in datasets if (server := options.dataset_settings(d).resources_server)}
-            server = named.pop() if len(named) == 1 else None
-            config_path = find_agent_config(checkout.path, agent, server)
+            config_path = find_agent_config(checkout.path, agent, self._agent_server(plan, agent))
             if config_path is None:
-                where = f" under resources_servers/{server}/configs" if server else ""
-                raise GymStartError(
-                    f"no Gym config in {checkout.path}{where} defines the agent {agent!r} (used by "
-                    f"{', '.join(map(str, datasets))}); set it with --gym-agent, `agent=` in gym_dataset_settings, "
-                    "or the rows' agent_ref"
-                )
+                raise GymStartError(self._agent_problem(checkout.path, plan, agent))
             configs.append(config_path)
         return configs
+
+    def _agent_server(self, plan: RunPlan, agent: str) -> str | None:
+        """The ``resources_server=`` setting of the datasets ``agent`` runs in ``plan`` (None unless they agree)."""
+        datasets = {r.dataset for r in plan.rollouts if r.agent == agent}
+        named = {server for d in datasets if (server := self.options.dataset_settings(d).resources_server)}
+        return named.pop() if len(named) == 1 else None
+
+    def _agent_problem(self, checkout: Path, plan: RunPlan, agent: str) -> str:
+        names = sorted({r.nodeid.split("::", 1)[0] for r in plan.rollouts if r.agent == agent})
+        return preflight.agent_problem(checkout, agent, names, self._agent_server(plan, agent))
+
+    def check_before_start(self, plan: RunPlan) -> None:
+        """Check what can be checked of ``plan``'s run before Gym starts (:mod:`pytest_gym_eval.preflight`): every
+        agent defined by a config of the checkout, ``--gym-model-type`` one of its model servers (not when attached
+        to running servers, whose model is theirs). Raises :class:`pytest.UsageError` with one message per problem
+        (exit status 4); checks nothing when the checkout is not there yet (it is provisioned when Gym starts).
+        """
+        checkout = preflight.local_checkout(self.options.checkout)
+        if checkout is None:
+            return
+        problems = [
+            self._agent_problem(checkout, plan, agent)
+            for agent in plan.agents
+            if find_agent_config(checkout, agent, self._agent_server(plan, agent)) is None
+        ]
+        if self.options.head_server is None and (
+            problem := preflight.model_type_problem(checkout, self.options.model_type)
+        ):
+            problems.append(problem)
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
 
     def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
         options = self.options
@@ -874,10 +919,16 @@ class GymSession:
             results, thresholds={dataset: settings.threshold}, gates={dataset: settings.gates},
             mode=self.options.gate_mode, adaptive=self.adaptive_records(),
         )  # fmt: skip
-        if not summaries:
-            return f"no rollout of {dataset} was selected: its gates cannot be judged"
         judged = [gate for summary in summaries for gate in summary.gates]
         item.user_properties.extend(("gate", gate.describe()) for gate in judged)
+        part = self.selection_of(dataset)
+        if part is not None and part.partial:
+            item.user_properties.append(("selection", part.describe()))
+        if part is not None and part.biased:  # no sample of the dataset: its verdict is no verdict on it
+            verdicts = "; ".join(gate.describe() for gate in judged) or "no rollout selected"
+            pytest.skip(f"{part.describe()}, not the whole dataset (the gates decide only on it): {verdicts}")
+        if not summaries:
+            return f"no rollout of {dataset} was selected: its gates cannot be judged"
         failing = [gate for gate in judged if not gate.passed(self.options.inconclusive_passes)]
         if not failing:
             return None
@@ -916,7 +967,10 @@ class GymSession:
         for planned in self.selected_rollouts():
             counts = selected.setdefault(planned.nodeid.split("::", 1)[0], {})
             counts[planned.agent] = counts.get(planned.agent, 0) + 1
-        self.conclusion = conclude(rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records())
+        parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}
+        self.conclusion = conclude(
+            rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts
+        )
         return self.conclusion
 
     def meta(self) -> dict[str, object]:

@@ -48,6 +48,10 @@ class XdistController:
             return
         if plan.rollouts:
             self.gym.plan = plan
+            try:  # before any worker's item waits for Gym: a configuration error is one usage error here
+                self.gym.check_before_start(plan)
+            except pytest.UsageError as error:  # in an xdist hook a UsageError would be an internal error
+                pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
             self.gym.start_run(plan)
 
     @pytest.hookimpl(trylast=True)

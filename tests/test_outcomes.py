@@ -281,8 +281,8 @@ def test_row_agent_ref_and_gym_agent_choose_the_agent(pytester: pytest.Pytester,
     row = task("own") | {"agent_ref": {"name": "nonexistent_agent"}}
     name = dataset(pytester, row, task("default"))
     result = run(pytester, fake_gym, name)
-    assert set(outcomes(result).values()) == {"error"}
-    result.stdout.fnmatch_lines(["*no Gym config in * defines the agent 'nonexistent_agent'*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and outcomes(result) == {}
+    result.stderr.fnmatch_lines(["ERROR: no Gym config in * defines the agent 'nonexistent_agent'*"])
 
 
 def test_api_key_never_reaches_argv_logs_or_reports(
@@ -457,9 +457,10 @@ def test_no_gym_item_selected_starts_nothing(pytester: pytest.Pytester, fake_gym
 def test_resources_server_setting_picks_the_agents_config(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     pytester.makeini("[pytest]\ngym_dataset_settings =\n    mcqa.jsonl: resources_server=elsewhere\n")
     name = dataset(pytester, task("a"))
+    (fake_gym.checkout / "resources_servers" / "elsewhere" / "configs").mkdir(parents=True)
     result = run(pytester, fake_gym, name)
-    assert outcomes(result) == {"mcqa.jsonl::a[r0]": "error"}
-    result.stdout.fnmatch_lines(["*under resources_servers/elsewhere/configs defines the agent 'mcqa_simple_agent'*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and outcomes(result) == {}
+    result.stderr.fnmatch_lines(["*under resources_servers/elsewhere/configs defines the agent 'mcqa_simple_agent'*"])
     pytester.makeini("[pytest]\ngym_dataset_settings =\n    mcqa.jsonl: resources_server=mcqa\n")
     assert outcomes(run(pytester, fake_gym, name)) == {"mcqa.jsonl::a[r0]": "passed"}
 
@@ -469,9 +470,9 @@ def test_unknown_model_type_names_the_ones_gym_has(pytester: pytest.Pytester, fa
         (fake_gym.checkout / "responses_api_models" / model).mkdir(parents=True)
     name = dataset(pytester, task("a"))
     result = run(pytester, fake_gym, name, "--gym-model-type=anthropic")
-    assert outcomes(result) == {"mcqa.jsonl::a[r0]": "error"}
-    expected = "*--gym-model-type: this Gym has no model server 'anthropic' (openai_model, vllm_model)*"
-    result.stdout.fnmatch_lines([expected])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and outcomes(result) == {}
+    expected = "ERROR: --gym-model-type: this Gym has no model server 'anthropic' (openai_model, vllm_model)"
+    result.stderr.fnmatch_lines([expected])
     assert fake_gym.calls() == []
     assert outcomes(run(pytester, fake_gym, name, "--gym-model-type=vllm_model")) == {"mcqa.jsonl::a[r0]": "passed"}
 

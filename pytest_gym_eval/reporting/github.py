@@ -17,7 +17,7 @@ from pathlib import Path
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.outcome import clean_gym_message
 from pytest_gym_eval.reporting import baseline as bl
-from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
+from pytest_gym_eval.reporting.model import Conclusion, RolloutResult, selection_note
 from pytest_gym_eval.reporting.transcripts import read_records
 
 MAX_PER_LEVEL = 10
@@ -85,11 +85,13 @@ def session_annotations(
             if result.verdict is Verdict.PASS:
                 continue
             level = "warning" if result.verdict is Verdict.INCONCLUSIVE and inconclusive_passes else "error"
+            if not summary.gates_decide:  # judged on a -k, --lf, ... selection: it fails nothing
+                level = "warning"
             gates.append(
                 Annotation(
                     level,
                     f"gym gate {result.verdict.value}",
-                    f"{summary.title}: {result.describe()}",
+                    f"{summary.title}: {result.describe()}{selection_note(summary)}",
                     file_of(summary.dataset),
                 )
             )

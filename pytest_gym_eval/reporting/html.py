@@ -30,7 +30,15 @@ from pytest_gym_eval.gates import GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison, report_task_means
 from pytest_gym_eval.reporting.files import write_text_atomic
-from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task, groups
+from pytest_gym_eval.reporting.model import (
+    MAX_LISTED,
+    Conclusion,
+    DatasetSummary,
+    RolloutResult,
+    by_task,
+    groups,
+    selection_note,
+)
 from pytest_gym_eval.reporting.transcripts import input_rows, read_records, transcript
 
 ASSETS = Path(__file__).parent / "assets"
@@ -557,6 +565,11 @@ def _gates_table(summary: DatasetSummary) -> str:
         f'<h3>Gates <span class="muted">judged on {judged}</span> {_badge(verdict)}</h3>'
         f'<table class="gates"><thead><tr><th>gate</th><th>value [{fmt.percent(summary.confidence)} CI]</th>'
         f"<th>verdict</th></tr></thead><tbody>{rows}</tbody></table>"
+        + (
+            f'<p class="muted selection">{html.escape(note.strip()[1:-1])}</p>'
+            if (note := selection_note(summary))
+            else ""
+        )
     )
 
 

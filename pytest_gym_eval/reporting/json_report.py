@@ -87,6 +87,7 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "reward_range": None if summary.reward_range is None else [_finite(v) for v in summary.reward_range],
         **_usage_summary_json(summary),
         **({} if summary.adaptive is None else {"adaptive": _adaptive_json(summary.adaptive)}),
+        **({"selection": summary.selection.as_dict()} if summary.selection and summary.selection.partial else {}),
     }
 
 

@@ -143,6 +143,11 @@ def _summary_properties(summary: DatasetSummary, sha256: str | None) -> list[tup
         pairs += [(f"gate.{metric}", result.verdict.value), (f"gate.{metric}.threshold", result.gate.threshold)]
     if summary.verdict is not None:
         pairs.append(("verdict", summary.verdict.value))
+    if summary.selection is not None and summary.selection.partial:  # judged on part of the dataset: which
+        pairs += [
+            ("selection", summary.selection.describe()),
+            ("gates_decide", "true" if summary.gates_decide else "false"),
+        ]
     return _texts(prefix, pairs)
 
 

@@ -14,7 +14,15 @@ from pathlib import Path
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison
-from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task, groups
+from pytest_gym_eval.reporting.model import (
+    MAX_LISTED,
+    Conclusion,
+    DatasetSummary,
+    RolloutResult,
+    by_task,
+    groups,
+    selection_note,
+)
 
 WORST_TASKS = 5
 """Tasks listed under "worst tasks" per dataset."""
@@ -106,6 +114,8 @@ def _dataset(
         lines += [f"| gate | value [{confidence} CI] | verdict |", "|---|---|---|"]
         lines += [f"| {cell(r.gate.label)} | {fmt.interval(r.interval)} | {_MARK[r.verdict]} |" for r in summary.gates]
         lines.append("")
+        if note := selection_note(summary):
+            lines += [f"Gates {cell(note.strip()[1:-1])}.", ""]
     lines += _worst(members)
     if comparison is not None:
         lines += _baseline(comparison)

@@ -27,6 +27,7 @@ from pytest_gym_eval.usage import NO_USAGE, LatencySummary, Price, TokenTotals, 
 
 if TYPE_CHECKING:
     from pytest_gym_eval.reporting.baseline import BaselineComparison
+    from pytest_gym_eval.selection import Selection
 
 DEFAULT_THRESHOLD = 1.0
 """Pass threshold of a dataset :func:`summarize` is given none for."""
@@ -120,6 +121,14 @@ class DatasetSummary:
     latency: LatencySummary = field(default_factory=lambda: latency_summary(()))
     cost: float | None = None
     adaptive: AdaptiveRecord | None = None
+    selection: Selection | None = None
+    """The part of the dataset the session selected (:mod:`pytest_gym_eval.selection`; None when unknown)."""
+
+    @property
+    def gates_decide(self) -> bool:
+        """Whether this summary's gates set the session's exit status: not when they were judged on a selection
+        by name, marker or last outcome (``-k``, ``--lf``, ...), which is no sample of the dataset."""
+        return self.selection is None or not self.selection.biased
 
     @property
     def rewards_beyond_unit(self) -> bool:
@@ -153,6 +162,17 @@ class DatasetSummary:
     def title(self) -> str:
         """``dataset``, or ``dataset (agent NAME)`` for one agent of a dataset with several."""
         return fmt.title(self.dataset, self.agent)
+
+
+def selection_note(summary: DatasetSummary) -> str:
+    """`` (judged on a -k selection: 2 of 8 tasks, not on the dataset: ...)`` after a verdict judged on part
+    of its dataset (:mod:`pytest_gym_eval.selection`), "" after one judged on all of it."""
+    part = summary.selection
+    if part is None or not part.partial:
+        return ""
+    if summary.gates_decide:
+        return f" ({part.describe()})"
+    return f" ({part.describe()}, not on the dataset: the items' own outcomes set the exit status)"
 
 
 def summarize(
@@ -348,13 +368,15 @@ def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes:
     with selected rollouts that errored or never reported always fails the session (its gates are at best
     INCONCLUSIVE, whatever ``inconclusive_passes`` says): a cut-short evaluation is never green. Reasons look
     like ``gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.80 < 0.90``, ``gym gates: 2 rollouts errored``
-    or ``gym gates: all 3 gates pass``.
+    or ``gym gates: all 3 gates pass``. The gates of a summary judged on a selection by name, marker or last
+    outcome (:attr:`DatasetSummary.gates_decide`) are left out, as if the dataset had none.
     """
-    judged = [(summary, result) for summary in summaries for result in summary.gates]
+    deciding = [summary for summary in summaries if summary.gates_decide]
+    judged = [(summary, result) for summary in deciding for result in summary.gates]
     if not judged:
         return -1, ""
     errors = sum(summary.errors for summary in summaries)
-    cut_short = [summary for summary in summaries if summary.gates and summary.unreported]
+    cut_short = [summary for summary in deciding if summary.gates and summary.unreported]
     failing = [(summary, result) for summary, result in judged if not result.passed(inconclusive_passes)]
     problems = [f"{summary.title} {_gate_brief(result)}" for summary, result in failing[:_MAX_REASONS]]
     if len(failing) > _MAX_REASONS:

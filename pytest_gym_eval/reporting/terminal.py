@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison
-from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task
+from pytest_gym_eval.reporting.model import (
+    MAX_LISTED,
+    Conclusion,
+    DatasetSummary,
+    RolloutResult,
+    by_task,
+    selection_note,
+)
 
 _MAX_ID_CHARS = 40
 
@@ -103,7 +110,7 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
         verdict = summary.verdict
         assert verdict is not None  # there are gates
         why = f" ({fmt.plural(summary.errors, 'rollout')} errored)" if summary.errors else ""
-        lines += fmt.labelled("verdict", verdict.value + why, width)
+        lines += fmt.labelled("verdict", verdict.value + why + selection_note(summary), width)
     return lines
 
 
