@@ -654,7 +654,7 @@ def fake_checkout(root: Path) -> Path:
     checkout = root / "fake-gym-checkout"
     (checkout / "nemo_gym").mkdir(parents=True)
     (checkout / "nemo_gym" / "__init__.py").write_text("")
-    (checkout / "pyproject.toml").write_text('[project]\nname = "nemo-gym"\nversion = "0.0.0"\n')
+    (checkout / "pyproject.toml").write_text('[project]\nname = "nemo-gym"\nversion = "0.7.0"\n')
     gym = checkout / ".venv" / "bin" / "gym"
     gym.parent.mkdir(parents=True)
     gym.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "fake_gym.py"}" "$@"\n')

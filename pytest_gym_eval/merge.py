@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.gates import METRICS, Gate, GateMode, parse_pass_at_k
-from pytest_gym_eval.reporting import json_report, junit, terminal
+from pytest_gym_eval.reporting import github, json_report, junit, markdown, terminal
+from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
 from pytest_gym_eval.shard import SHARD_RULE, Shard, assign_shards
 from pytest_gym_eval.usage import Usage
@@ -595,6 +596,10 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--junitxml", type=Path, metavar="PATH", help="write JUnit XML (a testcase per rollout)")
     out.add_argument("--gym-report", type=Path, metavar="PATH.json", help="write the merged JSON report")
     out.add_argument("--gym-html", type=Path, metavar="PATH.html", help="write the HTML report")
+    out.add_argument(
+        "--gym-markdown", type=Path, metavar="PATH.md",
+        help="write the Markdown summary (also appended to $GITHUB_STEP_SUMMARY when that is set)",
+    )  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="a row per task with every repeat's reward")
     return parser
 
@@ -627,12 +632,31 @@ def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
     read or the baseline: the merge would replace its own input."""
     inputs = [*args.reports, *([args.gym_baseline] if args.gym_baseline is not None else [])]
     for option, output in (("--gym-report", args.gym_report), ("--junitxml", args.junitxml),
-                           ("--gym-html", args.gym_html)):  # fmt: skip
+                           ("--gym-html", args.gym_html), ("--gym-markdown", args.gym_markdown)):  # fmt: skip
         if output is None or not output.exists():
             continue
         for source in inputs:
             if source.exists() and os.path.samefile(source, output):
                 raise ValueError(f"{option} {output} is an input of this merge ({source}): write it elsewhere")
+
+
+def _write_markdown(
+    args: argparse.Namespace, conclusion: Conclusion, results: Sequence[RolloutResult], environ: Mapping[str, str]
+) -> list[str]:
+    """Write the merged run's Markdown summary to ``--gym-markdown`` and append it to the file
+    ``environ["GITHUB_STEP_SUMMARY"]`` names, as a session does; returns the lines saying where. Raises OSError
+    when a file cannot be written."""
+    step_summary = environ.get("GITHUB_STEP_SUMMARY") or None
+    if args.gym_markdown is None and step_summary is None:
+        return []
+    text = markdown.render_markdown(conclusion, results, html_path=args.gym_html, json_path=args.gym_report)
+    lines = []
+    if args.gym_markdown is not None:
+        write_text_atomic(args.gym_markdown, text, errors="backslashreplace")
+        lines.append(f"gym markdown summary: {args.gym_markdown}")
+    if step_summary is not None:
+        github.append_step_summary(step_summary, text)
+    return lines
 
 
 def main(argv: Sequence[str]) -> int:
@@ -687,6 +711,7 @@ def main(argv: Sequence[str]) -> int:
             problems = write_page(args.gym_html, conclusion, merged.results, meta, baseline=baseline)
             lines.append(f"gym html report: {args.gym_html}")
             lines += [f"  transcripts missing: {problem}" for problem in problems]
+        lines += _write_markdown(args, conclusion, merged.results, os.environ)
     except OSError as error:
         print("\n".join(lines))
         print(f"gym merge: error: cannot write {error.filename}: {error.strerror}", file=sys.stderr)

@@ -58,6 +58,8 @@ from typing import IO, Any, NamedTuple
 __all__ = [
     "DEFAULT_ENVIRONMENTS",
     "DEFAULT_GYM_VERSION",
+    "OLDEST_GYM_VERSION",
+    "SUPPORTED_GYM_VERSIONS",
     "GymCheckout",
     "InterpreterChoice",
     "ProvisionError",
@@ -68,16 +70,26 @@ __all__ = [
     "environment_configs",
     "find_uv",
     "gym_environment",
+    "gym_version_problem",
     "load_checkout",
+    "load_supported_checkout",
     "main",
     "parse_requires_python",
     "platform_problem",
     "provision",
     "python_satisfies",
     "read_requires_python",
+    "require_supported_gym",
 ]
 
 DEFAULT_GYM_VERSION = "0.7.0"
+OLDEST_GYM_VERSION = "0.6.0"
+"""The oldest Gym release the plugin supports: ``.ci/run`` runs the main job on it as on the default release
+(measured: the mcqa example's mean reward 0.75 on both)."""
+NEWEST_GYM_SERIES = (0, 7)
+"""The newest Gym minor series the plugin supports (every 0.7.x release)."""
+SUPPORTED_GYM_VERSIONS = f">={OLDEST_GYM_VERSION}, <{NEWEST_GYM_SERIES[0]}.{NEWEST_GYM_SERIES[1] + 1}"
+"""The supported Gym releases as a version specifier (``>=0.6.0, <0.8``): 0.6.0 to 0.7.x."""
 DEFAULT_ENVIRONMENTS: tuple[str, ...] = ("mcqa",)
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
 MIN_UV_VERSION = (0, 9, 30)
@@ -196,6 +208,49 @@ class _Clause(NamedTuple):
     op: str
     release: tuple[int, ...]
     wildcard: bool
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Supported Gym releases
+
+_GYM_RELEASE_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(.*)$")
+
+
+def _supported_range_text() -> str:
+    newest = f"{NEWEST_GYM_SERIES[0]}.{NEWEST_GYM_SERIES[1]}.x"
+    return f"NeMo Gym {OLDEST_GYM_VERSION} to {newest} ({SUPPORTED_GYM_VERSIONS})"
+
+
+def gym_version_problem(version: str) -> str | None:
+    """Why Gym ``version`` (e.g. ``"0.5.1"``, ``"0.7.1rc2"``) is outside :data:`SUPPORTED_GYM_VERSIONS`, or None
+    when it is inside. A pre-release counts as below its release (``0.6.0rc1`` is older than 0.6.0); a version
+    that is no ``MAJOR.MINOR[.PATCH]...`` string is outside."""
+    match = _GYM_RELEASE_RE.match(version.strip())
+    oldest = tuple(int(part) for part in OLDEST_GYM_VERSION.split("."))
+    if match is None:
+        return f"{version!r} is no Gym release number; supported: {_supported_range_text()}"
+    release = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+    suffix = match.group(4).lstrip(".-_").lower()
+    pre = bool(suffix) and not suffix.startswith(("post", "+"))
+    too_old = release < oldest or (release == oldest and pre)
+    too_new = release[:2] > NEWEST_GYM_SERIES
+    if too_old or too_new:
+        return f"Gym {version} is not supported: this pytest-gym-eval supports {_supported_range_text()}"
+    return None
+
+
+def require_supported_gym(version: str | None, where: str) -> None:
+    """Raise ``ProvisionError`` when Gym ``version`` is outside :data:`SUPPORTED_GYM_VERSIONS`, naming ``where``
+    it came from (``--gym-version``, a checkout's path) and the supported range. ``None`` (a checkout whose
+    version cannot be read) passes."""
+    if version is None:
+        return
+    problem = gym_version_problem(version)
+    if problem is not None:
+        raise ProvisionError(
+            f"{where}: {problem}. Provision a supported one: `python -m pytest_gym_eval provision "
+            f"--gym-version {DEFAULT_GYM_VERSION}` (or --gym-version {OLDEST_GYM_VERSION})"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -596,6 +651,15 @@ def load_checkout(path: Path) -> GymCheckout:
             f"{path} is not a NeMo Gym checkout (it needs a nemo_gym/ folder and .venv/bin/gym); {hint}"
         )
     return GymCheckout(path=path, gym_executable=gym, version=_read_checkout_version(path), env={})
+
+
+def load_supported_checkout(path: Path) -> GymCheckout:
+    """:func:`load_checkout`, then :func:`require_supported_gym` on its version: the checkout ``--gym-checkout``
+    names. Raises ``ProvisionError`` as both do (a Gym release outside :data:`SUPPORTED_GYM_VERSIONS` is refused
+    with a message naming the checkout and the range; a checkout whose version cannot be read is accepted)."""
+    checkout = load_checkout(path)
+    require_supported_gym(checkout.version, f"--gym-checkout {checkout.path}")
+    return checkout
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1323,6 +1387,7 @@ def provision(
     _require_platform()
     if not _VERSION_RE.match(version):
         raise ProvisionError(f"invalid Gym version {version!r}")
+    require_supported_gym(version, "--gym-version")
     envs = _normalise_environments(environments)
     checkout = _abspath(dest) if dest is not None else default_checkout_path(version)
     manifest, _ = _read_manifest(checkout, version)

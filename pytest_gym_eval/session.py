@@ -432,7 +432,7 @@ class GymSession:
             options = self.options
             try:
                 self.checkout = (
-                    provision.load_checkout(options.checkout)
+                    provision.load_supported_checkout(options.checkout)
                     if options.checkout is not None
                     else provision.provision(log=self.note)
                 )

@@ -2,7 +2,8 @@
 # Set up everything the examples and the tests need, on a fresh machine or again (each step is quick once done):
 # a virtualenv .venv with this project and its dev and live extras, the SmolLM2-135M-Instruct model file (for the
 # live-model tier), Debian's Chromium and its driver (for the browser tests; needs root, else says how), and
-# NeMo Gym 0.7.0 provisioned from its sdist with the environments the tests use. Prints each step's time.
+# NeMo Gym 0.7.0 provisioned from its sdist with the environments the tests use, and the oldest Gym release the
+# plugin supports (0.6.0) with mcqa. Prints each step's time.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -36,3 +37,8 @@ step "installing Chromium" "$t"
 t=$SECONDS
 "$python" -m pytest_gym_eval provision --environment mcqa example_single_tool_call circle_count
 step "provisioning Gym" "$t"
+# The oldest Gym release the plugin supports, for the main job .ci/run runs on it too (examples/ci).
+t=$SECONDS
+oldest="$("$python" -c 'from pytest_gym_eval import provision; print(provision.OLDEST_GYM_VERSION)')"
+"$python" -m pytest_gym_eval provision --gym-version "$oldest" --environment mcqa
+step "provisioning Gym $oldest (the oldest supported)" "$t"

@@ -334,6 +334,28 @@ def test_html_page_when_this_version_has_one(sessions: Sessions) -> None:
         assert "mcqa.jsonl" in (sessions.root / "merged.html").read_text()
 
 
+def test_markdown_summary_of_the_merged_run(sessions: Sessions) -> None:
+    """``--gym-markdown`` writes the merged run's Markdown summary, and ``$GITHUB_STEP_SUMMARY`` gets the same
+    text appended after what earlier steps wrote, as a session does (the merge job's step summary)."""
+    step_summary = sessions.root / "step-summary.md"
+    step_summary.write_text("earlier step\n")
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "s3.json",
+         "--gym-markdown=merged.md", "--gym-report=merged-md.json"],
+        cwd=sessions.root, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COLUMNS": COLUMNS, "GITHUB_STEP_SUMMARY": str(step_summary)},
+    )  # fmt: skip
+    assert merged.returncode == sessions.alone.returncode, merged.stderr
+    assert "gym markdown summary: merged.md" in merged.stdout
+    text = (sessions.root / "merged.md").read_text()
+    assert "mcqa.jsonl" in text and "other.jsonl" in text and "merged-md.json" in text
+    verdict = next(line for line in sessions.alone.stdout.splitlines() if line.startswith("gym gates:"))
+    assert text.startswith("### Gym eval: ") and f"\n{verdict}\n" in text, (verdict, text[:300])
+    assert step_summary.read_text().startswith("earlier step\n") and text in step_summary.read_text()
+    refused = sessions.merge("s1.json", "s2.json", "s3.json", "--gym-markdown=s1.json")
+    assert refused.returncode == EXIT_CANNOT_MERGE and "--gym-markdown s1.json is an input" in refused.stderr
+
+
 def test_the_shard_assignment_in_the_reports_is_the_rule(sessions: Sessions) -> None:
     owners = assign_shards("mcqa.jsonl", REWARDS, 3)
     for index in (1, 2, 3):
