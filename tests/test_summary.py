@@ -309,6 +309,10 @@ def test_replay_flips_are_listed_and_can_fail_the_session(pytester: pytest.Pytes
     result = pytester.runpytest(*args, "mcqa.jsonl", "--gym-fail-on-flip")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*gym gates: FAIL*1 rollout reward differ*"])
+    # Nothing scored (every rollout errored): nothing was compared, so no "none".
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": "error", "b": "error"}))
+    result = pytester.runpytest(*args, "mcqa.jsonl")
+    result.stdout.fnmatch_lines(["verifier flips against the recording: not judged: no rollout scored"])
 
 
 def test_bad_baseline_is_a_usage_error(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:

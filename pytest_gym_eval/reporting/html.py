@@ -30,7 +30,15 @@ from pytest_gym_eval.gates import GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison, report_task_means
 from pytest_gym_eval.reporting.files import write_text_atomic
-from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task, groups
+from pytest_gym_eval.reporting.model import (
+    MAX_LISTED,
+    Conclusion,
+    DatasetSummary,
+    RolloutResult,
+    by_task,
+    flips_count,
+    groups,
+)
 from pytest_gym_eval.reporting.transcripts import input_rows, read_records, transcript
 
 ASSETS = Path(__file__).parent / "assets"
@@ -600,7 +608,7 @@ def _flips_block(conclusion: Conclusion, members: Sequence[RolloutResult], index
     )
     return (
         f'<div class="flips" data-count="{len(flips)}"><h3>Verifier flips against the recording: '
-        f"{len(flips) or 'none'}</h3>" + (f"<ul>{items}</ul>" if flips else "") + "</div>"
+        f"{html.escape(flips_count(flips, members))}</h3>" + (f"<ul>{items}</ul>" if flips else "") + "</div>"
     )
 
 

@@ -14,7 +14,15 @@ from pathlib import Path
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison
-from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task, groups
+from pytest_gym_eval.reporting.model import (
+    MAX_LISTED,
+    Conclusion,
+    DatasetSummary,
+    RolloutResult,
+    by_task,
+    flips_count,
+    groups,
+)
 
 WORST_TASKS = 5
 """Tasks listed under "worst tasks" per dataset."""
@@ -118,7 +126,7 @@ def _dataset(
         )
         more = f"; … and {len(flips) - MAX_LISTED} more" if len(flips) > MAX_LISTED else ""
         listed = f": {shown}{more}" if flips else ""
-        lines += [f"Verifier flips against the recording: {len(flips) or 'none'}{listed}", ""]
+        lines += [f"Verifier flips against the recording: {flips_count(flips, members)}{listed}", ""]
     return lines
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison
-from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task
+from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task, flips_count
 
 _MAX_ID_CHARS = 40
 
@@ -248,7 +248,7 @@ def render_conclusion(
     if conclusion.comparisons:
         lines += ["", *render_baseline(conclusion.comparisons, width=width)]
     if conclusion.flips is not None:
-        lines += ["", f"verifier flips against the recording: {len(conclusion.flips) or 'none'}"]
+        lines += ["", f"verifier flips against the recording: {flips_count(conclusion.flips, results)}"]
         for flip in conclusion.flips:  # node ids stay whole, to be copied into a command line
             recorded = ", ".join(str(r) for r in flip.recorded)
             lines += [f"  {flip.nodeid}", f"      reward {flip.reward:g}, recorded {recorded}"]
