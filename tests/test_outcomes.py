@@ -550,3 +550,19 @@ def test_a_failure_body_is_traced_to_the_endpoints_error(pytester: pytest.Pytest
         ]
     )
     assert junit_classes(pytester.path / "junit.xml") == {"limited[r0]": "model_http_error"}
+
+
+def test_an_interrupted_start_up_counts_the_selected_rollouts(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while Gym starts: the summary counts the 5 rollouts selected (none reported), not '0 tasks, 0
+    rollouts'."""
+    monkeypatch.setenv("FAKE_GYM_START", "hang")
+    name = dataset(pytester, *(task(t) for t in "abcde"))
+    returncode, output = interrupt_once_reported(
+        pytester.path, [*fake_gym.args, name], lambda line: "starting Gym's servers" in line, signal.SIGINT, 120
+    )
+    assert_interrupted(returncode, output)
+    assert "0 tasks, 0 rollouts" not in output
+    assert "  5 rollouts selected, none reported\n" in output, output[-3000:]
+    assert "5 of 5 selected rollouts never reported" in output

@@ -109,6 +109,7 @@ def test_a_gate_on_a_cut_short_evaluation_is_never_green(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
+            "  2 tasks, 3 of 10 selected rollouts reported (3 scored, 0 errors)*",
             "*unreported  7 of 10 selected rollouts never reported*",
             "*mean reward 0.67 * >= 0.40: INCONCLUSIVE (judged on 3 of 10*",
             "gym gates: INCONCLUSIVE - mcqa.jsonl mean reward 0.67 judged on 3 of 10 selected",

@@ -55,6 +55,13 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
         f"{fmt.plural(summary.tasks, 'task')}, {fmt.plural(summary.rollouts, 'rollout')} ({summary.scored} scored, "
         f"{fmt.plural(summary.errors, 'error')})"
     )
+    if summary.unreported and not summary.rollouts:  # the session stopped before any rollout (Ctrl-C at start-up)
+        counts = f"{fmt.plural(summary.unreported, 'rollout')} selected, none reported"
+    elif summary.unreported:
+        counts = (
+            f"{fmt.plural(summary.tasks, 'task')}, {summary.rollouts} of {summary.selected} selected rollouts reported"
+            f" ({summary.scored} scored, {fmt.plural(summary.errors, 'error')})"
+        )
     if summary.wall_time > 0.0:
         counts += f", wall time {fmt.duration(summary.wall_time)}"
     lines = fmt.wrap(counts, width, "  ", "    ")
