@@ -28,13 +28,15 @@ the log line that shows it. :class:`ServerLogs` indexes the logs once, reading o
 from __future__ import annotations
 
 import codecs
+import dataclasses
+import errno
 import json
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 GYM_START = "gym_start"
 GYM_EXITED = "gym_exited"
@@ -48,6 +50,10 @@ VERIFIER_ERROR = "verifier_error"
 AGENT_ERROR = "agent_error"
 MODEL_SERVER_ERROR = "model_server_error"
 SERVER_ERROR = "server_error"
+RUN_DIR_FULL = "run_dir_full"
+OS_ERROR = "os_error"
+UNEXPECTED = "unexpected_exception"
+UNKNOWN = "unknown"
 
 CLASSES: dict[str, str] = {
     GYM_START: "Gym could not start (its servers, its config, or the model endpoint never became ready)",
@@ -69,6 +75,12 @@ CLASSES: dict[str, str] = {
     VERIFIER_ERROR: "the resources server (the verifier) raised while scoring the rollout",
     AGENT_ERROR: "the agent server raised",
     SERVER_ERROR: "a Gym server of unknown role raised",
+    RUN_DIR_FULL: "the run directory's file system is full (no space left on device): Gym could not write the "
+    "rollout, or the plugin its files; the error names the path",
+    OS_ERROR: "the operating system refused a file operation of the plugin (the error names the path and why)",
+    UNEXPECTED: "the item raised outside Gym's verdict: a fixture of yours, or the plugin itself (a bug: please "
+    "report it); the traceback shows which",
+    UNKNOWN: "a row of Gym's failures file that names no class of its own",
     "agent_run_error": "Gym's own class (also `agent_request_failed`, `environment_server_failed`, ...), when the "
     "cause could not be traced past Gym's record",
 }
@@ -79,6 +91,10 @@ SUMMARY_LIMIT = 300
 """Characters of an endpoint's error text the summary line keeps."""
 READ_CHUNK = 1024 * 1024
 """Bytes of a server log read at a time."""
+MAX_OCCURRENCES = 100_000
+"""Log lines of one identical error kept (each a path and a line number), one for each rollout it failed."""
+Claimant: TypeAlias = "tuple[object, object] | None"
+"""Who cites a log line: a rollout's ``(_ng_task_index, _ng_rollout_index)``, or None for anyone."""
 
 _WRAPPER = re.compile(r"Hit an exception in (?P<key>\S+) calling an inner server: b(?P<quote>['\"])", re.S)
 _LINE_PREFIX = re.compile(r"^\((?P<server>[^)\s]+)\) ")
@@ -111,6 +127,39 @@ _SECRET_PATTERNS = (
     # a URL's user:password@
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/:@'\"]*):[^\s/@'\"]+@"), r"\1:[redacted]@"),
 )
+
+
+FULL_BELOW = 1024 * 1024
+"""Free bytes below which a file system counts as full (Gym, Ray and the plugin write logs all the time)."""
+MIN_FREE = 16 * 1024 * 1024
+"""Free bytes a run directory needs at the start: Gym's and Ray's logs, Gym's input and its rollouts."""
+
+
+def disk_full(path: Path, below: int = FULL_BELOW) -> str:
+    """``no space left on the device of <path> (12 KiB free)`` when the file system holding ``path`` has fewer
+    than ``below`` bytes free, else '' (also when it cannot be asked)."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return ""
+    return f"no space left on the device of {path} ({free // 1024:,} KiB free)" if free < below else ""
+
+
+def unexpected_error(error: BaseException) -> tuple[str, str]:
+    """``(failure class, text)`` of an exception a rollout item raised that is not one of the plugin's own
+    verdicts: an OS error gets one line naming the path (``run_dir_full`` for no space left on the device,
+    else ``os_error``); anything else ``unexpected_exception`` and '' (pytest's traceback stays)."""
+    if not isinstance(error, OSError):
+        return UNEXPECTED, ""
+    where = f": {error.filename}" if error.filename else ""
+    if error.errno == errno.ENOSPC:
+        return RUN_DIR_FULL, (
+            f"no space left on device{where} (the disk of the run directory is full: free some space, or point "
+            "--gym-run-dir elsewhere)"
+        )
+    return OS_ERROR, f"{error.strerror or error}{where} ({type(error).__name__})"
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
@@ -306,8 +355,11 @@ class ServerLogs:
         self.upstream: list[UpstreamFailure] = []
         self.exceptions: list[LoggedException] = []
         self.tripped: dict[int, str] = {}  # HTTP status -> "path:line" of the log line where a client stopped
-        self._seen_upstream: set[tuple[str, int, str]] = set()
-        self._seen_exceptions: set[tuple[str, str]] = set()
+        # Every line that logged one error (identical errors of several rollouts are indexed once), and which
+        # rollout cites which of them: five rollouts failing alike point to five log lines, in order.
+        self._upstream_at: dict[tuple[str, int, str], list[tuple[Path, int]]] = {}
+        self._exception_at: dict[tuple[str, str], list[tuple[Path, int]]] = {}
+        self._claims: dict[tuple[object, ...], dict[Claimant, int]] = {}
 
     def refresh(self) -> None:
         """Index every line appended to the folder's ``*.log`` files since the last call."""
@@ -339,8 +391,10 @@ class ServerLogs:
             if text.startswith(_CONTENT):
                 body = text[len(_CONTENT) :]
                 key = (match["key"], int(match["status"]), body)
-                if key not in self._seen_upstream:
-                    self._seen_upstream.add(key)
+                seen = self._upstream_at.setdefault(key, [])
+                if len(seen) < MAX_OCCURRENCES:
+                    seen.append((path, at))
+                if len(seen) == 1:
                     self.upstream.append(
                         UpstreamFailure(
                             match["key"], match["method"], match["url"], int(match["status"]), body, path, at
@@ -378,15 +432,30 @@ class ServerLogs:
             line, type_, message_lines = state.line, _repr_type(first_repr_line), [first_repr_line]
         state.exception = None
         key = (name, first_repr_line)
-        if key in self._seen_exceptions:
+        seen = self._exception_at.setdefault(key, [])
+        if len(seen) < MAX_OCCURRENCES:
+            seen.append((path, line))
+        if len(seen) > 1:
             return
-        self._seen_exceptions.add(key)
         message = "\n".join(message_lines).strip()
         self.exceptions.append(LoggedException(name, cls, type_, message, first_repr_line, path, line))
 
-    def find_upstream(self, key: str | None, body: str) -> UpstreamFailure | None:
+    def _claim(self, key: tuple[object, ...], at: list[tuple[Path, int]], claimant: Claimant) -> tuple[Path, int]:
+        """The occurrence of one logged error ``claimant`` cites: the one it was given before, else the first no
+        other rollout cites (the last when every one is cited), else, without a claimant, the first."""
+        if claimant is None or len(at) < 2:
+            return at[0]
+        claims = self._claims.setdefault(key, {})
+        if claimant not in claims:
+            claims[claimant] = min(len(claims), len(at) - 1)
+        return at[claims[claimant]]
+
+    def find_upstream(self, key: str | None, body: str, claimant: Claimant = None) -> UpstreamFailure | None:
         """The first upstream failure logged by server ``key`` (any server when None) whose body is ``body``
-        (or begins with it, or it begins with the logged body: either may be cut short)."""
+        (or begins with it, or it begins with the logged body: either may be cut short).
+
+        Gym's lines carry no request id: when several rollouts failed with one error, each ``claimant`` (a
+        rollout's ``(task index, rollout index)``) gets a line of its own, in the order they ask."""
         wanted = _comparable(body)
         if len(wanted) < 8:
             return None
@@ -395,18 +464,22 @@ class ServerLogs:
                 continue
             logged = _comparable(entry.body)
             if logged == wanted or (len(logged) >= 8 and (logged.startswith(wanted) or wanted.startswith(logged))):
-                return entry
+                found = (entry.key, entry.status, entry.body)
+                path, line = self._claim(found, self._upstream_at.get(found) or [(entry.path, entry.line)], claimant)
+                return dataclasses.replace(entry, path=path, line=line)
         return None
 
-    def find_exception(self, text: str) -> LoggedException | None:
+    def find_exception(self, text: str, claimant: Claimant = None) -> LoggedException | None:
         """The first exception whose ``repr`` (first line) or message (first line) is the first line of
-        ``text``."""
+        ``text`` (for each ``claimant`` a logged occurrence of its own, as :meth:`find_upstream`)."""
         first = text.strip().splitlines()[0].strip() if text.strip() else ""
         if len(first) < 4:
             return None
         for entry in self.exceptions:
             if first in (entry.repr.strip(), entry.message.splitlines()[0].strip() if entry.message else ""):
-                return entry
+                found = (entry.name, entry.repr)
+                path, line = self._claim(found, self._exception_at.get(found) or [(entry.path, entry.line)], claimant)
+                return dataclasses.replace(entry, path=path, line=line)
         return None
 
     def recent_activity(self, limit: int = 4) -> list[str]:
@@ -502,10 +575,12 @@ def diagnose(record: Mapping[str, Any], logs: ServerLogs | None = None, secrets:
 
     Falls back to Gym's own class and message (``found`` False) when neither says more. Never raises.
     """
-    gym_class = str(record.get("_ng_failure_class") or "unknown")
+    gym_class = str(record.get("_ng_failure_class") or UNKNOWN)
     body = record.get("_ng_failure_response_body")
     try:
-        cause = _trace(body, logs) if isinstance(body, str) and body.strip() else None
+        stamps = (record.get("_ng_task_index"), record.get("_ng_rollout_index"))
+        claimant: Claimant = None if stamps == (None, None) else (str(stamps[0]), str(stamps[1]))
+        cause = _trace(body, logs, claimant) if isinstance(body, str) and body.strip() else None
     except Exception:  # a body of an unforeseen shape must not hide the rollout's error behind a crash
         cause = None
     if cause is None:
@@ -524,18 +599,18 @@ def diagnose(record: Mapping[str, Any], logs: ServerLogs | None = None, secrets:
     return Cause(redact(summary, secrets), cause.failure_class, cause.log, cause.found)
 
 
-def _trace(body: str, logs: ServerLogs | None) -> Cause | None:
+def _trace(body: str, logs: ServerLogs | None, claimant: Claimant = None) -> Cause | None:
     chain = unwrap(body)
     inner = chain.innermost
     if not inner:
         return None
     if logs is not None:
         logs.refresh()
-        raised = logs.find_exception(inner) if not inner.startswith("{") else None
+        raised = logs.find_exception(inner, claimant) if not inner.startswith("{") else None
         if raised is not None:
             return _from_exception(raised)
     key = chain.servers[-1] if chain.servers else None
-    upstream = logs.find_upstream(key, inner) if logs is not None else None
+    upstream = logs.find_upstream(key, inner, claimant) if logs is not None else None
     if upstream is not None:
         return _from_upstream(upstream)
     if key is None:
@@ -572,9 +647,26 @@ def _from_exception(entry: LoggedException) -> Cause:
     failure_class = _class_of_exception(role, entry.type)
     if failure_class == MODEL_BAD_RESPONSE:
         summary = f"{who}: response rejected by Gym ({entry.type}: {_trim(text, SUMMARY_LIMIT)})"
+        if entry.type == "ValidationError" and _usage_rejected(entry.message):
+            summary += USAGE_HINT
     else:
         summary = f"{who}: {entry.type}: {_trim(text, SUMMARY_LIMIT)}"
     return Cause(summary, failure_class, f"{entry.path}:{entry.line}")
+
+
+USAGE_HINT = (
+    "; its token counts (usage) are not the Responses API's (a chat completion's prompt_tokens and "
+    "completion_tokens, as in recordings made through vllm_model): --gym-model-type=vllm_model takes them as they "
+    "are and replays such a recording exactly"
+)
+"""Appended to the cause of a Responses body Gym rejected for its ``usage`` fields."""
+
+
+def _usage_rejected(message: str) -> bool:
+    """Whether a pydantic ``ValidationError`` text names a ``usage`` field (its unindented location lines) and
+    shows chat completions' token counts (``prompt_tokens``, ``completion_tokens``) in the value it rejected."""
+    named = any(line.startswith("usage") for line in message.splitlines()[1:])
+    return named and ("'prompt_tokens'" in message or "'completion_tokens'" in message)
 
 
 def _class_of_exception(role: str, type_: str) -> str:

@@ -277,8 +277,32 @@ def parse_row(raw: bytes, path: Path, line: int) -> Row:
     try:
         parsed: Row = jsonlines.Reader([raw], loads=_loads).read(type=dict)
     except jsonlines.InvalidLineError as error:
-        raise DatasetError(path, line, _describe_invalid_line(error)) from error
+        hint = likely_encoding(raw, line)
+        raise DatasetError(path, line, _describe_invalid_line(error) + (f": {hint}" if hint else "")) from error
     return parsed
+
+
+_BOMS = (
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\xfe\xff", "UTF-16"),
+    (b"\xff\xfe", "UTF-16"),
+)
+
+
+def likely_encoding(raw: bytes, line: int) -> str:
+    """Why a line that is not a UTF-8 JSON object may be so: ``the file looks gzip-compressed ...`` (line 1
+    starts with gzip's magic bytes 1f 8b), ``... UTF-16 (or UTF-32) ...`` (a byte-order mark, or NUL bytes
+    between the characters of a file saved without one), each saying what to do; '' when neither fits."""
+    if line == 1 and raw.startswith(b"\x1f\x8b"):
+        return "the file looks gzip-compressed (it starts with gzip's bytes 1f 8b): decompress it (gunzip) first"
+    for bom, encoding in _BOMS:
+        if line == 1 and raw.startswith(bom):
+            return f"the file looks {encoding}-encoded (it starts with a {encoding} byte-order mark): save it as UTF-8"
+    if b"\x00" in raw:
+        encoding = "UTF-32" if b"\x00\x00\x00" in raw else "UTF-16"
+        return f"the file looks {encoding}-encoded (NUL bytes between its characters): save it as UTF-8"
+    return ""
 
 
 def _describe_invalid_line(error: jsonlines.InvalidLineError) -> str:

@@ -219,9 +219,36 @@ def task_fields(record: dict[str, Any], row: dict[str, Any] | None = None) -> st
     return trim(json.dumps(fields, ensure_ascii=False, default=str), TRIM) if fields else ""
 
 
+MAX_VERIFIER_FIELDS = 12
+"""Fields the verifier recorded beside the reward that a failure shows before "… and N more fields"."""
+_EXPECTED_KEYS = ("expected_answer", "expected_output", "answer", "ground_truth", "target")
+
+
+def verifier_fields(record: dict[str, Any], row: dict[str, Any] | None = None) -> list[str]:
+    """What the verifier recorded beside the reward, one ``name: value`` each (value as compact JSON, so a
+    missing extraction shows as ``extracted_answer: null``, each trimmed to :data:`STEP_TRIM` characters).
+
+    Leaves out the request and response, Gym's ``_ng_`` stamps, the task's id fields, the expected answer
+    (shown on a line of its own) and every field the dataset row holds with the same value (the task, echoed).
+    """
+    expected_key = next((key for key in _EXPECTED_KEYS if record.get(key) not in (None, "")), None)
+    if expected_key is None and row:
+        expected_key = next((key for key in _EXPECTED_KEYS if row.get(key) not in (None, "")), None)
+    found = []
+    for key, value in record.items():
+        if key in _NOT_TASK_FIELDS or key.startswith("_ng_") or key == expected_key:
+            continue
+        if row and key in row and row[key] == value:
+            continue
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        found.append(f"{key}: {trim(text, STEP_TRIM)}")
+    return found
+
+
 def failure_report(outcome: RolloutOutcome, threshold: float, row: dict[str, Any] | None = None) -> str:
     """The text a failed item shows: the reward, the prompt, the expected answer (else the task's other fields),
-    the steps (tool calls with their results, earlier messages), the final output, and where the record is."""
+    the steps (tool calls with their results, earlier messages), the final output, every field the verifier
+    recorded (``verifier:``, nulls included) and where the record is."""
     record = outcome.record
     full = record.read_full() if record is not None else {}
     lines = [f"reward {outcome.reward:g} is below the pass threshold {threshold:g}"]
@@ -243,6 +270,11 @@ def failure_report(outcome: RolloutOutcome, threshold: float, row: dict[str, Any
     lines.append(
         f"output:   {_indent(trim(answer, keep_end=True))}" if answer else "output:   (the model gave no text)"
     )
+    recorded = verifier_fields(full, row)
+    for number, field in enumerate(recorded[:MAX_VERIFIER_FIELDS]):
+        lines.append(f"{'verifier:' if number == 0 else '':<10}{field}")
+    if len(recorded) > MAX_VERIFIER_FIELDS:
+        lines.append(f"{'':<10}… and {len(recorded) - MAX_VERIFIER_FIELDS} more fields")
     if record is not None:
         lines.append(f"record:   {record.path}:{record.line}")
     return "\n".join(lines)

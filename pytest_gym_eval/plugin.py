@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import hookspecs, integrations, results, shard, xdist
-from pytest_gym_eval.causes import GYM_EXITED, GYM_START
+from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.items import (
     GYM_MARK,
     DatasetFile,
@@ -24,6 +24,7 @@ from pytest_gym_eval.items import (
 )
 from pytest_gym_eval.options import add_options, check_config_source, dataset_name
 from pytest_gym_eval.reporting import json_report, junit, outputs, terminal
+from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 
@@ -148,7 +149,14 @@ def pytest_runtest_makereport(
         if isinstance(error, GymStartError) and isinstance(item, RolloutItem):
             # On the item too: its teardown report, which JUnit takes the properties from, is made later.
             for properties in (item.user_properties, report.user_properties):
-                properties.append(("failure_class", GYM_START))
+                properties.append(("failure_class", error.failure_class))
+    elif isinstance(item, RolloutItem) and call.excinfo and report.failed and call.when in ("setup", "call"):
+        failure_class, text = unexpected_error(call.excinfo.value)
+        if text:  # an OS error: its one line names the path, no traceback into the plugin
+            path, line, _ = item.reportinfo()
+            report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
+        for properties in (item.user_properties, report.user_properties):
+            properties.append(("failure_class", failure_class))
     return report
 
 
@@ -248,7 +256,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     terminalreporter.write_sep("=", "gym reward summary")
     width = min(terminalreporter._tw.fullwidth, 100)
     lines = terminal.render_conclusion(
-        gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.rollouts(), width=width
+        gym.conclusion,
+        verbose=config.get_verbosity() > 0,
+        results=gym.rollouts(),
+        width=width,
+        gym_metrics=read_gym_metrics(gym.run_dir),
     )
     for line in lines:
         terminalreporter.write_line(line)

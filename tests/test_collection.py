@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -166,6 +167,20 @@ def test_identical_rows_collapse_with_a_warning(pytester: pytest.Pytester) -> No
         (b'{"responses_create_params": {}, "s": 1e400}\n', "d.jsonl:1: the number 1e400 is beyond*"),
         (b'{"responses_create_params": {"input": "\\ud800"}}\n', "d.jsonl:1: a string holds a lone surrogate*"),
         (b'{"responses_create_params": {"input": "caf\xe9"}}\n', "d.jsonl:1: the line is not valid UTF-8*"),
+        # A file of another encoding named .jsonl: the error names the likely cause.
+        (
+            gzip.compress(b'{"responses_create_params": {}}\n', mtime=0),
+            "d.jsonl:1: *the file looks gzip-compressed (it starts with gzip's bytes 1f 8b): decompress it*",
+        ),
+        (
+            '{"responses_create_params": {}}\n'.encode("utf-16"),
+            "d.jsonl:1: *the file looks UTF-16-encoded (it starts with a UTF-16 byte-order mark): save it as UTF-8",
+        ),
+        (
+            '{"responses_create_params": {}}\n'.encode("utf-16-le"),
+            "d.jsonl:1: *the file looks UTF-16-encoded (NUL bytes between its characters): save it as UTF-8",
+        ),
+        ('{"responses_create_params": {}}\n'.encode("utf-32"), "d.jsonl:1: *the file looks UTF-32-encoded*"),
         (b'{"id": "x"}\n', "d.jsonl:1: the row has no 'responses_create_params'*"),
         (b'{"id": "a::b", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a::b' contains '::'*"),
         (b'{"id": "a\\tb", "responses_create_params": {}}\n', "d.jsonl:1: the task id 'a\\tb' contains '\\t'*"),

@@ -101,6 +101,30 @@ def test_failure_report_shows_the_tasks_fields_when_no_expected_answer_is_known(
     assert "expected: 7" in text and "task:" not in text
 
 
+def test_failure_report_shows_every_field_the_verifier_recorded_nulls_included(tmp_path: Path) -> None:
+    # An mcqa record as Gym 0.7.0 writes it for an answer without \\boxed{}: the null extraction explains the 0.
+    row = {"responses_create_params": {"input": "Pick one"}, "options": [{"A": "x"}], "expected_answer": "B"}
+    record = {
+        **row,
+        "response": {"output": [{"type": "message", "role": "assistant", "content": "I think B"}]},
+        "reward": 0.0,
+        "extracted_answer": None,
+        "judge": {"score": 0, "why": "w" * 300},
+        "_ng_task_index": 0,
+        "agent_ref": {"name": "mcqa_simple_agent"},
+    }
+    lines = failure_report(judge(record_at(tmp_path, record, 0.0), 1.0), 1.0, row).splitlines()
+    assert lines[2:6] == [
+        "expected: B",
+        "output:   I think B",
+        "verifier: extracted_answer: null",
+        "          judge: " + trim('{"score":0,"why":"' + "w" * 300 + '"}', 160),
+    ]  # the row's own fields (options, the expected answer) are not repeated; Gym's stamps are left out
+    many = {**record, **{f"metric_{n}": n for n in range(20)}}
+    lines = failure_report(judge(record_at(tmp_path, many, 0.0), 1.0), 1.0, row).splitlines()
+    assert "          … and 10 more fields" in lines
+
+
 def test_prompt_falls_back_to_the_dataset_row_and_string_input() -> None:
     assert prompt_text({}, {"responses_create_params": {"input": "plain question"}}) == "plain question"
     assert prompt_text({"responses_create_params": {"input": []}}) == ""

@@ -111,8 +111,13 @@ def test_transcript_keeps_every_turn_and_what_the_verifier_recorded() -> None:
     assert found["items"][4]["arguments"] == '{"city":"Paris"}' and found["items"][5]["text"] == '{"weather": "cold"}'
     assert found["items"][3]["text"] == "I should call the tool."
     assert found["expected"] == "mild"
-    # Beside the reward: the verifier's own keys (the expected answer shown once; Gym's _ng_ keys, nulls left out).
-    assert found["verifier"] == {"extracted_answer": "cold", "judge": '{"score":0,"why":"wrong"}'}
+    # Beside the reward: the verifier's own keys (the expected answer shown once; Gym's _ng_ keys left out; a null
+    # kept: ``extracted_answer: null`` is the one fact that explains a reward of 0).
+    assert found["verifier"] == {
+        "extracted_answer": "cold",
+        "judge": '{"score":0,"why":"wrong"}',
+        "failure_reason": None,
+    }
     assert found["usage"] == {"input_tokens": 70, "output_tokens": 40, "total_tokens": 110, "reasoning_tokens": 12}
     assert found["tools"] == ["get_weather"]
     assert found["failure"] is None

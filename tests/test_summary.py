@@ -109,6 +109,7 @@ def test_a_gate_on_a_cut_short_evaluation_is_never_green(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
+            "  2 tasks, 3 of 10 selected rollouts reported (3 scored, 0 errors)*",
             "*unreported  7 of 10 selected rollouts never reported*",
             "*mean reward 0.67 * >= 0.40: INCONCLUSIVE (judged on 3 of 10*",
             "gym gates: INCONCLUSIVE - mcqa.jsonl mean reward 0.67 judged on 3 of 10 selected",
@@ -309,6 +310,10 @@ def test_replay_flips_are_listed_and_can_fail_the_session(pytester: pytest.Pytes
     result = pytester.runpytest(*args, "mcqa.jsonl", "--gym-fail-on-flip")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*gym gates: FAIL*1 rollout reward differ*"])
+    # Nothing scored (every rollout errored): nothing was compared, so no "none".
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": "error", "b": "error"}))
+    result = pytester.runpytest(*args, "mcqa.jsonl")
+    result.stdout.fnmatch_lines(["verifier flips against the recording: not judged: no rollout scored"])
 
 
 def test_bad_baseline_is_a_usage_error(pytester: pytest.Pytester, fake_gym: FakeGym, four_of_five: str) -> None:

@@ -36,6 +36,7 @@ from pytest_gym_eval.reporting.model import (
     DatasetSummary,
     RolloutResult,
     by_task,
+    flips_count,
     groups,
     selection_note,
 )
@@ -613,7 +614,7 @@ def _flips_block(conclusion: Conclusion, members: Sequence[RolloutResult], index
     )
     return (
         f'<div class="flips" data-count="{len(flips)}"><h3>Verifier flips against the recording: '
-        f"{len(flips) or 'none'}</h3>" + (f"<ul>{items}</ul>" if flips else "") + "</div>"
+        f"{html.escape(flips_count(flips, members))}</h3>" + (f"<ul>{items}</ul>" if flips else "") + "</div>"
     )
 
 

@@ -20,6 +20,7 @@ from pytest_gym_eval.reporting.model import (
     DatasetSummary,
     RolloutResult,
     by_task,
+    flips_count,
     groups,
     selection_note,
 )
@@ -128,7 +129,7 @@ def _dataset(
         )
         more = f"; … and {len(flips) - MAX_LISTED} more" if len(flips) > MAX_LISTED else ""
         listed = f": {shown}{more}" if flips else ""
-        lines += [f"Verifier flips against the recording: {len(flips) or 'none'}{listed}", ""]
+        lines += [f"Verifier flips against the recording: {flips_count(flips, members)}{listed}", ""]
     return lines
 
 

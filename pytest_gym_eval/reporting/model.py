@@ -431,6 +431,14 @@ class Flip:
     recorded: tuple[object, ...]
 
 
+def flips_count(flips: Sequence[Flip], results: Sequence[RolloutResult]) -> str:
+    """How many verifier flips against the recording ``results`` show, as the reports print it: the number,
+    ``none``, or ``not judged: no rollout scored`` when no result has a reward to compare."""
+    if flips:
+        return str(len(flips))
+    return "none" if any(result.score is not None for result in results) else "not judged: no rollout scored"
+
+
 @dataclass(frozen=True)
 class Conclusion:
     """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set

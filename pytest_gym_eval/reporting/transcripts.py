@@ -12,7 +12,7 @@ A transcript is plain JSON data (it is embedded in the page as JSON and rendered
      "output_from": 1,          # items before this index are the request, from it on the model's turns
      "final": 3,                # index of the model's last message with text, or null
      "expected": "C",           # the expected answer when the record has one, else null
-     "verifier": {"extracted_answer": "B"},   # what the verifier recorded beside the reward
+     "verifier": {"extracted_answer": null},  # what the verifier recorded beside the reward, nulls included
      "usage": {"input_tokens": 70, "output_tokens": 40, "total_tokens": 110},  # or null
      "failure": {"message": "...", "http_status": 500},   # Gym's other _ng_failure_* keys, or null
      "tools": ["get_weather"]}
@@ -132,8 +132,8 @@ def transcript(record: Mapping[str, Any], row: Mapping[str, Any] | None = None) 
     verifier = {
         key: _compact(value)
         for key, value in record.items()
-        if key not in _NOT_VERIFIER and key != expected_key and not key.startswith("_ng_") and value is not None
-    }
+        if key not in _NOT_VERIFIER and key != expected_key and not key.startswith("_ng_")
+    }  # nulls included: ``extracted_answer: null`` is what explains a reward of 0
     failure = {
         key[len(_FAILURE_PREFIX) :]: _compact(value)
         for key, value in record.items()

@@ -202,7 +202,7 @@
     var list = el("dl", "kv");
     Object.keys(object).forEach(function (key) {
       list.appendChild(el("dt", "", key));
-      list.appendChild(el("dd", "", object[key]));
+      list.appendChild(el("dd", "", object[key] === null ? "null" : object[key]));  // a null is what the verifier recorded
     });
     return list;
   }
