@@ -725,10 +725,8 @@ def test_suite_properties() -> None:
     assert values[f"{p}verdict"] == "PASS"
     assert values[f"{p}sha256"] == "ab" * 32
     assert not any(name.startswith(("gym.args", "gym.none", "gym.nan")) for name in values)
-    # The 0.1 names, kept for one release.
-    legacy = "gym.datasets/mcqa.jsonl"
-    assert values[f"{legacy}.mean_reward"] == "0.625" and values[f"{legacy}.gate.mean_reward_ge_0.50"] == "PASS"
-    assert values[f"gym.dataset_sha256.{MCQA}"] == "ab" * 32
+    # Every aggregate once: the 0.1 names (gym.<dataset>.<name>, gym.dataset_sha256.<dataset>) are gone.
+    assert not [name for name in values if name.startswith(("gym.datasets/", "gym.dataset_sha256."))]
 
 
 def test_suite_property_names_split_on_the_separator_whatever_the_dataset_is_called() -> None:
