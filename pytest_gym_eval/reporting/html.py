@@ -508,7 +508,7 @@ def _summary_table(summary: DatasetSummary) -> str:
             _interval_attrs(*_fields(summary.pass_rate)),
         ),
     ]
-    for k, interval in summary.pass_at_k.items():
+    for k, interval in fmt.shown_pass_at_k(summary):
         note = "unbiased estimator (Chen et al. 2021)"
         if interval.n != summary.mean_reward.n:
             note += f", {fmt.plural(interval.n, 'task')} with {k}+ scored"
