@@ -117,6 +117,7 @@ class GymSession:
         self._progress: Progress | None = None
         self._printed = 0
         self._started = False
+        self._failed_start: RunState | None = None  # the owner's run failed before its thread began
         self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
         self._errors_shown: dict[str, str] = {}  # a long error message -> the node id whose error showed it
         self._lock = threading.Lock()
@@ -267,21 +268,27 @@ class GymSession:
                     self.start_run(self.plan)
                 if self.run_dir is None:
                     raise GymStartError("no run directory: the pytest-xdist controller did not hand one out")
-                paths = RunPaths(self.run_dir)
-                self._feed = RolloutFeed(
-                    paths.output,
-                    paths.failures,
-                    paths.state,
-                    materialized=paths.materialized,
-                    startup_timeout=self.options.startup_timeout,
-                    waves=paths.waves,
-                    row_repeats=self.plan.row_repeats,
-                    reused=resumed_path(self.run_dir) if self.options.resume is not None else None,
-                ).start()
+                if self._feed is None:
+                    self._feed = self._new_feed(self.run_dir).start()
         try:
             self._wait_until_started()
         finally:
             self._note_attached()
+
+    def _new_feed(self, run_dir: Path) -> RolloutFeed:
+        """The feed that follows this session's run in ``run_dir`` (not started)."""
+        paths = RunPaths(run_dir)
+        return RolloutFeed(
+            paths.output,
+            paths.failures,
+            paths.state,
+            materialized=paths.materialized,
+            startup_timeout=self.options.startup_timeout,
+            waves=paths.waves,
+            row_repeats=self.plan.row_repeats,
+            reused=resumed_path(run_dir) if self.options.resume is not None else None,
+            owner_state=self._owner_failure if self.owns_run else None,
+        )
 
     def start_run(self, plan: RunPlan) -> None:
         """Start the Gym run of ``plan`` in the background (owner only); failures land in the state file.
@@ -308,8 +315,10 @@ class GymSession:
         except (GymStartError, ResumeError, DatasetError, OSError) as error:
             known = (GymStartError, ResumeError, DatasetError)
             message = str(error) if isinstance(error, known) else f"{type(error).__name__}: {error}"
-            paths.logs.mkdir(parents=True, exist_ok=True)
-            RunState("failed", message).write(paths.state)
+            self._failed_start = RunState("failed", message)  # the owner's items read it here should the disk be full
+            with contextlib.suppress(OSError):
+                paths.logs.mkdir(parents=True, exist_ok=True)
+                RunState("failed", message).write(paths.state)
             return
         waves = self._wave_planner(plan, run_dir)
         self._run = GymRun(plan, paths, settings, on_event=self._on_run_event, waves=waves).start()
@@ -364,12 +373,15 @@ class GymSession:
             return set()
         return set(WaveLog.read(RunPaths(self.run_dir).waves).skipped)
 
+    def _owner_failure(self) -> RunState | None:
+        """How this process's run failed when it could not say so in ``state.json`` (a full disk), else None."""
+        return self._run.failure if self._run is not None else self._failed_start
+
     def _wait_until_started(self) -> None:
-        assert self.run_dir is not None
-        state_path = RunPaths(self.run_dir).state
+        assert self.run_dir is not None and self._feed is not None
         deadline = time.monotonic() + self.options.startup_timeout + 120
         while True:
-            state = RunState.read(state_path)
+            state = self._feed.state  # the state file as the feed reads it, or the owner's failure it could not write
             if state is not None and state.phase != "starting":
                 break
             if time.monotonic() > deadline:
