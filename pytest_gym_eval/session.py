@@ -670,6 +670,28 @@ class GymSession:
         total = len(self.plan.rollouts) - self._feed.skipped_count()  # --gym-adaptive: skipped pairs never come
         self._progress.tick(Counts(done, total, errors))
 
+    def show_progress(self) -> None:
+        """Show the run's progress once, from the main thread of the process that owns the run yet runs no item
+        (the pytest-xdist controller; its items wait in the workers): as one process shows it, the start-up phase
+        and time while Gym starts, then the rollouts done; nothing once the run is over."""
+        if self._progress is None or not self._progress.enabled or self.run_dir is None:
+            return
+        if self._feed is None:
+            self._feed = self._new_feed(self.run_dir).start()
+        self.flush_notes()
+        state = self._feed.state
+        if state is not None and state.done:
+            self._end_progress()
+        elif state is None or state.phase == "starting":
+            self._progress.tick()
+        else:
+            self._progress.running()
+            self._show_progress()
+
+    def hide_progress(self) -> None:
+        """Erase the progress now (before pytest writes to the terminal; a no-op when none is shown)."""
+        self._end_progress()
+
     def _on_run_event(self, message: str) -> None:
         """A message from the run (any thread): a note for the terminal, and the progress's start-up phase."""
         if self._progress is not None:
