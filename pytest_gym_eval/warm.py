@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_gym_eval import cli
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DEFAULT_KEEP_ALIVE
 from pytest_gym_eval.orphans import MARKER, Owner
@@ -671,11 +672,11 @@ def stop_main(argv: Sequence[str]) -> int:
         for key in args.keys:
             matches = [entry for entry in entries if entry.key.startswith(key)]
             if not matches:
-                print(f"no warm Gym's key starts with {key!r}", file=sys.stderr)
+                cli.error("stop", f"no warm Gym's key starts with {key!r}")
                 status = 1
             elif len(matches) > 1:
                 shown = ", ".join(entry.short for entry in matches)
-                print(f"{key!r} starts {len(matches)} warm Gyms' keys ({shown}): give more of the key", file=sys.stderr)
+                cli.error("stop", f"{key!r} starts {len(matches)} warm Gyms' keys ({shown}): give more of the key")
                 status = 1
             else:
                 chosen += [entry for entry in matches if entry not in chosen]
@@ -693,11 +694,11 @@ def stop_main(argv: Sequence[str]) -> int:
                     continue
                 left = stop_warm(current, registry, args.grace)
         except TimeoutError as error:
-            print(f"{entry.short}: {error}", file=sys.stderr)
+            cli.error("stop", f"{entry.short}: {error}")
             status = 1
             continue
         if left:
-            print(f"{entry.short}: {len(left)} processes would not stop: {left}", file=sys.stderr)
+            cli.error("stop", f"{entry.short}: {len(left)} processes would not stop: {left}")
             status = 1
         else:
             print(f"{entry.short}: stopped (head server {entry.head_server[0]}:{entry.head_server[1]})")
