@@ -565,6 +565,7 @@ class GymSession:
             self.configuration(plan), Registry(), self.checkout.path, configs, options.model_type,
             replay=options.replay, model_url=options.model_url, model=options.model,
             api_key_env=options.api_key_env, startup_timeout=options.startup_timeout, idle_timeout=options.keep_alive,
+            record_latency=options.latency,
         )  # fmt: skip
         return WarmGym(spec, Owner.current(run_dir), run_dir, Registry())
 

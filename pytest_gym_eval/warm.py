@@ -103,7 +103,8 @@ class WarmSpec:
     checkout; ``gym_configs`` the config files of the agents; ``model_type`` Gym's model server; either
     ``replay`` (recordings the keeper's own replay model serves) or ``model_url``/``model``/``api_key_env`` (an
     endpoint, the key read from that variable); times in seconds; ``lease`` the starting session's
-    :data:`~pytest_gym_eval.orphans.MARKER` value (its lease is written when Gym is ready).
+    :data:`~pytest_gym_eval.orphans.MARKER` value (its lease is written when Gym is ready); ``record_latency``
+    (``--gym-latency``) turns on the servers' model-call observability, which records each rollout's latency.
     """
 
     key: str
@@ -120,6 +121,7 @@ class WarmSpec:
     idle_timeout: float = DEFAULT_KEEP_ALIVE
     stop_grace: float = DEFAULT_GRACE
     lease: str = ""
+    record_latency: bool = False
 
     def save(self, path: Path) -> None:
         """Write the spec as JSON, owner-only."""
@@ -199,7 +201,7 @@ class _Keeper:
             raise GymStartError(str(error)) from None
         ray_dir, _ = ray_temp_dir(self.home)
         head = ("127.0.0.1", free_port())
-        write_gym_config(paths.config, model, head)
+        write_gym_config(paths.config, model, head, paths.model_calls if spec.record_latency else None)
         settings = RunSettings(
             gym=checkout.gym_executable,
             env={**provision.gym_environment(checkout, ray_dir), MARKER: self.owner.marker},
@@ -564,17 +566,21 @@ def warm_spec(
     startup_timeout: float,
     idle_timeout: float,
     stop_grace: float = DEFAULT_GRACE,
+    record_latency: bool = False,
 ) -> WarmSpec:
     """The :class:`WarmSpec` of a session's Gym (see its fields). Its key is the sha256 of the configuration's key
-    and this plugin's version (another version may start Gym differently)."""
+    and this plugin's version (another version may start Gym differently), and of ``record_latency`` when set (Gym's
+    servers record latencies only when started so)."""
     from pytest_gym_eval import __version__
 
-    key = hashlib.sha256(f"{configuration.key}:{__version__}".encode()).hexdigest()
+    latency = ":latency" if record_latency else ""
+    key = hashlib.sha256(f"{configuration.key}:{__version__}{latency}".encode()).hexdigest()
     return WarmSpec(
         key=key, configuration=dict(configuration.components), registry=str(registry.root),
         checkout=str(checkout), gym_configs=tuple(str(c) for c in gym_configs), model_type=model_type,
         replay=tuple(str(p) for p in replay), model_url=model_url, model=model, api_key_env=api_key_env,
         startup_timeout=startup_timeout, idle_timeout=idle_timeout, stop_grace=stop_grace,
+        record_latency=record_latency,
     )  # fmt: skip
 
 
