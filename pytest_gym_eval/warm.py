@@ -66,6 +66,7 @@ from pytest_gym_eval.registry import (
     boot_id,
     idle_since,
     live_leases,
+    read_json,
     remove_lease,
     stop_warm,
     write_private,
@@ -240,6 +241,8 @@ class _Keeper:
             f"keeper pid {os.getpid()} of"
             f" warm Gym {self.spec.key[:KEY_SHOWN]}, idle timeout {self.spec.idle_timeout:g} s"
         )
+        with contextlib.suppress(OSError):  # `status` lists a warm Gym that is starting by this file
+            self._write_idle(None)
         try:
             try:
                 self.start()
@@ -304,7 +307,7 @@ class _Keeper:
                 return
 
     def _write_idle(self, since: float | None) -> None:
-        write_private(self.home / "keeper.json", {"pid": os.getpid(), "idle_since": since})
+        write_private(self.home / "keeper.json", {"pid": os.getpid(), "keeper": self.owner.marker, "idle_since": since})
 
     def shutdown(self) -> None:
         """Unregister (when still registered), stop Gym's servers and the replay model, remove Ray's folder."""
@@ -626,8 +629,44 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
+def starting(registry: Registry) -> list[tuple[Path, WarmSpec, Owner]]:
+    """The warm Gyms of ``registry`` that are starting: ``(home, spec, keeper)`` of every home whose keeper runs
+    (its ``keeper.json``) and that no entry names yet (an entry is written once Gym is ready), oldest first."""
+    gyms = registry.root / "gyms"
+    if not gyms.is_dir():
+        return []
+    registered = {entry.home for entry in registry.entries()}
+    found = []
+    for home in sorted(gyms.iterdir()):
+        if home in registered:
+            continue
+        keeper = Owner.parse(str((read_json(home / "keeper.json") or {}).get("keeper", "")))
+        if keeper is None or not keeper.alive():
+            continue
+        try:
+            spec = WarmSpec.load(home / "spec.json")
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        found.append((home, spec, keeper))
+    return sorted(found, key=lambda found: found[0].stat().st_mtime)
+
+
+def describe_starting(home: Path, spec: WarmSpec, keeper: Owner, now: float | None = None) -> list[str]:
+    """The lines ``status`` prints for a warm Gym that is starting."""
+    now = time.time() if now is None else now
+    config = spec.configuration
+    return [
+        f"{spec.key[:KEY_SHOWN]}  starting for {_minutes(now - home.stat().st_mtime)} (its Gym is not ready yet)",
+        f"    keeper pid {keeper.pid}; log: {home / 'logs' / 'keeper.log'}; start-up timeout "
+        f"{spec.startup_timeout:g} s; idle timeout {spec.idle_timeout:g} s",
+        f"    Gym {config.get('gym_version')} at {config.get('gym_checkout')}; configs: "
+        + ", ".join(sorted(config.get("configs") or {})),
+        f"    home: {home}",
+    ]
+
+
 def status_main(argv: Sequence[str]) -> int:
-    """``python -m pytest_gym_eval status``: list the warm Gyms of this user. Exit status 0."""
+    """``python -m pytest_gym_eval status``: list the warm Gyms of this user, those starting too. Exit status 0."""
     parser = argparse.ArgumentParser(
         prog="python -m pytest_gym_eval status",
         description="List the warm Gyms (--gym-keep-alive) of this user: state, head server, configuration.",
@@ -635,12 +674,16 @@ def status_main(argv: Sequence[str]) -> int:
     parser.parse_args(argv)
     registry = Registry()
     entries = registry.entries()
-    if not entries:
+    coming = starting(registry)
+    if not entries and not coming:
         print(f"no warm Gym (registry {registry.root})")
         return 0
     print(f"warm Gyms (registry {registry.root}):")
     for entry in entries:
         for line in describe(entry):
+            print(f"  {line}")
+    for home, spec, keeper in coming:
+        for line in describe_starting(home, spec, keeper):
             print(f"  {line}")
     return 0
 
