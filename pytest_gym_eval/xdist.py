@@ -84,6 +84,9 @@ class XdistController:
             return
         if plan.rollouts:
             self.gym.plan = plan
+            reporter = self.gym.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None and reporter._tw.width_of_current_line:
+                reporter._tw.line()  # below pytest-xdist's status line ("ready: 2/2 workers"), which it rewrites
             self.gym.start_run(plan)
             dsession = self.gym.config.pluginmanager.get_plugin("dsession")
             self.ticker = ProgressTicker(dsession, self.gym.show_progress).start()

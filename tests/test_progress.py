@@ -242,3 +242,4 @@ def test_under_xdist_the_controller_shows_the_progress_one_process_shows(
     screen = render(output)
     assert not [line for line in screen if "[gym:" in line], screen
     assert [line for line in screen if re.match(r"\.\.\s*\[100%\]$", line)], "\n".join(screen)
+    assert [line for line in screen if line.startswith("gym: run directory: ")], "\n".join(screen)  # a line its own
