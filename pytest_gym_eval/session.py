@@ -120,6 +120,7 @@ class GymSession:
         self._progress: Progress | None = None
         self._printed = 0
         self._started = False
+        self._failed_start: RunState | None = None  # the owner's run failed before its thread began
         self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
         self._errors_shown: dict[str, str] = {}  # a long error message -> the node id whose error showed it
         self._lock = threading.Lock()
@@ -314,21 +315,27 @@ class GymSession:
                     self.start_run(self.plan)
                 if self.run_dir is None:
                     raise GymStartError("no run directory: the pytest-xdist controller did not hand one out")
-                paths = RunPaths(self.run_dir)
-                self._feed = RolloutFeed(
-                    paths.output,
-                    paths.failures,
-                    paths.state,
-                    materialized=paths.materialized,
-                    startup_timeout=self.options.startup_timeout,
-                    waves=paths.waves,
-                    row_repeats=self.plan.row_repeats,
-                    reused=resumed_path(self.run_dir) if self.options.resume is not None else None,
-                ).start()
+                if self._feed is None:
+                    self._feed = self._new_feed(self.run_dir).start()
         try:
             self._wait_until_started()
         finally:
             self._note_attached()
+
+    def _new_feed(self, run_dir: Path) -> RolloutFeed:
+        """The feed that follows this session's run in ``run_dir`` (not started)."""
+        paths = RunPaths(run_dir)
+        return RolloutFeed(
+            paths.output,
+            paths.failures,
+            paths.state,
+            materialized=paths.materialized,
+            startup_timeout=self.options.startup_timeout,
+            waves=paths.waves,
+            row_repeats=self.plan.row_repeats,
+            reused=resumed_path(run_dir) if self.options.resume is not None else None,
+            owner_state=self._owner_failure if self.owns_run else None,
+        )
 
     def start_run(self, plan: RunPlan) -> None:
         """Start the Gym run of ``plan`` in the background (owner only); failures land in the state file.
@@ -356,8 +363,10 @@ class GymSession:
         except (GymStartError, ResumeError, DatasetError, OSError) as error:
             known = (GymStartError, ResumeError, DatasetError)
             message = str(error) if isinstance(error, known) else f"{type(error).__name__}: {error}"
-            paths.logs.mkdir(parents=True, exist_ok=True)
-            RunState("failed", message).write(paths.state)
+            self._failed_start = RunState("failed", message)  # the owner's items read it here should the disk be full
+            with contextlib.suppress(OSError):
+                paths.logs.mkdir(parents=True, exist_ok=True)
+                RunState("failed", message).write(paths.state)
             return
         waves = self._wave_planner(plan, run_dir)
         self._run = GymRun(plan, paths, settings, on_event=self._on_run_event, waves=waves).start()
@@ -412,12 +421,15 @@ class GymSession:
             return set()
         return set(WaveLog.read(RunPaths(self.run_dir).waves).skipped)
 
+    def _owner_failure(self) -> RunState | None:
+        """How this process's run failed when it could not say so in ``state.json`` (a full disk), else None."""
+        return self._run.failure if self._run is not None else self._failed_start
+
     def _wait_until_started(self) -> None:
-        assert self.run_dir is not None
-        state_path = RunPaths(self.run_dir).state
+        assert self.run_dir is not None and self._feed is not None
         deadline = time.monotonic() + self.options.startup_timeout + 120
         while True:
-            state = RunState.read(state_path)
+            state = self._feed.state  # the state file as the feed reads it, or the owner's failure it could not write
             if state is not None and state.phase != "starting":
                 break
             if time.monotonic() > deadline:
@@ -654,6 +666,7 @@ class GymSession:
             self.configuration(plan), Registry(), self.checkout.path, configs, options.model_type,
             replay=options.replay, model_url=options.model_url, model=options.model,
             api_key_env=options.api_key_env, startup_timeout=options.startup_timeout, idle_timeout=options.keep_alive,
+            record_latency=options.latency,
         )  # fmt: skip
         return WarmGym(spec, Owner.current(run_dir), run_dir, Registry())
 
@@ -758,6 +771,28 @@ class GymSession:
         done, errors = self._feed.counts()
         total = len(self.plan.rollouts) - self._feed.skipped_count()  # --gym-adaptive: skipped pairs never come
         self._progress.tick(Counts(done, total, errors))
+
+    def show_progress(self) -> None:
+        """Show the run's progress once, from the main thread of the process that owns the run yet runs no item
+        (the pytest-xdist controller; its items wait in the workers): as one process shows it, the start-up phase
+        and time while Gym starts, then the rollouts done; nothing once the run is over."""
+        if self._progress is None or not self._progress.enabled or self.run_dir is None:
+            return
+        if self._feed is None:
+            self._feed = self._new_feed(self.run_dir).start()
+        self.flush_notes()
+        state = self._feed.state
+        if state is not None and state.done:
+            self._end_progress()
+        elif state is None or state.phase == "starting":
+            self._progress.tick()
+        else:
+            self._progress.running()
+            self._show_progress()
+
+    def hide_progress(self) -> None:
+        """Erase the progress now (before pytest writes to the terminal; a no-op when none is shown)."""
+        self._end_progress()
 
     def _on_run_event(self, message: str) -> None:
         """A message from the run (any thread): a note for the terminal, and the progress's start-up phase."""

@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_gym_eval import cli
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DEFAULT_KEEP_ALIVE
 from pytest_gym_eval.orphans import MARKER, Owner
@@ -65,6 +66,7 @@ from pytest_gym_eval.registry import (
     boot_id,
     idle_since,
     live_leases,
+    read_json,
     remove_lease,
     stop_warm,
     write_private,
@@ -102,7 +104,8 @@ class WarmSpec:
     checkout; ``gym_configs`` the config files of the agents; ``model_type`` Gym's model server; either
     ``replay`` (recordings the keeper's own replay model serves) or ``model_url``/``model``/``api_key_env`` (an
     endpoint, the key read from that variable); times in seconds; ``lease`` the starting session's
-    :data:`~pytest_gym_eval.orphans.MARKER` value (its lease is written when Gym is ready).
+    :data:`~pytest_gym_eval.orphans.MARKER` value (its lease is written when Gym is ready); ``record_latency``
+    (``--gym-latency``) turns on the servers' model-call observability, which records each rollout's latency.
     """
 
     key: str
@@ -119,6 +122,7 @@ class WarmSpec:
     idle_timeout: float = DEFAULT_KEEP_ALIVE
     stop_grace: float = DEFAULT_GRACE
     lease: str = ""
+    record_latency: bool = False
 
     def save(self, path: Path) -> None:
         """Write the spec as JSON, owner-only."""
@@ -198,7 +202,7 @@ class _Keeper:
             raise GymStartError(str(error)) from None
         ray_dir, _ = ray_temp_dir(self.home)
         head = ("127.0.0.1", free_port())
-        write_gym_config(paths.config, model, head)
+        write_gym_config(paths.config, model, head, paths.model_calls if spec.record_latency else None)
         settings = RunSettings(
             gym=checkout.gym_executable,
             env={**provision.gym_environment(checkout, ray_dir), MARKER: self.owner.marker},
@@ -237,6 +241,8 @@ class _Keeper:
             f"keeper pid {os.getpid()} of"
             f" warm Gym {self.spec.key[:KEY_SHOWN]}, idle timeout {self.spec.idle_timeout:g} s"
         )
+        with contextlib.suppress(OSError):  # `status` lists a warm Gym that is starting by this file
+            self._write_idle(None)
         try:
             try:
                 self.start()
@@ -301,7 +307,7 @@ class _Keeper:
                 return
 
     def _write_idle(self, since: float | None) -> None:
-        write_private(self.home / "keeper.json", {"pid": os.getpid(), "idle_since": since})
+        write_private(self.home / "keeper.json", {"pid": os.getpid(), "keeper": self.owner.marker, "idle_since": since})
 
     def shutdown(self) -> None:
         """Unregister (when still registered), stop Gym's servers and the replay model, remove Ray's folder."""
@@ -563,17 +569,21 @@ def warm_spec(
     startup_timeout: float,
     idle_timeout: float,
     stop_grace: float = DEFAULT_GRACE,
+    record_latency: bool = False,
 ) -> WarmSpec:
     """The :class:`WarmSpec` of a session's Gym (see its fields). Its key is the sha256 of the configuration's key
-    and this plugin's version (another version may start Gym differently)."""
+    and this plugin's version (another version may start Gym differently), and of ``record_latency`` when set (Gym's
+    servers record latencies only when started so)."""
     from pytest_gym_eval import __version__
 
-    key = hashlib.sha256(f"{configuration.key}:{__version__}".encode()).hexdigest()
+    latency = ":latency" if record_latency else ""
+    key = hashlib.sha256(f"{configuration.key}:{__version__}{latency}".encode()).hexdigest()
     return WarmSpec(
         key=key, configuration=dict(configuration.components), registry=str(registry.root),
         checkout=str(checkout), gym_configs=tuple(str(c) for c in gym_configs), model_type=model_type,
         replay=tuple(str(p) for p in replay), model_url=model_url, model=model, api_key_env=api_key_env,
         startup_timeout=startup_timeout, idle_timeout=idle_timeout, stop_grace=stop_grace,
+        record_latency=record_latency,
     )  # fmt: skip
 
 
@@ -619,8 +629,44 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
+def starting(registry: Registry) -> list[tuple[Path, WarmSpec, Owner]]:
+    """The warm Gyms of ``registry`` that are starting: ``(home, spec, keeper)`` of every home whose keeper runs
+    (its ``keeper.json``) and that no entry names yet (an entry is written once Gym is ready), oldest first."""
+    gyms = registry.root / "gyms"
+    if not gyms.is_dir():
+        return []
+    registered = {entry.home for entry in registry.entries()}
+    found = []
+    for home in sorted(gyms.iterdir()):
+        if home in registered:
+            continue
+        keeper = Owner.parse(str((read_json(home / "keeper.json") or {}).get("keeper", "")))
+        if keeper is None or not keeper.alive():
+            continue
+        try:
+            spec = WarmSpec.load(home / "spec.json")
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        found.append((home, spec, keeper))
+    return sorted(found, key=lambda found: found[0].stat().st_mtime)
+
+
+def describe_starting(home: Path, spec: WarmSpec, keeper: Owner, now: float | None = None) -> list[str]:
+    """The lines ``status`` prints for a warm Gym that is starting."""
+    now = time.time() if now is None else now
+    config = spec.configuration
+    return [
+        f"{spec.key[:KEY_SHOWN]}  starting for {_minutes(now - home.stat().st_mtime)} (its Gym is not ready yet)",
+        f"    keeper pid {keeper.pid}; log: {home / 'logs' / 'keeper.log'}; start-up timeout "
+        f"{spec.startup_timeout:g} s; idle timeout {spec.idle_timeout:g} s",
+        f"    Gym {config.get('gym_version')} at {config.get('gym_checkout')}; configs: "
+        + ", ".join(sorted(config.get("configs") or {})),
+        f"    home: {home}",
+    ]
+
+
 def status_main(argv: Sequence[str]) -> int:
-    """``python -m pytest_gym_eval status``: list the warm Gyms of this user. Exit status 0."""
+    """``python -m pytest_gym_eval status``: list the warm Gyms of this user, those starting too. Exit status 0."""
     parser = argparse.ArgumentParser(
         prog="python -m pytest_gym_eval status",
         description="List the warm Gyms (--gym-keep-alive) of this user: state, head server, configuration.",
@@ -628,12 +674,16 @@ def status_main(argv: Sequence[str]) -> int:
     parser.parse_args(argv)
     registry = Registry()
     entries = registry.entries()
-    if not entries:
+    coming = starting(registry)
+    if not entries and not coming:
         print(f"no warm Gym (registry {registry.root})")
         return 0
     print(f"warm Gyms (registry {registry.root}):")
     for entry in entries:
         for line in describe(entry):
+            print(f"  {line}")
+    for home, spec, keeper in coming:
+        for line in describe_starting(home, spec, keeper):
             print(f"  {line}")
     return 0
 
@@ -671,11 +721,11 @@ def stop_main(argv: Sequence[str]) -> int:
         for key in args.keys:
             matches = [entry for entry in entries if entry.key.startswith(key)]
             if not matches:
-                print(f"no warm Gym's key starts with {key!r}", file=sys.stderr)
+                cli.error("stop", f"no warm Gym's key starts with {key!r}")
                 status = 1
             elif len(matches) > 1:
                 shown = ", ".join(entry.short for entry in matches)
-                print(f"{key!r} starts {len(matches)} warm Gyms' keys ({shown}): give more of the key", file=sys.stderr)
+                cli.error("stop", f"{key!r} starts {len(matches)} warm Gyms' keys ({shown}): give more of the key")
                 status = 1
             else:
                 chosen += [entry for entry in matches if entry not in chosen]
@@ -693,11 +743,11 @@ def stop_main(argv: Sequence[str]) -> int:
                     continue
                 left = stop_warm(current, registry, args.grace)
         except TimeoutError as error:
-            print(f"{entry.short}: {error}", file=sys.stderr)
+            cli.error("stop", f"{entry.short}: {error}")
             status = 1
             continue
         if left:
-            print(f"{entry.short}: {len(left)} processes would not stop: {left}", file=sys.stderr)
+            cli.error("stop", f"{entry.short}: {len(left)} processes would not stop: {left}")
             status = 1
         else:
             print(f"{entry.short}: stopped (head server {entry.head_server[0]}:{entry.head_server[1]})")

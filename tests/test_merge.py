@@ -281,7 +281,7 @@ def test_reports_that_do_not_belong_together_are_refused(sessions: Sessions, cha
     merged = sessions.merge("s1.json", str(bad), "s3.json")
     assert merged.returncode == EXIT_CANNOT_MERGE
     assert message in merged.stderr, merged.stderr
-    assert merged.stderr.startswith("gym merge: error: ") and "Traceback" not in merged.stderr
+    assert merged.stderr.startswith("python -m pytest_gym_eval merge: error: ") and "Traceback" not in merged.stderr
 
 
 def test_a_rollout_of_another_shard_is_refused(sessions: Sessions) -> None:

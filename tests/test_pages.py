@@ -430,7 +430,11 @@ def test_command_line_help_is_usage_on_stdout_and_success(capsys: pytest.Capture
 
 
 @pytest.mark.parametrize(
-    ("args", "problem"), [([], "error: no command given"), (["bogus"], "error: unknown command 'bogus'")]
+    ("args", "problem"),
+    [
+        ([], "python -m pytest_gym_eval: error: no command given"),
+        (["bogus"], "python -m pytest_gym_eval: error: unknown command 'bogus'"),
+    ],
 )
 def test_command_line_without_a_known_command_says_what_is_wrong(
     capsys: pytest.CaptureFixture[str], args: list[str], problem: str

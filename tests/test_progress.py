@@ -222,3 +222,24 @@ def test_quiet_runs_show_no_progress(pytester: pytest.Pytester, fake_gym: FakeGy
     (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     output = run_in_pty([*fake_gym.args, "mcqa.jsonl", "-q", "-p", "no:randomly", "--color=no"], str(pytester.path))
     assert "1 passed" in output and "[gym:" not in output, output
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pseudo-terminal")
+def test_under_xdist_the_controller_shows_the_progress_one_process_shows(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START_DELAY", "2")  # long enough for the start-up phase to show
+    rows = [
+        {"id": "slow", "responses_create_params": {"input": "A?"}, "fake": {"delay": 3}},
+        {"id": "fast", "responses_create_params": {"input": "B?"}},
+    ]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = [*fake_gym.args, "mcqa.jsonl", "-n", "2", "-p", "no:randomly", "--color=no"]
+    output = run_in_pty(args, str(pytester.path))
+    assert "2 passed" in output, output
+    assert re.search(r"\[gym: starting Gym's servers, \d+\.\d s\]", output), output
+    assert re.search(r"\[gym: [01]/2 rollouts, 0 errors", output), output
+    screen = render(output)
+    assert not [line for line in screen if "[gym:" in line], screen
+    assert [line for line in screen if re.match(r"\.\.\s*\[100%\]$", line)], "\n".join(screen)
+    assert [line for line in screen if line.startswith("gym: run directory: ")], "\n".join(screen)  # a line its own

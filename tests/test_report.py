@@ -725,10 +725,8 @@ def test_suite_properties() -> None:
     assert values[f"{p}verdict"] == "PASS"
     assert values[f"{p}sha256"] == "ab" * 32
     assert not any(name.startswith(("gym.args", "gym.none", "gym.nan")) for name in values)
-    # The 0.1 names, kept for one release.
-    legacy = "gym.datasets/mcqa.jsonl"
-    assert values[f"{legacy}.mean_reward"] == "0.625" and values[f"{legacy}.gate.mean_reward_ge_0.50"] == "PASS"
-    assert values[f"gym.dataset_sha256.{MCQA}"] == "ab" * 32
+    # Every aggregate once: the 0.1 names (gym.<dataset>.<name>, gym.dataset_sha256.<dataset>) are gone.
+    assert not [name for name in values if name.startswith(("gym.datasets/", "gym.dataset_sha256."))]
 
 
 def test_suite_property_names_split_on_the_separator_whatever_the_dataset_is_called() -> None:
@@ -820,3 +818,23 @@ def test_a_report_in_a_folder_that_cannot_hold_files_is_named_in_the_error() -> 
     with pytest.raises(OSError) as raised:
         write_text_atomic("/proc/report.md", "text")  # /proc takes no new files, whoever runs this
     assert raised.value.filename == "/proc/report.md" and ".tmp" not in str(raised.value)
+
+
+def test_many_repeats_show_a_compact_set_of_pass_at_k_and_the_json_report_keeps_every_k() -> None:
+    from pytest_gym_eval.reporting.markdown import render_markdown
+    from pytest_gym_eval.reporting.model import Conclusion
+
+    rewards = {f"t{n}": [float((n + r) % 3 == 0) for r in range(60)] for n in range(3)}
+    results = results_for(rewards)
+    summary = summarize_one(results, [Gate("pass_at_k", 0.5, k=12)])
+    assert sorted(summary.pass_at_k) == list(range(1, 61))
+    shown = [1, 2, 4, 8, 12, 16, 32, 60]  # powers of two, the repeats, and the gate's k
+    lines = render_summary([summary], verbose=False)
+    terminal = [line.split()[0] for line in lines if line.strip().startswith("pass@") and ">=" not in line]
+    assert terminal == [f"pass@{k}" for k in shown]
+    markdown = render_markdown(Conclusion([summary], [], None, 0, "gym gates: ..."), results)
+    rows = [line.split("|")[1].strip() for line in markdown.splitlines() if line.startswith("| pass@")]
+    assert [row for row in rows if ">=" not in row] == [f"pass@{k}" for k in shown]
+    report = build_report([summary], results, {})
+    assert sorted(map(int, report["datasets"][0]["pass_at_k"])) == list(range(1, 61))
+    assert len([name for name, _ in suite_properties([summary], {}) if name.endswith("::pass_at_37")]) == 1

@@ -154,8 +154,9 @@ def test_a_second_ray_start_timeout_errors_every_item_with_advice(
             RETRY_NOTE,
             "*Gym would not start: Ray's node timed out during start-up twice (`gym env start` was retried once). "
             "Ray's daemons start slowly on a loaded machine: the raylet gives its dashboard agent at most 15 s, and "
-            "Ray gives the raylet at most RAY_raylet_start_wait_time_s=60 s (never less than 30 s) to register. Free "
-            "some CPU, or set RAY_raylet_start_wait_time_s higher.",
+            "Ray gives the raylet at most RAY_raylet_start_wait_time_s=60 s (never less than 30 s) to register; Ray's "
+            "logs: *ray-start-2 (raylet.out says why the raylet stopped). Free some CPU, or set "
+            "RAY_raylet_start_wait_time_s higher.",
             "`gym env start` exited with status 1 before its servers were ready; last lines of *gym-env-start-2.log:",
         ]
     )

@@ -485,3 +485,55 @@ def test_configuration_differences_name_what_differs(fake_gym: FakeGym) -> None:
     now = GymConfiguration.build(checkout, [config], "openai_model", model="gpt-b", **common)
     assert now.differences(then.components) == ["the policy model: name 'gpt-a' then, 'gpt-b' now"]
     assert then.differences(then.components) == []
+
+
+def test_a_warm_gym_records_latency_with_gym_latency_and_is_not_shared_with_sessions_without(
+    pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path
+) -> None:
+    dataset = write_dataset(pytester.path, rows=1)
+    pytester.runpytest(*fake_gym.args, KEEP, "--gym-latency", dataset).assert_outcomes(passed=1)
+    (latency,) = entries(warm_registry)
+    config = json.loads((latency.home / "gym-config.yaml").read_text())  # what the keeper's `gym env start` read
+    assert config["observability_enabled"] is True
+    assert Path(config["model_call_capture_dir"]).is_relative_to(latency.home)
+    # A session without --gym-latency needs servers that record nothing: another warm Gym, and the other way round.
+    pytester.runpytest(*fake_gym.args, KEEP, dataset).assert_outcomes(passed=1)
+    (plain,) = [entry for entry in entries(warm_registry) if entry.key != latency.key]
+    assert "observability_enabled" not in json.loads((plain.home / "gym-config.yaml").read_text())
+    assert len(env_starts(fake_gym)) == 2
+
+
+def test_status_lists_a_warm_gym_while_it_starts(
+    pytester: pytest.Pytester,
+    fake_gym: FakeGym,
+    warm_registry: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_gym_eval.warm import status_main
+
+    def status() -> str:
+        assert status_main([]) == 0
+        return capsys.readouterr().out
+
+    monkeypatch.setenv("FAKE_GYM_START_DELAY", "4")  # long enough to look while it starts
+    dataset = write_dataset(pytester.path, rows=1)
+    session = subprocess.Popen(
+        child_pytest_argv(*fake_gym.args, KEEP, dataset, "-p", "no:randomly"),
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(lambda: "starting for" in status(), "status lists the starting warm Gym", timeout=60)
+        shown = status()
+        (home,) = (warm_registry / "gyms").iterdir()
+        assert f"  {home.name[:12]}  starting for " in shown and f"home: {home}" in shown, shown
+        assert "keeper pid " in shown and "keeper.log" in shown
+    finally:
+        output = session.communicate(timeout=120)[0]
+    assert session.returncode == 0, output
+    (entry,) = entries(warm_registry)
+    shown = status()
+    assert f"  {entry.short}  " in shown and "starting for" not in shown, shown

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval import cli
 from pytest_gym_eval.causes import redact
 from pytest_gym_eval.gates import GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
@@ -517,7 +518,7 @@ def _summary_table(summary: DatasetSummary) -> str:
             _interval_attrs(*_fields(summary.pass_rate)),
         ),
     ]
-    for k, interval in summary.pass_at_k.items():
+    for k, interval in fmt.shown_pass_at_k(summary):
         note = "unbiased estimator (Chen et al. 2021)"
         if interval.n != summary.mean_reward.n:
             note += f", {fmt.plural(interval.n, 'task')} with {k}+ scored"
@@ -786,29 +787,29 @@ def main(argv: Sequence[str]) -> int:
     try:
         report = json_report.load_report(args.report)
     except (OSError, ValueError) as error:
-        print(f"error: report: {error}", file=sys.stderr)
+        cli.error("html", f"report: {error}")
         return 2
     baseline = None
     if args.baseline is not None:
         try:
             baseline = json_report.load_report(args.baseline)
         except (OSError, ValueError) as error:
-            print(f"error: --baseline: {error}", file=sys.stderr)
+            cli.error("html", f"--baseline: {error}")
             return 2
     try:
         conclusion, results = json_report.conclusion_from_report(report, baseline)
     except ValueError as error:
-        print(f"error: report: {args.report}: {error}", file=sys.stderr)
+        cli.error("html", f"report: {args.report}: {error}")
         return 2
     given = report.get("meta")
     meta: Mapping[str, object] = given if isinstance(given, dict) else {}
     try:
         problems = write_page(output, conclusion, results, meta, baseline=baseline)
     except OSError as error:
-        print(f"error: cannot write {output}: {error}", file=sys.stderr)
+        cli.error("html", f"cannot write {output}: {error}")
         return 2
     for problem in problems:
-        print(f"warning: transcripts missing: {problem}", file=sys.stderr)
+        cli.warning("html", f"transcripts missing: {problem}")
     if problems:
         print(
             "warning: the records live in the session's run directory; pytest removes old ones from its basetemp, "

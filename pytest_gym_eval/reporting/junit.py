@@ -17,9 +17,6 @@ Suite property names (the test suite's ``<properties>``, valid in every family):
   ``input_tokens``, ``output_tokens``, ``total_tokens``, ``token_rollouts``, ``latency_median``,
   ``latency_p95``, ``cost``.
 
-The names of 0.1 (``gym.<dataset>.<name>``, ``gym.<dataset>.gate.<label-slug>``,
-``gym.dataset_sha256.<dataset>``) are written too, for one release (:data:`LEGACY_NAMES_UNTIL`).
-
 Per rollout: ``reward`` (absent for an error: an error has no reward), ``task_id``, ``repeat``, ``agent``,
 ``record``, ``input_tokens``/``output_tokens``/``total_tokens`` and ``latency`` (seconds) when Gym recorded them
 and, on error, ``failure_class``. Under ``junit_family=xunit1`` (or ``legacy``) they are the
@@ -35,7 +32,6 @@ import functools
 import json
 import math
 import platform
-import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,9 +41,6 @@ import pytest
 
 from pytest_gym_eval.gates import GateResult
 from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, RolloutResult
-
-LEGACY_NAMES_UNTIL = "0.3.0"
-"""The release that stops writing the 0.1 suite property names."""
 
 SYSTEM_OUT_PREFIX = "gym-eval: "
 """How the line that carries a rollout's values in an xunit2 testcase's ``<system-out>`` starts."""
@@ -77,7 +70,6 @@ def suite_properties(
     (a nan estimate, infinite bounds) and values that are not str, int or float are left out.
     """
     properties: list[tuple[str, str]] = []
-    legacy: list[tuple[str, str]] = []
     hashes: dict[str, str] = {}
     for key, value in meta.items():
         text = _property_value(value)
@@ -85,7 +77,6 @@ def suite_properties(
             continue
         if key.startswith(_SHA_PREFIX):
             hashes[key[len(_SHA_PREFIX) :]] = text
-            legacy.append((f"gym.{key}", text))
         else:
             properties.append((f"gym.{key}", text))
     if final is not None:
@@ -93,8 +84,7 @@ def suite_properties(
     for summary in summaries:
         properties.extend(_summary_properties(summary, hashes.get(summary.dataset)))
         properties.extend(usage_properties(summary))
-        legacy.extend(_legacy_properties(summary))
-    return properties + legacy
+    return properties
 
 
 def usage_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
@@ -168,16 +158,6 @@ def _aggregates(summary: DatasetSummary) -> list[tuple[str, object]]:
     return pairs
 
 
-def _legacy_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
-    """The 0.1 names (``gym.<dataset>.<name>``), written until :data:`LEGACY_NAMES_UNTIL`."""
-    prefix = f"gym.{summary.dataset}" if summary.agent is None else f"gym.{summary.dataset}[{summary.agent}]"
-    pairs = _aggregates(summary)
-    pairs += [(f"gate.{_slug(result.gate.label)}", result.verdict.value) for result in summary.gates]
-    if summary.verdict is not None:
-        pairs.append(("verdict", summary.verdict.value))
-    return _texts(prefix + ".", pairs)
-
-
 def _texts(prefix: str, pairs: Sequence[tuple[str, object]]) -> list[tuple[str, str]]:
     properties: list[tuple[str, str]] = []
     for name, value in pairs:
@@ -194,11 +174,6 @@ def _property_value(value: object) -> str | None:
     if isinstance(value, (str, int)):
         return str(value)
     return None
-
-
-def _slug(label: str) -> str:
-    """``mean reward >= 0.70`` → ``mean_reward_ge_0.70``; ``pass@4 >= 0.50`` → ``pass@4_ge_0.50``."""
-    return re.sub(r"[^A-Za-z0-9.@]+", "_", label.replace(">=", "ge")).strip("_")
 
 
 # --- A whole JUnit XML file (the merge of shard reports) -------------------------------------------------

@@ -100,7 +100,7 @@ def _dataset(
     lines.append(
         f"| pass rate | {fmt.interval(summary.pass_rate)} (Wilson, threshold {fmt.threshold(summary.threshold)}) |"
     )
-    for k, interval in summary.pass_at_k.items():
+    for k, interval in fmt.shown_pass_at_k(summary):
         lines.append(f"| pass@{k} | {fmt.interval(interval)} |")
     flaky = summary.flaky_tasks
     listed = ", ".join(code(task) for task in flaky[:MAX_LISTED]) + (" …" if len(flaky) > MAX_LISTED else "")

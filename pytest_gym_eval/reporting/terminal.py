@@ -116,7 +116,7 @@ def _summary_lines(
             "gym_dataset_settings)",
             width,
         )
-    for k, interval in summary.pass_at_k.items():
+    for k, interval in fmt.shown_pass_at_k(summary):
         note = "" if interval.n == summary.mean_reward.n else f"  {fmt.plural(interval.n, 'task')} with {k}+ scored"
         lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
     lines += fractional_note(summary, results, width)

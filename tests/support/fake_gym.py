@@ -6,10 +6,10 @@ It understands just what the plugin calls:
   ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready,
   ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later, ``FAKE_GYM_STOP=slow`` never end after SIGINT
   (SIGUSR1: exit 1 as Gym does when its server ``mcqa`` dies),
-  ``FAKE_GYM_START=ray-timeout`` exit 1 with Ray's node start-up timeout, ``ray-timeout-once`` do that on the
-  first ``env start`` of ``$FAKE_GYM_CALLS`` only. ``FAKE_GYM_WORKER=1`` also starts a child that ignores SIGINT
-  in a process group of its own inside Gym's session (as Ray's idle workers do), so only a SIGKILL of the whole
-  session ends it.
+  ``FAKE_GYM_START=ray-timeout`` exit 1 with Ray's node start-up timeout (leaving Ray's ``raylet.out``),
+  ``ray-timeout-once`` do that on the first ``env start`` of ``$FAKE_GYM_CALLS`` only. ``FAKE_GYM_WORKER=1`` also
+  starts a child that ignores SIGINT in a process group of its own inside Gym's session (as Ray's idle workers do),
+  so only a SIGKILL of the whole session ends it.
 - ``gym eval run --input IN --output OUT [--resume] ...``: writes one output line per input row, taking the
   behaviour from the row's ``fake`` object: ``{"reward": x}`` (default 1.0; any JSON, or absent with
   ``"no_reward": true``, or NaN with ``"nan_reward": true``), ``{"failure": "agent_run_error"}`` (a
@@ -93,6 +93,14 @@ def serve_head(argv: list[str]) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
+def _write_ray_logs() -> None:
+    """Ray's logs of a failed node start, where Ray keeps them (``$RAY_TMPDIR/ray/session_latest/logs``)."""
+    logs = os.path.join(os.environ.get("RAY_TMPDIR", "/tmp"), "ray", "session_latest", "logs")
+    os.makedirs(logs, exist_ok=True)
+    with open(os.path.join(logs, "raylet.out"), "w", encoding="utf-8") as handle:
+        handle.write("[raylet] fake: the raylet did not register in time\n")
+
+
 def env_start(argv: list[str]) -> int:
     mode = os.environ.get("FAKE_GYM_START", "")
     print("Starting fake servers", flush=True)
@@ -102,6 +110,7 @@ def env_start(argv: list[str]) -> int:
         print("Error: fake start failure", flush=True)
         return 3
     if mode == "ray-timeout" or (mode == "ray-timeout-once" and _first_env_start()):
+        _write_ray_logs()
         print("Traceback (most recent call last):", flush=True)
         print(RAY_TIMEOUT, flush=True)
         return 1
