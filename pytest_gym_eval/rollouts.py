@@ -162,7 +162,7 @@ class RunState:
             data = json.loads(path.read_bytes())
         except FileNotFoundError:
             return None
-        except ValueError:  # half a state written in place on a full disk (see write): read it again later
+        except ValueError:  # not a whole state (a file another tool truncated): as if none yet, read it again later
             return None
         return cls(**data)
 
