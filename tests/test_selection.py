@@ -130,3 +130,15 @@ def test_a_k_selection_under_xdist_is_labelled_as_in_one_process(pytester: pytes
 def test_selection_labels(selection: Selection, label: str) -> None:
     assert selection.describe() == label
     assert selection.biased == bool(selection.how)
+
+
+def test_last_failed_with_only_the_gate_failed_skips_it(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    name = write_dataset(pytester, {"x1": 0.5, "x2": 0.5})
+    cache = fake_gym.args.index("no:cacheprovider")  # --lf needs pytest's cache
+    args = [*fake_gym.args[: cache - 1], *fake_gym.args[cache + 1 :], name, *GATE, "-rs"]
+    first = pytester.runpytest(*args)
+    first.assert_outcomes(passed=2, failed=1)  # every rollout passes its threshold; the gate fails (0.50 < 0.80)
+    again = pytester.runpytest(*args, "--lf")
+    # --lf selects the gate item alone: nothing to judge it on, so it is no failure of the dataset either.
+    again.assert_outcomes(skipped=1, deselected=2)
+    again.stdout.fnmatch_lines(["SKIPPED*judged on a --lf selection: 0 of 2 tasks, not the whole dataset*"])
