@@ -28,13 +28,14 @@ the log line that shows it. :class:`ServerLogs` indexes the logs once, reading o
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 GYM_START = "gym_start"
 GYM_EXITED = "gym_exited"
@@ -79,6 +80,10 @@ SUMMARY_LIMIT = 300
 """Characters of an endpoint's error text the summary line keeps."""
 READ_CHUNK = 1024 * 1024
 """Bytes of a server log read at a time."""
+MAX_OCCURRENCES = 100_000
+"""Log lines of one identical error kept (each a path and a line number), one for each rollout it failed."""
+Claimant: TypeAlias = "tuple[object, object] | None"
+"""Who cites a log line: a rollout's ``(_ng_task_index, _ng_rollout_index)``, or None for anyone."""
 
 _WRAPPER = re.compile(r"Hit an exception in (?P<key>\S+) calling an inner server: b(?P<quote>['\"])", re.S)
 _LINE_PREFIX = re.compile(r"^\((?P<server>[^)\s]+)\) ")
@@ -306,8 +311,11 @@ class ServerLogs:
         self.upstream: list[UpstreamFailure] = []
         self.exceptions: list[LoggedException] = []
         self.tripped: dict[int, str] = {}  # HTTP status -> "path:line" of the log line where a client stopped
-        self._seen_upstream: set[tuple[str, int, str]] = set()
-        self._seen_exceptions: set[tuple[str, str]] = set()
+        # Every line that logged one error (identical errors of several rollouts are indexed once), and which
+        # rollout cites which of them: five rollouts failing alike point to five log lines, in order.
+        self._upstream_at: dict[tuple[str, int, str], list[tuple[Path, int]]] = {}
+        self._exception_at: dict[tuple[str, str], list[tuple[Path, int]]] = {}
+        self._claims: dict[tuple[object, ...], dict[Claimant, int]] = {}
 
     def refresh(self) -> None:
         """Index every line appended to the folder's ``*.log`` files since the last call."""
@@ -339,8 +347,10 @@ class ServerLogs:
             if text.startswith(_CONTENT):
                 body = text[len(_CONTENT) :]
                 key = (match["key"], int(match["status"]), body)
-                if key not in self._seen_upstream:
-                    self._seen_upstream.add(key)
+                seen = self._upstream_at.setdefault(key, [])
+                if len(seen) < MAX_OCCURRENCES:
+                    seen.append((path, at))
+                if len(seen) == 1:
                     self.upstream.append(
                         UpstreamFailure(
                             match["key"], match["method"], match["url"], int(match["status"]), body, path, at
@@ -378,15 +388,30 @@ class ServerLogs:
             line, type_, message_lines = state.line, _repr_type(first_repr_line), [first_repr_line]
         state.exception = None
         key = (name, first_repr_line)
-        if key in self._seen_exceptions:
+        seen = self._exception_at.setdefault(key, [])
+        if len(seen) < MAX_OCCURRENCES:
+            seen.append((path, line))
+        if len(seen) > 1:
             return
-        self._seen_exceptions.add(key)
         message = "\n".join(message_lines).strip()
         self.exceptions.append(LoggedException(name, cls, type_, message, first_repr_line, path, line))
 
-    def find_upstream(self, key: str | None, body: str) -> UpstreamFailure | None:
+    def _claim(self, key: tuple[object, ...], at: list[tuple[Path, int]], claimant: Claimant) -> tuple[Path, int]:
+        """The occurrence of one logged error ``claimant`` cites: the one it was given before, else the first no
+        other rollout cites (the last when every one is cited), else, without a claimant, the first."""
+        if claimant is None or len(at) < 2:
+            return at[0]
+        claims = self._claims.setdefault(key, {})
+        if claimant not in claims:
+            claims[claimant] = min(len(claims), len(at) - 1)
+        return at[claims[claimant]]
+
+    def find_upstream(self, key: str | None, body: str, claimant: Claimant = None) -> UpstreamFailure | None:
         """The first upstream failure logged by server ``key`` (any server when None) whose body is ``body``
-        (or begins with it, or it begins with the logged body: either may be cut short)."""
+        (or begins with it, or it begins with the logged body: either may be cut short).
+
+        Gym's lines carry no request id: when several rollouts failed with one error, each ``claimant`` (a
+        rollout's ``(task index, rollout index)``) gets a line of its own, in the order they ask."""
         wanted = _comparable(body)
         if len(wanted) < 8:
             return None
@@ -395,18 +420,22 @@ class ServerLogs:
                 continue
             logged = _comparable(entry.body)
             if logged == wanted or (len(logged) >= 8 and (logged.startswith(wanted) or wanted.startswith(logged))):
-                return entry
+                found = (entry.key, entry.status, entry.body)
+                path, line = self._claim(found, self._upstream_at.get(found) or [(entry.path, entry.line)], claimant)
+                return dataclasses.replace(entry, path=path, line=line)
         return None
 
-    def find_exception(self, text: str) -> LoggedException | None:
+    def find_exception(self, text: str, claimant: Claimant = None) -> LoggedException | None:
         """The first exception whose ``repr`` (first line) or message (first line) is the first line of
-        ``text``."""
+        ``text`` (for each ``claimant`` a logged occurrence of its own, as :meth:`find_upstream`)."""
         first = text.strip().splitlines()[0].strip() if text.strip() else ""
         if len(first) < 4:
             return None
         for entry in self.exceptions:
             if first in (entry.repr.strip(), entry.message.splitlines()[0].strip() if entry.message else ""):
-                return entry
+                found = (entry.name, entry.repr)
+                path, line = self._claim(found, self._exception_at.get(found) or [(entry.path, entry.line)], claimant)
+                return dataclasses.replace(entry, path=path, line=line)
         return None
 
     def recent_activity(self, limit: int = 4) -> list[str]:
@@ -505,7 +534,9 @@ def diagnose(record: Mapping[str, Any], logs: ServerLogs | None = None, secrets:
     gym_class = str(record.get("_ng_failure_class") or "unknown")
     body = record.get("_ng_failure_response_body")
     try:
-        cause = _trace(body, logs) if isinstance(body, str) and body.strip() else None
+        stamps = (record.get("_ng_task_index"), record.get("_ng_rollout_index"))
+        claimant: Claimant = None if stamps == (None, None) else (str(stamps[0]), str(stamps[1]))
+        cause = _trace(body, logs, claimant) if isinstance(body, str) and body.strip() else None
     except Exception:  # a body of an unforeseen shape must not hide the rollout's error behind a crash
         cause = None
     if cause is None:
@@ -524,18 +555,18 @@ def diagnose(record: Mapping[str, Any], logs: ServerLogs | None = None, secrets:
     return Cause(redact(summary, secrets), cause.failure_class, cause.log, cause.found)
 
 
-def _trace(body: str, logs: ServerLogs | None) -> Cause | None:
+def _trace(body: str, logs: ServerLogs | None, claimant: Claimant = None) -> Cause | None:
     chain = unwrap(body)
     inner = chain.innermost
     if not inner:
         return None
     if logs is not None:
         logs.refresh()
-        raised = logs.find_exception(inner) if not inner.startswith("{") else None
+        raised = logs.find_exception(inner, claimant) if not inner.startswith("{") else None
         if raised is not None:
             return _from_exception(raised)
     key = chain.servers[-1] if chain.servers else None
-    upstream = logs.find_upstream(key, inner) if logs is not None else None
+    upstream = logs.find_upstream(key, inner, claimant) if logs is not None else None
     if upstream is not None:
         return _from_upstream(upstream)
     if key is None:
@@ -572,9 +603,26 @@ def _from_exception(entry: LoggedException) -> Cause:
     failure_class = _class_of_exception(role, entry.type)
     if failure_class == MODEL_BAD_RESPONSE:
         summary = f"{who}: response rejected by Gym ({entry.type}: {_trim(text, SUMMARY_LIMIT)})"
+        if entry.type == "ValidationError" and _usage_rejected(entry.message):
+            summary += USAGE_HINT
     else:
         summary = f"{who}: {entry.type}: {_trim(text, SUMMARY_LIMIT)}"
     return Cause(summary, failure_class, f"{entry.path}:{entry.line}")
+
+
+USAGE_HINT = (
+    "; its token counts (usage) are not the Responses API's (a chat completion's prompt_tokens and "
+    "completion_tokens, as in recordings made through vllm_model): --gym-model-type=vllm_model takes them as they "
+    "are and replays such a recording exactly"
+)
+"""Appended to the cause of a Responses body Gym rejected for its ``usage`` fields."""
+
+
+def _usage_rejected(message: str) -> bool:
+    """Whether a pydantic ``ValidationError`` text names a ``usage`` field (its unindented location lines) and
+    shows chat completions' token counts (``prompt_tokens``, ``completion_tokens``) in the value it rejected."""
+    named = any(line.startswith("usage") for line in message.splitlines()[1:])
+    return named and ("'prompt_tokens'" in message or "'completion_tokens'" in message)
 
 
 def _class_of_exception(role: str, type_: str) -> str:

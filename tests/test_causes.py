@@ -351,3 +351,55 @@ def test_recent_activity_shows_the_connection_retries_gym_repeats_without_end(tm
     index.refresh()
     # HTTP errors are retried 3 times and then fail the rollout: not what a stalled run is waiting on.
     assert index.recent_activity() == [f"{log}:{line_of(log, f'retry={n * 50} ')}: {lines[n - 1]}" for n in (3, 4, 5)]
+
+
+def test_rollouts_failing_alike_each_cite_their_own_log_line(tmp_path: Path) -> None:
+    # Five rollouts failed with one HTTP 500: Gym logged five identical blocks, one per rollout.
+    folder = tmp_path / "gym-servers"
+    log = write_log(folder, "policy_model", [line for _ in range(5) for line in upstream_lines(500, SERVER_ERROR)])
+    index = ServerLogs(folder)
+    first = line_of(log, "upstream_request_failed")
+    causes = [diagnose(failure(agent_body(SERVER_ERROR), task), index) for task in range(5)]
+    assert [c.log for c in causes] == [f"{log}:{first + 4 * n}" for n in range(5)]
+    assert {c.failure_class for c in causes} == {"model_http_500"}
+    # Asked again (the HTML report, a later look), a rollout cites the line it was given; one more rollout than
+    # lines shares the last.
+    assert diagnose(failure(agent_body(SERVER_ERROR), 2), index).log == causes[2].log
+    assert diagnose(failure(agent_body(SERVER_ERROR), 9), index).log == causes[4].log
+    assert len(index.upstream) == 1  # one error, indexed once
+
+
+def test_exceptions_raised_alike_each_cite_their_own_log_line(tmp_path: Path) -> None:
+    folder = tmp_path / "gym-servers"
+    caught = caught_lines("orjson.JSONDecodeError", "unexpected character: line 1 column 1 (char 0)", NOT_JSON_REPR)
+    log = write_log(folder, "policy_model", [*caught, *caught])
+    index = ServerLogs(folder)
+    causes = [diagnose(failure(agent_body(NOT_JSON_REPR.encode(), None), task), index) for task in range(2)]
+    assert causes[0].failure_class == "model_bad_response" and causes[0].log != causes[1].log
+    assert [int(c.log.rsplit(":", 1)[1]) for c in causes] == [
+        n
+        for n, line in enumerate(log.read_text().splitlines(), 1)
+        if line.endswith(") orjson.JSONDecodeError: unexpected character: line 1 column 1 (char 0)")
+    ]
+
+
+def test_a_recording_with_chat_completion_token_counts_points_to_vllm_model(tmp_path: Path) -> None:
+    # mrcr's and ruler2's example recordings carry a chat completion's usage; openai_model's Responses check
+    # rejects it, and --gym-model-type=vllm_model (chat completions) replays them exactly.
+    usage = "{'prompt_tokens': 112, 'total_tokens': 385, 'completion_tokens': 273, 'prompt_tokens_details': None}"
+    validation = "2 validation errors for NeMoGymResponse\n" + "".join(
+        f"usage.{name}\n  Field required [type=missing, input_value={usage}, input_type=dict]\n"
+        "    For further information visit https://errors.pydantic.dev/2.14/v/missing\n"
+        for name in ("input_tokens", "output_tokens")
+    )
+    folder = tmp_path / "gym-servers"
+    write_log(
+        folder, "policy_model", caught_lines("pydantic_core._pydantic_core.ValidationError", validation, validation)
+    )
+    cause = diagnose(failure(agent_body(json.dumps(validation).encode(), innermost_key=None)), ServerLogs(folder))
+    assert cause.failure_class == MODEL_BAD_RESPONSE
+    assert cause.summary.startswith(
+        "policy model: response rejected by Gym (ValidationError: 2 validation errors for NeMoGymResponse: "
+        "usage.input_tokens, usage.output_tokens: Field required); its token counts (usage) are not the Responses"
+    )
+    assert "--gym-model-type=vllm_model" in cause.summary
