@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import errno
 import json
 import re
 from collections import deque
@@ -49,6 +50,10 @@ VERIFIER_ERROR = "verifier_error"
 AGENT_ERROR = "agent_error"
 MODEL_SERVER_ERROR = "model_server_error"
 SERVER_ERROR = "server_error"
+RUN_DIR_FULL = "run_dir_full"
+OS_ERROR = "os_error"
+UNEXPECTED = "unexpected_exception"
+UNKNOWN = "unknown"
 
 CLASSES: dict[str, str] = {
     GYM_START: "Gym could not start (its servers, its config, or the model endpoint never became ready)",
@@ -70,6 +75,12 @@ CLASSES: dict[str, str] = {
     VERIFIER_ERROR: "the resources server (the verifier) raised while scoring the rollout",
     AGENT_ERROR: "the agent server raised",
     SERVER_ERROR: "a Gym server of unknown role raised",
+    RUN_DIR_FULL: "the run directory's file system is full (no space left on device): Gym could not write the "
+    "rollout, or the plugin its files; the error names the path",
+    OS_ERROR: "the operating system refused a file operation of the plugin (the error names the path and why)",
+    UNEXPECTED: "the item raised outside Gym's verdict: a fixture of yours, or the plugin itself (a bug: please "
+    "report it); the traceback shows which",
+    UNKNOWN: "a row of Gym's failures file that names no class of its own",
     "agent_run_error": "Gym's own class (also `agent_request_failed`, `environment_server_failed`, ...), when the "
     "cause could not be traced past Gym's record",
 }
@@ -116,6 +127,39 @@ _SECRET_PATTERNS = (
     # a URL's user:password@
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/:@'\"]*):[^\s/@'\"]+@"), r"\1:[redacted]@"),
 )
+
+
+FULL_BELOW = 1024 * 1024
+"""Free bytes below which a file system counts as full (Gym, Ray and the plugin write logs all the time)."""
+MIN_FREE = 16 * 1024 * 1024
+"""Free bytes a run directory needs at the start: Gym's and Ray's logs, Gym's input and its rollouts."""
+
+
+def disk_full(path: Path, below: int = FULL_BELOW) -> str:
+    """``no space left on the device of <path> (12 KiB free)`` when the file system holding ``path`` has fewer
+    than ``below`` bytes free, else '' (also when it cannot be asked)."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return ""
+    return f"no space left on the device of {path} ({free // 1024:,} KiB free)" if free < below else ""
+
+
+def unexpected_error(error: BaseException) -> tuple[str, str]:
+    """``(failure class, text)`` of an exception a rollout item raised that is not one of the plugin's own
+    verdicts: an OS error gets one line naming the path (``run_dir_full`` for no space left on the device,
+    else ``os_error``); anything else ``unexpected_exception`` and '' (pytest's traceback stays)."""
+    if not isinstance(error, OSError):
+        return UNEXPECTED, ""
+    where = f": {error.filename}" if error.filename else ""
+    if error.errno == errno.ENOSPC:
+        return RUN_DIR_FULL, (
+            f"no space left on device{where} (the disk of the run directory is full: free some space, or point "
+            "--gym-run-dir elsewhere)"
+        )
+    return OS_ERROR, f"{error.strerror or error}{where} ({type(error).__name__})"
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
@@ -531,7 +575,7 @@ def diagnose(record: Mapping[str, Any], logs: ServerLogs | None = None, secrets:
 
     Falls back to Gym's own class and message (``found`` False) when neither says more. Never raises.
     """
-    gym_class = str(record.get("_ng_failure_class") or "unknown")
+    gym_class = str(record.get("_ng_failure_class") or UNKNOWN)
     body = record.get("_ng_failure_response_body")
     try:
         stamps = (record.get("_ng_task_index"), record.get("_ng_rollout_index"))

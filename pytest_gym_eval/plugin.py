@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import hookspecs, integrations, results, shard, xdist
-from pytest_gym_eval.causes import GYM_EXITED, GYM_START
+from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.items import (
     GYM_MARK,
     DatasetFile,
@@ -127,7 +127,14 @@ def pytest_runtest_makereport(
         if isinstance(error, GymStartError) and isinstance(item, RolloutItem):
             # On the item too: its teardown report, which JUnit takes the properties from, is made later.
             for properties in (item.user_properties, report.user_properties):
-                properties.append(("failure_class", GYM_START))
+                properties.append(("failure_class", error.failure_class))
+    elif isinstance(item, RolloutItem) and call.excinfo and report.failed and call.when in ("setup", "call"):
+        failure_class, text = unexpected_error(call.excinfo.value)
+        if text:  # an OS error: its one line names the path, no traceback into the plugin
+            path, line, _ = item.reportinfo()
+            report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
+        for properties in (item.user_properties, report.user_properties):
+            properties.append(("failure_class", failure_class))
     return report
 
 

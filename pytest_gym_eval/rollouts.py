@@ -19,6 +19,7 @@ to end first).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -101,6 +102,7 @@ class RunState:
     phase: str
     message: str = ""
     log: str = ""
+    failure_class: str = ""  # of a failed run, when it is not the default (gym_exited), e.g. run_dir_full
 
     @property
     def done(self) -> bool:
@@ -108,10 +110,25 @@ class RunState:
         return self.phase in ("finished", "failed")
 
     def write(self, path: Path) -> None:
-        """Publish atomically (temp file and rename), so a reader never sees half a state."""
+        """Publish atomically (temp file and rename), so a reader never sees half a state.
+
+        On a full disk (no room for the temp file) the state is written over the old one in place, in the space
+        that file already holds, so a failed run is still reported rather than left "running" for ever. Raises
+        OSError when neither works."""
+        data = json.dumps(asdict(self)).encode("utf-8")
         temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        temp.write_text(json.dumps(asdict(self)), encoding="utf-8")
-        os.replace(temp, path)
+        try:
+            temp.write_bytes(data)
+            os.replace(temp, path)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            try:
+                with path.open("r+b") as handle:  # no truncation first: the file's blocks stay its own
+                    handle.write(data)
+                    handle.truncate()
+            except OSError:
+                raise error from None
 
     @classmethod
     def read(cls, path: Path) -> RunState | None:
@@ -119,6 +136,8 @@ class RunState:
         try:
             data = json.loads(path.read_bytes())
         except FileNotFoundError:
+            return None
+        except ValueError:  # half a state written in place on a full disk (see write): read it again later
             return None
         return cls(**data)
 
@@ -409,7 +428,7 @@ class RolloutFeed:
         state = self._state
         assert state is not None
         if state.phase == "failed":
-            return Missing(state.message or "Gym failed", state.log)
+            return Missing(state.message or "Gym failed", state.log, state.failure_class or GYM_EXITED)
         return Missing(state.message or "gym eval run finished without this rollout", state.log)
 
     def _follow(self) -> None:

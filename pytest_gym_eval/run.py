@@ -22,7 +22,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_gym_eval.causes import redact
+from pytest_gym_eval.causes import GYM_START, RUN_DIR_FULL, disk_full, redact
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.options import DEFAULT_STARTUP_TIMEOUT
 from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
@@ -54,7 +54,10 @@ NO_KEY = "no-key"
 
 
 class GymStartError(Exception):
-    """Gym could not be started or reached; ``str()`` says why and names the log to read."""
+    """Gym could not be started or reached; ``str()`` says why and names the log to read; ``failure_class`` is
+    the class its items get (``gym_start``, or e.g. ``run_dir_full`` when the run directory's disk filled up)."""
+
+    failure_class = GYM_START
 
 
 class GymServersExited(GymStartError):
@@ -664,17 +667,28 @@ class GymRun:
             statuses = self._run_waves(leftovers)
         except GymStartError as error:
             log = error.log if isinstance(error, GymServersExited) else self._log_hint()
-            RunState("failed", str(error), log).write(self.paths.state)
+            self._publish(RunState("failed", str(error), log))
             return
         except DatasetError as error:
-            RunState("failed", f"cannot write Gym's input: {error}").write(self.paths.state)
+            self._publish(RunState("failed", f"cannot write Gym's input: {error}"))
             return
         except Exception as error:  # a bug or an OS error: report it on every item rather than hang them
-            RunState("failed", f"{type(error).__name__}: {error}", self._log_hint()).write(self.paths.state)
-            raise
+            self._publish(RunState("failed", f"{type(error).__name__}: {error}", self._log_hint()))
+            if not disk_full(self.paths.root):
+                raise
+            return
         if self._stopping.is_set():
             return
-        RunState("finished", self._finished_message(statuses), str(self._eval_log)).write(self.paths.state)
+        failed = any(status != 0 for status in statuses)
+        self._publish(RunState("finished", self._finished_message(statuses), str(self._eval_log)), failed)
+
+    def _publish(self, state: RunState, failed: bool = True) -> None:
+        """Write ``state``; when the run directory's disk is full, a run that ``failed`` (a failed state, or a
+        `gym eval run` that exited non-zero) fails with one error naming the path (class ``run_dir_full``)
+        instead of whatever Gym or the plugin tripped over."""
+        if failed and (full := disk_full(self.paths.root)):
+            state = RunState("failed", f"{full}: Gym could not write its rollouts and logs there", "", RUN_DIR_FULL)
+        state.write(self.paths.state)
 
     @property
     def _eval_log(self) -> Path:

@@ -232,7 +232,7 @@ class GymSession:
         """Create this session's fresh run directory (under ``--gym-run-dir`` or pytest's basetemp).
 
         Raises :class:`pytest.UsageError` naming the option when the directory cannot be made there (the
-        folder is not writable, is a file, or lies on a read-only file system).
+        folder is not writable, is a file, or lies on a read-only file system) or its disk is (nearly) full.
         """
         if self.run_dir is None:
             try:
@@ -252,6 +252,15 @@ class GymSession:
                 reason = error.strerror or str(error)
                 target = f" ({error.filename})" if error.filename else ""
                 raise pytest.UsageError(f"{where}: cannot make the run directory there: {reason}{target}") from None
+            if full := causes.disk_full(self.run_dir, causes.MIN_FREE):
+                with contextlib.suppress(OSError):
+                    self.run_dir.rmdir()
+                self.run_dir = None
+                where = f"--gym-run-dir={self.options.run_dir}" if self.options.run_dir is not None else "basetemp"
+                raise pytest.UsageError(
+                    f"{where}: {full}; a run needs at least {causes.MIN_FREE // 2**20} MiB for Gym's and Ray's logs, "
+                    "Gym's input and its rollouts (free some space, or point --gym-run-dir elsewhere)"
+                )
         return self.run_dir
 
     def start(self) -> None:
@@ -384,7 +393,11 @@ class GymSession:
         if self._progress is not None and state.phase == "running":
             self._progress.running()
         if state.phase == "failed":
-            raise GymStartError(f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else ""))
+            error = GymStartError(
+                f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else "")
+            )
+            error.failure_class = state.failure_class or error.failure_class
+            raise error
 
     def _load_checkout(self) -> provision.GymCheckout:
         """The Gym checkout (``--gym-checkout``, else the provisioned one, provisioned now when missing); raises

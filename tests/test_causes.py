@@ -403,3 +403,20 @@ def test_a_recording_with_chat_completion_token_counts_points_to_vllm_model(tmp_
         "usage.input_tokens, usage.output_tokens: Field required); its token counts (usage) are not the Responses"
     )
     assert "--gym-model-type=vllm_model" in cause.summary
+
+
+def test_an_unexpected_error_gets_a_documented_class_and_an_os_error_one_line() -> None:
+    import errno
+
+    from pytest_gym_eval.causes import CLASSES, unexpected_error
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/runs/gym-run-1/state.json")
+    assert unexpected_error(full) == (
+        "run_dir_full",
+        "no space left on device: /runs/gym-run-1/state.json (the disk of the run directory is full: free some "
+        "space, or point --gym-run-dir elsewhere)",
+    )
+    denied = PermissionError(errno.EACCES, "Permission denied", "/runs/x")
+    assert unexpected_error(denied) == ("os_error", "Permission denied: /runs/x (PermissionError)")
+    assert unexpected_error(ValueError("bug")) == ("unexpected_exception", "")
+    assert {"run_dir_full", "os_error", "unexpected_exception", "unknown"} <= set(CLASSES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -566,3 +567,60 @@ def test_an_interrupted_start_up_counts_the_selected_rollouts(
     assert "0 tasks, 0 rollouts" not in output
     assert "  5 rollouts selected, none reported\n" in output, output[-3000:]
     assert "5 of 5 selected rollouts never reported" in output
+
+
+def test_a_run_directory_on_a_full_disk_is_one_usage_error(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    real = shutil.disk_usage
+    runs = pytester.path / "runs"
+
+    def nearly_full(path: object) -> object:
+        usage = real(path)  # type: ignore[arg-type]
+        return (
+            type(usage)(usage.total, usage.total - 12 * 1024, 12 * 1024) if str(path).startswith(str(runs)) else usage
+        )
+
+    monkeypatch.setattr(shutil, "disk_usage", nearly_full)
+    name = dataset(pytester, task("a"), task("b"))
+    result = run(pytester, fake_gym, name, f"--gym-run-dir={runs}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --gym-run-dir={runs}: no space left on the device of {runs}/gym-run-* (12 KiB free); a run needs*"]
+    )
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and fake_gym.calls() == [] and list(runs.iterdir()) == []
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs: a disk that fills up during the run (needs root and mount; skipped elsewhere)."""
+    import subprocess
+
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_disk_that_fills_up_during_the_run_is_one_clear_error_per_item(
+    pytester: pytest.Pytester, fake_gym: FakeGym, full_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gym_eval import causes
+
+    monkeypatch.setattr(causes, "MIN_FREE", 0)  # past the start-up check: the disk fills while Gym writes
+    rows = [{**task(t), "padding": "x" * 20_000} for t in "abcde"]
+    name = dataset(pytester, *rows)
+    result = run(pytester, fake_gym, name, f"--gym-run-dir={full_disk}", "--gym-rollout-timeout=60")
+    output = result.stdout.str() + result.stderr.str()
+    assert set(outcomes(result).values()) == {"error"}, output[-5000:]
+    assert "Traceback" not in output, output[-5000:]
+    result.stdout.fnmatch_lines(["*no space left on *device*", "  errors      run_dir_full 5"])
+    assert "unknown" not in output
