@@ -1260,19 +1260,66 @@ def _exclusive_lock(path: Path, log: Callable[[str], None]) -> Iterator[None]:
         os.close(fd)  # releases the lock; the file stays (unlinking lock files races)
 
 
+_ERROR_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\berror\b|\bvalidation errors?\b", re.IGNORECASE)
+"""A log line that states an error (a Gym config validation error, an exception's last traceback line)."""
+
+
+def error_lines(text: str, context: int = 2) -> list[str]:
+    """The lines of a step's log ``text`` that say what went wrong: the last line stating an error (an
+    exception's ``Type: message``, ``ERROR ...``, ``1 validation error for ...``) and up to ``context`` indented
+    lines after it (pydantic names the field and the reason there), each trimmed to 300 characters; [] when no
+    line states an error. Lines the plugin itself wrote (``$ command``, ``(exit status N)``) do not count."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    own = ("$ ", "(exit status", "(killed", "--- environment", "=== step")
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        if line.strip() and not line.startswith(own) and _ERROR_LINE.search(line):
+            after = [n for n in lines[index + 1 : index + 1 + context] if n.startswith((" ", "\t")) and n.strip()]
+            return [text[:300] for text in [line.strip(), *(n.strip() for n in after)]]
+    return []
+
+
 def _prefetch(
     checkout: GymCheckout, configs: Mapping[str, Sequence[Path]], step: _Step, log: Callable[[str], None]
-) -> None:
+) -> dict[str, str]:
     """``gym env prefetch --config <config>`` for each config of each environment (``configs`` as
-    ``_resolve_environments`` gives them), one call per config, as ``gym env start --config`` will load it."""
+    ``_resolve_environments`` gives them), one call per config, as ``gym env start --config`` will load it.
+
+    An environment that fails does not stop the others: returns ``{environment: why}`` for each one that
+    failed (the command, its exit status and the log lines stating the error, see :func:`error_lines`)."""
     run_dir = checkout.path / STATE_DIR / "run" / "prefetch"
+    failed: dict[str, str] = {}
     for name, paths in configs.items():
-        for config in paths:
-            step.write(f"--- environment {name}: {config}")
-            cmd = [str(checkout.gym_executable), "env", "prefetch", "--config", str(config), *PREFETCH_ARGS]
-            step.run(cmd, cwd=checkout.path, env=gym_environment(checkout, run_dir))
+        start = step.fh.tell()
+        try:
+            for config in paths:
+                step.write(f"--- environment {name}: {config}")
+                cmd = [str(checkout.gym_executable), "env", "prefetch", "--config", str(config), *PREFETCH_ARGS]
+                step.run(cmd, cwd=checkout.path, env=gym_environment(checkout, run_dir))
+        except ProvisionError as error:
+            try:
+                with open(step.log_path, encoding="utf-8", errors="replace") as handle:
+                    handle.seek(start)
+                    quoted = error_lines(handle.read())
+            except OSError:
+                quoted = []
+            failed[name] = str(error) + "".join(f"\n      {line}" for line in quoted)
+            log(f"pytest-gym-eval provision: [prefetch] {name} failed: {quoted[0] if quoted else error}")
+            continue
         shown = ", ".join(_relative(path, checkout.path) for path in paths)
         log(f"pytest-gym-eval provision: [prefetch] {name} ready ({shown})")
+    return failed
+
+
+def _prefetch_failure(failed: Mapping[str, str], log_path: Path, ready: Sequence[str]) -> ProvisionError:
+    """One error for every environment whose prefetch failed (each with the log lines stating its error), naming
+    the log and the environments that are ready nonetheless."""
+    lines = [f"provision step 'prefetch' failed for {len(failed)} environment{'s' if len(failed) != 1 else ''}:"]
+    lines += [f"  {name}: {why}" for name, why in failed.items()]
+    lines.append(f"  log: {log_path}")
+    if ready:
+        lines.append(f"  ready nonetheless: {', '.join(ready)}")
+    return ProvisionError("\n".join(lines), step="prefetch", log_path=log_path)
 
 
 @dataclass
@@ -1339,7 +1386,10 @@ def _provision_locked(plan: _Plan) -> GymCheckout:
             configs = _resolve_environments(checkout, missing)
             if problems := _missing_tools(checkout, configs):
                 raise ProvisionError(f"missing tool: {'; '.join(problems)}")
-            _prefetch(current, configs, step, log)
+            failed = _prefetch(current, configs, step, log)
+            prefetch_log = step.log_path
+        missing = [name for name in missing if name not in failed]
+        configs = {name: paths for name, paths in configs.items() if name not in failed}
         updated = dict(manifest)
         updated["environments"] = [*manifest["environments"], *missing]
         updated["environment_configs"] = {
@@ -1352,6 +1402,8 @@ def _provision_locked(plan: _Plan) -> GymCheckout:
         }
         updated["updated"] = _utc_now()
         _write_manifest(checkout, updated)
+        if failed:
+            raise _prefetch_failure(failed, prefetch_log, updated["environments"])
         return _checkout_from_manifest(updated)
 
     _remove_stale_trash(checkout)
@@ -1511,7 +1563,11 @@ def _build(plan: _Plan) -> GymCheckout:
             raise ProvisionError(f"the venv has no gym executable ({gym} missing)")
 
     with build.step("prefetch") as step:
-        _prefetch(current, configs, step, log)
+        failed = _prefetch(current, configs, step, log)
+        prefetch_log = step.log_path
+        if len(failed) == len(configs):  # nothing is ready: no manifest, the next run rebuilds
+            raise _prefetch_failure(failed, prefetch_log, [])
+    configs = {name: paths for name, paths in configs.items() if name not in failed}
 
     with build.step("manifest") as step:
         seconds = dict(build.seconds)
@@ -1529,7 +1585,7 @@ def _build(plan: _Plan) -> GymCheckout:
                 "pretend_version": choice.pretend_version,
             },
             "gym_executable": str(gym),
-            "environments": list(plan.environments),
+            "environments": [name for name in plan.environments if name not in failed],
             "environment_configs": {name: [_relative(p, checkout) for p in paths] for name, paths in configs.items()},
             "env": {
                 **env,
@@ -1545,6 +1601,8 @@ def _build(plan: _Plan) -> GymCheckout:
         _write_manifest(checkout, manifest)
         step.write(f"wrote {_manifest_path(checkout)}")
     log(f"pytest-gym-eval provision: {checkout} ready in {time.monotonic() - total_start:.1f} s")
+    if failed:
+        raise _prefetch_failure(failed, prefetch_log, manifest["environments"])
     return _checkout_from_manifest(manifest)
 
 

@@ -901,3 +901,40 @@ def test_the_plugin_finds_an_agents_config_whatever_it_is_named() -> None:
         find_agent_config(FAKE_SOURCE, "citation_format_simple_agent", "format_verification/freeform_formatting")
         is None
     )
+
+
+def test_every_environment_is_prepared_and_each_failure_quotes_its_error_line(
+    sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # format_verification's citation_format config fails Gym's config check; Gym then logs 20 more lines, so
+    # the log's last lines alone would not show the error.
+    monkeypatch.setenv("FAKE_GYM_FAIL_PREFETCH_CONFIG", "citation_format")
+    lines: list[str] = []
+    envs = ["equivalence_rule", "format_verification", "mcqa"]
+    with pytest.raises(ProvisionError) as info:
+        prov.provision(VERSION, environments=envs, log=lines.append)
+    message = str(info.value)
+    assert info.value.step == "prefetch"
+    assert message.splitlines()[:2] == [
+        "provision step 'prefetch' failed for 1 environment:",
+        "  format_verification: `" + message.splitlines()[1].split("`")[1] + "` exited with status 1",
+    ]
+    assert "ValidationError: 1 validation error for ServerConfig" in message
+    assert "Input should be a valid integer" in message  # pydantic's reason, on the line after
+    assert "shutting down helper" not in message
+    assert "ready nonetheless: equivalence_rule, mcqa" in message
+    # The environment after the failed one was prepared too, and the ready ones are in the manifest.
+    assert [Path(r["argv"][3]).name for r in _records(sandbox)] == [
+        "lc.yaml",
+        "citation_format.yaml",
+        "mcqa.yaml",
+    ]
+    checkout = prov.default_checkout_path(VERSION)
+    assert load_checkout(checkout).environments == ("equivalence_rule", "mcqa")
+    assert any("[prefetch] format_verification failed: pydantic_core" in line for line in lines)
+
+
+def test_error_lines_pick_the_line_stating_the_error() -> None:
+    log = "$ gym env prefetch\nTraceback (most recent call last):\n  File x\nKeyError: 'port'\n(exit status 1)\n"
+    assert prov.error_lines(log) == ["KeyError: 'port'"]
+    assert prov.error_lines("all good\n(exit status 2)\n") == []

@@ -39,6 +39,13 @@ def main(argv: list[str] | None = None) -> int:
                 fh.write(f"{os.getpid()}\n")
             while True:
                 signal.pause()
+        failing = os.environ.get("FAKE_GYM_FAIL_PREFETCH_CONFIG")
+        if failing and any(failing in config for config in configs):  # as Gym's config check, then its shutdown
+            print("pydantic_core._pydantic_core.ValidationError: 1 validation error for ServerConfig", file=sys.stderr)
+            print("  port\n    Input should be a valid integer [type=int_parsing, input_value='x']", file=sys.stderr)
+            for number in range(20):
+                print(f"shutting down helper {number}", file=sys.stderr)
+            return 1
         if os.environ.get("FAKE_GYM_FAIL_PREFETCH"):
             print("ERROR: prefetch failed (FAKE_GYM_FAIL_PREFETCH is set)", file=sys.stderr)
             return 3
