@@ -23,6 +23,7 @@ from pytest_gym_eval.items import (
 )
 from pytest_gym_eval.options import add_options, check_config_source, dataset_name
 from pytest_gym_eval.reporting import json_report, junit, outputs, terminal
+from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 
@@ -193,7 +194,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     terminalreporter.write_sep("=", "gym reward summary")
     width = min(terminalreporter._tw.fullwidth, 100)
     lines = terminal.render_conclusion(
-        gym.conclusion, verbose=config.get_verbosity() > 0, results=gym.rollouts(), width=width
+        gym.conclusion,
+        verbose=config.get_verbosity() > 0,
+        results=gym.rollouts(),
+        width=width,
+        gym_metrics=read_gym_metrics(gym.run_dir),
     )
     for line in lines:
         terminalreporter.write_line(line)

@@ -4,11 +4,12 @@ the comparison with a baseline, and the replay flips."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison
+from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines
 from pytest_gym_eval.reporting.model import MAX_LISTED, Conclusion, DatasetSummary, RolloutResult, by_task, flips_count
 
 _MAX_ID_CHARS = 40
@@ -23,6 +24,7 @@ def render_summary(
     verbose: bool,
     results: Sequence[RolloutResult] = (),
     width: int = 80,
+    gym_metrics: Mapping[str, AgentMetrics] | None = None,
 ) -> list[str]:
     """Body lines of the "gym reward summary" terminal section (the caller writes the section header).
 
@@ -31,6 +33,9 @@ def render_summary(
     (infinite bounds print as "n/a"), flaky tasks, and each gate with the verdict; a blank line between
     summaries. ``verbose`` adds one row per task with the reward of each repeat in order ("ERR" for an error,
     "-" for a repeat not run), taken from ``results``. No line is longer than ``width`` (at least 40 is used).
+    Fractional rewards get a line saying what the pass rate and the mean each count; ``gym_metrics`` (Gym's
+    aggregate metrics per agent, :func:`~pytest_gym_eval.reporting.gym_metrics.read_gym_metrics`) adds Gym's
+    own figures and the verifier's secondary scores.
     """
     width = max(width, fmt.MIN_WIDTH)
     lines: list[str] = []
@@ -38,7 +43,7 @@ def render_summary(
         if index:
             lines.append("")
         lines.append(_heading(summary, width))
-        lines.extend(_summary_lines(summary, width))
+        lines.extend(_summary_lines(summary, width, results, gym_metrics or {}))
         if verbose:
             lines.extend(_task_rows(summary, results, width))
     return lines
@@ -50,7 +55,12 @@ def _heading(summary: DatasetSummary, width: int) -> str:
     return fmt.trim_end(path + suffix, width)
 
 
-def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
+def _summary_lines(
+    summary: DatasetSummary,
+    width: int,
+    results: Sequence[RolloutResult] = (),
+    gym_metrics: Mapping[str, AgentMetrics] | None = None,
+) -> list[str]:
     counts = (
         f"{fmt.plural(summary.tasks, 'task')}, {fmt.plural(summary.rollouts, 'rollout')} ({summary.scored} scored, "
         f"{fmt.plural(summary.errors, 'error')})"
@@ -101,6 +111,8 @@ def _summary_lines(summary: DatasetSummary, width: int) -> list[str]:
     for k, interval in summary.pass_at_k.items():
         note = "" if interval.n == summary.mean_reward.n else f"  {fmt.plural(interval.n, 'task')} with {k}+ scored"
         lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
+    lines += fractional_note(summary, results, width)
+    lines += gym_lines(summary, results, gym_metrics or {}, width)
     lines += fmt.labelled("flaky tasks", _flaky_text(summary), width)
     lines += usage_lines(summary, width)
     if summary.gates:
@@ -248,10 +260,15 @@ def _comparison_lines(item: BaselineComparison, width: int) -> list[str]:
 
 
 def render_conclusion(
-    conclusion: Conclusion, *, verbose: bool, results: Sequence[RolloutResult], width: int
+    conclusion: Conclusion,
+    *,
+    verbose: bool,
+    results: Sequence[RolloutResult],
+    width: int,
+    gym_metrics: Mapping[str, AgentMetrics] | None = None,
 ) -> list[str]:
-    """The body of the terminal's ``gym reward summary`` section."""
-    lines = render_summary(conclusion.summaries, verbose=verbose, results=results, width=width)
+    """The body of the terminal's ``gym reward summary`` section (``gym_metrics``: see :func:`render_summary`)."""
+    lines = render_summary(conclusion.summaries, verbose=verbose, results=results, width=width, gym_metrics=gym_metrics)
     if conclusion.comparisons:
         lines += ["", *render_baseline(conclusion.comparisons, width=width)]
     if conclusion.flips is not None:

@@ -1,0 +1,129 @@
+"""Gym's own figures beside the plugin's: the metrics ``gym eval run`` writes per agent, and what a fractional
+reward does to pass rates.
+
+``gym eval run`` writes ``<output>_aggregate_metrics.json``: a list with one entry per agent, each with
+``agent_ref.name``, ``key_metrics`` (Gym's headline figures, e.g. ``pass@1/accuracy`` 97.0 on a 0-100 scale for
+a mean reward of 0.97, or ``majority@4/accuracy`` where the environment reports it) and ``agent_metrics``
+(``mean/<field>`` of every numeric field the verifier recorded per rollout, such as hotpotqa's
+``answer_f1``). :func:`read_gym_metrics` reads them; :func:`gym_lines` and :func:`fractional_note` are the
+summary lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.reporting.model import DatasetSummary, RolloutResult
+
+MAX_SHOWN = 8
+"""Figures of each kind a summary line shows before "… and N more"."""
+_NOT_SECONDARY = frozenset({"reward", "input_tokens", "output_tokens", "total_tokens"})
+
+
+@dataclass(frozen=True)
+class AgentMetrics:
+    """One agent's entry of Gym's aggregate metrics: ``key`` its ``key_metrics`` (Gym's headline figures, token
+    means left out), ``secondary`` the means of the other numeric fields the verifier recorded per rollout
+    (``answer_f1`` -> 0.83), ``path`` the file they came from."""
+
+    key: dict[str, float]
+    secondary: dict[str, float]
+    path: Path
+
+
+def read_gym_metrics(run_dir: Path | None) -> dict[str, AgentMetrics]:
+    """Gym's aggregate metrics per agent name from every ``*_aggregate_metrics.json`` under the run directory's
+    ``gym-output`` (the newest file wins for an agent). Files that are missing or unreadable, and entries
+    that are not of Gym's shape, are left out; never raises."""
+    found: dict[str, AgentMetrics] = {}
+    if run_dir is None:
+        return found
+    try:
+        paths = sorted((run_dir / "gym-output").rglob("*_aggregate_metrics.json"), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return found
+    for path in paths:
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            name = (entry.get("agent_ref") or {}).get("name") if isinstance(entry.get("agent_ref"), dict) else None
+            if not isinstance(name, str):
+                continue
+            key = {
+                k: float(v)
+                for k, v in _numbers(entry.get("key_metrics")).items()
+                if not k.endswith(("_tokens", "/reward"))
+            }
+            means = _numbers(entry.get("agent_metrics"))
+            secondary = {
+                k.removeprefix("mean/"): v
+                for k, v in means.items()
+                if k.startswith("mean/") and k.removeprefix("mean/") not in _NOT_SECONDARY and k not in key
+            }
+            found[name] = AgentMetrics(key, secondary, path)
+    return found
+
+
+def _numbers(value: object) -> dict[str, float]:
+    if not isinstance(value, dict):
+        return {}
+    return {
+        str(k): float(v)
+        for k, v in value.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
+
+
+def members(summary: DatasetSummary, results: Sequence[RolloutResult]) -> list[RolloutResult]:
+    """The results a summary covers (its dataset, and its agent when it has one)."""
+    return [r for r in results if r.dataset == summary.dataset and (summary.agent is None or r.agent == summary.agent)]
+
+
+def gym_lines(
+    summary: DatasetSummary, results: Sequence[RolloutResult], metrics: Mapping[str, AgentMetrics], width: int
+) -> list[str]:
+    """``gym's own`` (Gym's key metrics of the summary's agent, e.g. ``pass@1/accuracy 97.00``) and ``secondary``
+    (the means of the verifier's other per-rollout scores, e.g. ``answer_f1 0.83``) lines; [] without them."""
+    agents = {r.agent for r in members(summary, results)}
+    if len(agents) != 1 or (entry := metrics.get(next(iter(agents)))) is None:
+        return []
+    lines: list[str] = []
+    if entry.key:
+        lines += fmt.labelled(
+            "gym's own", _listed(entry.key) + f" (agent {next(iter(agents))}, {entry.path.name})", width
+        )
+    if entry.secondary:
+        lines += fmt.labelled("secondary", _listed(entry.secondary) + " (means over the rollouts, Gym's)", width)
+    return lines
+
+
+def _listed(values: Mapping[str, float]) -> str:
+    shown = [f"{name} {value:.4g}" for name, value in list(values.items())[:MAX_SHOWN]]
+    more = f", … and {len(values) - MAX_SHOWN} more" if len(values) > MAX_SHOWN else ""
+    return ", ".join(shown) + more
+
+
+def fractional_note(summary: DatasetSummary, results: Sequence[RolloutResult], width: int) -> list[str]:
+    """A ``rewards`` line when the scored rewards lie in [0, 1] and some are fractional (mrcr: 0.94-0.99) and
+    the pass rate at the threshold then says something else than the mean: what each number counts. []
+    otherwise."""
+    scores = [r.score for r in members(summary, results) if r.score is not None]
+    if not scores or min(scores) < 0 or max(scores) > 1 or all(s in (0.0, 1.0) for s in scores):
+        return []
+    passing = sum(s >= summary.threshold for s in scores)
+    text = (
+        f"fractional, from {fmt.number(min(scores))} to {fmt.number(max(scores))}: the pass rate and pass@k count a "
+        f"rollout as passed at reward >= {fmt.threshold(summary.threshold)} (the pass threshold; "
+        f"{passing} of {len(scores)} reach it), while the mean reward averages the rewards themselves, which is "
+        "what Gym's pass@1 reports (x100)"
+    )
+    return fmt.labelled("rewards", text, width)
