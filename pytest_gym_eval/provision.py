@@ -621,6 +621,14 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> list[str]:
 def _step_error(step: str, log_path: Path, reason: str) -> ProvisionError:
     tail = _tail(log_path)
     message = f"provision step '{step}' failed: {reason}\n  log: {log_path}"
+    try:
+        with open(log_path, "rb") as handle:  # the error line may lie above the tail (a tool's shutdown after it)
+            handle.seek(max(0, os.path.getsize(log_path) - 262_144))
+            quoted = error_lines(handle.read().decode("utf-8", "replace"))
+    except OSError:
+        quoted = []
+    if quoted and quoted[0] not in tail:
+        message += "\n  the error:\n" + "\n".join(f"    {line}" for line in quoted)
     if tail:
         message += "\n  last lines of the log:\n" + "\n".join(f"    {line}" for line in tail)
     return ProvisionError(message, step=step, log_path=log_path)
@@ -1270,7 +1278,7 @@ def error_lines(text: str, context: int = 2) -> list[str]:
     lines after it (pydantic names the field and the reason there), each trimmed to 300 characters; [] when no
     line states an error. Lines the plugin itself wrote (``$ command``, ``(exit status N)``) do not count."""
     lines = [line.rstrip() for line in text.splitlines()]
-    own = ("$ ", "(exit status", "(killed", "--- environment", "=== step")
+    own = ("$ ", "(exit status", "(killed", "--- environment", "=== step", "error: `")
     for index in range(len(lines) - 1, -1, -1):
         line = lines[index]
         if line.strip() and not line.startswith(own) and _ERROR_LINE.search(line):

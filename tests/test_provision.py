@@ -938,3 +938,12 @@ def test_error_lines_pick_the_line_stating_the_error() -> None:
     log = "$ gym env prefetch\nTraceback (most recent call last):\n  File x\nKeyError: 'port'\n(exit status 1)\n"
     assert prov.error_lines(log) == ["KeyError: 'port'"]
     assert prov.error_lines("all good\n(exit status 2)\n") == []
+
+
+def test_a_failed_steps_error_quotes_the_line_stating_the_error_above_the_tail(tmp_path: Path) -> None:
+    log = tmp_path / "venv.log"
+    noise = [f"  cleaning up {n}" for n in range(20)]
+    log.write_text("\n".join(["$ uv pip install", "error: Failed to build `ray==2.58`", *noise, "error: `uv` x"]))
+    message = str(prov._step_error("venv", log, "`uv pip install` exited with status 2"))
+    assert "  the error:\n    error: Failed to build `ray==2.58`" in message
+    assert message.index("the error:") < message.index("last lines of the log:")
