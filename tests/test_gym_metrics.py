@@ -21,7 +21,12 @@ def aggregate(run_dir: Path, agent: str, key: dict[str, float], means: dict[str,
     path.parent.mkdir(parents=True, exist_ok=True)
     entry = {
         "agent_ref": {"name": agent},
-        "agent_metrics": {**{f"mean/{k}": v for k, v in means.items()}, "max/reward": 1.0, "pass@1/accuracy": 97.0},
+        "agent_metrics": {
+            **{f"mean/{k}": v for k, v in means.items()},
+            "max/reward": 1.0,
+            "pass@1/accuracy": 97.0,
+            **({"majority@2/no_answer": 0.0} if "answer_f1" in means else {}),
+        },
         "key_metrics": {"mean/input_tokens": 0.0, "mean/output_tokens": 0.0, **key},
         "group_level_metrics": [],
     }
@@ -62,7 +67,10 @@ def test_the_verifiers_other_scores_appear_as_secondary_metrics(tmp_path: Path) 
               "answer_f1": 0.8333, "is_correct": 0.8, "input_tokens": 0.0})  # fmt: skip
     flat = " ".join(render({"a": [1.0, 1.0], "b": [1.0, 0.0]}, tmp_path, agent="hotpotqa_agent").split())
     assert "secondary answer_em 0.8, answer_f1 0.8333, is_correct 0.8 (means over the rollouts, Gym's)" in flat
-    assert "gym's own majority@2/accuracy 80 (agent hotpotqa_agent, rollouts_aggregate_metrics.json)" in flat
+    assert (
+        "gym's own majority@2/accuracy 80, majority@2/no_answer 0 (agent hotpotqa_agent, "
+        "rollouts_aggregate_metrics.json)"
+    ) in flat
     # Another agent's figures are not this dataset's.
     assert "gym's own" not in render({"a": [1.0]}, tmp_path, agent="other_agent")
 

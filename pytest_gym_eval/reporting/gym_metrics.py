@@ -64,6 +64,9 @@ def read_gym_metrics(run_dir: Path | None) -> dict[str, AgentMetrics]:
                 if not k.endswith(("_tokens", "/reward"))
             }
             means = _numbers(entry.get("agent_metrics"))
+            for metric, value in means.items():  # majority voting, where Gym computes it, even if not a key metric
+                if metric.startswith("majority@") and metric.count("/") == 1:
+                    key.setdefault(metric, value)
             secondary = {
                 k.removeprefix("mean/"): v
                 for k, v in means.items()
