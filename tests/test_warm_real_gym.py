@@ -131,6 +131,19 @@ def test_warm_sessions_start_gym_once_another_model_starts_another_and_stop_all_
         assert gone(each), each.home
 
 
+def test_a_warm_gym_records_each_rollouts_latency_with_gym_latency(
+    pytester: pytest.Pytester, gym_example: GymExample, endpoint: ReplayServer, warm_registry: Path
+) -> None:
+    dataset = copy_example(pytester.path, gym_example)
+    args = [f"--gym-checkout={gym_example.checkout}", f"--gym-model-url={endpoint.base_url}", "--gym-model=replay"]
+    args += [dataset, "--gym-keep-alive=600", "--gym-latency", "--junitxml=latency.xml", "-p", "no:cacheprovider"]
+    result = pytester.runpytest(*args)
+    result.stdout.fnmatch_lines(["gym: started warm Gym *", "  latency *median * over 5 rollouts"])
+    validate_junit(pytester.path / "latency.xml")
+    cases = [values for values in junit_rollouts(pytester.path / "latency.xml").values() if "task_id" in values]
+    assert cases and all(float(values["latency"]) > 0 for values in cases), cases
+
+
 def test_a_killed_keepers_gym_is_cleaned_by_the_next_session_and_an_idle_gym_stops_itself(
     pytester: pytest.Pytester, gym_example: GymExample, gym_verdicts: dict[str, float], warm_registry: Path
 ) -> None:
