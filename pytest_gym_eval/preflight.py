@@ -14,6 +14,8 @@ import difflib
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from pytest_gym_eval import provision
 
 AGENT_CONFIG_GLOBS = ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
@@ -114,11 +116,17 @@ def _stem(name: str) -> str:
 def local_checkout(checkout_option: Path | None) -> Path | None:
     """The Gym checkout a session will use, when it is there without building anything: ``--gym-checkout``'s
     folder, else the provisioned default checkout when its provisioning finished; None otherwise (nothing
-    can be checked before Gym starts: the start reports what is wrong)."""
+    can be checked before Gym starts: the start reports what is wrong). Raises :class:`pytest.UsageError` when
+    ``--gym-checkout`` holds a Gym release outside the supported range."""
     if checkout_option is not None:
         try:
-            return provision.load_checkout(checkout_option).path
+            checkout = provision.load_checkout(checkout_option)
         except provision.ProvisionError:
             return None  # the start says what is wrong with it
+        try:  # a Gym release outside the supported range: named before any of its configs is read
+            provision.require_supported_gym(checkout.version, f"--gym-checkout {checkout.path}")
+        except provision.ProvisionError as error:
+            raise pytest.UsageError(str(error)) from None
+        return checkout.path
     found = provision.provisioned()
     return found.path if found is not None else None

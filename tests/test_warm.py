@@ -384,7 +384,7 @@ def pytest_runtest_call(item):
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
-            "STOP [[][]] 0 *: in use by 1 session(s), left running (--all stops it too) []",
+            "*STOP [[][]] 0 *: in use by 1 session(s), left running (--all stops it too) []",
             "STOP [[]'*'[]] 1 *: in use by 1 session(s), left running (--all stops it too) []",
             "STOP [[]''[]] 2  [[]*error: a KEY is empty (an unset shell variable?)*",
         ]
