@@ -633,12 +633,17 @@ class GymRun:
         done = self._stamps_done()
         return all(rollout.stamp in done for rollout in self.plan.rollouts)
 
+    def let_finish(self, timeout: float = FINISH_GRACE) -> None:
+        """Let ``gym eval run`` end by itself when every rollout is in (it then writes Gym's aggregate metrics,
+        which the reports show, ~2 s), waiting at most ``timeout`` seconds; returns at once when rollouts are
+        missing, when it already ended, or when :meth:`kill` ends it meanwhile."""
+        if self._thread.is_alive() and not self._stopping.is_set() and self.has_every_rollout():
+            self._thread.join(timeout)
+
     def finish(self, timeout: float = FINISH_GRACE) -> None:
-        """Let ``gym eval run`` end by itself when every rollout is in (it then writes its aggregate metrics,
-        ~2 s), waiting at most ``timeout`` seconds, then :meth:`stop`. Stops at once when rollouts are missing."""
+        """:meth:`let_finish`, then :meth:`stop`."""
         try:
-            if self._thread.is_alive() and self.has_every_rollout():
-                self._thread.join(timeout)
+            self.let_finish(timeout)
         finally:
             self.stop()
 

@@ -583,14 +583,18 @@ class GymSession:
         """The session's results are in (the start of ``pytest_sessionfinish``): nothing more is wanted from Gym
         but its stop, which comes after the reports. From now until :meth:`stop` ends, a Ctrl-C or SIGTERM no
         longer interrupts (the reports are being written) but kills Gym's processes at once
-        (:class:`CtrlCKillsGym`, :meth:`SigtermAsCtrlC.teardown`). After an ``interrupted`` session the run's
-        state says it ended, so that pytest-xdist workers still waiting for rollouts stop waiting. Idempotent."""
+        (:class:`CtrlCKillsGym`, :meth:`SigtermAsCtrlC.teardown`). When every rollout is in, ``gym eval run`` is
+        let finish first (its aggregate metrics, ~2 s: :meth:`GymRun.let_finish`). After an ``interrupted``
+        session the run's state says it ended, so that pytest-xdist workers still waiting for rollouts stop
+        waiting. Idempotent."""
         if interrupted and self._run is not None:
             self._run.abandon()
         self._sigterm.teardown(self._kill_gym)
         if self._ctrl_c is None and self.has_processes:  # a session without Gym keeps Ctrl-C as pytest has it
             self._ctrl_c = CtrlCKillsGym(self._kill_gym)
             self._ctrl_c.install()
+        if not interrupted and self._run is not None:
+            self._run.let_finish()  # Gym's aggregate metrics, which the summary shows beside ours (a signal: at once)
 
     @property
     def has_processes(self) -> bool:

@@ -86,6 +86,18 @@ def test_gym_is_stopped_after_the_summary_saying_so(pytester: pytest.Pytester, f
     assert not left_running(fake_gym)
 
 
+def test_the_summary_shows_gyms_own_figures_although_gym_writes_them_after_the_last_rollout(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gym eval run`` writes its aggregate metrics a while after the last rollout (~2 s): the session lets it
+    finish before the reports, so the summary shows Gym's own figures beside ours, and only then stops Gym."""
+    monkeypatch.setenv("FAKE_GYM_AGGREGATE_DELAY", "1.5")
+    name = write_dataset(pytester.path, task("a"), task("b"))
+    result = pytester.runpytest_subprocess(*fake_gym.args, name)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*gym reward summary*", "*gym's own*pass@1/accuracy 100*", "gym: stopping Gym ..."])
+
+
 def test_item_times_hold_neither_gyms_start_nor_its_stop(
     pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
 ) -> None:

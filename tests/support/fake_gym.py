@@ -19,7 +19,8 @@ It understands just what the plugin calls:
   ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
   (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row). With
   ``--num-repeats R`` every row is rolled out R times as Gym does (``_ng_rollout_index`` 0..R-1 per row, rows in
-  the pattern aabbcc); ``{"rewards": [x0, x1, ...]}`` gives rollout i the reward xi.
+  the pattern aabbcc); ``{"rewards": [x0, x1, ...]}`` gives rollout i the reward xi. With
+  ``FAKE_GYM_AGGREGATE_DELAY=SECONDS`` it then writes ``OUT_aggregate_metrics.json`` as Gym does, that much later.
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
 """
 
@@ -200,7 +201,35 @@ def eval_run(argv: list[str]) -> int:
             record["expected_answer"] = row["expected_answer"]
         with open(output, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+    if "FAKE_GYM_AGGREGATE_DELAY" in os.environ:
+        _write_aggregate_metrics(output, stem + "_aggregate_metrics.json")
     return 0
+
+
+def _write_aggregate_metrics(output: str, path: str) -> None:
+    """As Gym does once every rollout is in: one entry per agent with its key metrics (the mean reward, and
+    ``pass@1/accuracy`` on a 0-100 scale), after ``$FAKE_GYM_AGGREGATE_DELAY`` seconds (Gym takes ~2 s)."""
+    time.sleep(float(os.environ["FAKE_GYM_AGGREGATE_DELAY"]))
+    rewards: dict[str, list[float]] = {}
+    if os.path.exists(output):
+        with open(output, encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line) if line.strip() else {}
+                name = (record.get("agent_ref") or {}).get("name")
+                if isinstance(name, str) and isinstance(record.get("reward"), (int, float)):
+                    rewards.setdefault(name, []).append(float(record["reward"]))
+    entries = [
+        {
+            "agent_ref": {"name": name},
+            "key_metrics": {
+                "mean/reward": sum(values) / len(values),
+                "pass@1/accuracy": 100 * sum(values) / len(values),
+            },
+        }
+        for name, values in rewards.items()
+    ]
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(entries, handle)
 
 
 def _key(row: dict[str, int]) -> tuple[int, int]:
