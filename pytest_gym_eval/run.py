@@ -50,6 +50,9 @@ START_ATTEMPTS = 2
 FINISH_GRACE = 60.0
 """Seconds ``gym eval run`` gets to write its aggregate metrics after the last rollout arrived."""
 
+FINISH_POLL = 0.05
+"""Seconds between two looks for Gym's aggregate metrics file while :meth:`GymRun.let_finish` waits for it."""
+
 STOP_GRACE = 0.5
 """Seconds Gym's commands get after SIGINT before everything left in their sessions is SIGKILLed. Gym's own stop
 buys nothing worth waiting for: ``gym env start`` SIGKILLs each of its servers after 1 s itself (they never
@@ -634,11 +637,32 @@ class GymRun:
         return all(rollout.stamp in done for rollout in self.plan.rollouts)
 
     def let_finish(self, timeout: float = FINISH_GRACE) -> None:
-        """Let ``gym eval run`` end by itself when every rollout is in (it then writes Gym's aggregate metrics,
-        which the reports show, ~2 s), waiting at most ``timeout`` seconds; returns at once when rollouts are
-        missing, when it already ended, or when :meth:`kill` ends it meanwhile."""
-        if self._thread.is_alive() and not self._stopping.is_set() and self.has_every_rollout():
-            self._thread.join(timeout)
+        """Let ``gym eval run`` write Gym's aggregate metrics (which the reports show) when every rollout is in:
+        it does so within ~0.5 s of the last rollout, and then takes ~2 s more to exit (its interpreter's
+        shutdown), which nothing needs, so this returns once the metrics are written or the run ended, at most
+        ``timeout`` seconds later; at once when rollouts are missing, or when :meth:`kill` ends the run."""
+        if not (self._thread.is_alive() and not self._stopping.is_set() and self.has_every_rollout()):
+            return
+        deadline = time.monotonic() + timeout
+        while self._thread.is_alive() and not self._aggregate_metrics_written():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._thread.join(min(FINISH_POLL, remaining))
+
+    def _aggregate_metrics_written(self) -> bool:
+        """Whether ``gym eval run`` wrote its aggregate metrics (a whole JSON file) after its last rollout."""
+        metrics = self.paths.output.with_name(self.paths.output.stem + "_aggregate_metrics.json")
+        try:
+            last_rollout = max(
+                (p.stat().st_mtime for p in (self.paths.output, self.paths.failures) if p.exists()), default=0.0
+            )
+            if metrics.stat().st_mtime < last_rollout:
+                return False
+            json.loads(metrics.read_bytes())
+        except (OSError, ValueError):
+            return False
+        return True
 
     def finish(self, timeout: float = FINISH_GRACE) -> None:
         """:meth:`let_finish`, then :meth:`stop`."""
