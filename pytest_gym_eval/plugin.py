@@ -42,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's, so a controller knows it is one
 def pytest_configure(config: pytest.Config) -> None:
     """Make the session's :class:`GymSession` (reachable as ``config.stash[SESSION_KEY]``) and its results
-    collector; on an xdist controller, also the controller that owns the Gym run."""
+    collector."""
     config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (on every dataset file, so on all its items)")
     check_config_source(config)
     gym = config.stash[SESSION_KEY] = GymSession(config)
@@ -52,7 +52,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(junit.RolloutValuesInJunit(config), "gym-eval-junit")
     config.pluginmanager.register(StopGymLast(gym), "gym-eval-stop")
     integrations.register(config, gym)
-    xdist.register_if_controller(config, gym)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which starts the workers (pytest_configure_node)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """On a pytest-xdist controller, register the controller that owns the Gym run (:mod:`pytest_gym_eval.xdist`).
+    Not in ``pytest_configure``: xdist registers its session there too, last, and which of the two runs first
+    varies with how the plugins were found (an in-process pytest found no controller and its workers no run
+    directory)."""
+    xdist.register_if_controller(session.config, session.config.stash[SESSION_KEY])
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFile | None:

@@ -171,23 +171,3 @@ def test_the_run_finishing_without_a_rollout_names_gym_not_a_timeout(tmp_path: P
     RunState("failed", "Gym's servers exited (status -9) during the run", "log.txt").write(tmp_path / "state.json")
     missing = feed.wait(9, timeout=60)
     assert isinstance(missing, Missing) and missing.failure_class == "gym_exited" and missing.log == "log.txt"
-
-
-def test_a_state_is_still_published_when_the_disk_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # No room for the temp file of an atomic write: the state goes over the old one in place, so a failed run is
-    # reported instead of staying "running" (which left every item waiting for the rollout timeout).
-    import errno
-
-    state = tmp_path / "state.json"
-    RunState("running").write(state)
-
-    def no_space(self: Path, data: bytes) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device", str(self))
-
-    monkeypatch.setattr(Path, "write_bytes", no_space)
-    RunState("failed", "no space left on the device of x", "", "run_dir_full").write(state)
-    assert RunState.read(state) == RunState("failed", "no space left on the device of x", "", "run_dir_full")
-    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # no temp file left behind
-    state.unlink()
-    with pytest.raises(OSError, match="No space left"):
-        RunState("failed").write(state)  # nothing to write over: the error stands
