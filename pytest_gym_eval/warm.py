@@ -618,11 +618,17 @@ def describe(entry: Entry, now: float | None = None) -> list[str]:
         f"{entry.short}  {state}",
         f"    head server {host}:{port}; keeper pid {entry.keeper_owner.pid}; up {_minutes(now - entry.started)} "
         f"(started in {entry.ready_after:.0f} s); idle timeout {entry.idle_timeout:g} s",
-        f"    Gym {config.get('gym_version')} at {config.get('gym_checkout')}; configs: "
-        + ", ".join(sorted(config.get("configs") or {})),
+        _gym_line(config),
         f"    model: {model_text}",
         f"    home: {entry.home}",
     ]
+
+
+def _gym_line(config: dict[str, Any]) -> str:
+    """The ``status`` line naming a warm Gym's release, checkout and agent config files."""
+    return f"    Gym {config.get('gym_version')} at {config.get('gym_checkout')}; configs: " + ", ".join(
+        sorted(config.get("configs") or {})
+    )
 
 
 def _minutes(seconds: float) -> str:
@@ -659,8 +665,7 @@ def describe_starting(home: Path, spec: WarmSpec, keeper: Owner, now: float | No
         f"{spec.key[:KEY_SHOWN]}  starting for {_minutes(now - home.stat().st_mtime)} (its Gym is not ready yet)",
         f"    keeper pid {keeper.pid}; log: {home / 'logs' / 'keeper.log'}; start-up timeout "
         f"{spec.startup_timeout:g} s; idle timeout {spec.idle_timeout:g} s",
-        f"    Gym {config.get('gym_version')} at {config.get('gym_checkout')}; configs: "
-        + ", ".join(sorted(config.get("configs") or {})),
+        _gym_line(config),
         f"    home: {home}",
     ]
 
