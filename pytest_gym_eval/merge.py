@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval import cli
+from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import METRICS, Gate, GateMode, parse_pass_at_k
 from pytest_gym_eval.reporting import github, json_report, junit, markdown, terminal
-from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
 from pytest_gym_eval.shard import SHARD_RULE, Shard, assign_shards
 from pytest_gym_eval.usage import Usage

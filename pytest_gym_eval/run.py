@@ -31,6 +31,7 @@ from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
 from pytest_gym_eval.provision import RAY_START_WAIT, GymCheckout, gym_environment
 from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RunState, describe_error, record_stamp
+from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sampling import Sampling
 from pytest_gym_eval.watchdog import Watchdog
 
@@ -97,70 +98,6 @@ def which_server_exited(log: Path) -> str | None:
     if found is None:
         return None
     return f"server `{found['name']}` exited" if found["name"] else "the head server exited"
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    """Where one run keeps its files (all inside ``root``, a fresh directory per session)."""
-
-    root: Path
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def plan(self) -> Path:
-        return self.root / "plan.json"
-
-    @property
-    def waves(self) -> Path:
-        """The wave log of ``--gym-adaptive`` (:mod:`pytest_gym_eval.waves`)."""
-        return self.root / "waves.jsonl"
-
-    @property
-    def config(self) -> Path:
-        """Gym config with the model endpoint and head server (the API key only as ``${oc.env:VAR}``)."""
-        return self.root / "gym-config.yaml"
-
-    @property
-    def input(self) -> Path:
-        return self.root / "gym-input.jsonl"
-
-    @property
-    def output(self) -> Path:
-        return self.root / "gym-output" / "rollouts.jsonl"
-
-    @property
-    def failures(self) -> Path:
-        return self.root / "gym-output" / "rollouts_failures.jsonl"
-
-    @property
-    def replay_log(self) -> Path:
-        """The replay model server's log of every request and answer (with ``--gym-replay``)."""
-        return self.logs / "replay-model.jsonl"
-
-    @property
-    def materialized(self) -> Path:
-        return self.root / "gym-output" / "rollouts_materialized_inputs.jsonl"
-
-    @property
-    def aggregate_metrics(self) -> Path:
-        return self.root / "gym-output" / "rollouts_aggregate_metrics.json"
-
-    @property
-    def model_calls(self) -> Path:
-        """Gym's model-call captures, with ``--gym-latency`` (Gym's ``model_call_capture_dir``)."""
-        return self.root / "gym-output" / "model-calls"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def processes(self) -> Path:
-        """One JSON line per process session the run started: ``{"name", "pid", "sid"}``."""
-        return self.root / "processes.jsonl"
 
 
 @dataclass(frozen=True)

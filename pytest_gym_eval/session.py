@@ -52,11 +52,11 @@ from pytest_gym_eval.run import (
     GymRun,
     GymStartError,
     ModelEndpoint,
-    RunPaths,
     RunSettings,
     find_agent_config,
     ray_temp_dir,
 )
+from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord, RewardRange
 from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, group_rollouts
 

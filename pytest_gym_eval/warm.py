@@ -74,7 +74,6 @@ from pytest_gym_eval.registry import (
 from pytest_gym_eval.run import (
     GymStartError,
     ModelEndpoint,
-    RunPaths,
     RunSettings,
     launch_servers,
     probe_model,
@@ -82,6 +81,7 @@ from pytest_gym_eval.run import (
     start_servers,
     write_gym_config,
 )
+from pytest_gym_eval.rundir import RunPaths
 
 HEAD_PATIENCE = 10.0
 """Seconds a warm Gym's head server gets to answer ``GET /readyz`` before it counts as not answering: it answers

@@ -23,7 +23,7 @@ import pytest
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.results import GATE_SUFFIX
 from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.run import RunPaths
+from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.session import PROGRESS_TICK, RUN_DIR_INPUT, GymSession
 
 PROGRESS_EVENT = "gym_eval_progress"

@@ -16,10 +16,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison, compare_to_baseline, max_drop_gate
-from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.json_report import (
     REPORT_SCHEMA_VERSION,
     SCHEMA_PATH,

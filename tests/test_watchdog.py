@@ -67,7 +67,8 @@ from pathlib import Path
 from pytest_gym_eval.orphans import MARKER, Owner
 from pytest_gym_eval.processes import GymProcess
 from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.run import RunPaths, record_process
+from pytest_gym_eval.run import record_process
+from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.watchdog import Watchdog
 
 run_dir, checkout = Path(sys.argv[1]), Path(sys.argv[2])

@@ -27,10 +27,10 @@ from typing import Any
 
 from pytest_gym_eval import cli
 from pytest_gym_eval.causes import redact
+from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import BaselineComparison, report_task_means
-from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.model import (
     MAX_LISTED,
     Conclusion,
@@ -694,7 +694,7 @@ def run_failure(meta: Mapping[str, object]) -> str | None:
     """Why Gym's run failed, when it did: the ``failed`` state the run's owner left in ``meta["run_dir"]``
     (Gym would not start, or died), e.g. the root cause of every rollout erroring "missing"; else None."""
     from pytest_gym_eval.rollouts import RunState
-    from pytest_gym_eval.run import RunPaths
+    from pytest_gym_eval.rundir import RunPaths
 
     run_dir = meta.get("run_dir")
     if not isinstance(run_dir, str) or not run_dir:

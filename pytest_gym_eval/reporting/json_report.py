@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
-from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, Flip, RolloutResult, session_verdict
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.reporting import github, html, markdown
-from pytest_gym_eval.reporting.files import write_text_atomic
 from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
 
 
