@@ -1324,7 +1324,7 @@ def render(rows: list[Row], settings: str, seconds: float, loads: tuple[float, f
 
 RESULT_FILES = (HERE / "results.md",)
 """Files that get the full table between the markers (on a full run)."""
-README_FILES = (HERE.parent / "README.md", HERE / "README.md")
+README_FILES = (HERE.parent / "docs" / "benchmarks.md", HERE / "README.md")
 """Files that get the short table between the markers (on a full run)."""
 
 

@@ -1,4 +1,4 @@
-"""The README's picture of the HTML report: ``.venv/bin/python docs/screenshot.py REPORT.html docs/report.png``.
+"""The picture of the HTML report in docs/reports.md: ``python docs/screenshot.py REPORT.html docs/report.png``.
 
 Opens the page (as ``./examples/mcqa/run.sh --gym-html=REPORT.html`` wrote it) in headless Chromium from Debian's
 packages, opens its first failed rollout, and saves a screenshot of the window.

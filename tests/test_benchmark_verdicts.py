@@ -86,6 +86,6 @@ def block(path: Path) -> str:
 
 def test_readmes_show_the_table_of_the_same_full_run() -> None:
     """The READMEs' tables come from the run that wrote results.md (one command line, one date)."""
-    files = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "benchmarks" / "results.md"]
+    files = [ROOT / "docs" / "benchmarks.md", ROOT / "benchmarks" / "README.md", ROOT / "benchmarks" / "results.md"]
     commands = {next((line for line in block(path).splitlines() if line.startswith("Command:")), "") for path in files}
     assert len(commands) == 1
