@@ -36,7 +36,7 @@ def test_every_link_of_the_project_pages_resolves(links: ModuleType) -> None:
 def test_the_command_line_passes_on_the_project_and_counts_external_links() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert " 0 broken; " in done.stdout and "external links not fetched (pypi.org " in done.stdout
+    assert " 0 broken; " in done.stdout and " external links not fetched (" in done.stdout
 
 
 def test_the_readme_links_every_docs_page(links: ModuleType) -> None:
