@@ -1,0 +1,565 @@
+"""The history store: every run and its rollouts, appended to a SQLite file or a PostgreSQL database.
+
+One interface, :class:`HistoryStore`, opened by :func:`open_store` from a *target*: a ``postgresql://`` (or
+``postgres://``) URL selects PostgreSQL through psycopg 3 (the ``postgres`` extra, imported only then); anything
+else is a SQLite file path (standard library ``sqlite3``; WAL journal, a 30 s busy timeout, so several sessions
+on one machine may write at once). Both backends run the same SQL (``?`` placeholders become ``%s`` for psycopg).
+
+Schema (version :data:`SCHEMA_VERSION`, kept in table ``schema_version``):
+
+- ``runs``: ``id`` (ascending in order of insertion), ``started_at`` (ISO 8601 UTC text,
+  ``YYYY-MM-DDTHH:MM:SS.ffffffZ``), ``git_commit`` (40 hex digits or NULL outside a repository), ``model``,
+  ``gym_version``, ``options`` (JSON object of the options that change results).
+- ``run_datasets``: ``(run_id, dataset, digest)``: the sha256 of each dataset file the run evaluated.
+- ``rollouts``: ``run_id, dataset, task_id, repeat, model, status`` ("passed", "failed" or "error"), ``reward``
+  (NULL for an error), ``metrics`` (JSON object of the verifier's custom metrics), ``input_tokens``,
+  ``output_tokens`` (policy model tokens or NULL), ``latency_s`` (seconds or NULL).
+
+Guarantees: :meth:`HistoryStore.append_run` writes a run, its datasets and all its rollouts in one transaction
+(all or nothing; concurrent writers serialise on the database's own lock, none is lost). A file or database with
+an older schema is upgraded in place by :data:`MIGRATIONS`; a newer one is refused (:class:`SchemaMismatch`,
+naming the target and both versions) rather than written with an older layout. A target that cannot be reached
+raises :class:`HistoryUnavailable`; every message and ``repr`` carries the target through :func:`redact_url`, so
+a password never leaves this module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+
+SCHEMA_VERSION = 1
+"""The layout this code reads and writes; bump it with an entry in :data:`MIGRATIONS`."""
+
+MIGRATIONS: dict[int, list[str]] = {}
+"""``version -> statements`` that upgrade a database at ``version`` to ``version + 1`` (none yet: version 1 is
+the first layout)."""
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+"""How long a SQLite writer waits for another's lock before failing (seconds)."""
+
+POSTGRES_CONNECT_TIMEOUT_S = 10
+"""How long connecting to PostgreSQL may take before the history is reported unavailable (seconds)."""
+
+STATUSES = ("passed", "failed", "error")
+_POSTGRES_SCHEMES = ("postgresql", "postgres")
+_POSTGRES_LOCK_KEY = 0x67796D68  # "gymh": the advisory lock that serialises schema creation on PostgreSQL
+
+
+class HistoryError(Exception):
+    """Any problem with the history store; the message names the (redacted) target."""
+
+
+class HistoryUnavailable(HistoryError):
+    """The store cannot be reached or opened (no server, no driver, a file that cannot be created or read)."""
+
+
+class SchemaMismatch(HistoryError):
+    """The store was written by a newer version of the plugin (its schema version is above ours)."""
+
+
+# --- Records ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One session (or one merged run) as written to the history.
+
+    ``started_at`` is timezone-aware (converted to UTC when stored); ``datasets`` maps each dataset name to its
+    file's sha256; ``options`` holds only options that change results (JSON-serialisable values).
+    """
+
+    started_at: datetime
+    model: str
+    gym_version: str
+    datasets: Mapping[str, str]
+    git_commit: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RolloutRecord:
+    """One rollout: ``status`` is "passed", "failed" or "error"; ``reward`` None for an error; ``metrics`` the
+    verifier's custom metrics; tokens counts of the policy model; ``latency_s`` in seconds."""
+
+    dataset: str
+    task_id: str
+    repeat: int
+    model: str
+    status: str
+    reward: float | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_s: float | None = None
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run read back: :class:`RunRecord`'s fields with its ``id`` and the number of its ``rollouts``."""
+
+    id: int
+    started_at: datetime
+    model: str
+    gym_version: str
+    datasets: dict[str, str]
+    git_commit: str | None
+    options: dict[str, Any]
+    rollouts: int
+
+
+@dataclass(frozen=True)
+class StoredRollout:
+    """A rollout read back, with the ``run_id`` it belongs to."""
+
+    run_id: int
+    dataset: str
+    task_id: str
+    repeat: int
+    model: str
+    status: str
+    reward: float | None
+    metrics: dict[str, Any]
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_s: float | None
+
+
+@dataclass(frozen=True)
+class RunRollouts:
+    """One run of a series with its rollouts of one dataset (the input of stability and drift)."""
+
+    run: StoredRun
+    rollouts: list[StoredRollout]
+
+
+# --- Secrets in URLs ----------------------------------------------------------------------------------------
+
+
+def redact_url(target: str) -> str:
+    """``target`` with any password replaced by ``***``: the ``user:password@`` part of a URL and a ``password``
+    query parameter (libpq's). A path or a URL without a password is returned unchanged."""
+    try:
+        parts = urlsplit(target)
+    except ValueError:
+        return re.sub(r"://([^/@:]*):[^/@]*@", r"://\1:***@", target)
+    if not parts.scheme or not parts.netloc:
+        return target
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        if ":" in userinfo:
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(key.lower() == "password" for key, _ in pairs):
+            query = urlencode([(key, "***" if key.lower() == "password" else value) for key, value in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _secrets(target: str) -> list[str]:
+    """The password(s) a URL holds, as written and percent-decoded (to scrub them from driver messages)."""
+    try:
+        parts = urlsplit(target)
+    except ValueError:
+        return []
+    found = []
+    if parts.password:
+        found.append(parts.password)
+    found += [value for key, value in parse_qsl(parts.query) if key.lower() == "password" and value]
+    return [variant for secret in found for variant in {secret, unquote(secret), quote(secret, safe="")} if variant]
+
+
+def _scrub(text: str, target: str) -> str:
+    """``text`` with the target replaced by its redacted form and any password in it replaced by ``***``."""
+    text = text.replace(target, redact_url(target))
+    for secret in _secrets(target):
+        text = text.replace(secret, "***")
+    return text
+
+
+def is_postgres_url(target: str) -> bool:
+    """Whether ``target`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return urlsplit(target).scheme.lower() in _POSTGRES_SCHEMES if "://" in target else False
+
+
+# --- The store ----------------------------------------------------------------------------------------------
+
+
+class _Connection(Protocol):
+    def execute(self, sql: str, parameters: Sequence[Any] = ...) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def _tables(identity: str) -> list[str]:
+    return [
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+        f"""CREATE TABLE IF NOT EXISTS runs (
+            id {identity},
+            started_at TEXT NOT NULL,
+            git_commit TEXT,
+            model TEXT NOT NULL,
+            gym_version TEXT NOT NULL,
+            options TEXT NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS run_datasets (
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            dataset TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            PRIMARY KEY (run_id, dataset))""",
+        """CREATE TABLE IF NOT EXISTS rollouts (
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            dataset TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            repeat INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            status TEXT NOT NULL,
+            reward DOUBLE PRECISION,
+            metrics TEXT NOT NULL,
+            input_tokens INTEGER,
+            output_tokens INTEGER,
+            latency_s DOUBLE PRECISION)""",
+        "CREATE INDEX IF NOT EXISTS rollouts_by_run ON rollouts (run_id, dataset)",
+        "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (dataset, task_id)",
+        "CREATE INDEX IF NOT EXISTS run_datasets_by_digest ON run_datasets (dataset, digest)",
+    ]
+
+
+def _utc_text(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError(f"started_at must be timezone-aware, got {moment!r}")
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_utc(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+class HistoryStore:
+    """A connection to one history database; use :func:`open_store`, and close it (or use ``with``).
+
+    ``target`` is the redacted target (safe to print). Methods raise :class:`HistoryUnavailable` when the
+    database fails underneath (its message redacted) and ValueError for a record the schema cannot hold.
+    """
+
+    def __init__(
+        self,
+        connection: _Connection,
+        *,
+        target: str,
+        placeholder: str,
+        begin: str,
+        errors: tuple[type[BaseException], ...],
+        raw_target: str,
+    ) -> None:
+        self._connection = connection
+        self.target = redact_url(target)
+        self._placeholder = placeholder
+        self._begin = begin
+        self._errors = errors
+        self._raw_target = raw_target
+
+    def __repr__(self) -> str:
+        return f"HistoryStore({self.target!r})"
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with suppress(*self._errors):
+            self._connection.close()
+
+    # -- plumbing
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", self._placeholder) if self._placeholder != "?" else sql
+
+    def _execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        return self._connection.execute(self._sql(sql), tuple(parameters))
+
+    def _rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._failures():
+            return list(self._execute(sql, parameters).fetchall())
+
+    @contextmanager
+    def _failures(self) -> Iterator[None]:
+        try:
+            yield
+        except self._errors as error:
+            raise HistoryUnavailable(
+                f"history {self.target}: {_scrub(str(error), self._raw_target) or type(error).__name__}"
+            ) from None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self._failures():
+            self._execute(self._begin)
+            try:
+                yield
+            except BaseException:
+                self._execute("ROLLBACK")
+                raise
+            self._execute("COMMIT")
+
+    # -- schema
+
+    def _ensure_schema(self, tables: list[str], lock: str | None) -> None:
+        """Create the tables of an empty database, upgrade an older one, refuse a newer one."""
+        with self._transaction():
+            if lock:
+                self._execute(lock)
+            for statement in tables[:1]:
+                self._execute(statement)
+            rows = list(self._execute("SELECT version FROM schema_version").fetchall())
+            if not rows:
+                for statement in tables[1:]:
+                    self._execute(statement)
+                self._execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+                return
+            found = int(max(row[0] for row in rows))
+            if found > SCHEMA_VERSION:
+                raise SchemaMismatch(
+                    f"history {self.target} has schema version {found}, newer than this plugin's "
+                    f"{SCHEMA_VERSION}: upgrade pytest-gym-eval to write to it, or name another history"
+                )
+            for version in range(found, SCHEMA_VERSION):
+                for statement in MIGRATIONS.get(version, []):
+                    self._execute(statement)
+            if found < SCHEMA_VERSION:
+                self._execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+    def schema_version(self) -> int:
+        """The schema version the database holds now."""
+        return int(self._rows("SELECT max(version) FROM schema_version")[0][0])
+
+    # -- writing
+
+    def append_run(self, run: RunRecord, rollouts: Sequence[RolloutRecord]) -> int:
+        """Append ``run``, its datasets and ``rollouts`` in one transaction; returns the run's id. Raises
+        ValueError for a status outside :data:`STATUSES`, a naive ``started_at`` or a value JSON cannot hold."""
+        for rollout in rollouts:
+            if rollout.status not in STATUSES:
+                raise ValueError(f"rollout status must be one of {STATUSES}, got {rollout.status!r}")
+        started = _utc_text(run.started_at)
+        options = json.dumps(dict(run.options), sort_keys=True)
+        rows = [
+            (
+                r.dataset,
+                str(r.task_id),
+                int(r.repeat),
+                r.model,
+                r.status,
+                _finite_or_none(r.reward),
+                json.dumps(dict(r.metrics), sort_keys=True),
+                r.input_tokens,
+                r.output_tokens,
+                _finite_or_none(r.latency_s),
+            )
+            for r in rollouts
+        ]
+        with self._transaction():
+            cursor = self._execute(
+                "INSERT INTO runs (started_at, git_commit, model, gym_version, options) VALUES (?, ?, ?, ?, ?)"
+                + (" RETURNING id" if self._placeholder != "?" else ""),
+                (started, run.git_commit, run.model, run.gym_version, options),
+            )
+            run_id = int(cursor.fetchone()[0] if self._placeholder != "?" else cursor.lastrowid)
+            for dataset, digest in sorted(run.datasets.items()):
+                self._execute(
+                    "INSERT INTO run_datasets (run_id, dataset, digest) VALUES (?, ?, ?)", (run_id, dataset, digest)
+                )
+            if rows:
+                self._executemany(
+                    "INSERT INTO rollouts (run_id, dataset, task_id, repeat, model, status, reward, metrics,"
+                    " input_tokens, output_tokens, latency_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(run_id, *row) for row in rows],
+                )
+        return run_id
+
+    def _executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        executemany: Callable[..., Any] | None = getattr(self._connection, "executemany", None)
+        if executemany is not None:
+            executemany(self._sql(sql), rows)
+        else:  # psycopg's Connection has no executemany; its cursor does
+            with self._connection.cursor() as cursor:  # type: ignore[attr-defined]
+                cursor.executemany(self._sql(sql), rows)
+
+    # -- reading
+
+    _RUN_COLUMNS = (
+        "runs.id, runs.started_at, runs.model, runs.gym_version, runs.git_commit, runs.options,"
+        " (SELECT count(*) FROM rollouts WHERE rollouts.run_id = runs.id)"
+    )
+
+    def _runs_from(self, rows: list[tuple[Any, ...]]) -> list[StoredRun]:
+        if not rows:
+            return []
+        ids = [int(row[0]) for row in rows]
+        datasets: dict[int, dict[str, str]] = {run_id: {} for run_id in ids}
+        marks = ", ".join("?" for _ in ids)
+        for run_id, dataset, digest in self._rows(
+            f"SELECT run_id, dataset, digest FROM run_datasets WHERE run_id IN ({marks})", ids
+        ):
+            datasets[int(run_id)][dataset] = digest
+        return [
+            StoredRun(
+                id=int(row[0]),
+                started_at=_parse_utc(row[1]),
+                model=row[2],
+                gym_version=row[3],
+                git_commit=row[4],
+                options=json.loads(row[5]),
+                datasets=dict(sorted(datasets[int(row[0])].items())),
+                rollouts=int(row[6]),
+            )
+            for row in rows
+        ]
+
+    def runs(self, last: int | None = None) -> list[StoredRun]:
+        """Runs oldest first (by start time, then id); only the ``last`` most recent when given."""
+        sql = f"SELECT {self._RUN_COLUMNS} FROM runs ORDER BY runs.started_at DESC, runs.id DESC"
+        rows = self._rows(sql + (f" LIMIT {int(last)}" if last is not None else ""))
+        return list(reversed(self._runs_from(rows)))
+
+    def rollouts(self, run_ids: Sequence[int] | None = None, *, dataset: str | None = None) -> list[StoredRollout]:
+        """Rollouts of the given runs (all runs when None), optionally of one dataset, in run, dataset, task,
+        repeat order."""
+        clauses: list[str] = []
+        parameters: list[object] = []
+        if run_ids is not None:
+            if not run_ids:
+                return []
+            clauses.append(f"run_id IN ({', '.join('?' for _ in run_ids)})")
+            parameters += [int(run_id) for run_id in run_ids]
+        if dataset is not None:
+            clauses.append("dataset = ?")
+            parameters.append(dataset)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._rows(
+            "SELECT run_id, dataset, task_id, repeat, model, status, reward, metrics, input_tokens, output_tokens,"
+            f" latency_s FROM rollouts{where} ORDER BY run_id, dataset, task_id, repeat",
+            parameters,
+        )
+        return [
+            StoredRollout(
+                run_id=int(row[0]),
+                dataset=row[1],
+                task_id=row[2],
+                repeat=int(row[3]),
+                model=row[4],
+                status=row[5],
+                reward=None if row[6] is None else float(row[6]),
+                metrics=json.loads(row[7]),
+                input_tokens=row[8],
+                output_tokens=row[9],
+                latency_s=None if row[10] is None else float(row[10]),
+            )
+            for row in rows
+        ]
+
+    def series(self, dataset: str, *, digest: str, model: str, last: int = 20) -> list[RunRollouts]:
+        """The ``last`` runs (oldest first) that evaluated ``dataset`` with file digest ``digest`` and policy
+        model ``model``, each with its rollouts of that dataset: the window of :mod:`.stability` and
+        :mod:`.drift`."""
+        if last < 1:
+            raise ValueError(f"last must be at least 1, got {last}")
+        rows = self._rows(
+            f"SELECT {self._RUN_COLUMNS} FROM runs JOIN run_datasets ON run_datasets.run_id = runs.id"
+            " WHERE run_datasets.dataset = ? AND run_datasets.digest = ? AND runs.model = ?"
+            f" ORDER BY runs.started_at DESC, runs.id DESC LIMIT {int(last)}",
+            (dataset, digest, model),
+        )
+        runs = list(reversed(self._runs_from(rows)))
+        by_run: dict[int, list[StoredRollout]] = {run.id: [] for run in runs}
+        for rollout in self.rollouts([run.id for run in runs], dataset=dataset):
+            by_run[rollout.run_id].append(rollout)
+        return [RunRollouts(run, by_run[run.id]) for run in runs]
+
+
+# --- Opening ------------------------------------------------------------------------------------------------
+
+
+def open_store(target: str | Path) -> HistoryStore:
+    """Open (creating or upgrading its schema) the history at ``target``: a ``postgresql://`` URL or a SQLite
+    file path (its folder is created). Raises :class:`HistoryUnavailable` when it cannot be reached or opened,
+    :class:`SchemaMismatch` when a newer plugin wrote it."""
+    text = str(target)
+    if is_postgres_url(text):
+        return _open_postgres(text)
+    return _open_sqlite(Path(text))
+
+
+def _open_sqlite(path: Path) -> HistoryStore:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+    except (OSError, sqlite3.Error) as error:
+        raise HistoryUnavailable(f"history {path}: cannot open the SQLite file: {error}") from None
+    store = HistoryStore(
+        connection,
+        target=str(path),
+        placeholder="?",
+        begin="BEGIN IMMEDIATE",
+        errors=(sqlite3.Error,),
+        raw_target=str(path),
+    )
+    try:
+        with store._failures():
+            connection.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA foreign_keys = ON")
+        store._ensure_schema(_tables("INTEGER PRIMARY KEY AUTOINCREMENT"), lock=None)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _open_postgres(url: str) -> HistoryStore:
+    shown = redact_url(url)
+    try:
+        import psycopg
+    except ImportError:
+        raise HistoryUnavailable(
+            f"history {shown}: a PostgreSQL history needs psycopg: pip install 'pytest-gym-eval[postgres]'"
+        ) from None
+    try:
+        connection = psycopg.connect(url, connect_timeout=POSTGRES_CONNECT_TIMEOUT_S, autocommit=True)
+    except psycopg.Error as error:
+        raise HistoryUnavailable(f"history {shown}: cannot connect: {_scrub(str(error), url).strip()}") from None
+    store = HistoryStore(
+        connection,
+        target=url,
+        placeholder="%s",
+        begin="BEGIN",
+        errors=(psycopg.Error,),
+        raw_target=url,
+    )
+    try:
+        store._ensure_schema(
+            _tables("BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+            lock=f"SELECT pg_advisory_xact_lock({_POSTGRES_LOCK_KEY})",
+        )
+    except BaseException:
+        store.close()
+        raise
+    return store
