@@ -15,6 +15,7 @@ COMMANDS = {
     "plan": ("pytest_gym_eval.planning", "tasks and repeats a paired comparison needs to detect a drop"),
     "status": ("pytest_gym_eval.warm:status_main", "list this user's warm Gyms (--gym-keep-alive)"),
     "stop": ("pytest_gym_eval.warm:stop_main", "stop warm Gyms now: stop [--all] [KEY ...]"),
+    "history": ("pytest_gym_eval.cli.history", "runs, flaky and quarantined tasks, drift from --gym-history"),
 }
 """Subcommand -> (``module`` whose ``main(argv) -> int`` runs it, or ``module:function`` for another function of
 that signature; one-line description)."""

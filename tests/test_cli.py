@@ -22,6 +22,7 @@ ERRORS: dict[str, tuple[list[str], int]] = {
     "plan": ([f"{MISSING}.json", "--detect-drop", "0.1"], 2),
     "status": (["--no-such-option"], 2),
     "stop": (["0123abcd"], 1),  # no warm Gym's key starts so
+    "history": ([f"{MISSING}.db"], 2),
 }
 """Per subcommand: arguments it refuses, and its exit status then."""
 

@@ -494,6 +494,19 @@ class HistoryStore:
             by_run[rollout.run_id].append(rollout)
         return [RunRollouts(run, by_run[run.id]) for run in runs]
 
+    def latest_series(self, last: int = 20) -> dict[str, list[RunRollouts]]:
+        """Per dataset (by name), the series of its most recent run: the ``last`` runs with that run's dataset
+        digest and policy model (:meth:`series`). A dataset whose file changed starts a new series."""
+        rows = self._rows(
+            "SELECT run_datasets.dataset, run_datasets.digest, runs.model FROM run_datasets"
+            " JOIN runs ON runs.id = run_datasets.run_id ORDER BY runs.started_at, runs.id"
+        )
+        newest = {dataset: (digest, model) for dataset, digest, model in rows}
+        return {
+            dataset: self.series(dataset, digest=digest, model=model, last=last)
+            for dataset, (digest, model) in sorted(newest.items())
+        }
+
 
 # --- Opening ------------------------------------------------------------------------------------------------
 
@@ -545,7 +558,8 @@ def _open_postgres(url: str) -> HistoryStore:
     try:
         connection = psycopg.connect(url, connect_timeout=POSTGRES_CONNECT_TIMEOUT_S, autocommit=True)
     except psycopg.Error as error:
-        raise HistoryUnavailable(f"history {shown}: cannot connect: {_scrub(str(error), url).strip()}") from None
+        reason = " ".join(_scrub(str(error), url).split())  # one line: libpq adds a hint on a second
+        raise HistoryUnavailable(f"history {shown}: cannot connect: {reason}") from None
     store = HistoryStore(
         connection,
         target=url,
