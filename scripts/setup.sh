@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the examples and the tests need, on a fresh machine or again (each step is quick once done):
 # a virtualenv .venv with this project and its dev and live extras, the SmolLM2-135M-Instruct model file (for the
-# live-model tier), Debian's Chromium and its driver (for the browser tests; needs root, else says how), and
+# live-model tier), Debian's Chromium and its driver (for the browser tests; needs root, else says how), Debian's
+# PostgreSQL (for the history store's tests; the same), and
 # NeMo Gym 0.7.0 provisioned from its sdist with the environments the tests use, and the oldest Gym release the
 # plugin supports (0.6.0) with mcqa. Prints each step's time.
 set -euo pipefail
@@ -32,6 +33,19 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     fi
 fi
 step "installing Chromium" "$t"
+
+# PostgreSQL from Debian's package, for the history store's tests (they start their own server on 127.0.0.1 in a
+# temporary folder with initdb and pg_ctl; the package's service is not used).
+t=$SECONDS
+if ! command -v pg_ctl >/dev/null && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        echo "setup: the PostgreSQL history tests need PostgreSQL: sudo apt-get install -y postgresql" >&2
+    fi
+fi
+step "installing PostgreSQL" "$t"
 
 # Gym and the server venvs of the environments the main job and the real-Gym tests use.
 t=$SECONDS
