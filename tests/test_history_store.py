@@ -268,3 +268,17 @@ def test_importing_the_store_does_not_import_psycopg() -> None:
         check=True,
     )
     assert json.loads(result.stdout.strip().lower()) is False
+
+
+def test_five_runs_with_one_alternating_task_give_the_same_labels_on_each_backend(target: str) -> None:
+    from pytest_gym_eval.history.stability import assess_series
+
+    with open_store(target) as store:
+        for index in range(5):
+            alternating = "passed" if index % 2 == 0 else "failed"
+            rollouts = [_rollout("1", 0), _rollout("2", 0, alternating, float(index % 2 == 0)), _rollout("3", 0)]
+            store.append_run(_run(index), rollouts)
+        series = store.latest_series()
+    assert list(series) == ["mcqa.jsonl"]
+    labels = [(result.task_id, result.label, result.sparkline) for result in assess_series(series["mcqa.jsonl"])]
+    assert labels == [("1", "stable", "PPPPP"), ("2", "flaky", "PFPFP"), ("3", "stable", "PPPPP")]

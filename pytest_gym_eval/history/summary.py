@@ -1,0 +1,166 @@
+"""What a session does with its history at its end: append the run, then judge each dataset's series.
+
+The two calls a session (or ``merge``) makes, after its reports' results are known:
+
+1. :func:`record_run` appends the run; it never raises for a database problem but returns the one line to say
+   (the evaluation's exit status is not changed by the history).
+2. :func:`summarize` reads back each evaluated dataset's series (same digest, same model, last N runs) and
+   returns per dataset each task's stability, the tasks that became flaky or started failing with this run, and
+   the drift check; :func:`summary_lines` words it for the terminal, :func:`summary_json` for the JSON report.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_gym_eval.history.drift import Drift, series_drift
+from pytest_gym_eval.history.stability import DEFAULT_WINDOW, RULE, TaskStability, assess_series
+from pytest_gym_eval.history.store import HistoryError, HistoryStore, RolloutRecord, RunRecord, open_store
+
+
+def git_commit(directory: str | Path) -> str | None:
+    """The commit checked out in ``directory`` (40 hex digits), or None outside a git repository or without git."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = result.stdout.strip()
+    return commit if result.returncode == 0 and len(commit) == 40 else None
+
+
+def record_run(target: str | Path, run: RunRecord, rollouts: Sequence[RolloutRecord]) -> tuple[int | None, str | None]:
+    """Append ``run`` and ``rollouts`` to the history at ``target``: ``(run_id, None)``, or ``(None, message)`` when
+    the history is unavailable or refused (the message names the redacted target; say it once and go on)."""
+    try:
+        with open_store(target) as store:
+            return store.append_run(run, rollouts), None
+    except HistoryError as error:
+        return None, f"history not written: {error}"
+
+
+@dataclass(frozen=True)
+class DatasetHistory:
+    """One dataset's series as judged after the latest run: ``runs`` in the window, ``tasks`` (each task's
+    stability), ``new_flaky`` and ``new_failing`` (task ids whose label became so with the latest run), ``drift``."""
+
+    dataset: str
+    digest: str
+    model: str
+    runs: int
+    tasks: tuple[TaskStability, ...]
+    new_flaky: tuple[str, ...]
+    new_failing: tuple[str, ...]
+    drift: Drift
+
+    def labelled(self, label: str) -> list[TaskStability]:
+        """The tasks with this label."""
+        return [task for task in self.tasks if task.label == label]
+
+
+def summarize(
+    store: HistoryStore, datasets: Mapping[str, str], model: str, *, last: int = DEFAULT_WINDOW
+) -> list[DatasetHistory]:
+    """Judge each dataset (``name -> digest``) of the run just appended, by name: its last ``last`` runs with the
+    same digest and ``model``. A task is *newly* flaky when it is flaky now but was not without the latest run;
+    *newly failing* when its label is "newly failing" and it started failing in the latest run."""
+    result = []
+    for dataset, digest in sorted(datasets.items()):
+        series = store.series(dataset, digest=digest, model=model, last=last)
+        if not series:
+            continue
+        now = assess_series(series)
+        before = {task.task_id: task.label for task in assess_series(series[:-1])}
+        latest = series[-1].run.id
+        new_flaky = tuple(t.task_id for t in now if t.label == "flaky" and before.get(t.task_id) != "flaky")
+        new_failing = tuple(
+            t.task_id
+            for t in now
+            if t.label == "newly failing"
+            and t.outcomes[-1].run_id == latest
+            and before.get(t.task_id) != "newly failing"
+        )
+        result.append(
+            DatasetHistory(
+                dataset, digest, model, len(series), tuple(now), new_flaky, new_failing, series_drift(series, dataset)
+            )
+        )
+    return result
+
+
+def summary_lines(histories: Sequence[DatasetHistory]) -> list[str]:
+    """One line per dataset for the terminal summary, then one per new flake, new failure and drift alarm."""
+    lines = []
+    for history in histories:
+        counts = ", ".join(
+            f"{len(history.labelled(label))} {label}"
+            for label in ("stable", "flaky", "newly failing", "fixed")
+            if history.labelled(label)
+        )
+        drift = "DRIFT" if history.drift.alarm else "no drift"
+        lines.append(f"history {history.dataset}: {history.runs} runs, {counts or 'no scored task'}; {drift}")
+        by_id = {task.task_id: task for task in history.tasks}
+        lines += [f"  new flaky task {t}: {by_id[t].evidence}" for t in history.new_flaky]
+        lines += [f"  newly failing task {t}: {by_id[t].evidence}" for t in history.new_failing]
+        if history.drift.alarm:
+            lines.append(f"  drift: {history.drift.evidence}")
+    return lines
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no infinity or NaN: an unbounded side (one task) or no estimate becomes null."""
+    return value if math.isfinite(value) else None
+
+
+def summary_json(histories: Sequence[DatasetHistory]) -> dict[str, Any]:
+    """The history block of the JSON report: per dataset the window, each task's label, evidence, pass rate and
+    sparkline (outcomes oldest first), and the drift check with each run's mean and CUSUM statistic; bounds that
+    do not exist are null (strict JSON)."""
+    return {
+        "rule": RULE,
+        "datasets": {
+            history.dataset: {
+                "digest": history.digest,
+                "model": history.model,
+                "runs": history.runs,
+                "new_flaky": list(history.new_flaky),
+                "new_failing": list(history.new_failing),
+                "tasks": {
+                    task.task_id: {
+                        "label": task.label,
+                        "evidence": task.evidence,
+                        "changes": task.changes,
+                        "pass_rate": _finite(task.pass_rate.estimate),
+                        "pass_rate_low": _finite(task.pass_rate.low),
+                        "pass_rate_high": _finite(task.pass_rate.high),
+                        "sparkline": task.sparkline,
+                        "runs": [entry.run_id for entry in task.outcomes],
+                    }
+                    for task in history.tasks
+                },
+                "drift": {
+                    "alarm": history.drift.alarm,
+                    "alarm_run": history.drift.alarm_run,
+                    "evidence": history.drift.evidence,
+                    "runs": [
+                        {
+                            "run": point.run_id,
+                            "mean": _finite(point.interval.estimate),
+                            "low": _finite(point.interval.low),
+                            "high": _finite(point.interval.high),
+                            "tasks": point.tasks,
+                            "cusum": point.statistic,
+                        }
+                        for point in history.drift.points
+                    ],
+                },
+            }
+            for history in histories
+        },
+    }
