@@ -258,6 +258,23 @@ def test_without_psycopg_a_postgres_url_says_which_extra_to_install(monkeypatch:
     assert "hunter2" not in str(raised.value)
 
 
+def test_postgres_binaries_are_found_on_path_or_under_debians_folder_else_none(tmp_path: Path) -> None:
+    root = tmp_path / "postgresql"
+    assert find_binaries(path="", root=root) is None
+    for major in ("9", "15", "13"):
+        folder = root / major / "bin"
+        folder.mkdir(parents=True)
+        for name in ("initdb", "pg_ctl"):
+            (folder / name).write_text("")
+    assert find_binaries(path="", root=root) == root / "15" / "bin"  # the newest, by number
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    for name in ("initdb", "pg_ctl"):
+        (on_path / name).write_text("#!/bin/sh\n")
+        (on_path / name).chmod(0o755)
+    assert find_binaries(path=str(on_path), root=root) == on_path
+
+
 def test_importing_the_store_does_not_import_psycopg() -> None:
     code = "import sys, pytest_gym_eval.history; print('psycopg' in sys.modules)"
     result = subprocess.run(

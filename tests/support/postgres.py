@@ -26,15 +26,15 @@ PASSWORD = "s3cret-Pa55word"
 START_TIMEOUT_S = 60
 
 
-def find_binaries() -> Path | None:
-    """The folder holding ``initdb`` and ``pg_ctl`` (PATH first, then the newest /usr/lib/postgresql/*/bin), or
-    None when PostgreSQL is not installed."""
-    on_path = shutil.which("pg_ctl")
-    if on_path and shutil.which("initdb"):
+def find_binaries(path: str | None = None, root: Path = Path("/usr/lib/postgresql")) -> Path | None:
+    """The folder holding ``initdb`` and ``pg_ctl``: found on ``path`` (default: PATH) first, then the newest
+    ``root/<major>/bin``; None when PostgreSQL is not installed (the only reason the postgres tests skip)."""
+    on_path = shutil.which("pg_ctl", path=path)
+    if on_path and shutil.which("initdb", path=path):
         return Path(os.path.realpath(on_path)).parent
     candidates = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin"),
-        key=lambda path: int(path.parent.name) if path.parent.name.isdigit() else 0,
+        root.glob("*/bin"),
+        key=lambda folder: int(folder.parent.name) if folder.parent.name.isdigit() else 0,
     )
     for folder in reversed(candidates):
         if (folder / "initdb").exists() and (folder / "pg_ctl").exists():
