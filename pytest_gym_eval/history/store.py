@@ -27,15 +27,32 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+
+from pytest_gym_eval.history.records import RolloutRecord, RunRecord, RunRollouts, StoredRollout, StoredRun
+from pytest_gym_eval.history.urls import is_postgres_url, redact_url, scrub
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "HistoryError",
+    "HistoryStore",
+    "HistoryUnavailable",
+    "RolloutRecord",
+    "RunRecord",
+    "RunRollouts",
+    "SchemaMismatch",
+    "StoredRollout",
+    "StoredRun",
+    "is_postgres_url",
+    "open_store",
+    "redact_url",
+]
 
 SCHEMA_VERSION = 1
 """The layout this code reads and writes; bump it with an entry in :data:`MIGRATIONS`."""
@@ -51,7 +68,6 @@ POSTGRES_CONNECT_TIMEOUT_S = 10
 """How long connecting to PostgreSQL may take before the history is reported unavailable (seconds)."""
 
 STATUSES = ("passed", "failed", "error")
-_POSTGRES_SCHEMES = ("postgresql", "postgres")
 _POSTGRES_LOCK_KEY = 0x67796D68  # "gymh": the advisory lock that serialises schema creation on PostgreSQL
 
 
@@ -65,133 +81,6 @@ class HistoryUnavailable(HistoryError):
 
 class SchemaMismatch(HistoryError):
     """The store was written by a newer version of the plugin (its schema version is above ours)."""
-
-
-# --- Records ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One session (or one merged run) as written to the history.
-
-    ``started_at`` is timezone-aware (converted to UTC when stored); ``datasets`` maps each dataset name to its
-    file's sha256; ``options`` holds only options that change results (JSON-serialisable values).
-    """
-
-    started_at: datetime
-    model: str
-    gym_version: str
-    datasets: Mapping[str, str]
-    git_commit: str | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RolloutRecord:
-    """One rollout: ``status`` is "passed", "failed" or "error"; ``reward`` None for an error; ``metrics`` the
-    verifier's custom metrics; tokens counts of the policy model; ``latency_s`` in seconds."""
-
-    dataset: str
-    task_id: str
-    repeat: int
-    model: str
-    status: str
-    reward: float | None = None
-    metrics: Mapping[str, Any] = field(default_factory=dict)
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    latency_s: float | None = None
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    """A run read back: :class:`RunRecord`'s fields with its ``id`` and the number of its ``rollouts``."""
-
-    id: int
-    started_at: datetime
-    model: str
-    gym_version: str
-    datasets: dict[str, str]
-    git_commit: str | None
-    options: dict[str, Any]
-    rollouts: int
-
-
-@dataclass(frozen=True)
-class StoredRollout:
-    """A rollout read back, with the ``run_id`` it belongs to."""
-
-    run_id: int
-    dataset: str
-    task_id: str
-    repeat: int
-    model: str
-    status: str
-    reward: float | None
-    metrics: dict[str, Any]
-    input_tokens: int | None
-    output_tokens: int | None
-    latency_s: float | None
-
-
-@dataclass(frozen=True)
-class RunRollouts:
-    """One run of a series with its rollouts of one dataset (the input of stability and drift)."""
-
-    run: StoredRun
-    rollouts: list[StoredRollout]
-
-
-# --- Secrets in URLs ----------------------------------------------------------------------------------------
-
-
-def redact_url(target: str) -> str:
-    """``target`` with any password replaced by ``***``: the ``user:password@`` part of a URL and a ``password``
-    query parameter (libpq's). A path or a URL without a password is returned unchanged."""
-    try:
-        parts = urlsplit(target)
-    except ValueError:
-        return re.sub(r"://([^/@:]*):[^/@]*@", r"://\1:***@", target)
-    if not parts.scheme or not parts.netloc:
-        return target
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        if ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}:***@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key.lower() == "password" for key, _ in pairs):
-            query = urlencode([(key, "***" if key.lower() == "password" else value) for key, value in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _secrets(target: str) -> list[str]:
-    """The password(s) a URL holds, as written and percent-decoded (to scrub them from driver messages)."""
-    try:
-        parts = urlsplit(target)
-    except ValueError:
-        return []
-    found = []
-    if parts.password:
-        found.append(parts.password)
-    found += [value for key, value in parse_qsl(parts.query) if key.lower() == "password" and value]
-    return [variant for secret in found for variant in {secret, unquote(secret), quote(secret, safe="")} if variant]
-
-
-def _scrub(text: str, target: str) -> str:
-    """``text`` with the target replaced by its redacted form and any password in it replaced by ``***``."""
-    text = text.replace(target, redact_url(target))
-    for secret in _secrets(target):
-        text = text.replace(secret, "***")
-    return text
-
-
-def is_postgres_url(target: str) -> bool:
-    """Whether ``target`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return urlsplit(target).scheme.lower() in _POSTGRES_SCHEMES if "://" in target else False
 
 
 # --- The store ----------------------------------------------------------------------------------------------
@@ -306,7 +195,7 @@ class HistoryStore:
             yield
         except self._errors as error:
             raise HistoryUnavailable(
-                f"history {self.target}: {_scrub(str(error), self._raw_target) or type(error).__name__}"
+                f"history {self.target}: {scrub(str(error), self._raw_target) or type(error).__name__}"
             ) from None
 
     @contextmanager
@@ -558,7 +447,7 @@ def _open_postgres(url: str) -> HistoryStore:
     try:
         connection = psycopg.connect(url, connect_timeout=POSTGRES_CONNECT_TIMEOUT_S, autocommit=True)
     except psycopg.Error as error:
-        reason = " ".join(_scrub(str(error), url).split())  # one line: libpq adds a hint on a second
+        reason = " ".join(scrub(str(error), url).split())  # one line: libpq adds a hint on a second
         raise HistoryUnavailable(f"history {shown}: cannot connect: {reason}") from None
     store = HistoryStore(
         connection,
