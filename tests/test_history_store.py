@@ -299,3 +299,22 @@ def test_five_runs_with_one_alternating_task_give_the_same_labels_on_each_backen
     assert list(series) == ["mcqa.jsonl"]
     labels = [(result.task_id, result.label, result.sparkline) for result in assess_series(series["mcqa.jsonl"])]
     assert labels == [("1", "stable", "PPPPP"), ("2", "flaky", "PFPFP"), ("3", "stable", "PPPPP")]
+
+
+@pytest.mark.postgres
+def test_a_connection_lost_before_the_append_is_unavailable_and_writes_nothing(fresh_postgres: str) -> None:
+    import psycopg
+
+    store = open_store(fresh_postgres)
+    try:
+        [(backend,)] = store._rows("SELECT pg_backend_pid()")
+        with psycopg.connect(fresh_postgres, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        with pytest.raises(HistoryUnavailable) as raised:
+            store.append_run(_run(), [_rollout("1", 0)])
+        assert PASSWORD not in f"{raised.value} {raised.value!r}"
+        assert str(raised.value).startswith(f"history {redact_url(fresh_postgres)}: ")
+    finally:
+        store.close()
+    with open_store(fresh_postgres) as again:
+        assert again.runs() == []
