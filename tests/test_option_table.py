@@ -64,10 +64,11 @@ def test_importing_the_options_imports_no_evaluation_or_gym_module() -> None:
 
 
 def test_names_moved_out_of_options_still_import_from_it() -> None:
-    from pytest_gym_eval import gym_options, options, settings
+    from pytest_gym_eval import config_source, gym_options, options, settings
 
     assert options.GymOptions is gym_options.GymOptions
     assert options.DatasetSettings is settings.DatasetSettings
     assert options.dataset_name is settings.dataset_name
+    assert options.check_config_source is config_source.check_config_source
     with pytest.raises(AttributeError, match="no_such_name"):
         options.no_such_name  # noqa: B018
