@@ -452,9 +452,9 @@ def add_options(parser: pytest.Parser) -> None:
 def _add_ini(parser: pytest.Parser, name: str, help: str, ini_type: str) -> None:
     """One ``gym_*`` ini option; :data:`NUMBER` and :data:`WHOLE` become pytest's typed ini where it has them."""
     # Any: the Literal type pytest declares for ``type`` differs between its versions.
-    typed: Any = {NUMBER: "float", WHOLE: "int"}.get(ini_type, ini_type) if TYPED_INI else ini_type
-    if not TYPED_INI and ini_type in (NUMBER, WHOLE):
-        typed = "string"
+    typed: Any = ini_type
+    if ini_type in (NUMBER, WHOLE):
+        typed = ("float" if ini_type == NUMBER else "int") if TYPED_INI else "string"
     parser.addini(name, help, type=typed, default=_UNSET[ini_type])
 
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 from _pytest.config.argparsing import Parser
 
+from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.options import INI_ONLY, NUMBER, OPTIONS, WHOLE, add_options
 
 
@@ -24,6 +25,8 @@ def test_every_option_has_its_ini_twin_or_says_why_not() -> None:
             assert not option.no_ini
             assert option.ini_name == option.dest or (option.flag, option.ini_name) == ("--gym-param", "gym_params")
     assert {o.flag for o in OPTIONS if o.ini_type is None} == {"--gym-head-server", "--gym-resume"}
+    (gate_on,) = (o for o in OPTIONS if o.flag == "--gym-gate-on")
+    assert list(gate_on.choices or ()) == [mode.value for mode in GateMode]
 
 
 def test_the_loop_registers_each_flag_and_its_twin_with_one_help_and_default() -> None:
