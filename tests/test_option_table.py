@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 from _pytest.config.argparsing import Parser
 
 from pytest_gym_eval.gates import GateMode
-from pytest_gym_eval.options import INI_ONLY, NUMBER, OPTIONS, WHOLE, add_options
+from pytest_gym_eval.options import INI_ONLY, NUMBER, OPTIONS, WHOLE, Option, add_options
 
 
 def test_every_option_has_its_ini_twin_or_says_why_not() -> None:
@@ -75,3 +76,76 @@ def test_names_moved_out_of_options_still_import_from_it() -> None:
     assert options.check_config_source is config_source.check_config_source
     with pytest.raises(AttributeError, match="no_such_name"):
         options.no_such_name  # noqa: B018
+
+
+SAMPLE = {
+    "--gym-checkout": "gymco",
+    "--gym-repeats": "3",
+    "--gym-pass-threshold": "0.5",
+    "--gym-agent": "my_agent",
+    "--gym-model-url": "http://127.0.0.1:9/v1",
+    "--gym-model": "my-model",
+    "--gym-model-type": "vllm_model",
+    "--gym-api-key-env": "MY_KEY",
+    "--gym-replay": "rec.jsonl",
+    "--gym-run-dir": "runs",
+    "--gym-startup-timeout": "5",
+    "--gym-rollout-timeout": "7",
+    "--gym-concurrency": "2",
+    "--gym-min-mean-reward": "0.3",
+    "--gym-min-pass-rate": "0.4",
+    "--gym-min-pass-at-k": "2:0.5",
+    "--gym-gate-on": "lower-bound",
+    "--gym-inconclusive": "pass",
+    "--gym-report": "out.json",
+    "--gym-baseline": "base.json",
+    "--gym-max-drop": "0.1",
+    "--gym-max-regressed-tasks": "1",
+    "--gym-fail-on-flip": "true",
+    "--gym-adaptive": "true",
+    "--gym-min-repeats": "3",
+    "--gym-reward-range": "0:2",
+    "--gym-html": "page.html",
+    "--gym-markdown": "page.md",
+    "--gym-keep-alive": "60",
+    "--gym-shard": "1/2",
+    "--gym-ray-address": "127.0.0.1:6379",
+    "--gym-temperature": "0.2",
+    "--gym-top-p": "0.9",
+    "--gym-max-output-tokens": "100",
+    "--gym-seed": "1",
+    "--gym-param": "effort=1",
+    "--gym-price-per-mtok": "0.1:0.2",
+    "--gym-latency": "true",
+}
+"""A value for each option with an ini twin (the same text on the command line and in the ini file)."""
+
+
+def test_every_twin_has_a_sample() -> None:
+    assert set(SAMPLE) == {option.flag for option in OPTIONS if option.ini_name}
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if o.ini_name], ids=lambda o: o.flag)
+def test_a_value_resolves_the_same_from_the_command_line_and_from_the_ini_file(
+    pytester: pytest.Pytester, option: Option
+) -> None:
+    from pytest_gym_eval.gym_options import GymOptions
+
+    (pytester.path / "base.json").write_text(json.dumps({"schema_version": 1, "datasets": [], "rollouts": []}))
+    (pytester.path / "rec.jsonl").write_text("{}\n")
+    text = SAMPLE[option.flag]
+    flag = [option.flag] if option.action == "store_true" else [f"{option.flag}={text}"]
+    model_type = [] if option.flag == "--gym-model-type" else ["--gym-model-type=vllm_model"]  # --gym-seed needs it
+
+    def resolved(*args: str) -> GymOptions:
+        config = pytester.parseconfig(*model_type, *args)
+        found = GymOptions.from_config(config)
+        per_dataset = found.cli.over(found.ini)
+        return dataclasses.replace(found, cli=per_dataset, ini=per_dataset)
+
+    default = resolved()
+    from_cli = resolved(*flag)
+    pytester.makeini(f"[pytest]\n{option.ini_name} = {text}\n")
+    from_ini = resolved()
+    assert from_cli == from_ini
+    assert from_cli != default
