@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
@@ -85,8 +84,7 @@ def _keep_alive_seconds(text: str) -> float:
     return seconds
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One ``--gym-x`` option and its ``gym_x`` ini twin.
 
     ``ini_type`` is pytest's ini type (``string``, ``linelist``, ``bool``) or :data:`NUMBER` / :data:`WHOLE`;
@@ -134,8 +132,7 @@ class Option:
         return f"{self.help} ({'; '.join(n for n in notes if n)}{where})."
 
 
-@dataclass(frozen=True)
-class IniOption:
+class IniOption(NamedTuple):
     """A ``gym_*`` ini option with no command-line twin: what only a project's configuration says."""
 
     name: str
