@@ -3,7 +3,9 @@ same run without it (``benchmarks/run.py --only plain``, or ``python benchmarks/
 
 Both sides run with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` so that the dev environment's other plugins (pytest-cov,
 pytest-html, ...) load on neither; the plugin side adds ``-p gym_eval``, which loads this plugin by its entry point
-as an installed copy is loaded. The measure is the child's CPU time (user + system, from
+as an installed copy is loaded, the plain side ``-p noop_plugin``, an empty module in the project: ``-p`` makes
+pytest look its name up among every installed distribution's entry points (what autoload does on every run,
+plugin or not), so both sides pay that alike. The measure is the child's CPU time (user + system, from
 ``getrusage(RUSAGE_CHILDREN)`` before and after each run): on a shared machine it varies far less than wall time.
 The sides alternate in each round (which goes first alternates too), after one warm-up run of each; the ratio is
 the median over the rounds with the paired bootstrap interval of :mod:`verdicts`.
@@ -37,10 +39,11 @@ def child_cpu(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 
 def plain_project(folder: Path) -> Path:
-    """A project of one passing test and an empty ``pytest.ini``, no dataset."""
+    """A project of one passing test, an empty ``pytest.ini`` and an empty plugin module, no dataset."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
     (folder / "test_one.py").write_text("def test_one():\n    assert True\n")
+    (folder / "noop_plugin.py").write_text('"""The plain side\'s plugin: nothing."""\n')
     return folder
 
 
@@ -50,7 +53,7 @@ def measure(folder: Path, rounds: int) -> dict[str, list[float]]:
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     commands = {
         "plugin": [sys.executable, "-m", "pytest", "-q", "-p", "gym_eval", "test_one.py"],
-        "plain": [sys.executable, "-m", "pytest", "-q", "test_one.py"],
+        "plain": [sys.executable, "-m", "pytest", "-q", "-p", "noop_plugin", "test_one.py"],
     }
     for argv in commands.values():  # warm-up: the page cache and the byte-compiled modules
         child_cpu(argv, project, env)
@@ -70,7 +73,7 @@ def bench_plugin_cost(work: Path, rounds: int) -> dict[str, str]:
     listed = {side: ", ".join(f"{t:.2f}" for t in values) for side, values in times.items()}
     return {
         "benchmark": f"Plugin cost where unused: a one-test project without datasets, pytest's CPU time (user + "
-        f"system) with `-p gym_eval` against without, both with plugin autoload off, median of {rounds} "
+        f"system) with `-p gym_eval` against `-p` an empty module, both with plugin autoload off, median of {rounds} "
         f"alternated rounds (plugin {listed['plugin']} s; plain {listed['plain']} s)",
         "plugin": f"{statistics.median(plugin):.3f} s CPU",
         "baseline": f"no plugin {statistics.median(plain):.3f} s CPU",
