@@ -76,7 +76,7 @@ def bench_plugin_cost(work: Path, rounds: int) -> dict[str, str]:
         f"system) with `-p gym_eval` against `-p` an empty module, both with plugin autoload off, median of {rounds} "
         f"alternated rounds (plugin {listed['plugin']} s; plain {listed['plain']} s)",
         "plugin": f"{statistics.median(plugin):.3f} s CPU",
-        "baseline": f"no plugin {statistics.median(plain):.3f} s CPU",
+        "baseline": f"empty plugin {statistics.median(plain):.3f} s CPU",
         "ratio": ratio.text(),
         "goal": f"<= {GOAL}",
         "verdict": ratio.verdict(GOAL),
