@@ -74,6 +74,7 @@ INSTRUCTION = (
 )
 BENCHMARKS = (
     "overhead", "collection", "read", "latency", "html", "throughput", "merge", "adaptive", "warm", "teardown",
+    "plain",
 )  # fmt: skip
 
 
@@ -1407,6 +1408,10 @@ def main(argv: list[str]) -> int:
                 rows += bench_warm(work, args.warm_rounds or (1 if quick else 7))
             elif name == "teardown":
                 rows += bench_teardown(work, args.teardown_rounds or (1 if quick else 3))
+            elif name == "plain":
+                from plugin_cost import bench_plugin_cost
+
+                rows.append(Row(**bench_plugin_cost(work, 3 if quick else 20)))
             else:
                 rows += bench_html(work, args.html_rollouts or (1_000, 10_000), 1 if quick else 3)
         failed = False

@@ -212,7 +212,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         else:
             written.append(f"gym report: {gym.options.report}")
     final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
-    written += outputs.write_pages(final, gym.rollouts(), meta, gym.options, baseline=gym.baseline, environ=os.environ)
+    opts = gym.options
+    written += outputs.write_pages(
+        final,
+        gym.rollouts(),
+        meta,
+        html_path=opts.html,
+        markdown_path=opts.markdown,
+        json_path=opts.report,
+        baseline=gym.baseline,
+        environ=os.environ,
+    )
     session.config.stash[PAGES_KEY] = written
 
 
@@ -276,7 +286,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         terminalreporter.write_line(f"gym run directory: {gym.run_dir}")
     for line in config.stash.get(PAGES_KEY, []):
         terminalreporter.write_line(line)
-    for line in outputs.annotation_lines(gym.conclusion, gym.rollouts(), gym.options, os.environ):
+    opts = gym.options
+    for line in outputs.annotation_lines(
+        gym.conclusion,
+        gym.rollouts(),
+        os.environ,
+        inconclusive_passes=opts.inconclusive_passes,
+        max_drop=opts.max_drop,
+        fail_on_flip=opts.fail_on_flip,
+        rootdir=opts.rootdir,
+    ):
         terminalreporter.write_line(line)
     for line in resume_hint:
         terminalreporter.write_line(line)

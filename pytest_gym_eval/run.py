@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from pytest_gym_eval.causes import GYM_START, RUN_DIR_FULL, disk_full, redact
 from pytest_gym_eval.dataset import DatasetError
-from pytest_gym_eval.options import DEFAULT_STARTUP_TIMEOUT
+from pytest_gym_eval.defaults import DEFAULT_STARTUP_TIMEOUT
 from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail

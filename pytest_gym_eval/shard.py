@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.options import GymOptions
+    from pytest_gym_eval.gym_options import GymOptions
     from pytest_gym_eval.plan import PlannedRollout
     from pytest_gym_eval.session import GymSession
 

@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from pytest_gym_eval import cli
+from pytest_gym_eval.defaults import DEFAULT_KEEP_ALIVE
 from pytest_gym_eval.fingerprint import GymConfiguration
-from pytest_gym_eval.options import DEFAULT_KEEP_ALIVE
 from pytest_gym_eval.orphans import MARKER, Owner
 from pytest_gym_eval.processes import DEFAULT_GRACE, GymProcess, free_port, grace_seconds
 from pytest_gym_eval.registry import (

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.files import write_text_atomic
-from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.reporting import github, html, markdown
 from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
 
@@ -18,38 +17,41 @@ def write_pages(
     conclusion: Conclusion,
     results: Sequence[RolloutResult],
     meta: Mapping[str, object],
-    options: GymOptions,
     *,
+    html_path: Path | None,
+    markdown_path: Path | None,
+    json_path: Path | None,
     baseline: Mapping[str, Any] | None,
     environ: Mapping[str, str],
 ) -> list[str]:
-    """Write the HTML page and the Markdown summary the options ask for, and append the Markdown to the file
-    ``environ["GITHUB_STEP_SUMMARY"]`` names, when it names one.
+    """Write the HTML page to ``html_path`` and the Markdown summary to ``markdown_path`` (each when not None),
+    and append the Markdown to the file ``environ["GITHUB_STEP_SUMMARY"]`` names, when it names one; the Markdown
+    links the HTML page and the JSON report (``json_path``) when they are written.
 
     Returns the lines the terminal shows: what was written where, the records whose transcripts could not be
     read, and any file that could not be written (an OSError is reported there, not raised: the session's
     results stand without the page).
     """
     lines: list[str] = []
-    if options.html is not None:
+    if html_path is not None:
         try:
-            problems = html.write_page(options.html, conclusion, results, meta, baseline=baseline)
+            problems = html.write_page(html_path, conclusion, results, meta, baseline=baseline)
         except OSError as error:
-            lines.append(f"gym html report: could not write {options.html}: {error}")
+            lines.append(f"gym html report: could not write {html_path}: {error}")
         else:
-            lines.append(f"gym html report: {options.html}")
+            lines.append(f"gym html report: {html_path}")
             lines += [f"  transcripts missing: {problem}" for problem in problems]
     step_summary = environ.get("GITHUB_STEP_SUMMARY") or None
-    if options.markdown is None and step_summary is None:
+    if markdown_path is None and step_summary is None:
         return lines
-    text = markdown.render_markdown(conclusion, results, html_path=options.html, json_path=options.report)
-    if options.markdown is not None:
+    text = markdown.render_markdown(conclusion, results, html_path=html_path, json_path=json_path)
+    if markdown_path is not None:
         try:
-            write_text_atomic(options.markdown, text, errors="backslashreplace")
+            write_text_atomic(markdown_path, text, errors="backslashreplace")
         except OSError as error:
-            lines.append(f"gym markdown summary: could not write {options.markdown}: {error}")
+            lines.append(f"gym markdown summary: could not write {markdown_path}: {error}")
         else:
-            lines.append(f"gym markdown summary: {options.markdown}")
+            lines.append(f"gym markdown summary: {markdown_path}")
     if step_summary is not None:
         try:
             github.append_step_summary(step_summary, text)
@@ -59,20 +61,28 @@ def write_pages(
 
 
 def annotation_lines(
-    conclusion: Conclusion, results: Sequence[RolloutResult], options: GymOptions, environ: Mapping[str, str]
+    conclusion: Conclusion,
+    results: Sequence[RolloutResult],
+    environ: Mapping[str, str],
+    *,
+    inconclusive_passes: bool,
+    max_drop: float | None,
+    fail_on_flip: bool,
+    rootdir: Path,
 ) -> list[str]:
     """The GitHub workflow commands (``::error …``) to print when ``environ["GITHUB_ACTIONS"]`` is "true",
-    else none (see :func:`~pytest_gym_eval.reporting.github.session_annotations`)."""
+    else none (see :func:`~pytest_gym_eval.reporting.github.session_annotations`, which takes the other
+    arguments: the session's gate settings and its rootdir)."""
     if environ.get("GITHUB_ACTIONS") != "true":
         return []
     workspace = environ.get("GITHUB_WORKSPACE")
     found = github.session_annotations(
         conclusion,
         results,
-        inconclusive_passes=options.inconclusive_passes,
-        max_drop=options.max_drop,
-        fail_on_flip=options.fail_on_flip,
-        rootdir=options.rootdir,
+        inconclusive_passes=inconclusive_passes,
+        max_drop=max_drop,
+        fail_on_flip=fail_on_flip,
+        rootdir=rootdir,
         workspace=Path(workspace) if workspace else None,
     )
     return [annotation.command() for annotation in found]
