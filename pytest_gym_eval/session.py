@@ -22,22 +22,23 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pytest
 
-from pytest_gym_eval import causes, preflight, provision, selection
-from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
+from pytest_gym_eval import causes, preflight, provision, selection, stash
+from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC, tail
 from pytest_gym_eval.progress import Counts, Progress, progress_for
-from pytest_gym_eval.reporting import json_report
+from pytest_gym_eval.reporting import json_report, junit, outputs, terminal
 from pytest_gym_eval.reporting import model as report
+from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.model import Conclusion
-from pytest_gym_eval.results import ResultsCollector, conclude, report_meta
+from pytest_gym_eval.results import ResultsCollector, conclude, final_status, report_meta, report_plan
 from pytest_gym_eval.resume import (
     ResumeError,
     Resumption,
@@ -58,14 +59,15 @@ from pytest_gym_eval.run import (
 )
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord, RewardRange
+from pytest_gym_eval.shard import CollectedPlan, shard_meta
 from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, group_rollouts
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.items import GateItem, RolloutItem
     from pytest_gym_eval.replay import ReplayServer
     from pytest_gym_eval.warm import WarmGym
 
-SESSION_KEY = pytest.StashKey["GymSession"]()
+SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)
+"""Where the session's :class:`GymSession` is kept (``config.stash``; :data:`pytest_gym_eval.stash.SESSION_KEY`)."""
 RUN_DIR_INPUT = "gym_run_dir"
 """Key of the run directory in a pytest-xdist worker's ``workerinput``."""
 
@@ -77,6 +79,28 @@ STALL_LISTED = 5
 """Pending rollouts a stalled run's error message names (the rest are counted)."""
 REPLAY_MODEL_NAME = "replay"
 
+PlannedRow = tuple[str, Path, int, str, int, str]
+"""A selected rollout as collection hands it to the session: ``(nodeid, dataset path, line, task id, repeat,
+agent)`` (what :meth:`RunPlan.build <pytest_gym_eval.plan.RunPlan.build>` stamps)."""
+
+
+class GymItem(Protocol):
+    """What the session reads of a gate item (:class:`pytest_gym_eval.collect.GateItem`, or a stand-in in a test)."""
+
+    path: Path
+    user_properties: list[tuple[str, object]]
+
+    @property
+    def nodeid(self) -> str: ...
+
+
+class RolloutLike(GymItem, Protocol):
+    """What the session reads and sets of a rollout item (:class:`pytest_gym_eval.collect.RolloutItem`): its
+    ``task`` and the ``outcome`` the session judged."""
+
+    task: Task
+    outcome: RolloutOutcome | None
+
 
 class GymSession:
     """What the plugin knows and runs for one pytest session; the ``gym_session`` fixture returns it.
@@ -86,9 +110,9 @@ class GymSession:
     ``head_server`` (``"host:port"`` of Gym's head server once started).
     """
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, options: GymOptions | None = None) -> None:
         self.config = config
-        self.options = GymOptions.from_config(config)
+        self.options = options if options is not None else GymOptions.from_config(config)
         self.baseline: dict[str, Any] | None = None  # read now: a bad baseline is a usage error, not a late surprise
         if self.options.baseline is not None:
             try:
@@ -103,6 +127,8 @@ class GymSession:
         self.model: ModelEndpoint | None = None
         self.conclusion: Conclusion | None = None
         self.final: tuple[int, str] | None = None  # the session's exit status and reason, once concluded
+        self.pages: list[str] = []
+        """The terminal lines saying which report files :meth:`finish` wrote where, or why one could not be."""
         self.events: list[str] = []
         self._run: GymRun | None = None
         self._replay: ReplayServer | None = None
@@ -112,7 +138,7 @@ class GymSession:
         self._run_started: float | None = None  # time.time() when this process began starting the run
         self.stop_seconds: float | None = None  # how long stopping Gym took (after the reports)
         self._stamps: dict[str, int] = {}
-        self._items: dict[str, RolloutItem] = {}
+        self._items: dict[str, RolloutLike] = {}
         self._cleanup: list[Path] = []
         self._server_logs: causes.ServerLogs | None = None
         self._stall_lines: tuple[object, list[str]] | None = None
@@ -129,6 +155,8 @@ class GymSession:
         self._configurations: dict[tuple[str, ...], GymConfiguration] = {}
         self._agent_config_cache: dict[tuple[tuple[str, Path], ...], list[Path]] = {}
         self._deselected: list[tuple[str, str, int]] = []
+        self.collected: CollectedPlan | None = None
+        """Every collected (task, repeat) pair before any selection (:meth:`record_collected`)."""
         self.selections: dict[str, selection.Selection] = {}
         """Per dataset name, the part of it this session selected (:mod:`pytest_gym_eval.selection`)."""
         self._digests: dict[tuple[str, str], str] | None = None
@@ -176,37 +204,43 @@ class GymSession:
                 return parts[index + 1] + SIMPLE_AGENT_SUFFIX
         return dataset.stem + SIMPLE_AGENT_SUFFIX
 
-    def deselected(self, items: Sequence[pytest.Item]) -> None:
-        """Note the rollout items a selection left out (``pytest_deselected``)."""
-        self._deselected += selection.deselected_pairs(items)
+    def record_collected(self, collected: CollectedPlan) -> None:
+        """Keep every collected (task, repeat) pair (``pytest_collection_modifyitems``, before any selection); a
+        pytest-xdist worker also saves it in the run directory for the controller, which collects nothing."""
+        self.collected = collected
+        if self.is_worker and self.run_dir is not None:
+            collected.save(RunPaths(self.run_dir).collected)
+
+    def collected_plan(self) -> CollectedPlan | None:
+        """This session's collected plan: its own, or on the pytest-xdist controller the one a worker saved; None
+        when there is none (nothing collected, or no worker got that far)."""
+        if self.collected is None and self.run_dir is not None:
+            try:
+                return CollectedPlan.load(RunPaths(self.run_dir).collected)
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+        return self.collected
+
+    def deselected(self, pairs: Sequence[tuple[str, str, int]]) -> None:
+        """Note the ``(dataset, task id, repeat)`` of rollout items a selection left out (``pytest_deselected``)."""
+        self._deselected += pairs
 
     def gates_for(self, settings: DatasetSettings) -> bool:
         """Whether a dataset with these settings has CI gates (it then gets a ``gym-gate`` item)."""
         return bool(settings.gates)
 
-    def plan_items(self, items: Sequence[pytest.Item]) -> None:
-        """Stamp the selected rollout items (``pytest_collection_finish``); a worker also saves the plan for
-        the controller."""
-        from pytest_gym_eval.items import RolloutItem, never_runs
-
-        if self.config.option.collectonly:
-            return  # nothing will run (and a plan of 100,000 rollouts took ~5% of collecting them)
-        # Once per node id: with --keep-duplicates a dataset named twice collects every item twice, and both
-        # copies report the one rollout.
-        by_nodeid: dict[str, RolloutItem] = {}
-        for item in items:
-            if isinstance(item, RolloutItem):
-                by_nodeid.setdefault(item.nodeid, item)
-        selected = [item for item in by_nodeid.values() if not never_runs(item)]
-        self.plan = RunPlan.build(
-            ((item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected),
-            whole_tasks=bool(selected) and self.whole_tasks_allowed(),
-        )
-        self._items = {item.nodeid: item for item in selected}
+    def plan_rollouts(self, rows: Sequence[PlannedRow], items: dict[str, RolloutLike], how: str) -> None:
+        """Stamp the selected rollouts (``pytest_collection_finish``): ``rows`` in collection order, ``items`` the
+        rollout item of each node id (for the pass hook), ``how`` the pytest options that selected (a label, see
+        :mod:`pytest_gym_eval.selection`). A worker also saves the plan for the controller; the owner checks the
+        run's configuration and makes its run directory (one usage error, not N errors)."""
+        self.plan = RunPlan.build(rows, whole_tasks=bool(rows) and self.whole_tasks_allowed())
+        self._items = dict(items)
         self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
-        self._record_selections()
+        if self.collected is not None:
+            self.selections = selection.selections(self.collected, self._deselected, how, self.options.shard)
         if self.is_worker and self.run_dir is not None:
-            selection.save(self.selections, self.run_dir / selection.SELECTION_FILE)  # before the plan: the
+            selection.save(self.selections, RunPaths(self.run_dir).selection)  # before the plan: the
             self.plan.save(RunPaths(self.run_dir).plan)  # controller starts reading once the plan is there
         if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
             self.check_before_start(self.plan)  # a missing agent or model server: one usage error, not N errors
@@ -214,19 +248,11 @@ class GymSession:
         if self.resumption is not None and self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
             self._check_resume(self.plan)  # (under xdist the controller checks the plan the workers saved)
 
-    def _record_selections(self) -> None:
-        from pytest_gym_eval.shard import PLAN_KEY
-
-        collected = self.config.stash.get(PLAN_KEY, None)
-        if collected is not None:
-            how = selection.selecting_options(self.config)
-            self.selections = selection.selections(collected, self._deselected, how, self.options.shard)
-
     def selection_of(self, dataset: str) -> selection.Selection | None:
         """The part of ``dataset`` (its name) this session selected; on the pytest-xdist controller, as a worker
         recorded it. None when unknown."""
         if not self.selections and self.run_dir is not None and not self.is_worker:
-            self.selections = selection.load(self.run_dir / selection.SELECTION_FILE)
+            self.selections = selection.load(RunPaths(self.run_dir).selection)
         return self.selections.get(dataset)
 
     def whole_tasks_allowed(self) -> bool:
@@ -291,6 +317,13 @@ class GymSession:
                     "Gym's input and its rollouts (free some space, or point --gym-run-dir elsewhere)"
                 )
         return self.run_dir
+
+    def start_before_items(self, session: pytest.Session) -> None:
+        """Start Gym before the first item runs (``pytest_runtestloop``) when :meth:`starts_before_items`, so that
+        no item's duration holds Gym's start-up; a start that fails is raised again by each item's :meth:`start`."""
+        if self.starts_before_items(session):
+            with contextlib.suppress(GymStartError):
+                self.start()
 
     def starts_before_items(self, session: pytest.Session) -> bool:
         """Whether to start Gym in ``pytest_runtestloop``, before the first item: in a process that runs items (not
@@ -726,7 +759,7 @@ class GymSession:
 
     # Items.
 
-    def outcome_of(self, item: RolloutItem) -> RolloutOutcome:
+    def outcome_of(self, item: RolloutLike) -> RolloutOutcome:
         """Wait for ``item``'s rollout and judge it (the item's setup).
 
         The wait is bounded for the whole run (see :class:`~pytest_gym_eval.rollouts.RolloutFeed`); an error's
@@ -808,7 +841,7 @@ class GymSession:
         if self._progress is not None:
             self._progress.clear()
 
-    def decide(self, item: RolloutItem) -> RolloutOutcome:
+    def decide(self, item: RolloutLike) -> RolloutOutcome:
         """Let a ``pytest_gym_eval_rollout_passed`` hook decide whether ``item``'s scored rollout passed (the
         item's call phase, which pytest-timeout times); returns the item's final outcome."""
         outcome = item.outcome
@@ -910,7 +943,7 @@ class GymSession:
         self._stall_lines = (stall, lines)
         return lines
 
-    def failure_report(self, item: RolloutItem) -> str:
+    def failure_report(self, item: RolloutLike) -> str:
         """The text a failed rollout item shows."""
         assert item.outcome is not None
         try:
@@ -922,7 +955,7 @@ class GymSession:
             row = None  # the dataset changed since collection: the record alone still tells most
         return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold, row)
 
-    def wait_for_gate(self, item: GateItem) -> dict[int, RolloutRecord | Missing]:
+    def wait_for_gate(self, item: GymItem) -> dict[int, RolloutRecord | Missing]:
         """Wait until every selected rollout of the gate's dataset is in (the gate item's setup, so that
         pytest-timeout, which times the call, does not count the wait). Works from Gym's output files, so under
         xdist it sees rollouts other workers report."""
@@ -950,7 +983,7 @@ class GymSession:
             self.flush_notes()
             time.sleep(0.1)
 
-    def judge_gates(self, item: GateItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
+    def judge_gates(self, item: GymItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
         """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
         failure text."""
         dataset = item.nodeid.split("::", 1)[0]
@@ -1025,6 +1058,63 @@ class GymSession:
         )
         return self.conclusion
 
+    def finish(self, exitstatus: int) -> int:
+        """The end of the session (``pytest_sessionfinish``, before pytest's JUnit file is written): let Gym finish
+        (:meth:`ending`; it is stopped later, after every report, by :meth:`stop`), conclude, let the gates set the
+        exit status, add the JUnit suite properties, and write the ``--gym-report`` file, the ``--gym-html`` page
+        and the Markdown summaries (:attr:`pages` says where). Returns the session's exit status (``exitstatus``
+        unchanged when nothing was concluded). A report file that cannot be written is said on the terminal,
+        never a crash that would also lose the summary and the JUnit XML."""
+        self.ending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        if exitstatus == pytest.ExitCode.USAGE_ERROR:  # e.g. a run directory that cannot be made: nothing ran
+            return exitstatus
+        conclusion = self.conclude()
+        if conclusion is None:
+            return exitstatus
+        if exitstatus == pytest.ExitCode.INTERRUPTED and self.results.stopped_by_maxfail:
+            exitstatus = pytest.ExitCode.TESTS_FAILED  # -x under pytest-xdist: as without it, the gates decide
+        status, reason = final_status(
+            exitstatus, conclusion, len(self.results.other_failures), len(self.results.gate_failures)
+        )
+        self.final = (status, reason)
+        if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
+            self.conclusion = dataclasses.replace(conclusion, reason=reason)
+        meta = {**self.meta(), **shard_meta(self.options.shard)}
+        xml = junit.junit_xml(self.config)
+        if xml is not None:
+            for name, value in junit.suite_properties(conclusion.summaries, meta, self.final):
+                xml.add_global_property(name, value)
+            for nodeid in self.results.unjudged_gates():  # a JUnit file without them would read green
+                junit.add_unjudged_gate(xml, nodeid, reason)
+        written: list[str] = []
+        if self.options.report is not None:
+            report_data = json_report.build_report(
+                conclusion.summaries, self.rollouts(), meta, self.final, flips=conclusion.flips,
+                plan=self.report_plan(meta),
+            )  # fmt: skip
+            try:
+                json_report.write_report(self.options.report, report_data)
+            except OSError as error:
+                written.append(f"gym report: could not write {self.options.report}: {error}")
+            else:
+                written.append(f"gym report: {self.options.report}")
+        final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
+        written += outputs.write_pages(
+            final, self.rollouts(), meta, self.options, baseline=self.baseline, environ=os.environ
+        )
+        self.pages = written
+        return status
+
+    def report_plan(self, meta: dict[str, object]) -> dict[str, Any] | None:
+        """The JSON report's ``plan`` (:func:`pytest_gym_eval.results.report_plan`; None when the session collected
+        no rollout item); ``meta`` is the report's, whose dataset digests are reused."""
+        collected = self.collected_plan()
+        if collected is None:
+            return None
+        # A pair whose item reported skipped (``pytest.skip`` at run time) or that --gym-adaptive's waves never asked
+        # for was not selected: a merge must not count it as a rollout the shard lost.
+        return report_plan(collected, self.selected_rollouts(), self.options, meta)
+
     def meta(self) -> dict[str, object]:
         """Facts about the run for the JSON report and the JUnit suite (never a secret)."""
         checkout = self.checkout
@@ -1046,7 +1136,7 @@ class GymSession:
         }
         return report_meta(self.options, self.rollouts(), run)
 
-    def _pass_hook(self, item: RolloutItem) -> PassHook | None:
+    def _pass_hook(self, item: RolloutLike) -> PassHook | None:
         hook = self.config.hook.pytest_gym_eval_rollout_passed
         if not hook.get_hookimpls():
             return None
@@ -1079,3 +1169,62 @@ class GymSession:
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
             for line in pending:
                 reporter.write_line(f"gym: {line}")
+
+    def write_summary(self, reporter: pytest.TerminalReporter, exitstatus: int) -> None:
+        """The ``gym reward summary`` section (``pytest_terminal_summary``): per dataset (and agent), the rewards,
+        pass@k and gate verdicts; the reports written; on GitHub Actions, annotations for gates that did not pass
+        and errored rollouts. Last, after Ctrl-C or SIGTERM, the command that resumes the run (``--gym-resume``)."""
+        resume_hint = self.resume_hint(self.final[0] if self.final is not None else exitstatus)
+        if self.conclusion is not None:
+            reporter.write_sep("=", "gym reward summary")
+            width = min(reporter._tw.fullwidth, 100)
+            lines = terminal.render_conclusion(
+                self.conclusion,
+                verbose=self.config.get_verbosity() > 0,
+                results=self.rollouts(),
+                width=width,
+                gym_metrics=read_gym_metrics(self.run_dir),
+            )
+            if self.run_dir is not None:
+                lines.append(f"gym run directory: {self.run_dir}")
+            lines += self.pages
+            lines += outputs.annotation_lines(self.conclusion, self.rollouts(), self.options, os.environ)
+            for line in lines:
+                reporter.write_line(line)
+        for line in resume_hint:
+            reporter.write_line(line)
+
+
+class StopGymLast:
+    """Stops Gym at the end of the session, after every report (registered as ``gym-eval-stop``), and keeps an
+    interrupted session's way to its reports short."""
+
+    def __init__(self, gym: GymSession) -> None:
+        self.gym = gym
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """While Gym runs, pytest formats the traceback of a Ctrl-C or SIGTERM from its last entry only (unless
+        ``--full-trace``): it shows only the last line anyway, and formatting every entry parsed each file's source
+        (1-2 s on a loaded machine) before the reports could be written."""
+        if self.gym.has_processes and not self.gym.config.option.fulltrace and len(excinfo.traceback) > 1:
+            excinfo.traceback = excinfo.traceback[-1:]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Stop Gym once every report is written (this runs after every ``pytest_sessionfinish``, pytest's JUnit
+        file among them) and the reward summary is shown; pytest's short test summary and last line follow."""
+        self.stop(terminalreporter)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Stop Gym if nothing did yet (pytest showed no terminal summary: an internal error, say)."""
+        self.stop(config.pluginmanager.get_plugin("terminalreporter"))
+
+    def stop(self, reporter: pytest.TerminalReporter | None) -> None:
+        """Stop what the session started of Gym (idempotent), saying so on the terminal before and after."""
+        shown = reporter is not None and self.gym.starts_servers  # (an attached run's stop is near instant)
+        if reporter is not None and shown:
+            reporter.write_line("gym: stopping Gym ...")
+        self.gym.stop()
+        if reporter is not None and shown and self.gym.stop_seconds is not None:
+            reporter.write_line(f"gym: Gym stopped in {self.gym.stop_seconds:.1f} s")

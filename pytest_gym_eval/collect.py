@@ -1,6 +1,8 @@
-"""The pytest collection tree of a dataset: a :class:`DatasetFile` with one :class:`RolloutItem` per
+"""Collection: the pytest collection tree of a dataset, a :class:`DatasetFile` with one :class:`RolloutItem` per
 (task, repeat), node id ``path/to/data.jsonl::<task-id>[r<k>]``, and a :class:`GateItem` when the dataset
-has CI gates.
+has CI gates; and what the session learns from the items (:func:`record_collected`, :func:`deselected`,
+:func:`plan_selected`): plain rows, never the items' classes, so that :mod:`pytest_gym_eval.session` needs no
+import of this module.
 
 Rollout items are :class:`pytest.Function` items, so fixtures (``gym_session`` among them, and a user's own
 autouse fixtures) work on them as on any test; the dataset file is a :class:`pytest.Module` for the same reason
@@ -10,18 +12,20 @@ pytest's own doctest text files are: module-scoped fixtures then have a module t
 from __future__ import annotations
 
 import warnings as _warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _pytest._code.code import ReprFileLocation, TerminalRepr
 
+from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
-from pytest_gym_eval.integrations import timeout_marker
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
+from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
+from pytest_gym_eval.shard import CollectedPlan, DatasetTasks, Shard, dataset_name, shard_tasks
 
 try:  # the class pytest builds parametrizations with (renamed in pytest 9)
     from _pytest.python import CallSpec
@@ -30,6 +34,21 @@ except ImportError:  # pragma: no cover - pytest 8
 
 
 GYM_MARK = "gym"
+
+USER_SELECTIONS: tuple[tuple[str, str], ...] = (
+    ("keyword", "-k"),
+    ("markexpr", "-m"),
+    ("deselect", "--deselect"),
+    ("lf", "--lf"),
+    ("stepwise", "--sw"),
+)
+"""pytest's options that select items (option dest, as written), in the order a label names them."""
+
+
+def timeout_marker(config: pytest.Config) -> pytest.MarkDecorator | None:
+    """The mark that limits pytest-timeout to a Gym item's call phase, or None when pytest-timeout is not loaded
+    (the ``timeout`` mark is unknown then)."""
+    return pytest.mark.timeout(func_only=True) if config.pluginmanager.hasplugin("timeout") else None
 
 
 def gym_rollout(gym_session: GymSession) -> None:
@@ -197,3 +216,142 @@ class GateItem(pytest.Function):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, "gym-gate"
+
+
+def is_gym_item(item: pytest.Item) -> bool:
+    """Whether ``item`` is a rollout or gate item of a dataset."""
+    return isinstance(item, (RolloutItem, GateItem))
+
+
+# --- What the session learns from the items (called from the plugin's hooks) -----------------------------
+
+
+def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> CollectedPlan:
+    """The :class:`~pytest_gym_eval.shard.CollectedPlan` of ``items``: every rollout item's (task, repeat) pair per
+    dataset, tasks in the file's order, datasets by name (other items are ignored)."""
+    datasets: dict[str, DatasetTasks] = {}
+    lines: dict[str, dict[str, int]] = {}  # per dataset, each task's line
+    parent: object = None
+    entry = DatasetTasks("", "")
+    at: dict[str, int] = {}
+    for item in items:  # ~1 us an item: it runs on every collection, 100,000 items and more
+        if not isinstance(item, RolloutItem):
+            continue
+        if item.parent is not parent:
+            parent = item.parent
+            name = dataset_name(item.nodeid)
+            entry = datasets.get(name) or datasets.setdefault(name, DatasetTasks(name, str(item.path)))
+            at = lines.setdefault(name, {})
+        task = item.task.task_id
+        if task not in entry.agents:
+            entry.tasks.append(task)
+            entry.agents[task] = item.agent
+            at[task] = item.task.line
+        if item.repeat >= entry.repeats:
+            entry.repeats = item.repeat + 1
+    # The file's order, not the items': pytest-randomly shuffles the items, differently in each shard's job.
+    for name, entry in datasets.items():
+        entry.tasks.sort(key=lines[name].__getitem__)
+    return CollectedPlan(shard, [datasets[name] for name in sorted(datasets)])
+
+
+def select_shard(items: list[pytest.Item], shard: Shard, plan: CollectedPlan) -> tuple[list[Any], list[Any]]:
+    """Split ``items`` into this shard's and the others': a rollout item is kept when its task is assigned to
+    ``shard``; a dataset's gate item is kept when the shard keeps any of the dataset's rollouts; other items
+    (plain tests) are kept. Returns ``(kept, deselected)``, each in the order of ``items``."""
+    mine = shard_tasks(plan, shard)
+    kept: list[Any] = []
+    deselected: list[Any] = []
+    for item in items:
+        if isinstance(item, RolloutItem):
+            keep = item.task_id in mine.get(dataset_name(item.nodeid), ())
+        elif isinstance(item, GateItem):
+            keep = bool(mine.get(dataset_name(item.nodeid)))
+        else:
+            keep = True
+        (kept if keep else deselected).append(item)
+    return kept, deselected
+
+
+def record_collected(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``pytest_collection_modifyitems``: hand the session every collected (task, repeat) pair, then, with
+    ``--gym-shard``, keep only this shard's items and report the others as deselected (as ``-k`` does)."""
+    gym = config.stash[SESSION_KEY]
+    shard = gym.options.shard
+    plan = collected_plan(items, shard)
+    gym.record_collected(plan)
+    if shard is None:
+        return
+    kept, deselected = select_shard(items, shard, plan)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+def deselected_pairs(items: Iterable[pytest.Item]) -> list[tuple[str, str, int]]:
+    """``(dataset, task id, repeat)`` of the rollout items among ``items`` (other items are ignored)."""
+    return [(dataset_name(i.nodeid), i.task_id, i.repeat) for i in items if isinstance(i, RolloutItem)]
+
+
+def deselected(items: Sequence[pytest.Item]) -> None:
+    """``pytest_deselected``: tell the session which rollout items a selection left out."""
+    if items:
+        items[0].config.stash[SESSION_KEY].deselected(deselected_pairs(items))
+
+
+def selecting_options(config: pytest.Config) -> str:
+    """The pytest options of this session that select items, as a label (``-k``, ``--lf and -k``), or
+    "a selection" when none is given (a conftest's ``pytest_collection_modifyitems`` deselected items)."""
+    given = [flag for dest, flag in USER_SELECTIONS if config.getoption(dest, default=None)]
+    return " and ".join(given) if given else "a selection"
+
+
+def plan_selected(session: pytest.Session) -> None:
+    """``pytest_collection_finish``: hand the session the selected rollouts as plain rows (once per node id: with
+    ``--keep-duplicates`` a dataset named twice collects every item twice, and both copies report the one
+    rollout), leaving out the items pytest will skip whatever happens (:func:`never_runs`); note the selected
+    gate items."""
+    gym = session.config.stash[SESSION_KEY]
+    if not session.config.option.collectonly:  # nothing will run (and a plan of 100,000 rollouts took ~5% of
+        # collecting them)
+        by_nodeid: dict[str, RolloutItem] = {}
+        for item in session.items:
+            if isinstance(item, RolloutItem):
+                by_nodeid.setdefault(item.nodeid, item)
+        selected = [item for item in by_nodeid.values() if not never_runs(item)]
+        rows = [(item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected]
+        gym.plan_rollouts(rows, {item.nodeid: item for item in selected}, selecting_options(session.config))
+    gym.results.gates_expected.update(item.nodeid for item in session.items if isinstance(item, GateItem))
+
+
+OWN_FAILURES = (RolloutError, RolloutFailed, GymStartError)
+
+
+def shape_report(gym: GymSession, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Report a rollout's failure or error by its message alone, without a traceback into the plugin
+    (``pytest_runtest_makereport``); a rollout that errored because Gym could not start gets the failure class
+    ``gym_start``, and the message of a start failure or of Gym's exit is shown whole only once."""
+    if call.excinfo is None:
+        return
+    if isinstance(item, (RolloutItem, GateItem)) and isinstance(call.excinfo.value, OWN_FAILURES):
+        error = call.excinfo.value
+        outcome = item.outcome if isinstance(item, RolloutItem) else None
+        if isinstance(error, GymStartError):
+            text = gym.start_failure(item.nodeid, str(error))
+        elif isinstance(error, RolloutError) and outcome is not None and outcome.failure_class == GYM_EXITED:
+            text = gym.error_once(item.nodeid, str(error))  # Gym died: every pending rollout says the same
+        else:
+            text = str(error)
+        path, line, _ = item.reportinfo()
+        report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
+        if isinstance(error, GymStartError) and isinstance(item, RolloutItem):
+            # On the item too: its teardown report, which JUnit takes the properties from, is made later.
+            for properties in (item.user_properties, report.user_properties):
+                properties.append(("failure_class", error.failure_class))
+    elif isinstance(item, RolloutItem) and report.failed and call.when in ("setup", "call"):
+        failure_class, text = unexpected_error(call.excinfo.value)
+        if text:  # an OS error: its one line names the path, no traceback into the plugin
+            path, line, _ = item.reportinfo()
+            report.longrepr = OutcomeText(text, Path(path), (line or 0) + 1)
+        for properties in (item.user_properties, report.user_properties):
+            properties.append(("failure_class", failure_class))
