@@ -21,6 +21,7 @@ from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
+from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
 from pytest_gym_eval.run import GymStartError
@@ -34,6 +35,7 @@ except ImportError:  # pragma: no cover - pytest 8
 
 
 GYM_MARK = "gym"
+SIMPLE_AGENT_SUFFIX = "_simple_agent"
 
 USER_SELECTIONS: tuple[tuple[str, str], ...] = (
     ("keyword", "-k"),
@@ -43,6 +45,26 @@ USER_SELECTIONS: tuple[tuple[str, str], ...] = (
     ("stepwise", "--sw"),
 )
 """pytest's options that select items (option dest, as written), in the order a label names them."""
+
+
+def dataset_default_agent(options: GymOptions, dataset: Path) -> str:
+    """The agent of a dataset's rows that name none: the dataset's own ``agent=`` setting, else
+    ``--gym-agent`` (or ini ``gym_agent``), else the convention.
+
+    By convention ``<stem>.jsonl`` uses ``<stem>_simple_agent``, and a dataset inside a Gym checkout's
+    ``resources_servers/<name>/`` folder uses ``<name>_simple_agent``.
+    """
+    own = options.own_settings(dataset).agent
+    if own:
+        return own
+    if options.agent:
+        return options.agent
+    parts = dataset.resolve().parts
+    if "resources_servers" in parts[:-1]:
+        index = len(parts) - 1 - parts[::-1].index("resources_servers")
+        if index + 2 < len(parts):
+            return parts[index + 1] + SIMPLE_AGENT_SUFFIX
+    return dataset.stem + SIMPLE_AGENT_SUFFIX
 
 
 def timeout_marker(config: pytest.Config) -> pytest.MarkDecorator | None:
@@ -105,7 +127,7 @@ class DatasetFile(pytest.Module):
         for line, warning in warnings:  # at the row's line (Node.warn would say the file's line 0)
             _warnings.warn_explicit(pytest.PytestCollectionWarning(warning), None, str(self.path), line)
         repeats = settings.repeats or 1
-        default_agent = gym.default_agent(self.path)
+        default_agent = dataset_default_agent(gym.options, self.path)
         # The mark goes on the file once: pytest's -m and -k look through an item's parents, and marking
         # 100,000 items one by one cost ~5% of collecting them.
         self.add_marker(GYM_MARK)

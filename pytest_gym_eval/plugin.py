@@ -43,8 +43,9 @@ def make_gym(config: pytest.Config) -> GymSession:
     gym = gym_of(config)
     if gym is None:
         from pytest_gym_eval import integrations
+        from pytest_gym_eval.finish import StopGymLast
         from pytest_gym_eval.reporting.junit import RolloutValuesInJunit
-        from pytest_gym_eval.session import GymSession, StopGymLast
+        from pytest_gym_eval.session import GymSession
 
         gym = config.stash[SESSION_KEY] = GymSession(config, config.stash[OPTIONS_KEY])
         config.pluginmanager.register(gym.results, "gym-eval-results")
@@ -83,8 +84,11 @@ def gym_configured(config: pytest.Config) -> bool:
         dest.startswith("gym_") and value not in (None, False, [], ()) for dest, value in vars(config.option).items()
     ):
         return True
-    names = getattr(config, "_parser", None) and getattr(config._parser, "_inidict", {})
-    return any(name.startswith("gym_") and config.getini(name) not in (None, "", [], ()) for name in names or ())
+    ini = getattr(config, "_inicfg", None)  # what the ini file sets (pytest 9; pytest 8 calls it inicfg)
+    if ini is None:
+        ini = getattr(config, "inicfg", {})
+    overrides = [text.split("=", 1)[0].strip() for text in config.getoption("override_ini", None) or ()]
+    return any(str(name).startswith("gym_") for name in [*ini, *overrides])
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which starts the workers (pytest_configure_node)
@@ -191,15 +195,20 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Summarise the rewards, let the gates set the exit status, and write the reports
-    (:meth:`GymSession.finish`). Gym is stopped only after these and pytest's JUnit file (``StopGymLast``)."""
+    (:func:`pytest_gym_eval.finish.finish_session`). Gym is stopped only after these and pytest's JUnit file
+    (``StopGymLast``)."""
     # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
     gym = gym_of(session.config)
     if gym is not None:
-        session.exitstatus = gym.finish(exitstatus)
+        from pytest_gym_eval.finish import finish_session
+
+        session.exitstatus = finish_session(gym, exitstatus)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    """The ``gym reward summary`` section (:meth:`GymSession.summary_lines`)."""
+    """The ``gym reward summary`` section (:func:`pytest_gym_eval.finish.write_summary`)."""
     gym = gym_of(config)
     if gym is not None:
-        gym.write_summary(terminalreporter, exitstatus)
+        from pytest_gym_eval.finish import write_summary
+
+        write_summary(gym, terminalreporter, exitstatus)

@@ -38,8 +38,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_gym_eval.files import write_json_atomic
-
 SHARD_RULE = "sha256-sorted-blocks-v1"
 """Name of the assignment rule of :func:`assign_shards`, recorded in each report (a merge refuses to mix rules)."""
 
@@ -113,6 +111,8 @@ class CollectedPlan:
 
     def save(self, path: Path) -> None:
         """Write the plan as JSON atomically (a pytest-xdist worker hands it to the controller this way)."""
+        from pytest_gym_eval.files import write_json_atomic  # here: the options import this module in every run
+
         data = {
             "shard": None if self.shard is None else [self.shard.index, self.shard.count],
             "datasets": [vars(entry) for entry in self.datasets],
