@@ -245,7 +245,7 @@ class GymOptions:
         """Effective settings of the dataset at ``path``: command line, then its own lines, then the ini file.
 
         (The agent is the exception: a dataset's own ``agent=`` beats ``--gym-agent``, see
-        :meth:`~pytest_gym_eval.session.GymSession.default_agent`.) Computed once per path and session.
+        :func:`~pytest_gym_eval.collect.dataset_default_agent`.) Computed once per path and session.
         """
         settings = self._settings.get(path)
         if settings is None:

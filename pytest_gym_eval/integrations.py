@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gym_eval.collect import is_gym_item
+
 if TYPE_CHECKING:
     from pytest_gym_eval.session import GymSession
 
@@ -36,19 +38,6 @@ def register(config: pytest.Config, gym: GymSession) -> None:
         manager.register(NoReruns(gym), "gym-eval-no-reruns")
     if hasattr(config.hook, "pytest_html_results_table_row"):
         manager.register(HtmlReport(gym), "gym-eval-html")
-
-
-def timeout_marker(config: pytest.Config) -> pytest.MarkDecorator | None:
-    """The mark that limits pytest-timeout to a Gym item's call phase, or None when pytest-timeout is not loaded
-    (the ``timeout`` mark is unknown then)."""
-    return pytest.mark.timeout(func_only=True) if config.pluginmanager.hasplugin("timeout") else None
-
-
-def is_gym_item(item: pytest.Item) -> bool:
-    """Whether ``item`` is a rollout or gate item of a dataset."""
-    from pytest_gym_eval.items import GateItem, RolloutItem
-
-    return isinstance(item, (RolloutItem, GateItem))
 
 
 class NoReruns:

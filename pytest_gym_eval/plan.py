@@ -73,8 +73,8 @@ class RunPlan:
     def build(cls, selected: Iterable[tuple[str, Path, int, str, int, str]], whole_tasks: bool = False) -> RunPlan:
         """Stamp ``(nodeid, dataset, line, task_id, repeat, agent)`` tuples.
 
-        With ``whole_tasks`` (the session allows it: see :meth:`GymSession.whole_tasks_allowed
-        <pytest_gym_eval.session.GymSession.whole_tasks_allowed>`), and when every selected task has exactly the
+        With ``whole_tasks`` (the session allows it: see
+        :func:`pytest_gym_eval.launch.whole_tasks_allowed`), and when every selected task has exactly the
         repeats 0..R-1 for one R > 1, the plan is in whole-task mode: tasks numbered in the order of their first
         rollout given, stamp ``task * R + repeat``. Otherwise pair mode: stamps in the order given.
         """

@@ -8,7 +8,6 @@ by the pure functions of :mod:`pytest_gym_eval.reporting`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -18,13 +17,16 @@ from typing import Any
 
 import pytest
 
+from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import model as rpt
 from pytest_gym_eval.reporting.model import Conclusion, Flip
 from pytest_gym_eval.selection import Selection
 from pytest_gym_eval.sequential import AdaptiveRecord
+from pytest_gym_eval.shard import SHARD_RULE, CollectedPlan, dataset_name
 from pytest_gym_eval.usage import usage_from_properties
 
 GATE_SUFFIX = "::gym-gate"
@@ -263,7 +265,7 @@ def report_meta(
     for dataset in dict.fromkeys(r.dataset for r in results):
         path = options.rootdir / dataset
         if path.is_file():
-            meta[f"dataset_sha256.{dataset}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+            meta[f"dataset_sha256.{dataset}"] = file_sha256(path)
     meta["gate_mode"] = options.gate_mode.value
     return meta
 
@@ -301,3 +303,71 @@ def final_status(
     if conclusion.reason and (pytest_status != pytest.ExitCode.OK or conclusion.exit_status == -1):
         reason = f"{reason}; {conclusion.reason}"
     return int(pytest_status), reason
+
+
+# --- The report's record of the plan ----------------------------------------------------------------------
+
+
+def report_plan(
+    collected: CollectedPlan,
+    selected: Sequence[PlannedRollout],
+    options: GymOptions,
+    meta: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """The JSON report's ``plan``: the shard and its rule, the gate settings, and per collected dataset its
+    sha256, repeats, every task id (the file's order), agents, pass threshold, gates and the (task, repeat)
+    pairs this session selected (``selected`` is the session's run plan, after every selection).
+
+    Layout (``report.schema.json``, ``$defs/plan``)::
+
+        {"shard": {"index": 2, "count": 3} | null, "rule": "sha256-sorted-blocks-v1",
+         "gate_mode": "point", "inconclusive": "fail",
+         "datasets": [{"dataset", "sha256", "repeats", "agent", "tasks": [...], "agents": {task: agent},
+                       "threshold", "gates": [{"metric", "k", "threshold"}], "selected": {task: [repeats]}}]}
+
+    ``agent`` is the dataset's most common agent and ``agents`` lists only the tasks whose agent differs. A
+    dataset's sha256 is taken from ``meta`` (``dataset_sha256.<dataset>``) when it is there, else computed.
+    """
+    chosen: dict[str, dict[str, list[int]]] = {}
+    for rollout in selected:
+        chosen.setdefault(dataset_name(rollout.nodeid), {}).setdefault(rollout.task_id, []).append(rollout.repeat)
+    datasets = []
+    for entry in collected.datasets:
+        settings = options.dataset_settings(Path(entry.path))
+        counts: dict[str, int] = {}
+        for agent in entry.agents.values():
+            counts[agent] = counts.get(agent, 0) + 1
+        common = max(counts, key=lambda agent: counts[agent]) if counts else ""
+        datasets.append(
+            {
+                "dataset": entry.dataset,
+                "sha256": _known_digest(meta, entry.dataset) or _digest_or_none(Path(entry.path)),
+                "repeats": entry.repeats,
+                "agent": common,
+                "tasks": list(entry.tasks),
+                "agents": {task: agent for task, agent in entry.agents.items() if agent != common},
+                "threshold": settings.threshold,
+                "gates": [{"metric": g.metric, "k": g.k, "threshold": g.threshold} for g in settings.gates],
+                "selected": {task: sorted(repeats) for task, repeats in chosen.get(entry.dataset, {}).items()},
+            }
+        )
+    shard = collected.shard
+    return {
+        "shard": None if shard is None else {"index": shard.index, "count": shard.count},
+        "rule": SHARD_RULE,
+        "gate_mode": options.gate_mode.value,
+        "inconclusive": "pass" if options.inconclusive_passes else "fail",
+        "datasets": datasets,
+    }
+
+
+def _known_digest(meta: Mapping[str, object] | None, dataset: str) -> str | None:
+    value = (meta or {}).get(f"dataset_sha256.{dataset}")
+    return value if isinstance(value, str) else None
+
+
+def _digest_or_none(path: Path) -> str | None:
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None

@@ -25,6 +25,16 @@ class RunPaths:
         return self.root / "plan.json"
 
     @property
+    def collected(self) -> Path:
+        """Every collected (task, repeat) pair, before any selection (a pytest-xdist worker's, for the controller)."""
+        return self.root / "collected.json"
+
+    @property
+    def selection(self) -> Path:
+        """The part of each dataset the session selected (a pytest-xdist worker's, for the controller)."""
+        return self.root / "selection.json"
+
+    @property
     def waves(self) -> Path:
         """The wave log of ``--gym-adaptive`` (:mod:`pytest_gym_eval.waves`)."""
         return self.root / "waves.jsonl"

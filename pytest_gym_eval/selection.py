@@ -10,34 +10,21 @@ design, so its gates still decide the shard job's status (labelled ``judged on s
 ``python -m pytest_gym_eval merge`` judges the whole.
 
 The record is made in ``pytest_collection_finish`` from the collected plan (:mod:`pytest_gym_eval.shard`, every
-collected pair before any selection) and the items pytest reported deselected; a pytest-xdist worker saves it
-in the run directory (:data:`SELECTION_FILE`) for the controller, which collects nothing.
+collected pair before any selection) and the items pytest reported deselected (:mod:`pytest_gym_eval.collect`
+reads both off the items); a pytest-xdist worker saves it in the run directory (``RunPaths.selection``) for the
+controller, which collects nothing. Pure: no pytest here.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from pytest_gym_eval.shard import CollectedPlan, Shard, assign_shards, dataset_name
-
-SELECTION_FILE = "selection.json"
-"""File in the run directory where a pytest-xdist worker leaves the selection record for the controller."""
-
-USER_SELECTIONS: tuple[tuple[str, str], ...] = (
-    ("keyword", "-k"),
-    ("markexpr", "-m"),
-    ("deselect", "--deselect"),
-    ("lf", "--lf"),
-    ("stepwise", "--sw"),
-)
-"""pytest's options that select items (option dest, as written), in the order a label names them."""
+from pytest_gym_eval.files import write_json_atomic
+from pytest_gym_eval.shard import CollectedPlan, Shard, assign_shards
 
 
 @dataclass(frozen=True)
@@ -86,13 +73,6 @@ class Selection:
         return {**asdict(self), "partial": self.partial, "decides": not self.biased, "label": self.describe()}
 
 
-def selecting_options(config: pytest.Config) -> str:
-    """The pytest options of this session that select items, as a label (``-k``, ``--lf and -k``), or
-    "a selection" when none is given (a conftest's ``pytest_collection_modifyitems`` deselected items)."""
-    given = [flag for dest, flag in USER_SELECTIONS if config.getoption(dest, default=None)]
-    return " and ".join(given) if given else "a selection"
-
-
 def selections(
     collected: CollectedPlan, deselected: Iterable[tuple[str, str, int]], how: str, shard: Shard | None
 ) -> dict[str, Selection]:
@@ -125,18 +105,9 @@ def selections(
     return found
 
 
-def deselected_pairs(items: Iterable[pytest.Item]) -> list[tuple[str, str, int]]:
-    """``(dataset, task id, repeat)`` of the rollout items among ``items`` (other items are ignored)."""
-    from pytest_gym_eval.items import RolloutItem
-
-    return [(dataset_name(i.nodeid), i.task_id, i.repeat) for i in items if isinstance(i, RolloutItem)]
-
-
 def save(found: Mapping[str, Selection], path: Path) -> None:
     """Write ``found`` as JSON atomically (a pytest-xdist worker hands it to the controller this way)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    temporary.write_text(json.dumps({name: asdict(s) for name, s in found.items()}), encoding="utf-8")
-    os.replace(temporary, path)
+    write_json_atomic(path, {name: asdict(s) for name, s in found.items()}, indent=None)
 
 
 def load(path: Path) -> dict[str, Selection]:

@@ -14,25 +14,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pytest
 
-from pytest_gym_eval import causes, preflight, provision, selection
-from pytest_gym_eval.dataset import DatasetError, parse_row, row_offsets
-from pytest_gym_eval.fingerprint import GymConfiguration
+from pytest_gym_eval import causes, provision, selection, stash
+from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
+from pytest_gym_eval.diagnosis import Diagnosis
+from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
+from pytest_gym_eval.launch import Launch, new_run_dir, whole_tasks_allowed
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
-from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC, tail
+from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC
 from pytest_gym_eval.progress import Counts, Progress, progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import model as report
@@ -52,30 +52,45 @@ from pytest_gym_eval.run import (
     GymRun,
     GymStartError,
     ModelEndpoint,
-    RunSettings,
-    find_agent_config,
-    ray_temp_dir,
 )
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord, RewardRange
+from pytest_gym_eval.shard import CollectedPlan
 from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, group_rollouts
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.items import GateItem, RolloutItem
-    from pytest_gym_eval.replay import ReplayServer
-    from pytest_gym_eval.warm import WarmGym
+    pass
 
-SESSION_KEY = pytest.StashKey["GymSession"]()
+SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)
+"""Where the session's :class:`GymSession` is kept (``config.stash``; :data:`pytest_gym_eval.stash.SESSION_KEY`)."""
 RUN_DIR_INPUT = "gym_run_dir"
 """Key of the run directory in a pytest-xdist worker's ``workerinput``."""
 
-SIMPLE_AGENT_SUFFIX = "_simple_agent"
 PROGRESS_TICK = 0.5
 """Seconds between two progress updates while an item waits for its rollout (its report is not delayed: the
 wait ends as soon as the rollout lands)."""
-STALL_LISTED = 5
-"""Pending rollouts a stalled run's error message names (the rest are counted)."""
-REPLAY_MODEL_NAME = "replay"
+
+PlannedRow = tuple[str, Path, int, str, int, str]
+"""A selected rollout as collection hands it to the session: ``(nodeid, dataset path, line, task id, repeat,
+agent)`` (what :meth:`RunPlan.build <pytest_gym_eval.plan.RunPlan.build>` stamps)."""
+
+
+class GymItem(Protocol):
+    """What the session reads of a gate item (:class:`pytest_gym_eval.collect.GateItem`, or a stand-in in a test)."""
+
+    path: Path
+    user_properties: list[tuple[str, object]]
+
+    @property
+    def nodeid(self) -> str: ...
+
+
+class RolloutLike(GymItem, Protocol):
+    """What the session reads and sets of a rollout item (:class:`pytest_gym_eval.collect.RolloutItem`): its
+    ``task`` and the ``outcome`` the session judged."""
+
+    task: Task
+    outcome: RolloutOutcome | None
 
 
 class GymSession:
@@ -86,9 +101,9 @@ class GymSession:
     ``head_server`` (``"host:port"`` of Gym's head server once started).
     """
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, options: GymOptions | None = None) -> None:
         self.config = config
-        self.options = GymOptions.from_config(config)
+        self.options = options if options is not None else GymOptions.from_config(config)
         self.baseline: dict[str, Any] | None = None  # read now: a bad baseline is a usage error, not a late surprise
         if self.options.baseline is not None:
             try:
@@ -99,36 +114,32 @@ class GymSession:
         self.run_dir: Path | None = None
         self.head_server: str | None = None
         self.results = ResultsCollector()
-        self.checkout: provision.GymCheckout | None = None
-        self.model: ModelEndpoint | None = None
         self.conclusion: Conclusion | None = None
         self.final: tuple[int, str] | None = None  # the session's exit status and reason, once concluded
+        self.pages: list[str] = []
+        """The terminal lines saying which report files :meth:`finish` wrote where, or why one could not be."""
         self.events: list[str] = []
         self._run: GymRun | None = None
-        self._replay: ReplayServer | None = None
         self._feed: RolloutFeed | None = None
         self._sigterm = SigtermAsCtrlC()
         self._ctrl_c: CtrlCKillsGym | None = None
         self._run_started: float | None = None  # time.time() when this process began starting the run
         self.stop_seconds: float | None = None  # how long stopping Gym took (after the reports)
         self._stamps: dict[str, int] = {}
-        self._items: dict[str, RolloutItem] = {}
-        self._cleanup: list[Path] = []
-        self._server_logs: causes.ServerLogs | None = None
-        self._stall_lines: tuple[object, list[str]] | None = None
+        self._items: dict[str, RolloutLike] = {}
+        self.diagnosis = Diagnosis(self.options)
+        """The texts of the items' errors and their causes (:mod:`pytest_gym_eval.diagnosis`)."""
         self._lock_notes = threading.Lock()
         self._progress: Progress | None = None
         self._printed = 0
         self._started = False
         self._failed_start: RunState | None = None  # the owner's run failed before its thread began
-        self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
-        self._errors_shown: dict[str, str] = {}  # a long error message -> the node id whose error showed it
         self._lock = threading.Lock()
-        # The fast inner loop: a warm Gym (--gym-keep-alive) and an earlier run to resume (--gym-resume).
-        self._warm: WarmGym | None = None
-        self._configurations: dict[tuple[str, ...], GymConfiguration] = {}
-        self._agent_config_cache: dict[tuple[tuple[str, Path], ...], list[Path]] = {}
+        self.launch = Launch(self.options, self.note)
+        """Which Gym this session starts: checkout, model endpoint, replay server, warm Gym (:mod:`~.launch`)."""
         self._deselected: list[tuple[str, str, int]] = []
+        self.collected: CollectedPlan | None = None
+        """Every collected (task, repeat) pair before any selection (:meth:`record_collected`)."""
         self.selections: dict[str, selection.Selection] = {}
         """Per dataset name, the part of it this session selected (:mod:`pytest_gym_eval.selection`)."""
         self._digests: dict[tuple[str, str], str] | None = None
@@ -157,56 +168,43 @@ class GymSession:
 
     # Collection.
 
-    def default_agent(self, dataset: Path) -> str:
-        """The agent of a dataset's rows that name none: the dataset's own ``agent=`` setting, else
-        ``--gym-agent`` (or ini ``gym_agent``), else the convention.
+    def record_collected(self, collected: CollectedPlan) -> None:
+        """Keep every collected (task, repeat) pair (``pytest_collection_modifyitems``, before any selection); a
+        pytest-xdist worker also saves it in the run directory for the controller, which collects nothing."""
+        self.collected = collected
+        if self.is_worker and self.run_dir is not None:
+            collected.save(RunPaths(self.run_dir).collected)
 
-        By convention ``<stem>.jsonl`` uses ``<stem>_simple_agent``, and a dataset inside a Gym checkout's
-        ``resources_servers/<name>/`` folder uses ``<name>_simple_agent``.
-        """
-        own = self.options.own_settings(dataset).agent
-        if own:
-            return own
-        if self.options.agent:
-            return self.options.agent
-        parts = dataset.resolve().parts
-        if "resources_servers" in parts[:-1]:
-            index = len(parts) - 1 - parts[::-1].index("resources_servers")
-            if index + 2 < len(parts):
-                return parts[index + 1] + SIMPLE_AGENT_SUFFIX
-        return dataset.stem + SIMPLE_AGENT_SUFFIX
+    def collected_plan(self) -> CollectedPlan | None:
+        """This session's collected plan: its own, or on the pytest-xdist controller the one a worker saved; None
+        when there is none (nothing collected, or no worker got that far)."""
+        if self.collected is None and self.run_dir is not None:
+            try:
+                return CollectedPlan.load(RunPaths(self.run_dir).collected)
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+        return self.collected
 
-    def deselected(self, items: Sequence[pytest.Item]) -> None:
-        """Note the rollout items a selection left out (``pytest_deselected``)."""
-        self._deselected += selection.deselected_pairs(items)
+    def deselected(self, pairs: Sequence[tuple[str, str, int]]) -> None:
+        """Note the ``(dataset, task id, repeat)`` of rollout items a selection left out (``pytest_deselected``)."""
+        self._deselected += pairs
 
     def gates_for(self, settings: DatasetSettings) -> bool:
         """Whether a dataset with these settings has CI gates (it then gets a ``gym-gate`` item)."""
         return bool(settings.gates)
 
-    def plan_items(self, items: Sequence[pytest.Item]) -> None:
-        """Stamp the selected rollout items (``pytest_collection_finish``); a worker also saves the plan for
-        the controller."""
-        from pytest_gym_eval.items import RolloutItem, never_runs
-
-        if self.config.option.collectonly:
-            return  # nothing will run (and a plan of 100,000 rollouts took ~5% of collecting them)
-        # Once per node id: with --keep-duplicates a dataset named twice collects every item twice, and both
-        # copies report the one rollout.
-        by_nodeid: dict[str, RolloutItem] = {}
-        for item in items:
-            if isinstance(item, RolloutItem):
-                by_nodeid.setdefault(item.nodeid, item)
-        selected = [item for item in by_nodeid.values() if not never_runs(item)]
-        self.plan = RunPlan.build(
-            ((item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected),
-            whole_tasks=bool(selected) and self.whole_tasks_allowed(),
-        )
-        self._items = {item.nodeid: item for item in selected}
+    def plan_rollouts(self, rows: Sequence[PlannedRow], items: dict[str, RolloutLike], how: str) -> None:
+        """Stamp the selected rollouts (``pytest_collection_finish``): ``rows`` in collection order, ``items`` the
+        rollout item of each node id (for the pass hook), ``how`` the pytest options that selected (a label, see
+        :mod:`pytest_gym_eval.selection`). A worker also saves the plan for the controller; the owner checks the
+        run's configuration and makes its run directory (one usage error, not N errors)."""
+        self.plan = RunPlan.build(rows, whole_tasks=bool(rows) and whole_tasks_allowed(self.options))
+        self._items = dict(items)
         self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
-        self._record_selections()
+        if self.collected is not None:
+            self.selections = selection.selections(self.collected, self._deselected, how, self.options.shard)
         if self.is_worker and self.run_dir is not None:
-            selection.save(self.selections, self.run_dir / selection.SELECTION_FILE)  # before the plan: the
+            selection.save(self.selections, RunPaths(self.run_dir).selection)  # before the plan: the
             self.plan.save(RunPaths(self.run_dir).plan)  # controller starts reading once the plan is there
         if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
             self.check_before_start(self.plan)  # a missing agent or model server: one usage error, not N errors
@@ -214,83 +212,39 @@ class GymSession:
         if self.resumption is not None and self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
             self._check_resume(self.plan)  # (under xdist the controller checks the plan the workers saved)
 
-    def _record_selections(self) -> None:
-        from pytest_gym_eval.shard import PLAN_KEY
-
-        collected = self.config.stash.get(PLAN_KEY, None)
-        if collected is not None:
-            how = selection.selecting_options(self.config)
-            self.selections = selection.selections(collected, self._deselected, how, self.options.shard)
-
     def selection_of(self, dataset: str) -> selection.Selection | None:
         """The part of ``dataset`` (its name) this session selected; on the pytest-xdist controller, as a worker
         recorded it. None when unknown."""
         if not self.selections and self.run_dir is not None and not self.is_worker:
-            self.selections = selection.load(self.run_dir / selection.SELECTION_FILE)
+            self.selections = selection.load(RunPaths(self.run_dir).selection)
         return self.selections.get(dataset)
-
-    def whole_tasks_allowed(self) -> bool:
-        """Whether this session may hand Gym whole tasks with ``--num-repeats R`` (see :mod:`pytest_gym_eval.plan`;
-        the selection decides the rest). Not with ``--gym-seed`` (repeat k gets seed N + k, which needs a row per
-        repeat), nor when the replay model serves a conversation it has more than one recording of (it tells
-        the repeats apart by a tag each row carries, which a row of a whole task cannot), nor with
-        ``--gym-adaptive`` (its waves select some repeats of each task) or ``--gym-resume`` (it rolls out what is
-        missing). The same answer in every
-        pytest-xdist process: it depends on the options and the recordings only."""
-        options = self.options
-        if options.sampling.seed is not None or options.adaptive or options.resume is not None:
-            return False
-        if options.replay:  # attached too: the recordings may be what the attached servers' model replays
-            from pytest_gym_eval.replay import RecordingError, load_recordings, recording_turns
-
-            try:
-                recordings = load_recordings(options.replay)
-            except (RecordingError, OSError):
-                return False  # the replay server reports the error when it starts
-            sources: dict[object, int] = {}
-            for recording in recordings:
-                for key in {key for key, _ in recording_turns(recording)}:
-                    sources[key] = sources.get(key, 0) + 1
-                    if sources[key] > 1:
-                        return False
-        return True
 
     # The run.
 
-    def make_run_dir(self) -> Path:
-        """Create this session's fresh run directory (under ``--gym-run-dir`` or pytest's basetemp).
+    @property
+    def checkout(self) -> provision.GymCheckout | None:
+        """The Gym checkout the run uses, once loaded."""
+        return self.launch.checkout
 
-        Raises :class:`pytest.UsageError` naming the option when the directory cannot be made there (the
-        folder is not writable, is a file, or lies on a read-only file system) or its disk is (nearly) full.
-        """
+    @property
+    def model(self) -> ModelEndpoint | None:
+        """The policy model endpoint, once known (a warm Gym's once the run attached to it)."""
+        return self.launch.model
+
+    def make_run_dir(self) -> Path:
+        """This session's run directory, made now under ``--gym-run-dir`` or pytest's basetemp when there is none
+        yet (:func:`pytest_gym_eval.launch.new_run_dir`; raises :class:`pytest.UsageError` naming the option)."""
         if self.run_dir is None:
-            try:
-                if self.options.run_dir is not None:
-                    self.options.run_dir.mkdir(parents=True, exist_ok=True)
-                    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-                    self.run_dir = Path(tempfile.mkdtemp(prefix=f"gym-run-{stamp}-", dir=self.options.run_dir))
-                else:
-                    factory: pytest.TempPathFactory = self.config._tmp_path_factory  # type: ignore[attr-defined]
-                    self.run_dir = factory.mktemp("gym-run", numbered=True)
-            except OSError as error:
-                where = (
-                    f"--gym-run-dir={self.options.run_dir}"
-                    if self.options.run_dir is not None
-                    else "pytest's basetemp (set --basetemp or --gym-run-dir)"
-                )
-                reason = error.strerror or str(error)
-                target = f" ({error.filename})" if error.filename else ""
-                raise pytest.UsageError(f"{where}: cannot make the run directory there: {reason}{target}") from None
-            if full := causes.disk_full(self.run_dir, causes.MIN_FREE):
-                with contextlib.suppress(OSError):
-                    self.run_dir.rmdir()
-                self.run_dir = None
-                where = f"--gym-run-dir={self.options.run_dir}" if self.options.run_dir is not None else "basetemp"
-                raise pytest.UsageError(
-                    f"{where}: {full}; a run needs at least {causes.MIN_FREE // 2**20} MiB for Gym's and Ray's logs, "
-                    "Gym's input and its rollouts (free some space, or point --gym-run-dir elsewhere)"
-                )
+            factory: pytest.TempPathFactory = self.config._tmp_path_factory  # type: ignore[attr-defined]
+            self.run_dir = new_run_dir(self.options, factory)
         return self.run_dir
+
+    def start_before_items(self, session: pytest.Session) -> None:
+        """Start Gym before the first item runs (``pytest_runtestloop``) when :meth:`starts_before_items`, so that
+        no item's duration holds Gym's start-up; a start that fails is raised again by each item's :meth:`start`."""
+        if self.starts_before_items(session):
+            with contextlib.suppress(GymStartError):
+                self.start()
 
     def starts_before_items(self, session: pytest.Session) -> bool:
         """Whether to start Gym in ``pytest_runtestloop``, before the first item: in a process that runs items (not
@@ -359,7 +313,7 @@ class GymSession:
                 paths.logs.mkdir(parents=True, exist_ok=True)
                 RunState("finished", f"every selected rollout was reused from {self.options.resume}").write(paths.state)
                 return
-            settings = self._run_settings(plan)
+            settings = self.launch.run_settings(plan, run_dir)
         except (GymStartError, ResumeError, DatasetError, OSError) as error:
             known = (GymStartError, ResumeError, DatasetError)
             message = str(error) if isinstance(error, known) else f"{type(error).__name__}: {error}"
@@ -450,134 +404,10 @@ class GymSession:
             error.failure_class = state.failure_class or error.failure_class
             raise error
 
-    def _load_checkout(self) -> provision.GymCheckout:
-        """The Gym checkout (``--gym-checkout``, else the provisioned one, provisioned now when missing); raises
-        :class:`GymStartError`."""
-        if self.checkout is None:
-            options = self.options
-            try:
-                self.checkout = (
-                    provision.load_supported_checkout(options.checkout)
-                    if options.checkout is not None
-                    else provision.provision(log=self.note)
-                )
-            except provision.ProvisionError as error:
-                raise GymStartError(str(error)) from None
-        return self.checkout
-
-    def _run_settings(self, plan: RunPlan) -> RunSettings:
-        options = self.options
-        checkout = self._load_checkout()
-        if options.head_server is None and (problem := preflight.model_type_problem(checkout.path, options.model_type)):
-            raise GymStartError(problem)
-        configs = self._agent_configs(checkout, plan)
-        run_dir = self.make_run_dir()
-        attach = None
-        if options.keep_alive:
-            self._warm = self._warm_gym(plan, configs, run_dir)
-            attach = self._warm.acquire
-        else:
-            self.model = self._model_endpoint(run_dir)
-        ray_dir, made = ray_temp_dir(run_dir)
-        if made:
-            self._cleanup.append(ray_dir)
-        return RunSettings(
-            gym=checkout.gym_executable,
-            env=provision.gym_environment(checkout, ray_dir),
-            cwd=checkout.path,
-            model=self.model,
-            gym_configs=tuple(dict.fromkeys(configs)),
-            head_server=options.head_server,
-            startup_timeout=options.startup_timeout,
-            concurrency=options.concurrency,
-            sampling=options.sampling,
-            record_latency=options.latency,
-            tag_repeats=bool(options.replay),
-            ray_address=options.ray_address,
-            attach=attach,
-            servers_gone=self._warm.gone if self._warm is not None else None,
-        )
-
-    def _agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
-        """The Gym config file of each of ``plan``'s agents; raises :class:`GymStartError` for an agent no config
-        of the checkout defines. Found once per set of (agent, dataset) pairs: finding one reads the checkout's
-        config files (~10 ms), and a run needs them twice before Gym starts (its manifest and its settings)."""
-        used = tuple(sorted({(r.agent, r.dataset) for r in plan.rollouts}))
-        if used not in self._agent_config_cache:
-            self._agent_config_cache[used] = self._find_agent_configs(checkout, plan)
-        return self._agent_config_cache[used]
-
-    def _find_agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
-        configs = []
-        for agent in plan.agents:
-            config_path = find_agent_config(checkout.path, agent, self._agent_server(plan, agent))
-            if config_path is None:
-                raise GymStartError(self._agent_problem(checkout.path, plan, agent))
-            configs.append(config_path)
-        return configs
-
-    def _agent_server(self, plan: RunPlan, agent: str) -> str | None:
-        """The ``resources_server=`` setting of the datasets ``agent`` runs in ``plan`` (None unless they agree)."""
-        datasets = {r.dataset for r in plan.rollouts if r.agent == agent}
-        named = {server for d in datasets if (server := self.options.dataset_settings(d).resources_server)}
-        return named.pop() if len(named) == 1 else None
-
-    def _agent_problem(self, checkout: Path, plan: RunPlan, agent: str) -> str:
-        names = sorted({r.nodeid.split("::", 1)[0] for r in plan.rollouts if r.agent == agent})
-        return preflight.agent_problem(checkout, agent, names, self._agent_server(plan, agent))
-
     def check_before_start(self, plan: RunPlan) -> None:
-        """Check what can be checked of ``plan``'s run before Gym starts (:mod:`pytest_gym_eval.preflight`): every
-        agent defined by a config of the checkout, ``--gym-model-type`` one of its model servers (not when attached
-        to running servers, whose model is theirs). Raises :class:`pytest.UsageError` with one message per problem
-        (exit status 4); checks nothing when the checkout is not there yet (it is provisioned when Gym starts).
-        """
-        checkout = preflight.local_checkout(self.options.checkout)
-        if checkout is None:
-            return
-        problems = [
-            self._agent_problem(checkout, plan, agent)
-            for agent in plan.agents
-            if find_agent_config(checkout, agent, self._agent_server(plan, agent)) is None
-        ]
-        if self.options.head_server is None and (
-            problem := preflight.model_type_problem(checkout, self.options.model_type)
-        ):
-            problems.append(problem)
-        if problems:
-            raise pytest.UsageError("\n".join(problems))
-
-    def _model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
-        options = self.options
-        if options.replay and options.head_server is not None:
-            # Attached servers keep the model they were started with: the recordings only serve to compare
-            # each rollout's reward with the recorded one.
-            self.note("attached: --gym-replay recordings are compared with the rewards, not served")
-            return None
-        if options.replay:
-            from pytest_gym_eval.replay import RecordingError, ReplayServer
-
-            try:
-                self._replay = ReplayServer(
-                    options.replay,
-                    log_path=RunPaths(run_dir).replay_log,
-                    model_name=REPLAY_MODEL_NAME,
-                )
-            except (RecordingError, OSError) as error:
-                raise GymStartError(f"--gym-replay: {error}") from None
-            self._replay.start()
-            self.note(f"replay model server: {self._replay.base_url} ({self._replay.recordings} recordings)")
-            return ModelEndpoint(self._replay.base_url, REPLAY_MODEL_NAME, options.model_type, options.api_key_env)
-        if options.model_url:
-            if not options.model:
-                raise GymStartError("--gym-model-url needs --gym-model (the model name the endpoint serves)")
-            return ModelEndpoint(options.model_url, options.model, options.model_type, options.api_key_env)
-        if options.head_server is not None:
-            return None
-        raise GymStartError(
-            f"no policy model: pass --gym-model-url and --gym-model (API key from ${options.api_key_env}), "
-            "or --gym-replay=ROLLOUTS.jsonl to replay recorded answers"
-        )
+        """Check ``plan``'s run before Gym starts (:meth:`pytest_gym_eval.launch.Launch.check_before_start`); raises
+        :class:`pytest.UsageError` with one message per problem."""
+        self.launch.check_before_start(plan)
 
     def ending(self, interrupted: bool = False) -> None:
         """The session's results are in (the start of ``pytest_sessionfinish``): nothing more is wanted from Gym
@@ -602,7 +432,7 @@ class GymSession:
         the replay model server."""
         if self.stop_seconds is not None:
             return False
-        return (self._run is not None and not self._run.stopped) or self._replay is not None
+        return (self._run is not None and not self._run.stopped) or self.launch.replay is not None
 
     @property
     def starts_servers(self) -> bool:
@@ -618,14 +448,14 @@ class GymSession:
         try:
             if self._run is not None:
                 self._run.finish()
-            if self._warm is not None:
-                self._warm.release()
-            if self._replay is not None:
-                self._replay.stop()
+            if self.launch.warm is not None:
+                self.launch.warm.release()
+            if self.launch.replay is not None:
+                self.launch.replay.stop()
             if self._feed is not None:
                 self._feed.stop()
-            while self._cleanup:
-                shutil.rmtree(self._cleanup.pop(), ignore_errors=True)
+            while self.launch.cleanup:
+                shutil.rmtree(self.launch.cleanup.pop(), ignore_errors=True)
         finally:
             if self._ctrl_c is not None:
                 self._ctrl_c.restore()
@@ -639,54 +469,19 @@ class GymSession:
 
     # The fast inner loop: the Gym configuration, a warm Gym (--gym-keep-alive), resuming (--gym-resume).
 
-    def configuration(self, plan: RunPlan) -> GymConfiguration:
-        """The Gym configuration of a run of ``plan`` (:mod:`pytest_gym_eval.fingerprint`); loads, or provisions,
-        the checkout. Raises :class:`GymStartError` (an agent without a config, no checkout) or OSError."""
-        agents = tuple(plan.agents)
-        if agents not in self._configurations:
-            options = self.options
-            checkout = self._load_checkout()
-            configs = self._agent_configs(checkout, plan)
-            head = options.head_server
-            self._configurations[agents] = GymConfiguration.build(
-                checkout, configs, options.model_type,
-                replay=options.replay if head is None else (),
-                model_url=options.model_url, model=options.model, api_key_env=options.api_key_env,
-                head_server=f"{head[0]}:{head[1]}" if head is not None else None,
-            )  # fmt: skip
-        return self._configurations[agents]
-
-    def _warm_gym(self, plan: RunPlan, configs: Sequence[Path], run_dir: Path) -> WarmGym:
-        """This session's :class:`~pytest_gym_eval.warm.WarmGym` for ``plan`` (acquired by the run's thread)."""
-        from pytest_gym_eval.orphans import Owner
-        from pytest_gym_eval.registry import Registry
-        from pytest_gym_eval.warm import WarmGym, warm_spec
-
-        options = self.options
-        assert self.checkout is not None and options.keep_alive
-        if not options.replay and not (options.model_url and options.model):
-            self._model_endpoint(run_dir)  # raises the usual error naming what is missing
-        spec = warm_spec(
-            self.configuration(plan), Registry(), self.checkout.path, configs, options.model_type,
-            replay=options.replay, model_url=options.model_url, model=options.model,
-            api_key_env=options.api_key_env, startup_timeout=options.startup_timeout, idle_timeout=options.keep_alive,
-            record_latency=options.latency,
-        )  # fmt: skip
-        return WarmGym(spec, Owner.current(run_dir), run_dir, Registry())
-
     def _note_attached(self) -> None:
         """After the run started: the head server and model it attached to (a warm Gym's are known only now)."""
         if self._run is not None:
             self.head_server = "{}:{}".format(*self._run.head_server)
-        if self._warm is not None and self._warm.model is not None:
-            self.model = self._warm.model
+        if self.launch.warm is not None and self.launch.warm.model is not None:
+            self.launch.model = self.launch.warm.model
 
     def _check_resume(self, plan: RunPlan) -> None:
         """Compare the selection ``plan`` with the run ``--gym-resume`` names; raises :class:`pytest.UsageError`
         naming what differs (before anything runs)."""
         assert self.resumption is not None
         try:
-            configuration = self.configuration(plan)
+            configuration = self.launch.configuration(plan)
             self._digests = task_digests(plan)
             differences = configuration.differences(self.resumption.manifest.configuration)
             self.resumption.check(plan, differences, self._digests)
@@ -698,7 +493,7 @@ class GymSession:
     def _prepare_run(self, plan: RunPlan, run_dir: Path) -> RunPlan:
         """Write the run's manifest (what it asks for, :mod:`pytest_gym_eval.resume`); with ``--gym-resume`` reuse
         the earlier run's scored rollouts. Returns the plan Gym must roll out."""
-        configuration = self.configuration(plan)
+        configuration = self.launch.configuration(plan)
         digests = self._digests if self._digests is not None else task_digests(plan)
         params = self.config.invocation_params
         command = {"args": list(params.args), "dir": str(params.dir)}
@@ -726,7 +521,7 @@ class GymSession:
 
     # Items.
 
-    def outcome_of(self, item: RolloutItem) -> RolloutOutcome:
+    def outcome_of(self, item: RolloutLike) -> RolloutOutcome:
         """Wait for ``item``'s rollout and judge it (the item's setup).
 
         The wait is bounded for the whole run (see :class:`~pytest_gym_eval.rollouts.RolloutFeed`); an error's
@@ -744,9 +539,9 @@ class GymSession:
             raise pytest.skip.Exception(found.reason, _use_item_location=True)
         threshold = self.options.dataset_settings(item.path).threshold
         outcome = judge(found, threshold, None, self.explain)  # the pass hook decides in the call phase: decide()
-        extra = self._error_context(found, outcome)
+        extra = self.diagnosis.error_context(found, outcome, self.run_dir, self._feed, self.plan)
         if outcome.status == "error":  # Gym's own texts (log tails among them) pass here too: no key gets out
-            message = causes.redact("\n".join([outcome.message, *extra]), self._secrets())
+            message = causes.redact("\n".join([outcome.message, *extra]), self.diagnosis.secrets())
             outcome = dataclasses.replace(outcome, message=message)
         if outcome.reward is not None:  # an errored rollout has no reward (never a 0)
             item.user_properties.append(("reward", outcome.reward))
@@ -808,7 +603,7 @@ class GymSession:
         if self._progress is not None:
             self._progress.clear()
 
-    def decide(self, item: RolloutItem) -> RolloutOutcome:
+    def decide(self, item: RolloutLike) -> RolloutOutcome:
         """Let a ``pytest_gym_eval_rollout_passed`` hook decide whether ``item``'s scored rollout passed (the
         item's call phase, which pytest-timeout times); returns the item's final outcome."""
         outcome = item.outcome
@@ -821,96 +616,18 @@ class GymSession:
         return item.outcome
 
     def start_failure(self, nodeid: str, message: str) -> str:
-        """The text of an item that errored because Gym could not start: the whole ``message`` (with the log's
-        last lines) on the first such item of this process, one line pointing to it on every other."""
-        if self._start_failure_shown is None:
-            self._start_failure_shown = nodeid
-            return message
-        first = message.splitlines()[0] if message else "Gym could not start"
-        return f"{first} (the whole message and the log: the error of {self._start_failure_shown} above)"
+        """The text of an item that errored because Gym could not start (:meth:`Diagnosis.start_failure`)."""
+        return self.diagnosis.start_failure(nodeid, message)
 
     def error_once(self, nodeid: str, message: str) -> str:
-        """The text of an item's error when Gym ended without its rollout (``gym_exited``: its servers crashed,
-        and every pending rollout errors alike): the whole ``message`` on the first item of this process to show
-        it, and when another item shows the same message of three lines or more, its first line and a pointer to
-        the first item."""
-        lines = message.splitlines()
-        first_shown = self._errors_shown.setdefault(message, nodeid)
-        if first_shown == nodeid or len(lines) < 3:
-            return message
-        return f"{lines[0]} (the whole message: the error of {first_shown} above)"
+        """The text of an item's error when Gym ended without its rollout (:meth:`Diagnosis.error_once`)."""
+        return self.diagnosis.error_once(nodeid, message)
 
     def explain(self, record: RolloutRecord) -> causes.Cause:
-        """The root cause of a rollout Gym recorded as failed, from its record and this run's server logs
-        (:func:`pytest_gym_eval.causes.diagnose`), with the API key's value redacted."""
-        if self._server_logs is None and self.run_dir is not None:
-            self._server_logs = causes.ServerLogs(RunPaths(self.run_dir).logs / "gym-servers")
-        try:
-            full = record.read_full()
-        except (OSError, ValueError):
-            full = {}
-        full.setdefault("_ng_failure_class", record.failure_class)
-        if record.failure_message:
-            full.setdefault("_ng_failure_message", record.failure_message)
-        return causes.diagnose(full, self._server_logs, self._secrets())
+        """The root cause of a rollout Gym recorded as failed (:meth:`Diagnosis.explain`)."""
+        return self.diagnosis.explain(record, self.run_dir)
 
-    def _secrets(self) -> tuple[str, ...]:
-        key = os.environ.get(self.options.api_key_env)
-        return (key,) if key else ()
-
-    def _error_context(self, found: RolloutRecord | Missing, outcome: RolloutOutcome) -> list[str]:
-        """Lines that follow an error's own message: what Gym was doing when a wait was given up, where the
-        replay model logged a request it had no recording for."""
-        if isinstance(found, Missing) and found.failure_class == causes.ROLLOUT_TIMEOUT:
-            return self._stall_report()
-        replaying = self.options.replay and self.options.head_server is None and self.run_dir is not None
-        if not replaying or outcome.cause is None:
-            return []
-        assert self.run_dir is not None
-        log = RunPaths(self.run_dir).replay_log
-        if outcome.cause.failure_class == causes.REPLAY_NO_RECORDING:
-            return [f"the replay model's requests: {log}"]
-        if not outcome.cause.found:
-            # Gym's wrapper alone: a prompt with no recording reaches Gym as the agent's HTTP 500.
-            return [f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"]
-        return []
-
-    def _stall_report(self) -> list[str]:
-        """Which rollouts were still pending when the run stalled and what Gym was doing then: the last
-        progress ``gym eval run`` logged, its servers' last retries (computed once per stall)."""
-        assert self._feed is not None
-        stall = self._feed.stall
-        if self._stall_lines is not None and self._stall_lines[0] is stall:
-            return self._stall_lines[1]
-        landed = self._feed.records()
-        pending = [r.nodeid for r in self.plan.rollouts if r.stamp not in landed]
-        lines = []
-        if pending:
-            shown = ", ".join(pending[:STALL_LISTED]) + (
-                f" and {len(pending) - STALL_LISTED} more" if len(pending) > STALL_LISTED else ""
-            )
-            lines.append(f"still pending ({len(pending)} of {len(self.plan.rollouts)}): {shown}")
-        if self.run_dir is not None:
-            eval_log = RunPaths(self.run_dir).logs / "gym-eval-run.log"
-            progress = causes.eval_progress(eval_log)
-            if progress:
-                lines.append(f"gym eval run's last progress: {progress}")
-            else:
-                last = tail(eval_log, 3)
-                if last:
-                    lines.append(f"last lines of {eval_log}:")
-                    lines += [f"  {causes.redact(line, self._secrets())[:300]}" for line in last.splitlines()]
-            if self._server_logs is None:
-                self._server_logs = causes.ServerLogs(RunPaths(self.run_dir).logs / "gym-servers")
-            self._server_logs.refresh()
-            activity = self._server_logs.recent_activity()
-            if activity:
-                lines.append("Gym's servers keep retrying:")
-                lines += [f"  {causes.redact(line, self._secrets())}" for line in activity]
-        self._stall_lines = (stall, lines)
-        return lines
-
-    def failure_report(self, item: RolloutItem) -> str:
+    def failure_report(self, item: RolloutLike) -> str:
         """The text a failed rollout item shows."""
         assert item.outcome is not None
         try:
@@ -922,7 +639,7 @@ class GymSession:
             row = None  # the dataset changed since collection: the record alone still tells most
         return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold, row)
 
-    def wait_for_gate(self, item: GateItem) -> dict[int, RolloutRecord | Missing]:
+    def wait_for_gate(self, item: GymItem) -> dict[int, RolloutRecord | Missing]:
         """Wait until every selected rollout of the gate's dataset is in (the gate item's setup, so that
         pytest-timeout, which times the call, does not count the wait). Works from Gym's output files, so under
         xdist it sees rollouts other workers report."""
@@ -950,7 +667,7 @@ class GymSession:
             self.flush_notes()
             time.sleep(0.1)
 
-    def judge_gates(self, item: GateItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
+    def judge_gates(self, item: GymItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
         """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
         failure text."""
         dataset = item.nodeid.split("::", 1)[0]
@@ -1040,13 +757,13 @@ class GymSession:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             **self.options.sampling.meta(),
             **(self.options.price.meta() if self.options.price is not None else {}),
-            "warm_gym": self._warm.entry.key if self._warm is not None and self._warm.entry is not None else None,
+            "warm_gym": warm.entry.key if (warm := self.launch.warm) is not None and warm.entry is not None else None,
             "resumed_from": str(self.options.resume) if self.options.resume is not None else None,
             "startup_seconds": self.startup_seconds(),
         }
         return report_meta(self.options, self.rollouts(), run)
 
-    def _pass_hook(self, item: RolloutItem) -> PassHook | None:
+    def _pass_hook(self, item: RolloutLike) -> PassHook | None:
         hook = self.config.hook.pytest_gym_eval_rollout_passed
         if not hook.get_hookimpls():
             return None

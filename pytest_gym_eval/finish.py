@@ -1,0 +1,154 @@
+"""The end of a session: :func:`finish_session` (``pytest_sessionfinish``: conclude, the exit status, the JUnit
+suite properties, the report files), :func:`write_summary` (the terminal's ``gym reward summary``) and
+:class:`StopGymLast` (Gym stopped after every report). Called by the plugin's hooks on the session's
+:class:`~pytest_gym_eval.session.GymSession`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import pytest
+
+from pytest_gym_eval.reporting import json_report, junit, outputs, terminal
+from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
+from pytest_gym_eval.results import final_status, report_plan
+from pytest_gym_eval.session import GymSession
+from pytest_gym_eval.shard import shard_meta
+
+
+def finish_session(gym: GymSession, exitstatus: int) -> int:
+    """The end of the session (``pytest_sessionfinish``, before pytest's JUnit file is written): let Gym finish
+    (:meth:`GymSession.ending`; it is stopped later, after every report, by :class:`StopGymLast`), conclude, let
+    the gates set the exit status, add the JUnit suite properties, and write the ``--gym-report`` file, the
+    ``--gym-html`` page and the Markdown summaries (``gym.pages`` says where). Returns the session's exit status
+    (``exitstatus`` unchanged when nothing was concluded). A report file that cannot be written is said on the
+    terminal, never a crash that would also lose the summary and the JUnit XML."""
+    gym.ending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    if exitstatus == pytest.ExitCode.USAGE_ERROR:  # e.g. a run directory that cannot be made: nothing ran
+        return exitstatus
+    conclusion = gym.conclude()
+    if conclusion is None:
+        return exitstatus
+    if exitstatus == pytest.ExitCode.INTERRUPTED and gym.results.stopped_by_maxfail:
+        exitstatus = pytest.ExitCode.TESTS_FAILED  # -x under pytest-xdist: as without it, the gates decide
+    status, reason = final_status(
+        exitstatus, conclusion, len(gym.results.other_failures), len(gym.results.gate_failures)
+    )
+    gym.final = (status, reason)
+    if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
+        gym.conclusion = dataclasses.replace(conclusion, reason=reason)
+    meta = {**gym.meta(), **shard_meta(gym.options.shard)}
+    xml = junit.junit_xml(gym.config)
+    if xml is not None:
+        for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
+            xml.add_global_property(name, value)
+        for nodeid in gym.results.unjudged_gates():  # a JUnit file without them would read green
+            junit.add_unjudged_gate(xml, nodeid, reason)
+    written: list[str] = []
+    if gym.options.report is not None:
+        report_data = json_report.build_report(
+            conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips,
+            plan=report_plan_of(gym, meta),
+        )  # fmt: skip
+        try:
+            json_report.write_report(gym.options.report, report_data)
+        except OSError as error:
+            written.append(f"gym report: could not write {gym.options.report}: {error}")
+        else:
+            written.append(f"gym report: {gym.options.report}")
+    final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
+    opts = gym.options
+    written += outputs.write_pages(
+        final,
+        gym.rollouts(),
+        meta,
+        html_path=opts.html,
+        markdown_path=opts.markdown,
+        json_path=opts.report,
+        baseline=gym.baseline,
+        environ=os.environ,
+    )
+    gym.pages = written
+    return status
+
+
+def report_plan_of(gym: GymSession, meta: dict[str, object]) -> dict[str, Any] | None:
+    """The JSON report's ``plan`` (:func:`pytest_gym_eval.results.report_plan`; None when the session collected
+    no rollout item); ``meta`` is the report's, whose dataset digests are reused."""
+    collected = gym.collected_plan()
+    if collected is None:
+        return None
+    # A pair whose item reported skipped (``pytest.skip`` at run time) or that --gym-adaptive's waves never asked
+    # for was not selected: a merge must not count it as a rollout the shard lost.
+    return report_plan(collected, gym.selected_rollouts(), gym.options, meta)
+
+
+def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    """The ``gym reward summary`` section (``pytest_terminal_summary``): per dataset (and agent), the rewards,
+    pass@k and gate verdicts; the reports written; on GitHub Actions, annotations for gates that did not pass
+    and errored rollouts. Last, after Ctrl-C or SIGTERM, the command that resumes the run (``--gym-resume``)."""
+    resume_hint = gym.resume_hint(gym.final[0] if gym.final is not None else exitstatus)
+    if gym.conclusion is not None:
+        reporter.write_sep("=", "gym reward summary")
+        width = min(reporter._tw.fullwidth, 100)
+        lines = terminal.render_conclusion(
+            gym.conclusion,
+            verbose=gym.config.get_verbosity() > 0,
+            results=gym.rollouts(),
+            width=width,
+            gym_metrics=read_gym_metrics(gym.run_dir),
+        )
+        if gym.run_dir is not None:
+            lines.append(f"gym run directory: {gym.run_dir}")
+        lines += gym.pages
+        opts = gym.options
+        lines += outputs.annotation_lines(
+            gym.conclusion,
+            gym.rollouts(),
+            os.environ,
+            inconclusive_passes=opts.inconclusive_passes,
+            max_drop=opts.max_drop,
+            fail_on_flip=opts.fail_on_flip,
+            rootdir=opts.rootdir,
+        )
+        for line in lines:
+            reporter.write_line(line)
+    for line in resume_hint:
+        reporter.write_line(line)
+
+
+class StopGymLast:
+    """Stops Gym at the end of the session, after every report (registered as ``gym-eval-stop``), and keeps an
+    interrupted session's way to its reports short."""
+
+    def __init__(self, gym: GymSession) -> None:
+        self.gym = gym
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """While Gym runs, pytest formats the traceback of a Ctrl-C or SIGTERM from its last entry only (unless
+        ``--full-trace``): it shows only the last line anyway, and formatting every entry parsed each file's source
+        (1-2 s on a loaded machine) before the reports could be written."""
+        if self.gym.has_processes and not self.gym.config.option.fulltrace and len(excinfo.traceback) > 1:
+            excinfo.traceback = excinfo.traceback[-1:]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Stop Gym once every report is written (this runs after every ``pytest_sessionfinish``, pytest's JUnit
+        file among them) and the reward summary is shown; pytest's short test summary and last line follow."""
+        self.stop(terminalreporter)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Stop Gym if nothing did yet (pytest showed no terminal summary: an internal error, say)."""
+        self.stop(config.pluginmanager.get_plugin("terminalreporter"))
+
+    def stop(self, reporter: pytest.TerminalReporter | None) -> None:
+        """Stop what the session started of Gym (idempotent), saying so on the terminal before and after."""
+        shown = reporter is not None and self.gym.starts_servers  # (an attached run's stop is near instant)
+        if reporter is not None and shown:
+            reporter.write_line("gym: stopping Gym ...")
+        self.gym.stop()
+        if reporter is not None and shown and self.gym.stop_seconds is not None:
+            reporter.write_line(f"gym: Gym stopped in {self.gym.stop_seconds:.1f} s")

@@ -1,0 +1,12 @@
+"""Where the plugin keeps its state on the pytest config (``config.stash``), in a module light enough for
+:mod:`pytest_gym_eval.plugin` to import in every pytest run, Gym datasets or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+SESSION_KEY = pytest.StashKey[Any]()
+"""The session's :class:`~pytest_gym_eval.session.GymSession`, once made (absent in a run without Gym datasets).
+Typed as :data:`pytest_gym_eval.session.SESSION_KEY` (the same key), which the modules below the plugin use."""
