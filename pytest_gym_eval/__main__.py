@@ -7,7 +7,7 @@ import sys
 
 COMMANDS = {
     "provision": ("pytest_gym_eval.cli.provision", "build Gym's checkout and venvs from its sdist"),
-    "replay": ("pytest_gym_eval.replay", "serve recorded rollouts as a policy model on 127.0.0.1"),
+    "replay": ("pytest_gym_eval.cli.replay", "serve recorded rollouts as a policy model on 127.0.0.1"),
     "html": ("pytest_gym_eval.reporting.html", "build the HTML report from a JSON report"),
     "cleanup": ("pytest_gym_eval.orphans", "stop what a dead pytest session left running"),
     "local-model": ("pytest_gym_eval.local_model", "serve a small local LLM (llama.cpp) on 127.0.0.1"),
