@@ -14,8 +14,6 @@ MANIFEST_FORMAT = 1
 STATE_DIR = ".pytest-gym-eval"
 """Folder inside the checkout for the manifest, the step logs and provisioning state."""
 MANIFEST_NAME = "manifest.json"
-
-
 BUILD_MARKER = "provisioning"
 """File in STATE_DIR written before the first step: a checkout with it but without a valid manifest is
 half-built (and may be deleted); a folder without it was not made by ``provision`` and is never deleted."""
