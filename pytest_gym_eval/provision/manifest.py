@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.files import write_json_atomic
+
 MANIFEST_FORMAT = 1
 STATE_DIR = ".pytest-gym-eval"
 """Folder inside the checkout for the manifest, the step logs and provisioning state."""
@@ -49,11 +51,6 @@ def read_manifest(checkout: Path, version: str | None) -> tuple[dict[str, Any] |
 
 
 def write_manifest(checkout: Path, manifest: Mapping[str, Any]) -> None:
-    path = manifest_path(checkout)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(manifest, fh, indent=2, sort_keys=False)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write ``manifest`` to the checkout's manifest file atomically (a reader sees the old file or the new one).
+    Raises OSError when it cannot be written."""
+    write_json_atomic(manifest_path(checkout), manifest)

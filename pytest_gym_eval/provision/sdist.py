@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.provision.errors import ProvisionError
 from pytest_gym_eval.provision.steps import Step
 
@@ -131,14 +132,6 @@ def _list_index(step: Step) -> tuple[str, list[IndexFile]]:
     return page, files
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def find_sdist(version: str, step: Step) -> IndexFile:
     """The index's entry for the ``nemo-gym`` ``version`` sdist (one index request, nothing downloaded)."""
     page, files = _list_index(step)
@@ -167,7 +160,7 @@ def download_sdist(chosen: IndexFile, sdist_dir: Path, step: Step) -> Path:
     sdist_dir.mkdir(parents=True, exist_ok=True)
     target = sdist_dir / chosen.filename
     if target.exists():
-        if _sha256_file(target) == expected:
+        if file_sha256(target) == expected:
             step.write(f"using cached {target} (sha256 {expected})")
             step.log(f"pytest-gym-eval provision: [download] using cached {target}")
             return target

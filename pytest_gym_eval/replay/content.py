@@ -16,6 +16,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_gym_eval.files import file_sha256
+
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 MARK = "\x00"
 _MARKER = re.compile("\x00([^\x00]*)\x00")
@@ -92,11 +94,7 @@ def _path_identity(path: str) -> str:
     """Identity of media named by a path: the sha256 of an absolute path's file, else the path itself."""
     if os.path.isabs(path):
         with contextlib.suppress(OSError):
-            digest = hashlib.sha256()
-            with open(path, "rb") as stream:
-                for block in iter(lambda: stream.read(1 << 20), b""):
-                    digest.update(block)
-            return "sha256:" + digest.hexdigest()
+            return "sha256:" + file_sha256(path)
     return "path:" + path
 
 
