@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 from pytest_gym_eval import provision as prov
 from pytest_gym_eval.cli import provision as provision_command
@@ -61,6 +62,16 @@ def test_parse_requires_python() -> None:
     for bad in ("", "3.13", ">=3.13.0rc1", ">=3.*", "===3.13.0", ">=3.10,"):
         with pytest.raises(ValueError):
             parse_requires_python(bad)
+
+
+def test_requires_python_is_a_packaging_specifier_set() -> None:
+    specifiers = prov.requires_python_specifiers(">=3.10, <4")
+    assert specifiers == SpecifierSet(">=3.10,<4")
+    assert "3.13.0" in specifiers and "4.0.0" not in specifiers
+    assert prov.requires_python_specifiers("== 3.13.*") == SpecifierSet("==3.13.*")
+    for bad in ("", ">=3.13.0rc1", ">=3.10.post1", ">=1!3.10", "==3.13.0+local", "===3.13.0", ">=3.10,"):
+        with pytest.raises(ValueError, match="cannot parse requires-python clause"):
+            prov.requires_python_specifiers(bad)
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,7 @@ from pytest_gym_eval.provision.versions import (
     python_satisfies,
     read_requires_python,
     require_supported_gym,
+    requires_python_specifiers,
 )
 
 __all__ = [
@@ -131,4 +132,5 @@ __all__ = [
     "python_satisfies",
     "read_requires_python",
     "require_supported_gym",
+    "requires_python_specifiers",
 ]

@@ -17,7 +17,13 @@ from pytest_gym_eval.provision.checkout import base_environment
 from pytest_gym_eval.provision.errors import ProvisionError
 from pytest_gym_eval.provision.host import abspath, path_without_shims, pyenv_root, which_real
 from pytest_gym_eval.provision.steps import Step
-from pytest_gym_eval.provision.versions import Version3, _clause_ok, format_version, lower_bound, parse_requires_python
+from pytest_gym_eval.provision.versions import (
+    Version3,
+    format_version,
+    lower_bound,
+    requires_python_specifiers,
+    satisfies,
+)
 
 MIN_UV_VERSION = (0, 9, 30)
 """Gym's own floor (it prints "required uv version" below it)."""
@@ -67,22 +73,24 @@ def choose_interpreter(
     - Otherwise raises ``ProvisionError`` naming the candidates found and ``searched`` (where was looked).
       Also raises it when ``requires_python`` cannot be parsed.
     """
+    from packaging.specifiers import SpecifierSet  # not at module level: see pytest_gym_eval.provision.versions
+
     try:
-        clauses = parse_requires_python(requires_python) if requires_python else []
+        specifiers = requires_python_specifiers(requires_python) if requires_python else SpecifierSet()
     except ValueError as exc:
         raise ProvisionError(f"checkout's requires-python: {exc}") from exc
     indexed = list(enumerate(candidates))
-    if not clauses:
+    if not requires_python:
         py3 = [(i, c) for i, c in indexed if c.version[0] >= 3] or indexed
         if py3:
             _, best = max(py3, key=lambda ic: (ic[1].version, -ic[0]))
             return InterpreterChoice(best.path, best.version, False, None)
-    satisfying = [(i, c) for i, c in indexed if all(_clause_ok(c.version, cl) for cl in clauses)]
+    satisfying = [(i, c) for i, c in indexed if satisfies(c.version, specifiers)]
     if satisfying:
         _, best = min(satisfying, key=lambda ic: (ic[1].version[:2], -ic[1].version[2], ic[0]))
         return InterpreterChoice(best.path, best.version, False, None)
-    bound = lower_bound(clauses)
-    if bound is not None and all(_clause_ok(bound, cl) for cl in clauses):
+    bound = lower_bound(specifiers)
+    if bound is not None and satisfies(bound, specifiers):
         same_minor = [(i, c) for i, c in indexed if c.version[:2] == bound[:2] and c.version < bound]
         if same_minor:
             _, best = max(same_minor, key=lambda ic: (ic[1].version, -ic[0]))
@@ -154,7 +162,7 @@ def discover_pythons(
     if requires_python:
         requests.append(requires_python)
         with contextlib.suppress(ValueError):
-            bound = lower_bound(parse_requires_python(requires_python))
+            bound = lower_bound(requires_python_specifiers(requires_python))
             if bound is not None:
                 requests.append(f"{bound[0]}.{bound[1]}")
     else:

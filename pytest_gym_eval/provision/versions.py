@@ -8,9 +8,15 @@ import importlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_gym_eval.provision.errors import ProvisionError
+
+if TYPE_CHECKING:
+    from packaging.specifiers import Specifier, SpecifierSet
+
+# `packaging` is imported by the functions that use it: the plugin imports this module when it loads (for the
+# default Gym version), and packaging.specifiers alone took ~16 ms to import.
 
 DEFAULT_GYM_VERSION = "0.7.0"
 OLDEST_GYM_VERSION = "0.6.0"
@@ -23,15 +29,16 @@ NEWEST_GYM_SERIES = (0, 7)
 SUPPORTED_GYM_VERSIONS = f">={OLDEST_GYM_VERSION}, <{NEWEST_GYM_SERIES[0]}.{NEWEST_GYM_SERIES[1] + 1}"
 """The supported Gym releases as a version specifier (``>=0.6.0, <0.8``): 0.6.0 to 0.7.x."""
 Version3 = tuple[int, int, int]
+"""An interpreter's ``(major, minor, patch)``."""
 
 
-class _Clause(NamedTuple):
+class Clause(NamedTuple):
+    """One clause of a ``requires-python``: its operator, its release numbers and whether it ends in ``.*``
+    (``"==3.13.*"`` is ``("==", (3, 13), True)``)."""
+
     op: str
     release: tuple[int, ...]
     wildcard: bool
-
-
-_GYM_RELEASE_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(.*)$")
 
 
 def _supported_range_text() -> str:
@@ -41,18 +48,17 @@ def _supported_range_text() -> str:
 
 def gym_version_problem(version: str) -> str | None:
     """Why Gym ``version`` (e.g. ``"0.5.1"``, ``"0.7.1rc2"``) is outside :data:`SUPPORTED_GYM_VERSIONS`, or None
-    when it is inside. A pre-release counts as below its release (``0.6.0rc1`` is older than 0.6.0); a version
-    that is no ``MAJOR.MINOR[.PATCH]...`` string is outside."""
-    match = _GYM_RELEASE_RE.match(version.strip())
-    oldest = tuple(int(part) for part in OLDEST_GYM_VERSION.split("."))
-    if match is None:
+    when it is inside, as ``packaging`` compares versions (PEP 440): a pre-release counts as below its release
+    (``0.6.0rc1`` is older than 0.6.0) and a pre-release of a supported release is inside (``0.7.1rc2``); a
+    version that is no PEP 440 version (``main``) is outside."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
         return f"{version!r} is no Gym release number; supported: {_supported_range_text()}"
-    release = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
-    suffix = match.group(4).lstrip(".-_").lower()
-    pre = bool(suffix) and not suffix.startswith(("post", "+"))
-    too_old = release < oldest or (release == oldest and pre)
-    too_new = release[:2] > NEWEST_GYM_SERIES
-    if too_old or too_new:
+    if not SpecifierSet(SUPPORTED_GYM_VERSIONS).contains(parsed, prereleases=True):
         return f"Gym {version} is not supported: this pytest-gym-eval supports {_supported_range_text()}"
     return None
 
@@ -71,64 +77,67 @@ def require_supported_gym(version: str | None, where: str) -> None:
         )
 
 
-def parse_requires_python(spec: str) -> list[_Clause]:
-    """Parse a simple ``requires-python`` such as ``">=3.13.14"`` or ``">=3.10, <4"``.
+def _specifiers(spec: str) -> list[Specifier]:
+    """The clauses of ``spec`` in order, parsed by ``packaging``; raises ``ValueError`` for a clause it cannot
+    parse (an empty one among them) and for one an interpreter's ``(major, minor, patch)`` cannot be judged by:
+    ``===``, or a version with an epoch, a pre-, post- or dev-release or a local part."""
+    from packaging.specifiers import InvalidSpecifier, Specifier
+    from packaging.version import InvalidVersion, Version
 
-    Returns ``(op, release, wildcard)`` clauses, e.g. ``[(">=", (3, 13, 14), False)]``. Supports the operators
-    ``>= > <= < == != ~=`` (and ``==X.Y.*`` / ``!=X.Y.*``) on purely numeric versions.
-    Raises ``ValueError`` for anything else (pre-releases, ``===``, empty clauses).
-    """
-    clauses: list[_Clause] = []
+    specifiers = []
     for raw in spec.split(","):
         text = raw.strip()
-        match = re.fullmatch(r"(~=|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?", text)
-        if not match:
-            raise ValueError(f"cannot parse requires-python clause {text!r} in {spec!r}")
-        op, release, star = (
-            match.group(1),
-            tuple(int(p) for p in match.group(2).split(".")),
-            bool(match.group(3)),
+        try:
+            specifier = Specifier(text)
+            version = Version(specifier.version.removesuffix(".*"))
+        except (InvalidSpecifier, InvalidVersion):
+            version = None
+        numeric = version is not None and not (
+            version.epoch or version.is_prerelease or version.is_postrelease or version.local
         )
-        if star and op not in ("==", "!="):
-            raise ValueError(f"wildcard only allowed with == or != in {spec!r}")
-        if op == "~=" and len(release) < 2:
-            raise ValueError(f"~= needs at least two version components in {spec!r}")
-        clauses.append(_Clause(op, release, star))
-    return clauses
+        if not numeric or specifier.operator == "===":
+            raise ValueError(f"cannot parse requires-python clause {text!r} in {spec!r}")
+        specifiers.append(specifier)
+    return specifiers
 
 
-def _pad(release: Sequence[int], length: int = 3) -> tuple[int, ...]:
-    return tuple(release) + (0,) * max(0, length - len(release))
+def requires_python_specifiers(spec: str) -> SpecifierSet:
+    """A ``requires-python`` such as ``">=3.13.14"`` or ``">=3.10, <4"`` as a ``packaging`` specifier set.
+
+    Raises ``ValueError`` for what ``packaging`` cannot parse and for what an interpreter's ``(major, minor,
+    patch)`` cannot be judged by (``===``, pre-releases, empty clauses; see :func:`parse_requires_python`)."""
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(",".join(str(specifier) for specifier in _specifiers(spec)))
 
 
-def _clause_ok(version: Version3, clause: _Clause) -> bool:
-    op, release, wildcard = clause
-    if wildcard:
-        prefix_match = version[: len(release)] == release
-        return prefix_match if op == "==" else not prefix_match
-    length = max(len(release), 3)
-    have, want = _pad(version, length), _pad(release, length)
-    if op == "~=":
-        return have >= want and version[: len(release) - 1] == release[:-1]
-    return {
-        ">=": have >= want,
-        ">": have > want,
-        "<=": have <= want,
-        "<": have < want,
-        "==": have == want,
-        "!=": have != want,
-    }[op]
+def parse_requires_python(spec: str) -> list[Clause]:
+    """The clauses of a ``requires-python`` in order, e.g. ``[(">=", (3, 10), False), ("<", (4,), False)]`` for
+    ``">=3.10, <4"``: the operators ``>= > <= < == != ~=`` (and ``==X.Y.*`` / ``!=X.Y.*``) on numeric versions,
+    parsed by ``packaging``. Raises ``ValueError`` for anything else (pre-releases, ``===``, empty clauses)."""
+    from packaging.version import Version
+
+    return [
+        Clause(s.operator, Version(s.version.removesuffix(".*")).release, s.version.endswith(".*"))
+        for s in _specifiers(spec)
+    ]
+
+
+def satisfies(version: Sequence[int], specifiers: SpecifierSet) -> bool:
+    """Whether an interpreter's ``version`` (``(major, minor, patch)``, missing parts 0) is in ``specifiers``."""
+    from packaging.version import Version
+
+    padded = (*version, 0, 0, 0)[:3]
+    return Version(format_version(padded)) in specifiers
 
 
 def python_satisfies(version: Sequence[int], spec: str | None) -> bool:
     """Whether ``version`` (``(major, minor, patch)``) satisfies ``spec``; ``None`` or ``""`` allows all.
 
-    Raises ``ValueError`` when ``spec`` cannot be parsed (see ``parse_requires_python``)."""
+    Raises ``ValueError`` when ``spec`` cannot be parsed (see :func:`requires_python_specifiers`)."""
     if not spec or not spec.strip():
         return True
-    v = tuple(_pad(version))[:3]
-    version3: Version3 = (v[0], v[1], v[2])
-    return all(_clause_ok(version3, clause) for clause in parse_requires_python(spec))
+    return satisfies(version, requires_python_specifiers(spec))
 
 
 def read_requires_python(pyproject: Path) -> str | None:
@@ -154,8 +163,16 @@ def project_field(pyproject_text: str, key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def lower_bound(clauses: Sequence[_Clause]) -> Version3 | None:
-    bounds = [_pad(c.release) for c in clauses if c.op in (">=", "~=") and not c.wildcard]
+def lower_bound(specifiers: SpecifierSet) -> Version3 | None:
+    """The highest ``>=`` or ``~=`` bound of ``specifiers`` as ``(major, minor, patch)`` (missing parts 0; ``>=3.13``
+    is ``(3, 13, 0)``), or None when there is none."""
+    from packaging.version import Version
+
+    bounds = [
+        (*Version(s.version).release, 0, 0, 0)[:3]
+        for s in specifiers
+        if s.operator in (">=", "~=") and not s.version.endswith(".*")
+    ]
     if not bounds:
         return None
     best = max(bounds)
@@ -163,4 +180,5 @@ def lower_bound(clauses: Sequence[_Clause]) -> Version3 | None:
 
 
 def format_version(version: Sequence[int]) -> str:
+    """``(3, 13, 0)`` as ``"3.13.0"``."""
     return ".".join(str(part) for part in version)
