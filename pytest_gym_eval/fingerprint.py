@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.provision import GymCheckout, config_servers
 
 FORMAT = 1
@@ -57,20 +58,11 @@ def tree_digest(root: Path) -> str | None:
             if name.endswith(SOURCE_SUFFIXES):
                 path = Path(folder) / name
                 try:
-                    content = path.read_bytes()
+                    digest = file_sha256(path)
                 except OSError:
                     continue
-                entries.append(f"{path.relative_to(root).as_posix()}\0{hashlib.sha256(content).hexdigest()}")
+                entries.append(f"{path.relative_to(root).as_posix()}\0{digest}")
     return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
-
-
-def file_digest(path: Path) -> str:
-    """The sha256 of a file's content (read 1 MiB at a time). Raises OSError when it cannot be read."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -127,7 +119,7 @@ class GymConfiguration:
         if head_server is not None:
             model_part["head_server"] = head_server
         if replay:
-            model_part["replay"] = [file_digest(path) for path in replay]
+            model_part["replay"] = [file_sha256(path) for path in replay]
         else:
             model_part.update(url=model_url, name=model, api_key_env=api_key_env)
         components = {

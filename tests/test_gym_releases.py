@@ -33,6 +33,12 @@ def test_releases_outside_the_range_are_refused_naming_it(version: str) -> None:
     assert "provision --gym-version 0.7.0" in message
 
 
+@pytest.mark.parametrize(("version", "supported"), [("0.6.0.1", True), ("0.6.0-1", True), ("0.7.0abc", False)])
+def test_release_numbers_are_compared_as_pep_440_versions(version: str, supported: bool) -> None:
+    # 0.6.0.1 is after 0.6.0 and 0.6.0-1 is its post-release 0.6.0.post1; 0.7.0abc is no version at all.
+    assert (gym_version_problem(version) is None) is supported
+
+
 def test_a_checkout_of_unknown_version_is_accepted() -> None:
     require_supported_gym(None, "--gym-checkout /somewhere")
 

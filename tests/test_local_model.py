@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval import local_model
+from pytest_gym_eval.cli import local_model as local_model_command
 from pytest_gym_eval.local_model import INSTALL_HINT, LocalModelError, LocalModelServer, bundled_model
 
 
@@ -34,7 +34,7 @@ def test_a_missing_model_file_stops_the_server_with_its_reason(tmp_path: Path) -
 def test_a_file_that_is_no_model_is_an_error_not_a_hang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     garbage = tmp_path / "garbage.gguf"
     garbage.write_text("not a model\n")
-    assert local_model.main([str(garbage), "--port", "0"]) == 2
+    assert local_model_command.main([str(garbage), "--port", "0"]) == 2
     error = capsys.readouterr().err
     if importlib.util.find_spec("xllamacpp") is None:
         assert "xllamacpp) is not installed" in error and INSTALL_HINT in error

@@ -26,18 +26,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 from pytest_gym_eval import provision as prov
+from pytest_gym_eval.cli import provision as provision_command
 from pytest_gym_eval.provision import (
     GymCheckout,
     ProvisionError,
     PythonCandidate,
     choose_interpreter,
     gym_environment,
+    host,
     load_checkout,
     parse_requires_python,
+    python,
     python_satisfies,
+    steps,
 )
+from pytest_gym_eval.provision.checkout import checkout_env
 
 FAKE_SOURCE = Path(__file__).parent / "fake_gym_sdist"
 VERSION = "0.7.0"
@@ -56,6 +62,16 @@ def test_parse_requires_python() -> None:
     for bad in ("", "3.13", ">=3.13.0rc1", ">=3.*", "===3.13.0", ">=3.10,"):
         with pytest.raises(ValueError):
             parse_requires_python(bad)
+
+
+def test_requires_python_is_a_packaging_specifier_set() -> None:
+    specifiers = prov.requires_python_specifiers(">=3.10, <4")
+    assert specifiers == SpecifierSet(">=3.10,<4")
+    assert "3.13.0" in specifiers and "4.0.0" not in specifiers
+    assert prov.requires_python_specifiers("== 3.13.*") == SpecifierSet("==3.13.*")
+    for bad in ("", ">=3.13.0rc1", ">=3.10.post1", ">=1!3.10", "==3.13.0+local", "===3.13.0", ">=3.10,"):
+        with pytest.raises(ValueError, match="cannot parse requires-python clause"):
+            prov.requires_python_specifiers(bad)
 
 
 @pytest.mark.parametrize(
@@ -163,7 +179,7 @@ def _build_fake_sdist(out_dir: Path, requires_python: str, version: str = VERSIO
     # uv lock needs an interpreter satisfying requires-python: lock with a loose one, then set the real one.
     (root / "pyproject.toml").write_text(text.replace("@REQUIRES_PYTHON@", ">=3.8"), encoding="utf-8")
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": str(out_dir / "uv-cache")}
-    env["PATH"] = prov._path_without_shims(env.get("PATH", ""))
+    env["PATH"] = host.path_without_shims(env.get("PATH", ""))
     env.pop("VIRTUAL_ENV", None)
     subprocess.run(
         [_uv(), "lock", "--offline", "--no-config", "--python", sys.executable],
@@ -469,12 +485,12 @@ def test_main_reports_errors_and_returns_1(
     sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("FAKE_GYM_FAIL_PREFETCH", "1")
-    assert prov.main(["--dest", str(sandbox / "x")]) == 1
+    assert provision_command.main(["--dest", str(sandbox / "x")]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "error: provision step 'prefetch' failed" in captured.err
     monkeypatch.delenv("FAKE_GYM_FAIL_PREFETCH")
-    assert prov.main(["--dest", str(sandbox / "x"), "--environment", "mcqa", "equivalence_rule"]) == 0
+    assert provision_command.main(["--dest", str(sandbox / "x"), "--environment", "mcqa", "equivalence_rule"]) == 0
     assert capsys.readouterr().out.strip() == str(sandbox / "x")
     assert load_checkout(sandbox / "x").environments == ("mcqa", "equivalence_rule")
 
@@ -568,7 +584,7 @@ def test_python_version_workaround_end_to_end(
     pretend = f"{major}.{minor}.{patch + 1}"
     sdist = _build_fake_sdist(tmp_path_factory.mktemp("sdist-workaround"), f">={pretend}")
     candidate = PythonCandidate(base_python, (major, minor, patch), "test")
-    monkeypatch.setattr(prov, "_discover_pythons", lambda *args: ([candidate], ["test"]))
+    monkeypatch.setattr(python, "discover_pythons", lambda *args: ([candidate], ["test"]))
     lines: list[str] = []
     with _serve(monkeypatch, sdist, requires_python=f">={pretend}"):
         checkout = prov.provision(VERSION, log=lines.append)
@@ -686,14 +702,14 @@ def test_an_environment_needing_git_is_refused_before_any_venv_when_git_is_missi
     sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     which = shutil.which
-    monkeypatch.setattr(prov.shutil, "which", lambda name, *a, **k: None if name == "git" else which(name, *a, **k))
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "git" else which(name, *a, **k))
     with pytest.raises(ProvisionError) as info:
         prov.provision(VERSION, environments=["git_server"], log=lambda line: None)
     assert info.value.step == "unpack"
     assert "missing tool: git" in str(info.value)
     assert "resources_servers/git_server/requirements.txt" in str(info.value)
     assert not (prov.default_checkout_path(VERSION) / ".venv").exists()
-    monkeypatch.setattr(prov.shutil, "which", which)
+    monkeypatch.setattr(shutil, "which", which)
     assert prov.provision(VERSION, environments=["git_server"], log=lambda line: None).environments == ("git_server",)
 
 
@@ -721,7 +737,7 @@ def test_no_usable_python_is_reported_before_the_download(
     sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old = PythonCandidate(Path("/py/3.9.18"), (3, 9, 18), "test")
-    monkeypatch.setattr(prov, "_discover_pythons", lambda *args: ([old], ["where the test looked"]))
+    monkeypatch.setattr(python, "discover_pythons", lambda *args: ([old], ["where the test looked"]))
     with pytest.raises(ProvisionError) as info:
         prov.provision(VERSION, log=lambda line: None)
     assert info.value.step == "preflight"
@@ -735,8 +751,8 @@ def test_a_uv_too_old_for_the_python_workaround_is_reported_before_the_download(
     sandbox: Path, fake_sdist: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     near = PythonCandidate(Path("/py/3.13.0"), (3, 13, 0), "test")
-    monkeypatch.setattr(prov, "_discover_pythons", lambda *args: ([near], ["test"]))
-    monkeypatch.setattr(prov, "_uv_version", lambda *args: (0, 10, 7))
+    monkeypatch.setattr(python, "discover_pythons", lambda *args: ([near], ["test"]))
+    monkeypatch.setattr(python, "uv_version", lambda *args: (0, 10, 7))
     with _serve(monkeypatch, fake_sdist, requires_python=">=3.13.14") as index:
         with pytest.raises(ProvisionError) as info:
             prov.provision(VERSION, log=lambda line: None)
@@ -818,7 +834,7 @@ def test_a_provisioned_checkout_caches_bytecode_whatever_the_caller_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    provisioned = GymCheckout(tmp_path, tmp_path / "gym", "0.7.0", prov._checkout_env({"env": {"TMPDIR": "/t"}}), ())
+    provisioned = GymCheckout(tmp_path, tmp_path / "gym", "0.7.0", checkout_env({"env": {"TMPDIR": "/t"}}), ())
     assert gym_environment(provisioned, tmp_path / "run")["PYTHONDONTWRITEBYTECODE"] == ""
     # A user's own checkout (no manifest: no env of its own) keeps the caller's setting.
     own = GymCheckout(tmp_path, tmp_path / "gym", "0.7.0", {}, ())
@@ -944,6 +960,6 @@ def test_a_failed_steps_error_quotes_the_line_stating_the_error_above_the_tail(t
     log = tmp_path / "venv.log"
     noise = [f"  cleaning up {n}" for n in range(20)]
     log.write_text("\n".join(["$ uv pip install", "error: Failed to build `ray==2.58`", *noise, "error: `uv` x"]))
-    message = str(prov._step_error("venv", log, "`uv pip install` exited with status 2"))
+    message = str(steps.step_error("venv", log, "`uv pip install` exited with status 2"))
     assert "  the error:\n    error: Failed to build `ray==2.58`" in message
     assert message.index("the error:") < message.index("last lines of the log:")

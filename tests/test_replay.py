@@ -26,17 +26,16 @@ from typing import Any
 import jsonlines
 import pytest
 
+from pytest_gym_eval.cli.replay import main
 from pytest_gym_eval.provision import GymCheckout
 from pytest_gym_eval.replay import (
     Conversation,
     RecordingError,
     ReplayIndex,
     ReplayServer,
-    _HttpServer,
     chat_messages_to_items,
     explain_unmatched,
     load_recordings,
-    main,
     normalise_item,
     normalise_items,
     recording_turns,
@@ -46,6 +45,7 @@ from pytest_gym_eval.replay import (
     split_turns,
     tools_signature,
 )
+from pytest_gym_eval.replay.server import _HttpServer
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never route loopback via a proxy
 

@@ -1,0 +1,136 @@
+"""Provision a NeMo Gym checkout that the plugin can shell out to.
+
+``python -m pytest_gym_eval provision [--gym-version 0.7.0] [--dest DIR] [--environment mcqa ...]``
+builds, in seven named steps, a checkout of Gym with its own Python environment:
+
+1. ``preflight``: everything that can be checked before anything is downloaded: uv (>= 0.9.30, the
+   ``provision`` extra installs it), the ``nemo-gym`` sdist of that version on the package index (PEP 691
+   JSON simple API, with a PEP 503 HTML fallback) and its ``requires-python``, and an interpreter that
+   satisfies it (or, when only an older patch release of the right minor version exists, e.g. 3.13.0 for
+   ``>=3.13.14``, one uv can be told to treat as the required version: then uv >= 0.10.8).
+2. ``download``: download the sdist into the cache and verify its sha256 against the index.
+3. ``unpack``: extract it as the checkout (top folder stripped, unsafe members refused); find each requested
+   environment's configs in it (see ``environment_configs``) and the tools their servers need.
+4. ``python``: check the interpreter against the checkout's own ``requires-python``; with the workaround,
+   tell uv to pretend the required version (one warning says so).
+5. ``venv``: build ``<checkout>/.venv`` with uv (``uv sync --frozen --extra dev``, or, with the workaround,
+   ``uv venv`` + ``uv export`` + ``uv pip install --python-version``).
+6. ``prefetch``: ``gym env prefetch --config <config>`` for each config of each requested environment, which
+   builds the server venvs.
+7. ``manifest``: write ``<checkout>/.pytest-gym-eval/manifest.json``, last and atomically.
+
+The manifest is the validity marker: a checkout without a valid manifest is half-built and is deleted and
+rebuilt from scratch (Python venvs hard-code absolute paths, so a checkout cannot be built elsewhere and
+renamed into place). An exclusive ``fcntl.flock`` on ``<checkout>.lock`` serialises concurrent runs. Each step
+logs to ``<checkout>/.pytest-gym-eval/logs/<step>.log``.
+
+Gym runs on Linux only (the plugin stops Gym's processes through ``/proc`` and POSIX process groups, and
+locks with ``fcntl``): on any other platform ``provision`` and ``load_checkout`` raise ``ProvisionError``
+saying so, and nothing POSIX-only is imported when this module loads, so the plugin never breaks a pytest run
+that has no Gym dataset.
+
+The plugin never imports Gym: it runs ``GymCheckout.gym_executable`` with ``gym_environment(...)``.
+
+The modules, bottom up: ``errors`` (:class:`ProvisionError`), ``versions`` (supported Gym releases,
+``requires-python``), ``host`` (the platform, the cache, pyenv), ``manifest``, ``checkout`` (:class:`GymCheckout`,
+:func:`load_checkout`, :func:`gym_environment`), ``steps`` (logged steps), ``sdist`` (the package index, download,
+unpack), ``python`` (uv and the interpreter), ``environments`` (a Gym environment's configs) and ``build``
+(:func:`provision`). The command line is :mod:`pytest_gym_eval.cli.provision`.
+"""
+
+from __future__ import annotations
+
+from pytest_gym_eval.provision.build import provision
+from pytest_gym_eval.provision.checkout import (
+    BYTECODE_ENVIRONMENT,
+    DROPPED_ENVIRONMENT,
+    RAY_ENVIRONMENT,
+    RAY_START_WAIT,
+    RAY_START_WAIT_DEFAULT,
+    GymCheckout,
+    gym_environment,
+    load_checkout,
+    load_supported_checkout,
+    provisioned,
+)
+from pytest_gym_eval.provision.environments import (
+    DEFAULT_ENVIRONMENTS,
+    PREFETCH_ARGS,
+    SERVER_TYPES,
+    config_servers,
+    environment_configs,
+)
+from pytest_gym_eval.provision.errors import ProvisionError
+from pytest_gym_eval.provision.host import POSIX_MODULES, cache_root, default_checkout_path, platform_problem
+from pytest_gym_eval.provision.manifest import BUILD_MARKER, MANIFEST_FORMAT, MANIFEST_NAME, STATE_DIR
+from pytest_gym_eval.provision.python import (
+    INSTALL_HINT,
+    MIN_UV_VERSION,
+    MIN_UV_WORKAROUND_VERSION,
+    InterpreterChoice,
+    PythonCandidate,
+    choose_interpreter,
+    find_uv,
+)
+from pytest_gym_eval.provision.sdist import DEFAULT_INDEX_URL
+from pytest_gym_eval.provision.steps import STEPS, error_lines
+from pytest_gym_eval.provision.versions import (
+    DEFAULT_GYM_VERSION,
+    NEWEST_GYM_SERIES,
+    OLDEST_GYM_VERSION,
+    SUPPORTED_GYM_VERSIONS,
+    gym_version_problem,
+    parse_requires_python,
+    python_satisfies,
+    read_requires_python,
+    require_supported_gym,
+    requires_python_specifiers,
+)
+
+__all__ = [
+    "BUILD_MARKER",
+    "BYTECODE_ENVIRONMENT",
+    "DEFAULT_ENVIRONMENTS",
+    "DEFAULT_GYM_VERSION",
+    "DEFAULT_INDEX_URL",
+    "DROPPED_ENVIRONMENT",
+    "INSTALL_HINT",
+    "MANIFEST_FORMAT",
+    "MANIFEST_NAME",
+    "MIN_UV_VERSION",
+    "MIN_UV_WORKAROUND_VERSION",
+    "NEWEST_GYM_SERIES",
+    "OLDEST_GYM_VERSION",
+    "POSIX_MODULES",
+    "PREFETCH_ARGS",
+    "RAY_ENVIRONMENT",
+    "RAY_START_WAIT",
+    "RAY_START_WAIT_DEFAULT",
+    "SERVER_TYPES",
+    "STATE_DIR",
+    "STEPS",
+    "SUPPORTED_GYM_VERSIONS",
+    "GymCheckout",
+    "InterpreterChoice",
+    "ProvisionError",
+    "PythonCandidate",
+    "cache_root",
+    "choose_interpreter",
+    "config_servers",
+    "default_checkout_path",
+    "environment_configs",
+    "error_lines",
+    "find_uv",
+    "gym_environment",
+    "gym_version_problem",
+    "load_checkout",
+    "load_supported_checkout",
+    "parse_requires_python",
+    "platform_problem",
+    "provision",
+    "provisioned",
+    "python_satisfies",
+    "read_requires_python",
+    "require_supported_gym",
+    "requires_python_specifiers",
+]
