@@ -318,7 +318,7 @@ class Registry:
         dies too). Waits for another holder, trying every :data:`LOCK_POLL` s; ``on_wait`` is told once that it
         waits. Raises TimeoutError when ``deadline`` (a ``time.monotonic()`` value) passes first, InterruptedError
         when ``stopping`` is set first."""
-        import fcntl  # POSIX only, as in provision.py: never imported when the plugin loads
+        import fcntl  # POSIX only, as in provision/: never imported when the plugin loads
 
         self.ensure()
         fd = os.open(self.root / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
