@@ -23,7 +23,6 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import GymExample, SharedGym, open_page
 from pytest_gym_eval.__main__ import main as cli
 from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.outcome import output_text
@@ -31,6 +30,8 @@ from pytest_gym_eval.reporting import fmt, html
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.json_report import build_report
 from pytest_gym_eval.reporting.model import Conclusion, Flip, RolloutResult, session_verdict, summarize
+from tests.support.browser import open_page
+from tests.support.real_gym import GymExample, SharedGym
 
 pytestmark = pytest.mark.browser
 

@@ -20,11 +20,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import GymExample, gym_verify, started_processes
 from pytest_gym_eval import provision
 from pytest_gym_eval.local_model import LocalModelServer
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support.children import started_processes
+from tests.support.real_gym import GymExample, gym_verify
 
 pytestmark = [pytest.mark.gym, pytest.mark.live]
 
@@ -32,7 +33,7 @@ MAX_OUTPUT_TOKENS = 48
 """Output tokens per model call: enough for a short answer with ``\\boxed{X}`` or a tool call, and a 135M
 model's rambling ends there (unbounded, some answers ran to ~1,000 tokens)."""
 
-LETTERS = Path(__file__).parent.parent / "examples" / "local-model" / "datasets" / "letters.jsonl"
+LETTERS = Path(__file__).parents[2] / "examples" / "local-model" / "datasets" / "letters.jsonl"
 """Six questions simple enough that SmolLM2-135M answers some of them right, graded by the letter its answer starts
 with (Gym mcqa's ``template_metadata.output_regex``): Gym's own mcqa example gets no right answer from it (it never
 writes ``\\boxed{}``), and rewards that are all 0.0 would not show that a right answer's reward reaches its item."""

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from conftest import FakeGym
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, rectangular
+from tests.support.fakes import FakeGym
 
 
 def rows(rewards: list[float], **fake: object) -> str:

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import make_fake_checkout, write_recording
 from pytest_gym_eval import provision
 from pytest_gym_eval.shard import assign_shards
+from tests.support.fakes import make_fake_checkout, write_recording
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CI = ROOT / "examples" / "ci"
 STEPS = CI / "steps"
 GITHUB = CI / "github-workflow.yml"

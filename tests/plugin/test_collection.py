@@ -268,7 +268,7 @@ def test_canonical_json_ignores_key_order_and_gym_keys() -> None:
 
 
 def test_collect_only_starts_nothing(pytester: pytest.Pytester, fake_gym: object) -> None:
-    from conftest import FakeGym
+    from tests.support.fakes import FakeGym
 
     assert isinstance(fake_gym, FakeGym)
     write_rows(pytester.path / "mcqa.jsonl", [row("a", id="q")])
@@ -279,7 +279,8 @@ def test_collect_only_starts_nothing(pytester: pytest.Pytester, fake_gym: object
 
 
 def test_datasets_outside_the_rootdir_keep_distinct_readable_names(pytester: pytest.Pytester, fake_gym: object) -> None:
-    from conftest import FakeGym, junit_suite_properties
+    from tests.support.fakes import FakeGym
+    from tests.support.junit import junit_suite_properties
 
     assert isinstance(fake_gym, FakeGym)
     project = pytester.mkdir("project")

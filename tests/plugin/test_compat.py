@@ -29,7 +29,7 @@ from packaging.version import Version
 
 import pytest_gym_eval
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pytest_gym_eval"
 POSIX_ONLY_MODULES = ("fcntl", "resource", "pwd", "grp", "termios", "tty", "pty", "syslog", "_posixshmem")
 """Modules Windows' Python lacks (``os``, ``signal``, ``socket``, ``subprocess`` exist everywhere)."""

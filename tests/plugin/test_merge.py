@@ -19,7 +19,6 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import junit_aggregates, junit_suite_properties, make_fake_checkout, write_recording
 from pytest_gym_eval.merge import (
     EXIT_CANNOT_MERGE,
     MergeError,
@@ -30,6 +29,8 @@ from pytest_gym_eval.merge import (
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from pytest_gym_eval.reporting.junit import parse_system_out
 from pytest_gym_eval.shard import assign_shards
+from tests.support.fakes import make_fake_checkout, write_recording
+from tests.support.junit import junit_aggregates, junit_suite_properties
 
 COLUMNS = "100"
 REWARDS: dict[str, object] = {

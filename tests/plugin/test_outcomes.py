@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, assert_interrupted, interrupt_once_reported, run_until_reported, wait_until
 from pytest_gym_eval.processes import session_members
+from tests.support.children import assert_interrupted, interrupt_once_reported, run_until_reported, wait_until
+from tests.support.fakes import FakeGym
 
 
 def task(task_id: str, **fake: object) -> dict[str, object]:
@@ -494,7 +495,7 @@ def error_times(pytester: pytest.Pytester) -> dict[str, float]:
 
 
 def junit_classes(path: Path) -> dict[str, str | None]:
-    from conftest import junit_rollouts
+    from tests.support.junit import junit_rollouts
 
     return {name: values.get("failure_class") for name, values in junit_rollouts(path).items()}
 

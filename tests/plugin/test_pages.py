@@ -16,13 +16,13 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import FakeGym
 from pytest_gym_eval.__main__ import main as cli
 from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.reporting import github, html, markdown, transcripts
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, conclusion_from_report, write_report
 from pytest_gym_eval.reporting.model import Conclusion, Flip, RolloutResult, session_verdict, summarize
+from tests.support.fakes import FakeGym
 
 DATA = "datasets/mcqa.jsonl"
 

@@ -12,8 +12,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import FakeGym, junit_rollouts
 from pytest_gym_eval.integrations import RERUN_MESSAGE
+from tests.support.fakes import FakeGym
+from tests.support.junit import junit_rollouts
 
 
 def rows(rewards: dict[str, float]) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, make_fake_checkout
 from pytest_gym_eval import preflight, provision
+from tests.support.fakes import FakeGym, make_fake_checkout
 
 
 def write_dataset(folder: Path, name: str, *task_ids: str) -> str:

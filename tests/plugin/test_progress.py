@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from conftest import FakeGym, child_pytest_argv
 from pytest_gym_eval.progress import Counts, Progress, rollouts_text
+from tests.support.children import child_pytest_argv
+from tests.support.fakes import FakeGym
 
 
 class Clock:

@@ -39,7 +39,7 @@ from pytest_gym_eval.provision import (
     python_satisfies,
 )
 
-FAKE_SOURCE = Path(__file__).parent / "fake_gym_sdist"
+FAKE_SOURCE = Path(__file__).parents[1] / "fake_gym_sdist"
 VERSION = "0.7.0"
 ALL_STEPS = ("preflight", "download", "unpack", "python", "venv", "prefetch", "manifest")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym
 from pytest_gym_eval.run import ModelEndpoint, write_gym_config
+from tests.support.fakes import FakeGym
 
 
 def test_the_config_names_the_cluster_only_when_given(tmp_path: Path) -> None:

@@ -706,7 +706,7 @@ def test_every_turn_of_gyms_examples_is_answered_as_gyms_model_servers_send_it(g
     that recording's turn (images, tool calls and results, reasoning items, ids and Gym's field defaults
     included)."""
     files = sorted((gym_checkout.path / "resources_servers").glob("*/data/example_rollouts.jsonl"))
-    script = Path(__file__).parent / "support" / "gym_requests.py"
+    script = Path(__file__).parents[1] / "support" / "gym_requests.py"
     made = subprocess.run(
         [str(gym_checkout.gym_executable.parent / "python"), str(script), *map(str, files)],
         capture_output=True, text=True, check=True, timeout=600,

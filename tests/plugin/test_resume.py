@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from conftest import PYTEST_INTERRUPT_CRASH, FakeGym, assert_interrupted, interrupt_once_reported
 from pytest_gym_eval.resume import RESUMED_FROM_KEY, pytest_program, resume_command
+from tests.support.children import PYTEST_INTERRUPT_CRASH, assert_interrupted, interrupt_once_reported
+from tests.support.fakes import FakeGym
 
 ROW = {"responses_create_params": {"input": [{"role": "user", "content": "ping"}]}}
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from conftest import FakeGym
 from pytest_gym_eval.plan import REPEAT_TAG
 from pytest_gym_eval.sampling import PRECEDENCE, Sampling, SamplingError, apply_sampling, parse_param, parse_params
+from tests.support.fakes import FakeGym
 
 ROW: dict[str, Any] = {
     "id": "q1",

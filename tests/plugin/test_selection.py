@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import FakeGym
 from pytest_gym_eval.selection import Selection
+from tests.support.fakes import FakeGym
 
 
 def write_dataset(pytester: pytest.Pytester, rewards: dict[str, float]) -> str:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, started_processes
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.provision import GymCheckout
 from pytest_gym_eval.run import GymStartError, ModelEndpoint, serving
 from pytest_gym_eval.rundir import RunPaths
+from tests.support.children import started_processes
+from tests.support.fakes import FakeGym
 
 MODEL = ModelEndpoint("http://127.0.0.1:9/v1", "policy", "openai_model", "PYTEST_GYM_EVAL_TEST_NO_KEY")
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import FakeGym
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from pytest_gym_eval.shard import SHARD_RULE, Shard, assign_shards, parse_shard
+from tests.support.fakes import FakeGym
 
 
 @pytest.mark.parametrize(("text", "shard"), [("1/3", Shard(1, 3)), (" 3 / 3 ", Shard(3, 3)), ("1/1", Shard(1, 1))])

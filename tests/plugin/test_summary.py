@@ -10,8 +10,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import FakeGym, junit_rollouts, junit_suite_properties, validate_junit
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support.fakes import FakeGym
+from tests.support.junit import junit_rollouts, junit_suite_properties, validate_junit
 
 
 def rows(rewards: dict[str, float | str]) -> str:

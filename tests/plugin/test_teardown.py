@@ -17,18 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
+from pytest_gym_eval.processes import session_members
+from tests.support.children import (
     DOCKER_STOP,
     GITHUB_CANCEL,
     REPORT_ARGS,
     REPORTS_WITHIN,
-    FakeGym,
-    junit_suite_properties,
     run_until_reported,
     stop_like_a_runner,
     wait_until,
 )
-from pytest_gym_eval.processes import session_members
+from tests.support.fakes import FakeGym
+from tests.support.junit import junit_suite_properties
 
 
 def task(task_id: str, **fake: object) -> dict[str, object]:

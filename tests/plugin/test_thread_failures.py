@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from conftest import FakeGym
 from pytest_gym_eval import rollouts, run
 from pytest_gym_eval.rollouts import Missing, RolloutFeed, RunState
+from tests.support.fakes import FakeGym
 
 STARTUP_TIMEOUT = 600
 """The start-up timeout of these runs: the items must error long before it (and its 120 s margin) passes."""

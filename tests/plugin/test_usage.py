@@ -13,7 +13,6 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import FakeGym, GymExample, SharedGym
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.junit import SYSTEM_OUT_PREFIX as PREFIX
@@ -31,6 +30,8 @@ from pytest_gym_eval.usage import (
     token_totals,
     usage_from_properties,
 )
+from tests.support.fakes import FakeGym
+from tests.support.real_gym import GymExample, SharedGym
 
 
 def test_responses_usage_and_gyms_latency_are_read() -> None:

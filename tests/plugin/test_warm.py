@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, child_pytest_argv, started_processes, wait_until
 from pytest_gym_eval import provision
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.orphans import find_leftovers, run_processes
@@ -26,6 +25,8 @@ from pytest_gym_eval.processes import is_running, session_members
 from pytest_gym_eval.registry import Entry, Registry, idle_since
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.warm import stop_main
+from tests.support.children import child_pytest_argv, started_processes, wait_until
+from tests.support.fakes import FakeGym
 
 KEEP = "--gym-keep-alive=600"
 

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeGym, child_pytest_argv, make_fake_checkout, wait_until
 from pytest_gym_eval.orphans import MARKER, Leftovers, Owner, find_leftovers, run_processes
 from pytest_gym_eval.processes import GymProcess, is_running, session_members, stop_sessions
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.watchdog import Watchdog
+from tests.support.children import child_pytest_argv, wait_until
+from tests.support.fakes import FakeGym, make_fake_checkout
 
 
 def fake_env_start(checkout: Path, run_dir: Path, owner: Owner) -> GymProcess:

@@ -12,8 +12,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import FakeGym, assert_interrupted, child_pytest_argv
 from pytest_gym_eval.processes import session_members
+from tests.support.children import assert_interrupted, child_pytest_argv
+from tests.support.fakes import FakeGym
 
 VOLATILE = ("gym.created", "gym.run_dir", "gym.head_server", "gym.model_url", "gym.startup_seconds")
 

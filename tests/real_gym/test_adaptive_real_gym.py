@@ -10,8 +10,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import GymExample, SharedGym, validate_junit
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support.junit import validate_junit
+from tests.support.real_gym import GymExample, SharedGym
 
 pytestmark = pytest.mark.gym
 

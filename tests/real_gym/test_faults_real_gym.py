@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from conftest import GymExample
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from tests.support.fault_proxy import RESPONSES_FIELDS_GYM_NEEDS, FaultProxy, Rule, openai_error
+from tests.support.real_gym import GymExample
 
 pytestmark = pytest.mark.gym
 
@@ -122,7 +122,7 @@ class FaultyRun:
         return lines[start + 1 : end]
 
     def junit_classes(self) -> dict[str, str | None]:
-        from conftest import junit_rollouts
+        from tests.support.junit import junit_rollouts
 
         return {
             name.removesuffix("[r0]"): values.get("failure_class")

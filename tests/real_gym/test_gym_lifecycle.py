@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GymExample, child_pytest_argv, interrupt_once_reported, started_processes, wait_until
 from pytest_gym_eval.orphans import find_leftovers, run_processes
 from pytest_gym_eval.processes import is_running, session_members, stop_sessions
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.run import RAY_START_TIMEOUT
+from tests.support.children import child_pytest_argv, interrupt_once_reported, started_processes, wait_until
+from tests.support.real_gym import GymExample
 
 pytestmark = pytest.mark.gym
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from conftest import GymExample, gym_verify
 from pytest_gym_eval import provision
+from tests.support.real_gym import GymExample, gym_verify
 
 pytestmark = pytest.mark.gym
 

@@ -18,27 +18,23 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import (
+from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.replay import ReplayServer
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support.children import (
     DOCKER_STOP,
     GITHUB_CANCEL,
     REPORT_ARGS,
     REPORTS_WITHIN,
-    GymExample,
-    SharedGym,
     assert_interrupted,
     interrupt_once_reported,
-    junit_aggregates,
-    junit_rollouts,
-    junit_suite_properties,
     run_until_reported,
     started_processes,
     stop_like_a_runner,
-    validate_junit,
     wait_until,
 )
-from pytest_gym_eval.processes import session_members
-from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support.junit import junit_aggregates, junit_rollouts, junit_suite_properties, validate_junit
+from tests.support.real_gym import GymExample, SharedGym
 
 pytestmark = pytest.mark.gym
 

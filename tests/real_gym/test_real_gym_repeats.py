@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from conftest import GymExample, junit_rollouts
 from pytest_gym_eval.replay import ReplayServer
+from tests.support.junit import junit_rollouts
+from tests.support.real_gym import GymExample
 
 pytestmark = pytest.mark.gym
 

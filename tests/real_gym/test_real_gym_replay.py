@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from conftest import GymExample, SharedGym, junit_rollouts
 from pytest_gym_eval.dataset import row_digest
 from pytest_gym_eval.plan import REPEAT_TAG
 from pytest_gym_eval.replay import explain_unmatched
+from tests.support.junit import junit_rollouts
+from tests.support.real_gym import GymExample, SharedGym
 
 pytestmark = pytest.mark.gym
 

@@ -18,11 +18,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import PROJECT_EXAMPLE, GymExample, SharedGym, junit_aggregates, started_processes
 from pytest_gym_eval import provision
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support import PROJECT_EXAMPLE
+from tests.support.children import started_processes
+from tests.support.junit import junit_aggregates
 from tests.support.ray_cluster import RayCluster, listening_addresses
+from tests.support.real_gym import GymExample, SharedGym
 
 pytestmark = pytest.mark.gym
 

@@ -23,19 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
-    GymExample,
-    assert_interrupted,
-    interrupt_once_reported,
-    junit_rollouts,
-    started_processes,
-    validate_junit,
-    wait_until,
-)
 from pytest_gym_eval.orphans import run_processes
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.registry import Entry, Registry
 from pytest_gym_eval.replay import ReplayServer
+from tests.support.children import assert_interrupted, interrupt_once_reported, started_processes, wait_until
+from tests.support.junit import junit_rollouts, validate_junit
+from tests.support.real_gym import GymExample
 
 pytestmark = pytest.mark.gym
 

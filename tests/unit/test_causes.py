@@ -333,7 +333,7 @@ def test_server_labels() -> None:
 
 
 def test_every_class_is_documented_in_the_readme() -> None:
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
     section = readme.split("### Outcomes", 1)[1].split("\n## ", 1)[0]
     missing = [name for name in CLASSES if f"`{name}`" not in section]
     assert missing == []
