@@ -33,8 +33,6 @@ from pytest_gym_eval.reporting.model import Conclusion, Flip, RolloutResult, ses
 from tests.support.browser import open_page
 from tests.support.real_gym import GymExample, SharedGym
 
-pytestmark = pytest.mark.browser
-
 UNRECORDED = "What colour is a clear daytime sky on Earth?"
 """The question of the row added to Gym's example: no recording answers it, so its rollouts error."""
 

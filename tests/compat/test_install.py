@@ -97,7 +97,6 @@ def _metadata(wheel: Path) -> tuple[list[str], dict[str, list[str]]]:
     return names, fields
 
 
-@pytest.mark.compat
 def test_the_wheel_holds_the_package_licence_and_entry_point(dists: Dists) -> None:
     names, fields = _metadata(dists.wheel)
     assert _package_files() <= set(names)
@@ -114,7 +113,6 @@ def test_the_wheel_holds_the_package_licence_and_entry_point(dists: Dists) -> No
         assert "gym_eval = pytest_gym_eval.plugin" in archive.read(entry_points).decode("utf-8")
 
 
-@pytest.mark.compat
 def test_the_sdist_ships_no_tests(dists: Dists) -> None:
     # The tests need the repository's conftest, stand-ins and a provisioned Gym: the sdist ships none of them
     # rather than tests that cannot run.
@@ -153,7 +151,6 @@ def _python(request: str) -> str:
     return found.stdout.strip().splitlines()[-1] if found.returncode == 0 and found.stdout.strip() else sys.executable
 
 
-@pytest.mark.compat
 @pytest.mark.parametrize("combination", ["oldest", "newest"])
 def test_a_plain_project_passes_with_the_plugin_installed(dists: Dists, tmp_path: Path, combination: str) -> None:
     """pytest 8.0 to 9.0 with the plugin installed failed every run with `INTERNALERROR ... unhashable type:
@@ -192,7 +189,6 @@ def test_a_plain_project_passes_with_the_plugin_installed(dists: Dists, tmp_path
         assert [Version(v) for v in installed] == [Version(floors["pytest"]), Version(floors["pluggy"])]
 
 
-@pytest.mark.compat
 def test_the_provision_extra_is_all_provisioning_needs(
     dists: Dists, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -27,8 +27,6 @@ from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.children import started_processes
 from tests.support.real_gym import GymExample, gym_verify
 
-pytestmark = [pytest.mark.gym, pytest.mark.live]
-
 MAX_OUTPUT_TOKENS = 48
 """Output tokens per model call: enough for a short answer with ``\\boxed{X}`` or a tool call, and a 135M
 model's rambling ends there (unbounded, some answers ran to ~1,000 tokens)."""

@@ -14,8 +14,6 @@ from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.junit import validate_junit
 from tests.support.real_gym import GymExample, SharedGym
 
-pytestmark = pytest.mark.gym
-
 CEILING = 8
 
 

@@ -29,8 +29,6 @@ from pytest_gym_eval.replay import ReplayServer
 from tests.support.fault_proxy import RESPONSES_FIELDS_GYM_NEEDS, FaultProxy, Rule, openai_error
 from tests.support.real_gym import GymExample
 
-pytestmark = pytest.mark.gym
-
 ROLLOUT_TIMEOUT = 20.0
 """The session's --gym-rollout-timeout: well above the ~1 s Gym's retries take, small for the tier's time."""
 

@@ -26,8 +26,6 @@ from pytest_gym_eval.run import RAY_START_TIMEOUT
 from tests.support.children import child_pytest_argv, interrupt_once_reported, started_processes, wait_until
 from tests.support.real_gym import GymExample
 
-pytestmark = pytest.mark.gym
-
 TEARDOWN_DEADLINE = 120.0
 """Seconds the watchdog may take to stop real Gym (SIGINT, Gym's own shutdown of ~9 s, SIGKILL of the rest)."""
 

@@ -8,12 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pytest_gym_eval import provision
 from tests.support.real_gym import GymExample, gym_verify
-
-pytestmark = pytest.mark.gym
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

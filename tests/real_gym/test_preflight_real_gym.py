@@ -19,7 +19,6 @@ def write_dataset(folder: Path, name: str, *task_ids: str) -> str:
     return name
 
 
-@pytest.mark.gym
 def test_real_gym_a_missing_agent_and_model_type_are_one_usage_error(
     pytester: pytest.Pytester, gym_checkout: provision.GymCheckout
 ) -> None:

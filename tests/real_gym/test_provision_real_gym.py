@@ -23,7 +23,6 @@ def _manifest(checkout: Path) -> dict[str, Any]:
 # The real checkout
 
 
-@pytest.mark.gym
 def test_real_checkout_runs_gym_version(
     tmp_path: Path, gym_checkout: GymCheckout, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -46,7 +45,6 @@ def test_real_checkout_runs_gym_version(
     assert list((checkout.path / "nemo_gym" / "cli" / "__pycache__").glob("main.*.pyc"))
 
 
-@pytest.mark.gym
 def test_real_environments_not_named_after_their_configs_are_provisioned(gym_checkout: GymCheckout) -> None:
     from pytest_gym_eval.run import find_agent_config
 

@@ -36,8 +36,6 @@ from tests.support.children import (
 from tests.support.junit import junit_aggregates, junit_rollouts, junit_suite_properties, validate_junit
 from tests.support.real_gym import GymExample, SharedGym
 
-pytestmark = pytest.mark.gym
-
 
 def copy_example(pytester: pytest.Pytester, example: GymExample) -> str:
     """Gym's example tasks as ``datasets/<environment>.jsonl`` in the test's folder (the name picks the agent)."""

@@ -21,8 +21,6 @@ from pytest_gym_eval.replay import ReplayServer
 from tests.support.junit import junit_rollouts
 from tests.support.real_gym import GymExample
 
-pytestmark = pytest.mark.gym
-
 REPEATS = 3
 
 

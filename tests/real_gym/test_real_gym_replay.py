@@ -23,8 +23,6 @@ from pytest_gym_eval.replay import explain_unmatched
 from tests.support.junit import junit_rollouts
 from tests.support.real_gym import GymExample, SharedGym
 
-pytestmark = pytest.mark.gym
-
 
 @pytest.fixture(scope="module")
 def image_example(gym_examples: dict[str, GymExample]) -> GymExample:

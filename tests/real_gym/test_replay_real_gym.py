@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonlines
-import pytest
 
 from pytest_gym_eval.provision import GymCheckout
 from pytest_gym_eval.replay import (
@@ -51,7 +50,6 @@ def _send(request: urllib.request.Request) -> tuple[int, Any]:
 # ---- against Gym's own recordings ----------------------------------------------------------------
 
 
-@pytest.mark.gym
 def test_replays_gym_mcqa_example_rollouts(gym_checkout: GymCheckout) -> None:
     path = gym_checkout.path / "resources_servers" / "mcqa" / "data" / "example_rollouts.jsonl"
     with jsonlines.open(path) as reader:
@@ -64,7 +62,6 @@ def test_replays_gym_mcqa_example_rollouts(gym_checkout: GymCheckout) -> None:
             assert answer["output"] == row["response"]["output"]
 
 
-@pytest.mark.gym
 def test_every_turn_of_gyms_examples_is_answered_as_gyms_model_servers_send_it(gym_checkout: GymCheckout) -> None:
     """Gym's own code makes the request of every recorded turn of every example shipped with Gym: its agent's
     create-params as ``openai_model`` forwards them to ``/responses``, and Gym's ``ResponsesConverter`` output as

@@ -27,8 +27,6 @@ from tests.support.junit import junit_aggregates
 from tests.support.ray_cluster import RayCluster, listening_addresses
 from tests.support.real_gym import GymExample, SharedGym
 
-pytestmark = pytest.mark.gym
-
 COLUMNS = "100"
 
 

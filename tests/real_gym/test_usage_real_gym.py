@@ -11,7 +11,6 @@ import pytest
 from tests.support.real_gym import GymExample, SharedGym
 
 
-@pytest.mark.gym
 def test_replayed_token_totals_equal_the_sums_over_real_gyms_records(
     pytester: pytest.Pytester, shared_gym: SharedGym, gym_examples: dict[str, GymExample]
 ) -> None:

@@ -31,8 +31,6 @@ from tests.support.children import assert_interrupted, interrupt_once_reported, 
 from tests.support.junit import junit_rollouts, validate_junit
 from tests.support.real_gym import GymExample
 
-pytestmark = pytest.mark.gym
-
 STOP_DEADLINE = 120.0
 """Seconds real Gym may take to stop (SIGINT, Gym's own shutdown of ~9 s, SIGKILL of the rest)."""
 
