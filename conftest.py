@@ -38,7 +38,7 @@ def _hermetic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytest's ``pytester``, whose pytest runs load pytest-randomly and pytest-sugar (dev dependencies, for
-    tests/test_plugins.py, that change the order and the output of every run they load into) only when asked
+    tests/plugin/test_plugins.py, that change the order and the output of every run they load into) only when asked
     for (``-p randomly``, ``-p sugar``). (Pytester clears ``PYTEST_ADDOPTS`` when it starts: set it after.)"""
     monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_ADDOPTS)
     return pytester

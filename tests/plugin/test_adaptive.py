@@ -1,6 +1,6 @@
 """``--gym-adaptive`` end to end with the stand-in ``gym`` (the paths real Gym cannot be made to take on demand:
 errors, rewards outside the range, uneven selections, pytest-xdist). The real-Gym proof is
-tests/test_adaptive_real_gym.py."""
+tests/real_gym/test_adaptive_real_gym.py."""
 
 from __future__ import annotations
 

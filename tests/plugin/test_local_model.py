@@ -1,5 +1,5 @@
 """The local model server's error paths (fast): what a user sees when the model or the server is missing or the
-file is no model. The server serving a real model is proven by the live tier (tests/test_live.py)."""
+file is no model. The server serving a real model is proven by the live tier (tests/live/test_live.py)."""
 
 from __future__ import annotations
 

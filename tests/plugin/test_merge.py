@@ -1,6 +1,6 @@
 """``python -m pytest_gym_eval merge``: shard reports merged into the summary, verdict and exit status of one
 session over the same rollouts, and every reason a set of reports cannot be merged. The shard reports come
-from real pytest sessions against the stand-in ``gym`` (tests/test_scale_real_gym.py does it against real Gym).
+from real pytest sessions against the stand-in ``gym`` (tests/real_gym/test_scale_real_gym.py does it against real Gym).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Outcomes and the run's error paths, against a stand-in ``gym`` (tests/support/fake_gym.py).
 
 These are fast checks of what real Gym rarely does on demand (crash, hang, lose a rollout); the same behaviour
-is proven against real Gym in tests/test_real_gym.py.
+is proven against real Gym in tests/real_gym/test_real_gym.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 summary, GitHub annotations and the step summary, the ``html`` subcommand, and the options that ask for them.
 
 Fast tests on hand-made results and records, and against the stand-in ``gym``; the page is opened in a real
-browser in tests/test_browser.py, from a real-Gym run.
+browser in tests/browser/test_browser.py, from a real-Gym run.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """--gym-ray-address: the option, and the Gym config that carries it (against the stand-in ``gym``;
-tests/test_scale_real_gym.py runs real Gym on a real two-node Ray cluster)."""
+tests/real_gym/test_scale_real_gym.py runs real Gym on a real two-node Ray cluster)."""
 
 from __future__ import annotations
 

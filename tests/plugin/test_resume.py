@@ -1,6 +1,6 @@
 """Resuming a run (``--gym-resume=RUN_DIR``): the manifest every run writes, reusing scored rollouts, rolling
 out the rest, mismatches as usage errors, and the command printed after Ctrl-C or SIGTERM; against the stand-in
-``gym`` (tests/support/fake_gym.py). The same with real Gym: tests/test_warm_real_gym.py.
+``gym`` (tests/support/fake_gym.py). The same with real Gym: tests/real_gym/test_warm_real_gym.py.
 """
 
 from __future__ import annotations

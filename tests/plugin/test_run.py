@@ -1,6 +1,6 @@
 """Starting Gym: probing the policy model's endpoint first (:func:`pytest_gym_eval.run.probe_model`), and the one
 retry of ``gym env start`` after Ray's node start-up timeout (against the stand-in ``gym``; with real Gym and Ray
-in tests/test_gym_lifecycle.py)."""
+in tests/real_gym/test_gym_lifecycle.py)."""
 
 from __future__ import annotations
 

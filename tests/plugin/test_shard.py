@@ -1,5 +1,5 @@
 """--gym-shard: the assignment rule, and sessions that run one shard (against the stand-in ``gym``;
-tests/test_scale_real_gym.py runs shards against real Gym)."""
+tests/real_gym/test_scale_real_gym.py runs shards against real Gym)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The end of a session: the reports come first, then Gym is stopped, fast, saying so; a runner's stop
 (``docker stop``: SIGTERM, SIGKILL soon after; GitHub Actions' cancel: SIGINT, SIGTERM, SIGKILL) finds every
 report written; each item's duration is its own; the artefacts of one session agree. Against the stand-in
-``gym``; tests/test_real_gym.py stops a real Gym the same way.
+``gym``; tests/real_gym/test_real_gym.py stops a real Gym the same way.
 
 Signals are sent on a runner's schedule (what is measured is whether the reports were on disk by then); every
 other wait polls a condition against a deadline.

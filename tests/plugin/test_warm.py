@@ -1,7 +1,7 @@
 """A warm Gym kept between sessions (``--gym-keep-alive``): the registry, the keeper, attaching, stale entries,
 idle stops, ``status`` and ``stop``, against the stand-in ``gym`` (tests/support/fake_gym.py, whose ``gym env
 start`` answers ``GET /readyz`` on its head server as Gym's does). The same with real Gym:
-tests/test_warm_real_gym.py. Every test has a registry of its own (fixture ``warm_registry``) and stops every
+tests/real_gym/test_warm_real_gym.py. Every test has a registry of its own (fixture ``warm_registry``) and stops every
 warm Gym in it at the end; every wait polls a state against a deadline.
 """
 

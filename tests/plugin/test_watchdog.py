@@ -1,7 +1,7 @@
 """No orphans, even when pytest is SIGKILLed: the watchdog (:mod:`pytest_gym_eval.watchdog`) and the report and
 clean-up of what a dead session left (:mod:`pytest_gym_eval.orphans`), against the stand-in ``gym``
 (tests/support/fake_gym.py, whose ``FAKE_GYM_WORKER=1`` child ignores SIGINT in a process group of its own, as
-Ray's idle workers do). The same with real Gym and Ray: tests/test_gym_lifecycle.py.
+Ray's idle workers do). The same with real Gym and Ray: tests/real_gym/test_gym_lifecycle.py.
 
 Every wait polls ``/proc`` against a deadline; nothing sleeps to synchronise.
 """

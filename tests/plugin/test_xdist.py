@@ -1,5 +1,5 @@
 """pytest-xdist: one Gym for the whole run, every rollout once, one summary. Against the stand-in ``gym``;
-tests/test_real_gym.py repeats the main checks against real Gym."""
+tests/real_gym/test_real_gym.py repeats the main checks against real Gym."""
 
 from __future__ import annotations
 

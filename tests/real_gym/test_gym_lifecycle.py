@@ -1,8 +1,8 @@
 """Real Gym and Ray: nothing survives a SIGKILLed pytest, a dead session's leftovers are cleaned on request, and
 Ray's node start-up timeout is retried once.
 
-The stand-in versions of these (fast, for the error paths) are in tests/test_watchdog.py and tests/test_run.py.
-Every wait polls ``/proc`` or a file against a deadline; nothing sleeps to synchronise.
+The stand-in versions of these (fast, for the error paths) are in tests/plugin/test_watchdog.py and
+tests/plugin/test_run.py. Every wait polls ``/proc`` or a file against a deadline; nothing sleeps to synchronise.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Gym 0.7.0's mcqa example; expected rewards from Gym's own ``gym eval reverify`` (fixture ``gym_verdicts``). Each
 test has its own registry of warm Gyms (fixture ``warm_registry``, which stops every warm Gym in it at the end), so
 tests running at once, and other sessions on the machine, never see each other's warm Gyms. The stand-in versions
-of these (fast, for the error paths) are in tests/test_warm.py and tests/test_resume.py. Every wait polls a state
-against a deadline.
+of these (fast, for the error paths) are in tests/plugin/test_warm.py and tests/plugin/test_resume.py. Every wait
+polls a state against a deadline.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from tests.support.junit import junit_suite_properties
 
 CHILD_ADDOPTS = "-p no:randomly -p no:sugar"
 """What every pytest the tests start leaves out unless asked for (``-p randomly``, ``-p sugar``): pytest-randomly
-and pytest-sugar, dev dependencies for tests/test_plugins.py, change the order and the output of every run they
+and pytest-sugar, dev dependencies for tests/plugin/test_plugins.py, change the order and the output of every run they
 load into."""
 
 
@@ -124,7 +124,7 @@ def run_until_reported(
     return process, seen
 
 
-# A runner stopping a session (tests/test_teardown.py, and against real Gym tests/test_real_gym.py).
+# A runner stopping a session (tests/plugin/test_teardown.py, and against real Gym tests/real_gym/test_real_gym.py).
 
 GITHUB_CANCEL = ((signal.SIGINT, 0.0), (signal.SIGTERM, 7.5), (signal.SIGKILL, 10.0))
 """How GitHub Actions cancels a job: SIGINT, SIGTERM 7.5 s later, SIGKILL 2.5 s after that."""

@@ -2,7 +2,7 @@
 
 The shapes mirror what real Gym 0.7.0 wrote when its policy model's endpoint (the replay model behind the test
 fault proxy) answered 429, 500, 400 ``invalid_prompt``, a replay 404, a Responses body missing fields, or a body
-that is not JSON: see tests/test_faults_real_gym.py, which proves the same causes against real Gym.
+that is not JSON: see tests/real_gym/test_faults_real_gym.py, which proves the same causes against real Gym.
 """
 
 from __future__ import annotations
