@@ -4,7 +4,6 @@ one row per (task, repeat) otherwise; and how Gym's records come back to the pla
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -14,7 +13,6 @@ from pytest_gym_eval.dataset import LONE_SURROGATE, DatasetError
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.rollouts import RolloutFeed, RolloutRecord, RunState, parse_record, record_stamp
 from pytest_gym_eval.run import _stamps_in
-from tests.support.fakes import FakeGym
 
 
 def selection(path: Path, tasks: int, repeats: int) -> list[tuple[str, Path, int, str, int, str]]:
@@ -129,32 +127,3 @@ def test_records_of_whole_tasks_reach_their_own_repeat(tmp_path: Path) -> None:
     assert _stamps_in(output, 3) | _stamps_in(failures, 3) == set(range(6))
     record = parse_record(b'{"_ng_task_index": 1, "_ng_rollout_index": 2, "reward": 1.0}', output, 1, False, 0, 3)
     assert isinstance(record, RolloutRecord) and record.stamp == 5
-
-
-def gym_input_shape(pytester: pytest.Pytester, *args: str) -> tuple[int, str]:
-    """Run a session against the stand-in gym; (rows of Gym's input, its --num-repeats)."""
-    rows = [{"id": f"t{t}", "responses_create_params": {"input": [{"role": "user", "content": "ping"}]}} for t in "ab"]
-    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps({**row, "fake": {}}) + "\n" for row in rows))
-    pytester.runpytest_subprocess(*args, "mcqa.jsonl", "--gym-repeats=2", "--gym-run-dir=runs")
-    (run_dir,) = (pytester.path / "runs").iterdir()
-    calls = [json.loads(line) for line in Path(os.environ["FAKE_GYM_CALLS"]).read_text().splitlines()]
-    (argv,) = [call["argv"] for call in calls if call["argv"][:2] == ["eval", "run"]]
-    return len((run_dir / "gym-input.jsonl").read_text().splitlines()), argv[argv.index("--num-repeats") + 1]
-
-
-def test_whole_tasks_when_each_replayed_conversation_has_one_recording(
-    pytester: pytest.Pytester, fake_gym: FakeGym
-) -> None:
-    assert gym_input_shape(pytester, *fake_gym.args) == (2, "2")
-
-
-def test_a_conversation_recorded_twice_needs_a_row_per_repeat(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
-    """The replay model tells the repeats of a conversation recorded several times apart by a tag on each row."""
-    record = fake_gym.recording.read_text()
-    fake_gym.recording.write_text(record + record.replace('"pong"', '"pong again"'))
-    assert gym_input_shape(pytester, *fake_gym.args) == (4, "1")
-
-
-def test_a_seed_per_repeat_needs_a_row_per_repeat(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
-    args = [*fake_gym.args, "--gym-seed=5", "--gym-model-type=vllm_model"]
-    assert gym_input_shape(pytester, *args) == (4, "1")
