@@ -6,6 +6,7 @@
 - :mod:`tests.support.real_gym`: the provisioned Gym, one started Gym shared by the real-Gym tier, Gym's verdicts;
 - :mod:`tests.support.live`: the live tier's local model server;
 - :mod:`tests.support.browser`: headless Chromium for the HTML report.
+- :mod:`tests.support.tiers`: a tier folder's ``conftest.py`` marks its tests with it.
 
 The modules that define fixtures are loaded as plugins by the root ``conftest.py`` (``pytest_plugins``), so every
 test sees the fixtures; the scripts beside them (``fake_gym.py``, ``gym_verify.py``, ...) run as child processes.
