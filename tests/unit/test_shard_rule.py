@@ -1,5 +1,5 @@
 """--gym-shard: the assignment rule (sessions that run one shard against the stand-in ``gym``:
-tests/plugin/test_shard_session.py; tests/real_gym/test_scale_real_gym.py runs shards against real Gym)."""
+tests/plugin/test_shard.py; tests/real_gym/test_scale_real_gym.py runs shards against real Gym)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The plugin as it ships: the wheel and sdist ``uv build`` makes, installed into fresh venvs with the oldest and
-the newest supported pytest (the rest of the plugin's portability: tests/plugin/test_compat.py).
+the newest supported pytest (the rest of the plugin's portability: tests/plugin/test_portability.py).
 
 These tests (the ``compat`` tier, marked by this folder's conftest) build the wheel and sdist once and need the
 package index or uv's cache (``-m "not compat"`` leaves them out offline). ``.ci/run`` also runs the whole fast

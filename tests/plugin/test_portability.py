@@ -1,7 +1,7 @@
 """The plugin is safe to load wherever pytest runs: it imports nothing only rare paths need, every object it
 registers is hashable (pytest < 9.1 keeps plugins in a set), and a Python without the POSIX modules never breaks a
 run. The wheel and sdist it ships, installed with the oldest and the newest supported pytest (the ``compat``
-tier): tests/compat/test_install.py.
+tier): tests/compat/test_compat.py.
 """
 
 from __future__ import annotations

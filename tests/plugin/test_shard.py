@@ -1,4 +1,5 @@
-"""Sharding in pytest sessions against the stand-in ``gym`` (the assignment rule alone: tests/unit/test_shard.py)."""
+"""Sharding in pytest sessions against the stand-in ``gym`` (the assignment rule alone:
+tests/unit/test_shard_rule.py)."""
 
 from __future__ import annotations
 
