@@ -13,6 +13,7 @@ the median over the rounds with the paired bootstrap interval of :mod:`verdicts`
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import statistics
@@ -20,8 +21,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from verdicts import median_ratio
+
+NAME = "plain"
+"""Its name in ``--only`` and the table."""
 
 GOAL = 1.05
 """The plugin side's CPU time at most this times the plain run's (issue 23)."""
@@ -88,3 +93,14 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="gym-bench-") as scratch:
         row = bench_plugin_cost(Path(scratch), int(sys.argv[1]) if len(sys.argv) > 1 else 10)
     print("\n".join(f"{key}: {value}" for key, value in row.items()))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plain-rounds", type=int, help="plain: paired rounds (default 20; quick 3)")
+
+
+def run(work: Path, args: argparse.Namespace, quick: bool) -> list[Any]:
+    """The table's row of this benchmark (``quick``: 3 rounds)."""
+    from common import Row
+
+    return [Row(**bench_plugin_cost(work, args.plain_rounds or (3 if quick else 20)))]

@@ -1,0 +1,133 @@
+"""The CI example's step scripts run as a fresh runner runs them (the workflows read as files:
+tests/unit/test_ci_workflow.py). .ci/run runs them against real Gym."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval import provision
+from pytest_gym_eval.shard import assign_shards
+from tests.support.fakes import make_fake_checkout, write_recording
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+CI = ROOT / "examples" / "ci"
+
+
+STEPS = CI / "steps"
+
+
+TASKS = ("t1", "t2", "t3", "t4", "t5", "t6")
+
+
+def _rewards() -> dict[str, float]:
+    """Every task of shard 1 of 2 right, one of shard 2's: mean 0.67 over all, 0.33 on shard 2's share."""
+    owners = assign_shards("data.jsonl", TASKS, 2)
+    second = [task for task in TASKS if owners[task] == 2]
+    return {task: 0.0 if task in second[1:] else 1.0 for task in TASKS}
+
+
+def _provisioned_fake(cache: Path, version: str) -> Path:
+    """A stand-in checkout where ``provision`` looks for Gym ``version`` in ``cache``, with a valid manifest, so the
+    steps' ``provision`` returns it at once (as from a restored CI cache)."""
+    checkout = make_fake_checkout(cache / "fake")
+    target = provision.default_checkout_path(version)
+    assert target.parent == cache
+    checkout.rename(target)
+    gym = target / ".venv" / "bin" / "gym"
+    manifest = {
+        "format_version": provision.MANIFEST_FORMAT, "gym_version": version, "checkout": str(target),
+        "gym_executable": str(gym), "environments": ["mcqa"], "env": {}, "path_prepend": [], "xdg_config_dir": None,
+    }  # fmt: skip
+    (target / provision.STATE_DIR).mkdir()
+    (target / provision.STATE_DIR / provision.MANIFEST_NAME).write_text(json.dumps(manifest), encoding="utf-8")
+    return target
+
+
+@pytest.fixture
+def steps_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The environment the step scripts get: a "venv" whose python is this one, the stand-in Gym provisioned in
+    a cache of its own, and an evaluation folder with a dataset whose gate (mean reward >= 0.6) passes over all
+    tasks while one of 2 shards' share fails it."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PYTEST_GYM_EVAL_CACHE", str(cache))
+    _provisioned_fake(cache, provision.DEFAULT_GYM_VERSION)
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
+    (venv_bin / "python").chmod(0o755)
+    project = tmp_path / "project"
+    project.mkdir()
+    rewards = _rewards()
+    owners = assign_shards("data.jsonl", TASKS, 2)
+    shares = [[rewards[task] for task in TASKS if owners[task] == shard] for shard in (1, 2)]
+    assert min(sum(share) / len(share) for share in shares) < 0.6 <= sum(rewards.values()) / len(TASKS)
+    rows = [
+        {"id": task, "responses_create_params": {"input": f"Q {task}"}, "fake": {"reward": reward}}
+        for task, reward in rewards.items()
+    ]
+    (project / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    (project / "pytest.ini").write_text(
+        "[pytest]\ngym_datasets = data.jsonl\ngym_dataset_settings =\n    data.jsonl: min_mean_reward=0.6\n"
+    )
+    recording = write_recording(tmp_path / "recording_rollouts.jsonl")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GYM_", "GITHUB_", "CI_NODE_"))}
+    env.update(
+        GYM_EVAL_VENV=str(tmp_path / "venv"), GYM_EVAL_DIR=str(project), GYM_EVAL_OUT=str(tmp_path / "out"),
+        GYM_VERSION=provision.DEFAULT_GYM_VERSION, GYM_ENVIRONMENTS="mcqa",
+        GYM_EVAL_ARGS=f"--gym-replay={recording} --gym-agent=mcqa_simple_agent -p no:cacheprovider",
+        PYTEST_GYM_EVAL_CACHE=str(cache),
+        PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        GITHUB_STEP_SUMMARY=str(tmp_path / "step-summary.md"),
+    )  # fmt: skip
+    return env
+
+
+def _step(name: str, env: dict[str, str], **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(STEPS / f"{name}.sh")], cwd=ROOT, env={**env, **extra}, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_shards_leave_the_verdict_to_the_merge(steps_env: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    for shard in ("1", "2"):
+        result = _step("evaluate", steps_env, GYM_SHARD=shard, GYM_SHARDS="2")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        for name in ("junit", "report", "summary"):
+            assert list(out.glob(f"{name}-{shard}.*")), (name, shard)
+    failed = [json.loads((out / f"report-{shard}.json").read_text())["session"]["exit_status"] for shard in (1, 2)]
+    assert sorted(failed) == [0, 1]  # one shard's share failed the gate; its step said so and went on
+    merged = _step("merge", steps_env)
+    assert merged.returncode == 0, merged.stdout[-3000:] + merged.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["session"]["exit_status"] == 0 and report["datasets"][0]["rollouts"] == 6
+    assert {p.name for p in out.iterdir()} >= {"junit.xml", "report.json", "summary.md"}
+    assert (tmp_path / "step-summary.md").read_text().count("### Gym eval: ") == 3  # 2 shards and the merge
+
+
+def test_an_unsharded_evaluation_returns_pytests_exit_status(steps_env: dict[str, str], tmp_path: Path) -> None:
+    passing = _step("evaluate", steps_env)
+    assert passing.returncode == 0, passing.stdout[-3000:]
+    assert (tmp_path / "out" / "report.json").is_file() and (tmp_path / "out" / "junit.xml").is_file()
+    failing = _step("evaluate", steps_env, GYM_EVAL_ARGS=steps_env["GYM_EVAL_ARGS"] + " --gym-min-mean-reward=0.9")
+    assert failing.returncode == 1, failing.stdout[-3000:]
+    assert "pytest exit status 1" in failing.stdout
+
+
+def test_provision_refuses_a_release_outside_the_range(steps_env: dict[str, str]) -> None:
+    result = _step("provision", steps_env, GYM_VERSION="0.5.1")
+    assert result.returncode == 1
+    assert "Gym 0.5.1 is not supported: this pytest-gym-eval supports NeMo Gym 0.6.0 to 0.7.x" in result.stderr
+
+
+def test_merge_without_shard_reports_fails(steps_env: dict[str, str]) -> None:
+    result = _step("merge", steps_env)
+    assert result.returncode == 2 and "no shard reports (report-*.json)" in result.stderr

@@ -1,0 +1,114 @@
+"""Configuration errors are usage errors: what can be checked before Gym starts (an agent no config defines, an
+environment or a model server the checkout lacks, Gym's own ``pyproject.toml`` taken as the configuration) ends
+the session at collection with one message and exit status 4, never as an error on every item."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval import preflight
+from tests.support.fakes import FakeGym, make_fake_checkout
+
+
+def write_dataset(folder: Path, name: str, *task_ids: str) -> str:
+    rows = [
+        {"id": t, "responses_create_params": {"input": f"Question {t}?"}, "fake": {"reward": 1.0}} for t in task_ids
+    ]
+    (folder / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return name
+
+
+def usage_error_lines(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.errlines if line.startswith("ERROR:")]
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_dataset_whose_agent_no_config_defines_is_one_usage_error(
+    pytester: pytest.Pytester, fake_gym: FakeGym, xdist: list[str]
+) -> None:
+    name = write_dataset(pytester.path, "quiz.jsonl", "a", "b", "c")
+    result = pytester.runpytest_subprocess(*fake_gym.args, "-rA", name, "--gym-min-mean-reward=0.5", *xdist)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [line for line in result.errlines + result.outlines if "defines the agent" in line]
+    assert "'quiz_simple_agent' (used by quiz.jsonl)" in line and "the agents it defines: mcqa_simple_agent" in line
+    assert "--gym-agent" in line
+    assert fake_gym.calls() == []  # before Gym starts
+    assert not any(line.startswith(("ERROR quiz", "FAILED quiz", "PASSED quiz")) for line in result.outlines)
+    assert "gym reward summary" not in result.stdout.str()
+
+
+def test_an_unknown_model_type_is_one_usage_error_naming_the_model_servers(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    for model in ("openai_model", "vllm_model", "vllm_model.egg-info"):  # a build's leftover is no model server
+        (fake_gym.checkout / "responses_api_models" / model).mkdir(parents=True)
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a", "b")
+    result = pytester.runpytest(*fake_gym.args, name, "--gym-model-type=anthropic")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert usage_error_lines(result) == [
+        "ERROR: --gym-model-type: this Gym has no model server 'anthropic' (openai_model, vllm_model)"
+    ]
+    assert fake_gym.calls() == []
+    # Attached to running servers (--gym-head-server), the model is theirs: nothing to check it against.
+    attached = pytester.runpytest(
+        *fake_gym.args, name, "--gym-model-type=anthropic", "--gym-head-server=127.0.0.1:9", "--gym-startup-timeout=1"
+    )
+    assert attached.ret != pytest.ExitCode.USAGE_ERROR
+
+
+def test_an_environment_the_checkout_lacks_is_one_usage_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    mcqa.jsonl: resources_server=elsewhere\n")
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a")
+    result = pytester.runpytest(*fake_gym.args, name)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = usage_error_lines(result)
+    assert "resources_server=elsewhere" in line and "has no environment 'elsewhere'" in line and line.endswith("mcqa")
+    assert fake_gym.calls() == []
+
+
+def test_a_row_agent_ref_no_config_defines_is_a_usage_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    row = {"id": "own", "responses_create_params": {"input": "Q?"}, "agent_ref": {"name": "nonexistent_agent"}}
+    (pytester.path / "mcqa.jsonl").write_text(json.dumps(row) + "\n")
+    result = pytester.runpytest(*fake_gym.args, "mcqa.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = usage_error_lines(result)
+    assert "defines the agent 'nonexistent_agent' (used by mcqa.jsonl)" in line
+    # --collect-only lists the items whatever the configuration: nothing would start Gym.
+    assert pytester.runpytest(*fake_gym.args, "mcqa.jsonl", "--collect-only").ret == pytest.ExitCode.OK
+
+
+def test_a_gym_checkout_given_with_a_space_is_not_silently_the_configuration(pytester: pytest.Pytester) -> None:
+    checkout = make_fake_checkout(pytester.path)
+    (checkout / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "--strict-markers"\n')
+    project = pytester.mkdir("project")
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "datasets").mkdir()
+    write_dataset(project / "datasets", "mcqa.jsonl", "a")
+    os.chdir(project)
+    result = pytester.runpytest("--collect-only", "-q", "--gym-checkout", str(checkout), "datasets/mcqa.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = usage_error_lines(result)
+    assert f"Gym's own {checkout}/pyproject.toml" in line
+    assert f"--gym-checkout={checkout}" in line
+    # With '=' pytest never takes the checkout for a path to test: the project's own configuration holds.
+    fine = pytester.runpytest("--collect-only", "-q", f"--gym-checkout={checkout}", "datasets/mcqa.jsonl")
+    assert fine.ret == pytest.ExitCode.OK and "datasets/mcqa.jsonl::a[r0]" in fine.outlines
+
+
+def test_defined_agents_reads_the_checkouts_configs(tmp_path: Path) -> None:
+    checkout = make_fake_checkout(tmp_path, ("mcqa", "math"))
+    assert preflight.defined_agents(checkout) == ["math_simple_agent", "mcqa_simple_agent"]
+    assert preflight.defined_agents(checkout, "math") == ["math_simple_agent"]
+    assert preflight.environments(checkout) == ["math", "mcqa"]
+    assert preflight.model_types(checkout) is None
+
+
+def test_a_long_list_names_the_closest(tmp_path: Path) -> None:
+    names = [f"env{i}_simple_agent" for i in range(40)] + ["mcqa_simple_agent"]
+    assert preflight.named(sorted(names), "mcq_simple_agent") == "41 in all, the closest: mcqa_simple_agent"
+    assert preflight.named(["a", "b"], "c") == "a, b"
+    assert preflight.named(sorted(names), "zzz").startswith("41 in all, e.g. env0_simple_agent")
