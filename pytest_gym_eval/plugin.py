@@ -92,15 +92,19 @@ def gym_configured(config: pytest.Config) -> bool:
     """Whether this session is given any ``--gym-*`` option or ``gym_*`` ini setting: it then has its
     :class:`GymSession` from the start (a conftest may read ``gym_session.options`` in ``pytest_sessionstart``;
     ``--gym-baseline`` and ``--gym-resume`` are read now), as a session that collects a dataset does from then on."""
-    if any(
-        dest.startswith("gym_") and value not in (None, False, [], ()) for dest, value in vars(config.option).items()
-    ):
+    if any(dest.startswith("gym_") and _given(value) for dest, value in vars(config.option).items()):
         return True
     ini = getattr(config, "_inicfg", None)  # what the ini file sets (pytest 9; pytest 8 calls it inicfg)
     if ini is None:
         ini = getattr(config, "inicfg", {})
     overrides = [text.split("=", 1)[0].strip() for text in config.getoption("override_ini", None) or ()]
     return any(str(name).startswith("gym_") for name in [*ini, *overrides])
+
+
+def _given(value: object) -> bool:
+    """Whether an option's value was given on the command line (its defaults are None, False or empty; a 0 that
+    compares equal to False, as ``--gym-repeats=0``, is given)."""
+    return not (value is None or value is False or (isinstance(value, (list, tuple)) and not value))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which starts the workers (pytest_configure_node)
