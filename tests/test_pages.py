@@ -22,7 +22,7 @@ from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.reporting import github, html, markdown, transcripts
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, conclusion_from_report, write_report
-from pytest_gym_eval.reporting.model import Conclusion, Flip, RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.summary import Conclusion, Flip, RolloutResult, session_verdict, summarize
 
 DATA = "datasets/mcqa.jsonl"
 

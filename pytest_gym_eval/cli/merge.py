@@ -30,7 +30,7 @@ from pytest_gym_eval.reporting.merge import (
     read_shard_report,
     separator,
 )
-from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
+from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
 from pytest_gym_eval.results import conclude
 
 

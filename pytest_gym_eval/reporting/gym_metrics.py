@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.model import DatasetSummary, RolloutResult
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
 
 MAX_SHOWN = 8
 """Figures of each kind a summary line shows before "… and N more"."""

@@ -1,7 +1,7 @@
 """The HTML report (``--gym-html``, ``python -m pytest_gym_eval html``): one self-contained page per session.
 
-The page reads the summary model (:class:`~pytest_gym_eval.reporting.model.Conclusion` and the rollouts'
-:class:`~pytest_gym_eval.reporting.model.RolloutResult`) like every other output, plus the full rollout
+The page reads the summary model (:class:`~pytest_gym_eval.reporting.summary.Conclusion` and the rollouts'
+:class:`~pytest_gym_eval.reporting.summary.RolloutResult`) like every other output, plus the full rollout
 records (read from Gym's files through each rollout's ``record``, see :mod:`.transcripts`). Everything it
 needs is inside the one file: the styles, the script (``assets/report.css``, ``assets/report.js``, inlined),
 the data as JSON, hand-written SVG histograms. Opening it needs no network and no server.
@@ -29,9 +29,10 @@ from pytest_gym_eval.causes import redact
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.baseline import BaselineComparison, report_task_means
-from pytest_gym_eval.reporting.model import (
+from pytest_gym_eval.reporting.baseline import report_task_means
+from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
+    BaselineComparison,
     Conclusion,
     DatasetSummary,
     RolloutResult,
@@ -39,6 +40,7 @@ from pytest_gym_eval.reporting.model import (
     flips_count,
     groups,
     selection_note,
+    shown_pass_at_k,
 )
 from pytest_gym_eval.reporting.transcripts import input_rows, read_records, transcript
 
@@ -517,7 +519,7 @@ def _summary_table(summary: DatasetSummary) -> str:
             _interval_attrs(*_fields(summary.pass_rate)),
         ),
     ]
-    for k, interval in fmt.shown_pass_at_k(summary):
+    for k, interval in shown_pass_at_k(summary):
         note = "unbiased estimator (Chen et al. 2021)"
         if interval.n != summary.mean_reward.n:
             note += f", {fmt.plural(interval.n, 'task')} with {k}+ scored"

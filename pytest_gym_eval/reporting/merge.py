@@ -29,7 +29,7 @@ from typing import Any
 
 from pytest_gym_eval.gates import METRICS, Gate, GateMode
 from pytest_gym_eval.reporting import json_report
-from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
+from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
 from pytest_gym_eval.shard import SHARD_RULE, Shard, assign_shards
 from pytest_gym_eval.usage import Usage
 

@@ -6,19 +6,38 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_gym_eval.files import write_text_atomic
-from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.reporting import github, html, markdown
-from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
+from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
+
+
+class OutputOptions(Protocol):
+    """What the outputs need of the session's options (:class:`~pytest_gym_eval.options.GymOptions` has it):
+    where to write (None: not asked for) and the gate settings the annotations word."""
+
+    @property
+    def html(self) -> Path | None: ...
+    @property
+    def markdown(self) -> Path | None: ...
+    @property
+    def report(self) -> Path | None: ...
+    @property
+    def inconclusive_passes(self) -> bool: ...
+    @property
+    def max_drop(self) -> float | None: ...
+    @property
+    def fail_on_flip(self) -> bool: ...
+    @property
+    def rootdir(self) -> Path: ...
 
 
 def write_pages(
     conclusion: Conclusion,
     results: Sequence[RolloutResult],
     meta: Mapping[str, object],
-    options: GymOptions,
+    options: OutputOptions,
     *,
     baseline: Mapping[str, Any] | None,
     environ: Mapping[str, str],
@@ -59,7 +78,7 @@ def write_pages(
 
 
 def annotation_lines(
-    conclusion: Conclusion, results: Sequence[RolloutResult], options: GymOptions, environ: Mapping[str, str]
+    conclusion: Conclusion, results: Sequence[RolloutResult], options: OutputOptions, environ: Mapping[str, str]
 ) -> list[str]:
     """The GitHub workflow commands (``::error …``) to print when ``environ["GITHUB_ACTIONS"]`` is "true",
     else none (see :func:`~pytest_gym_eval.reporting.github.session_annotations`)."""
