@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pytest_gym_eval.processes import DEFAULT_GRACE, proc_stat, stop_sessions
 from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.rundir import RunPaths
 
 MARKER = "PYTEST_GYM_EVAL_RUN"
 """Environment variable carried by every process a run starts: ``<owner pid>:<owner start>:<run dir>``."""
@@ -231,7 +232,7 @@ def processes_of(owner: Owner) -> list[RunProcess]:
 def mark_failed(run_dir: Path, message: str) -> bool:
     """Publish ``failed`` with ``message`` in the run's ``state.json`` unless the run had ended (``finished``
     or ``failed``) or never published a state; returns whether it did."""
-    path = run_dir / "state.json"
+    path = RunPaths(run_dir).state
     try:
         state = RunState.read(path)
     except (OSError, ValueError, TypeError):

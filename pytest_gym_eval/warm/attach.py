@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
+from pytest_gym_eval.files import write_json_atomic
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.orphans import MARKER, Owner
 from pytest_gym_eval.processes import DEFAULT_GRACE
@@ -34,6 +35,7 @@ from pytest_gym_eval.run import (
     ModelEndpoint,
     probe_model,
 )
+from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.warm.spec import (
     HEAD_PATIENCE,
     KEEPER_MODULE,
@@ -146,7 +148,7 @@ class WarmGym:
     def _start(self, stopping: threading.Event, deadline: float, on_event: Callable[[str], None]) -> Entry:
         """Start a keeper for the spec and wait until its Gym is ready; the entry. Holds the key's lock."""
         home = self.registry.new_home(self.spec.key)
-        logs = home / "logs"
+        logs = RunPaths(home).logs
         logs.mkdir(mode=0o700)
         spec = WarmSpec(**{**asdict(self.spec), "lease": self.owner.marker})
         spec.save(home / "spec.json")
@@ -213,23 +215,19 @@ class WarmGym:
 
     def _link(self, entry: Entry) -> None:
         """Point the run directory at the warm Gym: ``warm.json``, and links to its server and replay logs."""
-        logs = self.run_dir / "logs"
+        logs = RunPaths(self.run_dir).logs
         logs.mkdir(parents=True, exist_ok=True)
         for name in ("gym-servers", "replay-model.jsonl") if self.spec.replay else ("gym-servers",):
             link = logs / name
             if not link.exists() and not link.is_symlink():
                 with contextlib.suppress(OSError):
-                    link.symlink_to(entry.home / "logs" / name)
-        (self.run_dir / "warm.json").write_text(
-            json.dumps(
-                {
-                    "key": entry.key, "home": str(entry.home), "head_server": list(entry.head_server),
-                    "started": self.started, "attached": not self.started, "keeper": entry.keeper,
-                },
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
+                    link.symlink_to(RunPaths(entry.home).logs / name)
+        write_json_atomic(
+            self.run_dir / "warm.json",
+            {
+                "key": entry.key, "home": str(entry.home), "head_server": list(entry.head_server),
+                "started": self.started, "attached": not self.started, "keeper": entry.keeper,
+            },
         )  # fmt: skip
 
 
