@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.reporting import html, json_report
+from pytest_gym_eval.reporting import html, json_report, outputs
 
 
 def main(argv: Sequence[str]) -> int:
@@ -50,7 +50,9 @@ def main(argv: Sequence[str]) -> int:
     given = report.get("meta")
     meta: Mapping[str, object] = given if isinstance(given, dict) else {}
     try:
-        problems = html.write_page(output, conclusion, results, meta, baseline=baseline)
+        problems = html.write_page(
+            output, conclusion, results, meta, baseline=baseline, run_failed=outputs.run_failure(meta)
+        )
     except OSError as error:
         cli.error("html", f"cannot write {output}: {error}")
         return 2

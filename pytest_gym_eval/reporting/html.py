@@ -413,24 +413,6 @@ def _drawer() -> str:
     )
 
 
-def run_failure(meta: Mapping[str, object]) -> str | None:
-    """Why Gym's run failed, when it did: the ``failed`` state the run's owner left in ``meta["run_dir"]``
-    (Gym would not start, or died), e.g. the root cause of every rollout erroring "missing"; else None."""
-    from pytest_gym_eval.rollouts import RunState
-    from pytest_gym_eval.rundir import RunPaths
-
-    run_dir = meta.get("run_dir")
-    if not isinstance(run_dir, str) or not run_dir:
-        return None
-    try:
-        state = RunState.read(RunPaths(Path(run_dir)).state)
-    except (OSError, ValueError, TypeError):
-        return None
-    if state is None or state.phase != "failed":
-        return None
-    return f"{RUN_FAILED} {state.message}" + (f" (log: {state.log})" if state.log else "")
-
-
 # --- Writing it -------------------------------------------------------------------------------------------
 
 
@@ -462,8 +444,10 @@ def write_page(
     meta: Mapping[str, object],
     *,
     baseline: Mapping[str, Any] | None = None,
+    run_failed: str | None = None,
 ) -> list[str]:
-    """Read every result's record and write the page to ``path`` (atomically, parents created).
+    """Read every result's record and write the page to ``path`` (atomically, parents created); ``run_failed``
+    is why Gym's run failed, when it did (:func:`pytest_gym_eval.reporting.outputs.run_failure`), shown first.
 
     Returns the problems met reading the records (each also shown on the page); a rollout whose record could
     not be read has no transcript but keeps its place in the grid. API keys are redacted from the transcripts
@@ -471,9 +455,8 @@ def write_page(
     """
     transcripts, problems = transcripts_of(results)
     notes = [f"Transcripts missing: {problem}" for problem in problems]
-    failed = run_failure(meta)
-    if failed:
-        notes.insert(0, failed)
+    if run_failed:
+        notes.insert(0, run_failed)
     secrets = api_key_of(meta)
     transcripts, notes = redacted(transcripts, secrets), redacted(notes, secrets)
     text = render_page(conclusion, results, meta, baseline=baseline, transcripts=transcripts, notes=notes)

@@ -11,6 +11,8 @@ from typing import Any, Protocol
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.reporting import github, html, markdown
 from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
+from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.rundir import RunPaths
 
 
 class OutputOptions(Protocol):
@@ -52,7 +54,9 @@ def write_pages(
     lines: list[str] = []
     if options.html is not None:
         try:
-            problems = html.write_page(options.html, conclusion, results, meta, baseline=baseline)
+            problems = html.write_page(
+                options.html, conclusion, results, meta, baseline=baseline, run_failed=run_failure(meta)
+            )
         except OSError as error:
             lines.append(f"gym html report: could not write {options.html}: {error}")
         else:
@@ -95,3 +99,18 @@ def annotation_lines(
         workspace=Path(workspace) if workspace else None,
     )
     return [annotation.command() for annotation in found]
+
+
+def run_failure(meta: Mapping[str, object]) -> str | None:
+    """Why Gym's run failed, when it did: the ``failed`` state the run's owner left in ``meta["run_dir"]``
+    (Gym would not start, or died), e.g. the root cause of every rollout erroring "missing"; else None."""
+    run_dir = meta.get("run_dir")
+    if not isinstance(run_dir, str) or not run_dir:
+        return None
+    try:
+        state = RunState.read(RunPaths(Path(run_dir)).state)
+    except (OSError, ValueError, TypeError):
+        return None
+    if state is None or state.phase != "failed":
+        return None
+    return f"{html.RUN_FAILED} {state.message}" + (f" (log: {state.log})" if state.log else "")
