@@ -94,7 +94,7 @@ def synthetic_session(folder: Path, rollouts: int) -> tuple[Any, list[Any], dict
     from pytest_gym_eval.gates import Gate, GateMode
     from pytest_gym_eval.reporting.baseline import compare_to_baseline
     from pytest_gym_eval.reporting.json_report import build_report
-    from pytest_gym_eval.reporting.model import Conclusion, Flip, RolloutResult, session_verdict, summarize
+    from pytest_gym_eval.reporting.summary import Conclusion, Flip, RolloutResult, session_verdict, summarize
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(13)

@@ -47,7 +47,7 @@ def write_shard_reports(folder: Path, tasks: int, repeats: int, shards: int, see
     """
     from pytest_gym_eval.gates import Gate, GateMode
     from pytest_gym_eval.reporting.json_report import build_report, write_report
-    from pytest_gym_eval.reporting.model import RolloutResult, summarize
+    from pytest_gym_eval.reporting.summary import RolloutResult, summarize
     from pytest_gym_eval.shard import SHARD_RULE, assign_shards
 
     rng = random.Random(seed)

@@ -8,13 +8,13 @@ import sys
 COMMANDS = {
     "provision": ("pytest_gym_eval.cli.provision", "build Gym's checkout and venvs from its sdist"),
     "replay": ("pytest_gym_eval.cli.replay", "serve recorded rollouts as a policy model on 127.0.0.1"),
-    "html": ("pytest_gym_eval.reporting.html", "build the HTML report from a JSON report"),
-    "cleanup": ("pytest_gym_eval.orphans", "stop what a dead pytest session left running"),
+    "html": ("pytest_gym_eval.cli.html", "build the HTML report from a JSON report"),
+    "cleanup": ("pytest_gym_eval.cli.cleanup", "stop what a dead pytest session left running"),
     "local-model": ("pytest_gym_eval.cli.local_model", "serve a small local LLM (llama.cpp) on 127.0.0.1"),
-    "merge": ("pytest_gym_eval.merge", "merge shard reports into one summary and gate verdict"),
-    "plan": ("pytest_gym_eval.planning", "tasks and repeats a paired comparison needs to detect a drop"),
-    "status": ("pytest_gym_eval.warm:status_main", "list this user's warm Gyms (--gym-keep-alive)"),
-    "stop": ("pytest_gym_eval.warm:stop_main", "stop warm Gyms now: stop [--all] [KEY ...]"),
+    "merge": ("pytest_gym_eval.cli.merge", "merge shard reports into one summary and gate verdict"),
+    "plan": ("pytest_gym_eval.cli.plan", "tasks and repeats a paired comparison needs to detect a drop"),
+    "status": ("pytest_gym_eval.cli.status", "list this user's warm Gyms (--gym-keep-alive)"),
+    "stop": ("pytest_gym_eval.cli.stop", "stop warm Gyms now: stop [--all] [KEY ...]"),
     "history": ("pytest_gym_eval.cli.history", "runs, flaky and quarantined tasks, drift from --gym-history"),
 }
 """Subcommand -> (``module`` whose ``main(argv) -> int`` runs it, or ``module:function`` for another function of

@@ -23,16 +23,14 @@ and :class:`Leftovers` says whose (:attr:`Leftovers.warm`).
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gym_eval.processes import DEFAULT_GRACE, grace_seconds, proc_stat, stop_sessions
+from pytest_gym_eval.processes import DEFAULT_GRACE, proc_stat, stop_sessions
 from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.rundir import RunPaths
 
 MARKER = "PYTEST_GYM_EVAL_RUN"
 """Environment variable carried by every process a run starts: ``<owner pid>:<owner start>:<run dir>``."""
@@ -234,7 +232,7 @@ def processes_of(owner: Owner) -> list[RunProcess]:
 def mark_failed(run_dir: Path, message: str) -> bool:
     """Publish ``failed`` with ``message`` in the run's ``state.json`` unless the run had ended (``finished``
     or ``failed``) or never published a state; returns whether it did."""
-    path = run_dir / "state.json"
+    path = RunPaths(run_dir).state
     try:
         state = RunState.read(path)
     except (OSError, ValueError, TypeError):
@@ -260,48 +258,3 @@ def stop_leftovers(leftovers: Leftovers, grace: float = DEFAULT_GRACE) -> list[R
         f"`{CLEANUP_COMMAND}` stopped the {leftovers.summary()} it left running",
     )
     return still
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_gym_eval cleanup [--dry-run] [--run-dir DIR] [--grace S]``: list, then stop, what
-    dead pytest sessions left running. Exit status 0 when nothing is left, 1 when something would not stop, 2 for
-    a ``--run-dir`` that is no run directory or a negative ``--grace``."""
-    parser = argparse.ArgumentParser(
-        prog=CLEANUP_COMMAND,
-        description="Stop the Gym and Ray processes that pytest sessions which died (e.g. by SIGKILL) left running. "
-        "Only processes started by pytest-gym-eval for a session whose pytest is gone are touched.",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="only list what would be stopped")
-    parser.add_argument("--run-dir", type=Path, help="only the leftovers of the run in this run directory")
-    parser.add_argument(
-        "--grace",
-        type=grace_seconds,
-        default=DEFAULT_GRACE,
-        help="seconds Gym gets after SIGINT (default: %(default)s)",
-    )
-    args = parser.parse_args(argv)
-    if args.run_dir is not None:
-        if not args.run_dir.is_dir():
-            parser.error(f"--run-dir {args.run_dir}: no such directory")
-        if not any((args.run_dir / name).exists() for name in ("state.json", "processes.jsonl", "manifest.json")):
-            parser.error(f"--run-dir {args.run_dir}: not a run directory (no state.json, processes.jsonl or manifest)")
-    everything = find_leftovers(args.run_dir)
-    if not everything:
-        where = f" in {args.run_dir}" if args.run_dir is not None else ""
-        print(f"nothing left running{where} by a pytest session that died")
-        return 0
-    status = 0
-    for leftovers in everything:
-        whose = "warm Gym keeper" if leftovers.warm else "pytest session"
-        print(f"{whose} pid {leftovers.owner.pid} (gone), run directory {leftovers.owner.run_dir}:")
-        for process in leftovers.processes:
-            print(f"  pid {process.pid:>7}  session {process.sid:>7}  {process.command[:100] or process.name}")
-        if args.dry_run:
-            continue
-        still = stop_leftovers(leftovers, args.grace)
-        if still:
-            status = 1
-            print(f"  {len(still)} would not stop: {', '.join(str(p.pid) for p in still)}", file=sys.stderr)
-        else:
-            print(f"  stopped {leftovers.summary()}")
-    return status

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_gym_eval.causes import BAD_REWARD, Cause, diagnose
-from pytest_gym_eval.rollouts import Missing, RolloutRecord
+from pytest_gym_eval.records import Missing, RolloutRecord
 
 TRIM = 400
 """Characters of a prompt or an answer a failure message shows."""

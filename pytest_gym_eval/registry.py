@@ -40,6 +40,7 @@ from pytest_gym_eval.causes import TRIP_LINE, TRIP_MARKER, redact
 from pytest_gym_eval.orphans import Owner, processes_of
 from pytest_gym_eval.processes import DEFAULT_GRACE, KILL_BOUND, is_running, proc_stat, stop_sessions
 from pytest_gym_eval.provision import cache_root
+from pytest_gym_eval.rundir import RunPaths
 
 REGISTRY_ENV = "PYTEST_GYM_EVAL_WARM"
 """Environment variable naming the registry folder (default ``<cache>/warm``); tests give each its own."""
@@ -241,7 +242,7 @@ class Entry:
         ``GET /readyz`` within :data:`HEALTH_TIMEOUT` seconds."""
         if (gone := self.gone()) is not None:
             return gone
-        if (tripped := tripped_model_client(self.home / "logs" / "gym-servers")) is not None:
+        if (tripped := tripped_model_client(RunPaths(self.home).logs / "gym-servers")) is not None:
             return tripped
         return self.head_problem() if check_head else None
 

@@ -22,8 +22,8 @@ from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
-from pytest_gym_eval.reporting import model as rpt
-from pytest_gym_eval.reporting.model import Conclusion, Flip
+from pytest_gym_eval.reporting import summary as rpt
+from pytest_gym_eval.reporting.summary import Conclusion, Flip
 from pytest_gym_eval.selection import Selection
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.shard import SHARD_RULE, CollectedPlan, dataset_name
@@ -39,7 +39,7 @@ ROLLOUT_KEYS = ("task_id", "repeat", "agent")
 
 
 def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None) -> rpt.RolloutResult | None:
-    """The :class:`~pytest_gym_eval.reporting.model.RolloutResult` a rollout item's report adds to ``previous`` (the
+    """The :class:`~pytest_gym_eval.reporting.summary.RolloutResult` a rollout item's report adds to ``previous`` (the
     same item's earlier phase), or None for a report that is not a rollout item's."""
     props = dict(report.user_properties)
     if not all(key in props for key in ROLLOUT_KEYS):
@@ -192,7 +192,7 @@ def conclude(
     they imply.
 
     ``selected[dataset][agent]`` counts the rollouts the session selected (see
-    :func:`~pytest_gym_eval.reporting.model.summarize`), ``adaptive`` how ``--gym-adaptive`` ran each dataset
+    :func:`~pytest_gym_eval.reporting.summary.summarize`), ``adaptive`` how ``--gym-adaptive`` ran each dataset
     (judged on its confidence sequence). A ``--gym-replay`` recording that cannot be read fails
     the session (exit status 1) with the file and line in ``reason``.
 

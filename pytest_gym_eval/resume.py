@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.dataset import parse_row, row_digest, row_offsets
+from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RolloutRecord, parse_record
+from pytest_gym_eval.rundir import RunPaths
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -118,9 +120,7 @@ class Manifest:
             "rollouts": [list(rollout) for rollout in self.rollouts],
             "row_repeats": self.row_repeats,
         }
-        temp = path.with_name(f".{path.name}.{os.getpid()}")
-        temp.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
-        os.replace(temp, path)
+        write_text_atomic(path, json.dumps(data, separators=(",", ":")) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> Manifest:
@@ -154,8 +154,10 @@ def gym_records(run_dir: Path, row_repeats: int = 1) -> dict[int, RolloutRecord]
     and their ``rollouts_failures.jsonl``, waves included) and its own ``resumed/rollouts.jsonl``. A scored
     record wins over a failure of the same stamp (Gym's ``--resume`` retries failures). ``row_repeats`` is the
     run's ``--num-repeats`` (:attr:`Manifest.row_repeats`)."""
-    files = [(path, False) for path in sorted((run_dir / "gym-output").glob("**/rollouts.jsonl"))]
-    files += [(path, True) for path in sorted((run_dir / "gym-output").glob("**/rollouts_failures.jsonl"))]
+    paths = RunPaths(run_dir)
+    output = paths.output.parent
+    files = [(path, False) for path in sorted(output.glob(f"**/{paths.output.name}"))]
+    files += [(path, True) for path in sorted(output.glob(f"**/{paths.failures.name}"))]
     files.append((resumed_path(run_dir), False))
     found: dict[int, RolloutRecord] = {}
     for path, failures in files:

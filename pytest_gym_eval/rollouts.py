@@ -21,22 +21,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from pytest_gym_eval.causes import GYM_EXITED, GYM_START, ROLLOUT_TIMEOUT, SESSION_STOPPED
-from pytest_gym_eval.usage import NO_USAGE, Usage, record_usage
+from pytest_gym_eval.records import FAILURE_CLASS_KEY as FAILURE_CLASS_KEY
+from pytest_gym_eval.records import FAILURE_MESSAGE_KEYS as FAILURE_MESSAGE_KEYS
+from pytest_gym_eval.records import ROLLOUT_INDEX_KEY as ROLLOUT_INDEX_KEY
+from pytest_gym_eval.records import TASK_INDEX_KEY as TASK_INDEX_KEY
+from pytest_gym_eval.records import Missing as Missing
+from pytest_gym_eval.records import RolloutRecord as RolloutRecord
+from pytest_gym_eval.records import Skipped as Skipped
+from pytest_gym_eval.records import parse_record as parse_record
+from pytest_gym_eval.records import record_stamp as record_stamp
 
-TASK_INDEX_KEY = "_ng_task_index"
-ROLLOUT_INDEX_KEY = "_ng_rollout_index"
-FAILURE_CLASS_KEY = "_ng_failure_class"
-FAILURE_MESSAGE_KEYS = ("_ng_failure_message", "failure_reason", "error")
 POLL_INTERVAL = 0.01
 """Seconds between two looks at Gym's output files (the added latency of an item report is half this on
 average). A look at files that did not grow is one ``stat`` call each."""
@@ -48,48 +50,6 @@ STATE_RESERVE = 4096
 READ_CHUNK = 1024 * 1024
 """Bytes read from a followed file at a time, so memory stays bounded whatever the backlog (a 1 GB file that is
 already there when following starts is read 1 MiB at a time, not at once)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RolloutRecord:
-    """What the plugin keeps of one line Gym wrote.
-
-    ``reward`` is the raw value of the line's ``reward`` key (None when absent, any JSON type otherwise);
-    ``path``/``line`` locate the full record (1-based line); ``failure_class`` is set for a line of the
-    failures file (then there is no reward). ``offset``, the line's byte offset when known, lets
-    :meth:`read_full` go straight to it instead of reading every line before it.
-    """
-
-    stamp: int
-    reward: object
-    path: Path
-    line: int
-    failure_class: str | None = None
-    failure_message: str | None = None
-    offset: int | None = field(default=None, compare=False, repr=False)
-    usage: Usage = field(default=NO_USAGE, compare=False, repr=False)
-
-    def numeric_reward(self) -> float | None:
-        """The reward as a float, or None when it is missing, not a number, or NaN/infinite."""
-        value = self.reward
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        number = float(value)
-        return number if math.isfinite(number) else None
-
-    def read_full(self) -> dict[str, Any]:
-        """The whole record, read again from its file (for failure messages and plugin hooks)."""
-        with self.path.open("rb") as handle:
-            if self.offset is not None:
-                handle.seek(self.offset)
-                raw = handle.readline()
-                value = json.loads(raw) if raw else {}
-                return value if isinstance(value, dict) else {}
-            for number, raw in enumerate(handle, 1):
-                if number == self.line:
-                    value = json.loads(raw)
-                    return value if isinstance(value, dict) else {}
-        return {}
 
 
 @dataclass(frozen=True)
@@ -165,25 +125,6 @@ class RunState:
         except ValueError:  # not a whole state (a file another tool truncated): as if none yet, read it again later
             return None
         return cls(**data)
-
-
-@dataclass(frozen=True)
-class Missing:
-    """Why a rollout is not there: ``reason`` is a sentence for the error report, ``log`` the log to read and
-    ``failure_class`` one of :data:`pytest_gym_eval.causes.CLASSES` (``gym_exited``, ``rollout_timeout``,
-    ``session_stopped``, ...)."""
-
-    reason: str
-    log: str = ""
-    failure_class: str = GYM_EXITED
-
-
-@dataclass(frozen=True)
-class Skipped(Missing):
-    """A rollout the run decided not to need (``--gym-adaptive``: its dataset's gates were decided by earlier
-    waves); ``reason`` says why, e.g. ``not needed: mean-reward gate decided PASS after 2 repeats, ...``."""
-
-    failure_class: str = "skipped"
 
 
 @dataclass(frozen=True)
@@ -267,46 +208,6 @@ class _FollowedFile:
                     start = end + 1
                 if start < len(data):
                     self._partial.append(data[start:])
-
-
-def record_stamp(task_index: object, rollout_index: object, row_repeats: int = 1) -> int | None:
-    """The plan stamp of a Gym record with these ``_ng_task_index`` and ``_ng_rollout_index`` values, or None
-    when it belongs to no planned rollout.
-
-    ``row_repeats`` is the run's ``--num-repeats`` (:attr:`~pytest_gym_eval.plan.RunPlan.row_repeats`): with 1
-    (one input row per rollout) the stamp is the task index; with R > 1 (one row per task, Gym numbering its
-    rollouts 0..R-1) it is ``task_index * R + rollout_index``, for a rollout index in 0..R-1 only.
-    """
-    if not isinstance(task_index, int) or isinstance(task_index, bool):
-        return None
-    if row_repeats == 1:
-        return task_index
-    if not isinstance(rollout_index, int) or isinstance(rollout_index, bool) or not 0 <= rollout_index < row_repeats:
-        return None
-    return task_index * row_repeats + rollout_index
-
-
-def parse_record(
-    raw: bytes, path: Path, line: int, failures: bool, offset: int | None = None, row_repeats: int = 1
-) -> RolloutRecord | None:
-    """The :class:`RolloutRecord` of one raw line (starting at byte ``offset``), keyed by its plan stamp
-    (:func:`record_stamp` with ``row_repeats``), or None for a line that is no planned rollout's."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(value, dict):
-        return None
-    stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), row_repeats)
-    if stamp is None:
-        return None
-    failure_class = value.get(FAILURE_CLASS_KEY)
-    if failures or failure_class:
-        message = next((str(value[k]) for k in FAILURE_MESSAGE_KEYS if value.get(k)), "")
-        return RolloutRecord(
-            stamp, None, path, line, str(failure_class or "unknown"), message, offset, record_usage(value)
-        )
-    return RolloutRecord(stamp, value.get("reward"), path, line, offset=offset, usage=record_usage(value))
 
 
 WAKE_EVERY = 0.1

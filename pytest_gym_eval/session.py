@@ -35,8 +35,8 @@ from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC
 from pytest_gym_eval.progress import Counts, Progress, progress_for
 from pytest_gym_eval.reporting import json_report
-from pytest_gym_eval.reporting import model as report
-from pytest_gym_eval.reporting.model import Conclusion
+from pytest_gym_eval.reporting import summary as report
+from pytest_gym_eval.reporting.summary import Conclusion
 from pytest_gym_eval.results import ResultsCollector, conclude, report_meta
 from pytest_gym_eval.resume import (
     ResumeError,

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pytest_gym_eval.orphans import MARKER, WATCHDOG_MODULE, Owner, mark_failed, processes_of
 from pytest_gym_eval.processes import DEFAULT_GRACE, kill_sessions, stop_sessions
+from pytest_gym_eval.rundir import RunPaths
 
 OWNER_CHECK_EVERY = 1.0
 """Seconds between two checks that the owner's PID still runs the owner."""
@@ -111,7 +112,7 @@ def recorded_sessions(run_dir: Path) -> set[int]:
     """The session ids in the run's ``processes.jsonl`` (what the owner recorded starting)."""
     sessions: set[int] = set()
     try:
-        lines = (run_dir / "processes.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = RunPaths(run_dir).processes.read_text(encoding="utf-8").splitlines()
     except OSError:
         return sessions
     for line in lines:

@@ -32,6 +32,7 @@ from pathlib import Path
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.rollouts import parse_record
+from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord, GateSequences, RewardRange, decided, reason, wave_ends
 
 GroupKey = tuple[str, "str | None"]
@@ -120,7 +121,7 @@ class WavePlanner:
         on_event: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.root = root
-        self.log = root / "waves.jsonl"
+        self.log = RunPaths(root).waves
         self.on_event = on_event
         self.groups: list[_Group] = []
         self.wave = 0
@@ -142,14 +143,13 @@ class WavePlanner:
             self.groups.append(group)
 
     def _paths(self, number: int) -> tuple[Path, Path, Path]:
+        """Gym's input, output and failures files of wave ``number`` (wave 1: the run's usual ones)."""
+        paths = RunPaths(self.root)
         if number == 1:
-            return self.root / "gym-input.jsonl", self.root / "gym-output" / "rollouts.jsonl", self._failures(1)
-        folder = self.root / "gym-output" / f"wave-{number}"
-        return self.root / f"gym-input-wave-{number}.jsonl", folder / "rollouts.jsonl", self._failures(number)
-
-    def _failures(self, number: int) -> Path:
-        folder = self.root / "gym-output" / ("" if number == 1 else f"wave-{number}")
-        return folder / "rollouts_failures.jsonl"
+            return paths.input, paths.output, paths.failures
+        folder = paths.output.parent / f"wave-{number}"
+        gym_input = self.root / f"{paths.input.stem}-wave-{number}{paths.input.suffix}"
+        return gym_input, folder / paths.output.name, folder / paths.failures.name
 
     def _append(self, entry: Mapping[str, object]) -> None:
         with self._lock, self.log.open("a", encoding="utf-8") as handle:

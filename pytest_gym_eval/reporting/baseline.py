@@ -12,37 +12,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.model import MAX_LISTED, SCORED_STATUSES, RolloutResult, by_task, groups, scores
+from pytest_gym_eval.reporting.summary import (
+    MAX_LISTED,
+    SCORED_STATUSES,
+    BaselineComparison,
+    RolloutResult,
+    by_task,
+    groups,
+    scores,
+)
 from pytest_gym_eval.stats import PairedComparison, mcnemar_exact, paired_difference
 
 # --- Baseline comparison ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BaselineComparison:
-    """Per-task mean rewards of one dataset (one agent, when the dataset has several) now vs a baseline.
-
-    ``shared_tasks`` counts the tasks both runs scored; ``comparison`` is the paired t-test of current minus
-    baseline over those tasks (reward units); ``dropped`` lists ``(task_id, baseline mean, current mean)``
-    for each shared task whose mean fell, largest fall first; ``confidence`` is the interval's level.
-    ``regressed`` lists the shared tasks that passed on every scored baseline repeat and fail on every scored
-    current one, ``improved`` the reverse; ``mcnemar_p`` is McNemar's exact two-sided p-value over those two
-    counts (:func:`~pytest_gym_eval.stats.mcnemar_exact`: is there a direction to the tasks that flipped?).
-    """
-
-    dataset: str
-    agent: str | None
-    shared_tasks: int
-    comparison: PairedComparison
-    dropped: list[tuple[str, float, float]]
-    confidence: float = 0.95
-    regressed: tuple[str, ...] = ()
-    improved: tuple[str, ...] = ()
-    mcnemar_p: float = 1.0
 
 
 def compare_to_baseline(

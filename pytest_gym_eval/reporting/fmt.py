@@ -6,12 +6,8 @@ from __future__ import annotations
 import math
 import textwrap
 import unicodedata
-from typing import TYPE_CHECKING
 
 from pytest_gym_eval.stats import Interval, PairedComparison
-
-if TYPE_CHECKING:
-    from pytest_gym_eval.reporting.model import DatasetSummary
 
 MIN_WIDTH = 40
 """Narrowest width the terminal text is laid out for."""
@@ -21,17 +17,6 @@ LABEL_WIDTH = 11  # "mean reward", "flaky tasks"
 
 def title(dataset: str, agent: str | None) -> str:
     return dataset if agent is None else f"{dataset} (agent {agent})"
-
-
-def shown_pass_at_k(summary: DatasetSummary) -> list[tuple[int, Interval]]:
-    """The pass@k a summary's text shows (terminal, Markdown, HTML): k = 1, 2, 4, 8, ... (powers of two), the
-    largest k (the repeats) and every k a gate judges, in order. With 60 repeats that is 8 rows, not 60; the JSON
-    report and JUnit carry every k."""
-    largest = max(summary.pass_at_k, default=0)
-    gated = {result.gate.k for result in summary.gates if result.gate.k is not None}
-    return [
-        (k, interval) for k, interval in summary.pass_at_k.items() if k & (k - 1) == 0 or k == largest or k in gated
-    ]
 
 
 def plural(count: int, noun: str) -> str:

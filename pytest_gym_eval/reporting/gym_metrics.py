@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.model import DatasetSummary, RolloutResult
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
+from pytest_gym_eval.rundir import RunPaths
 
 MAX_SHOWN = 8
 """Figures of each kind a summary line shows before "… and N more"."""
@@ -44,7 +45,9 @@ def read_gym_metrics(run_dir: Path | None) -> dict[str, AgentMetrics]:
     if run_dir is None:
         return found
     try:
-        paths = sorted((run_dir / "gym-output").rglob("*_aggregate_metrics.json"), key=lambda p: p.stat().st_mtime)
+        paths = sorted(
+            RunPaths(run_dir).output.parent.rglob("*_aggregate_metrics.json"), key=lambda p: p.stat().st_mtime
+        )
     except OSError:
         return found
     for path in paths:

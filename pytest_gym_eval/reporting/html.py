@@ -1,7 +1,7 @@
 """The HTML report (``--gym-html``, ``python -m pytest_gym_eval html``): one self-contained page per session.
 
-The page reads the summary model (:class:`~pytest_gym_eval.reporting.model.Conclusion` and the rollouts'
-:class:`~pytest_gym_eval.reporting.model.RolloutResult`) like every other output, plus the full rollout
+The page reads the summary model (:class:`~pytest_gym_eval.reporting.summary.Conclusion` and the rollouts'
+:class:`~pytest_gym_eval.reporting.summary.RolloutResult`) like every other output, plus the full rollout
 records (read from Gym's files through each rollout's ``record``, see :mod:`.transcripts`). Everything it
 needs is inside the one file: the styles, the script (``assets/report.css``, ``assets/report.js``, inlined),
 the data as JSON, hand-written SVG histograms. Opening it needs no network and no server.
@@ -15,9 +15,7 @@ filtering, pages of :data:`PAGE_SIZE` tasks) and the transcripts are drawn by th
 
 from __future__ import annotations
 
-import dataclasses
 import html
-import itertools
 import json
 import math
 import os
@@ -25,317 +23,42 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval import cli
 from pytest_gym_eval.causes import redact
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.baseline import BaselineComparison, report_task_means
-from pytest_gym_eval.reporting.model import (
+from pytest_gym_eval.reporting.charts import PALETTE_STEPS as PALETTE_STEPS
+from pytest_gym_eval.reporting.charts import colour as colour
+from pytest_gym_eval.reporting.charts import histogram_bins as histogram_bins
+from pytest_gym_eval.reporting.charts import histogram_svg as histogram_svg
+from pytest_gym_eval.reporting.charts import palette_css, short
+from pytest_gym_eval.reporting.charts import palette_index as palette_index
+from pytest_gym_eval.reporting.charts import reward_range as reward_range
+from pytest_gym_eval.reporting.page_data import DROPPED as DROPPED
+from pytest_gym_eval.reporting.page_data import ERRORED as ERRORED
+from pytest_gym_eval.reporting.page_data import FAILED as FAILED
+from pytest_gym_eval.reporting.page_data import FILTERS
+from pytest_gym_eval.reporting.page_data import FLAKY as FLAKY
+from pytest_gym_eval.reporting.page_data import FLIPPED as FLIPPED
+from pytest_gym_eval.reporting.page_data import PAGE_SIZE as PAGE_SIZE
+from pytest_gym_eval.reporting.page_data import page_data as page_data
+from pytest_gym_eval.reporting.page_data import transcripts_of as transcripts_of
+from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
+    BaselineComparison,
     Conclusion,
     DatasetSummary,
     RolloutResult,
-    by_task,
     flips_count,
     groups,
     selection_note,
+    shown_pass_at_k,
 )
-from pytest_gym_eval.reporting.transcripts import input_rows, read_records, transcript
 
 ASSETS = Path(__file__).parent / "assets"
 """The page's stylesheet and script, inlined into every page."""
-PAGE_SIZE = 100
-"""Tasks per page of a grid (the script's own constant must match)."""
-PALETTE_STEPS = 20
-"""Colours of the reward scale: a reward maps to one of ``PALETTE_STEPS + 1`` classes ``c0`` … ``c20``."""
-DISCRETE_VALUES = 12
-"""Rewards with at most this many distinct values get one histogram bar per value; more get equal bins."""
-HISTOGRAM_BINS = 20
 RUN_FAILED = "Gym's run failed:"
 """How the note saying why Gym's run failed begins (the page's script looks for it)."""
-
-# Flags of a task in the grid data (the script reads the same bits).
-FAILED, ERRORED, FLAKY, FLIPPED, DROPPED = 1, 2, 4, 8, 16
-FILTERS = (
-    ("all", "All", 0),
-    ("failed", "Failed", FAILED),
-    ("errored", "Errored", ERRORED),
-    ("flaky", "Flaky", FLAKY),
-    ("flipped", "Flipped", FLIPPED),
-    ("dropped", "Dropped", DROPPED),
-)
-"""The grid's filters: (name, label, flag); a task shows when it has the flag (``all``: every task)."""
-
-_BASE_FIELDS = frozenset(
-    ("nodeid", "dataset", "task_id", "repeat", "agent", "status", "reward", "failure_class", "record", "start", "stop")
-)
-# Red, amber, green: the reward scale's stops (ColorBrewer RdYlGn, Harrower & Brewer 2003).
-_STOPS = ((0.0, (215, 48, 39)), (0.5, (254, 224, 139)), (1.0, (26, 152, 80)))
-
-
-# --- Colours ----------------------------------------------------------------------------------------------
-
-
-def colour(fraction: float) -> str:
-    """The reward scale's colour at ``fraction`` (0 = lowest reward, red; 1 = highest, green) as ``#rrggbb``;
-    ``fraction`` is clamped to [0, 1]. Linear interpolation between the stops of :data:`_STOPS`."""
-    fraction = min(1.0, max(0.0, fraction))
-    for (x0, c0), (x1, c1) in itertools.pairwise(_STOPS):
-        if fraction <= x1:
-            t = (fraction - x0) / (x1 - x0)
-            return "#" + "".join(f"{round(a + (b - a) * t):02x}" for a, b in zip(c0, c1, strict=True))
-    return "#" + "".join(f"{c:02x}" for c in _STOPS[-1][1])
-
-
-def reward_range(rewards: Sequence[float]) -> tuple[float, float]:
-    """The ends of the colour scale and histogram axis: [0, 1] when every reward lies there (the usual case),
-    else [min(0, lowest), max(1, highest)] (rewards in the verifier's own units)."""
-    if not rewards:
-        return 0.0, 1.0
-    return min(0.0, min(rewards)), max(1.0, max(rewards))
-
-
-def palette_index(reward: float, low: float, high: float) -> int:
-    """The colour class (0 … :data:`PALETTE_STEPS`) of ``reward`` on the scale [``low``, ``high``]."""
-    span = high - low
-    fraction = (reward - low) / span if span > 0 else 1.0
-    return round(min(1.0, max(0.0, fraction)) * PALETTE_STEPS)
-
-
-def palette_css() -> str:
-    """CSS classes ``.c0`` … ``.c20``: background (grid cells) and fill (histogram bars), with a text colour
-    that reads on the background."""
-    rules = []
-    for step in range(PALETTE_STEPS + 1):
-        value = colour(step / PALETTE_STEPS)
-        r, g, b = (int(value[i : i + 2], 16) for i in (1, 3, 5))
-        ink = "#111" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#fff"
-        rules.append(f".c{step}{{background:{value};fill:{value};color:{ink}}}")
-    return "\n".join(rules)
-
-
-# --- Histogram --------------------------------------------------------------------------------------------
-
-
-def histogram_bins(rewards: Sequence[float], low: float, high: float) -> list[tuple[float, float, int]]:
-    """``(from, to, count)`` bars of the rewards' histogram.
-
-    At most :data:`DISCRETE_VALUES` distinct rewards (binary 0/1, a few grades): one bar per value, ``from ==
-    to``. More (judges, partial credit): :data:`HISTOGRAM_BINS` equal bins over [``low``, ``high``], each
-    [from, to) but the last, which includes ``high``. Empty for no rewards.
-    """
-    if not rewards:
-        return []
-    distinct = sorted(set(rewards))
-    if len(distinct) <= DISCRETE_VALUES:
-        counts = {value: 0 for value in distinct}
-        for reward in rewards:
-            counts[reward] += 1
-        return [(value, value, count) for value, count in counts.items()]
-    width = (high - low) / HISTOGRAM_BINS
-    counts_by_bin = [0] * HISTOGRAM_BINS
-    for reward in rewards:
-        position = (reward - low) * HISTOGRAM_BINS / (high - low)  # not / width: 0.95 / 0.05 is 18.999…
-        counts_by_bin[min(HISTOGRAM_BINS - 1, max(0, int(position)))] += 1
-    return [(low + i * width, low + (i + 1) * width, count) for i, count in enumerate(counts_by_bin)]
-
-
-def histogram_svg(rewards: Sequence[float], threshold: float, low: float, high: float) -> str:
-    """An SVG histogram of ``rewards`` (:func:`histogram_bins`), bars coloured by the reward scale, the pass
-    threshold marked by a dashed line; '' when there are no rewards."""
-    bins = histogram_bins(rewards, low, high)
-    if not bins:
-        return ""
-    width, height, left, right, top, bottom = 380, 170, 34, 12, 14, 34
-    plot_w, plot_h = width - left - right, height - top - bottom
-    most = max(count for _, _, count in bins)
-    slot = plot_w / len(bins)
-    gap = min(6.0, slot * 0.15) if bins[0][0] == bins[0][1] else 1.0
-    discrete = bins[0][0] == bins[0][1]
-    parts = [
-        f'<svg class="histogram" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-label="Histogram of {len(rewards)} rewards" data-total="{len(rewards)}">',
-        f'<line class="axis" x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}"/>',
-        f'<text class="tick" x="{left - 4}" y="{top + 4}" text-anchor="end">{most}</text>',
-        f'<text class="tick" x="{left - 4}" y="{top + plot_h}" text-anchor="end">0</text>',
-        f'<line class="grid" x1="{left}" y1="{top}" x2="{left + plot_w}" y2="{top}"/>',
-    ]
-    for index, (start, stop, count) in enumerate(bins):
-        bar_h = plot_h * count / most if most else 0.0
-        x = left + index * slot + gap / 2
-        middle = start if discrete else (start + stop) / 2
-        label = _short(start) if discrete else f"{_short(start)} to {_short(stop)}"
-        parts.append(
-            f'<rect class="bar c{palette_index(middle, low, high)}" x="{x:.1f}" y="{top + plot_h - bar_h:.1f}" '
-            f'width="{slot - gap:.1f}" height="{bar_h:.1f}" data-from="{start:g}" data-to="{stop:g}" '
-            f'data-count="{count}"><title>{html.escape(label)}: {fmt.plural(count, "rollout")}</title></rect>'
-        )
-        if discrete:
-            parts.append(
-                f'<text class="tick" x="{x + (slot - gap) / 2:.1f}" y="{top + plot_h + 14}" '
-                f'text-anchor="middle">{html.escape(_short(start))}</text>'
-            )
-    if not discrete:
-        for value, anchor in ((low, "start"), ((low + high) / 2, "middle"), (high, "end")):
-            x = left + plot_w * (value - low) / (high - low)
-            parts.append(
-                f'<text class="tick" x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="{anchor}">{_short(value)}</text>'
-            )
-    marker = _threshold_x(bins, threshold, low, high, left, plot_w, slot, discrete)
-    if marker is not None:
-        parts.append(
-            f'<line class="threshold" x1="{marker:.1f}" y1="{top - 4}" x2="{marker:.1f}" y2="{top + plot_h}">'
-            f"<title>pass threshold {fmt.threshold(threshold)}</title></line>"
-        )
-    parts.append(
-        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">reward'
-        f"{' (dashed: pass threshold ' + fmt.threshold(threshold) + ')' if marker is not None else ''}</text>"
-    )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _threshold_x(
-    bins: Sequence[tuple[float, float, int]],
-    threshold: float,
-    low: float,
-    high: float,
-    left: float,
-    plot_w: float,
-    slot: float,
-    discrete: bool,
-) -> float | None:
-    """Where the pass threshold line goes: on the axis for equal bins; between the last bar below it and the
-    first at or above it for one bar per value (None when all bars are on one side)."""
-    if not discrete:
-        return left + plot_w * (threshold - low) / (high - low) if low < threshold <= high else None
-    below = sum(1 for start, _, _ in bins if start < threshold)
-    return left + below * slot if 0 < below < len(bins) else None
-
-
-def _short(value: float) -> str:
-    """A reward for an axis or a cell: ``1``, ``0.5``, ``0.25``, ``37.5``; 3 significant digits past 1000."""
-    if not math.isfinite(value):
-        return "n/a"
-    return f"{value:.3g}" if abs(value) >= 1000 else f"{round(value, 2):g}"
-
-
-# --- The data the script reads ----------------------------------------------------------------------------
-
-
-def page_data(
-    conclusion: Conclusion,
-    results: Sequence[RolloutResult],
-    *,
-    baseline: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """What the page's script draws its grids from, as JSON data.
-
-    ``rollouts``: one array per result, ``[nodeid, group, status, reward, failure_class, record, colour,
-    extras, recorded]``: ``group`` indexes ``groups``; ``colour`` the palette class (-1 for an error);
-    ``extras`` the result's fields beyond the base ones that hold a value (token counts, latency, a cause line:
-    whatever :class:`RolloutResult` carries) or null; ``recorded`` the rewards a replayed recording holds when
-    the rollout's reward flipped against them, else null.
-
-    ``groups``: per summary (dataset, or dataset and agent), ``title``, ``threshold``, ``repeats`` (columns)
-    and ``tasks``, each ``{"id", "c": [rollout index or -1 per repeat], "m": mean scored reward or null,
-    "b": the baseline's mean or null, "f": flags}`` (:data:`FAILED` … :data:`DROPPED`); ``baseline`` and
-    ``replay`` say whether those columns and filters apply.
-    """
-    flipped = {flip.nodeid: [_plain(value) for value in flip.recorded] for flip in conclusion.flips or ()}
-    before = report_task_means(baseline) if baseline is not None else {}
-    comparisons = {(c.dataset, c.agent): c for c in conclusion.comparisons}
-    index_of = {id(result): index for index, result in enumerate(results)}
-    rows: list[list[Any]] = [[] for _ in results]
-    page_groups = []
-    grouped = groups(results)
-    for number, summary in enumerate(conclusion.summaries):
-        members = grouped.get((summary.dataset, summary.agent), [])
-        low, high = reward_range([r.score for r in members if r.score is not None])
-        comparison = comparisons.get((summary.dataset, summary.agent))
-        dropped = {task for task, _, _ in comparison.dropped} if comparison is not None else set()
-        flaky = set(summary.flaky_tasks)
-        tasks = by_task(members)
-        repeats = max((r.repeat for r in members), default=-1) + 1
-        task_rows = []
-        for task, rollouts in tasks.items():
-            cells = [-1] * repeats
-            flags = (FLAKY if task in flaky else 0) | (DROPPED if task in dropped else 0)
-            scored = []
-            for result in rollouts:
-                index = index_of[id(result)]
-                cells[result.repeat] = index
-                flags |= FAILED if result.status == "failed" else ERRORED if result.status == "error" else 0
-                flags |= FLIPPED if result.nodeid in flipped else 0
-                if result.score is not None:
-                    scored.append(result.score)
-                rows[index] = _rollout_row(result, number, low, high, flipped.get(result.nodeid))
-            task_rows.append(
-                {
-                    "id": task,
-                    "c": cells,
-                    "m": math.fsum(scored) / len(scored) if scored else None,
-                    "b": before.get((summary.dataset, task)),
-                    "f": flags,
-                }
-            )
-        page_groups.append(
-            {
-                "title": summary.title,
-                "threshold": summary.threshold,
-                "repeats": repeats,
-                "baseline": baseline is not None,
-                "replay": conclusion.flips is not None,
-                "tasks": task_rows,
-            }
-        )
-    return {"page_size": PAGE_SIZE, "groups": page_groups, "rollouts": rows}
-
-
-def _plain(value: object) -> object:
-    """A recorded reward as JSON can hold it: numbers, strings, booleans and null as they are (NaN and
-    infinities as text), anything else as text."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
-
-
-def _rollout_row(
-    result: RolloutResult, group: int, low: float, high: float, recorded: list[object] | None
-) -> list[Any]:
-    score = result.score
-    extras = {}
-    for field in dataclasses.fields(result):
-        value = getattr(result, field.name)
-        if field.name in _BASE_FIELDS or not isinstance(value, (int, float, str)):
-            continue
-        if not isinstance(value, float) or math.isfinite(value):
-            extras[field.name] = value
-    reward = result.reward if result.reward is not None and math.isfinite(result.reward) else None
-    return [
-        result.nodeid,
-        group,
-        result.status,
-        reward,
-        result.failure_class,
-        result.record,
-        palette_index(score, low, high) if score is not None else -1,
-        extras or None,
-        recorded,
-    ]
-
-
-def transcripts_of(results: Sequence[RolloutResult]) -> tuple[list[dict[str, Any] | None], list[str]]:
-    """Each result's transcript (:func:`~.transcripts.transcript` of its record, with its input row when the
-    record lacks the request; None without a record) and the problems met reading the records (see
-    :func:`~.transcripts.read_records`)."""
-    locations = [result.record for result in results]
-    records, problems = read_records(locations)
-    rows = input_rows(locations, records)
-    return [
-        None if record is None else transcript(record, row) for record, row in zip(records, rows, strict=True)
-    ], problems
 
 
 # --- The page ---------------------------------------------------------------------------------------------
@@ -518,7 +241,7 @@ def _summary_table(summary: DatasetSummary) -> str:
             _interval_attrs(*_fields(summary.pass_rate)),
         ),
     ]
-    for k, interval in fmt.shown_pass_at_k(summary):
+    for k, interval in shown_pass_at_k(summary):
         note = "unbiased estimator (Chen et al. 2021)"
         if interval.n != summary.mean_reward.n:
             note += f", {fmt.plural(interval.n, 'task')} with {k}+ scored"
@@ -665,7 +388,7 @@ def _section(
         f"{_flips_block(conclusion, members, index_of)}</div>"
         "</div>"
         '<div class="grid-area">'
-        f'<h3>Tasks x repeats <span class="muted">colour: reward ({_short(low)} red … {_short(high)} green); '
+        f'<h3>Tasks x repeats <span class="muted">colour: reward ({short(low)} red … {short(high)} green); '
         "! error; empty: not run</span></h3>"
         '<div class="toolbar">'
         f'<div class="filters" role="group" aria-label="Show tasks">{filters}</div>'
@@ -688,24 +411,6 @@ def _drawer() -> str:
         '<div class="drawer-body"></div>'
         "</aside>"
     )
-
-
-def run_failure(meta: Mapping[str, object]) -> str | None:
-    """Why Gym's run failed, when it did: the ``failed`` state the run's owner left in ``meta["run_dir"]``
-    (Gym would not start, or died), e.g. the root cause of every rollout erroring "missing"; else None."""
-    from pytest_gym_eval.rollouts import RunState
-    from pytest_gym_eval.rundir import RunPaths
-
-    run_dir = meta.get("run_dir")
-    if not isinstance(run_dir, str) or not run_dir:
-        return None
-    try:
-        state = RunState.read(RunPaths(Path(run_dir)).state)
-    except (OSError, ValueError, TypeError):
-        return None
-    if state is None or state.phase != "failed":
-        return None
-    return f"{RUN_FAILED} {state.message}" + (f" (log: {state.log})" if state.log else "")
 
 
 # --- Writing it -------------------------------------------------------------------------------------------
@@ -739,8 +444,10 @@ def write_page(
     meta: Mapping[str, object],
     *,
     baseline: Mapping[str, Any] | None = None,
+    run_failed: str | None = None,
 ) -> list[str]:
-    """Read every result's record and write the page to ``path`` (atomically, parents created).
+    """Read every result's record and write the page to ``path`` (atomically, parents created); ``run_failed``
+    is why Gym's run failed, when it did (:func:`pytest_gym_eval.reporting.outputs.run_failure`), shown first.
 
     Returns the problems met reading the records (each also shown on the page); a rollout whose record could
     not be read has no transcript but keeps its place in the grid. API keys are redacted from the transcripts
@@ -748,73 +455,10 @@ def write_page(
     """
     transcripts, problems = transcripts_of(results)
     notes = [f"Transcripts missing: {problem}" for problem in problems]
-    failed = run_failure(meta)
-    if failed:
-        notes.insert(0, failed)
+    if run_failed:
+        notes.insert(0, run_failed)
     secrets = api_key_of(meta)
     transcripts, notes = redacted(transcripts, secrets), redacted(notes, secrets)
     text = render_page(conclusion, results, meta, baseline=baseline, transcripts=transcripts, notes=notes)
     write_text_atomic(path, text, errors="backslashreplace")
     return problems
-
-
-# --- Afterwards: python -m pytest_gym_eval html ------------------------------------------------------------
-
-
-def main(argv: Sequence[str]) -> int:
-    """``python -m pytest_gym_eval html REPORT.json [--baseline OLD.json] [-o PATH]``: the page of a session,
-    made afterwards from its ``--gym-report`` file and the rollout records it points to.
-
-    Returns the exit status: 0 when the page was written (also when some records could not be read: the page
-    then says which, and those rollouts have no transcript), 2 for a report or baseline that cannot be read
-    or a page that cannot be written.
-    """
-    import argparse
-    import sys
-
-    from pytest_gym_eval.reporting import json_report
-
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_gym_eval html",
-        description="Write the HTML report of a finished session from its --gym-report JSON file. Transcripts "
-        "are read from the rollout records the report points to (in the session's run directory).",
-    )
-    parser.add_argument("report", type=Path, help="the session's --gym-report file")
-    parser.add_argument("--baseline", type=Path, help="an earlier --gym-report to compare with")
-    parser.add_argument("-o", "--output", type=Path, help="where to write the page (default: REPORT with .html)")
-    args = parser.parse_args(list(argv))
-    output: Path = args.output or args.report.with_suffix(".html")
-    try:
-        report = json_report.load_report(args.report)
-    except (OSError, ValueError) as error:
-        cli.error("html", f"report: {error}")
-        return 2
-    baseline = None
-    if args.baseline is not None:
-        try:
-            baseline = json_report.load_report(args.baseline)
-        except (OSError, ValueError) as error:
-            cli.error("html", f"--baseline: {error}")
-            return 2
-    try:
-        conclusion, results = json_report.conclusion_from_report(report, baseline)
-    except ValueError as error:
-        cli.error("html", f"report: {args.report}: {error}")
-        return 2
-    given = report.get("meta")
-    meta: Mapping[str, object] = given if isinstance(given, dict) else {}
-    try:
-        problems = write_page(output, conclusion, results, meta, baseline=baseline)
-    except OSError as error:
-        cli.error("html", f"cannot write {output}: {error}")
-        return 2
-    for problem in problems:
-        cli.warning("html", f"transcripts missing: {problem}")
-    if problems:
-        print(
-            "warning: the records live in the session's run directory; pytest removes old ones from its basetemp, "
-            "--gym-run-dir keeps them",
-            file=sys.stderr,
-        )
-    print(f"wrote {output} ({len(results)} rollouts)")
-    return 0

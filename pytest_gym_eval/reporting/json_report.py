@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
-from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, Flip, RolloutResult, session_verdict
+from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, Flip, RolloutResult, session_verdict
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval
 
@@ -249,14 +249,14 @@ def _rollout_problem(rollout: object) -> str | None:
 def conclusion_from_report(
     report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None
 ) -> tuple[Conclusion, list[RolloutResult]]:
-    """The :class:`~pytest_gym_eval.reporting.model.Conclusion` and rollouts a report (from :func:`load_report`)
+    """The :class:`~pytest_gym_eval.reporting.summary.Conclusion` and rollouts a report (from :func:`load_report`)
     was written from, so that any output can be made again afterwards from the JSON file alone.
 
     Summaries, gate verdicts and flips are read as written (not recomputed); a non-finite number the report
     holds as null comes back as nan (estimate) or -inf/+inf (bounds); the rollouts' start/stop times are not
     in the report (0.0). The comparison with ``baseline`` (another report) is computed as ``--gym-baseline``
     computes it. The exit status and reason are the report's (its ``session``) when it has them, else those
-    :func:`~pytest_gym_eval.reporting.model.session_verdict` gives its gates (INCONCLUSIVE failing; the
+    :func:`~pytest_gym_eval.reporting.summary.session_verdict` gives its gates (INCONCLUSIVE failing; the
     max-drop and flip gates left out: the report does not say whether they were set). Raises ValueError for a
     dataset, gate or rollout entry this version cannot read.
     """
@@ -284,7 +284,7 @@ def conclusion_from_report(
 
 
 def results_from_report(report: Mapping[str, Any]) -> list[RolloutResult]:
-    """The report's ``rollouts`` as :class:`~pytest_gym_eval.reporting.model.RolloutResult` objects (report
+    """The report's ``rollouts`` as :class:`~pytest_gym_eval.reporting.summary.RolloutResult` objects (report
     order). Keys that ``RolloutResult`` has fields for are kept (so fields added later read back too); others
     are ignored. Raises ValueError naming the entry when one lacks a field ``RolloutResult`` needs."""
     names = {f.name for f in dataclasses.fields(RolloutResult)}

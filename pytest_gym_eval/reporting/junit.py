@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval.gates import GateResult
-from pytest_gym_eval.reporting.model import Conclusion, DatasetSummary, RolloutResult
+from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, RolloutResult
 
 SYSTEM_OUT_PREFIX = "gym-eval: "
 """How the line that carries a rollout's values in an xunit2 testcase's ``<system-out>`` starts."""

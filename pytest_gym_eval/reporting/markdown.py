@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.baseline import BaselineComparison
-from pytest_gym_eval.reporting.model import (
+from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
+    BaselineComparison,
     Conclusion,
     DatasetSummary,
     RolloutResult,
@@ -23,6 +23,7 @@ from pytest_gym_eval.reporting.model import (
     flips_count,
     groups,
     selection_note,
+    shown_pass_at_k,
 )
 
 WORST_TASKS = 5
@@ -100,7 +101,7 @@ def _dataset(
     lines.append(
         f"| pass rate | {fmt.interval(summary.pass_rate)} (Wilson, threshold {fmt.threshold(summary.threshold)}) |"
     )
-    for k, interval in fmt.shown_pass_at_k(summary):
+    for k, interval in shown_pass_at_k(summary):
         lines.append(f"| pass@{k} | {fmt.interval(interval)} |")
     flaky = summary.flaky_tasks
     listed = ", ".join(code(task) for task in flaky[:MAX_LISTED]) + (" …" if len(flaky) > MAX_LISTED else "")

@@ -10,7 +10,9 @@ from typing import Any
 
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.reporting import github, html, markdown
-from pytest_gym_eval.reporting.model import Conclusion, RolloutResult
+from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
+from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.rundir import RunPaths
 
 
 def write_pages(
@@ -35,7 +37,9 @@ def write_pages(
     lines: list[str] = []
     if html_path is not None:
         try:
-            problems = html.write_page(html_path, conclusion, results, meta, baseline=baseline)
+            problems = html.write_page(
+                html_path, conclusion, results, meta, baseline=baseline, run_failed=run_failure(meta)
+            )
         except OSError as error:
             lines.append(f"gym html report: could not write {html_path}: {error}")
         else:
@@ -86,3 +90,18 @@ def annotation_lines(
         workspace=Path(workspace) if workspace else None,
     )
     return [annotation.command() for annotation in found]
+
+
+def run_failure(meta: Mapping[str, object]) -> str | None:
+    """Why Gym's run failed, when it did: the ``failed`` state the run's owner left in ``meta["run_dir"]``
+    (Gym would not start, or died), e.g. the root cause of every rollout erroring "missing"; else None."""
+    run_dir = meta.get("run_dir")
+    if not isinstance(run_dir, str) or not run_dir:
+        return None
+    try:
+        state = RunState.read(RunPaths(Path(run_dir)).state)
+    except (OSError, ValueError, TypeError):
+        return None
+    if state is None or state.phase != "failed":
+        return None
+    return f"{html.RUN_FAILED} {state.message}" + (f" (log: {state.log})" if state.log else "")

@@ -8,16 +8,17 @@ from collections.abc import Mapping, Sequence
 
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.baseline import BaselineComparison
 from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines
-from pytest_gym_eval.reporting.model import (
+from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
+    BaselineComparison,
     Conclusion,
     DatasetSummary,
     RolloutResult,
     by_task,
     flips_count,
     selection_note,
+    shown_pass_at_k,
 )
 
 _MAX_ID_CHARS = 40
@@ -116,7 +117,7 @@ def _summary_lines(
             "gym_dataset_settings)",
             width,
         )
-    for k, interval in fmt.shown_pass_at_k(summary):
+    for k, interval in shown_pass_at_k(summary):
         note = "" if interval.n == summary.mean_reward.n else f"  {fmt.plural(interval.n, 'task')} with {k}+ scored"
         lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
     lines += fractional_note(summary, results, width)

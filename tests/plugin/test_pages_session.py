@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval.__main__ import main as cli
-from pytest_gym_eval.reporting.model import RolloutResult
+from pytest_gym_eval.reporting.summary import RolloutResult
 from tests.support.fakes import FakeGym
 
 DATA = "datasets/mcqa.jsonl"

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_gym_eval.reporting.junit import SYSTEM_OUT_PREFIX as PREFIX
-from pytest_gym_eval.reporting.model import RolloutResult
+from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.usage import (
     Usage,
 )

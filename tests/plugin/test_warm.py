@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import provision
+from pytest_gym_eval.cli.stop import main as stop_main
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.orphans import find_leftovers, run_processes
 from pytest_gym_eval.processes import is_running, session_members
 from pytest_gym_eval.registry import Entry, Registry, idle_since
 from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.warm import stop_main
+from pytest_gym_eval.cli.stop import main as stop_main
 from tests.support.children import child_pytest_argv, started_processes, wait_until
 from tests.support.fakes import FakeGym
 
@@ -511,7 +512,7 @@ def test_status_lists_a_warm_gym_while_it_starts(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from pytest_gym_eval.warm import status_main
+    from pytest_gym_eval.cli.status import main as status_main
 
     def status() -> str:
         assert status_main([]) == 0

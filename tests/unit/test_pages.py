@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,9 @@ from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.reporting import github, html, markdown, transcripts
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, conclusion_from_report, write_report
-from pytest_gym_eval.reporting.model import Conclusion, Flip, RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.summary import Conclusion, Flip, RolloutResult, session_verdict, summarize
+from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.rundir import RunPaths
 
 DATA = "datasets/mcqa.jsonl"
 
@@ -458,6 +461,24 @@ def test_html_subcommand_writes_the_page_and_says_which_records_are_gone(
     assert "--gym-run-dir keeps them" in err
     page = (tmp_path / "page.html").read_text()
     assert "Transcripts missing:" in page and "datasets/mcqa.jsonl" in page
+
+
+def test_html_subcommand_says_first_why_gyms_run_failed(tmp_path: Path) -> None:
+    # The reason comes from the failed state the run's owner left in the report's run directory.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    RunState("failed", "gym env start exited with status 1", "logs/gym-env-start.log").write(RunPaths(run_dir).state)
+    results = [result("t", 0, 1.0)]
+    meta = {"model": "m", "run_dir": str(run_dir)}
+    write_report(tmp_path / "report.json", build_report(conclude(results).summaries, results, meta))
+    assert cli(["html", str(tmp_path / "report.json"), "-o", str(tmp_path / "page.html")]) == 0
+    page = (tmp_path / "page.html").read_text()
+    note = f"{html.RUN_FAILED} gym env start exited with status 1 (log: logs/gym-env-start.log)"
+    assert f'<p class="note run-failed">{escape(note)}</p>' in page
+    # Without a failed state (or a run directory) there is no such note.
+    RunState("finished").write(RunPaths(run_dir).state)
+    assert cli(["html", str(tmp_path / "report.json"), "-o", str(tmp_path / "page.html")]) == 0
+    assert "run-failed" not in (tmp_path / "page.html").read_text().split("<nav>")[1].split("</header>")[0]
 
 
 @pytest.mark.parametrize(

@@ -961,7 +961,7 @@ def test_gym_rows_carry_their_repeat_only_when_asked_and_keep_the_rest(tmp_path:
 
 
 def test_flips_compare_each_repeat_with_the_recording_it_was_served(tmp_path: Path) -> None:
-    from pytest_gym_eval.reporting.model import RolloutResult
+    from pytest_gym_eval.reporting.summary import RolloutResult
     from pytest_gym_eval.results import find_flips
 
     first, second = rollout("Flip a coin.", [said("heads")]), rollout("Flip a coin.", [said("tails")])

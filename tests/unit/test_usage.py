@@ -14,7 +14,7 @@ import pytest
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.junit import suite_properties
-from pytest_gym_eval.reporting.model import RolloutResult, summarize
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
 from pytest_gym_eval.reporting.terminal import render_summary
 from pytest_gym_eval.usage import (
     NO_USAGE,

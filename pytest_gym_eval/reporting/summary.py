@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, incomplete, metric_interval
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.sequential import AdaptiveRecord, judge_record
-from pytest_gym_eval.stats import Interval
+from pytest_gym_eval.stats import Interval, PairedComparison
 from pytest_gym_eval.usage import NO_USAGE, LatencySummary, Price, TokenTotals, Usage, latency_summary, token_totals
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.reporting.baseline import BaselineComparison
     from pytest_gym_eval.selection import Selection
 
 DEFAULT_THRESHOLD = 1.0
@@ -162,6 +161,17 @@ class DatasetSummary:
     def title(self) -> str:
         """``dataset``, or ``dataset (agent NAME)`` for one agent of a dataset with several."""
         return fmt.title(self.dataset, self.agent)
+
+
+def shown_pass_at_k(summary: DatasetSummary) -> list[tuple[int, Interval]]:
+    """The pass@k a summary's text shows (terminal, Markdown, HTML): k = 1, 2, 4, 8, ... (powers of two), the
+    largest k (the repeats) and every k a gate judges, in order. With 60 repeats that is 8 rows, not 60; the JSON
+    report and JUnit carry every k."""
+    largest = max(summary.pass_at_k, default=0)
+    gated = {result.gate.k for result in summary.gates if result.gate.k is not None}
+    return [
+        (k, interval) for k, interval in summary.pass_at_k.items() if k & (k - 1) == 0 or k == largest or k in gated
+    ]
 
 
 def selection_note(summary: DatasetSummary) -> str:
@@ -437,6 +447,29 @@ def flips_count(flips: Sequence[Flip], results: Sequence[RolloutResult]) -> str:
     if flips:
         return str(len(flips))
     return "none" if any(result.score is not None for result in results) else "not judged: no rollout scored"
+
+
+@dataclass(frozen=True)
+class BaselineComparison:
+    """Per-task mean rewards of one dataset (one agent, when the dataset has several) now vs a baseline.
+
+    ``shared_tasks`` counts the tasks both runs scored; ``comparison`` is the paired t-test of current minus
+    baseline over those tasks (reward units); ``dropped`` lists ``(task_id, baseline mean, current mean)``
+    for each shared task whose mean fell, largest fall first; ``confidence`` is the interval's level.
+    ``regressed`` lists the shared tasks that passed on every scored baseline repeat and fail on every scored
+    current one, ``improved`` the reverse; ``mcnemar_p`` is McNemar's exact two-sided p-value over those two
+    counts (:func:`~pytest_gym_eval.stats.mcnemar_exact`: is there a direction to the tasks that flipped?).
+    """
+
+    dataset: str
+    agent: str | None
+    shared_tasks: int
+    comparison: PairedComparison
+    dropped: list[tuple[str, float, float]]
+    confidence: float = 0.95
+    regressed: tuple[str, ...] = ()
+    improved: tuple[str, ...] = ()
+    mcnemar_p: float = 1.0
 
 
 @dataclass(frozen=True)

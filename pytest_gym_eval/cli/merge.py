@@ -1,0 +1,204 @@
+"""``python -m pytest_gym_eval merge REPORT.json... [gate options] [--junitxml PATH] [--gym-report PATH]``: shard
+reports merged into one summary and gate verdict (the merge itself: :mod:`pytest_gym_eval.reporting.merge`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_gym_eval import cli
+from pytest_gym_eval.files import write_text_atomic
+from pytest_gym_eval.gates import Gate, GateMode, parse_pass_at_k
+from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.reporting import github, json_report, junit, markdown, terminal
+from pytest_gym_eval.reporting.merge import (
+    COMPACT_ABOVE,
+    EXIT_CANNOT_MERGE,
+    GateOverrides,
+    MergedRun,
+    MergeError,
+    exit_status,
+    html_writer,
+    merge_lines,
+    merge_reports,
+    merged_meta,
+    merged_plan,
+    read_shard_report,
+    separator,
+)
+from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
+from pytest_gym_eval.results import conclude
+
+
+def conclude_merged(
+    merged: MergedRun,
+    overrides: GateOverrides | None = None,
+    baseline: Mapping[str, Any] | None = None,
+    max_drop: float | None = None,
+) -> Conclusion:
+    """The plugin's own :func:`~pytest_gym_eval.results.conclude` over the merged rollouts, with each
+    dataset's recorded pass threshold and gates (``overrides`` applied). Raises ValueError for a bad
+    ``max_drop``."""
+    overrides = overrides or GateOverrides()
+    mode, inconclusive = overrides.settings(merged)
+    options = GymOptions(rootdir=Path.cwd(), gate_mode=mode, inconclusive_passes=inconclusive, max_drop=max_drop)
+    thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
+    gates = {entry.dataset: overrides.gates(entry.gates) for entry in merged.datasets}
+    selected: dict[str, dict[str, int]] = {}
+    for entry in merged.datasets:
+        counts = selected.setdefault(entry.dataset, {})
+        for task, repeats in merged.selected[entry.dataset].items():
+            agent = entry.agent_of(task)
+            counts[agent] = counts.get(agent, 0) + len(repeats)
+    return conclude(merged.results, options, baseline, selected, policy=(thresholds, gates))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_gym_eval merge",
+        description="Merge the --gym-report files of shard sessions (--gym-shard=I/N) into one summary and one "
+        "gate verdict, recomputed from the rollouts; exits with the gate status (0 pass, 1 fail or errors, "
+        "2 the reports cannot be merged).",
+        allow_abbrev=False,
+    )
+    parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json", help="a shard's --gym-report file")
+    gates = parser.add_argument_group("gates (default: as the reports recorded them)")
+    gates.add_argument("--gym-min-mean-reward", type=float, metavar="REWARD", help="each dataset's mean reward gate")
+    gates.add_argument("--gym-min-pass-rate", type=float, metavar="RATE", help="each dataset's pass rate gate")
+    gates.add_argument(
+        "--gym-min-pass-at-k", action="append", default=[], metavar="K:V", help="pass@K >= V (repeatable)"
+    )
+    gates.add_argument("--gym-gate-on", choices=[m.value for m in GateMode], help="judge on the estimate or the bound")
+    gates.add_argument("--gym-inconclusive", choices=["fail", "pass"], help="what an INCONCLUSIVE gate does")
+    gates.add_argument("--gym-baseline", type=Path, metavar="PATH.json", help="compare with an earlier report")
+    gates.add_argument("--gym-max-drop", type=float, metavar="REWARD", help="fail on a significant drop past this")
+    out = parser.add_argument_group("outputs")
+    out.add_argument("--junitxml", type=Path, metavar="PATH", help="write JUnit XML (a testcase per rollout)")
+    out.add_argument("--gym-report", type=Path, metavar="PATH.json", help="write the merged JSON report")
+    out.add_argument("--gym-html", type=Path, metavar="PATH.html", help="write the HTML report")
+    out.add_argument(
+        "--gym-markdown", type=Path, metavar="PATH.md",
+        help="write the Markdown summary (also appended to $GITHUB_STEP_SUMMARY when that is set)",
+    )  # fmt: skip
+    parser.add_argument("-v", "--verbose", action="store_true", help="a row per task with every repeat's reward")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> GateOverrides:
+    """The gate options as :class:`GateOverrides`; raises ValueError naming the option for a bad value."""
+    try:
+        mean = None if args.gym_min_mean_reward is None else Gate("mean_reward", args.gym_min_mean_reward).threshold
+    except ValueError as error:
+        raise ValueError(f"--gym-min-mean-reward: {error}") from None
+    try:
+        rate = None if args.gym_min_pass_rate is None else Gate("pass_rate", args.gym_min_pass_rate).threshold
+    except ValueError as error:
+        raise ValueError(f"--gym-min-pass-rate: {error}") from None
+    try:
+        at_k = tuple(parse_pass_at_k(text) for text in args.gym_min_pass_at_k)
+    except ValueError as error:
+        raise ValueError(f"--gym-min-pass-at-k: {error}") from None
+    return GateOverrides(
+        min_mean_reward=mean,
+        min_pass_rate=rate,
+        min_pass_at_k=at_k,
+        gate_mode=None if args.gym_gate_on is None else GateMode(args.gym_gate_on),
+        inconclusive_passes=None if args.gym_inconclusive is None else args.gym_inconclusive == "pass",
+    )
+
+
+def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
+    """Raise ValueError when an output (``--gym-report``, ``--junitxml``, ``--gym-html``) is one of the reports
+    read or the baseline: the merge would replace its own input."""
+    inputs = [*args.reports, *([args.gym_baseline] if args.gym_baseline is not None else [])]
+    for option, output in (("--gym-report", args.gym_report), ("--junitxml", args.junitxml),
+                           ("--gym-html", args.gym_html), ("--gym-markdown", args.gym_markdown)):  # fmt: skip
+        if output is None or not output.exists():
+            continue
+        for source in inputs:
+            if source.exists() and os.path.samefile(source, output):
+                raise ValueError(f"{option} {output} is an input of this merge ({source}): write it elsewhere")
+
+
+def _write_markdown(
+    args: argparse.Namespace, conclusion: Conclusion, results: Sequence[RolloutResult], environ: Mapping[str, str]
+) -> list[str]:
+    """Write the merged run's Markdown summary to ``--gym-markdown`` and append it to the file
+    ``environ["GITHUB_STEP_SUMMARY"]`` names, as a session does; returns the lines saying where. Raises OSError
+    when a file cannot be written."""
+    step_summary = environ.get("GITHUB_STEP_SUMMARY") or None
+    if args.gym_markdown is None and step_summary is None:
+        return []
+    text = markdown.render_markdown(conclusion, results, html_path=args.gym_html, json_path=args.gym_report)
+    lines = []
+    if args.gym_markdown is not None:
+        write_text_atomic(args.gym_markdown, text, errors="backslashreplace")
+        lines.append(f"gym markdown summary: {args.gym_markdown}")
+    if step_summary is not None:
+        github.append_step_summary(step_summary, text)
+    return lines
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m pytest_gym_eval merge``: merge, print the reward summary, write the outputs asked for, and
+    return the exit status (:func:`exit_status`; 2 when the reports cannot be merged)."""
+    args = _parser().parse_args(list(argv))
+    try:
+        overrides = _overrides(args)
+        if args.gym_max_drop is not None and args.gym_baseline is None:
+            raise ValueError("--gym-max-drop needs --gym-baseline")
+        _refuse_overwriting_inputs(args)
+        write_page = html_writer() if args.gym_html is not None else None
+        if args.gym_html is not None and write_page is None:
+            raise ValueError("--gym-html: the HTML report is not available yet in this version of pytest-gym-eval")
+        baseline = None
+        if args.gym_baseline is not None:
+            try:
+                baseline = json_report.load_report(args.gym_baseline)
+            except (OSError, ValueError) as error:
+                raise ValueError(f"--gym-baseline: {error}") from None
+        merged = merge_reports([read_shard_report(path) for path in args.reports])
+        conclusion = conclude_merged(merged, overrides, baseline, args.gym_max_drop)
+    except (MergeError, ValueError) as error:
+        cli.error("merge", error)
+        return EXIT_CANNOT_MERGE
+    columns = shutil.get_terminal_size((80, 24)).columns
+    lines = merge_lines(merged)
+    lines.append(separator("gym reward summary", columns))
+    lines += terminal.render_conclusion(
+        conclusion, verbose=args.verbose, results=merged.results, width=min(columns, 100)
+    )
+    mode, inconclusive = overrides.settings(merged)
+    meta = merged_meta(merged, mode)
+    final = (exit_status(merged, conclusion), conclusion.reason or "merged shard reports")
+    try:
+        if args.gym_report is not None:
+            report = json_report.build_report(
+                conclusion.summaries, merged.results, meta, final, flips=conclusion.flips,
+                plan=merged_plan(merged, overrides),
+            )  # fmt: skip
+            indent = 2 if len(merged.results) <= COMPACT_ABOVE else None
+            json_report.write_report(args.gym_report, report, indent=indent)
+            lines.append(f"gym report: {args.gym_report}")
+        if args.junitxml is not None:
+            thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
+            junit.write_junit_xml(
+                args.junitxml, merged.results, conclusion, meta, thresholds,
+                inconclusive_passes=inconclusive, final=final,
+            )  # fmt: skip
+            lines.append(f"junit xml: {args.junitxml}")
+        if write_page is not None:
+            problems = write_page(args.gym_html, conclusion, merged.results, meta, baseline=baseline)
+            lines.append(f"gym html report: {args.gym_html}")
+            lines += [f"  transcripts missing: {problem}" for problem in problems]
+        lines += _write_markdown(args, conclusion, merged.results, os.environ)
+    except OSError as error:
+        print("\n".join(lines))
+        cli.error("merge", f"cannot write {error.filename}: {error.strerror}")
+        return EXIT_CANNOT_MERGE
+    print("\n".join(lines))
+    return exit_status(merged, conclusion)

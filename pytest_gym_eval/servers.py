@@ -1,0 +1,323 @@
+"""Gym's servers: starting ``gym env start`` (once more after Ray's start-up timeout), waiting until they are
+ready, probing the policy model's endpoint, and recording every process started; what :class:`RunSettings` a run
+starts them with."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_gym_eval.causes import GYM_START, redact
+from pytest_gym_eval.gym_config import ModelEndpoint
+from pytest_gym_eval.processes import GymProcess, tail
+from pytest_gym_eval.provision import RAY_START_WAIT
+from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.sampling import Sampling
+from pytest_gym_eval.watchdog import Watchdog
+
+READY_MARKER = "servers ready!"
+"""What ``gym env start`` prints once every server answers (``All N / N servers ready!``)."""
+
+RAY_START_TIMEOUT = "The current node timed out during startup"
+"""What Ray raises inside ``gym env start`` when its node does not register in time, a transient failure on a
+loaded machine (``ray/_private/node.py``); ``gym env start`` then exits with status 1."""
+
+START_ATTEMPTS = 2
+"""``gym env start`` is run at most this often: once, and once more after :data:`RAY_START_TIMEOUT`."""
+
+STOP_GRACE = 0.5
+"""Seconds Gym's commands get after SIGINT before everything left in their sessions is SIGKILLed. Gym's own stop
+buys nothing worth waiting for: ``gym env start`` SIGKILLs each of its servers after 1 s itself (they never
+stopped in time here), then shuts its Ray cluster down, 9 s on an idle machine and 20 s on a loaded one; a SIGKILL
+of the whole session took 1 s and left no process, listening port or shared-memory file (only Ray's session
+files under ``RAY_TMPDIR``, which is the run directory's or removed with the session)."""
+
+
+class GymStartError(Exception):
+    """Gym could not be started or reached; ``str()`` says why and names the log to read; ``failure_class`` is
+    the class its items get (``gym_start``, or e.g. ``run_dir_full`` when the run directory's disk filled up)."""
+
+    failure_class = GYM_START
+
+
+class GymServersExited(GymStartError):
+    """Gym's servers (``gym env start``) exited while ``gym eval run`` ran; ``log`` is the servers' log."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+SERVER_EXITED = re.compile(r"Process `(?P<name>[^`]+)` finished unexpectedly!|Head server finished unexpectedly!")
+"""What ``gym env start`` prints when one of its servers exits (``nemo_gym/cli/env.py``, ``poll``)."""
+
+
+def which_server_exited(log: Path) -> str | None:
+    """Which of Gym's servers exited, from the last line of ``gym env start``'s ``log`` that says so (``server
+    `mcqa` exited``, ``the head server exited``), or None when the log does not say (Gym itself was killed)."""
+    found = None
+    try:
+        with log.open("rb") as handle:
+            for raw in handle:
+                match = SERVER_EXITED.search(raw.decode("utf-8", "replace"))
+                found = match or found
+    except OSError:
+        pass
+    if found is None:
+        return None
+    return f"server `{found['name']}` exited" if found["name"] else "the head server exited"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a :class:`GymRun` needs besides the plan.
+
+    ``gym`` is the ``gym`` executable and ``env`` the full environment to run it with; ``cwd`` is the Gym
+    checkout; ``head_server`` attaches to running servers (never started or stopped by the run);
+    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds;
+    ``sampling`` goes into every row of Gym's input; ``record_latency`` turns on Gym's model-call
+    observability (see :func:`write_gym_config`).
+    ``tag_repeats`` tags each input row with its repeat for the replay model (``--gym-replay``).
+    ``ray_address`` is an existing Ray cluster for Gym's servers (``--gym-ray-address``), None for a private one.
+    ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    ``attach``, when set, finds (or starts) the servers to attach to from the run's background thread: given the
+    run's stop event and its ``on_event``, it returns the head server and the policy model they call (a warm
+    Gym, :meth:`pytest_gym_eval.warm.WarmGym.acquire`), or raises :class:`GymStartError`. ``servers_gone``, when
+    set, says why servers the run attached to went away (:meth:`pytest_gym_eval.warm.WarmGym.gone`), or None while
+    they run; it is asked every half second while ``gym eval run`` runs, which is then stopped.
+    """
+
+    gym: Path
+    env: dict[str, str]
+    cwd: Path
+    model: ModelEndpoint | None
+    gym_configs: tuple[Path, ...]
+    head_server: tuple[str, int] | None = None
+    startup_timeout: float = 900.0
+    concurrency: int | None = None
+    stop_grace: float = STOP_GRACE
+    sampling: Sampling | None = None
+    record_latency: bool = False
+    tag_repeats: bool = False
+    ray_address: str | None = None
+    attach: Callable[[threading.Event, Callable[[str], None]], tuple[tuple[str, int], ModelEndpoint | None]] | None = (
+        None
+    )
+    servers_gone: Callable[[], str | None] | None = None
+
+
+PROBE_NOTE_EVERY = 60.0
+"""Seconds between two notes that the model endpoint still does not answer."""
+
+
+def unlisted_model(name: str, body: bytes) -> str | None:
+    """What to say when ``GET /models`` answered ``body`` (OpenAI's ``{"data": [{"id": ...}]}``) without ``name``
+    among its ids, or None (listed, or a body of another shape). Some servers answer any model name with the one
+    they serve (llama.cpp does), so a typo would credit every report to a model that never ran."""
+    try:
+        listed = [str(entry["id"]) for entry in json.loads(body)["data"]]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not listed or name in listed:
+        return None
+    shown = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+    return f"does not list the model {name!r} (--gym-model) in GET /models ({shown}); the reports name {name!r}"
+
+
+def probe_model(
+    model: ModelEndpoint,
+    deadline: float,
+    stopping: threading.Event,
+    on_wait: Callable[[str], None] | None = None,
+) -> None:
+    """Wait until ``GET <url>/models`` answers 2xx (retrying refused connections until ``deadline``, a
+    ``time.monotonic()`` value). While it does not, ``on_wait`` gets a note (what went wrong, how long this
+    waits at most) after the first try and then every :data:`PROBE_NOTE_EVERY` seconds, so a mistyped URL
+    does not look like a hang. Raises :class:`GymStartError` on a 401/403 or when the deadline passes."""
+    import urllib.error  # here: importing urllib.request (http.client, ssl) took ~15 ms of every session's start
+    import urllib.request
+
+    request = urllib.request.Request(model.url.rstrip("/") + "/models")
+    key = model.api_key()
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    last = ""
+    next_note = time.monotonic()
+    shown = redact(model.url)  # the terminal, JUnit and the reports show these messages: no password or query
+    while not stopping.is_set():
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                if 200 <= response.status < 300:
+                    if on_wait is not None and (unlisted := unlisted_model(model.model, response.read(1 << 20))):
+                        on_wait(f"warning: the model endpoint {shown} {unlisted}")
+                    return
+                last = f"HTTP {response.status}"
+        except urllib.error.HTTPError as error:
+            if error.code in (401, 403):
+                raise GymStartError(
+                    f"the model endpoint {shown} refused the API key (HTTP {error.code}); "
+                    f"is ${model.api_key_env} set to a valid key?"
+                ) from None
+            last = f"HTTP {error.code}"
+        except (urllib.error.URLError, OSError) as error:
+            last = str(getattr(error, "reason", error))
+        now = time.monotonic()
+        if now >= deadline:
+            raise GymStartError(f"the model endpoint {shown} did not answer GET /models ({last})")
+        if on_wait is not None and now >= next_note:
+            on_wait(
+                f"the model endpoint {shown} does not answer GET /models yet ({last}); "
+                f"waiting up to {deadline - now:.0f} s more (--gym-startup-timeout)"
+            )
+            next_note = now + PROBE_NOTE_EVERY
+        stopping.wait(1.0)
+
+
+def launch_servers(
+    settings: RunSettings, model_type: str, paths: RunPaths, log_path: Path, watchdog: Watchdog | None = None
+) -> GymProcess:
+    """Start ``gym env start`` with the run's Gym configs, model type and config file (``paths.config``).
+
+    Gym's servers build missing venvs themselves (``+skip_venv_if_present=true`` keeps existing ones) and
+    write per-server logs under ``paths.logs/gym-servers``. The process is recorded in ``paths.processes`` and
+    its session handed to ``watchdog``.
+    """
+    argv = [str(settings.gym), "env", "start"]
+    for config in settings.gym_configs:
+        argv += ["--config", str(config)]
+    argv += ["--model-type", model_type, "--config", str(paths.config)]
+    argv += ["+skip_venv_if_present=true", f"+nemo_gym_log_dir={paths.logs / 'gym-servers'}"]
+    process = GymProcess(argv, env=settings.env, cwd=settings.cwd, log_path=log_path, name="gym env start")
+    record_process(paths, process, watchdog)
+    return process
+
+
+def ray_start_timed_out(log_path: Path) -> bool:
+    """Whether the end of a ``gym env start`` log shows Ray's node start-up timeout (:data:`RAY_START_TIMEOUT`)."""
+    return RAY_START_TIMEOUT in tail(log_path, 200)
+
+
+RAY_START_LOGS = ("raylet.out", "raylet.err", "gcs_server.out", "dashboard_agent.log", "dashboard.log")
+"""Ray's own logs that say why its node did not start (the raylet's fatal error is in ``raylet.out``)."""
+
+
+def keep_ray_logs(env: dict[str, str], dest: Path) -> Path | None:
+    """Copy :data:`RAY_START_LOGS` of Ray's latest session under ``env["RAY_TMPDIR"]`` into ``dest`` (Ray's
+    folder may be a temporary one, removed with the session) and return ``dest``; None when there are none."""
+    source = Path(env.get("RAY_TMPDIR", "/tmp")) / "ray" / "session_latest" / "logs"
+    copied = False
+    for name in RAY_START_LOGS:
+        try:
+            data = (source / name).read_bytes()
+        except OSError:
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(data)
+        copied = True
+    return dest if copied else None
+
+
+def start_servers(
+    settings: RunSettings,
+    launch: Callable[[Path], GymProcess],
+    logs: Path,
+    deadline: float,
+    stopping: threading.Event,
+    on_event: Callable[[str], None],
+) -> GymProcess:
+    """Start Gym's servers with ``launch`` (given the log path, it starts ``gym env start``: normally
+    :func:`launch_servers`) and wait until they are ready (``deadline``, a ``time.monotonic()`` value, stands for
+    ``settings.startup_timeout``); returns the ready process.
+
+    When Ray's node times out during start-up (:data:`RAY_START_TIMEOUT`, a transient failure on a loaded
+    machine), says so through ``on_event``, keeps Ray's logs of that start (``logs/ray-start-1/``), stops what
+    it left and starts once more (``logs/gym-env-start-2.log``) within the same deadline. Raises
+    :class:`GymStartError` (naming the log to read) when Gym exits early for any other reason, when the
+    deadline passes or ``stopping`` is set, or when Ray times out again.
+    """
+    for attempt in range(1, START_ATTEMPTS + 1):
+        log_path = logs / ("gym-env-start.log" if attempt == 1 else f"gym-env-start-{attempt}.log")
+        on_ray = f" on the Ray cluster at {settings.ray_address}" if settings.ray_address else ""
+        on_event(f"starting Gym's servers{on_ray} (log: {log_path})")
+        servers = launch(log_path)
+        try:
+            wait_until_ready(servers, deadline, stopping, settings.startup_timeout)
+            return servers
+        except GymStartError as error:
+            if stopping.is_set() or not ray_start_timed_out(log_path):
+                raise
+            ray_logs = keep_ray_logs(settings.env, logs / f"ray-start-{attempt}")
+            if attempt == START_ATTEMPTS:
+                raise GymStartError(f"{ray_timeout_advice(settings.env, ray_logs)}\n{error}") from None
+            on_event(
+                f"Ray's node timed out during start-up ({log_path}), a known transient failure on a loaded "
+                "machine; retrying `gym env start` once"
+            )
+            servers.stop(settings.stop_grace)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def ray_timeout_advice(env: dict[str, str], ray_logs: Path | None) -> str:
+    """What to tell the user when Ray's node timed out on every attempt (``env``: the environment Gym ran with;
+    ``ray_logs``: where Ray's logs of the last attempt were kept, if anywhere)."""
+    wait = env.get(RAY_START_WAIT) or "unset"
+    see = f"; Ray's logs: {ray_logs} (raylet.out says why the raylet stopped)" if ray_logs else ""
+    return (
+        "Ray's node timed out during start-up twice (`gym env start` was retried once). Ray's daemons start "
+        "slowly on a loaded machine: the raylet gives its dashboard agent at most 15 s, and Ray gives the "
+        f"raylet at most {RAY_START_WAIT}={wait} s (never less than 30 s) to register{see}. Free some CPU, or "
+        f"set {RAY_START_WAIT} higher."
+    )
+
+
+def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.Event, timeout: float) -> None:
+    """Wait for ``servers`` to print Gym's readiness line (``All N / N servers ready!``).
+
+    ``deadline`` is a ``time.monotonic()`` value and ``timeout`` the seconds it stands for (for the message).
+    Raises :class:`GymStartError` with the log's last lines when Gym exits first, when ``stopping`` is set, or
+    when the deadline passes.
+    """
+    offset = 0
+    seen = ""
+    while True:
+        try:
+            with servers.log_path.open("rb") as log:
+                log.seek(offset)
+                chunk = log.read()
+        except FileNotFoundError:
+            chunk = b""
+        offset += len(chunk)
+        # Search what was read whole (Gym prints a long server table right after the marker, often in the same
+        # read), keeping only a marker's length of it for a marker split between two reads.
+        seen += chunk.decode("utf-8", "replace")
+        if READY_MARKER in seen:
+            return
+        seen = seen[-len(READY_MARKER) :]
+        status = servers.poll()
+        if status is not None:
+            raise GymStartError(
+                f"`gym env start` exited with status {status} before its servers were ready; "
+                f"last lines of {servers.log_path}:\n{servers.tail(15)}"
+            )
+        if stopping.is_set():
+            raise GymStartError("the session stopped while Gym was starting")
+        if time.monotonic() > deadline:
+            raise GymStartError(
+                f"Gym's servers were not ready within {timeout:g} s (--gym-startup-timeout); "
+                f"last lines of {servers.log_path}:\n{servers.tail(15)}"
+            )
+        stopping.wait(0.2)
+
+
+def record_process(paths: RunPaths, process: GymProcess, watchdog: Watchdog | None = None) -> None:
+    """Append ``{name, pid, sid}`` of a started process to ``paths.processes`` (what to check or clean up) and
+    hand its session to ``watchdog``, which stops it should this process die."""
+    if watchdog is not None:
+        watchdog.watch(process.pid)
+    with paths.processes.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"name": process.name, "pid": process.pid, "sid": process.pid}) + "\n")

@@ -1,0 +1,267 @@
+"""The keeper process (``python -m pytest_gym_eval.warm HOME``): owns one warm Gym until it is idle too long,
+its servers exit, or it is told to stop; see :mod:`pytest_gym_eval.warm`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from pytest_gym_eval.orphans import MARKER, Owner
+from pytest_gym_eval.processes import GymProcess, free_port
+from pytest_gym_eval.registry import (
+    KEY_SHOWN,
+    Entry,
+    Registry,
+    RegistryError,
+    add_lease,
+    boot_id,
+    live_leases,
+    write_private,
+)
+from pytest_gym_eval.run import (
+    GymStartError,
+    ModelEndpoint,
+    RunSettings,
+    launch_servers,
+    ray_temp_dir,
+    start_servers,
+    write_gym_config,
+)
+from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.warm.spec import (
+    HEAD_PATIENCE,
+    LOCK_FOR_IDLE_STOP,
+    REPLAY_MODEL_NAME,
+    WATCH_EVERY,
+    WarmSpec,
+)
+
+
+class _Keeper:
+    """The keeper's state (see the module docstring); ``run()`` is the whole process."""
+
+    def __init__(self, home: Path, out: IO[str]) -> None:
+        self.home = home
+        self.spec = WarmSpec.load(home / "spec.json")
+        self.registry = Registry(Path(self.spec.registry))
+        self.owner = Owner.current(home)
+        self.out: IO[str] | None = out
+        self.stopping = threading.Event()
+        self.ready = threading.Event()
+        self.servers: GymProcess | None = None
+        self.replay: Any = None
+        self.entry: Entry | None = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        """One JSON line to the starting session (until Gym is ready; afterwards the line goes to the log)."""
+        line = json.dumps(message)
+        if self.out is not None:
+            try:
+                self.out.write(line + "\n")
+                self.out.flush()
+                return
+            except (BrokenPipeError, OSError):
+                self.out = None
+        log(line)
+
+    def watch_starter(self, stream: int) -> None:
+        """Until Gym is ready: the end of standard input means the starting session is gone; stop then."""
+        while not self.ready.is_set():
+            readable, _, _ = select.select([stream], [], [], 0.5)
+            if readable and not os.read(stream, 4096):
+                if not self.ready.is_set():
+                    log("the starting session is gone before Gym was ready: stopping")
+                    self.stopping.set()
+                return
+
+    def start(self) -> None:
+        """Start the replay model (when replaying) and Gym's servers; raises GymStartError."""
+        from pytest_gym_eval import provision
+
+        spec = self.spec
+        paths = RunPaths(self.home)
+        paths.logs.mkdir(parents=True, exist_ok=True)
+        if spec.replay:
+            from pytest_gym_eval.replay import RecordingError, ReplayServer
+
+            try:
+                self.replay = ReplayServer(list(spec.replay), log_path=paths.replay_log, model_name=REPLAY_MODEL_NAME)
+            except (RecordingError, OSError) as error:
+                raise GymStartError(f"--gym-replay: {error}") from None
+            self.replay.start()
+            model = ModelEndpoint(self.replay.base_url, REPLAY_MODEL_NAME, spec.model_type, spec.api_key_env)
+        else:
+            assert spec.model_url and spec.model, "a warm Gym needs recordings or a model endpoint"
+            model = ModelEndpoint(spec.model_url, spec.model, spec.model_type, spec.api_key_env)
+        try:
+            checkout = provision.load_checkout(Path(spec.checkout))
+        except provision.ProvisionError as error:
+            raise GymStartError(str(error)) from None
+        ray_dir, _ = ray_temp_dir(self.home)
+        head = ("127.0.0.1", free_port())
+        write_gym_config(paths.config, model, head, paths.model_calls if spec.record_latency else None)
+        settings = RunSettings(
+            gym=checkout.gym_executable,
+            env={**provision.gym_environment(checkout, ray_dir), MARKER: self.owner.marker},
+            cwd=checkout.path,
+            model=model,
+            gym_configs=tuple(Path(config) for config in spec.gym_configs),
+            startup_timeout=spec.startup_timeout,
+            stop_grace=spec.stop_grace,
+        )
+        started = time.monotonic()
+
+        def launch(log_path: Path) -> GymProcess:
+            if self.stopping.is_set():
+                raise GymStartError("the warm Gym was stopped before it started")
+            self.servers = launch_servers(settings, model.model_type, paths, log_path)
+            return self.servers
+
+        servers = start_servers(
+            settings, launch, paths.logs, started + spec.startup_timeout, self.stopping,
+            lambda message: self.send({"event": message}),
+        )  # fmt: skip
+        self.entry = Entry(
+            key=spec.key, home=self.home, head_server=head, keeper=self.owner.marker, boot=boot_id(),
+            servers=servers.pid, idle_timeout=spec.idle_timeout, started=time.time(),
+            ready_after=round(time.monotonic() - started, 1), configuration=spec.configuration,
+            model={"url": model.url, "model": model.model, "model_type": model.model_type,
+                   "api_key_env": model.api_key_env},
+        )  # fmt: skip
+
+    def run(self) -> int:
+        """Start, report, keep, stop; the exit status (0, or 1 when Gym could not start)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stopping.set())
+        threading.Thread(target=self.watch_starter, args=(sys.stdin.fileno(),), daemon=True).start()
+        log(
+            f"keeper pid {os.getpid()} of"
+            f" warm Gym {self.spec.key[:KEY_SHOWN]}, idle timeout {self.spec.idle_timeout:g} s"
+        )
+        with contextlib.suppress(OSError):  # `status` lists a warm Gym that is starting by this file
+            self._write_idle(None)
+        try:
+            try:
+                self.start()
+            except GymStartError as error:
+                self.send({"failed": str(error)})
+                return 1
+            except Exception as error:  # a bug or an OS error: the session must hear of it, not wait
+                self.send({"failed": f"the warm Gym's keeper failed: {type(error).__name__}: {error}"})
+                raise
+            if self.stopping.is_set():
+                self.send({"failed": "the warm Gym was stopped before it was ready"})
+                return 1
+            assert self.entry is not None
+            # Gym prints that its servers are ready a moment before its head server marks itself ready (it
+            # answers /readyz with 503 until then): register only once it answers, or a session waiting on the
+            # key's lock would find the new Gym "stale" and stop it.
+            if (why := self.entry.head_problem(patience=HEAD_PATIENCE)) is not None:
+                self.send({"failed": f"Gym said its servers were ready, but {why}"})
+                return 1
+            owner = Owner.parse(self.spec.lease)
+            if owner is not None:
+                add_lease(self.home, owner)
+            self.registry.write(self.entry)
+            self.ready.set()
+            self.send({"ready": self.entry.to_json()})
+            self.out = None  # from here on, lines go to the log: the session no longer reads them
+            self.keep()
+            return 0
+        finally:
+            self.shutdown()
+
+    def keep(self) -> None:
+        """Watch leases and servers until idle for the idle timeout, the servers exit, or a signal."""
+        assert self.entry is not None and self.servers is not None
+        idle: float | None = None
+        while not self.stopping.wait(WATCH_EVERY):
+            status = self.servers.poll()
+            if status is not None:
+                log(f"Gym's servers exited (status {status}): unregistering")
+                return
+            if live_leases(self.home, prune=True):
+                if idle is not None:
+                    idle = None
+                    self._write_idle(None)
+                continue
+            if idle is None:
+                idle = time.monotonic()
+                self._write_idle(time.time())
+                log("no session uses the warm Gym: idle")
+            if time.monotonic() - idle < self.spec.idle_timeout:
+                continue
+            try:
+                with self.registry.lock(self.spec.key, stopping=self.stopping):
+                    if live_leases(self.home, prune=True):  # a session got in just before the lock
+                        idle = None
+                        self._write_idle(None)
+                        continue
+                    self.registry.remove(self.entry)
+                    log(f"idle for {self.spec.idle_timeout:g} s: unregistered, stopping")
+                    return
+            except InterruptedError:
+                return
+
+    def _write_idle(self, since: float | None) -> None:
+        write_private(self.home / "keeper.json", {"pid": os.getpid(), "keeper": self.owner.marker, "idle_since": since})
+
+    def shutdown(self) -> None:
+        """Unregister (when still registered), stop Gym's servers and the replay model, remove Ray's folder."""
+        if self.entry is not None:
+            self._unregister()
+        if self.servers is not None:
+            log("stopping Gym's servers")
+            self.servers.stop(self.spec.stop_grace)
+        if self.replay is not None:
+            self.replay.stop()
+        ray = self.home / "ray"
+        if ray.is_symlink():
+            shutil.rmtree(os.path.realpath(ray), ignore_errors=True)
+            ray.unlink()
+        elif ray.is_dir():
+            shutil.rmtree(ray, ignore_errors=True)
+        log("stopped")
+
+    def _unregister(self) -> None:
+        assert self.entry is not None
+        stop = threading.Event()
+        timer = threading.Timer(LOCK_FOR_IDLE_STOP, stop.set)
+        timer.start()
+        try:
+            with self.registry.lock(self.spec.key, stopping=stop):
+                self.registry.remove(self.entry)
+        except (InterruptedError, RegistryError, OSError):
+            pass  # the one holding the lock (stop, or a session discarding us) unregisters the entry itself
+        finally:
+            timer.cancel()
+
+
+def log(message: str) -> None:
+    """A timestamped line on standard error (the keeper's log, ``logs/keeper.log`` in its home)."""
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def keeper_main(argv: Sequence[str]) -> int:
+    """``python -m pytest_gym_eval.warm HOME``: the keeper of the warm Gym whose spec is ``HOME/spec.json``.
+
+    Forks once so that the session that started it is not its parent (nothing to reap), then runs until the
+    warm Gym stops. Exit status 0, or 1 when Gym could not start (its reason went to standard output)."""
+    if len(argv) != 1:
+        print("usage: python -m pytest_gym_eval.warm HOME", file=sys.stderr)
+        return 2
+    if os.fork() > 0:
+        os._exit(0)
+    os.umask(0o077)  # everything the keeper and its Gym write in the home is owner-only
+    keeper = _Keeper(Path(argv[0]), sys.stdout)
+    return keeper.run()
