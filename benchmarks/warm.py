@@ -40,8 +40,8 @@ def bench_warm(work: Path, rounds: int) -> list[Row]:
     order, sessions attached to that warm Gym and raw ``gym eval run --no-serve`` over the very input such a
     session hands Gym, against the same servers (median of ``rounds`` each)."""
     from pytest_gym_eval import provision
+    from pytest_gym_eval.cli.stop import main as stop_main
     from pytest_gym_eval.registry import Registry, write_private
-    from pytest_gym_eval.warm import stop_main
 
     root = work / "warm"
     project = root / "project"

@@ -25,7 +25,6 @@ from pytest_gym_eval.orphans import find_leftovers, run_processes
 from pytest_gym_eval.processes import is_running, session_members
 from pytest_gym_eval.registry import Entry, Registry, idle_since
 from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.cli.stop import main as stop_main
 from tests.support.children import child_pytest_argv, started_processes, wait_until
 from tests.support.fakes import FakeGym
 

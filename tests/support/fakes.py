@@ -88,7 +88,7 @@ def warm_registry(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     """A registry of warm Gyms (``--gym-keep-alive``) of this test's own (``$PYTEST_GYM_EVAL_WARM``, which the
     pytest runs it starts inherit), so tests running at once never see each other's warm Gyms; every warm Gym
     in it is stopped afterwards (``python -m pytest_gym_eval stop --all``)."""
-    from pytest_gym_eval.warm import stop_main
+    from pytest_gym_eval.cli.stop import main as stop_main
 
     root = tmp_path_factory.mktemp("warm-registry")
     monkeypatch.setenv("PYTEST_GYM_EVAL_WARM", str(root))
