@@ -3,52 +3,9 @@
 A fixed-sample interval checked after every wave and acted on as soon as it clears the threshold passes far
 more often than its nominal 5% when the truth sits at the threshold (each look is another chance). A
 *confidence sequence* covers the mean at every look at once, P(mu in C_w for every wave w) >= 1 - alpha, so a
-run may stop at the first wave whose sequence clears the threshold.
-
-**The construction.** The hedged capital process of Waudby-Smith and Ramdas, "Estimating means of bounded
-random variables by betting", JRSS-B 86(1), 2024 (arXiv:2010.09686), Section 4, Theorem 3 (the hedged capital
-confidence sequence). For rewards rescaled to [0, 1] (``x = (reward - lo) / (hi - lo)``) and a candidate mean m:
-
-    K+(m) = prod_i (1 + lam+_i(m) (x_i - m)),   lam+_i(m) = min(bet_i, c / m)
-    K-(m) = prod_i (1 - lam-_i(m) (x_i - m)),   lam-_i(m) = min(bet_i, c / (1 - m))
-    K(m)  = max(theta K+(m), (1 - theta) K-(m)),   C = {m : K(m) < 1 / alpha}
-
-with c = 1/2 (the paper's truncation) and theta = 1/2 (equal hedge weights). K+ is nonincreasing and K- is
-nondecreasing in m, so C is the interval [L, U] found by bisection on each side, and the sequence reported is
-the running intersection over waves (still a confidence sequence). A gate PASSES when L >= threshold and FAILS
-when U < threshold; a gate still straddling its threshold at the last wave is INCONCLUSIVE.
-
-**The bets.** Theorem 3 allows any predictable bets ``bet_i >= 0``. Here one bet serves a whole wave (why: see
-below): the paper's predictable plug-in bet (Section 3, the PrPl-EB bet), in its fixed-horizon form, tuned to
-the number of observations n_w at the end of the wave and the variance of the waves before it:
-
-    bet_w = sqrt(2 log(2 / alpha) / (s2_{w-1} n_w)),   s2 = (1/4 + sum_i (x_i - xbar)^2) / (n + 1)
-
-(s2 = 1/4 before any data: the paper's prior). The anytime form divides by n log(1 + n) instead; with a handful
-of looks (waves) the fixed-horizon bet at each look is the more powerful one (benchmarks/README.md, "adaptive"),
-and validity does not depend on the bet.
-
-**Tasks.** Rollouts are clustered by task: a task's repeats share its difficulty, so they are not draws from
-one distribution. The quantity a gate judges is the dataset's mean over its tasks, mu = (1/T) sum_t mu_t, where
-mu_t is task t's expected reward (pass rate, pass@k); the T tasks are fixed, a rollout of task t is an
-independent draw with mean mu_t. Every wave is *balanced*: it rolls out every task of the dataset the same
-number r_w of times, and it bets one ``lam`` (fixed before the wave) on all of them. Then, given the earlier
-waves,
-
-    E[prod_{t, r} (1 + lam (X_tr - m))] = prod_t (1 + lam (mu_t - m))^{r_w} <= exp(lam r_w T (mu - m)) <= 1
-
-whenever mu <= m (1 + y <= e^y), and likewise for K- when mu >= m, however the mu_t differ: K+(mu) and K-(mu)
-are nonnegative supermartingales over waves, Ville's inequality bounds the chance that K(mu) ever reaches
-1/alpha by alpha, and mu lies in every C_w with probability >= 1 - alpha. (Betting a different ``lam`` on
-different rollouts of one wave would break this: the bound needs the sum of mu_t - m over the wave.) So waves
-do not concentrate on the tasks that still move the decision: a wave that rolled out some tasks more than
-others would estimate a weighted mean, not mu.
-
-- mean reward: x is the rescaled reward; the range [lo, hi] must hold every reward (default [0, 1]).
-- pass rate: x is the pass flag (0 or 1); its mean over tasks is the expected pass rate.
-- pass@k: the repeats of a task are cut into consecutive blocks of k; x = 1 when any rollout of the block
-  passed. A block's mean is 1 - (1 - p_t)^k = pass@k of task t, so the mean over tasks is the dataset's pass@k
-  (the same quantity as Chen et al.'s unbiased estimator, estimated with fewer, disjoint blocks).
+run may stop at the first wave whose sequence clears the threshold. :class:`BettingSequence` (its docstring has
+the construction, the bets, the source and why waves are balanced over tasks), :func:`wave_ends`,
+:func:`gate_values`, :class:`GateSequences`, :func:`judge_waves`. What users see: docs/adaptive-gates.md.
 """
 
 from __future__ import annotations
@@ -128,7 +85,52 @@ class Bounds:
 
 
 class BettingSequence:
-    """The hedged betting confidence sequence of the module docstring, fed one balanced wave at a time.
+    """The hedged betting confidence sequence, fed one balanced wave at a time.
+
+    **The construction.** The hedged capital process of Waudby-Smith and Ramdas, "Estimating means of bounded
+    random variables by betting", JRSS-B 86(1), 2024 (arXiv:2010.09686), Section 4, Theorem 3 (the hedged capital
+    confidence sequence). For rewards rescaled to [0, 1] (``x = (reward - lo) / (hi - lo)``) and a candidate mean m:
+
+        K+(m) = prod_i (1 + lam+_i(m) (x_i - m)),   lam+_i(m) = min(bet_i, c / m)
+        K-(m) = prod_i (1 - lam-_i(m) (x_i - m)),   lam-_i(m) = min(bet_i, c / (1 - m))
+        K(m)  = max(theta K+(m), (1 - theta) K-(m)),   C = {m : K(m) < 1 / alpha}
+
+    with c = 1/2 (the paper's truncation) and theta = 1/2 (equal hedge weights). K+ is nonincreasing and K- is
+    nondecreasing in m, so C is the interval [L, U] found by bisection on each side, and the sequence reported is
+    the running intersection over waves (still a confidence sequence). A gate PASSES when L >= threshold and FAILS
+    when U < threshold; a gate still straddling its threshold at the last wave is INCONCLUSIVE.
+
+    **The bets.** Theorem 3 allows any predictable bets ``bet_i >= 0``. Here one bet serves a whole wave (why: see
+    below): the paper's predictable plug-in bet (Section 3, the PrPl-EB bet), in its fixed-horizon form, tuned to
+    the number of observations n_w at the end of the wave and the variance of the waves before it:
+
+        bet_w = sqrt(2 log(2 / alpha) / (s2_{w-1} n_w)),   s2 = (1/4 + sum_i (x_i - xbar)^2) / (n + 1)
+
+    (s2 = 1/4 before any data: the paper's prior). The anytime form divides by n log(1 + n) instead; with a handful
+    of looks (waves) the fixed-horizon bet at each look is the more powerful one (benchmarks/README.md, "adaptive"),
+    and validity does not depend on the bet.
+
+    **Tasks.** Rollouts are clustered by task: a task's repeats share its difficulty, so they are not draws from
+    one distribution. The quantity a gate judges is the dataset's mean over its tasks, mu = (1/T) sum_t mu_t, where
+    mu_t is task t's expected reward (pass rate, pass@k); the T tasks are fixed, a rollout of task t is an
+    independent draw with mean mu_t. Every wave is *balanced*: it rolls out every task of the dataset the same
+    number r_w of times, and it bets one ``lam`` (fixed before the wave) on all of them. Then, given the earlier
+    waves,
+
+        E[prod_{t, r} (1 + lam (X_tr - m))] = prod_t (1 + lam (mu_t - m))^{r_w} <= exp(lam r_w T (mu - m)) <= 1
+
+    whenever mu <= m (1 + y <= e^y), and likewise for K- when mu >= m, however the mu_t differ: K+(mu) and K-(mu)
+    are nonnegative supermartingales over waves, Ville's inequality bounds the chance that K(mu) ever reaches
+    1/alpha by alpha, and mu lies in every C_w with probability >= 1 - alpha. (Betting a different ``lam`` on
+    different rollouts of one wave would break this: the bound needs the sum of mu_t - m over the wave.) So waves
+    do not concentrate on the tasks that still move the decision: a wave that rolled out some tasks more than
+    others would estimate a weighted mean, not mu.
+
+    - mean reward: x is the rescaled reward; the range [lo, hi] must hold every reward (default [0, 1]).
+    - pass rate: x is the pass flag (0 or 1); its mean over tasks is the expected pass rate.
+    - pass@k: the repeats of a task are cut into consecutive blocks of k; x = 1 when any rollout of the block
+      passed. A block's mean is 1 - (1 - p_t)^k = pass@k of task t, so the mean over tasks is the dataset's pass@k
+      (the same quantity as Chen et al.'s unbiased estimator, estimated with fewer, disjoint blocks).
 
     ``alpha`` in (0, 1) is the miscoverage (0.05: a 95% sequence); values must lie in ``reward_range``.
     Raises ValueError for a bad alpha, and (:meth:`add_wave`) for a value outside the range or not finite.
@@ -147,7 +149,7 @@ class BettingSequence:
         self._high = 1.0
 
     def bet(self, size: int) -> float:
-        """The bet a next wave of ``size`` observations gets: the fixed-horizon plug-in of the module docstring."""
+        """The bet a next wave of ``size`` observations gets: the fixed-horizon plug-in of the class docstring."""
         n = self._count + size
         if n == 0:
             return 0.0
