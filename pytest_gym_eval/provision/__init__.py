@@ -1,35 +1,9 @@
 """Provision a NeMo Gym checkout that the plugin can shell out to.
 
-``python -m pytest_gym_eval provision [--gym-version 0.7.0] [--dest DIR] [--environment mcqa ...]``
-builds, in seven named steps, a checkout of Gym with its own Python environment:
-
-1. ``preflight``: everything that can be checked before anything is downloaded: uv (>= 0.9.30, the
-   ``provision`` extra installs it), the ``nemo-gym`` sdist of that version on the package index (PEP 691
-   JSON simple API, with a PEP 503 HTML fallback) and its ``requires-python``, and an interpreter that
-   satisfies it (or, when only an older patch release of the right minor version exists, e.g. 3.13.0 for
-   ``>=3.13.14``, one uv can be told to treat as the required version: then uv >= 0.10.8).
-2. ``download``: download the sdist into the cache and verify its sha256 against the index.
-3. ``unpack``: extract it as the checkout (top folder stripped, unsafe members refused); find each requested
-   environment's configs in it (see ``environment_configs``) and the tools their servers need.
-4. ``python``: check the interpreter against the checkout's own ``requires-python``; with the workaround,
-   tell uv to pretend the required version (one warning says so).
-5. ``venv``: build ``<checkout>/.venv`` with uv (``uv sync --frozen --extra dev``, or, with the workaround,
-   ``uv venv`` + ``uv export`` + ``uv pip install --python-version``).
-6. ``prefetch``: ``gym env prefetch --config <config>`` for each config of each requested environment, which
-   builds the server venvs.
-7. ``manifest``: write ``<checkout>/.pytest-gym-eval/manifest.json``, last and atomically.
-
-The manifest is the validity marker: a checkout without a valid manifest is half-built and is deleted and
-rebuilt from scratch (Python venvs hard-code absolute paths, so a checkout cannot be built elsewhere and
-renamed into place). An exclusive ``fcntl.flock`` on ``<checkout>.lock`` serialises concurrent runs. Each step
-logs to ``<checkout>/.pytest-gym-eval/logs/<step>.log``.
-
-Gym runs on Linux only (the plugin stops Gym's processes through ``/proc`` and POSIX process groups, and
-locks with ``fcntl``): on any other platform ``provision`` and ``load_checkout`` raise ``ProvisionError``
-saying so, and nothing POSIX-only is imported when this module loads, so the plugin never breaks a pytest run
-that has no Gym dataset.
-
-The plugin never imports Gym: it runs ``GymCheckout.gym_executable`` with ``gym_environment(...)``.
+``python -m pytest_gym_eval provision [--gym-version 0.7.0] [--dest DIR] [--environment mcqa ...]`` builds, in
+seven named steps (preflight, download, unpack, python, venv, prefetch, manifest), a checkout of Gym with its own
+Python environment; the manifest, written last, marks it valid. The steps, the locking and the Linux-only rule:
+docs/provisioning.md ("The seven steps").
 
 The modules, bottom up: ``errors`` (:class:`ProvisionError`), ``versions`` (supported Gym releases,
 ``requires-python``), ``host`` (the platform, the cache, pyenv), ``manifest``, ``checkout`` (:class:`GymCheckout`,
