@@ -4,8 +4,9 @@ A session with ``--gym-keep-alive`` looks up its Gym configuration's key (:mod:`
 the per-user registry (:mod:`pytest_gym_eval.registry`), holding the key's lock: it attaches to a live warm Gym
 of that key (:mod:`~pytest_gym_eval.warm.attach`), stops and unregisters a stale one
 (:meth:`~pytest_gym_eval.registry.Entry.problem`), and otherwise starts a *keeper*,
-``python -m pytest_gym_eval.warm HOME`` (a process in a process session of its own; :mod:`~pytest_gym_eval.warm.keeper`, whose ``_Keeper`` docstring has
-its life cycle and the API-key rule), and waits, still holding the lock, until the keeper's Gym is ready.
+``python -m pytest_gym_eval.warm HOME`` (a process in a process session of its own;
+:mod:`~pytest_gym_eval.warm.keeper`, whose ``_Keeper`` docstring has its life cycle and the API-key rule), and
+waits, still holding the lock, until the keeper's Gym is ready.
 Modules: ``attach``, ``keeper``, ``spec``, ``status``. What users see: docs/warm-and-resume.md.
 """
 
