@@ -4,34 +4,9 @@ Input: a series (the runs of one dataset with one file digest and one policy mod
 each task's mean reward over its scored rollouts (:func:`task_means`). Output: each run's mean reward with its
 task-clustered 95 % interval (:func:`pytest_gym_eval.stats.mean_interval`) and the CUSUM below.
 
-The alarm is Page's one-sided (lower) CUSUM (E. S. Page, "Continuous inspection schemes", Biometrika 41, 1954),
-in its self-starting form (D. M. Hawkins, "Self-starting CUSUM charts for location and scale", The Statistician
-36, 1987): each run is compared with the mean of all runs before it, not with a level fixed by a few reference
-runs, whose own error would otherwise raise the false alarms several-fold (measured: 9-11 % instead of 2 % over 15
-watched runs). Rule version :data:`RULE`:
-
-- ``x_t`` = the mean over tasks of the task means of run t (``n_t`` tasks scored); the first ``reference_runs``
-  (m, default 5) runs only teach the scale.
-- Scale: the same tasks run every time, so a run's mean varies only by each task's own run-to-run variation.
-  ``v`` = the pooled variance, over the first m runs, of each task's mean (``sum_i (m_i - 1) var_i /
-  sum_i (m_i - 1)`` over tasks seen in >= 2 of them), floored at ``min_task_sd**2`` (default 0.1², for rewards in
-  [0, 1]: a reference in which every task repeated itself exactly would otherwise make one flip an alarm).
-- Innovation of run t > m: ``z_t = (x_t - mean(x_1..x_{t-1})) / sqrt(v / n_t + v / (t-1)² · sum_{j<t} 1/n_j)``;
-  for a stable series these are independent with unit variance (Hawkins 1987, §2).
-- Statistic: ``S_m = 0``, ``S_t = max(0, S_{t-1} - z_t - k)``; the alarm is raised at the first run with
-  ``S_t > h``. Defaults ``k = 0.5`` (tuned to a drop of one run standard deviation) and ``h = 5``: the in-control
-  average run length is about 930 runs (Siegmund's approximation ARL0 = (e^{2kb} - 2kb - 1) / (2k²), b = h +
-  1.166; D. Siegmund, *Sequential Analysis*, 1985), so about 15/930 = 1.6 % of stable 20-run histories (15
-  watched runs) raise a false alarm.
-
-Bound (checked by seeded simulation in ``tests/test_history_drift.py``): on stable series of 20 runs (40 tasks of
-fixed pass probabilities, one rollout each) the alarm fires in at most :data:`FALSE_ALARM_BOUND` (5 %) of
-histories (measured over 2,000: 0.55 % with pass probabilities spread over [0, 1], 1.1 % with most tasks never
-varying); a decline of 0.02 per run from run 6 is caught in all of 200 histories, at run 14 on average. Only a
-decline is watched: a rise is good news, not an alarm.
-
-Alternative rejected: comparing each run with the previous one (what ``--gym-baseline`` does) misses a decline
-of a fraction of a standard deviation per run; the CUSUM adds those small steps up.
+The alarm (:func:`self_starting_cusum`, whose docstring has the rule of version :data:`RULE`, its sources, its
+measured false-alarm bound and the alternative rejected) is a self-starting lower CUSUM. What users see:
+docs/history.md.
 """
 
 from __future__ import annotations
@@ -114,9 +89,39 @@ def self_starting_cusum(
     h: float = DEFAULT_H,
     min_task_sd: float = DEFAULT_MIN_TASK_SD,
 ) -> Cusum:
-    """The lower self-starting CUSUM of the module docstring over ``runs`` (each ``{task_id: [rewards]}``, oldest
-    first, each with at least one task with a reward). Raises ValueError for ``reference_runs < 2``, ``k < 0``,
-    ``h <= 0``, ``min_task_sd < 0`` or a run without rewards."""
+    """The lower self-starting CUSUM over ``runs`` (each ``{task_id: [rewards]}``, oldest first, each with at least
+    one task with a reward). Raises ValueError for ``reference_runs < 2``, ``k < 0``, ``h <= 0``,
+    ``min_task_sd < 0`` or a run without rewards.
+
+    The alarm is Page's one-sided (lower) CUSUM (E. S. Page, "Continuous inspection schemes", Biometrika 41, 1954),
+    in its self-starting form (D. M. Hawkins, "Self-starting CUSUM charts for location and scale", The Statistician
+    36, 1987): each run is compared with the mean of all runs before it, not with a level fixed by a few reference
+    runs, whose own error would otherwise raise the false alarms several-fold (measured: 9-11 % instead of 2 % over 15
+    watched runs). Rule version :data:`RULE`:
+
+    - ``x_t`` = the mean over tasks of the task means of run t (``n_t`` tasks scored); the first ``reference_runs``
+      (m, default 5) runs only teach the scale.
+    - Scale: the same tasks run every time, so a run's mean varies only by each task's own run-to-run variation.
+      ``v`` = the pooled variance, over the first m runs, of each task's mean (``sum_i (m_i - 1) var_i /
+      sum_i (m_i - 1)`` over tasks seen in >= 2 of them), floored at ``min_task_sd**2`` (default 0.1², for rewards in
+      [0, 1]: a reference in which every task repeated itself exactly would otherwise make one flip an alarm).
+    - Innovation of run t > m: ``z_t = (x_t - mean(x_1..x_{t-1})) / sqrt(v / n_t + v / (t-1)² · sum_{j<t} 1/n_j)``;
+      for a stable series these are independent with unit variance (Hawkins 1987, §2).
+    - Statistic: ``S_m = 0``, ``S_t = max(0, S_{t-1} - z_t - k)``; the alarm is raised at the first run with
+      ``S_t > h``. Defaults ``k = 0.5`` (tuned to a drop of one run standard deviation) and ``h = 5``: the in-control
+      average run length is about 930 runs (Siegmund's approximation ARL0 = (e^{2kb} - 2kb - 1) / (2k²), b = h +
+      1.166; D. Siegmund, *Sequential Analysis*, 1985), so about 15/930 = 1.6 % of stable 20-run histories (15
+      watched runs) raise a false alarm.
+
+    Bound (checked by seeded simulation in ``tests/unit/test_history_drift.py``): on stable series of 20 runs (40 tasks
+    of fixed pass probabilities, one rollout each) the alarm fires in at most :data:`FALSE_ALARM_BOUND` (5 %) of
+    histories (measured over 2,000: 0.55 % with pass probabilities spread over [0, 1], 1.1 % with most tasks never
+    varying); a decline of 0.02 per run from run 6 is caught in all of 200 histories, at run 14 on average. Only a
+    decline is watched: a rise is good news, not an alarm.
+
+    Alternative rejected: comparing each run with the previous one (what ``--gym-baseline`` does) misses a decline
+    of a fraction of a standard deviation per run; the CUSUM adds those small steps up.
+    """
     if reference_runs < 2 or k < 0 or h <= 0 or min_task_sd < 0:
         raise ValueError(
             f"need reference_runs >= 2, k >= 0, h > 0, min_task_sd >= 0; got {reference_runs}, {k}, {h}, {min_task_sd}"
