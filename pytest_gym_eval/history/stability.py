@@ -5,29 +5,8 @@ Input: a *series* (:meth:`pytest_gym_eval.history.store.HistoryStore.series`): t
 policy model, each with its rollouts of that dataset. Only such runs are comparable: a changed dataset file or
 another model is a new series.
 
-Rules (rule version :data:`RULE`):
-
-1. A task's *outcome in a run* comes from its scored rollouts (status "passed" or "failed"; errors say nothing
-   about the policy model and are left out): ``pass`` when all passed, ``fail`` when none passed, ``mixed``
-   when its repeats disagreed. A run where the task has no scored rollout gives no outcome (the run is skipped
-   for that task).
-2. *Changes* = the number of consecutive pairs of outcomes (in run order) that differ.
-3. *Pass rate* = passed / scored rollouts over the window, with the Wilson score interval (95 %,
-   :func:`pytest_gym_eval.stats.wilson_interval`): repeats of one task are Bernoulli trials of its pass
-   probability.
-4. The label, first rule that applies:
-
-   - ``flaky``: some run was ``mixed`` (its repeats disagreed), or changes >= ``flaky_changes`` (default 2: it
-     went and came back at least once);
-   - ``newly failing``: at least one change (fewer than ``flaky_changes``: with the default, exactly one) and the
-     last outcome is ``fail`` (it passed, then failed since its last change);
-   - ``fixed``: the same with the last outcome ``pass``;
-   - ``stable``: no change (always passing or always failing; ``evidence`` says which), including a task seen
-     in one run only.
-
-``evidence`` spells out what the label rests on, e.g. ``outcomes P F P F P over 5 runs, 4 changes, passed 3 of 5
-rollouts``. The alternative rejected: a label from the pass rate alone (e.g. "between 10 % and 90 %") cannot tell
-a task that flips every run from one that failed once a long time ago and since always passed.
+The rules (rule version :data:`RULE`: outcome per run, changes, pass rate, the label, the alternative rejected)
+are in :func:`assess`'s docstring. What users see: docs/history.md.
 """
 
 from __future__ import annotations
@@ -105,9 +84,33 @@ def assess(
     flaky_changes: int = DEFAULT_FLAKY_CHANGES,
     confidence: float = 0.95,
 ) -> TaskStability:
-    """Label one task from its per-run ``outcomes`` (oldest first, each with ``scored >= 1``) by the rules of the
-    module docstring. Raises ValueError for an empty sequence, a run without scored rollouts or
-    ``flaky_changes < 2``."""
+    """Label one task from its per-run ``outcomes`` (oldest first, each with ``scored >= 1``) by the rules below.
+    Raises ValueError for an empty sequence, a run without scored rollouts or ``flaky_changes < 2``.
+
+    Rules (rule version :data:`RULE`):
+
+    1. A task's *outcome in a run* comes from its scored rollouts (status "passed" or "failed"; errors say nothing
+       about the policy model and are left out): ``pass`` when all passed, ``fail`` when none passed, ``mixed``
+       when its repeats disagreed. A run where the task has no scored rollout gives no outcome (the run is skipped
+       for that task).
+    2. *Changes* = the number of consecutive pairs of outcomes (in run order) that differ.
+    3. *Pass rate* = passed / scored rollouts over the window, with the Wilson score interval (95 %,
+       :func:`pytest_gym_eval.stats.wilson_interval`): repeats of one task are Bernoulli trials of its pass
+       probability.
+    4. The label, first rule that applies:
+
+       - ``flaky``: some run was ``mixed`` (its repeats disagreed), or changes >= ``flaky_changes`` (default 2: it
+         went and came back at least once);
+       - ``newly failing``: at least one change (fewer than ``flaky_changes``: with the default, exactly one) and the
+         last outcome is ``fail`` (it passed, then failed since its last change);
+       - ``fixed``: the same with the last outcome ``pass``;
+       - ``stable``: no change (always passing or always failing; ``evidence`` says which), including a task seen
+         in one run only.
+
+    ``evidence`` spells out what the label rests on, e.g. ``outcomes P F P F P over 5 runs, 4 changes, passed 3 of 5
+    rollouts``. The alternative rejected: a label from the pass rate alone (e.g. "between 10 % and 90 %") cannot tell
+    a task that flips every run from one that failed once a long time ago and since always passed.
+    """
     if not outcomes:
         raise ValueError(f"task {task_id!r} of {dataset}: no run with a scored rollout to assess")
     if any(entry.scored < 1 or not 0 <= entry.passed <= entry.scored for entry in outcomes):
