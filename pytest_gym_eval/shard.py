@@ -3,30 +3,10 @@ that lets ``python -m pytest_gym_eval merge`` put the shards' reports back toget
 
 Shards are numbered from 1: ``--gym-shard=1/3``, ``2/3``, ``3/3`` (as a CI matrix counts jobs).
 
-The assignment rule (:func:`assign_shards`, named :data:`SHARD_RULE` in the reports) works per dataset on its set
-of task ids:
-
-1. each task gets the key ``sha256(dataset + "\\n" + task_id)``, and the tasks are sorted by key;
-2. the sorted list is cut into N contiguous blocks whose sizes differ by at most one (the task of rank r goes
-   to block ``floor(r * N / M)`` of M tasks);
-3. block b goes to shard ``(b + h) mod N + 1``, with ``h`` taken from ``sha256(dataset)``, so that the blocks
-   one task larger than the others fall on different shards for different datasets.
-
-What that gives, and why this rule rather than another:
-
-- every repeat of a task is in the same shard (the rule sees task ids, not items), so pass@k stays exact;
-- shard sizes differ by at most one task per dataset: a bare hash (``hash mod N``) balances only on average
-  (12 tasks in 3 shards come out 4/4/4 only 6% of the time, and 20,000 in 8 shards differ by ~±50);
-- reordering rows changes nothing (the rule sees a set);
-- appending rows keeps almost every task where it was: each appended task shifts the block boundaries by at
-  most one rank, so at most N-1 existing tasks change shard per appended task (a bare hash moves none, but
-  cannot balance; exact balance and zero moves cannot both hold for every set of tasks);
-- the same rule on every machine: sha256, not Python's salted ``hash()``.
-
-The report records, for every dataset the session collected, every task id in collection order, the repeats,
-each task's agent, the pass threshold, the gates and the (task, repeat) pairs the session selected: that is
-what lets the merge check that the shards came from the same plan, name the pairs that are missing, and order
-the merged rollouts as one session over all of them would.
+The assignment rule, its properties and why it was chosen: :func:`assign_shards` (named :data:`SHARD_RULE` in the
+reports). :class:`CollectedPlan` is the record of the collected plan each report carries, from which the merge
+checks that the shards came from one plan and names the missing pairs. What users see:
+docs/xdist-and-sharding.md.
 """
 
 from __future__ import annotations
@@ -75,8 +55,28 @@ def _digest(text: str) -> bytes:
 
 def assign_shards(dataset: str, task_ids: Iterable[str], count: int) -> dict[str, int]:
     """The shard (1..``count``) of each distinct task id of ``dataset`` (its name as in node ids), by the rule
-    in this module's docstring (:data:`SHARD_RULE`). Depends only on the dataset name and the *set* of task ids.
-    Raises ValueError when ``count`` < 1."""
+    below (:data:`SHARD_RULE`). Depends only on the dataset name and the *set* of task ids. Raises ValueError
+    when ``count`` < 1.
+
+    The rule (named :data:`SHARD_RULE` in the reports) works per dataset on its set of task ids:
+
+    1. each task gets the key ``sha256(dataset + "\\n" + task_id)``, and the tasks are sorted by key;
+    2. the sorted list is cut into N contiguous blocks whose sizes differ by at most one (the task of rank r goes
+       to block ``floor(r * N / M)`` of M tasks);
+    3. block b goes to shard ``(b + h) mod N + 1``, with ``h`` taken from ``sha256(dataset)``, so that the blocks
+       one task larger than the others fall on different shards for different datasets.
+
+    What that gives, and why this rule rather than another:
+
+    - every repeat of a task is in the same shard (the rule sees task ids, not items), so pass@k stays exact;
+    - shard sizes differ by at most one task per dataset: a bare hash (``hash mod N``) balances only on average
+      (12 tasks in 3 shards come out 4/4/4 only 6% of the time, and 20,000 in 8 shards differ by ~±50);
+    - reordering rows changes nothing (the rule sees a set);
+    - appending rows keeps almost every task where it was: each appended task shifts the block boundaries by at
+      most one rank, so at most N-1 existing tasks change shard per appended task (a bare hash moves none, but
+      cannot balance; exact balance and zero moves cannot both hold for every set of tasks);
+    - the same rule on every machine: sha256, not Python's salted ``hash()``.
+    """
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")
     ranked = sorted(set(task_ids), key=lambda task: (_digest(f"{dataset}\n{task}"), task))
