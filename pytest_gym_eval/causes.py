@@ -1,28 +1,14 @@
 """The root cause of a rollout Gym recorded as failed, found in its failure record and its servers' logs.
 
-Whatever goes wrong at the model endpoint, Gym's failures file says the same thing: ``agent_run_error``,
-``500, message='Internal Server Error', url=.../run``. The cause is further in, in two places this module reads:
-
-- the record's ``_ng_failure_response_body``: the body the agent's ``/run`` answered with. Each Gym server that
-  catches an HTTP error from the server it called answers 500 with ``Hit an exception in <Class>___<name>
-  calling an inner server: b'<that server's body>'``, so the body nests one layer per server (agent ``/run``,
-  agent ``/v1/responses``, policy model) around the endpoint's own error body (e.g. an OpenAI-style
-  ``{"error": {"message", "type", "code"}}``) or around the ``repr()`` of the exception a server raised (e.g. a
-  pydantic ``ValidationError`` when Gym rejects the endpoint's Responses body). Gym keeps the first 2,000
-  characters of it, and the escaping doubles with each layer, so the innermost text may be cut short;
-- the server logs (``logs/gym-servers/<server>.log``, every line prefixed with ``(<server>) ``): a server that
-  got an HTTP error from upstream logs ``🚨 [upstream_request_failed] server=<Class>___<name> method=M url=U
-  status=N`` and, on the next line, ``Response content: <the body, up to 2,000 characters>``; one whose handler
-  raised logs ``🚨 Caught an exception printed above in <name> (<Class>)``, the traceback (its last unindented
-  line is ``<module.Type>: <message>``) and ``repr(e): <repr>``. The model client also logs each retry
-  (``[model_retry url=U status=N kind=K try=T max_tries=M error_msg=...]``) and connection retries
-  (``[request_retry url=U error=E retry=R elapsed_s=S]``). Lines carry no time stamps and no request ids, so a
-  failure is matched to its log line by the error text itself (the first line that shows it).
+Whatever goes wrong at the model endpoint, Gym's failures file says the same thing: ``agent_run_error``, ``500,
+message='Internal Server Error', url=.../run``. The cause is further in, in two places this module reads: the record's
+``_ng_failure_response_body`` (the body the agent's ``/run`` answered with, one layer per server: :func:`unwrap` has its
+shape) and the servers' logs (:class:`~pytest_gym_eval.server_logs.ServerLogs` has what they hold).
 
 :func:`diagnose` turns a failure record into a :class:`Cause`: a one-line summary naming the server that failed,
 the HTTP status and the endpoint's own error text, a failure class (see :data:`CLASSES`) and the ``path:line`` of
 the log line that shows it. :class:`ServerLogs` indexes the logs once, reading only what was appended since.
-:func:`redact` keeps API keys out of every text this module returns.
+:func:`redact` keeps API keys out of every text this module returns. What users see: docs/outcomes.md.
 """
 
 from __future__ import annotations
@@ -170,6 +156,14 @@ class ErrorChain:
 
 def unwrap(body: str) -> ErrorChain:
     """Peel the ``Hit an exception in ... calling an inner server: b'...'`` layers off a failure body.
+
+    Where it comes from: the record's ``_ng_failure_response_body``, the body the agent's ``/run`` answered with. Each
+    Gym server that catches an HTTP error from the server it called answers 500 with ``Hit an exception in
+    <Class>___<name> calling an inner server: b'<that server's body>'``, so the body nests one layer per server (agent
+    ``/run``, agent ``/v1/responses``, policy model) around the endpoint's own error body (e.g. an OpenAI-style
+    ``{"error": {"message", "type", "code"}}``) or around the ``repr()`` of the exception a server raised (e.g. a
+    pydantic ``ValidationError`` when Gym rejects the endpoint's Responses body). Gym keeps the first 2,000 characters
+    of it, and the escaping doubles with each layer, so the innermost text may be cut short.
 
     Tolerates a body Gym cut at 2,000 characters (an unfinished escape at the end is dropped). Never raises.
     """

@@ -86,6 +86,15 @@ class ServerLogs:
 
     :meth:`refresh` reads what the logs gained since the last call (a log of retries can grow for as long as an
     endpoint misbehaves, so nothing is read twice). Lookups return the *first* entry that shows a given error.
+
+    What the logs hold: every line of ``logs/gym-servers/<server>.log`` is prefixed with ``(<server>) ``. A server
+    that got an HTTP error from upstream logs ``🚨 [upstream_request_failed] server=<Class>___<name> method=M url=U
+    status=N`` and, on the next line, ``Response content: <the body, up to 2,000 characters>``; one whose handler
+    raised logs ``🚨 Caught an exception printed above in <name> (<Class>)``, the traceback (its last unindented
+    line is ``<module.Type>: <message>``) and ``repr(e): <repr>``. The model client also logs each retry
+    (``[model_retry url=U status=N kind=K try=T max_tries=M error_msg=...]``) and connection retries
+    (``[request_retry url=U error=E retry=R elapsed_s=S]``). Lines carry no time stamps and no request ids, so a
+    failure is matched to its log line by the error text itself (the first line that shows it).
     """
 
     def __init__(self, folder: Path) -> None:
