@@ -1,25 +1,9 @@
 """What makes two Gym runs the same: the Gym configuration of a session, and its key.
 
-A warm Gym (``--gym-keep-alive``, :mod:`pytest_gym_eval.warm`) serves the next session only when that session
-would have started the very same Gym, and a resumed run (``--gym-resume``, :mod:`pytest_gym_eval.resume`) reuses
-rollouts only of a run whose Gym did the same. Both compare a :class:`GymConfiguration`, a JSON object of
-everything that changes what Gym's servers do:
-
-- ``gym_checkout`` and ``gym_version``: the checkout's absolute path and Gym's version;
-- ``gym_source``: the sha256 of the source files of the checkout's ``nemo_gym/`` package (see
-  :func:`tree_digest`), so an edited checkout is another Gym;
-- ``configs``: each Gym config file that defines one of the session's agents (path relative to the checkout and
-  the sha256 of its content), and ``servers``: the source digest of every server folder those configs name
-  (``resources_servers/mcqa``, ``responses_api_agents/simple_agent``, ...) and of the model server
-  (``responses_api_models/<model type>``): an edited verifier is another Gym;
-- ``model``: the policy model: ``model_type``, and either ``replay`` with the sha256 of each recordings file's
-  content (in the order given: recordings sharing a conversation are answered in file order) or the endpoint's
-  ``url``, ``name`` and ``api_key_env`` (the *name* of the variable holding the key; never the key).
-
-The key is the sha256 of the canonical JSON of that object (sorted keys, compact). Left out on purpose: the
-datasets (Gym's servers do not depend on them; a resumed run compares each row itself), the API key's value
-(see :mod:`pytest_gym_eval.warm` for what a changed key does), timeouts and ``--gym-concurrency`` (they change
-how long Gym takes, not what it answers).
+A warm Gym (``--gym-keep-alive``, :mod:`pytest_gym_eval.warm`) serves the next session only when that session would have
+started the very same Gym, and a resumed run (``--gym-resume``, :mod:`pytest_gym_eval.resume`) reuses rollouts only of a
+run whose Gym did the same. Both compare a :class:`GymConfiguration` (its docstring lists what is in it, what is left
+out on purpose, and how the key is computed). What users see: docs/warm-and-resume.md.
 """
 
 from __future__ import annotations
@@ -85,7 +69,26 @@ COMPONENT_NAMES = {
 
 @dataclass(frozen=True)
 class GymConfiguration:
-    """Everything that changes what Gym's servers do (see the module docstring), as a JSON-ready mapping."""
+    """Everything that changes what Gym's servers do, as a JSON-ready mapping.
+
+    What is in it:
+
+    - ``gym_checkout`` and ``gym_version``: the checkout's absolute path and Gym's version;
+    - ``gym_source``: the sha256 of the source files of the checkout's ``nemo_gym/`` package (see
+      :func:`tree_digest`), so an edited checkout is another Gym;
+    - ``configs``: each Gym config file that defines one of the session's agents (path relative to the checkout and
+      the sha256 of its content), and ``servers``: the source digest of every server folder those configs name
+      (``resources_servers/mcqa``, ``responses_api_agents/simple_agent``, ...) and of the model server
+      (``responses_api_models/<model type>``): an edited verifier is another Gym;
+    - ``model``: the policy model: ``model_type``, and either ``replay`` with the sha256 of each recordings file's
+      content (in the order given: recordings sharing a conversation are answered in file order) or the endpoint's
+      ``url``, ``name`` and ``api_key_env`` (the *name* of the variable holding the key; never the key).
+
+    The key is the sha256 of the canonical JSON of that object (sorted keys, compact). Left out on purpose: the
+    datasets (Gym's servers do not depend on them; a resumed run compares each row itself), the API key's value
+    (see :mod:`pytest_gym_eval.warm` for what a changed key does), timeouts and ``--gym-concurrency`` (they change
+    how long Gym takes, not what it answers).
+    """
 
     components: Mapping[str, Any]
 

@@ -1,24 +1,9 @@
 """What a pytest session that died left running: finding it, reporting it, stopping it.
 
-Every process the plugin starts for a run gets the environment variable :data:`MARKER`,
-``<pid>:<start>:<run dir>``, naming the process that owns the run (pytest, or the pytest-xdist controller) by
-its PID and its start time (so that a later process given the same PID is not taken for it) and the run
-directory. Children inherit it, so Gym's head, its servers' shells, uvicorn and tee and Ray's daemons carry it
-too; :class:`~pytest_gym_eval.processes.GymProcess` starts each command in a session of its own.
-
-A few of Ray's processes overwrite the memory ``/proc/<pid>/environ`` shows (their process title), so a run's
-processes are found per session: every process of a session in which some process carries the run's marker
-belongs to the run. That is safe because a session only ever holds descendants of the process that created
-it, and Linux does not give a session's id to a new process while the session has members. Processes of other
-users, and the session of the process looking, are never considered. A run whose owner is gone while such
-processes live is a dead session's leftovers: :func:`find_leftovers` lists them, :func:`stop_leftovers` stops
-them (``python -m pytest_gym_eval cleanup``), and the watchdog (:mod:`pytest_gym_eval.watchdog`) normally does
-that by itself the moment the owner dies.
-
-A warm Gym (``--gym-keep-alive``, :mod:`pytest_gym_eval.warm`) runs on after every session on purpose: its
-processes carry the marker of its *keeper*, a process that lives as long as the warm Gym, with the warm Gym's
-home as the run directory. While the keeper runs they are nobody's leftovers; once it is gone (killed) they are,
-and :class:`Leftovers` says whose (:attr:`Leftovers.warm`).
+Every process a run starts carries :data:`MARKER`; :func:`run_processes` (its docstring has how a run's processes
+are found, why that is safe, and how a warm Gym's processes are told apart) groups them by owner,
+:func:`find_leftovers` lists a dead session's leftovers and :func:`stop_leftovers` stops them
+(``python -m pytest_gym_eval cleanup``). Processes and threads: docs/how-it-works.md.
 """
 
 from __future__ import annotations
@@ -174,10 +159,30 @@ def _describe(pid: int) -> tuple[str, str]:
 
 
 def run_processes() -> dict[Owner, list[RunProcess]]:
-    """Every live process of every run of this user, by the run's owner (see the module docstring).
+    """Every live process of every run of this user, by the run's owner.
 
     Reads ``/proc`` (Linux only): a few milliseconds for a few hundred processes. Leaves out this process's own
     session and other users' processes.
+
+    Every process the plugin starts for a run gets the environment variable :data:`MARKER`,
+    ``<pid>:<start>:<run dir>``, naming the process that owns the run (pytest, or the pytest-xdist controller) by
+    its PID and its start time (so that a later process given the same PID is not taken for it) and the run
+    directory. Children inherit it, so Gym's head, its servers' shells, uvicorn and tee and Ray's daemons carry it
+    too; :class:`~pytest_gym_eval.processes.GymProcess` starts each command in a session of its own.
+
+    A few of Ray's processes overwrite the memory ``/proc/<pid>/environ`` shows (their process title), so a run's
+    processes are found per session: every process of a session in which some process carries the run's marker
+    belongs to the run. That is safe because a session only ever holds descendants of the process that created
+    it, and Linux does not give a session's id to a new process while the session has members. Processes of other
+    users, and the session of the process looking, are never considered. A run whose owner is gone while such
+    processes live is a dead session's leftovers: :func:`find_leftovers` lists them, :func:`stop_leftovers` stops
+    them (``python -m pytest_gym_eval cleanup``), and the watchdog (:mod:`pytest_gym_eval.watchdog`) normally does
+    that by itself the moment the owner dies.
+
+    A warm Gym (``--gym-keep-alive``, :mod:`pytest_gym_eval.warm`) runs on after every session on purpose: its
+    processes carry the marker of its *keeper*, a process that lives as long as the warm Gym, with the warm Gym's
+    home as the run directory. While the keeper runs they are nobody's leftovers; once it is gone (killed) they are,
+    and :class:`Leftovers` says whose (:attr:`Leftovers.warm`).
     """
     uid = os.getuid()
     own_session = os.getsid(0)

@@ -5,22 +5,9 @@ One interface, :class:`HistoryStore`, opened by :func:`open_store` from a *targe
 else is a SQLite file path (standard library ``sqlite3``; WAL journal, a 30 s busy timeout, so several sessions
 on one machine may write at once). Both backends run the same SQL (``?`` placeholders become ``%s`` for psycopg).
 
-Schema (version :data:`SCHEMA_VERSION`, kept in table ``schema_version``):
-
-- ``runs``: ``id`` (ascending in order of insertion), ``started_at`` (ISO 8601 UTC text,
-  ``YYYY-MM-DDTHH:MM:SS.ffffffZ``), ``git_commit`` (40 hex digits or NULL outside a repository), ``model``,
-  ``gym_version``, ``options`` (JSON object of the options that change results).
-- ``run_datasets``: ``(run_id, dataset, digest)``: the sha256 of each dataset file the run evaluated.
-- ``rollouts``: ``run_id, dataset, task_id, repeat, model, status`` ("passed", "failed" or "error"), ``reward``
-  (NULL for an error), ``metrics`` (JSON object of the verifier's custom metrics), ``input_tokens``,
-  ``output_tokens`` (policy model tokens or NULL), ``latency_s`` (seconds or NULL).
-
-Guarantees: :meth:`HistoryStore.append_run` writes a run, its datasets and all its rollouts in one transaction
-(all or nothing; concurrent writers serialise on the database's own lock, none is lost). A file or database with
-an older schema is upgraded in place by :data:`MIGRATIONS`; a newer one is refused (:class:`SchemaMismatch`,
-naming the target and both versions) rather than written with an older layout. A target that cannot be reached
-raises :class:`HistoryUnavailable`; every message and ``repr`` carries the target through :func:`redact_url`, so
-a password never leaves this module.
+:class:`HistoryStore`'s docstring has the schema (version :data:`SCHEMA_VERSION`) and the guarantees (one
+transaction per run, migrations, :class:`SchemaMismatch`, :class:`HistoryUnavailable`, :func:`redact_url`). What
+users see: docs/history.md.
 """
 
 from __future__ import annotations
@@ -144,6 +131,23 @@ class HistoryStore:
 
     ``target`` is the redacted target (safe to print). Methods raise :class:`HistoryUnavailable` when the
     database fails underneath (its message redacted) and ValueError for a record the schema cannot hold.
+
+    Schema (version :data:`SCHEMA_VERSION`, kept in table ``schema_version``):
+
+    - ``runs``: ``id`` (ascending in order of insertion), ``started_at`` (ISO 8601 UTC text,
+      ``YYYY-MM-DDTHH:MM:SS.ffffffZ``), ``git_commit`` (40 hex digits or NULL outside a repository), ``model``,
+      ``gym_version``, ``options`` (JSON object of the options that change results).
+    - ``run_datasets``: ``(run_id, dataset, digest)``: the sha256 of each dataset file the run evaluated.
+    - ``rollouts``: ``run_id, dataset, task_id, repeat, model, status`` ("passed", "failed" or "error"), ``reward``
+      (NULL for an error), ``metrics`` (JSON object of the verifier's custom metrics), ``input_tokens``,
+      ``output_tokens`` (policy model tokens or NULL), ``latency_s`` (seconds or NULL).
+
+    Guarantees: :meth:`HistoryStore.append_run` writes a run, its datasets and all its rollouts in one transaction
+    (all or nothing; concurrent writers serialise on the database's own lock, none is lost). A file or database with
+    an older schema is upgraded in place by :data:`MIGRATIONS`; a newer one is refused (:class:`SchemaMismatch`,
+    naming the target and both versions) rather than written with an older layout. A target that cannot be reached
+    raises :class:`HistoryUnavailable`; every message and ``repr`` carries the target through :func:`redact_url`, so
+    a password never leaves this module.
     """
 
     def __init__(
