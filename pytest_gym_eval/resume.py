@@ -1,19 +1,7 @@
 """Resuming an interrupted run (``--gym-resume=RUN_DIR``): what a run asked for, and reusing what it got.
 
-Every run directory gets a manifest at the start of its run, ``manifest.json``: the command line, the Gym
-configuration (:mod:`pytest_gym_eval.fingerprint`: checkout, sources, config files, model, recordings), the
-sha256 of each selected task's row (:func:`~pytest_gym_eval.dataset.row_digest`), and every planned rollout as
-``[stamp, dataset, task id, repeat, agent]`` (the stamp is the ``_ng_task_index`` Gym's records carry).
-
-A session given ``--gym-resume=RUN_DIR`` compares its own selection with that manifest before anything runs
-(:meth:`Resumption.check`): a different Gym configuration, a task whose row changed, a (task, repeat) now run by
-another agent, or no task in common is a usage error naming what differs. Then (:meth:`Resumption.reuse`) each
-selected (dataset, task, repeat) that the earlier run *scored* (a line in its rollouts file, also in files of
-its own earlier resume, with a finite numeric reward) is copied into this run's ``resumed/rollouts.jsonl``,
-stamped with this session's stamp and ``_pytest_gym_eval_resumed_from`` = ``<old file>:<line>``; Gym rolls out
-only the others (missing, errored, or newly selected repeats). Items follow that file like Gym's output, so
-summary, gates, JUnit, the JSON report and the HTML page hold every rollout once, as one session. Nothing in
-the earlier run directory is written to.
+:class:`Manifest` (its docstring: what a run directory's ``manifest.json`` holds) and :class:`Resumption` (its
+docstring: the checks and what is reused). What users see: docs/warm-and-resume.md.
 """
 
 from __future__ import annotations
@@ -81,11 +69,17 @@ def task_digests(plan: RunPlan) -> dict[tuple[str, str], str]:
 
 @dataclass(frozen=True)
 class Manifest:
-    """What a run asked for (see the module docstring). ``rollouts`` holds ``(stamp, dataset, task id, repeat,
+    """What a run asked for. ``rollouts`` holds ``(stamp, dataset, task id, repeat,
     agent)``; ``tasks`` maps ``(dataset, task id)`` to the row's sha256; ``configuration`` is the Gym
     configuration's components; ``command`` the pytest invocation (``args``, ``dir``); ``row_repeats`` the run's
     ``--num-repeats`` (its plan's mode: how its records' stamps are read, see
-    :func:`~pytest_gym_eval.rollouts.record_stamp`)."""
+    :func:`~pytest_gym_eval.rollouts.record_stamp`).
+
+    Every run directory gets a manifest at the start of its run, ``manifest.json``: the command line, the Gym
+    configuration (:mod:`pytest_gym_eval.fingerprint`: checkout, sources, config files, model, recordings), the
+    sha256 of each selected task's row (:func:`~pytest_gym_eval.dataset.row_digest`), and every planned rollout as
+    ``[stamp, dataset, task id, repeat, agent]`` (the stamp is the ``_ng_task_index`` Gym's records carry).
+    """
 
     configuration: dict[str, Any]
     rollouts: tuple[tuple[int, str, str, int, str], ...]
@@ -179,7 +173,18 @@ def gym_records(run_dir: Path, row_repeats: int = 1) -> dict[int, RolloutRecord]
 
 @dataclass(frozen=True)
 class Resumption:
-    """An earlier run (``old``, its :class:`Manifest`) that this session resumes."""
+    """An earlier run (``old``, its :class:`Manifest`) that this session resumes.
+
+    A session given ``--gym-resume=RUN_DIR`` compares its own selection with that manifest before anything runs
+    (:meth:`Resumption.check`): a different Gym configuration, a task whose row changed, a (task, repeat) now run by
+    another agent, or no task in common is a usage error naming what differs. Then (:meth:`Resumption.reuse`) each
+    selected (dataset, task, repeat) that the earlier run *scored* (a line in its rollouts file, also in files of
+    its own earlier resume, with a finite numeric reward) is copied into this run's ``resumed/rollouts.jsonl``,
+    stamped with this session's stamp and ``_pytest_gym_eval_resumed_from`` = ``<old file>:<line>``; Gym rolls out
+    only the others (missing, errored, or newly selected repeats). Items follow that file like Gym's output, so
+    summary, gates, JUnit, the JSON report and the HTML page hold every rollout once, as one session. Nothing in
+    the earlier run directory is written to.
+    """
 
     old: Path
     manifest: Manifest

@@ -6,16 +6,8 @@ parameters). The options are written into that object of each row of the session
 (:func:`apply_sampling`, called by :func:`~pytest_gym_eval.plan.write_gym_input`), so ``gym-input.jsonl`` shows
 exactly what was asked for.
 
-Precedence: **an option beats the row's own value** (a row's ``temperature`` is used only when
-``--gym-temperature`` is not given), as Gym's own run-level ``responses_create_params`` overrides beat a row's
-(``row | overrides`` in Gym 0.7.0's ``rollout_collection``). A value of ``--gym-param`` for a key that has its own
-option (e.g. ``temperature``) is a usage error, so each key has one source.
-
-The seed is not a Responses API parameter (Gym 0.7.0 rejects unknown request keys). Gym's ``vllm_model`` server
-forwards a per-request seed to the chat-completions endpoint from ``responses_create_params.metadata.extra_body``
-(a JSON string; Gym's own ``num_repeats_add_seed`` uses the same route), so ``--gym-seed`` needs
-``--gym-model-type=vllm_model``. Repeat ``k`` of a task gets seed ``N + k``: the run is reproducible and the
-repeats still differ.
+:func:`apply_sampling` (its docstring has the precedence rule and the seed's route) writes them; :class:`Sampling`
+holds them. What users see: docs/models.md ("Sampling").
 """
 
 from __future__ import annotations
@@ -142,10 +134,21 @@ def parse_params(texts: Sequence[str], where: str = "--gym-param") -> tuple[tupl
 def apply_sampling(row: Mapping[str, Any], sampling: Sampling, repeat: int) -> dict[str, Any]:
     """``row`` (a Gym input row) with ``sampling`` written into its ``responses_create_params``.
 
-    Each option's value replaces the row's own (see the module docstring); ``--gym-seed N`` becomes
+    Each option's value replaces the row's own (see below); ``--gym-seed N`` becomes
     ``"seed": N + repeat`` inside the JSON string ``metadata.extra_body``, merged with what the row's
     ``extra_body`` already holds. The row itself is not changed; a row without a ``responses_create_params``
     object is returned as it is (collection already rejects such rows).
+
+    Precedence: **an option beats the row's own value** (a row's ``temperature`` is used only when
+    ``--gym-temperature`` is not given), as Gym's own run-level ``responses_create_params`` overrides beat a row's
+    (``row | overrides`` in Gym 0.7.0's ``rollout_collection``). A value of ``--gym-param`` for a key that has its own
+    option (e.g. ``temperature``) is a usage error, so each key has one source.
+
+    The seed is not a Responses API parameter (Gym 0.7.0 rejects unknown request keys). Gym's ``vllm_model`` server
+    forwards a per-request seed to the chat-completions endpoint from ``responses_create_params.metadata.extra_body``
+    (a JSON string; Gym's own ``num_repeats_add_seed`` uses the same route), so ``--gym-seed`` needs
+    ``--gym-model-type=vllm_model``. Repeat ``k`` of a task gets seed ``N + k``: the run is reproducible and the
+    repeats still differ.
     """
     params = row.get(PARAMS_KEY)
     if sampling.is_empty or not isinstance(params, dict):

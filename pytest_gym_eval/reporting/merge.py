@@ -1,20 +1,8 @@
 """Merging the ``--gym-report`` files of shard sessions (``--gym-shard=I/N``) into one verdict:
 ``python -m pytest_gym_eval merge REPORT.json... [gate options] [--junitxml PATH] [--gym-report PATH]``.
 
-The merge reads every report's ``plan`` (what its session collected and selected, see
-:func:`pytest_gym_eval.shard.report_plan`) and checks that the reports belong together: the same assignment
-rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
-agents), the same pass thresholds, gates and gate settings, the same Gym version and model; every rollout
-belongs to its report's shard and no (task, repeat) appears twice. Any of that failing is a
-:class:`MergeError` (exit status 2) naming the reports.
-
-Every (task, repeat) pair a shard selected but no report holds, and every pair of a shard whose report is
-absent, becomes an *error* with failure class ``missing`` (named on the terminal), as a rollout that never came
-is in a session. Then everything is recomputed from the rollouts, never from the shards' summaries: the
-rollouts are put in the order one session over all of them would report them (datasets and tasks in
-collection order, repeats ascending) and handed to the plugin's own
-:func:`~pytest_gym_eval.results.conclude`, so the summary, the gate verdicts and the exit status are those of
-one unsharded session over the same rollouts.
+:func:`merge_reports` (its docstring has the checks and how the merged verdict is recomputed) and
+:class:`MergeError`. What users see: docs/xdist-and-sharding.md.
 """
 
 from __future__ import annotations
@@ -231,11 +219,26 @@ class MergedRun:
 
 
 def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
-    """Check that ``reports`` belong together and merge their rollouts (see the module docstring).
+    """Check that ``reports`` belong together and merge their rollouts.
 
     Raises :class:`MergeError` naming the reports when they used another assignment rule or shard count, two
     are the same shard, their datasets, thresholds, gates, gate settings, Gym version or model differ, a
     rollout is not in its report's plan or shard, or a (task, repeat) pair appears twice.
+
+    The merge reads every report's ``plan`` (what its session collected and selected, see
+    :func:`pytest_gym_eval.shard.report_plan`) and checks that the reports belong together: the same assignment
+    rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
+    agents), the same pass thresholds, gates and gate settings, the same Gym version and model; every rollout
+    belongs to its report's shard and no (task, repeat) appears twice. Any of that failing is a
+    :class:`MergeError` (exit status 2) naming the reports.
+
+    Every (task, repeat) pair a shard selected but no report holds, and every pair of a shard whose report is
+    absent, becomes an *error* with failure class ``missing`` (named on the terminal), as a rollout that never came
+    is in a session. Then everything is recomputed from the rollouts, never from the shards' summaries: the
+    rollouts are put in the order one session over all of them would report them (datasets and tasks in
+    collection order, repeats ascending) and handed to the plugin's own
+    :func:`~pytest_gym_eval.results.conclude`, so the summary, the gate verdicts and the exit status are those of
+    one unsharded session over the same rollouts.
     """
     if not reports:
         raise MergeError("no report to merge")
