@@ -1,19 +1,9 @@
 """How far the Gym run is, shown while pytest waits for it.
 
 While Gym starts (the first item's setup) and while an item waits for its rollout, the session's main thread
-ticks a :class:`Progress` a few times a second. What it shows:
-
-- during start-up, the phase (the run's latest event, e.g. "starting Gym's servers") and the elapsed time;
-- during the rollouts, done/total, the errors so far, the throughput (rollouts per second since ``gym eval
-  run`` started) and an ETA (the rollouts left at that throughput).
-
-On a terminal the text is a *status tail*: written after whatever pytest's current line holds (its per-item
-progress, e.g. ``data.jsonl ..F.``), redrawn in place, and erased (backspaces, spaces, backspaces) before
-anything else writes, so pytest's own output and its idea of the line are untouched. Not on a terminal (a CI
-log) it is a whole line, at most one per :data:`LOG_EVERY` seconds. ``-q`` turns it off.
-
-Everything here runs in the main thread (pytest's terminal writer is not thread-safe); the clock is injected so
-the once-a-minute rule is tested without sleeping.
+ticks a :class:`Progress` a few times a second. :class:`Progress` (its docstring: what it shows, on a terminal and
+in a CI log, and why it runs in the main thread), :class:`TerminalScreen`, :func:`progress_for`. What users see:
+docs/reports.md.
 """
 
 from __future__ import annotations
@@ -86,6 +76,20 @@ class Progress:
 
     Call :meth:`phase` with each run event, :meth:`running` when the rollouts start, :meth:`tick` while
     waiting, and :meth:`clear` before writing anything else to the terminal.
+
+    What it shows:
+
+    - during start-up, the phase (the run's latest event, e.g. "starting Gym's servers") and the elapsed time;
+    - during the rollouts, done/total, the errors so far, the throughput (rollouts per second since ``gym eval
+      run`` started) and an ETA (the rollouts left at that throughput).
+
+    On a terminal the text is a *status tail*: written after whatever pytest's current line holds (its per-item
+    progress, e.g. ``data.jsonl ..F.``), redrawn in place, and erased (backspaces, spaces, backspaces) before
+    anything else writes, so pytest's own output and its idea of the line are untouched. Not on a terminal (a CI
+    log) it is a whole line, at most one per :data:`LOG_EVERY` seconds. ``-q`` turns it off.
+
+    Everything here runs in the main thread (pytest's terminal writer is not thread-safe); the clock is injected so
+    the once-a-minute rule is tested without sleeping.
     """
 
     def __init__(

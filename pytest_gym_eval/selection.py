@@ -1,18 +1,10 @@
 """Which part of a dataset a session's gates were judged on, and whether that part may decide the exit status.
 
-A gate judges a dataset. pytest's selections run part of one: ``-k``, ``-m``, ``--deselect``, ``--lf``,
-``--sw`` (and a conftest's own deselection) choose items by name, marker or last outcome, so the part they leave
-is no sample of the dataset (under ``--lf`` it is exactly the rollouts that failed before). A gate judged on
-such a part is shown, labelled with the selection, but does not set the exit status: the items' own outcomes
-do, as in a session without gates, and the ``gym-gate`` item, when selected, is skipped. A shard
-(``--gym-shard``) is different: its tasks are assigned by a hash of their ids, a sample of the dataset by
-design, so its gates still decide the shard job's status (labelled ``judged on shard 2/3: 4 of 12 tasks``), and
-``python -m pytest_gym_eval merge`` judges the whole.
-
-The record is made in ``pytest_collection_finish`` from the collected plan (:mod:`pytest_gym_eval.shard`, every
-collected pair before any selection) and the items pytest reported deselected (:mod:`pytest_gym_eval.collect`
+The rule (a gate judged on a pytest selection shows but does not decide; a shard's gates do) is in :class:`Selection`'s
+docstring. The record is made in ``pytest_collection_finish`` from the collected plan (:mod:`pytest_gym_eval.shard`,
+every collected pair before any selection) and the items pytest reported deselected (:mod:`pytest_gym_eval.collect`
 reads both off the items); a pytest-xdist worker saves it in the run directory (``RunPaths.selection``) for the
-controller, which collects nothing. Pure: no pytest here.
+controller, which collects nothing. Pure: no pytest here. What users see: docs/gates-and-statistics.md.
 """
 
 from __future__ import annotations
@@ -32,7 +24,17 @@ class Selection:
     """The part of one dataset a session selected: ``tasks`` of ``of_tasks`` tasks (a task counts when any of
     its repeats was selected) and ``rollouts`` of ``of_rollouts`` (task, repeat) pairs. ``how`` names what
     selected by name, marker or last outcome (``-k``, ``--lf and -k``; ``a selection`` for a conftest's own
-    deselection; "" when nothing did), ``shard`` the session's shard (``2/3``, "" when not sharded)."""
+    deselection; "" when nothing did), ``shard`` the session's shard (``2/3``, "" when not sharded).
+
+    A gate judges a dataset. pytest's selections run part of one: ``-k``, ``-m``, ``--deselect``, ``--lf``,
+    ``--sw`` (and a conftest's own deselection) choose items by name, marker or last outcome, so the part they leave
+    is no sample of the dataset (under ``--lf`` it is exactly the rollouts that failed before). A gate judged on
+    such a part is shown, labelled with the selection, but does not set the exit status: the items' own outcomes
+    do, as in a session without gates, and the ``gym-gate`` item, when selected, is skipped. A shard
+    (``--gym-shard``) is different: its tasks are assigned by a hash of their ids, a sample of the dataset by
+    design, so its gates still decide the shard job's status (labelled ``judged on shard 2/3: 4 of 12 tasks``), and
+    ``python -m pytest_gym_eval merge`` judges the whole.
+    """
 
     tasks: int
     of_tasks: int

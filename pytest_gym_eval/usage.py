@@ -1,18 +1,8 @@
 """Tokens, latency and cost of rollouts: read from Gym's rollout records, summed and ranked per dataset.
 
-What Gym 0.7.0 records, per rollout line of its output file:
-
-- ``response.usage``: the policy model's token counts in the OpenAI Responses layout (``input_tokens``,
-  ``output_tokens``, ``total_tokens``). Gym's simple agents add up the usage of every model call of a
-  multi-turn rollout into the final response (``accumulate_response_usage``), so this is the rollout's total.
-  A chat-completions layout (``prompt_tokens``, ``completion_tokens``) is read too.
-- ``ng_perf.total_latency_ms``: the rollout's wall time from dispatch to result, written by Gym only when its
-  model-call observability is on (``observability_enabled``). Without it the plugin reports no latency: the
-  start of a rollout is nowhere in Gym's files, and the time its line lands says nothing about when it started
-  (Gym runs rollouts concurrently), so it is not guessed.
-
-Cost is computed only from prices the user gives (``--gym-price-per-mtok IN:OUT``, in currency units per
-million tokens); there is no built-in price list.
+:func:`record_usage` (its docstring: what Gym 0.7.0 records per rollout, and why latency is never guessed),
+:class:`Price` (cost only from prices the user gives), :func:`token_totals`, :func:`latency_summary`. What users
+see: docs/gates-and-statistics.md.
 """
 
 from __future__ import annotations
@@ -70,6 +60,17 @@ def record_usage(record: Mapping[str, Any]) -> Usage:
     layout's ``prompt_tokens``/``completion_tokens``); a missing total is the sum of the two others when both are
     known. Latency is ``ng_perf.total_latency_ms`` / 1000. Values that are not non-negative whole numbers (or a
     finite non-negative latency) are ignored. Never raises for a record of any shape.
+
+    What Gym 0.7.0 records, per rollout line of its output file:
+
+    - ``response.usage``: the policy model's token counts in the OpenAI Responses layout (``input_tokens``,
+      ``output_tokens``, ``total_tokens``). Gym's simple agents add up the usage of every model call of a
+      multi-turn rollout into the final response (``accumulate_response_usage``), so this is the rollout's total.
+      A chat-completions layout (``prompt_tokens``, ``completion_tokens``) is read too.
+    - ``ng_perf.total_latency_ms``: the rollout's wall time from dispatch to result, written by Gym only when its
+      model-call observability is on (``observability_enabled``). Without it the plugin reports no latency: the
+      start of a rollout is nowhere in Gym's files, and the time its line lands says nothing about when it started
+      (Gym runs rollouts concurrently), so it is not guessed.
     """
     response = record.get("response")
     usage = response.get("usage") if isinstance(response, Mapping) else None
@@ -93,7 +94,11 @@ def record_usage(record: Mapping[str, Any]) -> Usage:
 
 @dataclass(frozen=True)
 class Price:
-    """Prices per million tokens the user gave (``--gym-price-per-mtok IN:OUT``), in their currency."""
+    """Prices per million tokens the user gave (``--gym-price-per-mtok IN:OUT``), in their currency.
+
+    Cost is computed only from prices the user gives (``--gym-price-per-mtok IN:OUT``, in currency units per
+    million tokens); there is no built-in price list.
+    """
 
     input_per_mtok: float
     output_per_mtok: float

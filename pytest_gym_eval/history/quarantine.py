@@ -1,19 +1,7 @@
 """The quarantine list: tasks that are rolled out and reported but left out of the gates, each until an expiry.
 
-The file (kept under version control, default name :data:`DEFAULT_FILE`) is plain text, one entry a line::
-
-    # dataset          task   expires      reason
-    mcqa.jsonl         17     2027-01-31   flips between A and C since the prompt change (#40)
-    *                  smoke  2026-12-15   the fixture server is being replaced
-
-Fields are separated by whitespace: the dataset name as the reports show it (``*`` for every dataset), the task
-id (without whitespace), the expiry date (ISO ``YYYY-MM-DD``; the entry holds through that day, in UTC), and a
-reason (required: a quarantine nobody can explain is not kept). ``#`` at the start of a line or after whitespace
-starts a comment (``(#40)`` in a reason stays); blank lines are ignored.
-
-Guarantees: every malformed line is an error naming the file and the line (:class:`QuarantineError`); the same
-task twice is an error; an expired entry is never applied silently: :func:`read_quarantine` returns it in
-``expired`` for the summary to say so, and :func:`split_gated` gates the task again.
+:func:`parse_quarantine` (its docstring: the file's format and guarantees), :func:`read_quarantine`,
+:func:`split_gated`. What users see: docs/history.md.
 """
 
 from __future__ import annotations
@@ -66,7 +54,23 @@ class Quarantine:
 def parse_quarantine(text: str, *, source: str, today: date) -> Quarantine:
     """Parse a quarantine file's ``text`` (``source`` names it in errors). Entries whose ``expires`` is before
     ``today`` are expired. Raises :class:`QuarantineError` (``source:LINE: what``) for a line with fewer than four
-    fields, a date that is not ``YYYY-MM-DD`` or a task listed twice."""
+    fields, a date that is not ``YYYY-MM-DD`` or a task listed twice.
+
+    The file (kept under version control, default name :data:`DEFAULT_FILE`) is plain text, one entry a line::
+
+        # dataset          task   expires      reason
+        mcqa.jsonl         17     2027-01-31   flips between A and C since the prompt change (#40)
+        *                  smoke  2026-12-15   the fixture server is being replaced
+
+    Fields are separated by whitespace: the dataset name as the reports show it (``*`` for every dataset), the task
+    id (without whitespace), the expiry date (ISO ``YYYY-MM-DD``; the entry holds through that day, in UTC), and a
+    reason (required: a quarantine nobody can explain is not kept). ``#`` at the start of a line or after whitespace
+    starts a comment (``(#40)`` in a reason stays); blank lines are ignored.
+
+    Guarantees: every malformed line is an error naming the file and the line (:class:`QuarantineError`); the same
+    task twice is an error; an expired entry is never applied silently: :func:`read_quarantine` returns it in
+    ``expired`` for the summary to say so, and :func:`split_gated` gates the task again.
+    """
     active: list[QuarantineEntry] = []
     expired: list[QuarantineEntry] = []
     seen: dict[tuple[str, str], int] = {}
