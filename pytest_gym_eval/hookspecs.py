@@ -1,16 +1,8 @@
 """Hooks other plugins and conftest files can implement to change how pytest-gym-eval decides things.
 
-Implement them in a ``conftest.py`` or a plugin, like any pytest hook::
-
-    def pytest_gym_eval_task_id(row, path, line):
-        return row.get("question_id")
-
-    def pytest_gym_eval_rollout_passed(item, record, reward, threshold):
-        if record.get("judge_verdict") == "partially_correct":
-            return reward >= 0.5
-        return None  # fall back to `reward >= threshold`
-
-Both are ``firstresult`` hooks: the first implementation returning something other than None decides.
+:func:`pytest_gym_eval_task_id` (a row's task id) and :func:`pytest_gym_eval_rollout_passed` (a rollout's
+verdict), implemented in a ``conftest.py`` or a plugin like any pytest hook. Both are ``firstresult`` hooks: the
+first implementation returning something other than None decides. Examples: docs/hooks-and-api.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Working alongside the plugins teams already run: pytest-timeout, pytest-rerunfailures and pytest-html.
 
 None of them is a dependency: each part here is registered only when that plugin is loaded (its hooks would be
-unknown otherwise).
-
-- pytest-timeout times what an item itself does. A Gym item's setup waits for Gym to start (minutes) and for its
-  rollout, both bounded by the plugin's own ``--gym-startup-timeout`` and ``--gym-rollout-timeout``; so on Gym
-  items pytest-timeout's ``--timeout`` applies to the call phase only (judging the reward, your
-  ``pytest_gym_eval_rollout_passed`` hook), as its ``func_only`` setting does.
-- pytest-rerunfailures would rerun a failed Gym item by reading the same rollout again and call that a retry.
-  Gym items are never rerun; the session says so once and points to ``--gym-repeats``, which rolls a task out
-  several times for real.
-- pytest-html gets a reward column, and the reward summary with the gate verdicts above its results table.
+unknown otherwise). On Gym items pytest-timeout's ``--timeout`` applies to the call phase only, as its
+``func_only`` setting does (the setup's waits have the plugin's own timeouts); Gym items are never rerun by
+pytest-rerunfailures (a rerun would read the same rollout again); pytest-html gets a reward column and the
+reward summary. The why of each: docs/other-plugins.md.
 """
 
 from __future__ import annotations

@@ -6,10 +6,8 @@ on every worker) before it reports its collection; on the first collection the c
 ``gym eval run`` over that plan. Workers follow the run through its files, so every selected (task, repeat)
 pair is rolled out exactly once whichever worker reports it, and the controller stops Gym at the end.
 
-The controller's terminal shows the run's progress as one process does (:mod:`pytest_gym_eval.progress`): its main
-thread waits on pytest-xdist's event queue, so a ticker thread puts a progress event there every
-:data:`~pytest_gym_eval.session.PROGRESS_TICK` seconds, which the main thread handles between the workers' events;
-the progress is erased before each hook that writes to the terminal.
+:class:`XdistController` (hooks on the controller), :class:`ProgressTicker` (its docstring: how the controller's
+terminal shows progress), :func:`register_if_controller`. What users see: docs/xdist-and-sharding.md.
 """
 
 from __future__ import annotations
@@ -33,7 +31,13 @@ PROGRESS_EVENT = "gym_eval_progress"
 class ProgressTicker:
     """Puts a progress event on pytest-xdist's event queue every ``every`` seconds until :meth:`stop`, so that the
     controller's main thread (which waits on that queue) calls ``show``. Not started when this pytest-xdist has no
-    such queue (nothing shows then, as before)."""
+    such queue (nothing shows then, as before).
+
+    The controller's terminal shows the run's progress as one process does (:mod:`pytest_gym_eval.progress`): its main
+    thread waits on pytest-xdist's event queue, so a ticker thread puts a progress event there every
+    :data:`~pytest_gym_eval.session.PROGRESS_TICK` seconds, which the main thread handles between the workers' events;
+    the progress is erased before each hook that writes to the terminal.
+    """
 
     def __init__(self, dsession: Any, show: Any, every: float = PROGRESS_TICK) -> None:
         self._queue = getattr(dsession, "queue", None)

@@ -1,16 +1,11 @@
 """The HTML report (``--gym-html``, ``python -m pytest_gym_eval html``): one self-contained page per session.
 
 The page reads the summary model (:class:`~pytest_gym_eval.reporting.summary.Conclusion` and the rollouts'
-:class:`~pytest_gym_eval.reporting.summary.RolloutResult`) like every other output, plus the full rollout
-records (read from Gym's files through each rollout's ``record``, see :mod:`.transcripts`). Everything it
-needs is inside the one file: the styles, the script (``assets/report.css``, ``assets/report.js``, inlined),
-the data as JSON, hand-written SVG histograms. Opening it needs no network and no server.
-
-What is drawn where: the summaries, gates, histograms, the comparison with a baseline and the replay flips
-are HTML written here, so they show as soon as the file is parsed. The task x repeat grids (sorting,
-filtering, pages of :data:`PAGE_SIZE` tasks) and the transcripts are drawn by the script, which keeps a page of
-10,000 rollouts quick to open. The transcripts are one JSON value per line (line ``i`` is rollout ``i``'s, see
-:func:`transcript_lines`); the script parses a line only when its rollout is opened.
+:class:`~pytest_gym_eval.reporting.summary.RolloutResult`) like every other output, plus the full rollout records (read
+from Gym's files through each rollout's ``record``, see :mod:`.transcripts`). Everything it needs is inside the one
+file: the styles, the script (``assets/report.css``, ``assets/report.js``, inlined), the data as JSON, hand-written SVG
+histograms. Opening it needs no network and no server. :func:`render_page` (its docstring says what is drawn where) and
+:func:`write_page`. What users see: docs/reports.md.
 """
 
 from __future__ import annotations
@@ -79,6 +74,12 @@ def render_page(
     with (for the per-task baseline means; ``conclusion.comparisons`` holds the comparison itself);
     ``transcripts`` one entry per result (None: not available; default: none at all); ``notes`` sentences
     shown at the top (e.g. records that could not be read).
+
+    What is drawn where: the summaries, gates, histograms, the comparison with a baseline and the replay flips
+    are HTML written here, so they show as soon as the file is parsed. The task x repeat grids (sorting,
+    filtering, pages of :data:`PAGE_SIZE` tasks) and the transcripts are drawn by the script, which keeps a page of
+    10,000 rollouts quick to open. The transcripts are one JSON value per line (line ``i`` is rollout ``i``'s, see
+    :func:`transcript_lines`); the script parses a line only when its rollout is opened.
     """
     data = page_data(conclusion, results, baseline=baseline)
     index_of = {result.nodeid: index for index, result in enumerate(results)}
