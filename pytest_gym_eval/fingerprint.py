@@ -84,10 +84,10 @@ class GymConfiguration:
       content (in the order given: recordings sharing a conversation are answered in file order) or the endpoint's
       ``url``, ``name`` and ``api_key_env`` (the *name* of the variable holding the key; never the key).
 
-    The key is the sha256 of the canonical JSON of that object (sorted keys, compact). Left out on purpose: the
-    datasets (Gym's servers do not depend on them; a resumed run compares each row itself), the API key's value
-    (see :mod:`pytest_gym_eval.warm` for what a changed key does), timeouts and ``--gym-concurrency`` (they change
-    how long Gym takes, not what it answers).
+    The key is the sha256 of the canonical JSON of that object (sorted keys, compact). Left out on purpose: the datasets
+    (Gym's servers do not depend on them; a resumed run compares each row itself), the API key's value (see
+    :mod:`pytest_gym_eval.warm.keeper` for what a changed key does), timeouts and ``--gym-concurrency`` (they change how
+    long Gym takes, not what it answers).
     """
 
     components: Mapping[str, Any]

@@ -1,5 +1,5 @@
 """The keeper process (``python -m pytest_gym_eval.warm HOME``): owns one warm Gym until it is idle too long,
-its servers exit, or it is told to stop; see :mod:`pytest_gym_eval.warm`."""
+its servers exit, or it is told to stop; see :mod:`pytest_gym_eval.warm` and the ``_Keeper`` docstring."""
 
 from __future__ import annotations
 
