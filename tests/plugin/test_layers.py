@@ -28,7 +28,7 @@ def lint_copy(tmp_path: Path, module: str | None = None, line: str = "") -> subp
         path.write_text(text + f"\n{line}\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
+        [str(LINT_IMPORTS), "--no-cache"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
