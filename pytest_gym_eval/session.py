@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol, cast
 
 import pytest
 
@@ -29,11 +29,12 @@ from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
 from pytest_gym_eval.diagnosis import Diagnosis
 from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
 from pytest_gym_eval.launch import Launch, new_run_dir, whole_tasks_allowed
+from pytest_gym_eval.notes import Notes
 from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC
-from pytest_gym_eval.progress import Counts, Progress, progress_for
+from pytest_gym_eval.progress import progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.summary import Conclusion
@@ -57,9 +58,6 @@ from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord, RewardRange
 from pytest_gym_eval.shard import CollectedPlan
 from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, group_rollouts
-
-if TYPE_CHECKING:
-    pass
 
 SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)
 """Where the session's :class:`GymSession` is kept (``config.stash``; :data:`pytest_gym_eval.stash.SESSION_KEY`)."""
@@ -118,7 +116,8 @@ class GymSession:
         self.final: tuple[int, str] | None = None  # the session's exit status and reason, once concluded
         self.pages: list[str] = []
         """The terminal lines saying which report files :meth:`finish` wrote where, or why one could not be."""
-        self.events: list[str] = []
+        self.notes = Notes(config.pluginmanager.get_plugin)
+        """The terminal's notes and the progress tail (:mod:`pytest_gym_eval.notes`)."""
         self._run: GymRun | None = None
         self._feed: RolloutFeed | None = None
         self._sigterm = SigtermAsCtrlC()
@@ -129,9 +128,6 @@ class GymSession:
         self._items: dict[str, RolloutLike] = {}
         self.diagnosis = Diagnosis(self.options)
         """The texts of the items' errors and their causes (:mod:`pytest_gym_eval.diagnosis`)."""
-        self._lock_notes = threading.Lock()
-        self._progress: Progress | None = None
-        self._printed = 0
         self._started = False
         self._failed_start: RunState | None = None  # the owner's run failed before its thread began
         self._lock = threading.Lock()
@@ -303,7 +299,7 @@ class GymSession:
                 pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
         self._sigterm.install()
         self._run_started = time.time()
-        self._progress = progress_for(self.config)
+        self.notes.progress = progress_for(self.config)
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
         self.note(f"run directory: {run_dir}")
@@ -323,7 +319,7 @@ class GymSession:
                 RunState("failed", message).write(paths.state)
             return
         waves = self._wave_planner(plan, run_dir)
-        self._run = GymRun(plan, paths, settings, on_event=self._on_run_event, waves=waves).start()
+        self._run = GymRun(plan, paths, settings, on_event=self.notes.on_run_event, waves=waves).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
 
     # --gym-adaptive: waves (pytest_gym_eval.waves), kept apart from the rest of the run.
@@ -387,16 +383,16 @@ class GymSession:
             if state is not None and state.phase != "starting":
                 break
             if time.monotonic() > deadline:
-                self._end_progress()
+                self.notes.end_progress()
                 raise GymStartError(f"Gym did not start within {self.options.startup_timeout:g} s")
             self.flush_notes()
-            if self._progress is not None:
-                self._progress.tick()
+            if self.notes.progress is not None:
+                self.notes.progress.tick()
             time.sleep(0.1)
-        self._end_progress()
+        self.notes.end_progress()
         self.flush_notes()
-        if self._progress is not None and state.phase == "running":
-            self._progress.running()
+        if self.notes.progress is not None and state.phase == "running":
+            self.notes.progress.running()
         if state.phase == "failed":
             error = GymStartError(
                 f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else "")
@@ -556,52 +552,28 @@ class GymSession:
         """The feed's answer for ``stamp`` (bounded by ``--gym-rollout-timeout`` as the feed bounds it), showing the
         run's progress while waiting."""
         assert self._feed is not None
-        if self._progress is None or not self._progress.enabled:
-            return self._feed.wait(stamp, self.options.rollout_timeout)
+        feed, planned = self._feed, len(self.plan.rollouts)
+        if not self.notes.showing:
+            return feed.wait(stamp, self.options.rollout_timeout)
         try:
-            return self._feed.wait(stamp, self.options.rollout_timeout, self._show_progress, PROGRESS_TICK)
+            return feed.wait(
+                stamp, self.options.rollout_timeout, lambda: self.notes.show_rollouts(feed, planned), PROGRESS_TICK
+            )
         finally:
-            self._end_progress()
-
-    def _show_progress(self) -> None:
-        """Notes waiting to be written, then the rollouts' progress (main thread, while an item waits)."""
-        assert self._feed is not None and self._progress is not None
-        self.flush_notes()
-        done, errors = self._feed.counts()
-        total = len(self.plan.rollouts) - self._feed.skipped_count()  # --gym-adaptive: skipped pairs never come
-        self._progress.tick(Counts(done, total, errors))
+            self.notes.end_progress()
 
     def show_progress(self) -> None:
         """Show the run's progress once, from the main thread of the process that owns the run yet runs no item
-        (the pytest-xdist controller; its items wait in the workers): as one process shows it, the start-up phase
-        and time while Gym starts, then the rollouts done; nothing once the run is over."""
-        if self._progress is None or not self._progress.enabled or self.run_dir is None:
+        (the pytest-xdist controller; its items wait in the workers): :meth:`Notes.show_run`."""
+        if not self.notes.showing or self.run_dir is None:
             return
         if self._feed is None:
             self._feed = self._new_feed(self.run_dir).start()
-        self.flush_notes()
-        state = self._feed.state
-        if state is not None and state.done:
-            self._end_progress()
-        elif state is None or state.phase == "starting":
-            self._progress.tick()
-        else:
-            self._progress.running()
-            self._show_progress()
+        self.notes.show_run(self._feed, len(self.plan.rollouts))
 
     def hide_progress(self) -> None:
         """Erase the progress now (before pytest writes to the terminal; a no-op when none is shown)."""
-        self._end_progress()
-
-    def _on_run_event(self, message: str) -> None:
-        """A message from the run (any thread): a note for the terminal, and the progress's start-up phase."""
-        if self._progress is not None:
-            self._progress.phase(message)
-        self.note(message)
-
-    def _end_progress(self) -> None:
-        if self._progress is not None:
-            self._progress.clear()
+        self.notes.end_progress()
 
     def decide(self, item: RolloutLike) -> RolloutOutcome:
         """Let a ``pytest_gym_eval_rollout_passed`` hook decide whether ``item``'s scored rollout passed (the
@@ -774,25 +746,17 @@ class GymSession:
 
         return decide
 
-    # Terminal.
+    # Terminal (pytest_gym_eval.notes).
+
+    @property
+    def events(self) -> list[str]:
+        """Every note of this session so far, in order."""
+        return self.notes.events
 
     def note(self, message: str) -> None:
-        """Queue a progress line for the terminal; lines are written from the main thread only (pytest's
-        terminal writer is not thread-safe), at the next :meth:`flush_notes`."""
-        with self._lock_notes:
-            self.events.append(message)
-        if threading.current_thread() is threading.main_thread():
-            self.flush_notes()
+        """Queue a progress line for the terminal (:meth:`Notes.note`; any thread)."""
+        self.notes.note(message)
 
     def flush_notes(self) -> None:
-        """Write queued progress lines to the terminal (call from the main thread)."""
-        with self._lock_notes:
-            pending, self._printed = self.events[self._printed :], len(self.events)
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or not pending:
-            return
-        self._end_progress()
-        capture = self.config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            for line in pending:
-                reporter.write_line(f"gym: {line}")
+        """Write queued progress lines to the terminal (:meth:`Notes.flush`; main thread)."""
+        self.notes.flush()
