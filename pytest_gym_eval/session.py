@@ -24,7 +24,7 @@ from typing import Any, Protocol, cast
 
 import pytest
 
-from pytest_gym_eval import causes, provision, selection, stash
+from pytest_gym_eval import adaptive, causes, provision, resuming, selection, stash
 from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
 from pytest_gym_eval.diagnosis import Diagnosis
 from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
@@ -42,11 +42,7 @@ from pytest_gym_eval.results import ResultsCollector, conclude, report_meta
 from pytest_gym_eval.resume import (
     ResumeError,
     Resumption,
-    manifest_path,
-    resume_command,
     resumed_path,
-    task_digests,
-    write_manifest,
 )
 from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState, Skipped
 from pytest_gym_eval.run import (
@@ -55,9 +51,8 @@ from pytest_gym_eval.run import (
     ModelEndpoint,
 )
 from pytest_gym_eval.rundir import RunPaths
-from pytest_gym_eval.sequential import AdaptiveRecord, RewardRange
+from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.shard import CollectedPlan
-from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, group_rollouts
 
 SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)
 """Where the session's :class:`GymSession` is kept (``config.stash``; :data:`pytest_gym_eval.stash.SESSION_KEY`)."""
@@ -318,36 +313,16 @@ class GymSession:
                 paths.logs.mkdir(parents=True, exist_ok=True)
                 RunState("failed", message).write(paths.state)
             return
-        waves = self._wave_planner(plan, run_dir)
+        hooked = bool(self.config.hook.pytest_gym_eval_rollout_passed.get_hookimpls())
+        waves = adaptive.wave_planner(self.options, plan, run_dir, pass_hook=hooked, on_event=self.note)
         self._run = GymRun(plan, paths, settings, on_event=self.notes.on_run_event, waves=waves).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
 
-    # --gym-adaptive: waves (pytest_gym_eval.waves), kept apart from the rest of the run.
-
-    def _wave_planner(self, plan: RunPlan, run_dir: Path) -> WavePlanner | None:
-        """The planner of ``--gym-adaptive``'s waves (None without it)."""
-        if not self.options.adaptive:
-            return None
-        policies = {}
-        for rollout in plan.rollouts:
-            name = rollout.nodeid.split("::", 1)[0]
-            if name not in policies:
-                settings = self.options.dataset_settings(rollout.dataset)
-                policies[name] = GroupPolicy(
-                    tuple(settings.gates), settings.threshold, settings.reward_range or RewardRange()
-                )
-        hooked = bool(self.config.hook.pytest_gym_eval_rollout_passed.get_hookimpls())
-        return WavePlanner(plan, policies, self.options.min_repeats, run_dir, pass_hook=hooked, on_event=self.note)
+    # --gym-adaptive: waves (pytest_gym_eval.adaptive).
 
     def adaptive_records(self) -> dict[tuple[str, str | None], AdaptiveRecord]:
         """How ``--gym-adaptive`` ran each dataset, from the run's wave log (empty without it)."""
-        if not self.options.adaptive or self.run_dir is None:
-            return {}
-        log = WaveLog.read(RunPaths(self.run_dir).waves)
-        datasets = {r.nodeid.split("::", 1)[0]: r.dataset for r in self.plan.rollouts}
-        return log.records(
-            self.plan, lambda name: self.options.dataset_settings(datasets[name]).reward_range or RewardRange()
-        )
+        return adaptive.adaptive_records(self.options, self.plan, self.run_dir)
 
     def reported_skipped(self, nodeid: str) -> bool:
         """Whether the rollout item ``nodeid`` has reported skipped (``pytest.skip`` in a fixture, say): its
@@ -359,17 +334,12 @@ class GymSession:
         """The plan's rollouts that count as selected: all but those whose item reported skipped (see
         :meth:`reported_skipped`) and, with ``--gym-adaptive``, those the waves never asked for. What the gates
         judge, the summary's ``selected`` counts and a shard report's plan hold."""
-        never_asked = self._skipped_stamps()
+        never_asked = adaptive.skipped_stamps(self.options, self.run_dir)
         return [
             rollout
             for rollout in self.plan.rollouts
             if rollout.stamp not in never_asked and not self.reported_skipped(rollout.nodeid)
         ]
-
-    def _skipped_stamps(self) -> set[int]:
-        if not self.options.adaptive or self.run_dir is None:
-            return set()
-        return set(WaveLog.read(RunPaths(self.run_dir).waves).skipped)
 
     def _owner_failure(self) -> RunState | None:
         """How this process's run failed when it could not say so in ``state.json`` (a full disk), else None."""
@@ -473,47 +443,26 @@ class GymSession:
             self.launch.model = self.launch.warm.model
 
     def _check_resume(self, plan: RunPlan) -> None:
-        """Compare the selection ``plan`` with the run ``--gym-resume`` names; raises :class:`pytest.UsageError`
-        naming what differs (before anything runs)."""
+        """Compare the selection ``plan`` with the run ``--gym-resume`` names (:func:`resuming.check_resume`);
+        raises :class:`pytest.UsageError` naming what differs (before anything runs)."""
         assert self.resumption is not None
-        try:
-            configuration = self.launch.configuration(plan)
-            self._digests = task_digests(plan)
-            differences = configuration.differences(self.resumption.manifest.configuration)
-            self.resumption.check(plan, differences, self._digests)
-        except ResumeError as error:
-            raise pytest.UsageError(str(error)) from None
-        except (GymStartError, DatasetError, OSError) as error:
-            raise pytest.UsageError(f"--gym-resume: cannot compare with {self.options.resume}: {error}") from None
+        self._digests = resuming.check_resume(self.resumption, self.launch.configuration, plan, self.options.resume)
 
     def _prepare_run(self, plan: RunPlan, run_dir: Path) -> RunPlan:
-        """Write the run's manifest (what it asks for, :mod:`pytest_gym_eval.resume`); with ``--gym-resume`` reuse
-        the earlier run's scored rollouts. Returns the plan Gym must roll out."""
-        configuration = self.launch.configuration(plan)
-        digests = self._digests if self._digests is not None else task_digests(plan)
+        """Write the run's manifest; with ``--gym-resume`` reuse the earlier run's scored rollouts
+        (:func:`resuming.prepare_run`). Returns the plan Gym must roll out."""
         params = self.config.invocation_params
-        command = {"args": list(params.args), "dir": str(params.dir)}
-        to_run = plan
-        if self.resumption is not None:
-            to_run, reused = self.resumption.reuse(plan, run_dir)
-            self.note(
-                f"resuming {self.resumption.old}: {reused} of {len(plan.rollouts)} rollouts reused, "
-                f"{len(to_run.rollouts)} to roll out"
-            )
-        write_manifest(run_dir, plan, configuration.components, command, digests, self.options.resume)
-        return to_run
+        return resuming.prepare_run(
+            plan, run_dir, self.launch.configuration(plan), self._digests, (params.args, params.dir),
+            self.resumption, self.note,
+        )  # fmt: skip
 
     def resume_hint(self, exitstatus: int) -> list[str]:
-        """After Ctrl-C or SIGTERM: the command that resumes this run (none for another exit status, or before
-        the run wrote its manifest)."""
-        if exitstatus != pytest.ExitCode.INTERRUPTED or self.is_worker or self.run_dir is None:
+        """After Ctrl-C or SIGTERM: the command that resumes this run (:func:`resuming.resume_hint`)."""
+        if self.is_worker:
             return []
-        if not manifest_path(self.run_dir).is_file():
-            return []
-        lines = [f"gym: resume this run with: {resume_command(self.config.invocation_params.args, self.run_dir)}"]
-        if self.options.run_dir is None:
-            lines.append("gym: (the run directory is under pytest's basetemp, which keeps the last three sessions)")
-        return lines
+        args = self.config.invocation_params.args
+        return resuming.resume_hint(exitstatus, self.run_dir, args, self.options.run_dir is not None)
 
     # Items.
 
@@ -620,24 +569,12 @@ class GymSession:
         dataset = item.nodeid.split("::", 1)[0]
         planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
         found = self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
-        if self.options.adaptive:
-            self._wait_for_wave_log(dataset)
+        if self.options.adaptive and self.run_dir is not None:
+            feed = self._feed
+            adaptive.wait_for_wave_log(
+                self.plan, dataset, self.run_dir, lambda: feed.state, self.options.rollout_timeout, self.flush_notes
+            )
         return found
-
-    def _wait_for_wave_log(self, dataset: str) -> None:
-        """Wait until the wave log says how every group of ``dataset`` stopped (the owner writes it just after
-        the wave's ``gym eval run`` ends), or the run is done, or the rollout timeout (60 s when unset) passes."""
-        assert self._feed is not None and self.run_dir is not None
-        keys = {key for key in group_rollouts(self.plan) if key[0] == dataset}
-        deadline = time.monotonic() + (self.options.rollout_timeout or 60.0)
-        while time.monotonic() < deadline:
-            if keys <= set(WaveLog.read(RunPaths(self.run_dir).waves).groups):
-                return
-            state = self._feed.state
-            if state is not None and state.done:
-                return
-            self.flush_notes()
-            time.sleep(0.1)
 
     def judge_gates(self, item: GymItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
         """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
