@@ -20,18 +20,20 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import pytest
 
 from pytest_gym_eval import adaptive, causes, provision, resuming, selection, stash
-from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
+from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.diagnosis import Diagnosis
+from pytest_gym_eval.item_protocol import PROGRESS_TICK as PROGRESS_TICK
+from pytest_gym_eval.item_protocol import GymItem as GymItem
+from pytest_gym_eval.item_protocol import ItemProtocol, RolloutLike
 from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
 from pytest_gym_eval.launch import Launch, new_run_dir, whole_tasks_allowed
 from pytest_gym_eval.notes import Notes
 from pytest_gym_eval.options import DatasetSettings, GymOptions
-from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC
 from pytest_gym_eval.progress import progress_for
@@ -44,7 +46,7 @@ from pytest_gym_eval.resume import (
     Resumption,
     resumed_path,
 )
-from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState, Skipped
+from pytest_gym_eval.rollouts import RolloutFeed, RolloutRecord, RunState
 from pytest_gym_eval.run import (
     GymRun,
     GymStartError,
@@ -59,31 +61,9 @@ SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)
 RUN_DIR_INPUT = "gym_run_dir"
 """Key of the run directory in a pytest-xdist worker's ``workerinput``."""
 
-PROGRESS_TICK = 0.5
-"""Seconds between two progress updates while an item waits for its rollout (its report is not delayed: the
-wait ends as soon as the rollout lands)."""
-
 PlannedRow = tuple[str, Path, int, str, int, str]
 """A selected rollout as collection hands it to the session: ``(nodeid, dataset path, line, task id, repeat,
 agent)`` (what :meth:`RunPlan.build <pytest_gym_eval.plan.RunPlan.build>` stamps)."""
-
-
-class GymItem(Protocol):
-    """What the session reads of a gate item (:class:`pytest_gym_eval.collect.GateItem`, or a stand-in in a test)."""
-
-    path: Path
-    user_properties: list[tuple[str, object]]
-
-    @property
-    def nodeid(self) -> str: ...
-
-
-class RolloutLike(GymItem, Protocol):
-    """What the session reads and sets of a rollout item (:class:`pytest_gym_eval.collect.RolloutItem`): its
-    ``task`` and the ``outcome`` the session judged."""
-
-    task: Task
-    outcome: RolloutOutcome | None
 
 
 class GymSession:
@@ -119,10 +99,10 @@ class GymSession:
         self._ctrl_c: CtrlCKillsGym | None = None
         self._run_started: float | None = None  # time.time() when this process began starting the run
         self.stop_seconds: float | None = None  # how long stopping Gym took (after the reports)
-        self._stamps: dict[str, int] = {}
-        self._items: dict[str, RolloutLike] = {}
         self.diagnosis = Diagnosis(self.options)
         """The texts of the items' errors and their causes (:mod:`pytest_gym_eval.diagnosis`)."""
+        self.item_protocol = ItemProtocol(self, config.hook.pytest_gym_eval_rollout_passed)
+        """What the rollout and gate items ask of the session (:mod:`pytest_gym_eval.item_protocol`)."""
         self._started = False
         self._failed_start: RunState | None = None  # the owner's run failed before its thread began
         self._lock = threading.Lock()
@@ -190,8 +170,7 @@ class GymSession:
         :mod:`pytest_gym_eval.selection`). A worker also saves the plan for the controller; the owner checks the
         run's configuration and makes its run directory (one usage error, not N errors)."""
         self.plan = RunPlan.build(rows, whole_tasks=bool(rows) and whole_tasks_allowed(self.options))
-        self._items = dict(items)
-        self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
+        self.item_protocol.expect(self.plan, items)
         if self.collected is not None:
             self.selections = selection.selections(self.collected, self._deselected, how, self.options.shard)
         if self.is_worker and self.run_dir is not None:
@@ -464,52 +443,12 @@ class GymSession:
         args = self.config.invocation_params.args
         return resuming.resume_hint(exitstatus, self.run_dir, args, self.options.run_dir is not None)
 
-    # Items.
+    # Items (pytest_gym_eval.item_protocol).
 
-    def outcome_of(self, item: RolloutLike) -> RolloutOutcome:
-        """Wait for ``item``'s rollout and judge it (the item's setup).
-
-        The wait is bounded for the whole run (see :class:`~pytest_gym_eval.rollouts.RolloutFeed`); an error's
-        message starts with its cause (:meth:`explain`), and a rollout given up on says what Gym was doing."""
-        assert self._feed is not None, "gym_session was not started"
-        self.flush_notes()
-        stamp = self._stamps.get(item.nodeid)
-        if stamp is None:
-            found: RolloutRecord | Missing = Missing(
-                "this item was not in the session's plan", failure_class=causes.NOT_PLANNED
-            )
-        else:
-            found = self._wait_for(stamp)
-        if isinstance(found, Skipped):  # --gym-adaptive decided without it
-            raise pytest.skip.Exception(found.reason, _use_item_location=True)
-        threshold = self.options.dataset_settings(item.path).threshold
-        outcome = judge(found, threshold, None, self.explain)  # the pass hook decides in the call phase: decide()
-        extra = self.diagnosis.error_context(found, outcome, self.run_dir, self._feed, self.plan)
-        if outcome.status == "error":  # Gym's own texts (log tails among them) pass here too: no key gets out
-            message = causes.redact("\n".join([outcome.message, *extra]), self.diagnosis.secrets())
-            outcome = dataclasses.replace(outcome, message=message)
-        if outcome.reward is not None:  # an errored rollout has no reward (never a 0)
-            item.user_properties.append(("reward", outcome.reward))
-        if outcome.failure_class:
-            item.user_properties.append(("failure_class", outcome.failure_class))
-        if outcome.record is not None:
-            item.user_properties.append(("record", f"{outcome.record.path}:{outcome.record.line}"))
-            item.user_properties.extend(outcome.record.usage.properties())
-        return outcome
-
-    def _wait_for(self, stamp: int) -> RolloutRecord | Missing:
-        """The feed's answer for ``stamp`` (bounded by ``--gym-rollout-timeout`` as the feed bounds it), showing the
-        run's progress while waiting."""
-        assert self._feed is not None
-        feed, planned = self._feed, len(self.plan.rollouts)
-        if not self.notes.showing:
-            return feed.wait(stamp, self.options.rollout_timeout)
-        try:
-            return feed.wait(
-                stamp, self.options.rollout_timeout, lambda: self.notes.show_rollouts(feed, planned), PROGRESS_TICK
-            )
-        finally:
-            self.notes.end_progress()
+    @property
+    def feed(self) -> RolloutFeed | None:
+        """The feed that follows the run's rollouts, once this process follows it (:meth:`start`)."""
+        return self._feed
 
     def show_progress(self) -> None:
         """Show the run's progress once, from the main thread of the process that owns the run yet runs no item
@@ -524,18 +463,6 @@ class GymSession:
         """Erase the progress now (before pytest writes to the terminal; a no-op when none is shown)."""
         self.notes.end_progress()
 
-    def decide(self, item: RolloutLike) -> RolloutOutcome:
-        """Let a ``pytest_gym_eval_rollout_passed`` hook decide whether ``item``'s scored rollout passed (the
-        item's call phase, which pytest-timeout times); returns the item's final outcome."""
-        outcome = item.outcome
-        assert outcome is not None
-        hook = self._pass_hook(item)
-        if hook is None or outcome.status == "error" or outcome.record is None:
-            return outcome
-        threshold = self.options.dataset_settings(item.path).threshold
-        item.outcome = dataclasses.replace(outcome, status=judge(outcome.record, threshold, hook).status)
-        return item.outcome
-
     def start_failure(self, nodeid: str, message: str) -> str:
         """The text of an item that errored because Gym could not start (:meth:`Diagnosis.start_failure`)."""
         return self.diagnosis.start_failure(nodeid, message)
@@ -546,73 +473,7 @@ class GymSession:
 
     def explain(self, record: RolloutRecord) -> causes.Cause:
         """The root cause of a rollout Gym recorded as failed (:meth:`Diagnosis.explain`)."""
-        return self.diagnosis.explain(record, self.run_dir)
-
-    def failure_report(self, item: RolloutLike) -> str:
-        """The text a failed rollout item shows."""
-        assert item.outcome is not None
-        try:
-            handle_offsets = row_offsets(item.path, [item.task.line])
-            with item.path.open("rb") as handle:
-                handle.seek(handle_offsets[item.task.line])
-                row: dict[str, Any] | None = parse_row(handle.readline(), item.path, item.task.line)
-        except (OSError, DatasetError):
-            row = None  # the dataset changed since collection: the record alone still tells most
-        return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold, row)
-
-    def wait_for_gate(self, item: GymItem) -> dict[int, RolloutRecord | Missing]:
-        """Wait until every selected rollout of the gate's dataset is in (the gate item's setup, so that
-        pytest-timeout, which times the call, does not count the wait). Works from Gym's output files, so under
-        xdist it sees rollouts other workers report."""
-        assert self._feed is not None, "gym_session was not started"
-        self.flush_notes()
-        dataset = item.nodeid.split("::", 1)[0]
-        planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
-        found = self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
-        if self.options.adaptive and self.run_dir is not None:
-            feed = self._feed
-            adaptive.wait_for_wave_log(
-                self.plan, dataset, self.run_dir, lambda: feed.state, self.options.rollout_timeout, self.flush_notes
-            )
-        return found
-
-    def judge_gates(self, item: GymItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
-        """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
-        failure text."""
-        dataset = item.nodeid.split("::", 1)[0]
-        planned = [r for r in self.selected_rollouts() if r.nodeid.split("::", 1)[0] == dataset]
-        settings = self.options.dataset_settings(item.path)
-        results = []
-        for rollout in planned:
-            rollout_item = self._items.get(rollout.nodeid)
-            hook = self._pass_hook(rollout_item) if rollout_item is not None else None
-            outcome = judge(found[rollout.stamp], settings.threshold, hook, self.explain)
-            results.append(
-                report.RolloutResult(
-                    rollout.nodeid, dataset, rollout.task_id, rollout.repeat, rollout.agent, outcome.status,
-                    outcome.reward, outcome.failure_class,
-                )
-            )  # fmt: skip
-        summaries = report.summarize(
-            results, thresholds={dataset: settings.threshold}, gates={dataset: settings.gates},
-            mode=self.options.gate_mode, adaptive=self.adaptive_records(),
-        )  # fmt: skip
-        judged = [gate for summary in summaries for gate in summary.gates]
-        item.user_properties.extend(("gate", gate.describe()) for gate in judged)
-        part = self.selection_of(dataset)
-        if part is not None and part.partial:
-            item.user_properties.append(("selection", part.describe()))
-        if part is not None and part.biased:  # no sample of the dataset: its verdict is no verdict on it
-            verdicts = "; ".join(gate.describe() for gate in judged) or "no rollout selected"
-            pytest.skip(f"{part.describe()}, not the whole dataset (the gates decide only on it): {verdicts}")
-        if not summaries:
-            return f"no rollout of {dataset} was selected: its gates cannot be judged"
-        failing = [gate for gate in judged if not gate.passed(self.options.inconclusive_passes)]
-        if not failing:
-            return None
-        errored = sum(1 for result in results if result.status == "error")
-        cause = [f"{errored} of {len(results)} selected rollouts errored: no gate passes on part of the selection"]
-        return "\n".join([*(gate.describe() for gate in failing), *(cause if errored else [])])
+        return self.item_protocol.explain(record)
 
     # End of the session (the only process, or the xdist controller).
 
@@ -671,17 +532,6 @@ class GymSession:
             "startup_seconds": self.startup_seconds(),
         }
         return report_meta(self.options, self.rollouts(), run)
-
-    def _pass_hook(self, item: RolloutLike) -> PassHook | None:
-        hook = self.config.hook.pytest_gym_eval_rollout_passed
-        if not hook.get_hookimpls():
-            return None
-
-        def decide(record: RolloutRecord, reward: float, threshold: float) -> bool | None:
-            result: bool | None = hook(item=item, record=record.read_full(), reward=reward, threshold=threshold)
-            return result
-
-        return decide
 
     # Terminal (pytest_gym_eval.notes).
 
