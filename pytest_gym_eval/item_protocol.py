@@ -7,6 +7,7 @@ judges the dataset's gates. No pytest session here: it reads the run through a :
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,7 +22,8 @@ from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.reporting import summary as report
-from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, Skipped
+from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState, Skipped
+from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.sequential import AdaptiveRecord
 
 PROGRESS_TICK = 0.5
@@ -239,3 +241,37 @@ def read_row(path: Path, line: int) -> dict[str, Any] | None:
             return parse_row(handle.readline(), path, line)
     except (OSError, DatasetError):
         return None
+
+
+class StateLike(Protocol):
+    """What :func:`wait_until_started` reads of the feed (:class:`~pytest_gym_eval.rollouts.RolloutFeed`)."""
+
+    @property
+    def state(self) -> RunState | None: ...
+
+
+def wait_until_started(feed: StateLike, startup_timeout: float, notes: Notes) -> None:
+    """Wait until the run's state (``feed.state``: the state file as the feed reads it, or the owner's failure it
+    could not write) leaves its start-up, showing notes and the start-up progress meanwhile; at most
+    ``startup_timeout`` + 120 seconds. Raises :class:`GymStartError` when Gym did not start in time or failed to
+    (its failure class from the state)."""
+    deadline = time.monotonic() + startup_timeout + 120
+    while True:
+        state = feed.state
+        if state is not None and state.phase != "starting":
+            break
+        if time.monotonic() > deadline:
+            notes.end_progress()
+            raise GymStartError(f"Gym did not start within {startup_timeout:g} s")
+        notes.flush()
+        if notes.progress is not None:
+            notes.progress.tick()
+        time.sleep(0.1)
+    notes.end_progress()
+    notes.flush()
+    if notes.progress is not None and state.phase == "running":
+        notes.progress.running()
+    if state.phase == "failed":
+        error = GymStartError(f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else ""))
+        error.failure_class = state.failure_class or error.failure_class
+        raise error

@@ -18,7 +18,6 @@ import shutil
 import threading
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,7 +28,7 @@ from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.diagnosis import Diagnosis
 from pytest_gym_eval.item_protocol import PROGRESS_TICK as PROGRESS_TICK
 from pytest_gym_eval.item_protocol import GymItem as GymItem
-from pytest_gym_eval.item_protocol import ItemProtocol, RolloutLike
+from pytest_gym_eval.item_protocol import ItemProtocol, RolloutLike, wait_until_started
 from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
 from pytest_gym_eval.launch import Launch, new_run_dir, whole_tasks_allowed
 from pytest_gym_eval.notes import Notes
@@ -40,7 +39,7 @@ from pytest_gym_eval.progress import progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.summary import Conclusion
-from pytest_gym_eval.results import ResultsCollector, conclude, report_meta
+from pytest_gym_eval.results import ResultsCollector, conclude
 from pytest_gym_eval.resume import (
     ResumeError,
     Resumption,
@@ -242,7 +241,8 @@ class GymSession:
                 if self._feed is None:
                     self._feed = self._new_feed(self.run_dir).start()
         try:
-            self._wait_until_started()
+            assert self._feed is not None
+            wait_until_started(self._feed, self.options.startup_timeout, self.notes)
         finally:
             self._note_attached()
 
@@ -323,31 +323,6 @@ class GymSession:
     def _owner_failure(self) -> RunState | None:
         """How this process's run failed when it could not say so in ``state.json`` (a full disk), else None."""
         return self._run.failure if self._run is not None else self._failed_start
-
-    def _wait_until_started(self) -> None:
-        assert self.run_dir is not None and self._feed is not None
-        deadline = time.monotonic() + self.options.startup_timeout + 120
-        while True:
-            state = self._feed.state  # the state file as the feed reads it, or the owner's failure it could not write
-            if state is not None and state.phase != "starting":
-                break
-            if time.monotonic() > deadline:
-                self.notes.end_progress()
-                raise GymStartError(f"Gym did not start within {self.options.startup_timeout:g} s")
-            self.flush_notes()
-            if self.notes.progress is not None:
-                self.notes.progress.tick()
-            time.sleep(0.1)
-        self.notes.end_progress()
-        self.flush_notes()
-        if self.notes.progress is not None and state.phase == "running":
-            self.notes.progress.running()
-        if state.phase == "failed":
-            error = GymStartError(
-                f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else "")
-            )
-            error.failure_class = state.failure_class or error.failure_class
-            raise error
 
     def check_before_start(self, plan: RunPlan) -> None:
         """Check ``plan``'s run before Gym starts (:meth:`pytest_gym_eval.launch.Launch.check_before_start`); raises
@@ -511,27 +486,6 @@ class GymSession:
             rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts
         )
         return self.conclusion
-
-    def meta(self) -> dict[str, object]:
-        """Facts about the run for the JSON report and the JUnit suite (never a secret)."""
-        checkout = self.checkout
-        run: dict[str, object] = {
-            "gym_version": checkout.version if checkout else None,
-            "gym_checkout": str(checkout.path) if checkout else None,
-            "model": self.model.model if self.model else None,
-            "model_url": causes.redact(self.model.url) if self.model else None,
-            "model_type": self.model.model_type if self.model else None,
-            "api_key_env": self.model.api_key_env if self.model else None,  # the variable's name, never its value
-            "head_server": self.head_server,
-            "run_dir": str(self.run_dir) if self.run_dir else None,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            **self.options.sampling.meta(),
-            **(self.options.price.meta() if self.options.price is not None else {}),
-            "warm_gym": warm.entry.key if (warm := self.launch.warm) is not None and warm.entry is not None else None,
-            "resumed_from": str(self.options.resume) if self.options.resume is not None else None,
-            "startup_seconds": self.startup_seconds(),
-        }
-        return report_meta(self.options, self.rollouts(), run)
 
     # Terminal (pytest_gym_eval.notes).
 

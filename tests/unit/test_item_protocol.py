@@ -4,9 +4,13 @@ run (options, plan, feed, notes) and stand-in items."""
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from pytest_gym_eval import causes, item_protocol
 from pytest_gym_eval.diagnosis import Diagnosis
@@ -15,6 +19,8 @@ from pytest_gym_eval.notes import Notes
 from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.plan import RunPlan
+from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.run import GymStartError
 
 
 class NoHook:
@@ -93,3 +99,28 @@ def test_a_row_is_read_again_by_its_line_and_a_changed_dataset_gives_none(tmp_pa
     path.write_text("")
     assert item_protocol.read_row(path, 2) is None
     assert item_protocol.read_row(tmp_path / "gone.jsonl", 1) is None
+
+
+def test_a_run_that_failed_to_start_raises_its_message_log_and_failure_class() -> None:
+    feed = SimpleNamespace(state=RunState("failed", "no port", log="/r/logs/servers.log", failure_class="run_dir_full"))
+    with pytest.raises(
+        GymStartError, match=re.escape("Gym would not start: no port\nlog: /r/logs/servers.log")
+    ) as raised:
+        item_protocol.wait_until_started(feed, 10, Notes(lambda _: None))
+    assert raised.value.failure_class == "run_dir_full"
+
+
+def test_a_run_that_never_leaves_its_start_up_is_given_up_after_its_bound() -> None:
+    feed = SimpleNamespace(state=RunState("starting"))
+    began = time.monotonic()
+    with pytest.raises(GymStartError, match=re.escape("Gym did not start within -119.7 s")):
+        item_protocol.wait_until_started(feed, -119.7, Notes(lambda _: None))  # a bound of 0.3 s in all
+    assert time.monotonic() - began < 10
+
+
+def test_a_running_run_starts_the_progress_throughput() -> None:
+    log: list[str] = []
+    notes = Notes(lambda _: None)
+    notes.progress = SimpleNamespace(clear=lambda: log.append("clear"), running=lambda: log.append("running"))  # type: ignore[assignment]
+    item_protocol.wait_until_started(SimpleNamespace(state=RunState("running")), 10, notes)
+    assert log == ["clear", "running"]
