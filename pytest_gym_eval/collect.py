@@ -203,14 +203,14 @@ class RolloutItem(pytest.Function):
     def setup(self) -> None:
         super().setup()
         session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
-        self.outcome = session.outcome_of(self)
+        self.outcome = session.item_protocol.outcome_of(self)
         if self.outcome.status == "error":
             raise RolloutError(self.outcome.message + (f"\nlog: {self.outcome.log}" if self.outcome.log else ""))
 
     def runtest(self) -> None:
         session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
-        if session.decide(self).status == "failed":
-            raise RolloutFailed(session.failure_report(self))
+        if session.item_protocol.decide(self).status == "failed":
+            raise RolloutFailed(session.item_protocol.failure_report(self))
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, self.task.line - 1, f"{self.task_id}[r{self.repeat}]"
@@ -227,12 +227,12 @@ class GateItem(pytest.Function):
     def setup(self) -> None:
         super().setup()
         session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
-        self.found = session.wait_for_gate(self)
+        self.found = session.item_protocol.wait_for_gate(self)
 
     def runtest(self) -> None:
         assert self.found is not None
         session: GymSession = self.funcargs["gym_session"]  # type: ignore[assignment]
-        verdict = session.judge_gates(self, self.found)
+        verdict = session.item_protocol.judge_gates(self, self.found)
         if verdict is not None:
             raise RolloutFailed(verdict)
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
+from pytest_gym_eval import causes
 from pytest_gym_eval.reporting import json_report, junit, outputs, terminal
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
-from pytest_gym_eval.results import final_status, report_plan
+from pytest_gym_eval.results import final_status, report_meta, report_plan
 from pytest_gym_eval.session import GymSession
 from pytest_gym_eval.shard import shard_meta
 
@@ -39,7 +41,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     gym.final = (status, reason)
     if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
         gym.conclusion = dataclasses.replace(conclusion, reason=reason)
-    meta = {**gym.meta(), **shard_meta(gym.options.shard)}
+    meta = {**run_meta(gym), **shard_meta(gym.options.shard)}
     xml = junit.junit_xml(gym.config)
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
@@ -152,3 +154,25 @@ class StopGymLast:
         self.gym.stop()
         if reporter is not None and shown and self.gym.stop_seconds is not None:
             reporter.write_line(f"gym: Gym stopped in {self.gym.stop_seconds:.1f} s")
+
+
+def run_meta(gym: GymSession) -> dict[str, object]:
+    """Facts about ``gym``'s run for the JSON report and the JUnit suite (never a secret)."""
+    checkout, model = gym.checkout, gym.model
+    run: dict[str, object] = {
+        "gym_version": checkout.version if checkout else None,
+        "gym_checkout": str(checkout.path) if checkout else None,
+        "model": model.model if model else None,
+        "model_url": causes.redact(model.url) if model else None,
+        "model_type": model.model_type if model else None,
+        "api_key_env": model.api_key_env if model else None,  # the variable's name, never its value
+        "head_server": gym.head_server,
+        "run_dir": str(gym.run_dir) if gym.run_dir else None,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **gym.options.sampling.meta(),
+        **(gym.options.price.meta() if gym.options.price is not None else {}),
+        "warm_gym": warm.entry.key if (warm := gym.launch.warm) is not None and warm.entry is not None else None,
+        "resumed_from": str(gym.options.resume) if gym.options.resume is not None else None,
+        "startup_seconds": gym.startup_seconds(),
+    }
+    return report_meta(gym.options, gym.rollouts(), run)

@@ -18,79 +18,51 @@ import shutil
 import threading
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, cast
 
 import pytest
 
-from pytest_gym_eval import causes, provision, selection, stash
-from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
+from pytest_gym_eval import adaptive, causes, provision, resuming, selection, stash
+from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.diagnosis import Diagnosis
+from pytest_gym_eval.item_protocol import PROGRESS_TICK as PROGRESS_TICK
+from pytest_gym_eval.item_protocol import GymItem as GymItem
+from pytest_gym_eval.item_protocol import ItemProtocol, RolloutLike, wait_until_started
 from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
 from pytest_gym_eval.launch import Launch, new_run_dir, whole_tasks_allowed
+from pytest_gym_eval.notes import Notes
 from pytest_gym_eval.options import DatasetSettings, GymOptions
-from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC
-from pytest_gym_eval.progress import Counts, Progress, progress_for
+from pytest_gym_eval.progress import progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.summary import Conclusion
-from pytest_gym_eval.results import ResultsCollector, conclude, report_meta
+from pytest_gym_eval.results import ResultsCollector, conclude
 from pytest_gym_eval.resume import (
     ResumeError,
     Resumption,
-    manifest_path,
-    resume_command,
     resumed_path,
-    task_digests,
-    write_manifest,
 )
-from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState, Skipped
+from pytest_gym_eval.rollouts import RolloutFeed, RolloutRecord, RunState
 from pytest_gym_eval.run import (
     GymRun,
     GymStartError,
     ModelEndpoint,
 )
 from pytest_gym_eval.rundir import RunPaths
-from pytest_gym_eval.sequential import AdaptiveRecord, RewardRange
+from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.shard import CollectedPlan
-from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, group_rollouts
-
-if TYPE_CHECKING:
-    pass
 
 SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)
 """Where the session's :class:`GymSession` is kept (``config.stash``; :data:`pytest_gym_eval.stash.SESSION_KEY`)."""
 RUN_DIR_INPUT = "gym_run_dir"
 """Key of the run directory in a pytest-xdist worker's ``workerinput``."""
 
-PROGRESS_TICK = 0.5
-"""Seconds between two progress updates while an item waits for its rollout (its report is not delayed: the
-wait ends as soon as the rollout lands)."""
-
 PlannedRow = tuple[str, Path, int, str, int, str]
 """A selected rollout as collection hands it to the session: ``(nodeid, dataset path, line, task id, repeat,
 agent)`` (what :meth:`RunPlan.build <pytest_gym_eval.plan.RunPlan.build>` stamps)."""
-
-
-class GymItem(Protocol):
-    """What the session reads of a gate item (:class:`pytest_gym_eval.collect.GateItem`, or a stand-in in a test)."""
-
-    path: Path
-    user_properties: list[tuple[str, object]]
-
-    @property
-    def nodeid(self) -> str: ...
-
-
-class RolloutLike(GymItem, Protocol):
-    """What the session reads and sets of a rollout item (:class:`pytest_gym_eval.collect.RolloutItem`): its
-    ``task`` and the ``outcome`` the session judged."""
-
-    task: Task
-    outcome: RolloutOutcome | None
 
 
 class GymSession:
@@ -118,20 +90,18 @@ class GymSession:
         self.final: tuple[int, str] | None = None  # the session's exit status and reason, once concluded
         self.pages: list[str] = []
         """The terminal lines saying which report files :meth:`finish` wrote where, or why one could not be."""
-        self.events: list[str] = []
+        self.notes = Notes(config.pluginmanager.get_plugin)
+        """The terminal's notes and the progress tail (:mod:`pytest_gym_eval.notes`)."""
         self._run: GymRun | None = None
         self._feed: RolloutFeed | None = None
         self._sigterm = SigtermAsCtrlC()
         self._ctrl_c: CtrlCKillsGym | None = None
         self._run_started: float | None = None  # time.time() when this process began starting the run
         self.stop_seconds: float | None = None  # how long stopping Gym took (after the reports)
-        self._stamps: dict[str, int] = {}
-        self._items: dict[str, RolloutLike] = {}
         self.diagnosis = Diagnosis(self.options)
         """The texts of the items' errors and their causes (:mod:`pytest_gym_eval.diagnosis`)."""
-        self._lock_notes = threading.Lock()
-        self._progress: Progress | None = None
-        self._printed = 0
+        self.item_protocol = ItemProtocol(self, config.hook.pytest_gym_eval_rollout_passed)
+        """What the rollout and gate items ask of the session (:mod:`pytest_gym_eval.item_protocol`)."""
         self._started = False
         self._failed_start: RunState | None = None  # the owner's run failed before its thread began
         self._lock = threading.Lock()
@@ -199,8 +169,7 @@ class GymSession:
         :mod:`pytest_gym_eval.selection`). A worker also saves the plan for the controller; the owner checks the
         run's configuration and makes its run directory (one usage error, not N errors)."""
         self.plan = RunPlan.build(rows, whole_tasks=bool(rows) and whole_tasks_allowed(self.options))
-        self._items = dict(items)
-        self._stamps = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
+        self.item_protocol.expect(self.plan, items)
         if self.collected is not None:
             self.selections = selection.selections(self.collected, self._deselected, how, self.options.shard)
         if self.is_worker and self.run_dir is not None:
@@ -272,7 +241,8 @@ class GymSession:
                 if self._feed is None:
                     self._feed = self._new_feed(self.run_dir).start()
         try:
-            self._wait_until_started()
+            assert self._feed is not None
+            wait_until_started(self._feed, self.options.startup_timeout, self.notes)
         finally:
             self._note_attached()
 
@@ -303,7 +273,7 @@ class GymSession:
                 pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
         self._sigterm.install()
         self._run_started = time.time()
-        self._progress = progress_for(self.config)
+        self.notes.progress = progress_for(self.config)
         run_dir = self.make_run_dir()
         paths = RunPaths(run_dir)
         self.note(f"run directory: {run_dir}")
@@ -322,36 +292,16 @@ class GymSession:
                 paths.logs.mkdir(parents=True, exist_ok=True)
                 RunState("failed", message).write(paths.state)
             return
-        waves = self._wave_planner(plan, run_dir)
-        self._run = GymRun(plan, paths, settings, on_event=self._on_run_event, waves=waves).start()
+        hooked = bool(self.config.hook.pytest_gym_eval_rollout_passed.get_hookimpls())
+        waves = adaptive.wave_planner(self.options, plan, run_dir, pass_hook=hooked, on_event=self.note)
+        self._run = GymRun(plan, paths, settings, on_event=self.notes.on_run_event, waves=waves).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
 
-    # --gym-adaptive: waves (pytest_gym_eval.waves), kept apart from the rest of the run.
-
-    def _wave_planner(self, plan: RunPlan, run_dir: Path) -> WavePlanner | None:
-        """The planner of ``--gym-adaptive``'s waves (None without it)."""
-        if not self.options.adaptive:
-            return None
-        policies = {}
-        for rollout in plan.rollouts:
-            name = rollout.nodeid.split("::", 1)[0]
-            if name not in policies:
-                settings = self.options.dataset_settings(rollout.dataset)
-                policies[name] = GroupPolicy(
-                    tuple(settings.gates), settings.threshold, settings.reward_range or RewardRange()
-                )
-        hooked = bool(self.config.hook.pytest_gym_eval_rollout_passed.get_hookimpls())
-        return WavePlanner(plan, policies, self.options.min_repeats, run_dir, pass_hook=hooked, on_event=self.note)
+    # --gym-adaptive: waves (pytest_gym_eval.adaptive).
 
     def adaptive_records(self) -> dict[tuple[str, str | None], AdaptiveRecord]:
         """How ``--gym-adaptive`` ran each dataset, from the run's wave log (empty without it)."""
-        if not self.options.adaptive or self.run_dir is None:
-            return {}
-        log = WaveLog.read(RunPaths(self.run_dir).waves)
-        datasets = {r.nodeid.split("::", 1)[0]: r.dataset for r in self.plan.rollouts}
-        return log.records(
-            self.plan, lambda name: self.options.dataset_settings(datasets[name]).reward_range or RewardRange()
-        )
+        return adaptive.adaptive_records(self.options, self.plan, self.run_dir)
 
     def reported_skipped(self, nodeid: str) -> bool:
         """Whether the rollout item ``nodeid`` has reported skipped (``pytest.skip`` in a fixture, say): its
@@ -363,46 +313,16 @@ class GymSession:
         """The plan's rollouts that count as selected: all but those whose item reported skipped (see
         :meth:`reported_skipped`) and, with ``--gym-adaptive``, those the waves never asked for. What the gates
         judge, the summary's ``selected`` counts and a shard report's plan hold."""
-        never_asked = self._skipped_stamps()
+        never_asked = adaptive.skipped_stamps(self.options, self.run_dir)
         return [
             rollout
             for rollout in self.plan.rollouts
             if rollout.stamp not in never_asked and not self.reported_skipped(rollout.nodeid)
         ]
 
-    def _skipped_stamps(self) -> set[int]:
-        if not self.options.adaptive or self.run_dir is None:
-            return set()
-        return set(WaveLog.read(RunPaths(self.run_dir).waves).skipped)
-
     def _owner_failure(self) -> RunState | None:
         """How this process's run failed when it could not say so in ``state.json`` (a full disk), else None."""
         return self._run.failure if self._run is not None else self._failed_start
-
-    def _wait_until_started(self) -> None:
-        assert self.run_dir is not None and self._feed is not None
-        deadline = time.monotonic() + self.options.startup_timeout + 120
-        while True:
-            state = self._feed.state  # the state file as the feed reads it, or the owner's failure it could not write
-            if state is not None and state.phase != "starting":
-                break
-            if time.monotonic() > deadline:
-                self._end_progress()
-                raise GymStartError(f"Gym did not start within {self.options.startup_timeout:g} s")
-            self.flush_notes()
-            if self._progress is not None:
-                self._progress.tick()
-            time.sleep(0.1)
-        self._end_progress()
-        self.flush_notes()
-        if self._progress is not None and state.phase == "running":
-            self._progress.running()
-        if state.phase == "failed":
-            error = GymStartError(
-                f"Gym would not start: {state.message}" + (f"\nlog: {state.log}" if state.log else "")
-            )
-            error.failure_class = state.failure_class or error.failure_class
-            raise error
 
     def check_before_start(self, plan: RunPlan) -> None:
         """Check ``plan``'s run before Gym starts (:meth:`pytest_gym_eval.launch.Launch.check_before_start`); raises
@@ -477,143 +397,46 @@ class GymSession:
             self.launch.model = self.launch.warm.model
 
     def _check_resume(self, plan: RunPlan) -> None:
-        """Compare the selection ``plan`` with the run ``--gym-resume`` names; raises :class:`pytest.UsageError`
-        naming what differs (before anything runs)."""
+        """Compare the selection ``plan`` with the run ``--gym-resume`` names (:func:`resuming.check_resume`);
+        raises :class:`pytest.UsageError` naming what differs (before anything runs)."""
         assert self.resumption is not None
-        try:
-            configuration = self.launch.configuration(plan)
-            self._digests = task_digests(plan)
-            differences = configuration.differences(self.resumption.manifest.configuration)
-            self.resumption.check(plan, differences, self._digests)
-        except ResumeError as error:
-            raise pytest.UsageError(str(error)) from None
-        except (GymStartError, DatasetError, OSError) as error:
-            raise pytest.UsageError(f"--gym-resume: cannot compare with {self.options.resume}: {error}") from None
+        self._digests = resuming.check_resume(self.resumption, self.launch.configuration, plan, self.options.resume)
 
     def _prepare_run(self, plan: RunPlan, run_dir: Path) -> RunPlan:
-        """Write the run's manifest (what it asks for, :mod:`pytest_gym_eval.resume`); with ``--gym-resume`` reuse
-        the earlier run's scored rollouts. Returns the plan Gym must roll out."""
-        configuration = self.launch.configuration(plan)
-        digests = self._digests if self._digests is not None else task_digests(plan)
+        """Write the run's manifest; with ``--gym-resume`` reuse the earlier run's scored rollouts
+        (:func:`resuming.prepare_run`). Returns the plan Gym must roll out."""
         params = self.config.invocation_params
-        command = {"args": list(params.args), "dir": str(params.dir)}
-        to_run = plan
-        if self.resumption is not None:
-            to_run, reused = self.resumption.reuse(plan, run_dir)
-            self.note(
-                f"resuming {self.resumption.old}: {reused} of {len(plan.rollouts)} rollouts reused, "
-                f"{len(to_run.rollouts)} to roll out"
-            )
-        write_manifest(run_dir, plan, configuration.components, command, digests, self.options.resume)
-        return to_run
+        return resuming.prepare_run(
+            plan, run_dir, self.launch.configuration(plan), self._digests, (params.args, params.dir),
+            self.resumption, self.note,
+        )  # fmt: skip
 
     def resume_hint(self, exitstatus: int) -> list[str]:
-        """After Ctrl-C or SIGTERM: the command that resumes this run (none for another exit status, or before
-        the run wrote its manifest)."""
-        if exitstatus != pytest.ExitCode.INTERRUPTED or self.is_worker or self.run_dir is None:
+        """After Ctrl-C or SIGTERM: the command that resumes this run (:func:`resuming.resume_hint`)."""
+        if self.is_worker:
             return []
-        if not manifest_path(self.run_dir).is_file():
-            return []
-        lines = [f"gym: resume this run with: {resume_command(self.config.invocation_params.args, self.run_dir)}"]
-        if self.options.run_dir is None:
-            lines.append("gym: (the run directory is under pytest's basetemp, which keeps the last three sessions)")
-        return lines
+        args = self.config.invocation_params.args
+        return resuming.resume_hint(exitstatus, self.run_dir, args, self.options.run_dir is not None)
 
-    # Items.
+    # Items (pytest_gym_eval.item_protocol).
 
-    def outcome_of(self, item: RolloutLike) -> RolloutOutcome:
-        """Wait for ``item``'s rollout and judge it (the item's setup).
-
-        The wait is bounded for the whole run (see :class:`~pytest_gym_eval.rollouts.RolloutFeed`); an error's
-        message starts with its cause (:meth:`explain`), and a rollout given up on says what Gym was doing."""
-        assert self._feed is not None, "gym_session was not started"
-        self.flush_notes()
-        stamp = self._stamps.get(item.nodeid)
-        if stamp is None:
-            found: RolloutRecord | Missing = Missing(
-                "this item was not in the session's plan", failure_class=causes.NOT_PLANNED
-            )
-        else:
-            found = self._wait_for(stamp)
-        if isinstance(found, Skipped):  # --gym-adaptive decided without it
-            raise pytest.skip.Exception(found.reason, _use_item_location=True)
-        threshold = self.options.dataset_settings(item.path).threshold
-        outcome = judge(found, threshold, None, self.explain)  # the pass hook decides in the call phase: decide()
-        extra = self.diagnosis.error_context(found, outcome, self.run_dir, self._feed, self.plan)
-        if outcome.status == "error":  # Gym's own texts (log tails among them) pass here too: no key gets out
-            message = causes.redact("\n".join([outcome.message, *extra]), self.diagnosis.secrets())
-            outcome = dataclasses.replace(outcome, message=message)
-        if outcome.reward is not None:  # an errored rollout has no reward (never a 0)
-            item.user_properties.append(("reward", outcome.reward))
-        if outcome.failure_class:
-            item.user_properties.append(("failure_class", outcome.failure_class))
-        if outcome.record is not None:
-            item.user_properties.append(("record", f"{outcome.record.path}:{outcome.record.line}"))
-            item.user_properties.extend(outcome.record.usage.properties())
-        return outcome
-
-    def _wait_for(self, stamp: int) -> RolloutRecord | Missing:
-        """The feed's answer for ``stamp`` (bounded by ``--gym-rollout-timeout`` as the feed bounds it), showing the
-        run's progress while waiting."""
-        assert self._feed is not None
-        if self._progress is None or not self._progress.enabled:
-            return self._feed.wait(stamp, self.options.rollout_timeout)
-        try:
-            return self._feed.wait(stamp, self.options.rollout_timeout, self._show_progress, PROGRESS_TICK)
-        finally:
-            self._end_progress()
-
-    def _show_progress(self) -> None:
-        """Notes waiting to be written, then the rollouts' progress (main thread, while an item waits)."""
-        assert self._feed is not None and self._progress is not None
-        self.flush_notes()
-        done, errors = self._feed.counts()
-        total = len(self.plan.rollouts) - self._feed.skipped_count()  # --gym-adaptive: skipped pairs never come
-        self._progress.tick(Counts(done, total, errors))
+    @property
+    def feed(self) -> RolloutFeed | None:
+        """The feed that follows the run's rollouts, once this process follows it (:meth:`start`)."""
+        return self._feed
 
     def show_progress(self) -> None:
         """Show the run's progress once, from the main thread of the process that owns the run yet runs no item
-        (the pytest-xdist controller; its items wait in the workers): as one process shows it, the start-up phase
-        and time while Gym starts, then the rollouts done; nothing once the run is over."""
-        if self._progress is None or not self._progress.enabled or self.run_dir is None:
+        (the pytest-xdist controller; its items wait in the workers): :meth:`Notes.show_run`."""
+        if not self.notes.showing or self.run_dir is None:
             return
         if self._feed is None:
             self._feed = self._new_feed(self.run_dir).start()
-        self.flush_notes()
-        state = self._feed.state
-        if state is not None and state.done:
-            self._end_progress()
-        elif state is None or state.phase == "starting":
-            self._progress.tick()
-        else:
-            self._progress.running()
-            self._show_progress()
+        self.notes.show_run(self._feed, len(self.plan.rollouts))
 
     def hide_progress(self) -> None:
         """Erase the progress now (before pytest writes to the terminal; a no-op when none is shown)."""
-        self._end_progress()
-
-    def _on_run_event(self, message: str) -> None:
-        """A message from the run (any thread): a note for the terminal, and the progress's start-up phase."""
-        if self._progress is not None:
-            self._progress.phase(message)
-        self.note(message)
-
-    def _end_progress(self) -> None:
-        if self._progress is not None:
-            self._progress.clear()
-
-    def decide(self, item: RolloutLike) -> RolloutOutcome:
-        """Let a ``pytest_gym_eval_rollout_passed`` hook decide whether ``item``'s scored rollout passed (the
-        item's call phase, which pytest-timeout times); returns the item's final outcome."""
-        outcome = item.outcome
-        assert outcome is not None
-        hook = self._pass_hook(item)
-        if hook is None or outcome.status == "error" or outcome.record is None:
-            return outcome
-        threshold = self.options.dataset_settings(item.path).threshold
-        item.outcome = dataclasses.replace(outcome, status=judge(outcome.record, threshold, hook).status)
-        return item.outcome
+        self.notes.end_progress()
 
     def start_failure(self, nodeid: str, message: str) -> str:
         """The text of an item that errored because Gym could not start (:meth:`Diagnosis.start_failure`)."""
@@ -625,85 +448,7 @@ class GymSession:
 
     def explain(self, record: RolloutRecord) -> causes.Cause:
         """The root cause of a rollout Gym recorded as failed (:meth:`Diagnosis.explain`)."""
-        return self.diagnosis.explain(record, self.run_dir)
-
-    def failure_report(self, item: RolloutLike) -> str:
-        """The text a failed rollout item shows."""
-        assert item.outcome is not None
-        try:
-            handle_offsets = row_offsets(item.path, [item.task.line])
-            with item.path.open("rb") as handle:
-                handle.seek(handle_offsets[item.task.line])
-                row: dict[str, Any] | None = parse_row(handle.readline(), item.path, item.task.line)
-        except (OSError, DatasetError):
-            row = None  # the dataset changed since collection: the record alone still tells most
-        return failure_report(item.outcome, self.options.dataset_settings(item.path).threshold, row)
-
-    def wait_for_gate(self, item: GymItem) -> dict[int, RolloutRecord | Missing]:
-        """Wait until every selected rollout of the gate's dataset is in (the gate item's setup, so that
-        pytest-timeout, which times the call, does not count the wait). Works from Gym's output files, so under
-        xdist it sees rollouts other workers report."""
-        assert self._feed is not None, "gym_session was not started"
-        self.flush_notes()
-        dataset = item.nodeid.split("::", 1)[0]
-        planned = [r for r in self.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
-        found = self._feed.wait_all([r.stamp for r in planned], self.options.rollout_timeout)
-        if self.options.adaptive:
-            self._wait_for_wave_log(dataset)
-        return found
-
-    def _wait_for_wave_log(self, dataset: str) -> None:
-        """Wait until the wave log says how every group of ``dataset`` stopped (the owner writes it just after
-        the wave's ``gym eval run`` ends), or the run is done, or the rollout timeout (60 s when unset) passes."""
-        assert self._feed is not None and self.run_dir is not None
-        keys = {key for key in group_rollouts(self.plan) if key[0] == dataset}
-        deadline = time.monotonic() + (self.options.rollout_timeout or 60.0)
-        while time.monotonic() < deadline:
-            if keys <= set(WaveLog.read(RunPaths(self.run_dir).waves).groups):
-                return
-            state = self._feed.state
-            if state is not None and state.done:
-                return
-            self.flush_notes()
-            time.sleep(0.1)
-
-    def judge_gates(self, item: GymItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
-        """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
-        failure text."""
-        dataset = item.nodeid.split("::", 1)[0]
-        planned = [r for r in self.selected_rollouts() if r.nodeid.split("::", 1)[0] == dataset]
-        settings = self.options.dataset_settings(item.path)
-        results = []
-        for rollout in planned:
-            rollout_item = self._items.get(rollout.nodeid)
-            hook = self._pass_hook(rollout_item) if rollout_item is not None else None
-            outcome = judge(found[rollout.stamp], settings.threshold, hook, self.explain)
-            results.append(
-                report.RolloutResult(
-                    rollout.nodeid, dataset, rollout.task_id, rollout.repeat, rollout.agent, outcome.status,
-                    outcome.reward, outcome.failure_class,
-                )
-            )  # fmt: skip
-        summaries = report.summarize(
-            results, thresholds={dataset: settings.threshold}, gates={dataset: settings.gates},
-            mode=self.options.gate_mode, adaptive=self.adaptive_records(),
-        )  # fmt: skip
-        judged = [gate for summary in summaries for gate in summary.gates]
-        item.user_properties.extend(("gate", gate.describe()) for gate in judged)
-        part = self.selection_of(dataset)
-        if part is not None and part.partial:
-            item.user_properties.append(("selection", part.describe()))
-        if part is not None and part.biased:  # no sample of the dataset: its verdict is no verdict on it
-            verdicts = "; ".join(gate.describe() for gate in judged) or "no rollout selected"
-            pytest.skip(f"{part.describe()}, not the whole dataset (the gates decide only on it): {verdicts}")
-        if not summaries:
-            return f"no rollout of {dataset} was selected: its gates cannot be judged"
-        failing = [gate for gate in judged if not gate.passed(self.options.inconclusive_passes)]
-        if not failing:
-            return None
-        errored = sum(1 for result in results if result.status == "error")
-        cause = [f"{errored} of {len(results)} selected rollouts errored: no gate passes on part of the selection"]
-        return "\n".join([*(gate.describe() for gate in failing), *(cause if errored else [])])
+        return self.item_protocol.explain(record)
 
     # End of the session (the only process, or the xdist controller).
 
@@ -742,57 +487,17 @@ class GymSession:
         )
         return self.conclusion
 
-    def meta(self) -> dict[str, object]:
-        """Facts about the run for the JSON report and the JUnit suite (never a secret)."""
-        checkout = self.checkout
-        run: dict[str, object] = {
-            "gym_version": checkout.version if checkout else None,
-            "gym_checkout": str(checkout.path) if checkout else None,
-            "model": self.model.model if self.model else None,
-            "model_url": causes.redact(self.model.url) if self.model else None,
-            "model_type": self.model.model_type if self.model else None,
-            "api_key_env": self.model.api_key_env if self.model else None,  # the variable's name, never its value
-            "head_server": self.head_server,
-            "run_dir": str(self.run_dir) if self.run_dir else None,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            **self.options.sampling.meta(),
-            **(self.options.price.meta() if self.options.price is not None else {}),
-            "warm_gym": warm.entry.key if (warm := self.launch.warm) is not None and warm.entry is not None else None,
-            "resumed_from": str(self.options.resume) if self.options.resume is not None else None,
-            "startup_seconds": self.startup_seconds(),
-        }
-        return report_meta(self.options, self.rollouts(), run)
+    # Terminal (pytest_gym_eval.notes).
 
-    def _pass_hook(self, item: RolloutLike) -> PassHook | None:
-        hook = self.config.hook.pytest_gym_eval_rollout_passed
-        if not hook.get_hookimpls():
-            return None
-
-        def decide(record: RolloutRecord, reward: float, threshold: float) -> bool | None:
-            result: bool | None = hook(item=item, record=record.read_full(), reward=reward, threshold=threshold)
-            return result
-
-        return decide
-
-    # Terminal.
+    @property
+    def events(self) -> list[str]:
+        """Every note of this session so far, in order."""
+        return self.notes.events
 
     def note(self, message: str) -> None:
-        """Queue a progress line for the terminal; lines are written from the main thread only (pytest's
-        terminal writer is not thread-safe), at the next :meth:`flush_notes`."""
-        with self._lock_notes:
-            self.events.append(message)
-        if threading.current_thread() is threading.main_thread():
-            self.flush_notes()
+        """Queue a progress line for the terminal (:meth:`Notes.note`; any thread)."""
+        self.notes.note(message)
 
     def flush_notes(self) -> None:
-        """Write queued progress lines to the terminal (call from the main thread)."""
-        with self._lock_notes:
-            pending, self._printed = self.events[self._printed :], len(self.events)
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or not pending:
-            return
-        self._end_progress()
-        capture = self.config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            for line in pending:
-                reporter.write_line(f"gym: {line}")
+        """Write queued progress lines to the terminal (:meth:`Notes.flush`; main thread)."""
+        self.notes.flush()
