@@ -263,10 +263,10 @@ def test_each_session_gets_a_fresh_run_dir_named_on_the_terminal(pytester: pytes
     second = run(pytester, fake_gym, name, "--gym-run-dir", "runs")
     dirs = set((pytester.path / "runs").iterdir())
     named = {
-        Path(line.split("run directory: ")[1])
+        Path(line.split("gym run directory: ")[1])
         for r in (first, second)
         for line in r.outlines
-        if "run directory" in line
+        if line.startswith("gym run directory: ")  # (not another session's leftovers, which name theirs too)
     }
     assert len(dirs) == 2 and named == dirs
 
