@@ -26,7 +26,6 @@ computed from the dataset row, not this one) and verifiers do not read it.
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.dataset import GYM_PRIVATE_PREFIX, LONE_SURROGATE, DatasetError, parse_row, row_offsets
+from pytest_gym_eval.files import write_json_atomic
 from pytest_gym_eval.sampling import Sampling, apply_sampling
 
 AGENT_REF_KEY = "agent_ref"
@@ -99,10 +99,8 @@ class RunPlan:
 
     def save(self, path: Path) -> None:
         """Write the plan as JSON atomically (xdist workers hand it to the controller this way)."""
-        temp = path.with_name(f".{path.name}.{os.getpid()}")
         rows = [[*astuple(r)[:2], str(r.dataset), *astuple(r)[3:]] for r in self.rollouts]
-        temp.write_text(json.dumps({"rollouts": rows, "row_repeats": self.row_repeats}), encoding="utf-8")
-        os.replace(temp, path)
+        write_json_atomic(path, {"rollouts": rows, "row_repeats": self.row_repeats}, indent=None)
 
     @classmethod
     def load(cls, path: Path) -> RunPlan:

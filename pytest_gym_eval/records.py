@@ -48,6 +48,7 @@ class RolloutRecord:
 
     def read_full(self) -> dict[str, Any]:
         """The whole record, read again from its file (for failure messages and plugin hooks)."""
+        # Not files.iter_json_lines: one line, found by its byte offset (a seek), not a walk through the file.
         with self.path.open("rb") as handle:
             if self.offset is not None:
                 handle.seek(self.offset)

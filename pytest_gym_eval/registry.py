@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.causes import TRIP_LINE, TRIP_MARKER, redact
+from pytest_gym_eval.files import write_json_atomic
 from pytest_gym_eval.orphans import Owner, processes_of
 from pytest_gym_eval.processes import DEFAULT_GRACE, KILL_BOUND, is_running, proc_stat, stop_sessions
 from pytest_gym_eval.provision import cache_root
@@ -85,14 +86,7 @@ def private_dir(path: Path) -> Path:
 
 def write_private(path: Path, data: object) -> None:
     """Write ``data`` as JSON to ``path`` atomically (a temporary file renamed into place), owner-only (0600)."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
+    write_json_atomic(path, data, mode=0o600)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

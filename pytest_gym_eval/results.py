@@ -169,6 +169,7 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
 
 
 def _read_line(path: Path, line: int) -> dict[str, object]:
+    # Not files.iter_json_lines: one known line of a record already read once; the walk stops there.
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             if number == line:

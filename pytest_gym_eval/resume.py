@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.dataset import parse_row, row_digest, row_offsets
-from pytest_gym_eval.files import write_text_atomic
+from pytest_gym_eval.files import LineFollower, write_text_atomic
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RolloutRecord, parse_record
 from pytest_gym_eval.rundir import RunPaths
 
-MANIFEST_NAME = "manifest.json"
+MANIFEST_NAME = RunPaths(Path()).manifest.name
 MANIFEST_FORMAT = 1
 RESUMED_FROM_KEY = "_pytest_gym_eval_resumed_from"
 """Key added to a reused record: where the earlier run's record is (``<path>:<line>``)."""
@@ -38,12 +38,12 @@ class ResumeError(Exception):
 
 def manifest_path(run_dir: Path) -> Path:
     """``<run_dir>/manifest.json``."""
-    return run_dir / MANIFEST_NAME
+    return RunPaths(run_dir).manifest
 
 
 def resumed_path(run_dir: Path) -> Path:
     """Where a resumed run keeps the records it reused: ``<run_dir>/resumed/rollouts.jsonl``."""
-    return run_dir / "resumed" / "rollouts.jsonl"
+    return RunPaths(run_dir).resumed
 
 
 def dataset_of(rollout: PlannedRollout) -> str:
@@ -155,19 +155,11 @@ def gym_records(run_dir: Path, row_repeats: int = 1) -> dict[int, RolloutRecord]
     files.append((resumed_path(run_dir), False))
     found: dict[int, RolloutRecord] = {}
     for path, failures in files:
-        try:
-            handle = path.open("rb")
-        except FileNotFoundError:
-            continue
-        with handle:
-            offset = 0
-            for number, raw in enumerate(handle, 1):
-                if raw.endswith(b"\n"):
-                    record = parse_record(raw, path, number, failures, offset, row_repeats)
-                    earlier = found.get(record.stamp) if record is not None else None
-                    if record is not None and (earlier is None or earlier.failure_class is not None):
-                        found[record.stamp] = record
-                offset += len(raw)
+        for number, offset, raw in LineFollower(path).new_lines():  # complete lines, with the offsets records keep
+            record = parse_record(raw, path, number, failures, offset, row_repeats)
+            earlier = found.get(record.stamp) if record is not None else None
+            if record is not None and (earlier is None or earlier.failure_class is not None):
+                found[record.stamp] = record
     return found
 
 

@@ -24,11 +24,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pytest_gym_eval.causes import GYM_EXITED, GYM_START, ROLLOUT_TIMEOUT, SESSION_STOPPED
+from pytest_gym_eval.files import LineFollower
 from pytest_gym_eval.records import FAILURE_CLASS_KEY as FAILURE_CLASS_KEY
 from pytest_gym_eval.records import FAILURE_MESSAGE_KEYS as FAILURE_MESSAGE_KEYS
 from pytest_gym_eval.records import ROLLOUT_INDEX_KEY as ROLLOUT_INDEX_KEY
@@ -47,9 +48,6 @@ STATE_EVERY = 5
 only when its rollout will never come."""
 STATE_RESERVE = 4096
 """Bytes set aside beside the state file for a final state published on a full disk (:meth:`RunState.reserve`)."""
-READ_CHUNK = 1024 * 1024
-"""Bytes read from a followed file at a time, so memory stays bounded whatever the backlog (a 1 GB file that is
-already there when following starts is read 1 MiB at a time, not at once)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +75,8 @@ class RunState:
         A final state (``finished``, ``failed``) that cannot be written as a new file (the disk is full) goes into
         the space :meth:`reserve` set aside, so that the items of every process still learn that the run ended;
         raises OSError when that fails too (or when there is no reserve)."""
+        # Not files.write_text_atomic: published on every progress step (no fsync wanted) and, on a full disk,
+        # falls back to the reserve below, which a fresh temporary file could not use.
         temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
             temp.write_text(json.dumps(asdict(self)), encoding="utf-8")
@@ -162,54 +162,6 @@ def _reserve_path(state: Path) -> Path:
     return state.with_name(f".{state.name}.reserve")
 
 
-class _FollowedFile:
-    """Complete lines appended to a file since the last look (handles a file that appears late or is replaced)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._inode: int | None = None
-        self._offset = 0  # bytes read so far
-        self._line = 0  # complete lines handed out so far
-        self._line_start = 0  # byte offset of the line being read
-        self._partial: list[bytes] = []  # the pieces read so far of an incomplete last line
-
-    def new_lines(self) -> Iterator[tuple[int, int, bytes]]:
-        """Yield ``(1-based line number, byte offset, raw line)`` for every complete line not seen before.
-
-        Reads what the file holds now, :data:`READ_CHUNK` bytes at a time.
-        """
-        try:
-            stat = os.stat(self.path)
-            if stat.st_ino == self._inode and stat.st_size == self._offset:
-                return  # nothing new
-            handle = self.path.open("rb")
-        except FileNotFoundError:
-            return
-        with handle:
-            stat = os.fstat(handle.fileno())
-            if stat.st_ino != self._inode or stat.st_size < self._offset:
-                self._inode, self._offset, self._line, self._line_start = stat.st_ino, 0, 0, 0
-                self._partial = []
-            handle.seek(self._offset)
-            while self._offset < stat.st_size:
-                data = handle.read(min(READ_CHUNK, stat.st_size - self._offset))
-                if not data:
-                    return
-                base, self._offset = self._offset, self._offset + len(data)
-                start = 0
-                while (end := data.find(b"\n", start)) >= 0:
-                    raw = data[start:end]
-                    if self._partial:
-                        raw, self._partial = b"".join([*self._partial, raw]), []
-                    self._line += 1
-                    offset, self._line_start = self._line_start, base + end + 1
-                    if raw.strip():
-                        yield self._line, offset, raw
-                    start = end + 1
-                if start < len(data):
-                    self._partial.append(data[start:])
-
-
 WAKE_EVERY = 0.1
 """Seconds a thread waiting for a rollout sleeps at most between two checks. Python runs a signal's handler in
 the main thread only, and only when that thread runs Python code: Ctrl-C or SIGTERM delivered to another thread
@@ -253,11 +205,11 @@ class RolloutFeed:
     ) -> None:
         self._row_repeats = row_repeats
         self._owner_state = owner_state
-        self._files = [(_FollowedFile(output), False), (_FollowedFile(failures), True)]
-        self._waves = _FollowedFile(waves) if waves is not None else None
+        self._files = [(LineFollower(output), False), (LineFollower(failures), True)]
+        self._waves = LineFollower(waves) if waves is not None else None
         self._skipped: dict[int, str] = {}
         if reused is not None:  # --gym-resume: records reused from an earlier run (pytest_gym_eval.resume)
-            self._files.append((_FollowedFile(reused), False))
+            self._files.append((LineFollower(reused), False))
         self._materialized = materialized  # written when Gym begins dispatching; any change is progress
         self._materialized_seen: tuple[int, int, int] | None = None  # (inode, size, mtime_ns)
         self._dispatched = materialized is None
@@ -417,8 +369,8 @@ class RolloutFeed:
                 continue
             if isinstance(entry.get("output"), str) and isinstance(entry.get("failures"), str):
                 self._files += [
-                    (_FollowedFile(Path(entry["output"])), False),
-                    (_FollowedFile(Path(entry["failures"])), True),
+                    (LineFollower(Path(entry["output"])), False),
+                    (LineFollower(Path(entry["failures"])), True),
                 ]
             if isinstance(entry.get("skip"), list):
                 reason = str(entry.get("reason") or "not needed")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from pytest_gym_eval.causes import RUN_DIR_FULL, disk_full
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.defaults import DEFAULT_STARTUP_TIMEOUT
+from pytest_gym_eval.files import iter_json_lines
 from pytest_gym_eval.gym_config import ModelEndpoint as ModelEndpoint
 from pytest_gym_eval.gym_config import find_agent_config as find_agent_config
 from pytest_gym_eval.gym_config import ray_temp_dir as ray_temp_dir
@@ -485,19 +486,12 @@ def _stamps_in(path: Path, row_repeats: int = 1) -> set[int]:
     file."""
     stamps: set[int] = set()
     try:
-        with path.open("rb") as handle:
-            for raw in handle:
-                if not raw.endswith(b"\n"):
-                    break
-                try:
-                    value = json.loads(raw)
-                except ValueError:
-                    continue
-                if not isinstance(value, dict):
-                    continue
-                stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), row_repeats)
-                if stamp is not None:
-                    stamps.add(stamp)
+        for _, value in iter_json_lines(path, growing=True, skip_invalid=True):
+            if not isinstance(value, dict):
+                continue
+            stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), row_repeats)
+            if stamp is not None:
+                stamps.add(stamp)
     except FileNotFoundError:
         pass
     return stamps

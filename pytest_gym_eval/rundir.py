@@ -79,6 +79,16 @@ class RunPaths:
         return self.root / "logs"
 
     @property
+    def manifest(self) -> Path:
+        """What the run asked for, written at its start (:mod:`pytest_gym_eval.resume`)."""
+        return self.root / "manifest.json"
+
+    @property
+    def resumed(self) -> Path:
+        """The records a ``--gym-resume`` run reused from the earlier run, restamped."""
+        return self.root / "resumed" / "rollouts.jsonl"
+
+    @property
     def processes(self) -> Path:
         """One JSON line per process session the run started: ``{"name", "pid", "sid"}``."""
         return self.root / "processes.jsonl"

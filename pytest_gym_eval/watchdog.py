@@ -18,7 +18,6 @@ each session), marks ``state.json`` failed, and exits. Its log is ``logs/watchdo
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import select
 import subprocess
@@ -28,6 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pytest_gym_eval.files import iter_json_lines
 from pytest_gym_eval.orphans import MARKER, WATCHDOG_MODULE, Owner, mark_failed, processes_of
 from pytest_gym_eval.processes import DEFAULT_GRACE, kill_sessions, stop_sessions
 from pytest_gym_eval.rundir import RunPaths
@@ -112,14 +112,11 @@ def recorded_sessions(run_dir: Path) -> set[int]:
     """The session ids in the run's ``processes.jsonl`` (what the owner recorded starting)."""
     sessions: set[int] = set()
     try:
-        lines = RunPaths(run_dir).processes.read_text(encoding="utf-8").splitlines()
+        entries = [entry for _, entry in iter_json_lines(RunPaths(run_dir).processes, skip_invalid=True)]
     except OSError:
         return sessions
-    for line in lines:
-        try:
-            sid = json.loads(line).get("sid")
-        except (ValueError, AttributeError):
-            continue
+    for entry in entries:
+        sid = entry.get("sid") if isinstance(entry, dict) else None
         if isinstance(sid, int) and sid > 1:
             sessions.add(sid)
     return sessions

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_gym_eval.files import iter_json_lines
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.rollouts import parse_record
@@ -280,14 +281,10 @@ class WaveLog:
         """Read a wave log (an empty log when the file does not exist; unreadable lines are passed over)."""
         log = cls()
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            entries = [entry for _, entry in iter_json_lines(path, skip_invalid=True)]
         except FileNotFoundError:
             return log
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
+        for entry in entries:
             if not isinstance(entry, dict):
                 continue
             if isinstance(entry.get("wave"), int):

@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.run_dir.is_dir():
             parser.error(f"--run-dir {args.run_dir}: no such directory")
         paths = RunPaths(args.run_dir)
-        if not any(path.exists() for path in (paths.state, paths.processes, args.run_dir / "manifest.json")):
+        if not any(path.exists() for path in (paths.state, paths.processes, paths.manifest)):
             parser.error(f"--run-dir {args.run_dir}: not a run directory (no state.json, processes.jsonl or manifest)")
     everything = find_leftovers(args.run_dir)
     if not everything:

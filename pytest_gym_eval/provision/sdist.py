@@ -166,6 +166,8 @@ def download_sdist(chosen: IndexFile, sdist_dir: Path, step: Step) -> Path:
             return target
         step.write(f"cached {target} has the wrong sha256: downloading again")
         target.unlink()
+    # Not files.write_text_atomic: the bytes stream in (MBs, never all in memory) and are renamed only once their
+    # sha256 matches the index, so the rename is part of the verified download.
     part = target.with_name(f"{target.name}.part-{os.getpid()}")
     step.write(f"downloading {_redact(chosen.url)} -> {target}")
     digest = hashlib.sha256()

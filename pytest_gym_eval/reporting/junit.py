@@ -294,7 +294,7 @@ def system_out_line(values: Sequence[tuple[str, object]]) -> str:
 def parse_system_out(text: str) -> dict[str, Any] | None:
     """The rollout values in a testcase's ``<system-out>`` text (the inverse of :func:`system_out_line`), or
     None when it has no such line."""
-    for line in text.splitlines():
+    for line in text.splitlines():  # one prefixed line in XML text, not a JSON-lines file
         if line.startswith(SYSTEM_OUT_PREFIX):
             value = json.loads(line[len(SYSTEM_OUT_PREFIX) :])
             return value if isinstance(value, dict) else None

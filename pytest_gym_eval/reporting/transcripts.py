@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.files import iter_json_lines
 from pytest_gym_eval.outcome import clean_gym_message, expected_answer, message_text
 
 TEXT_LIMIT = 20_000
@@ -213,19 +214,19 @@ def _read_lines(path: Path, lines: Mapping[int, list[int]], records: list[dict[s
     to; returns how many wanted lines held one. Stops after the last wanted line."""
     last = max(lines)
     found = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if number in lines:
-                try:
-                    value = json.loads(raw)
-                except ValueError:
-                    value = None
-                if isinstance(value, dict):
-                    found += 1
-                    for index in lines[number]:
-                        records[index] = value
-            if number >= last:
+    values = iter_json_lines(path, skip_invalid=True)
+    try:
+        for number, value in values:
+            if number > last:
                 break
+            if number in lines and isinstance(value, dict):
+                found += 1
+                for index in lines[number]:
+                    records[index] = value
+            if number == last:
+                break
+    finally:
+        values.close()  # closes the file now, also after an early stop
     return found
 
 
@@ -253,16 +254,11 @@ def input_rows(
     rows: list[dict[str, Any] | None] = [None] * len(locations)
     for path, keys in wanted.items():
         try:
-            with path.open("rb") as handle:
-                for raw in handle:
-                    try:
-                        row = json.loads(raw)
-                    except ValueError:
-                        continue
-                    if not isinstance(row, dict):
-                        continue
-                    for index in keys.get((row.get("_ng_task_index"), row.get("_ng_rollout_index", 0)), []):
-                        rows[index] = row
+            for _, row in iter_json_lines(path, skip_invalid=True):
+                if not isinstance(row, dict):
+                    continue
+                for index in keys.get((row.get("_ng_task_index"), row.get("_ng_rollout_index", 0)), []):
+                    rows[index] = row
         except OSError:
             continue
     return rows

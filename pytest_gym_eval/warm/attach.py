@@ -198,7 +198,7 @@ class WarmGym:
                                     f"{tail(log, 15)}")  # fmt: skip
             pending += chunk
             *lines, pending = pending.split(b"\n")
-            for line in lines:
+            for line in lines:  # a pipe's lines as they come (not a file: no files.iter_json_lines)
                 try:
                     message = json.loads(line)
                 except ValueError:
