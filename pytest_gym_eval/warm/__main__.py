@@ -6,4 +6,5 @@ import sys
 
 from pytest_gym_eval.warm.keeper import keeper_main
 
-sys.exit(keeper_main(sys.argv[1:]))
+if __name__ == "__main__":
+    sys.exit(keeper_main(sys.argv[1:]))

@@ -80,7 +80,8 @@ def pytest_sessionfinish(session):
 def test_every_object_the_plugin_registers_is_hashable(pytester: pytest.Pytester, xdist: bool) -> None:
     pytester.makeconftest(REGISTERED_CONFTEST)
     pytester.makepyfile(test_one=ONE_TEST)
-    args = ["-p", "no:cacheprovider", *(["-n", "1"] if xdist else [])]
+    # A Gym option makes the session (and its plugin objects) without a dataset; a run with neither registers none.
+    args = ["-p", "no:cacheprovider", "--gym-repeats=1", *(["-n", "1"] if xdist else [])]
     result = pytester.runpytest_subprocess(*args)
     result.assert_outcomes(passed=1)
     registered = {path.name.split("-")[1]: path.read_text() for path in pytester.path.glob("registered-*.json")}
