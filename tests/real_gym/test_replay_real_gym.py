@@ -6,10 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import jsonlines
 
@@ -25,27 +22,7 @@ from pytest_gym_eval.replay import (
     split_turns,
     tools_signature,
 )
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never route loopback via a proxy
-
-
-def post(url: str, body: Any = None, *, raw: bytes | None = None, headers: dict[str, str] | None = None) -> Any:
-    """POST JSON (or raw bytes); returns ``(status, decoded JSON body)`` for any status."""
-    data = raw if raw is not None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json", **(headers or {})}, method="POST"
-    )
-    return _send(request)
-
-
-def _send(request: urllib.request.Request) -> tuple[int, Any]:
-    try:
-        with _OPENER.open(request, timeout=10) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, json.load(error)
-
+from tests.support.replay import post
 
 # ---- against Gym's own recordings ----------------------------------------------------------------
 
