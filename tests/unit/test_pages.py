@@ -26,17 +26,7 @@ from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, con
 from pytest_gym_eval.reporting.summary import Conclusion, Flip, RolloutResult, session_verdict, summarize
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.rundir import RunPaths
-
-DATA = "datasets/mcqa.jsonl"
-
-
-def result(task: str, repeat: int, reward: float | None, record: str | None = None, **extra: Any) -> RolloutResult:
-    """A rollout of ``DATA`` with threshold 1.0: reward None is an error ("agent_run_error")."""
-    status = "error" if reward is None else "passed" if reward >= 1.0 else "failed"
-    return RolloutResult(
-        f"{DATA}::{task}[r{repeat}]", DATA, task, repeat, "mcqa_simple_agent", status, reward,
-        "agent_run_error" if reward is None else None, record, **extra,
-    )  # fmt: skip
+from tests.support.pages import DATA, result, transcripts_in
 
 
 def conclude(
@@ -49,13 +39,6 @@ def conclude(
     status, reason = session_verdict(summaries, inconclusive_passes=False)
     comparisons = compare_to_baseline(baseline, results) if baseline is not None else []
     return Conclusion(summaries, comparisons, flips, status, reason)
-
-
-def transcripts_in(page: str) -> list[Any]:
-    """The page's ``gym-transcripts`` element read back: one JSON value per line, line i rollout i's."""
-    found = re.search(r'<script type="application/json" id="gym-transcripts">(.*?)</script>', page, re.S)
-    assert found is not None
-    return [json.loads(line) for line in found.group(1).split("\n")]
 
 
 def message(role: str, text: str) -> dict[str, Any]:
