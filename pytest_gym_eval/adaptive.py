@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.rundir import RunPaths

@@ -21,7 +21,7 @@ from _pytest._code.code import ReprFileLocation, TerminalRepr
 
 from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
-from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
 from pytest_gym_eval.run import GymStartError

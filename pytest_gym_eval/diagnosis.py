@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from pytest_gym_eval import causes
-from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.processes import tail

@@ -17,8 +17,8 @@ import pytest
 from pytest_gym_eval import adaptive, causes, selection
 from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
 from pytest_gym_eval.diagnosis import Diagnosis
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.notes import Notes
-from pytest_gym_eval.options import GymOptions
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.reporting import summary as report

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_gym_eval import causes, preflight, provision
 from pytest_gym_eval.fingerprint import GymConfiguration
-from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.run import GymStartError, ModelEndpoint, RunSettings, find_agent_config, ray_temp_dir
 from pytest_gym_eval.rundir import RunPaths

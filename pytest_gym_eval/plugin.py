@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_gym_eval import hookspecs
-from pytest_gym_eval.options import add_options, check_config_source
+from pytest_gym_eval.config_source import check_config_source
+from pytest_gym_eval.options import add_options
 from pytest_gym_eval.stash import SESSION_KEY
 
 if TYPE_CHECKING:

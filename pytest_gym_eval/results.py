@@ -19,7 +19,7 @@ import pytest
 
 from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gates import Gate
-from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt

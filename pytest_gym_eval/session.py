@@ -26,13 +26,13 @@ import pytest
 from pytest_gym_eval import adaptive, causes, provision, resuming, selection, stash
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.diagnosis import Diagnosis
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.item_protocol import PROGRESS_TICK as PROGRESS_TICK
 from pytest_gym_eval.item_protocol import GymItem as GymItem
 from pytest_gym_eval.item_protocol import ItemProtocol, RolloutLike, wait_until_started
 from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
 from pytest_gym_eval.launch import Launch, new_run_dir, whole_tasks_allowed
 from pytest_gym_eval.notes import Notes
-from pytest_gym_eval.options import DatasetSettings, GymOptions
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC
 from pytest_gym_eval.progress import progress_for
@@ -53,6 +53,7 @@ from pytest_gym_eval.run import (
 )
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord
+from pytest_gym_eval.settings import DatasetSettings
 from pytest_gym_eval.shard import CollectedPlan
 
 SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)

@@ -13,7 +13,7 @@ from typing import Any
 from pytest_gym_eval import cli
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, parse_pass_at_k
-from pytest_gym_eval.options import GymOptions
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.reporting import github, json_report, junit, markdown, terminal
 from pytest_gym_eval.reporting.merge import (
     COMPACT_ABOVE,
