@@ -35,6 +35,10 @@ from pytest_gym_eval.rundir import RunPaths
 OWNER_CHECK_EVERY = 1.0
 """Seconds between two checks that the owner's PID still runs the owner."""
 
+RELEASE_WAIT = 15.0
+"""Seconds :meth:`Watchdog.release` waits for the watchdog to exit, so that nothing writes to the run directory
+once the session has ended (a watchdog started moments earlier may still be starting Python)."""
+
 
 class Watchdog:
     """The owner's side of a running watchdog (see the module docstring). Thread-safe."""
@@ -86,16 +90,20 @@ class Watchdog:
         """Tell the watchdog about a process session the owner started (stopped should the owner die)."""
         self._send(f"watch {sid}\n")
 
-    def release(self) -> None:
-        """The owner stopped Gym itself: let the watchdog exit without touching anything. Returns at once (a
-        daemon thread reaps the watchdog when it has exited); idempotent."""
+    def release(self, wait: float = RELEASE_WAIT) -> None:
+        """The owner stopped Gym itself: let the watchdog exit without touching anything, and wait up to ``wait``
+        seconds for it to have exited (its last log line written). Should it take longer, a daemon thread reaps
+        it later. Idempotent."""
         self._send("release\n")
         with self._lock:
             if self._pipe is None:
                 return
             os.close(self._pipe)
             self._pipe = None
-        threading.Thread(target=self.process.wait, name="gym-watchdog-reaper", daemon=True).start()
+        try:
+            self.process.wait(wait)
+        except subprocess.TimeoutExpired:
+            threading.Thread(target=self.process.wait, name="gym-watchdog-reaper", daemon=True).start()
 
     def _send(self, line: str) -> None:
         with self._lock:

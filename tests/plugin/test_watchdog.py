@@ -175,6 +175,15 @@ def test_released_the_watchdog_exits_and_leaves_gym_to_its_owner(watched: tuple[
     assert gym.poll() is None and session_members(gym.pid)
 
 
+def test_release_returns_once_the_watchdog_has_written_its_last_line(tmp_path: Path) -> None:
+    # Released before it has even started Python: after release() the run directory is no longer written to.
+    log = tmp_path / "logs" / "watchdog.log"
+    watchdog = Watchdog.start(Owner.current(tmp_path), log, grace=5)
+    watchdog.release()
+    assert watchdog.process.poll() == 0
+    assert "released: pytest stopped Gym itself" in log.read_text()
+
+
 def pipe_fds(pid: int, inode: int) -> list[int]:
     """The open flags of each file descriptor of ``pid`` on the pipe ``inode``."""
     flags = []
