@@ -8,8 +8,6 @@ the pytest runs tests start, and how long each tier took (printed at the end, fo
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -49,19 +47,35 @@ def pytest_report_header() -> list[str]:
     return [f"real Gym checkout: {checkout or '(default provisioned)'}"]
 
 
-# How long each tier took, for .ci/run's log (wall time of the items, fixtures' set-up included).
+# The README's command runs the tiers on two pytest-xdist workers (``-n 2``): the tests that start real Gym (the
+# real-Gym, live and browser folders) are one unit of work, run one after another on one worker, while the other
+# worker runs the fast tier. (pytest-xdist's own ``--dist loadgroup`` cannot group them on pytest 9.2: it renames
+# ``item._nodeid``, which pytest 9.2 no longer reads.)
+SERIAL_FOLDERS = ("tests/real_gym/", "tests/live/", "tests/browser/")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        """pytest-xdist's ``loadscope`` with one scope for every test that starts Gym, one per test otherwise."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return "real-gym" if nodeid.startswith(SERIAL_FOLDERS) else nodeid
+
+    return TierScheduling(config, log)
+
+
+# How long each tier took, for .ci/run's log: the summed durations of the items' phases (fixtures' set-up
+# included), from the reports, which the pytest-xdist controller receives too.
 _TIER_SECONDS: dict[str, float] = {}
 _TIERS = (("browser", "browser"), ("live", "live"), ("gym", "real-Gym"))  # (marker, tier); first match wins
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    start = time.monotonic()
-    try:
-        return (yield)
-    finally:
-        tier = next((name for mark, name in _TIERS if item.get_closest_marker(mark)), "unit")
-        _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + time.monotonic() - start
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    tier = next((name for mark, name in _TIERS if mark in report.keywords), "unit")
+    _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
