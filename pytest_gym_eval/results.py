@@ -81,7 +81,7 @@ dataset's own item for that pair has, the plugin's verdict on the rollout (``pas
 agent (:mod:`pytest_gym_eval.rollout_tests`); ``reward``, ``failure_class``, ``record`` and the usage follow."""
 
 
-def test_rollout_result(report: pytest.TestReport) -> rpt.RolloutResult | None:
+def rollout_from_test_report(report: pytest.TestReport) -> rpt.RolloutResult | None:
     """The dataset's rollout a test function's setup report says it got (``gym_rollout``), as its dataset item would
     report it: the rollout's own verdict, not the test's; None for any other report."""
     if report.when != "setup" or not report.user_properties:
@@ -140,7 +140,7 @@ class ResultsCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Take one phase's report (registered as a plugin, this is a pytest hook)."""
         self.starts.setdefault(report.nodeid, report.start)  # setup: waiting for the rollout counts too
-        tested = test_rollout_result(report)
+        tested = rollout_from_test_report(report)
         if tested is not None:  # counted once: the dataset's own item, when it reports, replaces it
             self.results.setdefault(tested.nodeid, tested)
         result = rollout_result(report, self.results.get(report.nodeid))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,26 +82,78 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
 def task_filter(tasks: str | tuple[str, ...] | None, where: str) -> Callable[[str], bool]:
     """Whether a task id is selected by a mark's ``tasks``: everything for None; for a tuple, its ids; for a string,
     an expression as ``-k`` takes (``and``, ``or``, ``not``, parentheses) whose names match a task id whole, or as a
-    glob (``mcqa-00*``). Raises ValueError naming ``where`` for an expression that does not parse."""
+    glob (``mcqa-00*``) (:func:`parse_task_expression`). Raises ValueError naming ``where`` for an expression that
+    does not parse."""
     if tasks is None:
         return lambda task_id: True
     if isinstance(tasks, tuple):
-        wanted = frozenset(tasks)
-        return wanted.__contains__
-    from _pytest.mark import expression as mark_expression
-
+        return frozenset(tasks).__contains__
     try:
-        expression = mark_expression.Expression.compile(tasks)
-    except (SyntaxError, getattr(mark_expression, "ParseError", SyntaxError)) as error:  # pytest 8 had its own
+        return parse_task_expression(tasks)
+    except ValueError as error:
         raise ValueError(f"{where}: {ROLLOUTS_MARK}: tasks={tasks!r}: {error}") from None
 
-    def selected(task_id: str) -> bool:
-        def matches(name: str, /, **kwargs: object) -> bool:
-            return not kwargs and fnmatch.fnmatchcase(task_id, name)
 
-        return bool(expression.evaluate(matches))  # type: ignore[arg-type,unused-ignore]
+_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
 
-    return selected
+
+def parse_task_expression(text: str) -> Callable[[str], bool]:
+    """The predicate of a task expression: ``expr := term ("or" term)*``, ``term := factor ("and" factor)*``,
+    ``factor := "not" factor | "(" expr ")" | NAME``, where a NAME is a glob (:func:`fnmatch.fnmatchcase`: ``*``,
+    ``?``, ``[...]``) a task id must match whole. Raises ValueError saying what is wrong and where (0-based column)."""
+    tokens: list[tuple[int, str]] = []
+    position = 0
+    while position < len(text):
+        found = _TOKEN.match(text, position)
+        if found is None:  # only spaces are left
+            break
+        tokens.append((found.start(1), found.group(1)))
+        position = found.end()
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at][1] if at < len(tokens) else None
+
+    def take(what: str) -> str:
+        nonlocal at
+        if at >= len(tokens):
+            raise ValueError(f"expected {what} at the end")
+        at += 1
+        return tokens[at - 1][1]
+
+    def expression() -> Callable[[str], bool]:
+        parts = [term()]
+        while peek() == "or":
+            take("or")
+            parts.append(term())
+        return parts[0] if len(parts) == 1 else (lambda task: any(part(task) for part in parts))
+
+    def term() -> Callable[[str], bool]:
+        parts = [factor()]
+        while peek() == "and":
+            take("and")
+            parts.append(factor())
+        return parts[0] if len(parts) == 1 else (lambda task: all(part(task) for part in parts))
+
+    def factor() -> Callable[[str], bool]:
+        column = tokens[at][0] if at < len(tokens) else len(text)
+        token = take("a task id")
+        if token == "not":
+            inner = factor()
+            return lambda task: not inner(task)
+        if token == "(":
+            inner = expression()
+            if take("')'") != ")":
+                raise ValueError(f"expected ')' at column {tokens[at - 1][0]}")
+            return inner
+        if token in (")", "and", "or"):
+            raise ValueError(f"expected a task id at column {column}, got {token!r}")
+        return lambda task: fnmatch.fnmatchcase(task, token)
+
+    predicate = expression()
+    if at < len(tokens):
+        raise ValueError(f"unexpected {tokens[at][1]!r} at column {tokens[at][0]}")
+    return predicate
 
 
 def dataset_path(dataset: str, test_file: Path) -> Path:
