@@ -197,3 +197,32 @@ def test_the_fixture_without_the_mark_errors_saying_so(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_plain.py")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*the gym_rollout fixture needs @pytest.mark.gym_rollouts(dataset) on the test*"])
+
+
+def test_under_shards_a_tests_pair_goes_where_its_task_does(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    tasks_of: dict[str, set[str]] = {"dataset": set(), "tests": set()}
+    for shard in ("1/2", "2/2"):
+        both = run(pytester, fake_gym, "mcqa.jsonl", "test_answers.py", f"--gym-shard={shard}")
+        found = outcomes(both)
+        items = {nodeid.split("::")[1].split("[")[0] for nodeid in found if nodeid.startswith("mcqa.jsonl::")}
+        tests = {nodeid.split("[")[1].split("-r")[0] for nodeid in found if nodeid.startswith("test_answers.py::")}
+        assert items == tests and items, both.stdout.str()
+        alone = run(pytester, fake_gym, "test_answers.py", f"--gym-shard={shard}")  # the same shard without the file
+        assert {nodeid for nodeid in outcomes(alone)} == {n for n in found if n.startswith("test_answers.py::")}
+        tasks_of["dataset"] |= items
+        tasks_of["tests"] |= tests
+    assert tasks_of["dataset"] == tasks_of["tests"] == set(ANSWERS)
+
+
+def test_resuming_a_test_only_run_reuses_its_rollouts(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    first = run(pytester, fake_gym, "test_answers.py")
+    (old,) = (pytester.path / "runs").iterdir()
+    calls = len(fake_gym.calls())
+    again = run(pytester, fake_gym, "test_answers.py", f"--gym-resume={old}")
+    again.stdout.fnmatch_lines([f"gym: resuming {old}: 3 of 3 rollouts reused, 0 to roll out"])
+    assert outcomes(again) == outcomes(first) and len(outcomes(first)) == 3
+    assert fake_gym.calls()[calls:] == []  # no Gym started, no `gym eval run`
