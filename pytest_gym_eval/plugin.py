@@ -3,7 +3,8 @@
 
 Installing the plugin costs a pytest run without Gym datasets nothing but this module, the hookspecs and the
 options: the session, collection and everything below them are imported (and the session made) only once a
-dataset is collected, a ``--gym-*`` option needs the session at start-up, or this is a pytest-xdist controller.
+dataset is collected, a test marked ``gym_rollouts`` is, a ``--gym-*`` option needs the session at start-up, or this
+is a pytest-xdist controller.
 """
 
 from __future__ import annotations

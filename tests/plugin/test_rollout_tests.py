@@ -167,6 +167,9 @@ def test_under_xdist_the_outcomes_are_the_same(pytester: pytest.Pytester, fake_g
         run_dir.rename(pytester.path / "alone-run")
     spread = run(pytester, fake_gym, "test_answers.py", "mcqa.jsonl", "-n", "2")
     assert outcomes(spread) == outcomes(alone) and len(outcomes(alone)) == 6
+    same = [line for line in dataset_summary(alone).splitlines() if "wall time" not in line]
+    assert [line for line in dataset_summary(spread).splitlines() if "wall time" not in line] == same
+    assert "3 rollouts (3 scored, 0 errors)" in dataset_summary(spread)  # the controller counts each once
     assert sorted(row["id"] for row in input_rows(pytester)) == ["q1", "q2", "q3"]
     assert eval_runs(fake_gym) == 2  # one a session
 
@@ -226,3 +229,13 @@ def test_resuming_a_test_only_run_reuses_its_rollouts(pytester: pytest.Pytester,
     again.stdout.fnmatch_lines([f"gym: resuming {old}: 3 of 3 rollouts reused, 0 to roll out"])
     assert outcomes(again) == outcomes(first) and len(outcomes(first)) == 3
     assert fake_gym.calls()[calls:] == []  # no Gym started, no `gym eval run`
+
+
+def test_last_failed_reruns_and_rolls_out_only_the_failed_pairs(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    args = [f"--gym-checkout={fake_gym.checkout}", f"--gym-replay={fake_gym.recording}"]
+    pytester.runpytest_subprocess(*args, "--gym-run-dir=first", "test_answers.py").assert_outcomes(passed=2, failed=1)
+    again = pytester.runpytest_subprocess(*args, "--gym-run-dir=runs", "-rA", "--lf", "test_answers.py")
+    assert outcomes(again) == {"test_answers.py::test_boxed[q2-r0]": "FAILED"}
+    assert [row["id"] for row in input_rows(pytester)] == ["q2"]
