@@ -239,3 +239,16 @@ def test_last_failed_reruns_and_rolls_out_only_the_failed_pairs(pytester: pytest
     again = pytester.runpytest_subprocess(*args, "--gym-run-dir=runs", "-rA", "--lf", "test_answers.py")
     assert outcomes(again) == {"test_answers.py::test_boxed[q2-r0]": "FAILED"}
     assert [row["id"] for row in input_rows(pytester)] == ["q2"]
+
+
+def test_a_warm_gym_serves_the_next_sessions_test_functions(
+    pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path
+) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    first = run(pytester, fake_gym, "--gym-keep-alive=600", "mcqa.jsonl")
+    second = run(pytester, fake_gym, "--gym-keep-alive=600", "test_answers.py")
+    assert len(outcomes(first)) == len(outcomes(second)) == 3
+    assert [outcome for _, outcome in sorted(outcomes(second).items())] == ["PASSED", "FAILED", "PASSED"]
+    second.stdout.fnmatch_lines(["gym: attached to warm Gym *: no `gym env start`*"])
+    assert [call["argv"][:2] for call in fake_gym.calls()].count(["env", "start"]) == 1
