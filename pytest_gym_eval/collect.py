@@ -23,10 +23,11 @@ from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.outcome import RolloutOutcome
+from pytest_gym_eval.rollout_value import RolloutRequest
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
 from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
-from pytest_gym_eval.shard import CollectedPlan, DatasetTasks, Shard, dataset_name, shard_tasks
+from pytest_gym_eval.shard import CollectedPlan, DatasetTasks, Shard, assign_shards, dataset_name, shard_tasks
 
 try:  # the class pytest builds parametrizations with (renamed in pytest 9)
     from _pytest.python import CallSpec
@@ -245,6 +246,17 @@ def is_gym_item(item: pytest.Item) -> bool:
     return isinstance(item, (RolloutItem, GateItem))
 
 
+TEST_ROLLOUT_PARAM = "gym_rollout"
+"""The fixture a ``gym_rollouts`` mark parametrizes (:mod:`pytest_gym_eval.rollout_tests`)."""
+
+
+def rollout_request(item: pytest.Item) -> RolloutRequest | None:
+    """The (task, repeat) pair a test function's ``gym_rollouts`` mark gave it, or None for any other item."""
+    callspec = getattr(item, "callspec", None)
+    request = callspec.params.get(TEST_ROLLOUT_PARAM) if callspec is not None else None
+    return request if isinstance(request, RolloutRequest) else None
+
+
 # --- What the session learns from the items (called from the plugin's hooks) -----------------------------
 
 
@@ -279,8 +291,9 @@ def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> Collect
 
 def select_shard(items: list[pytest.Item], shard: Shard, plan: CollectedPlan) -> tuple[list[Any], list[Any]]:
     """Split ``items`` into this shard's and the others': a rollout item is kept when its task is assigned to
-    ``shard``; a dataset's gate item is kept when the shard keeps any of the dataset's rollouts; other items
-    (plain tests) are kept. Returns ``(kept, deselected)``, each in the order of ``items``."""
+    ``shard``, and so is a test function over a dataset's rollout (``gym_rollouts``); a dataset's gate item is kept
+    when the shard keeps any of the dataset's rollouts; other items (plain tests) are kept. Returns ``(kept,
+    deselected)``, each in the order of ``items``."""
     mine = shard_tasks(plan, shard)
     kept: list[Any] = []
     deselected: list[Any] = []
@@ -289,6 +302,11 @@ def select_shard(items: list[pytest.Item], shard: Shard, plan: CollectedPlan) ->
             keep = item.task_id in mine.get(dataset_name(item.nodeid), ())
         elif isinstance(item, GateItem):
             keep = bool(mine.get(dataset_name(item.nodeid)))
+        elif (request := rollout_request(item)) is not None:
+            if request.dataset not in mine:  # a dataset only test functions name: the same rule on its tasks
+                assigned = assign_shards(request.dataset, request.dataset_tasks, shard.count)
+                mine[request.dataset] = {task for task, index in assigned.items() if index == shard.index}
+            keep = request.task_id in mine[request.dataset]
         else:
             keep = True
         (kept if keep else deselected).append(item)
@@ -332,16 +350,27 @@ def plan_selected(session: pytest.Session) -> None:
     """``pytest_collection_finish``: hand the session the selected rollouts as plain rows (once per node id: with
     ``--keep-duplicates`` a dataset named twice collects every item twice, and both copies report the one
     rollout), leaving out the items pytest will skip whatever happens (:func:`never_runs`); note the selected
-    gate items."""
+    gate items.
+
+    The pairs of selected test functions (``gym_rollouts``) follow the dataset items' rows, under the node id the
+    dataset's own item has: a pair both need is one row, whichever was collected first."""
     gym = session.config.stash[SESSION_KEY]
     if not session.config.option.collectonly:  # nothing will run (and a plan of 100,000 rollouts took ~5% of
         # collecting them)
         by_nodeid: dict[str, RolloutItem] = {}
+        tests: list[tuple[pytest.Item, RolloutRequest]] = []
         for item in session.items:
             if isinstance(item, RolloutItem):
                 by_nodeid.setdefault(item.nodeid, item)
+            elif (request := rollout_request(item)) is not None:
+                tests.append((item, request))
         selected = [item for item in by_nodeid.values() if not never_runs(item)]
         rows = [(item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected]
+        planned = {row[0] for row in rows}
+        for item, request in tests:
+            if request.nodeid not in planned and not never_runs(item):
+                planned.add(request.nodeid)
+                rows.append(request.planned_row())
         gym.plan_rollouts(rows, {item.nodeid: item for item in selected}, selecting_options(session.config))
     gym.results.gates_expected.update(item.nodeid for item in session.items if isinstance(item, GateItem))
 
@@ -355,9 +384,10 @@ def shape_report(gym: GymSession, item: pytest.Item, call: pytest.CallInfo[None]
     ``gym_start``, and the message of a start failure or of Gym's exit is shown whole only once."""
     if call.excinfo is None:
         return
-    if isinstance(item, (RolloutItem, GateItem)) and isinstance(call.excinfo.value, OWN_FAILURES):
+    ours = isinstance(item, (RolloutItem, GateItem)) or rollout_request(item) is not None
+    if ours and isinstance(call.excinfo.value, OWN_FAILURES):
         error = call.excinfo.value
-        outcome = item.outcome if isinstance(item, RolloutItem) else None
+        outcome = item.outcome if isinstance(item, RolloutItem) else getattr(error, "outcome", None)
         if isinstance(error, GymStartError):
             text = gym.start_failure(item.nodeid, str(error))
         elif isinstance(error, RolloutError) and outcome is not None and outcome.failure_class == GYM_EXITED:

@@ -3,7 +3,8 @@
 
 Installing the plugin costs a pytest run without Gym datasets nothing but this module, the hookspecs and the
 options: the session, collection and everything below them are imported (and the session made) only once a
-dataset is collected, a ``--gym-*`` option needs the session at start-up, or this is a pytest-xdist controller.
+dataset is collected, a test marked ``gym_rollouts`` is, a ``--gym-*`` option needs the session at start-up, or this
+is a pytest-xdist controller.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from pytest_gym_eval.stash import SESSION_KEY
 if TYPE_CHECKING:
     from pytest_gym_eval.collect import DatasetFile
     from pytest_gym_eval.gym_options import GymOptions
+    from pytest_gym_eval.rollout_value import Rollout
     from pytest_gym_eval.session import GymSession
 
 GYM_MARK = "gym"
 """The mark on every dataset file (so on all its items); :data:`pytest_gym_eval.collect.GYM_MARK` is the same."""
+ROLLOUTS_MARK = "gym_rollouts"
+"""The mark that gives a test function a dataset's rollouts (:mod:`pytest_gym_eval.rollout_tests`)."""
 OPTIONS_KEY = pytest.StashKey["GymOptions"]()
 """The session's options, resolved (and checked) by :func:`options_of`."""
 
@@ -84,6 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """Check the options (a bad value is a usage error before anything runs); make the session now when a Gym
     option is given (:func:`gym_configured`), else at the first dataset collected."""
     config.addinivalue_line("markers", f"{GYM_MARK}: a NeMo Gym rollout (on every dataset file, so on all its items)")
+    config.addinivalue_line(
+        "markers",
+        f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None): run the test once per (task, repeat) rollout of the "
+        "dataset, each given to its gym_rollout argument",
+    )
     check_config_source(config)
     if gym_configured(config):
         make_gym(config)
@@ -133,6 +142,17 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFil
 
         return DatasetFile.from_parent(parent, path=file_path, nodeid=dataset_name(file_path, options.rootdir))
     return None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize a test marked ``gym_rollouts`` over the dataset's (task, repeat) pairs
+    (:func:`pytest_gym_eval.rollout_tests.parametrize`)."""
+    mark = metafunc.definition.get_closest_marker(ROLLOUTS_MARK)
+    if mark is not None:
+        make_gym(metafunc.config)
+        from pytest_gym_eval.rollout_tests import parametrize
+
+        parametrize(metafunc, mark)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -193,6 +213,21 @@ def gym_session(request: pytest.FixtureRequest) -> GymSession:
     gym = make_gym(request.config)
     gym.start()
     return gym
+
+
+@pytest.fixture
+def gym_rollout(request: pytest.FixtureRequest) -> Rollout:
+    """The rollout of one (task, repeat) pair of a dataset, for a test marked
+    ``@pytest.mark.gym_rollouts("data.jsonl", repeats=None, tasks=None)``: the mark runs the test once per pair
+    (``test_x[<task>-r<k>]``), and the pairs are rolled out in the session's one ``gym eval run``.
+
+    Returns a :class:`~pytest_gym_eval.rollout_value.Rollout` (task id, repeat, row, reward, status, output items,
+    output text, tool calls, usage, latency, the verifier's fields, where the record is). A rollout that has no
+    verdict (Gym failed it, it never came, its reward is unusable) errors the test with its cause.
+    """
+    from pytest_gym_eval.rollout_tests import rollout_for
+
+    return rollout_for(request)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -75,6 +75,40 @@ def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None
     )
 
 
+TEST_ROLLOUT_KEYS = ("gym_rollout", "gym_rollout_status", "gym_rollout_agent")
+"""``user_properties`` of a test function that got a rollout from the ``gym_rollout`` fixture: the node id the
+dataset's own item for that pair has, the plugin's verdict on the rollout (``passed``, ``failed``, ``error``) and its
+agent (:mod:`pytest_gym_eval.rollout_tests`); ``reward``, ``failure_class``, ``record`` and the usage follow."""
+
+
+def rollout_from_test_report(report: pytest.TestReport) -> rpt.RolloutResult | None:
+    """The dataset's rollout a test function's setup report says it got (``gym_rollout``), as its dataset item would
+    report it: the rollout's own verdict, not the test's; None for any other report."""
+    if report.when != "setup" or not report.user_properties:
+        return None
+    props = dict(report.user_properties)
+    nodeid, status, agent = (props.get(key) for key in TEST_ROLLOUT_KEYS)
+    if not isinstance(nodeid, str) or status not in ("passed", "failed", "error") or "::" not in nodeid:
+        return None
+    dataset, _, name = nodeid.partition("::")
+    task_id, _, repeat = name.rpartition("[r")
+    reward = props.get("reward")
+    return rpt.RolloutResult(
+        nodeid=nodeid,
+        dataset=dataset,
+        task_id=task_id,
+        repeat=int(repeat.rstrip("]")),
+        agent=str(agent),
+        status=str(status),
+        reward=float(str(reward)) if reward is not None else None,
+        failure_class=str(props["failure_class"]) if props.get("failure_class") else None,
+        record=str(props["record"]) if props.get("record") else None,
+        start=report.start,
+        stop=report.stop,
+        usage=usage_from_properties(props),
+    )
+
+
 @dataclass(eq=False)  # hashable by identity: pytest < 9.1 keeps registered plugins in a set
 class ResultsCollector:
     """Every rollout item reported in this process, by node id (skipped items are left out).
@@ -106,6 +140,9 @@ class ResultsCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Take one phase's report (registered as a plugin, this is a pytest hook)."""
         self.starts.setdefault(report.nodeid, report.start)  # setup: waiting for the rollout counts too
+        tested = rollout_from_test_report(report)
+        if tested is not None:  # counted once: the dataset's own item, when it reports, replaces it
+            self.results.setdefault(tested.nodeid, tested)
         result = rollout_result(report, self.results.get(report.nodeid))
         if result is not None:
             self.results[report.nodeid] = replace(result, start=self.starts[report.nodeid])

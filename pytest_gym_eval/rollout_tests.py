@@ -1,0 +1,277 @@
+"""Rollouts in test functions: the ``gym_rollouts`` mark parametrizes a test over a dataset's (task, repeat)
+pairs (:func:`parametrize`, from ``pytest_generate_tests``), and the ``gym_rollout`` fixture waits for the pair's
+rollout and gives the test a :class:`~pytest_gym_eval.rollout_value.Rollout` (:func:`rollout_for`).
+
+The pairs are planned into the session's one ``gym eval run`` beside the dataset items
+(:func:`pytest_gym_eval.collect.plan_selected` reads each test's :class:`RolloutRequest`), under the node id the
+dataset's own item has, so a pair both need is rolled out once whatever the order of collection.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gym_eval.collect import RolloutError, dataset_default_agent
+from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
+from pytest_gym_eval.item_protocol import read_row
+from pytest_gym_eval.outcome import RolloutOutcome
+from pytest_gym_eval.rollout_value import Rollout, RolloutRequest
+from pytest_gym_eval.session import SESSION_KEY, GymSession
+from pytest_gym_eval.settings import dataset_name
+
+ROLLOUTS_MARK = "gym_rollouts"
+FIXTURE = "gym_rollout"
+MARK_HELP = (
+    f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None): parametrize the test's {FIXTURE} fixture over the dataset's "
+    "(task, repeat) pairs (dataset relative to the test file's folder; tasks: a -k-like expression over task ids, "
+    "globs allowed, or a list of ids)"
+)
+TASKS_KEY = pytest.StashKey[dict[Path, tuple[list[Task], str]]]()
+"""Per dataset path, its tasks and default agent, read once per session however many tests name it."""
+
+TEST_ROLLOUT = "gym_rollout"
+"""The ``user_properties`` key naming the node id of the rollout a test function got (the results read it)."""
+TEST_ROLLOUT_STATUS = "gym_rollout_status"
+TEST_ROLLOUT_AGENT = "gym_rollout_agent"
+
+
+@dataclass(frozen=True)
+class MarkArguments:
+    """A ``gym_rollouts`` mark's arguments, checked: ``dataset`` (as written), ``repeats`` (None: the dataset's
+    own setting), ``tasks`` (None: every task; a string: an expression; a tuple: task ids)."""
+
+    dataset: str
+    repeats: int | None = None
+    tasks: str | tuple[str, ...] | None = None
+
+
+def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
+    """Check a ``gym_rollouts`` mark's arguments; raises ValueError naming ``where`` (the test) and the mistake."""
+    kwargs = dict(mark.kwargs)
+    args = list(mark.args)
+    if "dataset" in kwargs:
+        args.insert(0, kwargs.pop("dataset"))
+    unknown = sorted(set(kwargs) - {"repeats", "tasks"})
+    if len(args) != 1 or unknown:
+        what = f"unknown argument {', '.join(unknown)}" if unknown else f"{len(args)} datasets"
+        raise ValueError(f"{where}: {ROLLOUTS_MARK} takes one dataset path, repeats= and tasks= ({what} given)")
+    dataset = args[0]
+    if not isinstance(dataset, (str, os.PathLike)) or not str(dataset):
+        raise ValueError(f"{where}: {ROLLOUTS_MARK}: the dataset must be a path, got {dataset!r}")
+    repeats = kwargs.get("repeats")
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+        raise ValueError(f"{where}: {ROLLOUTS_MARK}: repeats must be a whole number >= 1, got {repeats!r}")
+    tasks = kwargs.get("tasks")
+    if tasks is not None and not isinstance(tasks, str):
+        if not isinstance(tasks, Sequence) or not all(isinstance(task, str) for task in tasks) or not tasks:
+            raise ValueError(
+                f"{where}: {ROLLOUTS_MARK}: tasks must be an expression or a list of task ids, got {tasks!r}"
+            )
+        tasks = tuple(tasks)
+    return MarkArguments(os.fspath(dataset), repeats, tasks)
+
+
+def task_filter(tasks: str | tuple[str, ...] | None, where: str) -> Callable[[str], bool]:
+    """Whether a task id is selected by a mark's ``tasks``: everything for None; for a tuple, its ids; for a string,
+    an expression as ``-k`` takes (``and``, ``or``, ``not``, parentheses) whose names match a task id whole, or as a
+    glob (``mcqa-00*``) (:func:`parse_task_expression`). Raises ValueError naming ``where`` for an expression that
+    does not parse."""
+    if tasks is None:
+        return lambda task_id: True
+    if isinstance(tasks, tuple):
+        return frozenset(tasks).__contains__
+    try:
+        return parse_task_expression(tasks)
+    except ValueError as error:
+        raise ValueError(f"{where}: {ROLLOUTS_MARK}: tasks={tasks!r}: {error}") from None
+
+
+_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+
+
+def parse_task_expression(text: str) -> Callable[[str], bool]:
+    """The predicate of a task expression: ``expr := term ("or" term)*``, ``term := factor ("and" factor)*``,
+    ``factor := "not" factor | "(" expr ")" | NAME``, where a NAME is a glob (:func:`fnmatch.fnmatchcase`: ``*``,
+    ``?``, ``[...]``) a task id must match whole. Raises ValueError saying what is wrong and where (0-based column)."""
+    tokens: list[tuple[int, str]] = []
+    position = 0
+    while position < len(text):
+        found = _TOKEN.match(text, position)
+        if found is None:  # only spaces are left
+            break
+        tokens.append((found.start(1), found.group(1)))
+        position = found.end()
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at][1] if at < len(tokens) else None
+
+    def take(what: str) -> str:
+        nonlocal at
+        if at >= len(tokens):
+            raise ValueError(f"expected {what} at the end")
+        at += 1
+        return tokens[at - 1][1]
+
+    def expression() -> Callable[[str], bool]:
+        parts = [term()]
+        while peek() == "or":
+            take("or")
+            parts.append(term())
+        return parts[0] if len(parts) == 1 else (lambda task: any(part(task) for part in parts))
+
+    def term() -> Callable[[str], bool]:
+        parts = [factor()]
+        while peek() == "and":
+            take("and")
+            parts.append(factor())
+        return parts[0] if len(parts) == 1 else (lambda task: all(part(task) for part in parts))
+
+    def factor() -> Callable[[str], bool]:
+        column = tokens[at][0] if at < len(tokens) else len(text)
+        token = take("a task id")
+        if token == "not":
+            inner = factor()
+            return lambda task: not inner(task)
+        if token == "(":
+            inner = expression()
+            if take("')'") != ")":
+                raise ValueError(f"expected ')' at column {tokens[at - 1][0]}")
+            return inner
+        if token in (")", "and", "or"):
+            raise ValueError(f"expected a task id at column {column}, got {token!r}")
+        return lambda task: fnmatch.fnmatchcase(task, token)
+
+    predicate = expression()
+    if at < len(tokens):
+        raise ValueError(f"unexpected {tokens[at][1]!r} at column {tokens[at][0]}")
+    return predicate
+
+
+def dataset_path(dataset: str, test_file: Path) -> Path:
+    """A mark's dataset as an absolute path: relative to the test file's folder unless absolute (``~`` expanded)."""
+    path = Path(dataset).expanduser()
+    return Path(os.path.abspath(path if path.is_absolute() else test_file.parent / path))
+
+
+def requests_for(
+    tasks: Sequence[Task], args: MarkArguments, name: str, path: Path, default_agent: str, repeats: int, where: str
+) -> list[RolloutRequest]:
+    """The (task, repeat) pairs a mark selects of a dataset's ``tasks``, task by task in the file's order, each
+    with ``repeats`` repeats. Raises ValueError naming ``where`` for a task id the dataset lacks, or a filter that
+    selects nothing."""
+    if isinstance(args.tasks, tuple):
+        known = {task.task_id for task in tasks}
+        missing = [task for task in args.tasks if task not in known]
+        if missing:
+            raise ValueError(f"{where}: {ROLLOUTS_MARK}: {path} has no task {', '.join(map(repr, missing))}")
+    wanted = task_filter(args.tasks, where)
+    every = tuple(task.task_id for task in tasks)
+    requests = [
+        RolloutRequest(name, path, task, repeat, task.agent or default_agent, every)
+        for task in tasks
+        if wanted(task.task_id)
+        for repeat in range(repeats)
+    ]
+    if not requests:
+        raise ValueError(f"{where}: {ROLLOUTS_MARK}: tasks={args.tasks!r} selects no task of {path}")
+    return requests
+
+
+def parametrize(metafunc: pytest.Metafunc, mark: pytest.Mark) -> None:
+    """``pytest_generate_tests`` of a test with a ``gym_rollouts`` mark: parametrize its ``gym_rollout`` fixture over
+    the pairs (ids ``<task>-r<k>``). A bad mark or dataset is the test file's collection error, naming both."""
+    where = f"{metafunc.definition.path}::{metafunc.definition.name}"
+    try:
+        if FIXTURE not in metafunc.fixturenames:
+            raise ValueError(f"{where}: the {ROLLOUTS_MARK} mark needs a {FIXTURE} argument to give each rollout to")
+        args = mark_arguments(mark, where)
+        gym = metafunc.config.stash[SESSION_KEY]
+        path = dataset_path(args.dataset, metafunc.definition.path)
+        tasks, default_agent = dataset_tasks(metafunc.config, gym, path, where)
+        repeats = args.repeats or gym.options.dataset_settings(path).repeats or 1
+        name = dataset_name(path, gym.options.rootdir)
+        requests = requests_for(tasks, args, name, path, default_agent, repeats, where)
+    except (ValueError, DatasetError) as error:
+        raise pytest.Collector.CollectError(str(error)) from None
+    metafunc.parametrize(FIXTURE, requests, ids=[request.test_id for request in requests], indirect=True)
+
+
+def dataset_tasks(config: pytest.Config, gym: GymSession, path: Path, where: str) -> tuple[list[Task], str]:
+    """The tasks of the dataset at ``path`` (as its items would be collected, the ``pytest_gym_eval_task_id``
+    hook included) and its default agent, read once per session. Raises ValueError for a missing file and
+    :class:`DatasetError` for a bad one."""
+    cache = config.stash.setdefault(TASKS_KEY, {})
+    if path not in cache:
+        if not path.is_file():
+            raise ValueError(f"{where}: {ROLLOUTS_MARK}: no dataset file {path}")
+        hook = config.hook.pytest_gym_eval_task_id
+        task_id_hook = (lambda row, p, line: hook(row=row, path=p, line=line)) if hook.get_hookimpls() else None
+        tasks, _ = read_tasks(path, gym.options.id_fields, task_id_hook)  # the dataset's own items warn
+        cache[path] = (tasks, dataset_default_agent(gym.options, path))
+    return cache[path]
+
+
+@dataclass
+class Waiter:
+    """What the item protocol reads of a rollout item (:class:`~pytest_gym_eval.item_protocol.RolloutLike`), for a
+    test function's pair: its node id is the dataset item's."""
+
+    request: RolloutRequest
+    path: Path
+    task: Task
+    user_properties: list[tuple[str, object]] = field(default_factory=list)
+    outcome: RolloutOutcome | None = None
+
+    @property
+    def nodeid(self) -> str:
+        return self.request.nodeid
+
+
+def rollout_for(request: pytest.FixtureRequest) -> Rollout:
+    """The ``gym_rollout`` fixture: wait for the test's pair's rollout and return it. Its reward, record and usage
+    join the test's ``user_properties`` (with ``gym_rollout``, the pair's node id, so the reward summary counts the
+    rollout as its dataset's). A rollout with no verdict raises :class:`RolloutError` with its cause: the test
+    errors. A test without the mark errors saying so."""
+    wanted = getattr(request, "param", None)
+    if not isinstance(wanted, RolloutRequest):
+        pytest.fail(f"the {FIXTURE} fixture needs @pytest.mark.{ROLLOUTS_MARK}(dataset) on the test", pytrace=False)
+    gym: GymSession = request.getfixturevalue("gym_session")
+    waiter = Waiter(wanted, wanted.path, wanted.task)
+    outcome = gym.item_protocol.outcome_of(waiter)
+    request.node.user_properties.extend(
+        [(TEST_ROLLOUT, wanted.nodeid), (TEST_ROLLOUT_STATUS, outcome.status), (TEST_ROLLOUT_AGENT, wanted.agent)]
+    )
+    request.node.user_properties.extend(waiter.user_properties)
+    if outcome.status == "error" or outcome.record is None:
+        error = RolloutError(outcome.message + (f"\nlog: {outcome.log}" if outcome.log else ""))
+        error.outcome = outcome  # type: ignore[attr-defined]
+        raise error
+    return rollout_of(outcome, wanted, outcome.record.read_full(), read_row(wanted.path, wanted.task.line))
+
+
+def rollout_of(
+    outcome: RolloutOutcome, wanted: RolloutRequest, record: dict[str, Any], row: dict[str, Any] | None
+) -> Rollout:
+    """The :class:`Rollout` of a judged pair (``record``: its whole Gym record; ``row``: its dataset row)."""
+    where = outcome.record
+    return Rollout.from_record(
+        record,
+        task_id=wanted.task_id,
+        repeat=wanted.repeat,
+        status=outcome.status,
+        reward=outcome.reward,
+        row=row,
+        agent=wanted.agent,
+        dataset=wanted.dataset,
+        record_path=where.path if where is not None else None,
+        record_line=where.line if where is not None else None,
+    )

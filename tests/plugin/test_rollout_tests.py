@@ -1,0 +1,254 @@
+"""Rollouts as fixture values: a test function marked ``gym_rollouts`` gets each (task, repeat) rollout of a dataset,
+planned into the session's one ``gym eval run`` beside the dataset's own items. Against the stand-in ``gym``;
+tests/real_gym/test_rollout_tests_real_gym.py checks the mcqa example against real Gym."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.fakes import FakeGym
+
+ANSWERS = {"q1": "\\boxed{A}", "q2": "no box here", "q3": "\\boxed{C}"}
+
+TESTS = """
+import pytest
+from pytest_gym_eval import Rollout
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl")
+def test_boxed(gym_rollout: Rollout) -> None:
+    assert isinstance(gym_rollout, Rollout)
+    assert gym_rollout.row["id"] == gym_rollout.task_id
+    assert gym_rollout.record_path is not None and gym_rollout.record_line >= 1
+    assert gym_rollout.output_tokens == 7 and gym_rollout.input_tokens == 3
+    assert "\\\\boxed{" in gym_rollout.output_text
+"""
+
+
+def write_dataset(path: Path, extra: dict[str, dict[str, object]] | None = None) -> None:
+    rows = []
+    for task_id, text in ANSWERS.items():
+        usage = {"input_tokens": 3, "output_tokens": 7}
+        fake: dict[str, object] = {"text": text, "reward": 1.0 if "boxed" in text else 0.0, "usage": usage}
+        fake.update((extra or {}).get(task_id, {}))
+        rows.append({"id": task_id, "responses_create_params": {"input": f"Q {task_id}"}, "fake": fake})
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def outcomes(result: pytest.RunResult) -> dict[str, str]:
+    found = {}
+    for line in result.outlines:
+        for word in ("PASSED", "FAILED", "ERROR"):
+            if line.startswith(word + " "):
+                found[line.split()[1]] = word
+    return found
+
+
+def dataset_summary(result: pytest.RunResult, dataset: str = "mcqa.jsonl") -> str:
+    """The reward summary's lines of ``dataset`` (its name line and the indented lines below it)."""
+    lines = result.outlines
+    start = lines.index(dataset)
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("  ")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def input_rows(pytester: pytest.Pytester) -> list[dict[str, object]]:
+    """The rows of the one run's Gym input (the run directory under ``runs``)."""
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    return [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+
+
+def run(pytester: pytest.Pytester, fake_gym: FakeGym, *args: str) -> pytest.RunResult:
+    common = [*fake_gym.args, "--gym-agent=mcqa_simple_agent", "--gym-run-dir=runs", "-rA"]
+    return pytester.runpytest_subprocess(*common, *args)
+
+
+def eval_runs(fake_gym: FakeGym) -> int:
+    return sum(1 for call in fake_gym.calls() if call["argv"][:2] == ["eval", "run"])
+
+
+def test_a_test_function_gets_each_rollout_of_the_dataset(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """A test-only run (the dataset not on the command line): one test per pair, ids <task>-r<k>, one Gym run."""
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    result = run(pytester, fake_gym, "test_answers.py")
+    assert outcomes(result) == {
+        "test_answers.py::test_boxed[q1-r0]": "PASSED",
+        "test_answers.py::test_boxed[q2-r0]": "FAILED",
+        "test_answers.py::test_boxed[q3-r0]": "PASSED",
+    }
+    assert sorted(row["id"] for row in input_rows(pytester)) == ["q1", "q2", "q3"]
+    assert eval_runs(fake_gym) == 1
+    # The dataset's rollouts are counted as its own in the reward summary (2 of 3 rewards are 1.0).
+    summary = dataset_summary(result)
+    assert "3 rollouts (3 scored, 0 errors)" in summary and "mean reward 0.67" in summary, summary
+
+
+@pytest.mark.parametrize("order", ["dataset first", "tests first"])
+def test_a_pair_both_need_is_rolled_out_once_in_either_order(
+    pytester: pytest.Pytester, fake_gym: FakeGym, order: str
+) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    files = ["mcqa.jsonl", "test_answers.py"]
+    result = run(pytester, fake_gym, *(files if order == "dataset first" else files[::-1]))
+    assert outcomes(result) == {
+        "mcqa.jsonl::q1[r0]": "PASSED",
+        "mcqa.jsonl::q2[r0]": "FAILED",
+        "mcqa.jsonl::q3[r0]": "PASSED",
+        "test_answers.py::test_boxed[q1-r0]": "PASSED",
+        "test_answers.py::test_boxed[q2-r0]": "FAILED",
+        "test_answers.py::test_boxed[q3-r0]": "PASSED",
+    }
+    assert sorted(row["id"] for row in input_rows(pytester)) == ["q1", "q2", "q3"]  # once each, not twice
+    assert eval_runs(fake_gym) == 1
+    summary = dataset_summary(result)
+    assert "3 rollouts (3 scored, 0 errors)" in summary and "mean reward 0.67" in summary, summary  # not six
+
+
+def test_repeats_and_a_task_filter_select_the_pairs(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    (pytester.path / "data").mkdir()
+    write_dataset(pytester.path / "data" / "mcqa.jsonl")
+    pytester.makepyfile(
+        **{
+            "data/test_some": """
+import pytest
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", repeats=2, tasks="q1 or q3")
+def test_filtered(gym_rollout):
+    assert gym_rollout.task_id in ("q1", "q3") and gym_rollout.repeat in (0, 1)
+    assert gym_rollout.dataset == "data/mcqa.jsonl" and gym_rollout.reward == 1.0 and gym_rollout.passed
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", tasks=["q2"])
+def test_listed(gym_rollout):
+    assert gym_rollout.task_id == "q2" and gym_rollout.status == "failed"
+"""
+        }
+    )
+    result = run(pytester, fake_gym, "data/test_some.py")
+    assert sorted(outcomes(result)) == [
+        "data/test_some.py::test_filtered[q1-r0]",
+        "data/test_some.py::test_filtered[q1-r1]",
+        "data/test_some.py::test_filtered[q3-r0]",
+        "data/test_some.py::test_filtered[q3-r1]",
+        "data/test_some.py::test_listed[q2-r0]",
+    ]
+    result.assert_outcomes(passed=5)
+    assert sorted(row["id"] for row in input_rows(pytester)) == ["q1", "q1", "q2", "q3", "q3"]
+
+
+def test_dash_k_selects_by_task_id_and_plans_only_the_selected(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    result = run(pytester, fake_gym, "test_answers.py", "mcqa.jsonl", "-k", "q3")
+    assert outcomes(result) == {"mcqa.jsonl::q3[r0]": "PASSED", "test_answers.py::test_boxed[q3-r0]": "PASSED"}
+    assert [row["id"] for row in input_rows(pytester)] == ["q3"]
+
+
+def test_an_errored_rollout_errors_the_test_with_its_cause(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl", {"q2": {"failure": "agent_run_error"}})
+    pytester.makepyfile(test_answers=TESTS)
+    result = run(pytester, fake_gym, "test_answers.py")
+    assert outcomes(result)["test_answers.py::test_boxed[q2-r0]"] == "ERROR"
+    result.assert_outcomes(passed=2, errors=1)
+    error = result.stdout.str()
+    assert "agent_run_error" in error and "fake agent failure" in error
+    assert "rollout_for" not in error  # the cause alone, no traceback into the plugin
+
+
+def test_under_xdist_the_outcomes_are_the_same(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    alone = run(pytester, fake_gym, "test_answers.py", "mcqa.jsonl")
+    for run_dir in (pytester.path / "runs").iterdir():
+        run_dir.rename(pytester.path / "alone-run")
+    spread = run(pytester, fake_gym, "test_answers.py", "mcqa.jsonl", "-n", "2")
+    assert outcomes(spread) == outcomes(alone) and len(outcomes(alone)) == 6
+    same = [line for line in dataset_summary(alone).splitlines() if "wall time" not in line]
+    assert [line for line in dataset_summary(spread).splitlines() if "wall time" not in line] == same
+    assert "3 rollouts (3 scored, 0 errors)" in dataset_summary(spread)  # the controller counts each once
+    assert sorted(row["id"] for row in input_rows(pytester)) == ["q1", "q2", "q3"]
+    assert eval_runs(fake_gym) == 2  # one a session
+
+
+def test_a_bad_mark_is_a_collection_error_naming_the_test(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(
+        test_bad="""
+import pytest
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", tasks="nothing-like-this")
+def test_none(gym_rollout):
+    pass
+
+@pytest.mark.gym_rollouts("missing.jsonl")
+def test_missing(gym_rollout):
+    pass
+"""
+    )
+    result = run(pytester, fake_gym, "test_bad.py")
+    text = result.stdout.str()
+    assert "test_bad.py::test_none: gym_rollouts: tasks='nothing-like-this' selects no task" in text
+    assert result.ret == pytest.ExitCode.INTERRUPTED and "Traceback" not in text
+
+
+def test_the_fixture_without_the_mark_errors_saying_so(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makepyfile(test_plain="def test_plain(gym_rollout):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_plain.py")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*the gym_rollout fixture needs @pytest.mark.gym_rollouts(dataset) on the test*"])
+
+
+def test_under_shards_a_tests_pair_goes_where_its_task_does(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    tasks_of: dict[str, set[str]] = {"dataset": set(), "tests": set()}
+    for shard in ("1/2", "2/2"):
+        both = run(pytester, fake_gym, "mcqa.jsonl", "test_answers.py", f"--gym-shard={shard}")
+        found = outcomes(both)
+        items = {nodeid.split("::")[1].split("[")[0] for nodeid in found if nodeid.startswith("mcqa.jsonl::")}
+        tests = {nodeid.split("[")[1].split("-r")[0] for nodeid in found if nodeid.startswith("test_answers.py::")}
+        assert items == tests and items, both.stdout.str()
+        alone = run(pytester, fake_gym, "test_answers.py", f"--gym-shard={shard}")  # the same shard without the file
+        assert {nodeid for nodeid in outcomes(alone)} == {n for n in found if n.startswith("test_answers.py::")}
+        tasks_of["dataset"] |= items
+        tasks_of["tests"] |= tests
+    assert tasks_of["dataset"] == tasks_of["tests"] == set(ANSWERS)
+
+
+def test_resuming_a_test_only_run_reuses_its_rollouts(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    first = run(pytester, fake_gym, "test_answers.py")
+    (old,) = (pytester.path / "runs").iterdir()
+    calls = len(fake_gym.calls())
+    again = run(pytester, fake_gym, "test_answers.py", f"--gym-resume={old}")
+    again.stdout.fnmatch_lines([f"gym: resuming {old}: 3 of 3 rollouts reused, 0 to roll out"])
+    assert outcomes(again) == outcomes(first) and len(outcomes(first)) == 3
+    assert fake_gym.calls()[calls:] == []  # no Gym started, no `gym eval run`
+
+
+def test_last_failed_reruns_and_rolls_out_only_the_failed_pairs(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    args = [f"--gym-checkout={fake_gym.checkout}", f"--gym-replay={fake_gym.recording}"]
+    pytester.runpytest_subprocess(*args, "--gym-run-dir=first", "test_answers.py").assert_outcomes(passed=2, failed=1)
+    again = pytester.runpytest_subprocess(*args, "--gym-run-dir=runs", "-rA", "--lf", "test_answers.py")
+    assert outcomes(again) == {"test_answers.py::test_boxed[q2-r0]": "FAILED"}
+    assert [row["id"] for row in input_rows(pytester)] == ["q2"]
+
+
+def test_a_warm_gym_serves_the_next_sessions_test_functions(
+    pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path
+) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    first = run(pytester, fake_gym, "--gym-keep-alive=600", "mcqa.jsonl")
+    second = run(pytester, fake_gym, "--gym-keep-alive=600", "test_answers.py")
+    assert len(outcomes(first)) == len(outcomes(second)) == 3
+    assert [outcome for _, outcome in sorted(outcomes(second).items())] == ["PASSED", "FAILED", "PASSED"]
+    second.stdout.fnmatch_lines(["gym: attached to warm Gym *: no `gym env start`*"])
+    assert [call["argv"][:2] for call in fake_gym.calls()].count(["env", "start"]) == 1
