@@ -8,7 +8,6 @@ the tier (``shared_gym``); those about start-up and teardown start their own.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import xml.etree.ElementTree as ET
@@ -28,6 +27,7 @@ from tests.support.children import (
     REPORTS_WITHIN,
     assert_interrupted,
     interrupt_once_reported,
+    processes_with_environment,
     run_until_reported,
     started_processes,
     stop_like_a_runner,
@@ -108,18 +108,19 @@ def test_last_failed_rolls_out_only_the_failed_pairs(
     assert sorted(row["uuid"] for row in materialized) == sorted(failing * 2)
 
 
-def test_collect_only_starts_no_process(pytester: pytest.Pytester, gym_example: GymExample) -> None:
+def test_collect_only_starts_no_process(
+    pytester: pytest.Pytester, gym_example: GymExample, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dataset = copy_example(pytester, gym_example)
-    before = set(os.listdir("/proc"))
+    probe = str(pytester.path)  # every process the session starts inherits it; nothing else on the machine has it
+    monkeypatch.setenv("COLLECT_ONLY_PROBE", probe)
     result = pytester.runpytest_subprocess(
         f"--gym-checkout={gym_example.checkout}", f"--gym-replay={gym_example.recordings}", dataset,
         "--collect-only", "--gym-run-dir=runs",
     )  # fmt: skip
     assert result.ret == 0 and "5 tests collected" in result.stdout.str()
     assert not (pytester.path / "runs").exists()
-    new = [pid for pid in set(os.listdir("/proc")) - before if pid.isdigit()]
-    commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in new if Path(f"/proc/{pid}/cmdline").exists()]
-    assert not [c for c in commands if b"gym" in c and b"env" in c]
+    assert processes_with_environment("COLLECT_ONLY_PROBE", probe) == []
 
 
 def test_changed_recording_flips_the_reward_and_teardown_leaves_nothing(

@@ -47,6 +47,24 @@ def started_processes(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "processes.jsonl").read_text().splitlines()]
 
 
+def processes_with_environment(name: str, value: str) -> list[int]:
+    """The PIDs of the running processes whose environment has ``name=value``: with a value of the test's own, set
+    before it starts a session, exactly the processes that session (or anything it started) left running, whatever
+    other tests and sessions run on the machine at the same time."""
+    entry = f"{name}={value}".encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            environment = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:  # gone, or not ours to read
+            continue
+        if entry in environment.split(b"\0"):
+            found.append(int(pid))
+    return found
+
+
 def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
     """Poll ``condition`` every 50 ms until it is true (a state read from ``/proc`` or a file, never a sleep as
     synchronisation); fail naming ``what`` after ``timeout`` seconds."""
