@@ -187,3 +187,14 @@ def test_shards_do_not_write_and_the_merge_writes_the_run_once(
         [run] = store.runs()
     assert run.rollouts == 3
     assert report(pytester, "merged.json")["history"]["run_id"] == 1  # type: ignore[index]
+
+    quarantine = write_quarantine(pytester, "2999-12-31")
+    shards = [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), "--gym-min-mean-reward=1.0"]
+    assert merge_main(shards) == 1  # task c fails the gate
+    assert merge_main([*shards, f"--gym-quarantine={quarantine}"]) == 0
+    out = capsys.readouterr().out
+    assert "gym gates: the gate passes (1 quarantined task left out of the gates)" in out
+    said = "gym quarantined: task c of mcqa.jsonl (0 of 1 rollouts passed) left out of the gates until 2999-12-31"
+    assert f"{said}: flips since the prompt change [{quarantine}:2]" in out
+    with open_store(history) as store:
+        assert len(store.runs()) == 1  # a merge without --gym-history writes nothing
