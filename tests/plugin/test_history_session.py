@@ -51,9 +51,8 @@ def test_five_sessions_label_the_alternating_task_flaky_and_the_others_stable(
 ) -> None:
     history = pytester.path / "gym-history.db"
     for number, reward_c in enumerate([1.0, 0.0, 1.0, 0.0, 1.0], start=1):
-        result = session(
-            pytester, fake_gym, monkeypatch, reward_c, f"--gym-history={history}", "--gym-report=report.json"
-        )
+        pages = ("--gym-report=report.json", "--gym-html=page.html", "--gym-markdown=summary.md")
+        result = session(pytester, fake_gym, monkeypatch, reward_c, f"--gym-history={history}", *pages)
         result.stdout.fnmatch_lines([f"gym history: run {number} appended to {history}"])
     result.stdout.fnmatch_lines(
         [
@@ -64,6 +63,10 @@ def test_five_sessions_label_the_alternating_task_flaky_and_the_others_stable(
     block = report(pytester)["history"]
     assert isinstance(block, dict)
     assert (block["target"], block["run_id"], block["error"]) == (str(history), 5, None)
+    trend = "mcqa.jsonl mean reward, last 5 runs: 1.00 0.67 1.00 0.67 1.00"
+    assert "history mcqa.jsonl: 5 runs, 2 stable, 1 flaky; no drift" in (pytester.path / "summary.md").read_text()
+    assert trend in (pytester.path / "summary.md").read_text()
+    assert trend in (pytester.path / "page.html").read_text()
     tasks = block["datasets"]["mcqa.jsonl"]["tasks"]
     assert {task: tasks[task]["label"] for task in tasks} == {"a": "stable", "b": "stable", "c": "flaky"}
     assert tasks["c"]["sparkline"] == "PFPFP"
