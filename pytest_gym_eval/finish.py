@@ -25,8 +25,9 @@ from pytest_gym_eval.shard import shard_meta
 def finish_session(gym: GymSession, exitstatus: int) -> int:
     """The end of the session (``pytest_sessionfinish``, before pytest's JUnit file is written): let Gym finish
     (:meth:`GymSession.ending`; it is stopped later, after every report, by :class:`StopGymLast`), conclude, let
-    the gates set the exit status, add the JUnit suite properties, and write the ``--gym-report`` file, the
-    ``--gym-html`` page and the Markdown summaries (``gym.pages`` says where). Returns the session's exit status
+    the gates set the exit status, append the run to ``--gym-history`` (:func:`remember_session`; never changes
+    the exit status), add the JUnit suite properties, and write the ``--gym-report`` file, the ``--gym-html`` page
+    and the Markdown summaries (``gym.pages`` says where). Returns the session's exit status
     (``exitstatus`` unchanged when nothing was concluded). A report file that cannot be written is said on the
     terminal, never a crash that would also lose the summary and the JUnit XML."""
     gym.ending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
