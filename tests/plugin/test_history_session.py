@@ -201,3 +201,20 @@ def test_shards_do_not_write_and_the_merge_writes_the_run_once(
     assert f"{said}: flips since the prompt change [{quarantine}:2]" in out
     with open_store(history) as store:
         assert len(store.runs()) == 1  # a merge without --gym-history writes nothing
+
+
+def test_under_xdist_the_controller_writes_the_run_once_and_workers_honour_the_quarantine(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    history = pytester.path / "gym-history.db"
+    quarantine = write_quarantine(pytester, "2999-12-31")
+    monkeypatch.setenv(REWARD_VAR, "0.0")
+    result = pytester.runpytest_subprocess(
+        *fake_gym.args, "mcqa.jsonl", "-n", "2", "--gym-repeats=2", f"--gym-history={history}",
+        f"--gym-quarantine={quarantine}", "--gym-min-mean-reward=1.0", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-3000:]  # the gym-gate item (on a worker) left c out too
+    assert result.stdout.str().count("gym history: run 1 appended") == 1
+    with open_store(history) as store:
+        [run] = store.runs()
+    assert run.rollouts == 6
