@@ -104,6 +104,10 @@ def test_five_sessions_label_the_alternating_task_flaky_and_quarantine_lets_its_
         assert result.ret == (0 if recording == right else 1), text[-3000:]  # 9 or 8 of 12 right: gate 0.7
         if recording == wrong:
             result.stdout.fnmatch_lines(["*gym gates: FAIL*mean reward 0.67 < 0.70*"])
+        if number == 2:  # the terminal names a new failure, then a new flake, with the evidence
+            result.stdout.fnmatch_lines([f"  newly failing task {TASK}: outcomes P F over 2 runs, 1 change, *"])
+        if number == 3:
+            result.stdout.fnmatch_lines([f"  new flaky task {TASK}: outcomes P F P over 3 runs, 2 changes, *"])
     assert PASSWORD not in json.dumps(reports)
     block = reports[-1]["history"]
     assert isinstance(block, dict)
