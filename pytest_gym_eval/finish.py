@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval import causes
-from pytest_gym_eval.reporting import json_report, junit, outputs, terminal
+from pytest_gym_eval.history.urls import redact_url
+from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
+from pytest_gym_eval.reporting.run_history import Remembered
 from pytest_gym_eval.results import final_status, report_meta, report_plan
 from pytest_gym_eval.session import GymSession
 from pytest_gym_eval.shard import shard_meta
@@ -23,8 +25,9 @@ from pytest_gym_eval.shard import shard_meta
 def finish_session(gym: GymSession, exitstatus: int) -> int:
     """The end of the session (``pytest_sessionfinish``, before pytest's JUnit file is written): let Gym finish
     (:meth:`GymSession.ending`; it is stopped later, after every report, by :class:`StopGymLast`), conclude, let
-    the gates set the exit status, add the JUnit suite properties, and write the ``--gym-report`` file, the
-    ``--gym-html`` page and the Markdown summaries (``gym.pages`` says where). Returns the session's exit status
+    the gates set the exit status, append the run to ``--gym-history`` (:func:`remember_session`; never changes
+    the exit status), add the JUnit suite properties, and write the ``--gym-report`` file, the ``--gym-html`` page
+    and the Markdown summaries (``gym.pages`` says where). Returns the session's exit status
     (``exitstatus`` unchanged when nothing was concluded). A report file that cannot be written is said on the
     terminal, never a crash that would also lose the summary and the JUnit XML."""
     gym.ending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
@@ -42,6 +45,11 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
         gym.conclusion = dataclasses.replace(conclusion, reason=reason)
     meta = {**run_meta(gym), **shard_meta(gym.options.shard)}
+    remembered = remember_session(gym, meta)
+    if remembered is not None:  # the terminal and the pages show what the history says of this run
+        conclusion = dataclasses.replace(conclusion, history=tuple(remembered.lines()))
+        if gym.conclusion is not None:
+            gym.conclusion = dataclasses.replace(gym.conclusion, history=conclusion.history)
     xml = junit.junit_xml(gym.config)
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
@@ -54,6 +62,8 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
             conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips,
             plan=report_plan_of(gym, meta),
         )  # fmt: skip
+        if remembered is not None:
+            report_data["history"] = remembered.report_block()
         try:
             json_report.write_report(gym.options.report, report_data)
         except OSError as error:
@@ -74,6 +84,23 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     )
     gym.pages = written
     return status
+
+
+def remember_session(gym: GymSession, meta: dict[str, object]) -> Remembered | None:
+    """Append the session's run to ``--gym-history`` and judge it (:func:`run_history.remember`); None without
+    a history. A ``--gym-shard`` session does not write (``merge --gym-history`` writes the merged run once, so
+    that a sharded run counts once in every task's series): its result only says so."""
+    target = gym.options.history
+    if target is None:
+        return None
+    if gym.options.shard is not None:
+        return Remembered(
+            redact_url(target),
+            message=f"gym history: not written by shard {gym.options.shard}; `python -m pytest_gym_eval merge "
+            "--gym-history` writes the merged run once",
+        )
+    run, rollouts = run_history.run_records(gym.rollouts(), meta, repository=gym.options.rootdir)
+    return run_history.remember(target, run, rollouts)
 
 
 def report_plan_of(gym: GymSession, meta: dict[str, object]) -> dict[str, Any] | None:
@@ -102,6 +129,8 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
             width=width,
             gym_metrics=read_gym_metrics(gym.run_dir),
         )
+        lines += [f"gym {line}" for line in gym.conclusion.quarantined]
+        lines += gym.conclusion.history
         if gym.run_dir is not None:
             lines.append(f"gym run directory: {gym.run_dir}")
         lines += gym.pages

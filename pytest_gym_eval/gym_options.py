@@ -23,6 +23,7 @@ from pytest_gym_eval.defaults import (
     DEFAULT_STARTUP_TIMEOUT,
 )
 from pytest_gym_eval.gates import GateMode
+from pytest_gym_eval.history.urls import is_postgres_url
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
 from pytest_gym_eval.settings import (
     DatasetSettings,
@@ -83,6 +84,10 @@ class GymOptions:
     sampling: Sampling = field(default_factory=Sampling)
     price: Price | None = None
     latency: bool = False
+    history: str | None = field(default=None, repr=False)  # a URL's password stays out of any repr
+    """``--gym-history``: a ``postgresql://`` URL as given, or a SQLite file's absolute path; None: no history."""
+    quarantine: Path | None = None
+    """``--gym-quarantine``: the quarantine list (an existing file), None without one."""
     _settings: dict[Path, DatasetSettings] = field(default_factory=dict, init=False, repr=False, compare=False)
     """:meth:`dataset_settings` by path: every item asks for its dataset's (matching the globs, resolving
     symlinks: ~0.5 ms a call, 0.1 s of a session of 200 rollouts)."""
@@ -174,7 +179,10 @@ class GymOptions:
                 "--gym-ray-address cannot be combined with --gym-keep-alive (or ini gym_keep_alive): a warm Gym "
                 "is started on a private Ray and outlives the session"
             )
-        for option, given in [*((replay_option, r) for r in replay), (baseline_option, baseline)]:
+        quarantine = path_option("gym_quarantine")
+        quarantine_option = "--gym-quarantine" if config.getoption("gym_quarantine", default=None) else "gym_quarantine"
+        checked = [*((replay_option, r) for r in replay), (baseline_option, baseline), (quarantine_option, quarantine)]
+        for option, given in checked:
             if given is not None and not given.is_file():
                 raise pytest.UsageError(f"{option}: no such file: {given}")
         model_type = value("gym_model_type") or DEFAULT_MODEL_TYPE
@@ -220,6 +228,8 @@ class GymOptions:
             sampling=sampling,
             price=price_from_config(config),
             latency=bool(config.getoption("gym_latency", default=None) or config.getini("gym_latency")),
+            history=_history_target(config, ini_value, inifile_dir),
+            quarantine=quarantine,
         )
 
     def is_dataset(self, path: Path) -> bool:
@@ -359,3 +369,16 @@ def _ray_address(text: str | None, head_server: tuple[str, int] | None) -> str |
             "Ray cluster they were started with"
         )
     return address
+
+
+def _history_target(config: pytest.Config, ini_value: Any, inifile_dir: Path) -> str | None:
+    """``--gym-history`` (or ini ``gym_history``): a ``postgresql://`` URL unchanged, a path made absolute (from
+    the command line relative to the working directory, from the ini file relative to its folder); None unset."""
+    given = config.getoption("gym_history", default=None)
+    base = Path.cwd()
+    if not given:
+        given, base = ini_value("gym_history"), inifile_dir
+    if not given:
+        return None
+    text = str(given).strip()
+    return text if is_postgres_url(text) else str((base / os.path.expanduser(text)).resolve())

@@ -18,6 +18,7 @@ from pytest_gym_eval import adaptive, causes, selection
 from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
 from pytest_gym_eval.diagnosis import Diagnosis
 from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.history.quarantine import Quarantine
 from pytest_gym_eval.notes import Notes
 from pytest_gym_eval.outcome import PassHook, RolloutOutcome, failure_report, judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
@@ -57,6 +58,8 @@ class RunView(Protocol):
     run_dir: Path | None
     diagnosis: Diagnosis
     notes: Notes
+    quarantine: Quarantine | None
+    """The ``--gym-quarantine`` list: its tasks are left out of the gates."""
 
     @property
     def feed(self) -> RolloutFeed | None: ...
@@ -183,6 +186,11 @@ class ItemProtocol:
         run = self.run
         dataset = item.nodeid.split("::", 1)[0]
         planned = [r for r in run.selected_rollouts() if r.nodeid.split("::", 1)[0] == dataset]
+        if run.quarantine is not None:  # rolled out and reported, left out of the gates
+            held = {r.task_id for r in planned if run.quarantine.entry_for(dataset, r.task_id)}
+            planned = [r for r in planned if r.task_id not in held]
+            if held:
+                item.user_properties.append(("quarantined", len(held)))
         settings = run.options.dataset_settings(item.path)
         results = []
         for rollout in planned:

@@ -324,6 +324,21 @@ OPTIONS: tuple[Option, ...] = (
         default="0:1",
         metavar="LO:HI",
     ),
+    # Memory across runs (issue 26, docs/history.md): every run appended to a history, a quarantine list.
+    Option(
+        "--gym-history",
+        "Append the run and every rollout to this history (a SQLite file path, or a postgresql:// URL with the "
+        "postgres extra) and report each task's stability and each dataset's drift from it; a --gym-shard "
+        "session does not write (`python -m pytest_gym_eval merge --gym-history` writes the merged run once)",
+        metavar="PATH|URL",
+    ),
+    Option(
+        "--gym-quarantine",
+        "A quarantine list (docs/history.md: DATASET TASK EXPIRES REASON per line): its tasks are rolled out and "
+        "reported but left out of the gates until their expiry",
+        metavar="FILE",
+        path=True,
+    ),
     # Reports people read: the HTML page and the Markdown summary (also for CI step summaries).
     Option(
         "--gym-html",

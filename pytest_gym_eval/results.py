@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read_quarantine, split_gated
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
@@ -224,6 +226,7 @@ def conclude(
     *,
     adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
     selections: Mapping[str, Selection] | None = None,
+    quarantine: Quarantine | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
@@ -240,7 +243,14 @@ def conclude(
 
     ``policy`` gives each dataset's pass threshold and gates (keyed by dataset name) when they do not come
     from ``options`` and the dataset files (``python -m pytest_gym_eval merge`` takes them from the reports).
+
+    ``quarantine`` (``--gym-quarantine``): the rollouts of a task an active entry names are left out of the
+    summaries and gates (``selected`` must already leave them out); ``Conclusion.quarantined`` says which, and
+    which entries expired, and ``reason`` counts them.
     """
+    held: list[rpt.RolloutResult] = []
+    if quarantine is not None:
+        results, held = split_gated(results, quarantine)
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
     thresholds, gates = dataset_policy(options, datasets) if policy is None else policy
     summaries = rpt.summarize(
@@ -268,7 +278,7 @@ def conclude(
     baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
     other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip
     if status == -1 and not other_gates and not replay_error:
-        return Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries))
+        return _quarantined(Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries)), quarantine, held)
     failures = [replay_error] if replay_error else []
     if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
         failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
@@ -284,7 +294,48 @@ def conclude(
         status, reason = 1, "gym gates: FAIL - " + "; ".join(failures)
     else:
         status, reason = 0, reason or "gym gates: all gates pass"
-    return Conclusion(summaries, comparisons, flips, status, reason)
+    return _quarantined(Conclusion(summaries, comparisons, flips, status, reason), quarantine, held)
+
+
+def read_session_quarantine(path: Path | None, today: date | None = None) -> Quarantine | None:
+    """The ``--gym-quarantine`` list at ``path`` as of ``today`` (UTC by default), None without one. Raises
+    :class:`pytest.UsageError` naming the file (and line) when it cannot be read or a line is malformed."""
+    if path is None:
+        return None
+    try:
+        return read_quarantine(path, today=today or datetime.now(timezone.utc).date())
+    except QuarantineError as error:
+        raise pytest.UsageError(f"--gym-quarantine: {error}") from None
+
+
+def _quarantined(
+    conclusion: Conclusion, quarantine: Quarantine | None, held: Sequence[rpt.RolloutResult]
+) -> Conclusion:
+    """``conclusion`` with the quarantine's lines (each applied entry: the task, its rollouts and passes, the
+    expiry and reason; each expired entry: gated again) and, when a task was held out, ``reason`` counting them."""
+    if quarantine is None:
+        return conclusion
+    lines = []
+    for entry in quarantine.active:
+        rollouts = [r for r in held if entry.matches(r.dataset, str(r.task_id))]
+        if not rollouts:
+            continue
+        passed = sum(1 for r in rollouts if r.status == "passed")
+        names = ", ".join(dict.fromkeys(r.dataset for r in rollouts))
+        lines.append(
+            f"quarantined: task {entry.task_id} of {names} ({passed} of {len(rollouts)} rollouts passed) left out "
+            f"of the gates until {entry.expires.isoformat()}: {entry.reason} [{entry.source}]"
+        )
+    lines += [
+        f"quarantine expired {entry.expires.isoformat()}: task {entry.task_id} of {entry.dataset} is gated again "
+        f"[{entry.source}]"
+        for entry in quarantine.expired
+    ]
+    reason = conclusion.reason
+    tasks = len({(r.dataset, str(r.task_id)) for r in held})
+    if tasks and reason:
+        reason = f"{reason} ({tasks} quarantined task{'s' if tasks != 1 else ''} left out of the gates)"
+    return replace(conclusion, reason=reason, quarantined=tuple(lines))
 
 
 def _not_judged(summaries: Sequence[rpt.DatasetSummary]) -> str:

@@ -39,7 +39,7 @@ from pytest_gym_eval.progress import progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.summary import Conclusion
-from pytest_gym_eval.results import ResultsCollector, conclude
+from pytest_gym_eval.results import ResultsCollector, conclude, read_session_quarantine
 from pytest_gym_eval.resume import (
     ResumeError,
     Resumption,
@@ -83,6 +83,7 @@ class GymSession:
                 self.baseline = json_report.load_report(self.options.baseline)
             except (OSError, ValueError) as error:
                 raise pytest.UsageError(f"--gym-baseline: {error}") from None
+        self.quarantine = read_session_quarantine(self.options.quarantine)
         self.plan = RunPlan(())
         self.run_dir: Path | None = None
         self.head_server: str | None = None
@@ -480,12 +481,16 @@ class GymSession:
             return None
         selected: dict[str, dict[str, int]] = {}
         for planned in self.selected_rollouts():
-            counts = selected.setdefault(planned.nodeid.split("::", 1)[0], {})
+            name = planned.nodeid.split("::", 1)[0]
+            if self.quarantine is not None and self.quarantine.entry_for(name, planned.task_id):
+                continue  # left out of the gates: not a rollout they miss
+            counts = selected.setdefault(name, {})
             counts[planned.agent] = counts.get(planned.agent, 0) + 1
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}
         self.conclusion = conclude(
-            rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts
-        )
+            rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts,
+            quarantine=self.quarantine,
+        )  # fmt: skip
         return self.conclusion
 
     # Terminal (pytest_gym_eval.notes).

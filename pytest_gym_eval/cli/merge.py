@@ -7,6 +7,8 @@ import argparse
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ from pytest_gym_eval import cli
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, parse_pass_at_k
 from pytest_gym_eval.gym_options import GymOptions
-from pytest_gym_eval.reporting import github, json_report, junit, markdown, terminal
+from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
+from pytest_gym_eval.reporting import github, json_report, junit, markdown, run_history, terminal
 from pytest_gym_eval.reporting.merge import (
     COMPACT_ABOVE,
     EXIT_CANNOT_MERGE,
@@ -39,10 +42,11 @@ def conclude_merged(
     overrides: GateOverrides | None = None,
     baseline: Mapping[str, Any] | None = None,
     max_drop: float | None = None,
+    quarantine: Quarantine | None = None,
 ) -> Conclusion:
     """The plugin's own :func:`~pytest_gym_eval.results.conclude` over the merged rollouts, with each
-    dataset's recorded pass threshold and gates (``overrides`` applied). Raises ValueError for a bad
-    ``max_drop``."""
+    dataset's recorded pass threshold and gates (``overrides`` applied) and the tasks of ``quarantine`` left out of
+    them. Raises ValueError for a bad ``max_drop``."""
     overrides = overrides or GateOverrides()
     mode, inconclusive = overrides.settings(merged)
     options = GymOptions(rootdir=Path.cwd(), gate_mode=mode, inconclusive_passes=inconclusive, max_drop=max_drop)
@@ -52,9 +56,16 @@ def conclude_merged(
     for entry in merged.datasets:
         counts = selected.setdefault(entry.dataset, {})
         for task, repeats in merged.selected[entry.dataset].items():
+            if quarantine is not None and quarantine.entry_for(entry.dataset, task):
+                continue  # left out of the gates: not a rollout they miss
             agent = entry.agent_of(task)
             counts[agent] = counts.get(agent, 0) + len(repeats)
-    return conclude(merged.results, options, baseline, selected, policy=(thresholds, gates))
+    return conclude(merged.results, options, baseline, selected, policy=(thresholds, gates), quarantine=quarantine)
+
+
+def utc_today() -> date:
+    """Today's date in UTC: a quarantine entry holds through its expiry day, in UTC."""
+    return datetime.now(timezone.utc).date()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +94,15 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--gym-markdown", type=Path, metavar="PATH.md",
         help="write the Markdown summary (also appended to $GITHUB_STEP_SUMMARY when that is set)",
+    )  # fmt: skip
+    gates.add_argument(
+        "--gym-quarantine", type=Path, metavar="FILE",
+        help="leave the tasks of this quarantine list out of the gates until their expiry (docs/history.md)",
+    )  # fmt: skip
+    out.add_argument(
+        "--gym-history", metavar="PATH|URL",
+        help="append the merged run (once; shard sessions do not write) to this history: a SQLite file or a "
+        "postgresql:// URL",
     )  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="a row per task with every repeat's reward")
     return parser
@@ -161,9 +181,10 @@ def main(argv: Sequence[str]) -> int:
                 baseline = json_report.load_report(args.gym_baseline)
             except (OSError, ValueError) as error:
                 raise ValueError(f"--gym-baseline: {error}") from None
+        quarantine = read_quarantine(args.gym_quarantine, today=utc_today()) if args.gym_quarantine else None
         merged = merge_reports([read_shard_report(path) for path in args.reports])
-        conclusion = conclude_merged(merged, overrides, baseline, args.gym_max_drop)
-    except (MergeError, ValueError) as error:
+        conclusion = conclude_merged(merged, overrides, baseline, args.gym_max_drop, quarantine)
+    except (MergeError, ValueError) as error:  # (QuarantineError is a ValueError naming the file and line)
         cli.error("merge", error)
         return EXIT_CANNOT_MERGE
     columns = shutil.get_terminal_size((80, 24)).columns
@@ -174,6 +195,12 @@ def main(argv: Sequence[str]) -> int:
     )
     mode, inconclusive = overrides.settings(merged)
     meta = merged_meta(merged, mode)
+    remembered = None
+    if args.gym_history:  # the merged run, written once (docs/history.md: shard sessions do not write)
+        remembered = run_history.remember(args.gym_history, *run_history.run_records(merged.results, meta))
+        conclusion = replace(conclusion, history=tuple(remembered.lines()))
+    lines += [f"gym {line}" for line in conclusion.quarantined]
+    lines += conclusion.history
     final = (exit_status(merged, conclusion), conclusion.reason or "merged shard reports")
     try:
         if args.gym_report is not None:
@@ -181,6 +208,8 @@ def main(argv: Sequence[str]) -> int:
                 conclusion.summaries, merged.results, meta, final, flips=conclusion.flips,
                 plan=merged_plan(merged, overrides),
             )  # fmt: skip
+            if remembered is not None:
+                report["history"] = remembered.report_block()
             indent = 2 if len(merged.results) <= COMPACT_ABOVE else None
             json_report.write_report(args.gym_report, report, indent=indent)
             lines.append(f"gym report: {args.gym_report}")

@@ -182,6 +182,10 @@ def _header(
         f'<p class="note{" run-failed" if note.startswith(RUN_FAILED) else ""}">{html.escape(note)}</p>'
         for note in notes
     )
+    if conclusion.quarantined or conclusion.history:  # the quarantine and the history's stability and drift
+        notes_html += (
+            f'<pre class="history">{html.escape(chr(10).join((*conclusion.quarantined, *conclusion.history)))}</pre>'
+        )
     return (
         '<header class="page-header">'
         f'<div class="title-row"><h1>Gym eval report</h1><span class="session-verdict {state}" '

@@ -66,6 +66,8 @@ def render_markdown(
     lines = [f"### Gym eval: {head}", ""]
     if conclusion.reason:
         lines += [conclusion.reason, ""]
+    if conclusion.quarantined or conclusion.history:
+        lines += ["```text", *conclusion.quarantined, *conclusion.history, "```", ""]
     grouped = groups(results)
     for summary in conclusion.summaries:
         members = grouped.get((summary.dataset, summary.agent), [])

@@ -482,3 +482,8 @@ class Conclusion:
     flips: list[Flip] | None  # None when no recording was replayed
     exit_status: int
     reason: str
+    quarantined: tuple[str, ...] = ()
+    """One line per quarantine entry that applied (its task left out of the summaries and gates) or expired."""
+    history: tuple[str, ...] = ()
+    """The ``--gym-history`` lines (each dataset's stability and drift, new flakes and failures, or why the history
+    was not written) that the pages show (:mod:`pytest_gym_eval.reporting.run_history`)."""

@@ -107,6 +107,8 @@ SAMPLE = {
     "--gym-reward-range": "0:2",
     "--gym-html": "page.html",
     "--gym-markdown": "page.md",
+    "--gym-history": "history.db",
+    "--gym-quarantine": "quarantine.txt",
     "--gym-keep-alive": "60",
     "--gym-shard": "1/2",
     "--gym-ray-address": "127.0.0.1:6379",
@@ -133,6 +135,7 @@ def test_a_value_resolves_the_same_from_the_command_line_and_from_the_ini_file(
 
     (pytester.path / "base.json").write_text(json.dumps({"schema_version": 1, "datasets": [], "rollouts": []}))
     (pytester.path / "rec.jsonl").write_text("{}\n")
+    (pytester.path / "quarantine.txt").write_text("# dataset task expires reason\n")
     text = SAMPLE[option.flag]
     flag = [option.flag] if option.action == "store_true" else [f"{option.flag}={text}"]
     model_type = [] if option.flag == "--gym-model-type" else ["--gym-model-type=vllm_model"]  # --gym-seed needs it

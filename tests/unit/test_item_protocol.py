@@ -51,7 +51,7 @@ def run_of(tmp_path: Path, plan: RunPlan) -> Any:
     return SimpleNamespace(
         options=options, plan=plan, run_dir=tmp_path, diagnosis=Diagnosis(options), notes=Notes(lambda _: None),
         feed=Feed(), selection_of=lambda _: None, selected_rollouts=lambda: list(plan.rollouts),
-        adaptive_records=dict,
+        adaptive_records=dict, quarantine=None,
     )  # fmt: skip
 
 

@@ -1,0 +1,220 @@
+"""Sessions with ``--gym-history`` and ``--gym-quarantine`` (docs/history.md) against the stand-in ``gym``: each
+session appends its run, the terminal and the JSON report carry each task's history, a quarantined task is left
+out of the gates, a history that cannot be reached changes nothing else, and a sharded run is written once, by
+``merge``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from pytest_gym_eval.cli.merge import main as merge_main
+from pytest_gym_eval.history.store import open_store
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support.fakes import FakeGym
+
+REWARD_VAR = "HISTORY_TEST_REWARD_C"
+"""Task c's reward in each session (the stand-in gym reads it: one dataset file, so one digest, one series)."""
+
+
+@pytest.fixture
+def alternating(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
+    """mcqa.jsonl with tasks a, b (always 1.0) and c (its reward from ``$HISTORY_TEST_REWARD_C``)."""
+    lines = [
+        {"id": "a", "responses_create_params": {"input": "Q a"}, "fake": {"reward": 1.0}},
+        {"id": "b", "responses_create_params": {"input": "Q b"}, "fake": {"reward": 1.0}},
+        {"id": "c", "responses_create_params": {"input": "Q c"}, "fake": {"reward_env": REWARD_VAR}},
+    ]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    monkeypatch.setenv(REWARD_VAR, "1.0")
+    return "mcqa.jsonl"
+
+
+def session(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, reward_c: float, *args: str
+) -> pytest.RunResult:
+    monkeypatch.setenv(REWARD_VAR, str(reward_c))
+    return pytester.runpytest(*fake_gym.args, "mcqa.jsonl", "-p", "no:cacheprovider", *args)
+
+
+def report(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, object]:
+    data = json.loads((pytester.path / name).read_text())
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
+    return data
+
+
+def test_five_sessions_label_the_alternating_task_flaky_and_the_others_stable(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    history = pytester.path / "gym-history.db"
+    for number, reward_c in enumerate([1.0, 0.0, 1.0, 0.0, 1.0], start=1):
+        pages = ("--gym-report=report.json", "--gym-html=page.html", "--gym-markdown=summary.md")
+        result = session(pytester, fake_gym, monkeypatch, reward_c, f"--gym-history={history}", *pages)
+        result.stdout.fnmatch_lines([f"gym history: run {number} appended to {history}"])
+    result.stdout.fnmatch_lines(
+        [
+            "history mcqa.jsonl: 5 runs, 2 stable, 1 flaky; no drift",
+            "  mcqa.jsonl mean reward, last 5 runs: 1.00 0.67 1.00 0.67 1.00",
+        ]
+    )
+    block = report(pytester)["history"]
+    assert isinstance(block, dict)
+    assert (block["target"], block["run_id"], block["error"]) == (str(history), 5, None)
+    trend = "mcqa.jsonl mean reward, last 5 runs: 1.00 0.67 1.00 0.67 1.00"
+    assert "history mcqa.jsonl: 5 runs, 2 stable, 1 flaky; no drift" in (pytester.path / "summary.md").read_text()
+    assert trend in (pytester.path / "summary.md").read_text()
+    assert trend in (pytester.path / "page.html").read_text()
+    tasks = block["datasets"]["mcqa.jsonl"]["tasks"]
+    assert {task: tasks[task]["label"] for task in tasks} == {"a": "stable", "b": "stable", "c": "flaky"}
+    assert tasks["c"]["sparkline"] == "PFPFP"
+    assert tasks["c"]["evidence"] == "outcomes P F P F P over 5 runs, 4 changes, passed 3 of 5 rollouts"
+    with open_store(history) as store:
+        runs = store.runs()
+    assert [run.rollouts for run in runs] == [3] * 5
+
+
+def test_a_new_flake_is_named_by_the_session_that_made_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    history = f"--gym-history={pytester.path / 'h.db'}"
+    for reward_c in (1.0, 0.0):
+        session(pytester, fake_gym, monkeypatch, reward_c, history)
+    result = session(pytester, fake_gym, monkeypatch, 1.0, history)
+    result.stdout.fnmatch_lines(["  new flaky task c: outcomes P F P over 3 runs, 2 changes*"])
+
+
+def write_quarantine(pytester: pytest.Pytester, expires: str) -> Path:
+    path = pytester.path / "gym-quarantine.txt"
+    path.write_text(f"# dataset  task  expires  reason\nmcqa.jsonl  c  {expires}  flips since the prompt change\n")
+    return path
+
+
+def test_quarantine_lets_a_gate_that_task_alone_failed_pass_saying_so(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    gate = ("--gym-min-mean-reward=1.0", "--gym-report=report.json")
+    failed = session(pytester, fake_gym, monkeypatch, 0.0, *gate)
+    assert failed.ret == 1
+    failed.stdout.fnmatch_lines(["*gym gates: FAIL*mean reward 0.67 < 1.00*"])
+    quarantine = write_quarantine(pytester, "2999-12-31")
+    passed = session(pytester, fake_gym, monkeypatch, 0.0, *gate, f"--gym-quarantine={quarantine}")
+    assert passed.ret == 0
+    passed.stdout.fnmatch_lines(
+        [
+            "gym gates: the gate passes (1 quarantined task left out of the gates)",
+            "gym quarantined: task c of mcqa.jsonl (0 of 1 rollouts passed) left out of the gates until 2999-12-31: "
+            f"flips since the prompt change [[]{quarantine}:2]",
+        ]
+    )
+    data = report(pytester)
+    assert [r["task_id"] for r in data["rollouts"]] == ["a", "b", "c"]  # rolled out and reported
+
+
+def test_an_expired_quarantine_gates_the_task_again(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    quarantine = write_quarantine(pytester, "2020-01-31")
+    result = session(
+        pytester, fake_gym, monkeypatch, 0.0, "--gym-min-mean-reward=1.0", f"--gym-quarantine={quarantine}"
+    )
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [f"gym quarantine expired 2020-01-31: task c of mcqa.jsonl is gated again [[]{quarantine}:2]"]
+    )
+
+
+def test_a_malformed_quarantine_line_is_a_usage_error_naming_the_file_and_line(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    quarantine = pytester.path / "q.txt"
+    quarantine.write_text("mcqa.jsonl c 2999-02-30 a day that is not\n")
+    result = session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-quarantine={quarantine}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--gym-quarantine: {quarantine}:1: expiry '2999-02-30' is not a date*"])
+
+
+@pytest.mark.parametrize("kind", ["postgres-closed-port", "sqlite-unwritable"])
+def test_an_unreachable_history_leaves_the_status_and_reports_and_says_so_once(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str, kind: str
+) -> None:
+    if kind == "postgres-closed-port":
+        pytest.importorskip("psycopg")
+        target, shown = "postgresql://evals:s3cret-pw@127.0.0.1:1/evals", "postgresql://evals:***@127.0.0.1:1/evals"
+    else:
+        blocker = pytester.path / "not-a-folder"
+        blocker.write_text("")
+        target = shown = str(blocker / "history.db")
+    args = ("--gym-min-mean-reward=0.5", "--gym-report=report.json", "--gym-markdown=summary.md", "--junitxml=j.xml")
+    result = session(pytester, fake_gym, monkeypatch, 0.0, *args, f"--gym-history={target}")
+    assert result.ret == 0  # the gate passes: the history does not change that
+    said = [line for line in result.outlines if line.startswith("gym history: not written")]
+    assert len(said) == 1 and shown in said[0], result.outlines
+    assert "s3cret-pw" not in result.stdout.str() + result.stderr.str()
+    data = report(pytester)
+    block = data["history"]
+    assert isinstance(block, dict)
+    assert (block["target"], block["run_id"]) == (shown, None)
+    assert block["error"] == said[0]
+    assert "s3cret-pw" not in json.dumps(data)
+    assert said[0] in (pytester.path / "summary.md").read_text()
+    assert (pytester.path / "j.xml").is_file()
+
+
+def test_shards_do_not_write_and_the_merge_writes_the_run_once(
+    pytester: pytest.Pytester,
+    fake_gym: FakeGym,
+    monkeypatch: pytest.MonkeyPatch,
+    alternating: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    history = pytester.path / "gym-history.db"
+    for index in (1, 2):
+        result = session(
+            pytester, fake_gym, monkeypatch, 0.0, f"--gym-shard={index}/2",
+            f"--gym-history={history}", f"--gym-report=shard{index}.json",
+        )  # fmt: skip
+        result.stdout.fnmatch_lines([f"gym history: not written by shard {index}/2; *merge --gym-history*"])
+    assert not history.exists()
+    capsys.readouterr()
+    status = merge_main(
+        [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), f"--gym-history={history}",
+         f"--gym-report={pytester.path / 'merged.json'}"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 1  # task c failed; no gate: the merge's status says so, the history does not change it
+    assert f"gym history: run 1 appended to {history}" in out.splitlines()
+    with open_store(history) as store:
+        [run] = store.runs()
+    assert run.rollouts == 3
+    assert report(pytester, "merged.json")["history"]["run_id"] == 1  # type: ignore[index]
+
+    quarantine = write_quarantine(pytester, "2999-12-31")
+    shards = [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), "--gym-min-mean-reward=1.0"]
+    assert merge_main(shards) == 1  # task c fails the gate
+    assert merge_main([*shards, f"--gym-quarantine={quarantine}"]) == 0
+    out = capsys.readouterr().out
+    assert "gym gates: the gate passes (1 quarantined task left out of the gates)" in out
+    said = "gym quarantined: task c of mcqa.jsonl (0 of 1 rollouts passed) left out of the gates until 2999-12-31"
+    assert f"{said}: flips since the prompt change [{quarantine}:2]" in out
+    with open_store(history) as store:
+        assert len(store.runs()) == 1  # a merge without --gym-history writes nothing
+
+
+def test_under_xdist_the_controller_writes_the_run_once_and_workers_honour_the_quarantine(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    history = pytester.path / "gym-history.db"
+    quarantine = write_quarantine(pytester, "2999-12-31")
+    monkeypatch.setenv(REWARD_VAR, "0.0")
+    result = pytester.runpytest_subprocess(
+        *fake_gym.args, "mcqa.jsonl", "-n", "2", "--gym-repeats=2", f"--gym-history={history}",
+        f"--gym-quarantine={quarantine}", "--gym-min-mean-reward=1.0", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-3000:]  # the gym-gate item (on a worker) left c out too
+    assert result.stdout.str().count("gym history: run 1 appended") == 1
+    with open_store(history) as store:
+        [run] = store.runs()
+    assert run.rollouts == 6
