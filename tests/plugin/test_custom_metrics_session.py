@@ -167,3 +167,16 @@ def test_merged_shards_carry_the_metric_and_its_gate(pytester: pytest.Pytester, 
     alone.assert_outcomes(passed=11, failed=2)  # 6 tests, 4 items of reward 1 and the gym-gate item; q2's 2 items
     failing = merge("--gym-min-metric=boxed:0.9")
     assert failing.returncode == 1 and f"metric boxed {BOXED} < 0.90: FAIL" in failing.stdout, failing.stdout
+
+
+def test_under_adaptive_waves_a_metric_gate_is_judged_at_the_end(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """The waves plan on the reward gates only (a metric comes from tests, after the rollouts); the metric's gate
+    is judged on its fixed-sample interval."""
+    gates = ["--gym-min-mean-reward=0.5", "--gym-min-metric=boxed:0.5"]
+    result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-adaptive", "--gym-repeats=2", *gates)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str(), result.stderr.str()[-2000:]
+    # 3 tasks are too few for the mean reward's confidence sequence; the metric's own gate passes on its estimate.
+    assert said(result, "gates 2 judged on the anytime-valid 95% confidence sequence"), result.stdout.str()
+    assert said(result, "mean reward 0.67 [0.12, 1.00]: interval straddles 0.50: INCONCLUSIVE")
+    assert said(result, f"metric boxed {BOXED} >= 0.50: PASS")
+    assert result.ret == 1
