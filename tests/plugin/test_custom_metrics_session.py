@@ -60,7 +60,13 @@ def metric_lines(result: pytest.RunResult) -> list[str]:
 
 def test_a_metric_appears_with_its_interval_in_every_report(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     result = run(
-        pytester, fake_gym, "--gym-report=r.json", "--junitxml=j.xml", "--gym-html=p.html", "--gym-min-metric=boxed:0.5"
+        pytester,
+        fake_gym,
+        "--gym-report=r.json",
+        "--junitxml=j.xml",
+        "--gym-html=p.html",
+        "--gym-markdown=s.md",
+        "--gym-min-metric=boxed:0.5",
     )
     assert result.ret == 0, result.stdout.str()
     lines = metric_lines(result)
@@ -89,6 +95,8 @@ def test_a_metric_appears_with_its_interval_in_every_report(pytester: pytest.Pyt
     assert properties["gym::mcqa.jsonl::gate.metric.boxed"] == "PASS"
     assert properties["gym::mcqa.jsonl::gate.metric.boxed.threshold"] == "0.5"
     assert properties["gym_metric.boxed"] in ("1.0", "0.0")  # each test's own value, on its testcase
+
+    assert f"| metric `boxed` | {BOXED} (95% CI over 3 tasks) |" in (pytester.path / "s.md").read_text()
 
     page = (pytester.path / "p.html").read_text()
     assert '<tr class="metric" data-metric="metric.boxed" data-estimate="0.6666666666666666"' in page
