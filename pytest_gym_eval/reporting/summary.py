@@ -136,7 +136,7 @@ class DatasetSummary:
     metrics: dict[str, Interval] = field(default_factory=dict)
     """Each custom metric test functions recorded for the dataset's rollouts (by name, sorted): its mean over the
     rollouts that recorded it, with the mean reward's interval (:func:`~pytest_gym_eval.gates.custom_interval`;
-    ``n`` counts tasks). See :func:`metric_rollouts` for how many rollouts."""
+    ``n`` counts tasks)."""
 
     @property
     def gates_decide(self) -> bool:
@@ -274,11 +274,6 @@ def metric_values(results: Sequence[RolloutResult]) -> dict[str, list[list[float
             for name, value in rollout.metrics:
                 values.setdefault(name, {}).setdefault(task_id, []).append(value)
     return {name: list(values[name].values()) for name in sorted(values)}
-
-
-def metric_rollouts(results: Sequence[RolloutResult], name: str) -> int:
-    """How many of ``results`` recorded the custom metric ``name``."""
-    return sum(1 for result in results if any(key == name for key, _ in result.metrics))
 
 
 def groups(
