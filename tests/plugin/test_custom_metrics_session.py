@@ -11,8 +11,10 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import jsonschema
 import pytest
 
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.fakes import FakeGym
 
 ANSWERS = {"q1": "\\boxed{A}", "q2": "no box here", "q3": "\\boxed{C}"}
@@ -75,6 +77,7 @@ def test_a_metric_appears_with_its_interval_in_every_report(pytester: pytest.Pyt
     assert said(result, f"metric boxed {BOXED} >= 0.50: PASS")
 
     report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))  # metrics and the custom gate are in the schema
     (dataset,) = report["datasets"]
     boxed, chars = dataset["metrics"]["boxed"], dataset["metrics"]["chars"]
     assert (boxed["estimate"], boxed["low"], boxed["high"], boxed["n"]) == pytest.approx((2 / 3, 0.0, 1.0, 3))
@@ -169,7 +172,12 @@ def test_merged_shards_carry_the_metric_and_its_gate(pytester: pytest.Pytester, 
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert f"metric boxed {BOXED}" in " ".join(merged.stdout.split()), merged.stdout
     one = json.loads((pytester.path / "alone.json").read_text())["datasets"][0]
-    both = json.loads((pytester.path / "merged.json").read_text())["datasets"][0]
+    merged_report = json.loads((pytester.path / "merged.json").read_text())
+    jsonschema.validate(merged_report, json.loads(SCHEMA_PATH.read_text()))
+    assert merged_report["plan"]["datasets"][0]["gates"] == [
+        {"metric": "custom", "k": None, "threshold": 0.5, "custom": "boxed"}
+    ]
+    both = merged_report["datasets"][0]
     assert both["metrics"] == one["metrics"] and both["gates"] == one["gates"]
     assert alone.ret == 0, alone.stdout.str()  # the gym-gate item leaves the metric's gate to the session's end
     alone.assert_outcomes(passed=11, failed=2)  # 6 tests, 4 items of reward 1 and the gym-gate item; q2's 2 items
