@@ -23,7 +23,8 @@ WAVE_LOG_WAIT = 60.0
 def wave_planner(
     options: GymOptions, plan: RunPlan, run_dir: Path, *, pass_hook: bool, on_event: Callable[[str], None]
 ) -> WavePlanner | None:
-    """The planner of ``plan``'s waves in ``run_dir`` (None without ``--gym-adaptive``): each dataset's gates,
+    """The planner of ``plan``'s waves in ``run_dir`` (None without ``--gym-adaptive``): each dataset's reward gates
+    (a custom metric's gate is judged at the session's end, on the fixed-sample interval),
     threshold and reward range as the options give them; ``pass_hook`` whether a ``pytest_gym_eval_rollout_passed``
     hook decides passes; ``on_event`` takes the planner's notes."""
     if not options.adaptive:
@@ -33,9 +34,8 @@ def wave_planner(
         name = dataset_of(rollout)
         if name not in policies:
             settings = options.dataset_settings(rollout.dataset)
-            policies[name] = GroupPolicy(
-                tuple(settings.gates), settings.threshold, settings.reward_range or RewardRange()
-            )
+            reward_gates = tuple(gate for gate in settings.gates if gate.custom is None)  # metrics: tests' own
+            policies[name] = GroupPolicy(reward_gates, settings.threshold, settings.reward_range or RewardRange())
     return WavePlanner(plan, policies, options.min_repeats, run_dir, pass_hook=pass_hook, on_event=on_event)
 
 

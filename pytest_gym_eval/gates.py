@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from pytest_gym_eval.stats import Interval, mean_interval, pass_at_k_interval, wilson_interval
 
-METRICS = ("mean_reward", "pass_rate", "pass_at_k")
+METRICS = ("mean_reward", "pass_rate", "pass_at_k", "custom")
+"""What a gate may judge: the three reward statistics, or a custom metric tests record (``custom``, named by the
+gate's ``custom``: :mod:`pytest_gym_eval.custom_metrics`)."""
+REWARD_METRICS = METRICS[:3]
 _PASS_AT_K_RE = re.compile(r"\s*([0-9]+)\s*:\s*(\S+)\s*")
 
 
@@ -37,31 +40,37 @@ def _fmt_threshold(value: float) -> str:
 
 @dataclass(frozen=True)
 class Gate:
-    """``metric`` must reach ``threshold``; ``k`` is given exactly when metric is "pass_at_k".
+    """``metric`` must reach ``threshold``; ``k`` is given exactly when metric is "pass_at_k", ``custom`` (a
+    custom metric's name) exactly when metric is "custom" (its mean must reach ``threshold``).
 
-    Raises ValueError for an unknown metric, a missing or unexpected ``k``, ``k`` < 1, a non-finite
+    Raises ValueError for an unknown metric, a missing or unexpected ``k`` or ``custom``, ``k`` < 1, a non-finite
     threshold, or a pass_rate / pass_at_k threshold outside [0, 1] (those metrics are probabilities).
     """
 
     metric: str
     threshold: float
     k: int | None = None
+    custom: str | None = None
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
             raise ValueError(f"unknown gate metric {self.metric!r}; expected one of {', '.join(METRICS)}")
         if (self.metric == "pass_at_k") != (self.k is not None):
             raise ValueError("k must be given for the pass_at_k metric and only for it")
+        if (self.metric == "custom") != (self.custom is not None):
+            raise ValueError("custom (the metric's name) must be given for the custom metric and only for it")
         if self.k is not None and self.k < 1:
             raise ValueError(f"k must be an integer >= 1, got {self.k}")
         if not math.isfinite(self.threshold):
             raise ValueError(f"gate threshold must be a finite number, got {self.threshold!r}")
-        if self.metric != "mean_reward" and not 0.0 <= self.threshold <= 1.0:
+        if self.metric in ("pass_rate", "pass_at_k") and not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"{self.metric} threshold must lie in [0, 1], got {self.threshold!r}")
 
     @property
     def name(self) -> str:
-        """Human name of the statistic: ``mean reward``, ``pass rate`` or ``pass@4``."""
+        """Human name of the statistic: ``mean reward``, ``pass rate``, ``pass@4`` or ``metric boxed``."""
+        if self.custom is not None:
+            return f"metric {self.custom}"
         return f"pass@{self.k}" if self.metric == "pass_at_k" else self.metric.replace("_", " ")
 
     @property
@@ -182,7 +191,7 @@ def metric_interval(
         return mean_interval(rewards_by_task, confidence, clip=True)
     if metric == "pass_rate":
         return wilson_interval(sum(c for _, c in counts), sum(n for n, _ in counts), confidence)
-    assert metric == "pass_at_k" and k is not None, f"unknown metric {metric!r} or no k"
+    assert metric == "pass_at_k" and k is not None, f"unknown reward metric {metric!r} or no k"
     return pass_at_k_interval(counts, k, confidence, clip=True)
 
 
@@ -192,12 +201,14 @@ def evaluate(
     passed_by_task: Sequence[Sequence[bool]],
     mode: GateMode,
     confidence: float = 0.95,
+    custom: Mapping[str, Interval] | None = None,
 ) -> list[GateResult]:
     """Judge every gate, in order, on the rollouts of one dataset.
 
     ``rewards_by_task[t][r]`` / ``passed_by_task[t][r]``: reward and pass flag of rollout r of task t
-    (same shape). Each gate judges its metric's :func:`metric_interval`. Raises ValueError when the two
-    shapes differ (or as the statistics do).
+    (same shape). Each gate judges its metric's :func:`metric_interval`; a custom metric's gate judges
+    ``custom[name]`` (that metric's interval, :func:`custom_interval`), or no data (INCONCLUSIVE, with a note)
+    when no rollout recorded it. Raises ValueError when the two shapes differ (or as the statistics do).
     """
     if len(rewards_by_task) != len(passed_by_task) or any(
         len(r) != len(p) for r, p in zip(rewards_by_task, passed_by_task, strict=False)
@@ -206,9 +217,32 @@ def evaluate(
     counts = [(len(task), sum(1 for ok in task if ok)) for task in passed_by_task]
     results: list[GateResult] = []
     for gate in gates:
+        if gate.custom is not None:
+            results.append(custom_gate(gate, (custom or {}).get(gate.custom), mode))
+            continue
         interval = metric_interval(gate.metric, rewards_by_task, counts, confidence, gate.k)
         results.append(GateResult(gate, interval, judge(interval, gate.threshold, mode), mode))
     return results
+
+
+NOT_RECORDED = "no rollout recorded this metric"
+"""The note of a custom metric's gate on a dataset none of whose rollouts recorded the metric."""
+
+
+def custom_interval(values_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+    """A custom metric's mean over the rollouts that recorded it, with the mean reward's interval: Student t with
+    the standard error clustered by task (:func:`mean_interval`), bounds clipped to [0, 1] when every value lies
+    there. ``values_by_task[t][r]``: the value of the r-th rollout of task t that recorded it."""
+    return mean_interval(values_by_task, confidence, clip=True)
+
+
+def custom_gate(gate: Gate, interval: Interval | None, mode: GateMode) -> GateResult:
+    """The verdict of a custom metric's ``gate`` on the metric's ``interval`` (:func:`custom_interval`), by the
+    rules of every gate (:func:`judge`); None (no rollout recorded the metric) is INCONCLUSIVE with the note
+    :data:`NOT_RECORDED`, which never passes."""
+    if interval is None:
+        return GateResult(gate, Interval(math.nan, -math.inf, math.inf, 0), Verdict.INCONCLUSIVE, mode, NOT_RECORDED)
+    return GateResult(gate, interval, judge(interval, gate.threshold, mode), mode)
 
 
 def incomplete(results: Sequence[GateResult], reported: int, selected: int) -> list[GateResult]:
@@ -220,6 +254,12 @@ def incomplete(results: Sequence[GateResult], reported: int, selected: int) -> l
         return list(results)
     note = f"judged on {reported} of {selected} selected rollouts"
     return [
-        GateResult(r.gate, r.interval, Verdict.INCONCLUSIVE if r.verdict is Verdict.PASS else r.verdict, r.mode, note)
+        GateResult(
+            r.gate,
+            r.interval,
+            Verdict.INCONCLUSIVE if r.verdict is Verdict.PASS else r.verdict,
+            r.mode,
+            f"{r.note}; {note}" if r.note else note,
+        )
         for r in results
     ]

@@ -34,6 +34,7 @@ from pytest_gym_eval.settings import (
     _reward_range,
     glob_matches,
     parse_dataset_settings,
+    parse_min_metric,
     parse_pass_at_k,
 )
 from pytest_gym_eval.shard import Shard, parse_shard
@@ -138,6 +139,10 @@ class GymOptions:
                 parse_pass_at_k(text, "--gym-min-pass-at-k")
                 for text in config.getoption("gym_min_pass_at_k", default=None) or ()
             ),
+            min_metric=tuple(
+                parse_min_metric(text, "--gym-min-metric")
+                for text in config.getoption("gym_min_metric", default=None) or ()
+            ),
             reward_range=_reward_range(config.getoption("gym_reward_range", default=None), "--gym-reward-range"),
         )
         ini = DatasetSettings(
@@ -147,6 +152,7 @@ class GymOptions:
             min_mean_reward=_number(ini_value("gym_min_mean_reward"), "gym_min_mean_reward"),
             min_pass_rate=_number(ini_value("gym_min_pass_rate"), "gym_min_pass_rate"),
             min_pass_at_k=tuple(parse_pass_at_k(t, "gym_min_pass_at_k") for t in config.getini("gym_min_pass_at_k")),
+            min_metric=tuple(parse_min_metric(t, "gym_min_metric") for t in config.getini("gym_min_metric")),
             reward_range=_reward_range(ini_value("gym_reward_range"), "gym_reward_range"),
         )
         gate_on = value("gym_gate_on") or GateMode.POINT.value

@@ -181,8 +181,9 @@ class ItemProtocol:
         return found
 
     def judge_gates(self, item: GymItem, found: dict[int, RolloutRecord | Missing]) -> str | None:
-        """Judge the dataset's gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
-        failure text. A selection that is no sample of the dataset skips the item (:func:`pytest.skip`)."""
+        """Judge the dataset's reward gates on ``found`` (from :meth:`wait_for_gate`): None when they pass, else the
+        failure text (custom metric gates are the session's to judge, at its end). A selection that is no sample
+        of the dataset skips the item (:func:`pytest.skip`)."""
         run = self.run
         dataset = item.nodeid.split("::", 1)[0]
         planned = [r for r in run.selected_rollouts() if r.nodeid.split("::", 1)[0] == dataset]
@@ -203,8 +204,11 @@ class ItemProtocol:
                     outcome.reward, outcome.failure_class,
                 )
             )  # fmt: skip
+        # A custom metric's gate is judged at the session's end only: the test functions that record the metric may
+        # run after this item, or on another worker.
+        gates = [gate for gate in settings.gates if gate.custom is None]
         summaries = report.summarize(
-            results, thresholds={dataset: settings.threshold}, gates={dataset: settings.gates},
+            results, thresholds={dataset: settings.threshold}, gates={dataset: gates},
             mode=run.options.gate_mode, adaptive=run.adaptive_records(),
         )  # fmt: skip
         judged = [gate for summary in summaries for gate in summary.gates]

@@ -256,6 +256,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="K:V",
     ),
     Option(
+        "--gym-min-metric",
+        "CI gate: each dataset's mean of a custom metric (rollout.record_metric) must reach BOUND, e.g. boxed:0.9 "
+        "(repeatable, in the ini file one per line; a metric no rollout recorded is INCONCLUSIVE)",
+        "linelist",
+        action="append",
+        metavar="NAME:BOUND",
+    ),
+    Option(
         "--gym-gate-on",
         "Judge gates on the point estimate or on the lower end of the 95% interval; then an interval straddling "
         "the threshold is INCONCLUSIVE",
@@ -434,7 +442,7 @@ INI_ONLY: tuple[IniOption, ...] = (
     IniOption(
         "gym_dataset_settings",
         "One line per dataset glob: `<glob>: key=value ...` with keys agent, resources_server, repeats, "
-        "pass_threshold, min_mean_reward, min_pass_rate, min_pass_at_k, reward_range.",
+        "pass_threshold, min_mean_reward, min_pass_rate, min_pass_at_k, min_metric, reward_range.",
         "linelist",
     ),
 )

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_gym_eval.custom_metrics import metrics_of
 from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
@@ -130,6 +131,9 @@ class ResultsCollector:
     gate_failures: set[str] = field(default_factory=set)
     """Node ids of the ``gym-gate`` items that failed or errored (their gates, or a crash: the session's exit
     status then cannot be 0, as their JUnit testcase is a failure)."""
+    metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    """Custom metrics test functions recorded (``rollout.record_metric``): ``metrics[rollout node id][test node id]``
+    maps name -> value, as the test's latest report carries them."""
     stopped_by_maxfail: bool = False
     """pytest-xdist ended the session for ``-x``/``--maxfail`` (with its own ``Interrupted``, a KeyboardInterrupt):
     pytest's status then says "interrupted", though nobody interrupted anything."""
@@ -145,6 +149,7 @@ class ResultsCollector:
         tested = rollout_from_test_report(report)
         if tested is not None:  # counted once: the dataset's own item, when it reports, replaces it
             self.results.setdefault(tested.nodeid, tested)
+        self.take_metrics(report)
         result = rollout_result(report, self.results.get(report.nodeid))
         if result is not None:
             self.results[report.nodeid] = replace(result, start=self.starts[report.nodeid])
@@ -155,13 +160,37 @@ class ResultsCollector:
         elif report.failed and report.nodeid not in self.results:
             self.other_failures.add(report.nodeid)
 
+    def take_metrics(self, report: pytest.TestReport) -> None:
+        """Note the custom metrics a test function's report carries for its rollout (``gym_rollout``): every phase's
+        report carries all the test recorded so far, so the latest one holds them all."""
+        if not report.user_properties:
+            return
+        props = dict(report.user_properties)
+        rollout = props.get(TEST_ROLLOUT_KEYS[0])
+        found = metrics_of(report.user_properties)
+        if isinstance(rollout, str) and found:
+            self.metrics.setdefault(rollout, {})[report.nodeid] = found
+
+    def rollout_metrics(self, nodeid: str) -> tuple[tuple[str, float], ...]:
+        """The custom metrics of one rollout, sorted by name: a metric several test functions recorded for it is
+        the mean of their values."""
+        by_name: dict[str, list[float]] = {}
+        for recorded in self.metrics.get(nodeid, {}).values():
+            for name, value in recorded.items():
+                by_name.setdefault(name, []).append(value)
+        return tuple((name, math.fsum(values) / len(values)) for name, values in sorted(by_name.items()))
+
     def unjudged_gates(self) -> list[str]:
         """Node ids of selected ``gym-gate`` items that never reported (the session ended before they ran), sorted."""
         return sorted(self.gates_expected - self.gates_reported)
 
     def rollouts(self) -> list[rpt.RolloutResult]:
-        """The reported rollouts (skipped ones left out), in report order."""
-        return [r for r in self.results.values() if r.status in ("passed", "failed", "error")]
+        """The reported rollouts (skipped ones left out), in report order, each with its custom metrics."""
+        return [
+            replace(r, metrics=self.rollout_metrics(r.nodeid)) if r.nodeid in self.metrics else r
+            for r in self.results.values()
+            if r.status in ("passed", "failed", "error")
+        ]
 
 
 def dataset_policy(options: GymOptions, datasets: Sequence[str]) -> tuple[dict[str, float], dict[str, list[Gate]]]:
@@ -412,7 +441,7 @@ def report_plan(
         {"shard": {"index": 2, "count": 3} | null, "rule": "sha256-sorted-blocks-v1",
          "gate_mode": "point", "inconclusive": "fail",
          "datasets": [{"dataset", "sha256", "repeats", "agent", "tasks": [...], "agents": {task: agent},
-                       "threshold", "gates": [{"metric", "k", "threshold"}], "selected": {task: [repeats]}}]}
+                       "threshold", "gates": [{"metric", "k", "threshold", "custom"?}], "selected": {task: [repeats]}}]}
 
     ``agent`` is the dataset's most common agent and ``agents`` lists only the tasks whose agent differs. A
     dataset's sha256 is taken from ``meta`` (``dataset_sha256.<dataset>``) when it is there, else computed.
@@ -436,7 +465,15 @@ def report_plan(
                 "tasks": list(entry.tasks),
                 "agents": {task: agent for task, agent in entry.agents.items() if agent != common},
                 "threshold": settings.threshold,
-                "gates": [{"metric": g.metric, "k": g.k, "threshold": g.threshold} for g in settings.gates],
+                "gates": [
+                    {
+                        "metric": g.metric,
+                        "k": g.k,
+                        "threshold": g.threshold,
+                        **({"custom": g.custom} if g.custom else {}),
+                    }
+                    for g in settings.gates
+                ],
                 "selected": {task: sorted(repeats) for task, repeats in chosen.get(entry.dataset, {}).items()},
             }
         )

@@ -13,13 +13,14 @@ import fnmatch
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_gym_eval.collect import RolloutError, dataset_default_agent
+from pytest_gym_eval.custom_metrics import property_name
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.item_protocol import read_row
 from pytest_gym_eval.outcome import RolloutOutcome
@@ -255,7 +256,9 @@ def rollout_for(request: pytest.FixtureRequest) -> Rollout:
         error = RolloutError(outcome.message + (f"\nlog: {outcome.log}" if outcome.log else ""))
         error.outcome = outcome  # type: ignore[attr-defined]
         raise error
-    return rollout_of(outcome, wanted, outcome.record.read_full(), read_row(wanted.path, wanted.task.line))
+    rollout = rollout_of(outcome, wanted, outcome.record.read_full(), read_row(wanted.path, wanted.task.line))
+    properties = request.node.user_properties
+    return replace(rollout, recorder=lambda name, value: properties.append((property_name(name), value)))
 
 
 def rollout_of(

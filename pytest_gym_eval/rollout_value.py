@@ -8,11 +8,12 @@ How a test gets one: docs/hooks-and-api.md ("Rollouts in test functions").
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_gym_eval.custom_metrics import check_name, metric_value
 from pytest_gym_eval.dataset import Task
 from pytest_gym_eval.outcome import output_text
 from pytest_gym_eval.usage import Usage, record_usage
@@ -84,6 +85,7 @@ class Rollout:
       stamps (mcqa: ``expected_answer``, ``extracted_answer``); ``record``: the whole Gym record.
     - ``record_path``/``record_line``: where the record is (1-based line of Gym's output file); None when it is
       in no file.
+    - ``metrics``: the custom metrics this test recorded for the rollout (:meth:`record_metric`), name -> value.
     """
 
     task_id: str
@@ -101,6 +103,29 @@ class Rollout:
     record_line: int | None = None
     agent: str = ""
     dataset: str = ""
+    metrics: dict[str, float] = field(default_factory=dict, compare=False)
+    recorder: Callable[[str, float], None] | None = field(default=None, repr=False, compare=False)
+    """Where :meth:`record_metric` sends a metric (the ``gym_rollout`` fixture sets it); None: nowhere."""
+
+    def record_metric(self, name: str, value: float | bool) -> None:
+        """Record a custom metric of this rollout, e.g. ``rollout.record_metric("boxed", 1.0)``.
+
+        ``name``: a letter or ``_``, then up to 63 letters, digits, ``_``, ``.`` or ``-``. ``value``: a finite
+        number (int, float, a numpy scalar), or a bool, recorded as 1.0/0.0. Recording a name again replaces its
+        value. Each dataset's summary (terminal, JSON, JUnit, HTML, ``merge``) shows each metric's mean over the
+        rollouts that recorded it, with the mean reward's interval (clustered by task), and
+        ``--gym-min-metric=NAME:BOUND`` gates it. Raises TypeError for a value that is no number (or a name that is
+        no string), ValueError for NaN, infinity or a bad name, and RuntimeError for a rollout no ``gym_rollout``
+        fixture gave (nothing would report it).
+        """
+        number = metric_value(check_name(name), value)
+        if self.recorder is None:
+            raise RuntimeError(
+                f"record_metric({name!r}): this rollout did not come from the gym_rollout fixture, so no report "
+                "would carry the metric"
+            )
+        self.recorder(name, number)
+        self.metrics[name] = number
 
     @property
     def passed(self) -> bool:

@@ -30,6 +30,7 @@ SETTING_KEYS = (
     "min_mean_reward",
     "min_pass_rate",
     "min_pass_at_k",
+    "min_metric",
     "reward_range",
 )
 """The keys a ``gym_dataset_settings`` line may set (the fields of :class:`DatasetSettings`)."""
@@ -39,7 +40,8 @@ SETTING_KEYS = (
 class DatasetSettings:
     """Settings one dataset may carry (a line of ``gym_dataset_settings``); None means "not set here".
 
-        ``min_pass_at_k`` holds ``(k, minimum pass@k)`` pairs; ``reward_range`` the range every reward lies in (what
+        ``min_pass_at_k`` holds ``(k, minimum pass@k)`` pairs, ``min_metric`` ``(custom metric, minimum mean)``
+    pairs (:mod:`pytest_gym_eval.custom_metrics`); ``reward_range`` the range every reward lies in (what
     ``--gym-adaptive``'s confidence sequence needs; [0, 1] when unset).
     """
 
@@ -50,6 +52,7 @@ class DatasetSettings:
     min_mean_reward: float | None = None
     min_pass_rate: float | None = None
     min_pass_at_k: tuple[tuple[int, float], ...] = ()
+    min_metric: tuple[tuple[str, float], ...] = ()
     reward_range: RewardRange | None = None
 
     @property
@@ -63,6 +66,7 @@ class DatasetSettings:
         if self.min_pass_rate is not None:
             gates.append(Gate("pass_rate", self.min_pass_rate))
         gates.extend(Gate("pass_at_k", value, k) for k, value in self.min_pass_at_k)
+        gates.extend(Gate("custom", value, custom=name) for name, value in self.min_metric)
         return gates
 
     @property
@@ -140,6 +144,8 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
                 values[key] = _reward_range(text, f"{where}: reward_range")
             elif key == "min_pass_at_k":
                 values[key] = tuple(parse_pass_at_k(part, where) for part in text.split(","))
+            elif key == "min_metric":
+                values[key] = tuple(parse_min_metric(part, where) for part in text.split(","))
             else:
                 values[key] = _number(text, f"{where}: {key}")
         parsed.append((pattern.strip(), DatasetSettings(**values)))
@@ -156,6 +162,16 @@ def parse_pass_at_k(text: str, where: str = "--gym-min-pass-at-k") -> tuple[int,
         raise pytest.UsageError(f"{where}: {error}") from None
     assert gate.k is not None
     return gate.k, gate.threshold
+
+
+def parse_min_metric(text: str, where: str = "--gym-min-metric") -> tuple[str, float]:
+    """``"NAME:BOUND"`` as ``(custom metric, minimum mean)``; raises :class:`pytest.UsageError` naming ``where``."""
+    from pytest_gym_eval.custom_metrics import parse_bound
+
+    try:
+        return parse_bound(text)
+    except (TypeError, ValueError) as error:
+        raise pytest.UsageError(f"{where}: {error}") from None
 
 
 def _reward_range(text: object, where: str) -> RewardRange | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval import cli
+from pytest_gym_eval.custom_metrics import parse_bound
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, parse_pass_at_k
 from pytest_gym_eval.gym_options import GymOptions
@@ -83,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     gates.add_argument(
         "--gym-min-pass-at-k", action="append", default=[], metavar="K:V", help="pass@K >= V (repeatable)"
     )
+    gates.add_argument(
+        "--gym-min-metric", action="append", default=[], metavar="NAME:BOUND",
+        help="mean of a custom metric >= BOUND (repeatable)",
+    )  # fmt: skip
     gates.add_argument("--gym-gate-on", choices=[m.value for m in GateMode], help="judge on the estimate or the bound")
     gates.add_argument("--gym-inconclusive", choices=["fail", "pass"], help="what an INCONCLUSIVE gate does")
     gates.add_argument("--gym-baseline", type=Path, metavar="PATH.json", help="compare with an earlier report")
@@ -122,10 +127,15 @@ def _overrides(args: argparse.Namespace) -> GateOverrides:
         at_k = tuple(parse_pass_at_k(text) for text in args.gym_min_pass_at_k)
     except ValueError as error:
         raise ValueError(f"--gym-min-pass-at-k: {error}") from None
+    try:
+        custom = tuple(Gate("custom", bound, custom=name) for name, bound in map(parse_bound, args.gym_min_metric))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"--gym-min-metric: {error}") from None
     return GateOverrides(
         min_mean_reward=mean,
         min_pass_rate=rate,
         min_pass_at_k=at_k,
+        min_metric=custom,
         gate_mode=None if args.gym_gate_on is None else GateMode(args.gym_gate_on),
         inconclusive_passes=None if args.gym_inconclusive is None else args.gym_inconclusive == "pass",
     )

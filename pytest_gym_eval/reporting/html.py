@@ -253,6 +253,16 @@ def _summary_table(summary: DatasetSummary) -> str:
         rows.append(
             _metric(f"pass_at_{k}", f"pass@{k}", fmt.interval(interval), note, _interval_attrs(*_fields(interval)))
         )
+    for name, interval in summary.metrics.items():  # custom metrics tests recorded (rollout.record_metric)
+        rows.append(
+            _metric(
+                html.escape(f"metric.{name}", quote=True),
+                f"metric {name}",
+                fmt.interval(interval),
+                f"custom metric: {confidence} CI over {fmt.plural(interval.n, 'task')} (Student t, clustered by task)",
+                _interval_attrs(*_fields(interval)),
+            )
+        )
     flaky = summary.flaky_tasks
     rows.append(
         _metric(

@@ -77,6 +77,7 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "mean_reward": _interval_json(summary.mean_reward),
         "pass_rate": _interval_json(summary.pass_rate),
         "pass_at_k": {str(k): _interval_json(interval) for k, interval in summary.pass_at_k.items()},
+        **({"metrics": {name: _interval_json(iv) for name, iv in summary.metrics.items()}} if summary.metrics else {}),
         "flaky_tasks": list(summary.flaky_tasks),
         "error_classes": dict(summary.error_classes),
         "wall_time": _finite(summary.wall_time),
@@ -135,6 +136,7 @@ def _gate_json(result: GateResult) -> dict[str, Any]:
     return {
         "metric": result.gate.metric,
         "k": result.gate.k,
+        **({"custom": result.gate.custom} if result.gate.custom is not None else {}),
         "threshold": result.gate.threshold,
         "label": result.gate.label,
         **_interval_json(result.interval),
@@ -156,6 +158,7 @@ def _rollout_json(result: RolloutResult) -> dict[str, Any]:
         "failure_class": result.failure_class,
         "record": result.record,
         **_usage_rollout_json(result),
+        **({"metrics": dict(result.metrics)} if result.metrics else {}),
     }
 
 
@@ -292,11 +295,24 @@ def results_from_report(report: Mapping[str, Any]) -> list[RolloutResult]:
     for index, entry in enumerate(report.get("rollouts", [])):
         values = {key: value for key, value in entry.items() if key in names}
         values["reward"] = None if values.get("reward") is None else float(values["reward"])
+        values["metrics"] = _metrics_from_json(values.get("metrics"))
         try:
             results.append(RolloutResult(**values))
         except TypeError as error:
             raise ValueError(f"rollouts[{index}] cannot be read: {error}") from None
     return results
+
+
+def _metrics_from_json(value: object) -> tuple[tuple[str, float], ...]:
+    """A rollout's ``metrics`` object as ``RolloutResult.metrics``, sorted by name; entries that are not numbers
+    are left out."""
+    if not isinstance(value, Mapping):
+        return ()
+    return tuple(
+        (str(name), float(number))
+        for name, number in sorted(value.items())
+        if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number)
+    )
 
 
 def _number(value: object, default: float) -> float:
@@ -319,7 +335,7 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
     try:
         gates = [
             GateResult(
-                Gate(str(gate["metric"]), float(gate["threshold"]), gate.get("k")),
+                Gate(str(gate["metric"]), float(gate["threshold"]), gate.get("k"), gate.get("custom")),
                 _interval_from_json(gate),
                 Verdict(gate["verdict"]),
                 GateMode(gate["mode"]),
@@ -339,6 +355,7 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
             mean_reward=_interval_from_json(entry["mean_reward"]),
             pass_rate=_interval_from_json(entry["pass_rate"]),
             pass_at_k={int(k): _interval_from_json(v) for k, v in entry.get("pass_at_k", {}).items()},
+            metrics={str(name): _interval_from_json(v) for name, v in entry.get("metrics", {}).items()},
             flaky_tasks=tuple(str(task) for task in entry.get("flaky_tasks", [])),
             wall_time=_number(entry.get("wall_time"), 0.0),
             gates=gates,

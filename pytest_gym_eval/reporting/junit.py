@@ -129,7 +129,8 @@ def _summary_properties(summary: DatasetSummary, sha256: str | None) -> list[tup
     if sha256 is not None and summary.agent is None:
         pairs.append(("sha256", sha256))
     for result in summary.gates:
-        metric = "pass_at_" + str(result.gate.k) if result.gate.k is not None else result.gate.metric
+        gate = result.gate
+        metric = f"pass_at_{gate.k}" if gate.k is not None else f"metric.{gate.custom}" if gate.custom else gate.metric
         pairs += [(f"gate.{metric}", result.verdict.value), (f"gate.{metric}.threshold", result.gate.threshold)]
     if summary.verdict is not None:
         pairs.append(("verdict", summary.verdict.value))
@@ -153,6 +154,7 @@ def _aggregates(summary: DatasetSummary) -> list[tuple[str, object]]:
     ]
     intervals = {"mean_reward": summary.mean_reward, "pass_rate": summary.pass_rate}
     intervals.update({f"pass_at_{k}": interval for k, interval in summary.pass_at_k.items()})
+    intervals.update({f"metric.{name}": interval for name, interval in summary.metrics.items()})
     for name, interval in intervals.items():
         pairs += [(name, interval.estimate), (f"{name}.low", interval.low), (f"{name}.high", interval.high)]
     return pairs

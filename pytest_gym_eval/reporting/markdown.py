@@ -105,6 +105,11 @@ def _dataset(
     )
     for k, interval in shown_pass_at_k(summary):
         lines.append(f"| pass@{k} | {fmt.interval(interval)} |")
+    for name, interval in summary.metrics.items():  # custom metrics tests recorded
+        lines.append(
+            f"| metric {code(name)} | {fmt.interval(interval)} "
+            f"({confidence} CI over {fmt.plural(interval.n, 'task')}) |"
+        )
     flaky = summary.flaky_tasks
     listed = ", ".join(code(task) for task in flaky[:MAX_LISTED]) + (" …" if len(flaky) > MAX_LISTED else "")
     lines.append(f"| flaky tasks | {len(flaky)} of {summary.tasks}{': ' + listed if flaky else ''} |")

@@ -163,7 +163,15 @@ def _planned_dataset(entry: Mapping[str, Any]) -> PlannedDataset:
     for gate in entry["gates"]:
         if gate["metric"] not in METRICS:
             raise ValueError(f"{name}: unknown gate metric {gate['metric']!r}")
-        gates.append(Gate(gate["metric"], float(gate["threshold"]), None if gate["k"] is None else int(gate["k"])))
+        k, custom = gate["k"], gate.get("custom")
+        gates.append(
+            Gate(
+                gate["metric"],
+                float(gate["threshold"]),
+                None if k is None else int(k),
+                None if custom is None else str(custom),
+            )
+        )
     selected = {
         _str(task, f"{name}: selected"): tuple(_int(r, f"{name}: selected[{task}]") for r in repeats)
         for task, repeats in entry["selected"].items()
@@ -374,6 +382,7 @@ def _rollout_result(rollout: object, report: ShardReport, index: int) -> Rollout
             nodeid, dataset, task, repeat, agent, status, None if reward is None else float(reward),
             rollout.get("failure_class") or None, rollout.get("record") or None,
             _seconds(rollout.get("start")), _seconds(rollout.get("stop")), usage=_usage(rollout),
+            metrics=_metrics(rollout.get("metrics")),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
         raise MergeError(f"{report.label}: rollouts[{index}] is malformed: {error}") from None
@@ -399,6 +408,19 @@ def _usage(rollout: dict[str, Any]) -> Usage:
     )  # fmt: skip
 
 
+def _metrics(value: object) -> tuple[tuple[str, float], ...]:
+    """The custom metrics a report's rollout carries (absent: none), sorted by name; raises ValueError for a
+    ``metrics`` that is not an object of finite numbers."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError(f"metrics {value!r} is not an object")
+    for name, number in value.items():
+        if type(number) not in (int, float) or not math.isfinite(number):
+            raise ValueError(f"metric {name!r} {number!r} is not a finite number")
+    return tuple((name, float(number)) for name, number in sorted(value.items()))
+
+
 def _seconds(value: object) -> float:
     """An epoch time from a report (absent, null or not a finite number positive: 0.0, "unknown")."""
     if type(value) is float or type(value) is int:
@@ -416,6 +438,7 @@ class GateOverrides:
     min_mean_reward: float | None = None
     min_pass_rate: float | None = None
     min_pass_at_k: tuple[Gate, ...] = ()
+    min_metric: tuple[Gate, ...] = ()
     gate_mode: GateMode | None = None
     inconclusive_passes: bool | None = None
 
@@ -427,10 +450,12 @@ class GateOverrides:
 
     def gates(self, recorded: Sequence[Gate]) -> list[Gate]:
         """A dataset's gates: each given option replaces the recorded gates of its metric (all pass@k gates
-        for ``--gym-min-pass-at-k``), as the command line beats a dataset's own settings in a session."""
+        for ``--gym-min-pass-at-k``, all custom metric gates for ``--gym-min-metric``), as the command line beats
+        a dataset's own settings in a session."""
         mean = [Gate("mean_reward", self.min_mean_reward)] if self.min_mean_reward is not None else None
         rate = [Gate("pass_rate", self.min_pass_rate)] if self.min_pass_rate is not None else None
         at_k = list(self.min_pass_at_k) or None
+        custom = list(self.min_metric) or None
         by_metric = {
             metric: [gate for gate in recorded if gate.metric == metric] for metric in ("mean_reward", "pass_rate")
         }
@@ -438,6 +463,7 @@ class GateOverrides:
             *(mean if mean is not None else by_metric["mean_reward"]),
             *(rate if rate is not None else by_metric["pass_rate"]),
             *(at_k if at_k is not None else [gate for gate in recorded if gate.metric == "pass_at_k"]),
+            *(custom if custom is not None else [gate for gate in recorded if gate.metric == "custom"]),
         ]
 
 
@@ -489,7 +515,13 @@ def merged_plan(merged: MergedRun, overrides: GateOverrides) -> dict[str, Any]:
                 "agents": dict(entry.agents),
                 "threshold": entry.threshold,
                 "gates": [
-                    {"metric": g.metric, "k": g.k, "threshold": g.threshold} for g in overrides.gates(entry.gates)
+                    {
+                        "metric": g.metric,
+                        "k": g.k,
+                        "threshold": g.threshold,
+                        **({"custom": g.custom} if g.custom else {}),
+                    }
+                    for g in overrides.gates(entry.gates)
                 ],
                 "selected": {
                     task: sorted(merged.selected[entry.dataset][task])

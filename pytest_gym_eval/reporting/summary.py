@@ -19,7 +19,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict, evaluate, incomplete, metric_interval
+from pytest_gym_eval.gates import (
+    Gate,
+    GateMode,
+    GateResult,
+    Verdict,
+    custom_interval,
+    evaluate,
+    incomplete,
+    metric_interval,
+)
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.sequential import AdaptiveRecord, judge_record
 from pytest_gym_eval.stats import Interval, PairedComparison
@@ -49,8 +58,9 @@ class RolloutResult:
     ``failure_class`` names an error's cause (:data:`pytest_gym_eval.causes.CLASSES`); ``record`` is
     ``path:LINE`` of the full rollout record; ``start``/``stop`` are epoch seconds of the item's run (0.0 when
     unknown); ``usage`` the policy model's tokens and the rollout's latency as Gym recorded them
-    (:mod:`pytest_gym_eval.usage`). A rollout is *scored* when it passed or failed with a finite reward; only
-    scored rollouts enter the statistics.
+    (:mod:`pytest_gym_eval.usage`); ``metrics`` the custom metrics test functions recorded for it, as
+    ``(name, value)`` pairs sorted by name (:mod:`pytest_gym_eval.custom_metrics`). A rollout is *scored* when it
+    passed or failed with a finite reward; only scored rollouts enter the statistics.
     """
 
     nodeid: str
@@ -65,6 +75,7 @@ class RolloutResult:
     start: float = 0.0
     stop: float = 0.0
     usage: Usage = NO_USAGE
+    metrics: tuple[tuple[str, float], ...] = ()
 
     @property
     def score(self) -> float | None:
@@ -122,6 +133,10 @@ class DatasetSummary:
     adaptive: AdaptiveRecord | None = None
     selection: Selection | None = None
     """The part of the dataset the session selected (:mod:`pytest_gym_eval.selection`; None when unknown)."""
+    metrics: dict[str, Interval] = field(default_factory=dict)
+    """Each custom metric test functions recorded for the dataset's rollouts (by name, sorted): its mean over the
+    rollouts that recorded it, with the mean reward's interval (:func:`~pytest_gym_eval.gates.custom_interval`;
+    ``n`` counts tasks)."""
 
     @property
     def gates_decide(self) -> bool:
@@ -249,6 +264,18 @@ def with_usage(summary: DatasetSummary, results: Sequence[RolloutResult], price:
     return replace(summary, tokens=tokens, latency=latency, cost=cost)
 
 
+def metric_values(results: Sequence[RolloutResult]) -> dict[str, list[list[float]]]:
+    """Each custom metric's values by task (``values[name][t][r]``, tasks in first-seen order, a task's values by
+    repeat), over ``results`` of any status; names sorted. A task none of whose rollouts recorded a metric is left
+    out of that metric's list."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for task_id, rollouts in by_task(results).items():
+        for rollout in rollouts:
+            for name, value in rollout.metrics:
+                values.setdefault(name, {}).setdefault(task_id, []).append(value)
+    return {name: list(values[name].values()) for name in sorted(values)}
+
+
 def groups(
     results: Sequence[RolloutResult], selected: Mapping[str, Mapping[str, int]] | None = None
 ) -> dict[tuple[str, str | None], list[RolloutResult]]:
@@ -336,10 +363,16 @@ def _summarize_group(
     scored = sum(n for n, _ in counts)
     every_reward = [reward for rewards in rewards_by_task for reward in rewards]
     max_repeats = max((len(rollouts) for rollouts in tasks.values()), default=0)
-    sequential = None if adaptive is None else judge_record(gates, rewards_by_task, passed_by_task, adaptive)
+    metrics = {name: custom_interval(values, confidence) for name, values in metric_values(results).items()}
+    reward_gates = [gate for gate in gates if gate.custom is None]
+    sequential = None if adaptive is None else judge_record(reward_gates, rewards_by_task, passed_by_task, adaptive)
     judged = (
-        sequential if sequential is not None else evaluate(gates, rewards_by_task, passed_by_task, mode, confidence)
+        sequential
+        if sequential is not None
+        else evaluate(reward_gates, rewards_by_task, passed_by_task, mode, confidence)
     )
+    # A custom metric is judged on its fixed-sample interval (no confidence sequence covers it).
+    judged = [*judged, *evaluate([g for g in gates if g.custom is not None], [], [], mode, confidence, metrics)]
     # Errored and never-reported rollouts alike leave the gates judged on less than was selected.
     judged = incomplete(judged, scored, selected if selected is not None else len(results))
     return DatasetSummary(
@@ -363,6 +396,7 @@ def _summarize_group(
         selected=selected,
         reward_range=(min(every_reward), max(every_reward)) if every_reward else None,
         adaptive=adaptive,
+        metrics=metrics,
     )
 
 

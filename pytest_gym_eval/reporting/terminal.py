@@ -120,6 +120,7 @@ def _summary_lines(
     for k, interval in shown_pass_at_k(summary):
         note = "" if interval.n == summary.mean_reward.n else f"  {fmt.plural(interval.n, 'task')} with {k}+ scored"
         lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
+    lines += metric_lines(summary, width)
     lines += fractional_note(summary, results, width)
     lines += gym_lines(summary, results, gym_metrics or {}, width)
     lines += fmt.labelled("flaky tasks", _flaky_text(summary), width)
@@ -132,6 +133,19 @@ def _summary_lines(
         assert verdict is not None  # there are gates
         why = f" ({fmt.plural(summary.errors, 'rollout')} errored)" if summary.errors else ""
         lines += fmt.labelled("verdict", verdict.value + why + selection_note(summary), width)
+    return lines
+
+
+def metric_lines(summary: DatasetSummary, width: int) -> list[str]:
+    """One line per custom metric test functions recorded (``metric boxed  0.83 [0.60, 1.00]  95% CI over 4
+    tasks``): its mean with the mean reward's interval, clustered by task."""
+    lines: list[str] = []
+    for name, interval in summary.metrics.items():
+        lines += fmt.labelled(
+            f"metric {name}",
+            f"{fmt.interval(interval)}  {fmt.percent(summary.confidence)} CI over {fmt.plural(interval.n, 'task')}",
+            width,
+        )
     return lines
 
 

@@ -95,6 +95,7 @@ SAMPLE = {
     "--gym-min-mean-reward": "0.3",
     "--gym-min-pass-rate": "0.4",
     "--gym-min-pass-at-k": "2:0.5",
+    "--gym-min-metric": "boxed:0.9",
     "--gym-gate-on": "lower-bound",
     "--gym-inconclusive": "pass",
     "--gym-report": "out.json",

@@ -84,3 +84,37 @@ def test_a_test_function_asserts_on_the_mcqa_examples_rollouts(
         pairs = sorted((json.loads(line)["id"], json.loads(line)["_ng_rollout_index"]) for line in materialized)
         assert pairs == [(f"mcqa-{n:03d}", r) for n in range(1, 13) for r in (0, 1)], name  # each pair once
         assert "12 tasks, 24 rollouts (24 scored, 0 errors)" in result.stdout.str()  # each counted once
+
+
+METRIC_TESTS = """
+import pytest
+
+
+@pytest.mark.gym_rollouts("datasets/mcqa.jsonl")
+def test_correct(gym_rollout):
+    expected = gym_rollout.row["expected_answer"]
+    gym_rollout.record_metric("correct", gym_rollout.verifier_fields["extracted_answer"] == expected)
+"""
+
+
+def test_a_custom_metric_over_the_mcqa_examples_rollouts_gates_the_session(
+    pytester: pytest.Pytester, shared_gym: SharedGym
+) -> None:
+    """``correct`` (the verifier's extracted answer is the expected one) is 1 for 9 tasks and 0 for mcqa-004, -009
+    and -011 (both repeats): mean 0.75; the errors clustered by task sum to 9 * 0.5² + 3 * 1.5² = 9 over N = 24,
+    so the standard error is sqrt(12/11 * 9 / 24²) = 0.1306 and the half width t(0.975, 11) * 0.1306 = 0.287:
+    [0.46, 1.00] (clipped)."""
+    shutil.copy(PROJECT_EXAMPLE / "pytest.ini", pytester.path / "pytest.ini")
+    shutil.copytree(PROJECT_EXAMPLE / "datasets", pytester.path / "datasets")
+    pytester.makepyfile(test_metric=METRIC_TESTS)
+    common = [*shared_gym.args, f"--gym-replay={RECORDINGS}", "-p", "no:cacheprovider", "test_metric.py"]
+    met = pytester.runpytest_subprocess(*common, "--gym-min-metric=correct:0.7", "--gym-report=r.json")
+    text = " ".join(met.stdout.str().split())
+    assert met.ret == 0, met.stdout.str()[-3000:]
+    assert "metric correct 0.75 [0.46, 1.00] 95% CI over 12 tasks" in text, text[-3000:]
+    assert "metric correct 0.75 [0.46, 1.00] >= 0.70: PASS" in text
+    metric = json.loads((pytester.path / "r.json").read_text())["datasets"][0]["metrics"]["correct"]
+    assert metric["estimate"] == 0.75 and metric["n"] == 12 and round(metric["low"], 2) == 0.46
+    failed = pytester.runpytest_subprocess(*common, "--gym-min-metric=correct:0.8")
+    assert failed.ret == 1, failed.stdout.str()[-3000:]
+    assert "metric correct 0.75 [0.46, 1.00] < 0.80: FAIL" in " ".join(failed.stdout.str().split())
