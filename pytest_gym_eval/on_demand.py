@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.causes import unwrap
 from pytest_gym_eval.rollout_value import Rollout
 
 ENVIRONMENT_SERVERS = "environment_servers"
@@ -149,17 +150,28 @@ def post_row(url: str, row: Mapping[str, Any], timeout: float) -> dict[str, Any]
 
 
 def _error_body(error: Any) -> str:
-    """The body of an HTTP error: a JSON string unquoted, other JSON compact, at most 1000 characters."""
+    """The body of an HTTP error, as the innermost error of Gym's chain of servers (:func:`causes.unwrap`: ``Hit an
+    exception in <server> calling an inner server: b'...'`` layers, each escaped once more) named by the servers it
+    passed through; an OpenAI-style ``{"error": {"message"}}`` by its message, other JSON compact; at most 1000
+    characters."""
     try:
-        raw = error.read()
+        raw = error.read().decode("utf-8", "replace")
     except OSError:
-        return error.reason or ""
+        return str(error.reason or "")
+    chain = unwrap(raw)
+    text = chain.innermost
     try:
-        value = json.loads(raw)
-        text = value if isinstance(value, str) else json.dumps(value)
+        value = json.loads(text)
     except ValueError:
-        text = raw.decode("utf-8", "replace")
-    return text[:1000] or str(error.reason)
+        pass
+    else:
+        inner = value.get("error") if isinstance(value, dict) else None
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            text = inner["message"]
+        elif not isinstance(value, str):
+            text = json.dumps(value)
+    through = f" (through {' -> '.join(chain.servers)})" if chain.servers else ""
+    return (text[:1000] + through) or str(error.reason)
 
 
 def _cause(error: BaseException) -> str:

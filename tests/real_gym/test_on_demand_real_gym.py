@@ -98,7 +98,28 @@ def test_rows_written_in_a_test_are_rolled_out_by_the_attached_gym(
         "test_malformed_row": "ERROR",
     }, text[-4000:]
     assert "Gym runs no agent 'no_such_agent'; it runs " in text and "'mcqa_simple_agent'" in text
-    assert "no recorded answer" in text, text[-4000:]
+    assert "answered HTTP 500: no recorded answer: the conversation departs from the closest recording" in text
+    assert "(through SimpleAgent___mcqa_simple_agent -> " in text
     assert "answered HTTP 422" in text
     (run_dir,) = (pytester.path / "runs").iterdir()
-    assert started_processes(run_dir) == []  # attached, and no `gym eval run`
+    assert not (run_dir / "processes.jsonl").exists()  # attached: nothing started, no `gym eval run`
+
+
+def test_a_session_of_on_demand_tests_alone_starts_gym_once_under_xdist(
+    pytester: pytest.Pytester, shared_gym: SharedGym
+) -> None:
+    """No dataset, no attached Gym: the session starts Gym's servers once (with --gym-agent's agent and the replay
+    model) for its on-demand tests, each pytest-xdist worker calls them, and no `gym eval run` runs."""
+    write_tests(pytester)
+    result = pytester.runpytest_subprocess(
+        f"--gym-checkout={shared_gym.checkout}", f"--gym-replay={RECORDINGS}", "--gym-agent=mcqa_simple_agent",
+        "-rA", "-p", "no:cacheprovider", "--gym-run-dir=runs", "-n", "2", "-k", "answer or malformed",
+    )  # fmt: skip
+    assert outcomes(result) == {
+        "test_right_answer": "PASSED",
+        "test_wrong_answer_is_a_zero_reward": "PASSED",
+        "test_malformed_row": "ERROR",
+    }, result.stdout.str()[-4000:]
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    started = [process["name"] for process in started_processes(run_dir)]
+    assert started in (["gym env start"], ["gym env start", "gym env start"])  # twice only after Ray's timeout

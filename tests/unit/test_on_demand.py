@@ -160,9 +160,29 @@ def test_server_instances_are_asked_of_the_head_server(gym: str) -> None:
     assert server_instances(gym.removeprefix("http://")).agents == ("mcqa_simple_agent", "weather_simple_agent")
 
 
+def layer(server: str, body: bytes) -> bytes:
+    """A Gym server's 500 body around the body of the server it called (as FastAPI answers a string: JSON)."""
+    return json.dumps(f"Hit an exception in {server} calling an inner server: {body!r}").encode()
+
+
+NESTED = layer(
+    "SimpleAgent___mcqa_simple_agent",
+    layer(
+        "SimpleModelServer___policy_model",
+        json.dumps({"error": {"message": "no recorded answer: it departs"}}).encode(),
+    ),
+).decode()
+
+
 @pytest.mark.parametrize(
     ("status", "body", "message"),
     [
+        (
+            500,
+            NESTED,
+            "answered HTTP 500: no recorded answer: it departs "
+            r"\(through SimpleAgent___mcqa_simple_agent -> SimpleModelServer___policy_model\)$",
+        ),
         (500, json.dumps("HTTP 404: no recorded answer"), "answered HTTP 500: HTTP 404: no recorded answer$"),
         (422, json.dumps({"detail": [{"msg": "Required"}]}), r"answered HTTP 422: {.detail.: \[{.msg.: .Required.}\]}"),
         (200, "[1, 2]", "answered \\[1, 2\\], not a record"),
