@@ -34,6 +34,7 @@ from pytest_gym_eval.on_demand import (
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.rollout_value import Rollout, RolloutRequest
 from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.sampling import apply_sampling
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 from pytest_gym_eval.settings import dataset_name
 
@@ -308,8 +309,10 @@ class RunRow:
         """Roll ``row`` (a dict as a dataset line holds it: ``responses_create_params`` and the environment's own
         fields) out with ``agent`` (None: the only agent Gym runs) against the session's Gym and policy model, by
         ``POST``ing it to the agent's environment server (no ``gym eval run``); wait at most ``timeout`` seconds
-        (None: 600). Returns the :class:`Rollout` (``task_id`` as given, else ``on-demand``; repeat 0; ``passed``
-        when the verifier's reward reaches the pass threshold, else ``failed``). Raises :class:`OnDemandError`
+        (None: 600). The session's sampling options (``--gym-temperature``, ``--gym-max-output-tokens``,
+        ``--gym-seed``, ...) go into the request as into a dataset row's (repeat 0). Returns the :class:`Rollout`
+        (``task_id`` as given, else ``on-demand``; repeat 0; ``passed`` when the verifier's reward reaches the pass
+        threshold, else ``failed``). Raises :class:`OnDemandError`
         (the test errors, it does not fail) when Gym cannot be reached, refuses the row, fails it or does not
         answer in time; ``TypeError`` for a row that is not a mapping with ``responses_create_params``."""
         if not isinstance(row, Mapping) or not isinstance(row.get("responses_create_params"), Mapping):
@@ -325,7 +328,9 @@ class RunRow:
         servers = cache[head]
         chosen = servers.agent_for(agent)
         url = servers.environment_for(chosen)
-        answer = post_row(url, row, DEFAULT_TIMEOUT if timeout is None else timeout)
+        sampling = gym.options.sampling
+        sent = apply_sampling(row, sampling, 0) if sampling is not None and not sampling.is_empty else row
+        answer = post_row(url, sent, DEFAULT_TIMEOUT if timeout is None else timeout)
         threshold = gym.options.cli.over(gym.options.ini).threshold  # no dataset: the command line's, the ini's
         rollout = rollout_from_answer(
             answer, row, agent=chosen, task_id=task_id or "on-demand", threshold=threshold, where=f"{url}/run"

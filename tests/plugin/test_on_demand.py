@@ -132,3 +132,18 @@ def test_a_warm_gym_serves_on_demand_rows(pytester: pytest.Pytester, fake_gym: F
     assert outcomes(first) == outcomes(second) == {"test_on_demand.py::test_scored": "PASSED"}
     second.stdout.fnmatch_lines(["gym: attached to warm Gym *: no `gym env start`*"])
     assert commands(fake_gym) == [["env", "start"]]
+
+
+def test_the_sessions_sampling_options_reach_the_row(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makepyfile(
+        test_sampling="""
+def test_sampled(gym_run_row):
+    rollout = gym_run_row({"responses_create_params": {"input": "hi", "temperature": 1.0}})
+    params = rollout.record["responses_create_params"]
+    assert params["temperature"] == 0.0 and params["max_output_tokens"] == 16
+"""
+    )
+    result = run(
+        pytester, fake_gym, "--gym-agent=mcqa_simple_agent", "--gym-temperature=0", "--gym-max-output-tokens=16"
+    )
+    assert outcomes(result) == {"test_sampling.py::test_sampled": "PASSED"}, result.stdout.str()[-3000:]
