@@ -19,7 +19,8 @@ options, runs the chosen ones and renders the table.
 8. adaptive    ``--gym-adaptive`` on simulated rewards: the rollouts its gate spends against a fixed ceiling, for
                true means above, at and below the threshold, and how often its verdict is wrong;
 9. warm        the mcqa example's session against a warm Gym (``--gym-keep-alive``) vs raw ``gym eval run
-               --no-serve`` over the same input, and the first session's cost of keeping Gym alive.
+               --no-serve`` over the same input, and the first session's cost of keeping Gym alive;
+12. on_demand  the plugin's own time per on-demand rollout (``gym_run_row``) beyond the bare ``POST /run`` it makes.
 
 ``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
 ``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``. See
@@ -43,7 +44,7 @@ from verdicts import METHOD, TABLE_BEGIN, TABLE_END, replace_between_markers, st
 
 BENCHMARKS = (
     "overhead", "collection", "read", "latency", "html_page", "throughput", "merge", "adaptive", "warm", "teardown",
-    "plugin_cost",
+    "plugin_cost", "on_demand",
 )  # fmt: skip
 """The benchmark modules, in the table's order: each has ``NAME`` (its name in ``--only``), ``add_arguments(parser)``
 and ``run(work, args, quick) -> list[Row]``. A new benchmark is a module here and its name in this list."""

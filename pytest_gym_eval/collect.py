@@ -22,6 +22,7 @@ from _pytest._code.code import ReprFileLocation, TerminalRepr
 from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.on_demand import OnDemandError
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.rollout_value import RolloutRequest
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
@@ -246,6 +247,10 @@ def is_gym_item(item: pytest.Item) -> bool:
     return isinstance(item, (RolloutItem, GateItem))
 
 
+ON_DEMAND_FIXTURE = "gym_run_row"
+"""The fixture that rolls out a row a test builds (:mod:`pytest_gym_eval.on_demand`): a session whose selected
+tests use it starts Gym with ``--gym-agent``'s agent too, even when no dataset row is planned."""
+
 TEST_ROLLOUT_PARAM = "gym_rollout"
 """The fixture a ``gym_rollouts`` mark parametrizes (:mod:`pytest_gym_eval.rollout_tests`)."""
 
@@ -371,7 +376,9 @@ def plan_selected(session: pytest.Session) -> None:
             if request.nodeid not in planned and not never_runs(item):
                 planned.add(request.nodeid)
                 rows.append(request.planned_row())
-        gym.plan_rollouts(rows, {item.nodeid: item for item in selected}, selecting_options(session.config))
+        on_demand = any(ON_DEMAND_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items)
+        serve = (gym.options.agent,) if on_demand and gym.options.agent else ()
+        gym.plan_rollouts(rows, {item.nodeid: item for item in selected}, selecting_options(session.config), serve)
     gym.results.gates_expected.update(item.nodeid for item in session.items if isinstance(item, GateItem))
 
 
@@ -385,6 +392,11 @@ def shape_report(gym: GymSession, item: pytest.Item, call: pytest.CallInfo[None]
     if call.excinfo is None:
         return
     ours = isinstance(item, (RolloutItem, GateItem)) or rollout_request(item) is not None
+    if isinstance(call.excinfo.value, OnDemandError):  # the test errors (it did not fail): the rollout has no verdict
+        path, line, _ = item.reportinfo()
+        report.longrepr = OutcomeText(f"on-demand rollout: {call.excinfo.value}", Path(path), (line or 0) + 1)
+        report.gym_on_demand_error = True  # type: ignore[attr-defined]  # (pytest_report_teststatus)
+        return
     if ours and isinstance(call.excinfo.value, OWN_FAILURES):
         error = call.excinfo.value
         outcome = item.outcome if isinstance(item, RolloutItem) else getattr(error, "outcome", None)

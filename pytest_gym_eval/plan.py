@@ -68,6 +68,9 @@ class RunPlan:
 
     rollouts: tuple[PlannedRollout, ...]
     row_repeats: int = 1
+    serve_agents: tuple[str, ...] = ()
+    """Agents Gym must run for on-demand rollouts (``gym_run_row``) beside the planned rollouts' agents: with
+    these, Gym starts even when no rollout is planned."""
 
     @classmethod
     def build(cls, selected: Iterable[tuple[str, Path, int, str, int, str]], whole_tasks: bool = False) -> RunPlan:
@@ -90,8 +93,13 @@ class RunPlan:
 
     @property
     def agents(self) -> list[str]:
-        """The distinct agents, sorted."""
-        return sorted({rollout.agent for rollout in self.rollouts})
+        """The distinct agents (of the rollouts and :attr:`serve_agents`), sorted."""
+        return sorted({rollout.agent for rollout in self.rollouts} | set(self.serve_agents))
+
+    @property
+    def needs_gym(self) -> bool:
+        """Whether Gym must run: a rollout is planned, or an on-demand rollout needs an agent."""
+        return bool(self.rollouts or self.serve_agents)
 
     def by_nodeid(self) -> dict[str, PlannedRollout]:
         """The plan keyed by item node id."""
@@ -100,7 +108,8 @@ class RunPlan:
     def save(self, path: Path) -> None:
         """Write the plan as JSON atomically (xdist workers hand it to the controller this way)."""
         rows = [[*astuple(r)[:2], str(r.dataset), *astuple(r)[3:]] for r in self.rollouts]
-        write_json_atomic(path, {"rollouts": rows, "row_repeats": self.row_repeats}, indent=None)
+        data = {"rollouts": rows, "row_repeats": self.row_repeats, "serve_agents": list(self.serve_agents)}
+        write_json_atomic(path, data, indent=None)
 
     @classmethod
     def load(cls, path: Path) -> RunPlan:
@@ -112,6 +121,7 @@ class RunPlan:
                 for stamp, nodeid, dataset, line, task_id, repeat, agent in data["rollouts"]
             ),
             int(data.get("row_repeats", 1)),
+            tuple(str(agent) for agent in data.get("serve_agents", ())),
         )
 
 

@@ -23,6 +23,7 @@ from pytest_gym_eval.stash import SESSION_KEY
 if TYPE_CHECKING:
     from pytest_gym_eval.collect import DatasetFile
     from pytest_gym_eval.gym_options import GymOptions
+    from pytest_gym_eval.rollout_tests import RunRow
     from pytest_gym_eval.rollout_value import Rollout
     from pytest_gym_eval.session import GymSession
 
@@ -228,6 +229,29 @@ def gym_rollout(request: pytest.FixtureRequest) -> Rollout:
     from pytest_gym_eval.rollout_tests import rollout_for
 
     return rollout_for(request)
+
+
+@pytest.fixture
+def gym_run_row(request: pytest.FixtureRequest) -> RunRow:
+    """Roll out a row the test builds itself, now, against the session's Gym and policy model (no ``gym eval
+    run``): ``rollout = gym_run_row({"responses_create_params": {...}, ...}, agent=None, timeout=None)``.
+
+    Returns a :class:`~pytest_gym_eval.rollout_value.Rollout` with the verifier's reward. ``agent`` defaults to
+    the only agent Gym runs (``--gym-agent``, or the selected datasets'). Gym starts for the session (once) when a
+    selected test uses this fixture and ``--gym-agent`` names an agent. A rollout with no verdict (Gym refused or
+    failed the row, a timeout, Gym unreachable) errors the test with its cause
+    (:class:`~pytest_gym_eval.on_demand.OnDemandError`); a reward of 0 is a rollout like any other.
+    """
+    from pytest_gym_eval.rollout_tests import RunRow
+
+    return RunRow(request)
+
+
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    """An on-demand rollout without a verdict is the test's error, not its failure."""
+    if report.when == "call" and report.failed and getattr(report, "gym_on_demand_error", False):
+        return "error", "E", "ERROR"
+    return None
 
 
 @pytest.hookimpl(wrapper=True)

@@ -246,7 +246,7 @@ class Resumption:
                 full[ROLLOUT_INDEX_KEY] = 0
                 full[RESUMED_FROM_KEY] = f"{record.path}:{record.line}"
                 out.write(json.dumps(full, ensure_ascii=False) + "\n")
-        return RunPlan(tuple(rest)), len(reused)
+        return RunPlan(tuple(rest), serve_agents=plan.serve_agents), len(reused)
 
 
 def _listed(names: Sequence[str]) -> str:

@@ -12,19 +12,30 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_gym_eval.collect import RolloutError, dataset_default_agent
+from pytest_gym_eval.collect import ON_DEMAND_FIXTURE, RolloutError, dataset_default_agent
 from pytest_gym_eval.custom_metrics import property_name
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.item_protocol import read_row
+from pytest_gym_eval.on_demand import (
+    DEFAULT_TIMEOUT,
+    OnDemandError,
+    Servers,
+    head_server_of,
+    post_row,
+    rollout_from_answer,
+    server_instances,
+)
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.rollout_value import Rollout, RolloutRequest
+from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.sampling import apply_sampling
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 from pytest_gym_eval.settings import dataset_name
 
@@ -278,3 +289,67 @@ def rollout_of(
         record_path=where.path if where is not None else None,
         record_line=where.line if where is not None else None,
     )
+
+
+ON_DEMAND_SERVERS = pytest.StashKey[dict[str, Servers]]()
+"""Per head server (``host:port``), what its ``GET /server_instances`` listed: asked once per process."""
+
+
+class RunRow:
+    """The ``gym_run_row`` fixture's value: call it with a row to roll it out now (:meth:`__call__`)."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
+
+    def __call__(
+        self,
+        row: Mapping[str, Any],
+        agent: str | None = None,
+        *,
+        timeout: float | None = None,
+        task_id: str | None = None,
+    ) -> Rollout:
+        """Roll ``row`` (a dict as a dataset line holds it: ``responses_create_params`` and the environment's own
+        fields) out with ``agent`` (None: the only agent Gym runs) against the session's Gym and policy model, by
+        ``POST``ing it to the agent's environment server (no ``gym eval run``); wait at most ``timeout`` seconds
+        (None: 600). The session's sampling options (``--gym-temperature``, ``--gym-max-output-tokens``,
+        ``--gym-seed``, ...) go into the request as into a dataset row's (repeat 0). Returns the :class:`Rollout`
+        (``task_id`` as given, else ``on-demand``; repeat 0; ``passed`` when the verifier's reward reaches the pass
+        threshold, else ``failed``). Raises :class:`OnDemandError`
+        (the test errors, it does not fail) when Gym cannot be reached, refuses the row, fails it or does not
+        answer in time; ``TypeError`` for a row that is not a mapping with ``responses_create_params``."""
+        if not isinstance(row, Mapping) or not isinstance(row.get("responses_create_params"), Mapping):
+            raise TypeError(f"{ON_DEMAND_FIXTURE}: a row is a dict with 'responses_create_params', got {row!r:.200}")
+        gym = on_demand_gym(self._request)
+        head = head_server_of(RunPaths(gym.run_dir).config) if gym.run_dir is not None else None
+        head = head or gym.head_server
+        if head is None:
+            raise OnDemandError("Gym's head server is unknown: the session's Gym did not start")
+        cache = self._request.config.stash.setdefault(ON_DEMAND_SERVERS, {})
+        if head not in cache:
+            cache[head] = server_instances(head)
+        servers = cache[head]
+        chosen = servers.agent_for(agent)
+        url = servers.environment_for(chosen)
+        sampling = gym.options.sampling
+        sent = apply_sampling(row, sampling, 0) if sampling is not None and not sampling.is_empty else row
+        answer = post_row(url, sent, DEFAULT_TIMEOUT if timeout is None else timeout)
+        threshold = gym.options.cli.over(gym.options.ini).threshold  # no dataset: the command line's, the ini's
+        rollout = rollout_from_answer(
+            answer, row, agent=chosen, task_id=task_id or "on-demand", threshold=threshold, where=f"{url}/run"
+        )
+        self._request.node.user_properties.append(("gym_on_demand_reward", rollout.reward))
+        return rollout
+
+
+def on_demand_gym(request: pytest.FixtureRequest) -> GymSession:
+    """The session's Gym, started (once) for on-demand rollouts. Raises :class:`OnDemandError` when the session has
+    no Gym to start (no dataset rollout planned and no ``--gym-agent``), :class:`GymStartError` when it failed."""
+    gym = request.config.stash.get(SESSION_KEY, None)
+    if gym is None or not gym.plan.needs_gym:
+        raise OnDemandError(
+            f"{ON_DEMAND_FIXTURE}: the session runs no Gym agent: name the agent with --gym-agent=NAME (ini "
+            "gym_agent), or select a dataset, so that Gym starts with it"
+        )
+    started: GymSession = request.getfixturevalue("gym_session")
+    return started

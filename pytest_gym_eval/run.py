@@ -388,7 +388,11 @@ class GymRun:
 
     def _run_waves(self, leftovers: threading.Thread | None = None) -> list[int]:
         """Run the plan, or (``--gym-adaptive``) each wave the planner decides on; the last wave's statuses.
-        ``leftovers`` (the report of earlier sessions' leftovers) is joined once the first run is under way."""
+        ``leftovers`` (the report of earlier sessions' leftovers) is joined once the first run is under way. With no
+        rollout planned (Gym serves on-demand rollouts only) no ``gym eval run`` runs: the servers stay up until
+        :meth:`stop`."""
+        if not self.plan.rollouts:
+            return []
         statuses = self._run_eval(leftovers)
         while self.waves is not None and self._wave is not None and not self._stopping.is_set():
             self._wave = self.waves.after(self._wave)

@@ -165,19 +165,24 @@ class GymSession:
         """Whether a dataset with these settings has CI gates (it then gets a ``gym-gate`` item)."""
         return bool(settings.gates)
 
-    def plan_rollouts(self, rows: Sequence[PlannedRow], items: dict[str, RolloutLike], how: str) -> None:
+    def plan_rollouts(
+        self, rows: Sequence[PlannedRow], items: dict[str, RolloutLike], how: str, serve_agents: Sequence[str] = ()
+    ) -> None:
         """Stamp the selected rollouts (``pytest_collection_finish``): ``rows`` in collection order, ``items`` the
         rollout item of each node id (for the pass hook), ``how`` the pytest options that selected (a label, see
-        :mod:`pytest_gym_eval.selection`). A worker also saves the plan for the controller; the owner checks the
-        run's configuration and makes its run directory (one usage error, not N errors)."""
+        :mod:`pytest_gym_eval.selection`), ``serve_agents`` the agents on-demand rollouts need (Gym then starts even
+        with no row planned). A worker also saves the plan for the controller; the owner checks the run's
+        configuration and makes its run directory (one usage error, not N errors)."""
         self.plan = RunPlan.build(rows, whole_tasks=bool(rows) and whole_tasks_allowed(self.options))
+        if serve_agents:
+            self.plan = dataclasses.replace(self.plan, serve_agents=tuple(serve_agents))
         self.item_protocol.expect(self.plan, items)
         if self.collected is not None:
             self.selections = selection.selections(self.collected, self._deselected, how, self.options.shard)
         if self.is_worker and self.run_dir is not None:
             selection.save(self.selections, RunPaths(self.run_dir).selection)  # before the plan: the
             self.plan.save(RunPaths(self.run_dir).plan)  # controller starts reading once the plan is there
-        if self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
+        if self.owns_run and self.plan.needs_gym and not self.config.option.collectonly:
             self.check_before_start(self.plan)  # a missing agent or model server: one usage error, not N errors
             self.make_run_dir()  # now, so that a run directory that cannot be made is a usage error, not N errors
         if self.resumption is not None and self.owns_run and self.plan.rollouts and not self.config.option.collectonly:
@@ -223,7 +228,7 @@ class GymSession:
         selected and pytest will run items (not ``--collect-only`` or ``--setup-plan``, nor after collection
         errors, which end the session first)."""
         option = self.config.option
-        if option.collectonly or getattr(option, "setupplan", False) or self.is_controller or not self.plan.rollouts:
+        if option.collectonly or getattr(option, "setupplan", False) or self.is_controller or not self.plan.needs_gym:
             return False
         return not (session.testsfailed and not option.continue_on_collection_errors)
 
@@ -281,7 +286,7 @@ class GymSession:
         self.note(f"run directory: {run_dir}")
         try:
             plan = self._prepare_run(plan, run_dir)
-            if not plan.rollouts:  # --gym-resume reused every one: no Gym needed
+            if not plan.needs_gym:  # --gym-resume reused every one: no Gym needed
                 paths.logs.mkdir(parents=True, exist_ok=True)
                 RunState("finished", f"every selected rollout was reused from {self.options.resume}").write(paths.state)
                 return

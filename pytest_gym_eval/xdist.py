@@ -89,7 +89,7 @@ class XdistController:
         except (OSError, ValueError) as error:
             RunState("failed", f"the workers' plan could not be read: {error}").write(paths.state)
             return
-        if plan.rollouts:
+        if plan.needs_gym:
             self.gym.plan = plan
             try:  # before any worker's item waits for Gym: a configuration error is one usage error here
                 self.gym.check_before_start(plan)

@@ -213,3 +213,40 @@ def test_responses_api_incompatibility_is_an_item_error_naming_the_validation_er
         log, line = Path(found.group(1)), int(found.group(2))
         assert log.is_relative_to(run_dir / "logs")
         assert "ValidationError" in log.read_text(errors="replace").splitlines()[line - 1]
+
+
+ON_DEMAND = """
+import json
+
+ROW = {row!r}
+
+
+def test_on_demand(gym_run_row):
+    rollout = gym_run_row(ROW, agent="mcqa_simple_agent")
+    with open("on-demand.json", "w") as handle:
+        json.dump({{"reward": rollout.reward, "response": rollout.record["response"],
+                    "params": rollout.record["responses_create_params"]}}, handle)
+"""
+
+
+def test_an_on_demand_row_is_scored_by_gyms_verifier(
+    pytester: pytest.Pytester, gym_checkout: provision.GymCheckout, local_model: LocalModelServer
+) -> None:
+    """A row written in the test (the first letters question), rolled out on demand by the live model through a Gym
+    the session starts for it alone: its reward is what Gym's own mcqa verifier gives the model's answer."""
+    row = read_jsonl(LETTERS)[0]
+    pytester.makepyfile(test_on_demand=ON_DEMAND.format(row=row))
+    result = pytester.runpytest(
+        *live_args(gym_checkout, local_model, "--gym-model-type=vllm_model", "--gym-temperature=0"),
+        "--gym-agent=mcqa_simple_agent", "test_on_demand.py",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    answer = json.loads((pytester.path / "on-demand.json").read_text())
+    assert answer["params"]["temperature"] == 0.0 and answer["params"]["max_output_tokens"] == MAX_OUTPUT_TOKENS
+    sent = {**row, "responses_create_params": answer["params"]}
+    assert gym_verify(gym_checkout, "mcqa", [(sent, answer["response"])]) == [answer["reward"]]
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    assert [process["name"] for process in started_processes(run_dir)] in (
+        ["gym env start"],
+        ["gym env start", "gym env start"],
+    )  # Gym started once for it, and no `gym eval run`

@@ -2,7 +2,9 @@
 
 It understands just what the plugin calls:
 - ``gym env start ...``: prints Gym's readiness line and waits for SIGINT (exit 0) like real Gym, answering
-  ``GET /readyz`` on the head server of its JSON ``--config`` file (as Gym's head server does);
+  ``GET /readyz`` on the head server of its JSON ``--config`` file (as Gym's head server does), and
+  ``GET /server_instances`` listing ``<env>_simple_agent`` and ``<env>_environment_server`` for each environment
+  config, whose ``POST .../run`` answers a row as its ``fake`` object says (see ``serve_head``);
   ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready,
   ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later, ``FAKE_GYM_STOP=slow`` never end after SIGINT
   (SIGUSR1: exit 1 as Gym does when its server ``mcqa`` dies),
@@ -66,7 +68,7 @@ def serve_head(argv: list[str]) -> None:
     """Answer ``GET /readyz`` with 200 on the head server named in a JSON ``--config`` file (in a daemon thread);
     with 503 for the first ``$FAKE_GYM_READYZ_503`` seconds, as Gym's head server does for a moment."""
     import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     head = None
     for index, arg in enumerate(argv[:-1]):
@@ -81,17 +83,59 @@ def serve_head(argv: list[str]) -> None:
 
     ready_at = time.monotonic() + float(os.environ.get("FAKE_GYM_READYZ_503", "0"))
 
+    environments = [
+        os.path.basename(argv[i + 1]).removesuffix(".yaml")
+        for i, arg in enumerate(argv[:-1])
+        if arg == "--config" and "resources_servers" in argv[i + 1]
+    ]
+    base = f"http://{head['host']}:{int(head['port'])}"
+    instances = [
+        instance
+        for name in environments
+        for instance in (
+            {"process_name": f"{name}_simple_agent", "server_type": "responses_api_agents", "url": f"{base}/a/{name}"},
+            {"process_name": f"{name}_environment_server", "server_type": "environment_servers",
+             "url": f"{base}/env/{name}"},
+        )
+    ]  # fmt: skip
+
     class Ready(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             ok = 200 if time.monotonic() >= ready_at else 503  # Gym's head marks itself ready after saying so
+            if self.path == "/server_instances":
+                return self._send(200, instances)
             self.send_response(ok if self.path == "/readyz" else 404)
             self.end_headers()
             self.wfile.write(b'{"status": "ok"}')
 
+        def do_POST(self) -> None:
+            """An environment server's ``/run``: the row's ``fake`` object says what to answer (``reward``, default
+            1.0; ``status`` and ``body`` for an HTTP error; ``delay`` seconds first)."""
+            row = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            fake = row.get("fake") or {}
+            time.sleep(float(fake.get("delay", 0)))
+            if not self.path.endswith("/run"):
+                return self._send(404, "Not Found")
+            if "status" in fake:
+                return self._send(int(fake["status"]), fake.get("body", ""))
+            text = f"fake answer to {self.path}"
+            response = {
+                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]
+            }
+            self._send(200, {**row, "response": response, "reward": fake.get("reward", 1.0), "failure_kind": None})
+
+        def _send(self, status: int, value: object) -> None:
+            body = json.dumps(value).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def log_message(self, *args: object) -> None:
             pass
 
-    server = HTTPServer((head["host"], int(head["port"])), Ready)
+    server = ThreadingHTTPServer((head["host"], int(head["port"])), Ready)
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 

@@ -1,0 +1,149 @@
+"""Rollouts on demand: ``gym_run_row`` rolls out a row a test builds itself through the running Gym's environment
+server (``POST /run``), without a ``gym eval run``. Against the stand-in ``gym``, whose head server lists one agent
+and environment server per environment and answers ``/run`` as the row's ``fake`` object says;
+tests/real_gym/test_on_demand_real_gym.py checks real Gym with the replay model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.fakes import FakeGym
+
+TESTS = """
+import pytest
+from pytest_gym_eval import Rollout
+
+
+def row(**fake):
+    return {"responses_create_params": {"input": [{"role": "user", "content": "hi"}]}, "fake": fake}
+
+
+def test_scored(gym_run_row):
+    rollout = gym_run_row(row(reward=1.0))
+    assert isinstance(rollout, Rollout) and rollout.reward == 1.0 and rollout.passed
+    assert rollout.agent == "mcqa_simple_agent" and rollout.task_id == "on-demand"
+    assert rollout.output_text == "fake answer to /env/mcqa/run"
+
+
+def test_zero_reward_is_a_rollout(gym_run_row):
+    rollout = gym_run_row(row(reward=0.0), agent="mcqa_simple_agent")
+    assert rollout.status == "failed" and rollout.reward == 0.0
+
+
+def test_zero_reward_fails_an_assertion(gym_run_row):
+    assert gym_run_row(row(reward=0.0)).reward == 1.0
+
+
+def test_server_error(gym_run_row):
+    gym_run_row(row(status=500, body="agent crashed: no recorded answer"))
+
+
+def test_malformed(gym_run_row):
+    gym_run_row(row(status=422, body={"detail": [{"msg": "Field required"}]}))
+
+
+def test_timeout(gym_run_row):
+    gym_run_row(row(delay=2), timeout=0.3)
+
+
+def test_unknown_agent(gym_run_row):
+    gym_run_row(row(), agent="weather_agent")
+"""
+
+EXPECTED = {
+    "test_on_demand.py::test_scored": "PASSED",
+    "test_on_demand.py::test_zero_reward_is_a_rollout": "PASSED",
+    "test_on_demand.py::test_zero_reward_fails_an_assertion": "FAILED",
+    "test_on_demand.py::test_server_error": "ERROR",
+    "test_on_demand.py::test_malformed": "ERROR",
+    "test_on_demand.py::test_timeout": "ERROR",
+    "test_on_demand.py::test_unknown_agent": "ERROR",
+}
+
+
+def outcomes(result: pytest.RunResult) -> dict[str, str]:
+    found = {}
+    for line in result.outlines:
+        for word in ("PASSED", "FAILED", "ERROR"):
+            if line.startswith(word + " "):
+                found[line.split()[1]] = word
+    return found
+
+
+def run(pytester: pytest.Pytester, fake_gym: FakeGym, *args: str) -> pytest.RunResult:
+    common = [*fake_gym.args, "--gym-run-dir=runs", "-rA"]
+    return pytester.runpytest_subprocess(*common, *args)
+
+
+def commands(fake_gym: FakeGym) -> list[list[object]]:
+    return [call["argv"][:2] for call in fake_gym.calls()]  # type: ignore[index]
+
+
+def test_rows_built_in_tests_are_rolled_out_by_a_gym_started_for_them(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """No dataset: Gym starts once for the on-demand tests (with --gym-agent's agent), and no `gym eval run` runs."""
+    pytester.makepyfile(test_on_demand=TESTS)
+    result = run(pytester, fake_gym, "--gym-agent=mcqa_simple_agent")
+    assert outcomes(result) == EXPECTED, result.stdout.str()[-3000:]
+    assert commands(fake_gym) == [["env", "start"]]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*1 failed, 2 passed, 4 errors*"])
+    text = result.stdout.str()
+    for message in (
+        "/env/mcqa/run answered HTTP 500: agent crashed: no recorded answer",
+        '/env/mcqa/run answered HTTP 422: {"detail": [{"msg": "Field required"}]}',
+        "/env/mcqa/run did not answer within 0.3 s",
+        "on-demand rollout: Gym runs no agent 'weather_agent'; it runs 'mcqa_simple_agent'",
+    ):
+        assert message in text, message
+
+
+def test_without_an_agent_the_test_errors_saying_what_to_pass(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makepyfile(test_on_demand=TESTS)
+    result = run(pytester, fake_gym, "-k", "test_scored")
+    assert outcomes(result) == {"test_on_demand.py::test_scored": "ERROR"}
+    result.stdout.fnmatch_lines(["*the session runs no Gym agent: name the agent with --gym-agent=NAME*"])
+    assert commands(fake_gym) == []
+
+
+def test_under_xdist_every_worker_calls_the_controllers_gym(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makepyfile(test_on_demand=TESTS)
+    result = run(pytester, fake_gym, "--gym-agent=mcqa_simple_agent", "-n", "2")
+    assert outcomes(result) == EXPECTED, result.stdout.str()[-3000:]
+    assert commands(fake_gym) == [["env", "start"]]
+
+
+def test_beside_a_dataset_the_datasets_agent_is_the_default(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """With a dataset, Gym runs its agent (one `gym eval run` for the dataset) and on-demand rows go to it."""
+    Path(pytester.path / "mcqa.jsonl").write_text('{"id": "q1", "responses_create_params": {"input": "Q"}}\n')
+    pytester.makepyfile(test_on_demand=TESTS)
+    result = run(pytester, fake_gym, "mcqa.jsonl", "test_on_demand.py", "-k", "q1 or test_scored")
+    assert outcomes(result) == {"mcqa.jsonl::q1[r0]": "PASSED", "test_on_demand.py::test_scored": "PASSED"}
+    assert commands(fake_gym) == [["env", "start"], ["eval", "run"]]
+
+
+def test_a_warm_gym_serves_on_demand_rows(pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path) -> None:
+    pytester.makepyfile(test_on_demand=TESTS)
+    args = ["--gym-agent=mcqa_simple_agent", "--gym-keep-alive=600", "-k", "test_scored"]
+    first, second = run(pytester, fake_gym, *args), run(pytester, fake_gym, *args)
+    assert outcomes(first) == outcomes(second) == {"test_on_demand.py::test_scored": "PASSED"}
+    second.stdout.fnmatch_lines(["gym: attached to warm Gym *: no `gym env start`*"])
+    assert commands(fake_gym) == [["env", "start"]]
+
+
+def test_the_sessions_sampling_options_reach_the_row(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    pytester.makepyfile(
+        test_sampling="""
+def test_sampled(gym_run_row):
+    rollout = gym_run_row({"responses_create_params": {"input": "hi", "temperature": 1.0}})
+    params = rollout.record["responses_create_params"]
+    assert params["temperature"] == 0.0 and params["max_output_tokens"] == 16
+"""
+    )
+    result = run(
+        pytester, fake_gym, "--gym-agent=mcqa_simple_agent", "--gym-temperature=0", "--gym-max-output-tokens=16"
+    )
+    assert outcomes(result) == {"test_sampling.py::test_sampled": "PASSED"}, result.stdout.str()[-3000:]
