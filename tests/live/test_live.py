@@ -235,10 +235,10 @@ def test_an_on_demand_row_is_scored_by_gyms_verifier(
     """A row written in the test (the first letters question), rolled out on demand by the live model through a Gym
     the session starts for it alone: its reward is what Gym's own mcqa verifier gives the model's answer."""
     row = read_jsonl(LETTERS)[0]
-    pytester.makepyfile(test_on_demand=ON_DEMAND.format(row=row))
+    pytester.makepyfile(test_rows_on_demand=ON_DEMAND.format(row=row))
     result = pytester.runpytest(
         *live_args(gym_checkout, local_model, "--gym-model-type=vllm_model", "--gym-temperature=0"),
-        "--gym-agent=mcqa_simple_agent", "test_on_demand.py",
+        "--gym-agent=mcqa_simple_agent", "test_rows_on_demand.py",
     )  # fmt: skip
     assert result.ret == 0, result.stdout.str()[-3000:]
     answer = json.loads((pytester.path / "on-demand.json").read_text())

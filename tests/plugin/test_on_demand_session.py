@@ -53,13 +53,13 @@ def test_unknown_agent(gym_run_row):
 """
 
 EXPECTED = {
-    "test_on_demand.py::test_scored": "PASSED",
-    "test_on_demand.py::test_zero_reward_is_a_rollout": "PASSED",
-    "test_on_demand.py::test_zero_reward_fails_an_assertion": "FAILED",
-    "test_on_demand.py::test_server_error": "ERROR",
-    "test_on_demand.py::test_malformed": "ERROR",
-    "test_on_demand.py::test_timeout": "ERROR",
-    "test_on_demand.py::test_unknown_agent": "ERROR",
+    "test_rows_on_demand.py::test_scored": "PASSED",
+    "test_rows_on_demand.py::test_zero_reward_is_a_rollout": "PASSED",
+    "test_rows_on_demand.py::test_zero_reward_fails_an_assertion": "FAILED",
+    "test_rows_on_demand.py::test_server_error": "ERROR",
+    "test_rows_on_demand.py::test_malformed": "ERROR",
+    "test_rows_on_demand.py::test_timeout": "ERROR",
+    "test_rows_on_demand.py::test_unknown_agent": "ERROR",
 }
 
 
@@ -85,7 +85,7 @@ def test_rows_built_in_tests_are_rolled_out_by_a_gym_started_for_them(
     pytester: pytest.Pytester, fake_gym: FakeGym
 ) -> None:
     """No dataset: Gym starts once for the on-demand tests (with --gym-agent's agent), and no `gym eval run` runs."""
-    pytester.makepyfile(test_on_demand=TESTS)
+    pytester.makepyfile(test_rows_on_demand=TESTS)
     result = run(pytester, fake_gym, "--gym-agent=mcqa_simple_agent")
     assert outcomes(result) == EXPECTED, result.stdout.str()[-3000:]
     assert commands(fake_gym) == [["env", "start"]]
@@ -102,15 +102,15 @@ def test_rows_built_in_tests_are_rolled_out_by_a_gym_started_for_them(
 
 
 def test_without_an_agent_the_test_errors_saying_what_to_pass(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
-    pytester.makepyfile(test_on_demand=TESTS)
+    pytester.makepyfile(test_rows_on_demand=TESTS)
     result = run(pytester, fake_gym, "-k", "test_scored")
-    assert outcomes(result) == {"test_on_demand.py::test_scored": "ERROR"}
+    assert outcomes(result) == {"test_rows_on_demand.py::test_scored": "ERROR"}
     result.stdout.fnmatch_lines(["*the session runs no Gym agent: name the agent with --gym-agent=NAME*"])
     assert commands(fake_gym) == []
 
 
 def test_under_xdist_every_worker_calls_the_controllers_gym(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
-    pytester.makepyfile(test_on_demand=TESTS)
+    pytester.makepyfile(test_rows_on_demand=TESTS)
     result = run(pytester, fake_gym, "--gym-agent=mcqa_simple_agent", "-n", "2")
     assert outcomes(result) == EXPECTED, result.stdout.str()[-3000:]
     assert commands(fake_gym) == [["env", "start"]]
@@ -119,17 +119,17 @@ def test_under_xdist_every_worker_calls_the_controllers_gym(pytester: pytest.Pyt
 def test_beside_a_dataset_the_datasets_agent_is_the_default(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     """With a dataset, Gym runs its agent (one `gym eval run` for the dataset) and on-demand rows go to it."""
     Path(pytester.path / "mcqa.jsonl").write_text('{"id": "q1", "responses_create_params": {"input": "Q"}}\n')
-    pytester.makepyfile(test_on_demand=TESTS)
-    result = run(pytester, fake_gym, "mcqa.jsonl", "test_on_demand.py", "-k", "q1 or test_scored")
-    assert outcomes(result) == {"mcqa.jsonl::q1[r0]": "PASSED", "test_on_demand.py::test_scored": "PASSED"}
+    pytester.makepyfile(test_rows_on_demand=TESTS)
+    result = run(pytester, fake_gym, "mcqa.jsonl", "test_rows_on_demand.py", "-k", "q1 or test_scored")
+    assert outcomes(result) == {"mcqa.jsonl::q1[r0]": "PASSED", "test_rows_on_demand.py::test_scored": "PASSED"}
     assert commands(fake_gym) == [["env", "start"], ["eval", "run"]]
 
 
 def test_a_warm_gym_serves_on_demand_rows(pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path) -> None:
-    pytester.makepyfile(test_on_demand=TESTS)
+    pytester.makepyfile(test_rows_on_demand=TESTS)
     args = ["--gym-agent=mcqa_simple_agent", "--gym-keep-alive=600", "-k", "test_scored"]
     first, second = run(pytester, fake_gym, *args), run(pytester, fake_gym, *args)
-    assert outcomes(first) == outcomes(second) == {"test_on_demand.py::test_scored": "PASSED"}
+    assert outcomes(first) == outcomes(second) == {"test_rows_on_demand.py::test_scored": "PASSED"}
     second.stdout.fnmatch_lines(["gym: attached to warm Gym *: no `gym env start`*"])
     assert commands(fake_gym) == [["env", "start"]]
 
