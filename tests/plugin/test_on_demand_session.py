@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.children import outcomes
 from tests.support.fakes import FakeGym
 
 TESTS = """
@@ -61,15 +62,6 @@ EXPECTED = {
     "test_rows_on_demand.py::test_timeout": "ERROR",
     "test_rows_on_demand.py::test_unknown_agent": "ERROR",
 }
-
-
-def outcomes(result: pytest.RunResult) -> dict[str, str]:
-    found = {}
-    for line in result.outlines:
-        for word in ("PASSED", "FAILED", "ERROR"):
-            if line.startswith(word + " "):
-                found[line.split()[1]] = word
-    return found
 
 
 def run(pytester: pytest.Pytester, fake_gym: FakeGym, *args: str) -> pytest.RunResult:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.children import outcomes
 from tests.support.fakes import FakeGym
 
 ANSWERS = {"q1": "\\boxed{A}", "q2": "no box here", "q3": "\\boxed{C}"}
@@ -36,15 +37,6 @@ def write_dataset(path: Path, extra: dict[str, dict[str, object]] | None = None)
         fake.update((extra or {}).get(task_id, {}))
         rows.append({"id": task_id, "responses_create_params": {"input": f"Q {task_id}"}, "fake": fake})
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-
-
-def outcomes(result: pytest.RunResult) -> dict[str, str]:
-    found = {}
-    for line in result.outlines:
-        for word in ("PASSED", "FAILED", "ERROR"):
-            if line.startswith(word + " "):
-                found[line.split()[1]] = word
-    return found
 
 
 def dataset_summary(result: pytest.RunResult, dataset: str = "mcqa.jsonl") -> str:

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_gym_eval.processes import session_members
-from tests.support.children import assert_interrupted, child_pytest_argv
+from tests.support.children import assert_interrupted, child_pytest_argv, outcomes
 from tests.support.fakes import FakeGym
 
 VOLATILE = ("gym.created", "gym.run_dir", "gym.head_server", "gym.model_url", "gym.startup_seconds")
@@ -28,15 +28,6 @@ def dataset(pytester: pytest.Pytester) -> str:
     (pytester.path / "mcqa.jsonl").write_text("\n".join(lines) + "\n")
     (pytester.path / "other.jsonl").write_text(lines[0] + "\n" + lines[1] + "\n")
     return "mcqa.jsonl"
-
-
-def outcomes(result: pytest.RunResult) -> dict[str, str]:
-    found = {}
-    for line in result.outlines:
-        for word in ("PASSED", "FAILED", "ERROR"):
-            if line.startswith(word + " "):
-                found[line.split()[1]] = word
-    return found
 
 
 def summary_section(result: pytest.RunResult) -> list[str]:

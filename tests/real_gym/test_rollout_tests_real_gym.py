@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from tests.support import PROJECT_EXAMPLE
-from tests.support.children import started_processes
+from tests.support.children import outcomes, started_processes
 from tests.support.real_gym import SharedGym
 
 RECORDINGS = PROJECT_EXAMPLE / "recordings" / "mcqa_rollouts.jsonl"
@@ -28,15 +28,6 @@ def test_answer_is_boxed_short_and_right(gym_rollout):
     assert gym_rollout.input_tokens > 0 and gym_rollout.record_path.is_file()
     assert gym_rollout.verifier_fields["extracted_answer"] == gym_rollout.row["expected_answer"]
 """
-
-
-def outcomes(result: pytest.RunResult) -> dict[str, str]:
-    found = {}
-    for line in result.outlines:
-        for word in ("PASSED", "FAILED", "ERROR"):
-            if line.startswith(word + " "):
-                found[line.split()[1]] = word
-    return found
 
 
 def test_a_test_function_asserts_on_the_mcqa_examples_rollouts(

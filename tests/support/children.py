@@ -65,6 +65,16 @@ def processes_with_environment(name: str, value: str) -> list[int]:
     return found
 
 
+def outcomes(result: pytest.RunResult) -> dict[str, str]:
+    """Node id -> ``PASSED``/``FAILED``/``ERROR`` from a run's ``-rA`` short test summary."""
+    found = {}
+    for line in result.outlines:
+        for word in ("PASSED", "FAILED", "ERROR"):
+            if line.startswith(word + " "):
+                found[line.split()[1]] = word
+    return found
+
+
 def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
     """Poll ``condition`` every 50 ms until it is true (a state read from ``/proc`` or a file, never a sleep as
     synchronisation); fail naming ``what`` after ``timeout`` seconds."""
