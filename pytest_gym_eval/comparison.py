@@ -223,7 +223,8 @@ def judge_comparison(interval: Interval, gate: ComparisonGate) -> Verdict:
     Δ = -δ; with a continuous interval the boundary has probability 0). Superiority, Δ > δ: PASS when the lower
     bound is > δ, FAIL when the upper bound is <= δ (the candidate is not better: two identical models, interval
     [0, 0], FAIL superiority and PASS non-inferiority at δ = 0), INCONCLUSIVE otherwise. With a two-sided interval
-    at confidence 1 - alpha each wrong verdict has probability <= alpha/2. Always judged on the interval, not the point
+    at confidence 1 - alpha each wrong verdict has probability about alpha/2 (the t interval is approximate; the
+    sequence of :class:`PairedSequence` bounds it by alpha/2). Always judged on the interval, not the point
     estimate (a point difference alone cannot tell a regression from noise). No data (nan estimate), infinite
     bounds (one task) or an empty sequence (low > high) is INCONCLUSIVE.
     """
@@ -341,9 +342,9 @@ class PairedSequence:
     dataset's mean over its T tasks, Δ = (1/T) Σ_t Δ_t with Δ_t = E[candidate_t] - E[baseline_t] = E[d_tr]; every
     wave holds every task the same number of times and bets one stake on all of them, so the capital at the true
     Δ is a nonnegative supermartingale over waves however the Δ_t differ, and Δ lies in every interval of the
-    sequence at once with probability >= 1 - alpha (Ville's inequality). The two rewards of a pair may be correlated
-    (the same task, the same moment of an endpoint's drift): only E[d_tr] matters, which is why pairs are
-    interleaved in time rather than independent.
+    sequence at once with probability >= 1 - alpha (Ville's inequality). The two rewards of a pair need not be
+    independent of each other (one task, one moment of an endpoint's drift): only E[d_tr] matters, and rolling the
+    two models out interleaved keeps a drifting endpoint from moving it.
 
     **Error rates.** The hedge splits alpha evenly between the two sides, so with the truth at the margin Δ = -δ a
     non-inferiority gate wrongly PASSES (or FAILS) at most alpha/2 of the time and is decided either way at most alpha,
