@@ -56,9 +56,13 @@ def pytest_report_header() -> list[str]:
 
 # The README's command runs the tiers on two pytest-xdist workers (``-n 2``): the tests that start real Gym (the
 # real-Gym, live and browser folders) are one unit of work, run one after another on one worker, while the other
-# worker runs the fast tier. (pytest-xdist's own ``--dist loadgroup`` cannot group them on pytest 9.2: it renames
-# ``item._nodeid``, which pytest 9.2 no longer reads.)
+# worker runs the compatibility matrix and the fast tier. (pytest-xdist's own ``--dist loadgroup`` cannot group
+# them on pytest 9.2: it renames ``item._nodeid``, which pytest 9.2 no longer reads.)
 SERIAL_FOLDERS = ("tests/real_gym/", "tests/live/", "tests/browser/")
+# The fast tier run again on the oldest and the newest combination (tests/compat): one unit of work too, the second
+# largest, so that pytest-xdist (which hands out the units with the most tests first) gives it to the other worker
+# at the start and the fast tier's own tests fill both workers at the end.
+COMPAT_FAST_TIER = "tests/compat/test_compat.py::test_the_fast_tier_passes_on_the_combination"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -66,10 +70,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
 
     class TierScheduling(LoadScopeScheduling):
-        """pytest-xdist's ``loadscope`` with one scope for every test that starts Gym, one per test otherwise."""
+        """pytest-xdist's ``loadscope`` with one scope for every test that starts Gym, one for the compatibility
+        matrix's two runs of the fast tier, one per test otherwise."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return "real-gym" if nodeid.startswith(SERIAL_FOLDERS) else nodeid
+            if nodeid.startswith(SERIAL_FOLDERS):
+                return "real-gym"
+            return "compat-fast-tier" if nodeid.startswith(COMPAT_FAST_TIER) else nodeid
 
     return TierScheduling(config, log)
 
@@ -77,7 +84,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 # How long each tier took, for .ci/run's log: the summed durations of the items' phases (fixtures' set-up
 # included), from the reports, which the pytest-xdist controller receives too.
 _TIER_SECONDS: dict[str, float] = {}
-_TIERS = (("browser", "browser"), ("live", "live"), ("gym", "real-Gym"))  # (marker, tier); first match wins
+# (marker, tier); the first match wins
+_TIERS = (("browser", "browser"), ("live", "live"), ("gym", "real-Gym"), ("compat", "compat"))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

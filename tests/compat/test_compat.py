@@ -2,8 +2,8 @@
 the newest supported pytest (the rest of the plugin's portability: tests/plugin/test_portability.py).
 
 These tests (the ``compat`` tier, marked by this folder's conftest) build the wheel and sdist once and need the
-package index or uv's cache (``-m "not compat"`` leaves them out offline). ``.ci/run`` also runs the whole fast
-tier with those two combinations.
+package index or uv's cache (``-m "not compat"`` leaves them out offline). The last two run the whole fast tier in
+a venv of each combination (the compatibility matrix).
 """
 
 from __future__ import annotations
@@ -230,3 +230,59 @@ def test_the_provision_extra_is_all_provisioning_needs(
     manifest = json.loads((checkout / ".pytest-gym-eval" / "manifest.json").read_text("utf-8"))
     assert Path(manifest["uv"]["path"]).is_relative_to(venv)  # the uv of the extra built it
     assert "[preflight] done" in result.stderr and "[manifest] done" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The whole fast tier on the oldest and the newest combination
+
+
+COMBINATIONS = {"oldest": "3.10", "newest": "3.13"}
+"""The compatibility matrix: the oldest combination the metadata allows (Python 3.10, every dependency at its
+declared floor: uv's lowest-direct resolution) and the newest (Python 3.13, the newest releases on the index)."""
+
+
+def _interpreter(minor: str) -> str:
+    """Python ``minor`` (e.g. ``"3.10"``): pyenv's newest patch release of it, else one uv finds; never this
+    interpreter in its place (a matrix row that silently ran on another Python would prove nothing)."""
+    root = (
+        subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
+        if shutil.which("pyenv")
+        else ""
+    )
+    versions = Path(root or os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = sorted(versions.glob(f"{minor}.*/bin/python3"), key=lambda p: Version(p.parents[1].name))
+    if found:
+        return str(found[-1])
+    python = _python(f">={minor}, <{minor.split('.')[0]}.{int(minor.split('.')[1]) + 1}")
+    assert python != sys.executable, f"no Python {minor} on this machine (pyenv or uv): the matrix needs it"
+    return python
+
+
+@pytest.mark.parametrize("combination", list(COMBINATIONS))
+def test_the_fast_tier_passes_on_the_combination(tmp_path: Path, combination: str) -> None:
+    """The project with its dev extra installed (editable) into a fresh venv of the combination, then its whole
+    fast tier (``-m "not gym and not compat"``) run there, in one process: these two tests are one unit of work
+    under ``-n 2`` (the root conftest), run on the worker that does not run Gym, while the other runs the Gym tiers."""
+    venv = tmp_path / "venv"
+    _run([_uv(), "venv", "--quiet", "--python", _interpreter(COMBINATIONS[combination]), str(venv)])
+    python = str(venv / "bin" / "python")
+    if combination == "oldest":
+        resolution = ["--resolution", "lowest-direct"]
+    else:
+        resolution = ["--upgrade", "--refresh-package", "pytest", "--refresh-package", "pluggy"]
+    _run([_uv(), "pip", "install", "--quiet", "--python", python, *resolution, "-e", f"{ROOT}[dev]"])
+    code = "import sys; from importlib.metadata import version as v; print(sys.version_info[:2], v('pytest'))"
+    installed = _run([python, "-c", code])
+    assert installed.startswith(str(tuple(int(n) for n in COMBINATIONS[combination].split(".")))), installed
+    env = {k: v for k, v in _uv_env().items() if not k.startswith(("PYTEST_", "COV_"))}
+    result = subprocess.run(
+        [python, "-m", "pytest", "-m", "not gym and not compat", "-q", "-p", "no:cacheprovider", "--color=no"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{combination} ({installed.strip()}): the fast tier failed:\n{output[-20000:]}"
+    assert re.search(r"^\d+ passed", output.splitlines()[-1]), output[-2000:]
