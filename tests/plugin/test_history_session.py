@@ -86,6 +86,41 @@ def test_a_new_flake_is_named_by_the_session_that_made_it(
     result.stdout.fnmatch_lines(["  new flaky task c: outcomes P F P over 3 runs, 2 changes*"])
 
 
+INTERRUPT_AFTER_FIRST = """
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.endswith("::a[r0]"):
+        raise KeyboardInterrupt  # Ctrl-C once the first rollout item has reported
+"""
+
+
+def test_an_interrupted_session_writes_nothing_so_it_never_counts_as_a_run(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    history = pytester.path / "gym-history.db"
+    session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-history={history}")
+    pytester.makeconftest(INTERRUPT_AFTER_FIRST)
+    monkeypatch.setenv(REWARD_VAR, "0.0")
+    interrupted = pytester.runpytest_subprocess(
+        *fake_gym.args, "mcqa.jsonl", f"--gym-history={history}", "--gym-report=report.json", "-p", "no:randomly"
+    )
+    assert interrupted.ret == pytest.ExitCode.INTERRUPTED, interrupted.stdout.str()[-3000:]
+    said = [line for line in interrupted.outlines if line.startswith("gym history:")]
+    assert said == [
+        "gym history: not written: the session was interrupted, and part of a run would count as a whole one in "
+        "stability and drift (a session resuming it with --gym-resume writes the whole run)"
+    ]
+    block = report(pytester)["history"]
+    assert isinstance(block, dict)
+    assert (block["run_id"], block["error"]) == (None, said[0])
+    with open_store(history) as store:
+        assert [run.rollouts for run in store.runs()] == [3]
+    (pytester.path / "conftest.py").unlink()
+    result = session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-history={history}")
+    result.stdout.fnmatch_lines(
+        [f"gym history: run 2 appended to {history}", "history mcqa.jsonl: 2 runs, 3 stable; no drift"]
+    )
+
+
 def write_quarantine(pytester: pytest.Pytester, expires: str) -> Path:
     path = pytester.path / "gym-quarantine.txt"
     path.write_text(f"# dataset  task  expires  reason\nmcqa.jsonl  c  {expires}  flips since the prompt change\n")
