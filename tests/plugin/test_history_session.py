@@ -1,11 +1,13 @@
 """Sessions with ``--gym-history`` and ``--gym-quarantine`` (docs/history.md) against the stand-in ``gym``: each
 session appends its run, the terminal and the JSON report carry each task's history, a quarantined task is left
-out of the gates, a history that cannot be reached changes nothing else, and a sharded run is written once, by
-``merge``."""
+out of the gates, a history that cannot be reached changes nothing else, a sharded run is written once, by
+``merge``, an interrupted session writes nothing, and two sessions ending at once both land."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -14,6 +16,7 @@ import pytest
 from pytest_gym_eval.cli.merge import main as merge_main
 from pytest_gym_eval.history.store import open_store
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support.children import child_pytest_argv
 from tests.support.fakes import FakeGym
 
 REWARD_VAR = "HISTORY_TEST_REWARD_C"
@@ -119,6 +122,52 @@ def test_an_interrupted_session_writes_nothing_so_it_never_counts_as_a_run(
     result.stdout.fnmatch_lines(
         [f"gym history: run 2 appended to {history}", "history mcqa.jsonl: 2 runs, 3 stable; no drift"]
     )
+
+
+MEET_BEFORE_WRITING = """
+import os
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish():
+    # Each session opens its end of one FIFO, which blocks until the other session has opened the other end: both
+    # reach the plugin's sessionfinish (which appends the run to the history) together, no sleep involved.
+    fd = os.open("meet.fifo", os.O_WRONLY if os.environ["MEET_END"] == "w" else os.O_RDONLY)
+    os.close(fd)
+    return (yield)
+"""
+
+
+def test_two_sessions_ending_at_once_both_land_in_one_sqlite_history(
+    pytester: pytest.Pytester, fake_gym: FakeGym, alternating: str
+) -> None:
+    history = pytester.path / "gym-history.db"
+    pytester.makeconftest(MEET_BEFORE_WRITING)
+    os.mkfifo(pytester.path / "meet.fifo")
+    sessions = [
+        subprocess.Popen(
+            child_pytest_argv(*fake_gym.args, "mcqa.jsonl", f"--gym-run-dir=runs-{end}", f"--gym-history={history}"),
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "MEET_END": end},
+        )
+        for end in ("w", "r")
+    ]
+    try:
+        outputs = [process.communicate(timeout=120)[0] for process in sessions]
+    finally:
+        for process in sessions:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert [process.returncode for process in sessions] == [0, 0], outputs
+    appended = sorted(line for output in outputs for line in output.splitlines() if "gym history:" in line)
+    assert appended == [f"gym history: run {number} appended to {history}" for number in (1, 2)], outputs
+    with open_store(history) as store:
+        assert [run.rollouts for run in store.runs()] == [3, 3]
+        assert len(store.rollouts()) == 6
 
 
 def write_quarantine(pytester: pytest.Pytester, expires: str) -> Path:
