@@ -81,6 +81,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
         json_path=opts.report,
         baseline=gym.baseline,
         environ=os.environ,
+        history=remembered.report_block() if remembered is not None else None,
     )
     gym.pages = written
     return status

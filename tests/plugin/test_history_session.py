@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from pytest_gym_eval.cli.html import main as html_main
 from pytest_gym_eval.cli.merge import main as merge_main
 from pytest_gym_eval.history.store import open_store
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
@@ -69,7 +71,24 @@ def test_five_sessions_label_the_alternating_task_flaky_and_the_others_stable(
     trend = "mcqa.jsonl mean reward, last 5 runs: 1.00 0.67 1.00 0.67 1.00"
     assert "history mcqa.jsonl: 5 runs, 2 stable, 1 flaky; no drift" in (pytester.path / "summary.md").read_text()
     assert trend in (pytester.path / "summary.md").read_text()
-    assert trend in (pytester.path / "page.html").read_text()
+    page = (pytester.path / "page.html").read_text()
+    assert trend in page
+    # The page draws the history itself: each task's sparkline and the dataset's trend plot, inline SVG.
+    assert '<a href="#history">History across runs</a>' in page
+    card = page[page.index('<div class="card history-dataset" data-dataset="mcqa.jsonl" data-drift="false">') :]
+    assert '<span class="badge pass drift-badge">no drift</span>' in card
+    assert card.index('data-task="c" data-label="flaky"') < card.index("2 stable tasks")  # the flaky task first
+    assert 'aria-label="run 1 pass, run 2 fail, run 3 pass, run 4 fail, run 5 pass" data-outcomes="PFPFP"' in card
+    assert card.count('data-outcomes="PPPPP"') == 2
+    means = [float(m) for m in re.findall(r'<circle class="mean [a-z]+" [^>]* data-mean="([^"]+)"', card)]
+    assert means == pytest.approx([1, 2 / 3, 1, 2 / 3, 1])
+    assert 'class="trend"' in card and 'data-alarm-run=""' in card
+    section = page[page.index('<section class="history" id="history">') : page.index("</main>")]
+    assert "://" not in section and "<script" not in section and "<img" not in section  # nothing to fetch
+    # The page made afterwards from the JSON report (`python -m pytest_gym_eval html`) draws the same history.
+    assert html_main([str(pytester.path / "report.json"), "-o", str(pytester.path / "again.html")]) == 0
+    again = (pytester.path / "again.html").read_text()
+    assert again[again.index('<section class="history"') : again.index("</main>")] == section
     tasks = block["datasets"]["mcqa.jsonl"]["tasks"]
     assert {task: tasks[task]["label"] for task in tasks} == {"a": "stable", "b": "stable", "c": "flaky"}
     assert tasks["c"]["sparkline"] == "PFPFP"
@@ -265,7 +284,7 @@ def test_shards_do_not_write_and_the_merge_writes_the_run_once(
     capsys.readouterr()
     status = merge_main(
         [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), f"--gym-history={history}",
-         f"--gym-report={pytester.path / 'merged.json'}"]
+         f"--gym-report={pytester.path / 'merged.json'}", f"--gym-html={pytester.path / 'merged.html'}"]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert status == 1  # task c failed; no gate: the merge's status says so, the history does not change it
@@ -274,6 +293,8 @@ def test_shards_do_not_write_and_the_merge_writes_the_run_once(
         [run] = store.runs()
     assert run.rollouts == 3
     assert report(pytester, "merged.json")["history"]["run_id"] == 1  # type: ignore[index]
+    page = (pytester.path / "merged.html").read_text()
+    assert 'data-task="c" data-label="stable"' in page and 'data-outcomes="F"' in page  # the merged run's history
 
     quarantine = write_quarantine(pytester, "2999-12-31")
     shards = [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), "--gym-min-mean-reward=1.0"]
