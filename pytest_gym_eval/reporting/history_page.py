@@ -81,7 +81,7 @@ def _dataset_card(name: str, data: Mapping[str, Any]) -> str:
         f" with this dataset file and model: {html.escape(counts or 'no scored task')}</span></h3>"
         f'<div class="history-body"><div class="trend-plot">{plot}'
         f'<p class="drift-evidence">{html.escape(str(drift.get("evidence") or ""))}</p></div>'
-        f'<div class="history-tasks">{table}</div></div></div>'
+        f'<div class="history-table">{table}</div></div></div>'
     )
 
 
