@@ -45,7 +45,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
         gym.conclusion = dataclasses.replace(conclusion, reason=reason)
     meta = {**run_meta(gym), **shard_meta(gym.options.shard)}
-    remembered = remember_session(gym, meta)
+    remembered = remember_session(gym, meta, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
     if remembered is not None:  # the terminal and the pages show what the history says of this run
         conclusion = dataclasses.replace(conclusion, history=tuple(remembered.lines()))
         if gym.conclusion is not None:
@@ -81,18 +81,27 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
         json_path=opts.report,
         baseline=gym.baseline,
         environ=os.environ,
+        history=remembered.report_block() if remembered is not None else None,
     )
     gym.pages = written
     return status
 
 
-def remember_session(gym: GymSession, meta: dict[str, object]) -> Remembered | None:
+def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: bool = False) -> Remembered | None:
     """Append the session's run to ``--gym-history`` and judge it (:func:`run_history.remember`); None without
     a history. A ``--gym-shard`` session does not write (``merge --gym-history`` writes the merged run once, so
-    that a sharded run counts once in every task's series): its result only says so."""
+    that a sharded run counts once in every task's series): its result only says so. Nor does an ``interrupted``
+    session (Ctrl-C, SIGTERM): its part of the run would count as a whole run in every task's stability and in the
+    drift alarm, and ``--gym-resume`` finishes it in a session that writes the whole run once."""
     target = gym.options.history
     if target is None:
         return None
+    if interrupted:
+        return Remembered(
+            redact_url(target),
+            message="gym history: not written: the session was interrupted, and part of a run would count as a "
+            "whole one in stability and drift (a session resuming it with --gym-resume writes the whole run)",
+        )
     if gym.options.shard is not None:
         return Remembered(
             redact_url(target),

@@ -51,8 +51,9 @@ def main(argv: Sequence[str]) -> int:
     meta: Mapping[str, object] = given if isinstance(given, dict) else {}
     try:
         problems = html.write_page(
-            output, conclusion, results, meta, baseline=baseline, run_failed=outputs.run_failure(meta)
-        )
+            output, conclusion, results, meta, baseline=baseline, run_failed=outputs.run_failure(meta),
+            history=history if isinstance(history := report.get("history"), dict) else None,
+        )  # fmt: skip
     except OSError as error:
         cli.error("html", f"cannot write {output}: {error}")
         return 2

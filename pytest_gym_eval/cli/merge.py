@@ -231,7 +231,8 @@ def main(argv: Sequence[str]) -> int:
             )  # fmt: skip
             lines.append(f"junit xml: {args.junitxml}")
         if write_page is not None:
-            problems = write_page(args.gym_html, conclusion, merged.results, meta, baseline=baseline)
+            history = remembered.report_block() if remembered is not None else None
+            problems = write_page(args.gym_html, conclusion, merged.results, meta, baseline=baseline, history=history)
             lines.append(f"gym html report: {args.gym_html}")
             lines += [f"  transcripts missing: {problem}" for problem in problems]
         lines += _write_markdown(args, conclusion, merged.results, os.environ)

@@ -28,7 +28,8 @@ class RunRecord:
 @dataclass(frozen=True)
 class RolloutRecord:
     """One rollout: ``status`` is "passed", "failed" or "error"; ``reward`` None for an error; ``metrics`` the
-    verifier's custom metrics; tokens counts of the policy model; ``latency_s`` in seconds."""
+    custom metrics the rollout's test recorded (``rollout.record_metric``: name -> float); tokens counts of the
+    policy model; ``latency_s`` in seconds."""
 
     dataset: str
     task_id: str

@@ -139,8 +139,8 @@ class HistoryStore:
       ``gym_version``, ``options`` (JSON object of the options that change results).
     - ``run_datasets``: ``(run_id, dataset, digest)``: the sha256 of each dataset file the run evaluated.
     - ``rollouts``: ``run_id, dataset, task_id, repeat, model, status`` ("passed", "failed" or "error"), ``reward``
-      (NULL for an error), ``metrics`` (JSON object of the verifier's custom metrics), ``input_tokens``,
-      ``output_tokens`` (policy model tokens or NULL), ``latency_s`` (seconds or NULL).
+      (NULL for an error), ``metrics`` (JSON object of the custom metrics the rollout's test recorded, name ->
+      number), ``input_tokens``, ``output_tokens`` (policy model tokens or NULL), ``latency_s`` (seconds or NULL).
 
     Guarantees: :meth:`HistoryStore.append_run` writes a run, its datasets and all its rollouts in one transaction
     (all or nothing; concurrent writers serialise on the database's own lock, none is lost). A file or database with

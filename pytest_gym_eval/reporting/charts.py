@@ -1,4 +1,5 @@
-"""The HTML report's reward colours and histogram (SVG): pure functions of rewards and thresholds."""
+"""The HTML report's reward colours, histogram and the history's sparklines and trend plot (SVG): pure functions
+of rewards, outcomes and thresholds."""
 
 from __future__ import annotations
 
@@ -163,3 +164,117 @@ def short(value: float) -> str:
     if not math.isfinite(value):
         return "n/a"
     return f"{value:.3g}" if abs(value) >= 1000 else f"{round(value, 2):g}"
+
+
+# --- History: a task's outcomes, a dataset's mean reward --------------------------------------------------
+
+OUTCOME_WORDS = {"P": "pass", "F": "fail", "M": "mixed"}
+"""A sparkline's letters (:attr:`pytest_gym_eval.history.stability.TaskStability.sparkline`) and their words."""
+
+
+def sparkline_svg(letters: str, runs: Sequence[int]) -> str:
+    """A task's outcomes over its last runs, oldest first, as a row of boxes: ``P`` (every repeat passed) green,
+    ``F`` (none passed) red, ``M`` (repeats disagreed) amber and half height. ``runs`` are the runs' ids, one per
+    letter; the title (a tooltip, and what a screen reader says) lists each run's outcome. '' for no outcome.
+    Raises ValueError when ``letters`` and ``runs`` differ in length or a letter is not P, F or M."""
+    if len(letters) != len(runs):
+        raise ValueError(f"{len(letters)} outcomes but {len(runs)} runs")
+    if not letters:
+        return ""
+    if set(letters) - set(OUTCOME_WORDS):
+        raise ValueError(f"outcomes must be P, F or M, got {letters!r}")
+    step, box, height = 7, 5, 14
+    width = step * len(letters) - (step - box)
+    said = ", ".join(f"run {run} {OUTCOME_WORDS[letter]}" for letter, run in zip(letters, runs, strict=True))
+    parts = [
+        f'<svg class="sparkline" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{html.escape(said)}" data-outcomes="{html.escape(letters)}">'
+        f"<title>{html.escape(said)}</title>"
+    ]
+    for index, letter in enumerate(letters):
+        top, tall = (height / 4, height / 2) if letter == "M" else (0, height)
+        parts.append(f'<rect class="o-{letter}" x="{index * step}" y="{top:g}" width="{box}" height="{tall:g}"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def trend_svg(
+    points: Sequence[tuple[int, float | None, float | None, float | None, bool]], alarm_run: int | None
+) -> str:
+    """A dataset's mean reward over its last runs, oldest first: ``points`` are ``(run id, mean, low, high,
+    reference)`` (the interval's bounds None when it has none; ``reference``: a run that only taught the drift
+    alarm its scale, drawn hollow). Each run's interval is a vertical bar, the means are joined by a line, and
+    ``alarm_run`` (the run at which the drift alarm fired; None: no alarm) is marked by a red point and a dashed
+    line. The y axis spans [0, 1] or the values when they go beyond. '' without a run with a mean."""
+    shown = [
+        (run, mean, low, high, reference)
+        for run, mean, low, high, reference in points
+        if mean is not None and math.isfinite(mean)
+    ]
+    if not shown:
+        return ""
+    values = [v for _, mean, low, high, _ in shown for v in (mean, low, high) if v is not None and math.isfinite(v)]
+    low_y, high_y = reward_range(values)
+    width, height, left, right, top, bottom = 380, 170, 34, 12, 14, 34
+    plot_w, plot_h = width - left - right, height - top - bottom
+    slot = plot_w / len(shown)
+
+    def x_of(index: int) -> float:
+        return left + slot * (index + 0.5)
+
+    def y_of(value: float) -> float:
+        return top + plot_h * (high_y - value) / (high_y - low_y)
+
+    label = f"Mean reward of the last {fmt.plural(len(shown), 'run')}" + (
+        f", drift alarm at run {alarm_run}" if alarm_run is not None else ", no drift alarm"
+    )
+    parts = [
+        f'<svg class="trend" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{html.escape(label)}" data-alarm-run="{"" if alarm_run is None else alarm_run}">',
+        f'<line class="axis" x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}"/>',
+        f'<line class="grid" x1="{left}" y1="{top}" x2="{left + plot_w}" y2="{top}"/>',
+        f'<text class="tick" x="{left - 4}" y="{top + 4}" text-anchor="end">{short(high_y)}</text>',
+        f'<text class="tick" x="{left - 4}" y="{top + plot_h}" text-anchor="end">{short(low_y)}</text>',
+    ]
+    labelled = _spaced_labels(len(shown), [index for index, point in enumerate(shown) if point[0] == alarm_run])
+    line = []
+    for index, (run, mean, low, high, _) in enumerate(shown):
+        x = x_of(index)
+        if run == alarm_run:
+            parts.append(
+                f'<line class="alarm-line" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}">'
+                f"<title>drift alarm at run {run}</title></line>"
+            )
+        if low is not None and high is not None and math.isfinite(low) and math.isfinite(high):
+            parts.append(
+                f'<line class="interval" x1="{x:.1f}" y1="{y_of(high):.1f}" x2="{x:.1f}" y2="{y_of(low):.1f}"/>'
+            )
+        line.append(f"{x:.1f},{y_of(mean):.1f}")
+        if index in labelled:
+            parts.append(f'<text class="tick" x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">{run}</text>')
+    parts.append(f'<polyline class="mean-line" points="{" ".join(line)}"/>')
+    for index, (run, mean, low, high, reference) in enumerate(shown):
+        kind = "alarm" if run == alarm_run else "reference" if reference else "watched"
+        bounds = f" [{short(low)}, {short(high)}]" if low is not None and high is not None else ""
+        parts.append(
+            f'<circle class="mean {kind}" cx="{x_of(index):.1f}" cy="{y_of(mean):.1f}" r="3.5" data-run="{run}" '
+            f'data-mean="{mean!r}"><title>run {run}: mean reward {short(mean)}{html.escape(bounds)}'
+            f"{' (learning the scale)' if reference else ''}</title></circle>"
+        )
+    parts.append(
+        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">run '
+        "(bars: 95% interval; hollow: runs that set the alarm's scale)</text>"
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _spaced_labels(count: int, first: Sequence[int], most: int = 10) -> set[int]:
+    """Which of ``count`` evenly spaced points get an axis label: about ``most`` of them, never two closer than
+    the step between them; the points in ``first`` (the alarm), then the last and the first have priority."""
+    every = max(1, math.ceil(count / most))
+    chosen: list[int] = []
+    for index in [*first, count - 1, *range(0, count, every)]:
+        if all(abs(index - other) >= every for other in chosen):
+            chosen.append(index)
+    return set(chosen)

@@ -4,7 +4,8 @@ The page reads the summary model (:class:`~pytest_gym_eval.reporting.summary.Con
 :class:`~pytest_gym_eval.reporting.summary.RolloutResult`) like every other output, plus the full rollout records (read
 from Gym's files through each rollout's ``record``, see :mod:`.transcripts`). Everything it needs is inside the one
 file: the styles, the script (``assets/report.css``, ``assets/report.js``, inlined), the data as JSON, hand-written SVG
-histograms. Opening it needs no network and no server. :func:`render_page` (its docstring says what is drawn where) and
+histograms and, with ``--gym-history``, the history's trend plots and sparklines (:mod:`.history_page`). Opening it
+needs no network and no server. :func:`render_page` (its docstring says what is drawn where) and
 :func:`write_page`. What users see: docs/reports.md.
 """
 
@@ -29,6 +30,7 @@ from pytest_gym_eval.reporting.charts import histogram_svg as histogram_svg
 from pytest_gym_eval.reporting.charts import palette_css, short
 from pytest_gym_eval.reporting.charts import palette_index as palette_index
 from pytest_gym_eval.reporting.charts import reward_range as reward_range
+from pytest_gym_eval.reporting.history_page import history_section
 from pytest_gym_eval.reporting.page_data import DROPPED as DROPPED
 from pytest_gym_eval.reporting.page_data import ERRORED as ERRORED
 from pytest_gym_eval.reporting.page_data import FAILED as FAILED
@@ -67,13 +69,15 @@ def render_page(
     baseline: Mapping[str, Any] | None = None,
     transcripts: Sequence[dict[str, Any] | None] | None = None,
     notes: Sequence[str] = (),
+    history: Mapping[str, Any] | None = None,
 ) -> str:
     """The whole page as HTML text.
 
     ``meta`` holds the run's facts (as in the JSON report's ``meta``); ``baseline`` is the report compared
     with (for the per-task baseline means; ``conclusion.comparisons`` holds the comparison itself);
     ``transcripts`` one entry per result (None: not available; default: none at all); ``notes`` sentences
-    shown at the top (e.g. records that could not be read).
+    shown at the top (e.g. records that could not be read); ``history`` the JSON report's ``history`` block
+    (``--gym-history``; None without), drawn after the datasets (:mod:`.history_page`).
 
     What is drawn where: the summaries, gates, histograms, the comparison with a baseline and the replay flips
     are HTML written here, so they show as soon as the file is parsed. The task x repeat grids (sorting,
@@ -113,9 +117,10 @@ def render_page(
             f"<style>\n{css}\n</style>",
             "</head>",
             "<body>",
-            _header(conclusion, results, meta, notes),
+            _header(conclusion, results, meta, notes, has_history=bool(history_section(history))),
             "<main>",
             *sections,
+            history_section(history),
             "</main>",
             _drawer(),
             f'<script type="application/json" id="gym-data">{_script_json(data)}</script>',
@@ -157,7 +162,12 @@ _META_SHOWN = (
 
 
 def _header(
-    conclusion: Conclusion, results: Sequence[RolloutResult], meta: Mapping[str, object], notes: Sequence[str]
+    conclusion: Conclusion,
+    results: Sequence[RolloutResult],
+    meta: Mapping[str, object],
+    notes: Sequence[str],
+    *,
+    has_history: bool = False,
 ) -> str:
     status = conclusion.exit_status
     state = "none" if status == -1 else "pass" if status == 0 else "fail"
@@ -176,7 +186,7 @@ def _header(
         f'<li><a href="#group-{number}">{html.escape(summary.title)}</a> '
         f"{_badge(summary.verdict.value if summary.verdict else None)}</li>"
         for number, summary in enumerate(conclusion.summaries)
-    )
+    ) + ('<li><a href="#history">History across runs</a></li>' if has_history else "")
     reason = html.escape(conclusion.reason) if conclusion.reason else "No CI gate was set: pytest's exit status holds."
     notes_html = "".join(
         f'<p class="note{" run-failed" if note.startswith(RUN_FAILED) else ""}">{html.escape(note)}</p>'
@@ -460,9 +470,11 @@ def write_page(
     *,
     baseline: Mapping[str, Any] | None = None,
     run_failed: str | None = None,
+    history: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Read every result's record and write the page to ``path`` (atomically, parents created); ``run_failed``
-    is why Gym's run failed, when it did (:func:`pytest_gym_eval.reporting.outputs.run_failure`), shown first.
+    is why Gym's run failed, when it did (:func:`pytest_gym_eval.reporting.outputs.run_failure`), shown first;
+    ``history`` the JSON report's ``history`` block (:func:`render_page`).
 
     Returns the problems met reading the records (each also shown on the page); a rollout whose record could
     not be read has no transcript but keeps its place in the grid. API keys are redacted from the transcripts
@@ -474,6 +486,8 @@ def write_page(
         notes.insert(0, run_failed)
     secrets = api_key_of(meta)
     transcripts, notes = redacted(transcripts, secrets), redacted(notes, secrets)
-    text = render_page(conclusion, results, meta, baseline=baseline, transcripts=transcripts, notes=notes)
+    text = render_page(
+        conclusion, results, meta, baseline=baseline, transcripts=transcripts, notes=notes, history=history
+    )
     write_text_atomic(path, text, errors="backslashreplace")
     return problems

@@ -25,10 +25,12 @@ def write_pages(
     json_path: Path | None,
     baseline: Mapping[str, Any] | None,
     environ: Mapping[str, str],
+    history: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Write the HTML page to ``html_path`` and the Markdown summary to ``markdown_path`` (each when not None),
     and append the Markdown to the file ``environ["GITHUB_STEP_SUMMARY"]`` names, when it names one; the Markdown
-    links the HTML page and the JSON report (``json_path``) when they are written.
+    links the HTML page and the JSON report (``json_path``) when they are written. ``history`` is the JSON report's
+    ``history`` block (``--gym-history``), which the HTML page draws.
 
     Returns the lines the terminal shows: what was written where, the records whose transcripts could not be
     read, and any file that could not be written (an OSError is reported there, not raised: the session's
@@ -38,7 +40,7 @@ def write_pages(
     if html_path is not None:
         try:
             problems = html.write_page(
-                html_path, conclusion, results, meta, baseline=baseline, run_failed=run_failure(meta)
+                html_path, conclusion, results, meta, baseline=baseline, run_failed=run_failure(meta), history=history
             )
         except OSError as error:
             lines.append(f"gym html report: could not write {html_path}: {error}")

@@ -76,8 +76,8 @@ def run_records(
     """The history's records of one run: its time (``meta["created"]`` when it is an ISO time, else now, UTC),
     the git commit of ``repository`` (None outside one), the policy model (``meta["model"]``, "" when there is
     none, e.g. a replay), Gym's version, each dataset's sha256 (``meta["dataset_sha256.NAME"]``; "" when the
-    report has none), :data:`RESULT_OPTIONS`; and per rollout its dataset, task, repeat, status, reward, tokens
-    and latency (seconds). Custom verifier metrics are not in a rollout's result, so none are recorded."""
+    report has none), :data:`RESULT_OPTIONS`; and per rollout its dataset, task, repeat, status, reward, the
+    custom metrics its test recorded (``rollout.record_metric``: name -> value), tokens and latency (seconds)."""
     model = str(meta.get("model") or "")
     started = _started(meta.get("created"))
     datasets = {r.dataset: str(meta.get(_DIGEST_PREFIX + r.dataset) or "") for r in results}
@@ -100,6 +100,7 @@ def run_records(
             model=model,
             status=r.status if r.status in ("passed", "failed") else "error",
             reward=r.reward if r.status != "error" else None,
+            metrics=dict(r.metrics),
             input_tokens=r.usage.input_tokens,
             output_tokens=r.usage.output_tokens,
             latency_s=r.usage.latency,

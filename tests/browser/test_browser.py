@@ -25,6 +25,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from pytest_gym_eval.__main__ import main as cli
 from pytest_gym_eval.gates import Gate, GateMode
+from pytest_gym_eval.history.drift import cusum_drift
+from pytest_gym_eval.history.stability import RunOutcome, assess
+from pytest_gym_eval.history.summary import DatasetHistory, summary_json
 from pytest_gym_eval.outcome import output_text
 from pytest_gym_eval.reporting import fmt, html
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
@@ -310,3 +313,60 @@ def test_tool_calling_transcript_shows_every_turn(
     chromium.get("about:blank")
     chromium.get(page.resolve().as_uri() + "#rollout=" + quote(results[7].nodeid))
     WebDriverWait(chromium, 30).until(lambda d: one(d, ".drawer-title").text == results[7].nodeid)
+
+
+# --- The history section (--gym-history) ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def history_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A page of two tasks with the history of runs 11-14: task b failed in run 14, which raised the drift alarm."""
+    folder = tmp_path_factory.mktemp("history-page")
+    results = [
+        RolloutResult("mcqa.jsonl::a[r0]", "mcqa.jsonl", "a", 0, "mcqa_simple_agent", "passed", 1.0),
+        RolloutResult("mcqa.jsonl::b[r0]", "mcqa.jsonl", "b", 0, "mcqa_simple_agent", "failed", 0.0),
+    ]
+    runs = [(run, {"a": [1.0], "b": [1.0 if run < 14 else 0.0]}) for run in (11, 12, 13, 14)]
+    drift = cusum_drift("mcqa.jsonl", runs, reference_runs=3)
+    tasks = tuple(
+        assess("mcqa.jsonl", task, [RunOutcome(run, int(rewards[task][0]), 1) for run, rewards in runs])
+        for task in ("a", "b")
+    )
+    history = DatasetHistory("mcqa.jsonl", "d1", "policy", 4, tasks, (), ("b",), drift)
+    block = {"target": "gym-history.db", "run_id": 14, "error": None, **summary_json([history])}
+    summaries = summarize(results, thresholds={"mcqa.jsonl": 1.0}, gates={}, mode=GateMode.POINT)
+    conclusion = Conclusion(summaries, [], None, -1, "")
+    page = folder / "history.html"
+    html.write_page(page, conclusion, results, {"model": "policy"}, history=block)
+    return page
+
+
+def test_the_history_section_draws_the_trend_the_alarm_and_the_sparklines(
+    chromium: Any, history_page: Path, tmp_path: Path
+) -> None:
+    open_page(chromium, history_page)
+    assert by_css(chromium, ".grid-body tr")  # the script drew the grid (without it, the next test's page has none)
+    click(chromium, 'a[href="#history"]')
+    card = one(chromium, '.history-dataset[data-dataset="mcqa.jsonl"]')
+    assert card.get_attribute("data-drift") == "true" and card.is_displayed()
+    alarm = one(chromium, ".trend circle.mean.alarm")
+    assert alarm.get_attribute("data-run") == "14"
+    assert chromium.execute_script("return getComputedStyle(arguments[0]).fill", alarm) == "rgb(192, 57, 43)"
+    assert len(by_css(chromium, ".trend circle.mean.reference")) == 3
+    (row,) = by_css(chromium, ".history-table > table tr.history-task")  # b; the stable task a is folded away
+    assert row.get_attribute("data-task") == "b" and row.get_attribute("data-label") == "newly failing"
+    boxes = row.find_elements("css selector", ".sparkline rect")
+    assert [box.get_attribute("class") for box in boxes] == ["o-P", "o-P", "o-P", "o-F"]
+    assert all(box.rect["width"] > 0 and box.rect["height"] > 0 for box in boxes)
+    click(chromium, ".stable-tasks summary")
+    assert one(chromium, '.stable-tasks tr.history-task[data-task="a"]').is_displayed()
+    shot(chromium, tmp_path, "history")
+
+
+def test_the_history_section_reads_without_the_script(chromium: Any, history_page: Path) -> None:
+    chromium.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    chromium.get(history_page.resolve().as_uri())
+    assert by_css(chromium, ".grid-body tr") == []  # the script did not run: it draws the grids
+    assert one(chromium, ".trend circle.mean.alarm").is_displayed()
+    assert "mean reward moved down: 0.500 at run 14" in one(chromium, ".drift-evidence").text
+    assert one(chromium, 'tr.history-task[data-task="b"] .sparkline').is_displayed()

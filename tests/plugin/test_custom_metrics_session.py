@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from pytest_gym_eval.history.store import open_store
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.fakes import FakeGym
 
@@ -196,3 +197,15 @@ def test_under_adaptive_waves_a_metric_gate_is_judged_at_the_end(pytester: pytes
     assert said(result, "mean reward 0.67 [0.12, 1.00]: interval straddles 0.50: INCONCLUSIVE")
     assert said(result, f"metric boxed {BOXED} >= 0.50: PASS")
     assert result.ret == 1
+
+
+def test_the_history_keeps_each_rollouts_metrics(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    history = pytester.path / "gym-history.db"
+    result = run(pytester, fake_gym, f"--gym-history={history}")
+    assert result.ret == 0, result.stdout.str()
+    with open_store(history) as store:
+        rollouts = store.rollouts()
+    by_pair = {(r.task_id, r.repeat): r.metrics for r in rollouts}
+    assert len(by_pair) == 6
+    assert by_pair[("q1", 0)] == {"boxed": 1.0, "chars": 9.0}
+    assert by_pair[("q2", 1)] == {"boxed": 0.0, "chars": 11.0}

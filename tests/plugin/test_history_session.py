@@ -1,19 +1,24 @@
 """Sessions with ``--gym-history`` and ``--gym-quarantine`` (docs/history.md) against the stand-in ``gym``: each
 session appends its run, the terminal and the JSON report carry each task's history, a quarantined task is left
-out of the gates, a history that cannot be reached changes nothing else, and a sharded run is written once, by
-``merge``."""
+out of the gates, a history that cannot be reached changes nothing else, a sharded run is written once, by
+``merge``, an interrupted session writes nothing, and two sessions ending at once both land."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from pytest_gym_eval.cli.html import main as html_main
 from pytest_gym_eval.cli.merge import main as merge_main
 from pytest_gym_eval.history.store import open_store
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.support.children import child_pytest_argv
 from tests.support.fakes import FakeGym
 
 REWARD_VAR = "HISTORY_TEST_REWARD_C"
@@ -66,7 +71,24 @@ def test_five_sessions_label_the_alternating_task_flaky_and_the_others_stable(
     trend = "mcqa.jsonl mean reward, last 5 runs: 1.00 0.67 1.00 0.67 1.00"
     assert "history mcqa.jsonl: 5 runs, 2 stable, 1 flaky; no drift" in (pytester.path / "summary.md").read_text()
     assert trend in (pytester.path / "summary.md").read_text()
-    assert trend in (pytester.path / "page.html").read_text()
+    page = (pytester.path / "page.html").read_text()
+    assert trend in page
+    # The page draws the history itself: each task's sparkline and the dataset's trend plot, inline SVG.
+    assert '<a href="#history">History across runs</a>' in page
+    card = page[page.index('<div class="card history-dataset" data-dataset="mcqa.jsonl" data-drift="false">') :]
+    assert '<span class="badge pass drift-badge">no drift</span>' in card
+    assert card.index('data-task="c" data-label="flaky"') < card.index("2 stable tasks")  # the flaky task first
+    assert 'aria-label="run 1 pass, run 2 fail, run 3 pass, run 4 fail, run 5 pass" data-outcomes="PFPFP"' in card
+    assert card.count('data-outcomes="PPPPP"') == 2
+    means = [float(m) for m in re.findall(r'<circle class="mean [a-z]+" [^>]* data-mean="([^"]+)"', card)]
+    assert means == pytest.approx([1, 2 / 3, 1, 2 / 3, 1])
+    assert 'class="trend"' in card and 'data-alarm-run=""' in card
+    section = page[page.index('<section class="history" id="history">') : page.index("</main>")]
+    assert "://" not in section and "<script" not in section and "<img" not in section  # nothing to fetch
+    # The page made afterwards from the JSON report (`python -m pytest_gym_eval html`) draws the same history.
+    assert html_main([str(pytester.path / "report.json"), "-o", str(pytester.path / "again.html")]) == 0
+    again = (pytester.path / "again.html").read_text()
+    assert again[again.index('<section class="history"') : again.index("</main>")] == section
     tasks = block["datasets"]["mcqa.jsonl"]["tasks"]
     assert {task: tasks[task]["label"] for task in tasks} == {"a": "stable", "b": "stable", "c": "flaky"}
     assert tasks["c"]["sparkline"] == "PFPFP"
@@ -84,6 +106,87 @@ def test_a_new_flake_is_named_by_the_session_that_made_it(
         session(pytester, fake_gym, monkeypatch, reward_c, history)
     result = session(pytester, fake_gym, monkeypatch, 1.0, history)
     result.stdout.fnmatch_lines(["  new flaky task c: outcomes P F P over 3 runs, 2 changes*"])
+
+
+INTERRUPT_AFTER_FIRST = """
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.endswith("::a[r0]"):
+        raise KeyboardInterrupt  # Ctrl-C once the first rollout item has reported
+"""
+
+
+def test_an_interrupted_session_writes_nothing_so_it_never_counts_as_a_run(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    history = pytester.path / "gym-history.db"
+    session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-history={history}")
+    pytester.makeconftest(INTERRUPT_AFTER_FIRST)
+    monkeypatch.setenv(REWARD_VAR, "0.0")
+    interrupted = pytester.runpytest_subprocess(
+        *fake_gym.args, "mcqa.jsonl", f"--gym-history={history}", "--gym-report=report.json", "-p", "no:randomly"
+    )
+    assert interrupted.ret == pytest.ExitCode.INTERRUPTED, interrupted.stdout.str()[-3000:]
+    said = [line for line in interrupted.outlines if line.startswith("gym history:")]
+    assert said == [
+        "gym history: not written: the session was interrupted, and part of a run would count as a whole one in "
+        "stability and drift (a session resuming it with --gym-resume writes the whole run)"
+    ]
+    block = report(pytester)["history"]
+    assert isinstance(block, dict)
+    assert (block["run_id"], block["error"]) == (None, said[0])
+    with open_store(history) as store:
+        assert [run.rollouts for run in store.runs()] == [3]
+    (pytester.path / "conftest.py").unlink()
+    result = session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-history={history}")
+    result.stdout.fnmatch_lines(
+        [f"gym history: run 2 appended to {history}", "history mcqa.jsonl: 2 runs, 3 stable; no drift"]
+    )
+
+
+MEET_BEFORE_WRITING = """
+import os
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish():
+    # Each session opens its end of one FIFO, which blocks until the other session has opened the other end: both
+    # reach the plugin's sessionfinish (which appends the run to the history) together, no sleep involved.
+    fd = os.open("meet.fifo", os.O_WRONLY if os.environ["MEET_END"] == "w" else os.O_RDONLY)
+    os.close(fd)
+    return (yield)
+"""
+
+
+def test_two_sessions_ending_at_once_both_land_in_one_sqlite_history(
+    pytester: pytest.Pytester, fake_gym: FakeGym, alternating: str
+) -> None:
+    history = pytester.path / "gym-history.db"
+    pytester.makeconftest(MEET_BEFORE_WRITING)
+    os.mkfifo(pytester.path / "meet.fifo")
+    sessions = [
+        subprocess.Popen(
+            child_pytest_argv(*fake_gym.args, "mcqa.jsonl", f"--gym-run-dir=runs-{end}", f"--gym-history={history}"),
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "MEET_END": end},
+        )
+        for end in ("w", "r")
+    ]
+    try:
+        outputs = [process.communicate(timeout=120)[0] for process in sessions]
+    finally:
+        for process in sessions:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert [process.returncode for process in sessions] == [0, 0], outputs
+    appended = sorted(line for output in outputs for line in output.splitlines() if "gym history:" in line)
+    assert appended == [f"gym history: run {number} appended to {history}" for number in (1, 2)], outputs
+    with open_store(history) as store:
+        assert [run.rollouts for run in store.runs()] == [3, 3]
+        assert len(store.rollouts()) == 6
 
 
 def write_quarantine(pytester: pytest.Pytester, expires: str) -> Path:
@@ -181,7 +284,7 @@ def test_shards_do_not_write_and_the_merge_writes_the_run_once(
     capsys.readouterr()
     status = merge_main(
         [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), f"--gym-history={history}",
-         f"--gym-report={pytester.path / 'merged.json'}"]
+         f"--gym-report={pytester.path / 'merged.json'}", f"--gym-html={pytester.path / 'merged.html'}"]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert status == 1  # task c failed; no gate: the merge's status says so, the history does not change it
@@ -190,6 +293,8 @@ def test_shards_do_not_write_and_the_merge_writes_the_run_once(
         [run] = store.runs()
     assert run.rollouts == 3
     assert report(pytester, "merged.json")["history"]["run_id"] == 1  # type: ignore[index]
+    page = (pytester.path / "merged.html").read_text()
+    assert 'data-task="c" data-label="stable"' in page and 'data-outcomes="F"' in page  # the merged run's history
 
     quarantine = write_quarantine(pytester, "2999-12-31")
     shards = [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), "--gym-min-mean-reward=1.0"]
