@@ -168,3 +168,24 @@ def test_the_ini_file_names_policies_relative_to_itself(pytester: pytest.Pyteste
         "mcqa.jsonl::ta[r0-new]",
         "mcqa.jsonl::ta[r0-old]",
     ]
+
+
+def test_each_policy_gets_its_own_summary_and_gates(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """The baseline scores 1.0 on both tasks, the candidate 0.0 and 1.0: each policy's summary and gate are judged
+    on its own rollouts only (a pooled mean would be 0.75 for both)."""
+    rewards = {"ta": [1.0, 0.0], "tb": [1.0, 1.0]}
+    rows = [
+        {
+            "id": task, "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+            "fake": {"reward_by_agent": {"mcqa_simple_agent": base, "mcqa_simple_agent__cand": cand}},
+        }
+        for task, (base, cand) in rewards.items()
+    ]  # fmt: skip
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = pytester.runpytest_subprocess(
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-min-mean-reward=0.8", "--gym-report=r.json"
+    )
+    report = json.loads((pytester.path / "r.json").read_text())
+    summaries = {s["agent"]: (s["mean_reward"]["estimate"], s["verdict"]) for s in report["datasets"]}
+    assert summaries == {"mcqa_simple_agent": (1.0, "PASS"), "mcqa_simple_agent__cand": (0.5, "FAIL")}
+    result.stdout.fnmatch_lines(["*gym gates: FAIL - mcqa.jsonl (agent mcqa_simple_agent__cand) mean reward 0.50*"])
