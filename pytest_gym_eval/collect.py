@@ -22,6 +22,7 @@ from _pytest._code.code import ReprFileLocation, TerminalRepr
 from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.models import agent_instance, item_id
 from pytest_gym_eval.on_demand import OnDemandError
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.rollout_value import RolloutRequest
@@ -140,14 +141,18 @@ class DatasetFile(pytest.Module):
         # items share one fixture info (computed for the first; no fixture depends on the task, and computing
         # it per item was most of the collection time of a large dataset), and the items of one repeat share
         # their (frozen, empty) callspec: ~480 bytes less per item.
-        callspecs = [CallSpec(_idlist=(f"r{repeat}",)) for repeat in range(repeats)]
+        # With several policies (--gym-policy) each repeat is one item per policy, policies interleaved so
+        # that Gym's input alternates between them (endpoint drift during the run hits every policy alike).
+        policies = gym.options.policies
+        runs = [(repeat, policy) for repeat in range(repeats) for policy in gym.options.policy_names()]
+        callspecs = [CallSpec(_idlist=(item_id(repeat, policy),)) for repeat, policy in runs]
         fixtureinfo = None
         for task in tasks:
             agent = task.agent or default_agent
-            for repeat, callspec in enumerate(callspecs):
+            for (repeat, policy), callspec in zip(runs, callspecs, strict=True):
                 item = RolloutItem.from_parent(
                     self,
-                    name=f"{task.task_id}[r{repeat}]",
+                    name=f"{task.task_id}[{callspec.id}]",
                     callobj=gym_rollout,
                     callspec=callspec,
                     keywords={callspec.id: True},
@@ -155,7 +160,8 @@ class DatasetFile(pytest.Module):
                     fixtureinfo=fixtureinfo,
                     task=task,
                     repeat=repeat,
-                    agent=agent,
+                    agent=agent_instance(agent, policies, policy),
+                    policy=policy,
                 )
                 fixtureinfo = item._fixtureinfo
                 yield item
@@ -185,18 +191,23 @@ def never_runs(item: pytest.Item) -> bool:
 class RolloutItem(pytest.Function):
     """One rollout of one task: passes when its reward reaches the pass threshold.
 
-    ``task``, ``repeat`` (0-based) and ``agent`` say what it rolls out. Setup waits for the rollout (an
+    ``task``, ``repeat`` (0-based) and ``agent`` say what it rolls out; ``policy`` names the policy model it
+    rolls out against when the session compares several (``--gym-policy``; ``agent`` is then that policy's agent
+    instance in Gym), else None. Setup waits for the rollout (an
     infrastructure failure raises there, so pytest reports an *error*); the call judges the reward.
     """
 
-    def __init__(self, *, task: Task, repeat: int, agent: str, **kwargs: Any) -> None:
+    def __init__(self, *, task: Task, repeat: int, agent: str, policy: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.task = task
         self.repeat = repeat
         self.agent = agent
+        self.policy = policy
         self.outcome: RolloutOutcome | None = None
         # In every report of this item (JUnit properties; the xdist controller's summary reads them).
         self.user_properties += [("task_id", task.task_id), ("repeat", repeat), ("agent", agent)]
+        if policy is not None:
+            self.user_properties.append(("policy", policy))
 
     @property
     def task_id(self) -> str:
@@ -215,7 +226,7 @@ class RolloutItem(pytest.Function):
             raise RolloutFailed(session.item_protocol.failure_report(self))
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, self.task.line - 1, f"{self.task_id}[r{self.repeat}]"
+        return self.path, self.task.line - 1, f"{self.task_id}[{item_id(self.repeat, self.policy)}]"
 
 
 class GateItem(pytest.Function):

@@ -24,6 +24,7 @@ from pytest_gym_eval.defaults import (
 )
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.history.urls import is_postgres_url
+from pytest_gym_eval.models import MODEL_FIELDS, Policy, PolicySpecError, order_policies, parse_policy
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
 from pytest_gym_eval.settings import (
     DatasetSettings,
@@ -57,6 +58,8 @@ class GymOptions:
     model_type: str = DEFAULT_MODEL_TYPE
     api_key_env: str = DEFAULT_API_KEY_ENV
     replay: tuple[Path, ...] = ()
+    policies: tuple[Policy, ...] = ()
+    """``--gym-policy``: the policy models compared in this session, the baseline first (none: one model)."""
     head_server: tuple[str, int] | None = None
     run_dir: Path | None = None
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
@@ -192,6 +195,14 @@ class GymOptions:
             if given is not None and not given.is_file():
                 raise pytest.UsageError(f"{option}: no such file: {given}")
         model_type = value("gym_model_type") or DEFAULT_MODEL_TYPE
+        api_key_env = value("gym_api_key_env") or DEFAULT_API_KEY_ENV
+        policies = _policies(config, ini_value, inifile_dir, api_key_env)
+        if policies and (clash := _policy_clash(config, value, replay, head_server, keep_alive, resume)):
+            raise pytest.UsageError(f"--gym-policy cannot be combined with {clash}")
+        if policies and model_type not in MODEL_FIELDS:
+            raise pytest.UsageError(
+                f"--gym-policy works with --gym-model-type {' or '.join(MODEL_FIELDS)}, not {model_type}"
+            )
         sampling = sampling_from_config(config)
         try:
             sampling.check_model_type(model_type)
@@ -204,8 +215,9 @@ class GymOptions:
             model_url=value("gym_model_url"),
             model=value("gym_model"),
             model_type=model_type,
-            api_key_env=value("gym_api_key_env") or DEFAULT_API_KEY_ENV,
+            api_key_env=api_key_env,
             replay=replay,
+            policies=policies,
             head_server=head_server,
             run_dir=path_option("gym_run_dir"),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
@@ -237,6 +249,10 @@ class GymOptions:
             history=_history_target(config, ini_value, inifile_dir),
             quarantine=quarantine,
         )
+
+    def policy_names(self) -> tuple[str | None, ...]:
+        """The policies every (task, repeat) is rolled out against, by name: ``(None,)`` for a one-model session."""
+        return tuple(policy.name for policy in self.policies) or (None,)
 
     def is_dataset(self, path: Path) -> bool:
         """Whether ``path`` matches one of the ``gym_datasets`` globs (relative to the rootdir; a symlink matches
@@ -388,3 +404,38 @@ def _history_target(config: pytest.Config, ini_value: Any, inifile_dir: Path) ->
         return None
     text = str(given).strip()
     return text if is_postgres_url(text) else str((base / os.path.expanduser(text)).resolve())
+
+
+def _policies(config: pytest.Config, ini_value: Any, inifile_dir: Path, api_key_env: str) -> tuple[Policy, ...]:
+    """``--gym-policy`` (or ini ``gym_policy``), the baseline (``--gym-baseline-policy``) first; raises
+    :class:`pytest.UsageError` naming the option and the bad value."""
+    given = config.getoption("gym_policy", default=None)
+    texts, option, base = (
+        (given, "--gym-policy", Path.cwd()) if given else (ini_value("gym_policy"), "gym_policy", inifile_dir)
+    )
+    baseline = config.getoption("gym_baseline_policy", default=None) or ini_value("gym_baseline_policy")
+    if not texts:
+        if baseline:
+            raise pytest.UsageError(f"--gym-baseline-policy={baseline}: no --gym-policy named")
+        return ()
+    try:
+        return order_policies([parse_policy(text, base, api_key_env) for text in texts], baseline)
+    except PolicySpecError as error:
+        raise pytest.UsageError(f"{option}: {error}") from None
+
+
+def _policy_clash(
+    config: pytest.Config, value: Any, replay: tuple[Path, ...], head_server: object, keep_alive: object, resume: object
+) -> str | None:
+    """The first option given that a session comparing policies cannot use (each policy names its own endpoint or
+    recordings; attached, warm, adaptive and resumed runs serve one model), or None."""
+    clashes = {
+        "--gym-model-url": value("gym_model_url"),
+        "--gym-model": value("gym_model"),
+        "--gym-replay": replay,
+        "--gym-head-server": head_server,
+        "--gym-keep-alive": keep_alive,
+        "--gym-resume": resume,
+        "--gym-adaptive": config.getoption("gym_adaptive", default=None) or config.getini("gym_adaptive"),
+    }
+    return next((name for name, given in clashes.items() if given), None)

@@ -20,6 +20,7 @@ import pytest
 from pytest_gym_eval import causes, preflight, provision
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.models import Policy, base_agent, server_blocks
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.run import GymStartError, ModelEndpoint, RunSettings, find_agent_config, ray_temp_dir
 from pytest_gym_eval.rundir import RunPaths
@@ -69,9 +70,10 @@ def whole_tasks_allowed(options: GymOptions) -> bool:
     repeat), nor when the replay model serves a conversation it has more than one recording of (it tells
     the repeats apart by a tag each row carries, which a row of a whole task cannot), nor with
     ``--gym-adaptive`` (its waves select some repeats of each task) or ``--gym-resume`` (it rolls out what is
-    missing). The same answer in every
+    missing), nor when policies are compared (``--gym-policy``: a row per rollout gives each its own stamp
+    whatever agent instance Gym numbers its rollouts under). The same answer in every
     pytest-xdist process: it depends on the options and the recordings only."""
-    if options.sampling.seed is not None or options.adaptive or options.resume is not None:
+    if options.sampling.seed is not None or options.adaptive or options.resume is not None or options.policies:
         return False
     if options.replay:  # attached too: the recordings may be what the attached servers' model replays
         from pytest_gym_eval.replay import RecordingError, load_recordings, recording_turns
@@ -101,6 +103,10 @@ class Launch:
         self.checkout: provision.GymCheckout | None = None
         self.model: ModelEndpoint | None = None
         self.replay: ReplayServer | None = None
+        self.more_replays: list[ReplayServer] = []
+        """The replay model servers of ``--gym-policy`` policies other than the first."""
+        self.more_models: list[tuple[str, str, str, str | None]] = []
+        """``(policy, base URL, served model, API key variable)`` of every ``--gym-policy`` policy but the first."""
         self.warm: WarmGym | None = None
         self.cleanup: list[Path] = []
         self.configurations: dict[tuple[str, ...], GymConfiguration] = {}
@@ -147,10 +153,11 @@ class Launch:
             concurrency=options.concurrency,
             sampling=options.sampling,
             record_latency=options.latency,
-            tag_repeats=bool(options.replay),
+            tag_repeats=bool(options.replay) or any(policy.replay for policy in options.policies),
             ray_address=options.ray_address,
             attach=attach,
             servers_gone=self.warm.gone if self.warm is not None else None,
+            server_blocks=server_blocks(plan.agents, self.more_models, options.model_type) if self.more_models else {},
         )
 
     def agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
@@ -165,7 +172,9 @@ class Launch:
     def _find_agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
         configs = []
         for agent in plan.agents:
-            config_path = find_agent_config(checkout.path, agent, self._agent_server(plan, agent))
+            config_path = find_agent_config(
+                checkout.path, base_agent(agent, self.options.policies), self._agent_server(plan, agent)
+            )
             if config_path is None:
                 raise GymStartError(self._agent_problem(checkout.path, plan, agent))
             configs.append(config_path)
@@ -193,7 +202,8 @@ class Launch:
         problems = [
             self._agent_problem(checkout, plan, agent)
             for agent in plan.agents
-            if find_agent_config(checkout, agent, self._agent_server(plan, agent)) is None
+            if find_agent_config(checkout, base_agent(agent, self.options.policies), self._agent_server(plan, agent))
+            is None
         ]
         if self.options.head_server is None and (
             problem := preflight.model_type_problem(checkout, self.options.model_type)
@@ -204,6 +214,8 @@ class Launch:
 
     def model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
         options = self.options
+        if options.policies:
+            return self.policy_endpoints(run_dir)
         if options.replay and options.head_server is not None:
             # Attached servers keep the model they were started with: the recordings only serve to compare
             # each rollout's reward with the recorded one.
@@ -233,6 +245,43 @@ class Launch:
             f"no policy model: pass --gym-model-url and --gym-model (API key from ${options.api_key_env}), "
             "or --gym-replay=ROLLOUTS.jsonl to replay recorded answers"
         )
+
+    def policy_endpoints(self, run_dir: Path) -> ModelEndpoint:
+        """Start a replay model server for each replayed ``--gym-policy``, note every policy but the first in
+        :attr:`more_models` and return the first's endpoint (Gym's ``policy_model``); raises :class:`GymStartError`
+        for recordings the replay server refuses."""
+        endpoints = [self._policy_endpoint(policy, run_dir) for policy in self.options.policies]
+        self.more_models = [  # a key variable that is unset or empty gives Gym "no-key", as for the first policy
+            (policy.name, endpoint.url, endpoint.model, endpoint.api_key_env if endpoint.api_key() else None)
+            for policy, endpoint in zip(self.options.policies[1:], endpoints[1:], strict=True)
+        ]
+        return endpoints[0]
+
+    def _policy_endpoint(self, policy: Policy, run_dir: Path) -> ModelEndpoint:
+        options = self.options
+        if policy.replay is None:
+            assert policy.url is not None and policy.model is not None  # parse_policy saw to it
+            return ModelEndpoint(
+                policy.url, policy.model, options.model_type, policy.api_key_env or options.api_key_env
+            )
+        from pytest_gym_eval.replay import RecordingError, ReplayServer
+
+        try:
+            log = RunPaths(run_dir).replay_log
+            replay = ReplayServer(
+                (policy.replay,),
+                log_path=log if self.replay is None else log.with_name(f"replay-model-{policy.name}.jsonl"),
+                model_name=REPLAY_MODEL_NAME,
+            )
+        except (RecordingError, OSError) as error:
+            raise GymStartError(f"--gym-policy {policy.name}: {error}") from None
+        replay.start()
+        if self.replay is None:
+            self.replay = replay
+        else:
+            self.more_replays.append(replay)
+        self.note(f"replay model server of policy {policy.name}: {replay.base_url} ({replay.recordings} recordings)")
+        return ModelEndpoint(replay.base_url, REPLAY_MODEL_NAME, options.model_type, options.api_key_env)
 
     def configuration(self, plan: RunPlan) -> GymConfiguration:
         """The Gym configuration of a run of ``plan`` (:mod:`pytest_gym_eval.fingerprint`); loads, or provisions,

@@ -196,6 +196,21 @@ OPTIONS: tuple[Option, ...] = (
         path=True,
     ),
     Option(
+        "--gym-policy",
+        "Compare policy models in one session: NAME=URL[,model=SERVED_NAME][,key=ENV_VAR] (the key read from ENV_VAR, "
+        "default --gym-api-key-env) or NAME=replay:ROLLOUTS.jsonl (repeatable, in the ini file one per line; items "
+        "get ids like task[r0-NAME])",
+        "linelist",
+        action="append",
+        metavar="NAME=SPEC",
+    ),
+    Option(
+        "--gym-baseline-policy",
+        "The --gym-policy the others are compared with",
+        default="the first named",
+        metavar="NAME",
+    ),
+    Option(
         "--gym-head-server",
         "Attach to Gym servers that are already running instead of starting them (never stopped)",
         None,

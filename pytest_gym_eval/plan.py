@@ -142,12 +142,15 @@ def _whole_task_repeats(entries: Sequence[tuple[str, Path, int, str, int, str]])
 
 def gym_row(row: dict[str, Any], stamp: int, agent: str, repeat: int | None = None) -> dict[str, Any]:
     """The input row Gym gets for one planned rollout: the dataset row without Gym's own ``_ng_*`` keys,
-    stamped with ``stamp``, routed to ``agent`` unless the row names its own ``agent_ref``, and, when
+    stamped with ``stamp``, routed to ``agent`` (a row's own ``agent_ref`` keeps its other keys: only its name
+    changes, to the agent instance of another policy, :mod:`pytest_gym_eval.models`), and, when
     ``repeat`` is given, tagged with it in ``responses_create_params.metadata[REPEAT_TAG]`` (left untagged
     when the row's ``metadata`` is neither absent, null nor an object). ``row`` itself is not changed."""
     out = {key: value for key, value in row.items() if not key.startswith(GYM_PRIVATE_PREFIX)}
     if not isinstance(out.get(AGENT_REF_KEY), dict) or not out[AGENT_REF_KEY].get("name"):
         out[AGENT_REF_KEY] = {"type": "responses_api_agents", "name": agent}
+    elif isinstance(out[AGENT_REF_KEY]["name"], str) and out[AGENT_REF_KEY]["name"] != agent:
+        out[AGENT_REF_KEY] = {**out[AGENT_REF_KEY], "name": agent}
     params = out.get("responses_create_params")
     if repeat is not None and isinstance(params, dict) and isinstance(params.get("metadata") or {}, dict):
         metadata = {**(params.get("metadata") or {}), REPEAT_TAG: str(repeat)}

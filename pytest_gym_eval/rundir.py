@@ -45,6 +45,12 @@ class RunPaths:
         return self.root / "gym-config.yaml"
 
     @property
+    def servers_config(self) -> Path:
+        """The extra Gym config only ``gym env start`` gets: the servers of every policy but the first
+        (``--gym-policy``, :func:`pytest_gym_eval.models.server_blocks`)."""
+        return self.root / "gym-policies.yaml"
+
+    @property
     def input(self) -> Path:
         return self.root / "gym-input.jsonl"
 

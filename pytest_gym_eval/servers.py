@@ -9,8 +9,9 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pytest_gym_eval.causes import GYM_START, redact
 from pytest_gym_eval.gym_config import ModelEndpoint
@@ -85,6 +86,8 @@ class RunSettings:
     ``tag_repeats`` tags each input row with its repeat for the replay model (``--gym-replay``).
     ``ray_address`` is an existing Ray cluster for Gym's servers (``--gym-ray-address``), None for a private one.
     ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
+    ``server_blocks`` are the Gym config blocks that serve every policy but the first (``--gym-policy``), written
+    to their own file for ``gym env start`` only; empty for one policy model.
     ``attach``, when set, finds (or starts) the servers to attach to from the run's background thread: given the
     run's stop event and its ``on_event``, it returns the head server and the policy model they call (a warm
     Gym, :meth:`pytest_gym_eval.warm.WarmGym.acquire`), or raises :class:`GymStartError`. ``servers_gone``, when
@@ -109,6 +112,7 @@ class RunSettings:
         None
     )
     servers_gone: Callable[[], str | None] | None = None
+    server_blocks: dict[str, Any] = field(default_factory=dict)
 
 
 PROBE_NOTE_EVERY = 60.0
@@ -191,6 +195,9 @@ def launch_servers(
     for config in settings.gym_configs:
         argv += ["--config", str(config)]
     argv += ["--model-type", model_type, "--config", str(paths.config)]
+    if settings.server_blocks:  # JSON, which Gym's YAML loader reads; not for `gym eval run` (see RunSettings)
+        paths.servers_config.write_text(json.dumps(settings.server_blocks, indent=2) + "\n", encoding="utf-8")
+        argv += ["--config", str(paths.servers_config)]
     argv += ["+skip_venv_if_present=true", f"+nemo_gym_log_dir={paths.logs / 'gym-servers'}"]
     process = GymProcess(argv, env=settings.env, cwd=settings.cwd, log_path=log_path, name="gym env start")
     record_process(paths, process, watchdog)

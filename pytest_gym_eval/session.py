@@ -379,6 +379,8 @@ class GymSession:
                 self.launch.warm.release()
             if self.launch.replay is not None:
                 self.launch.replay.stop()
+            while self.launch.more_replays:
+                self.launch.more_replays.pop().stop()
             if self._feed is not None:
                 self._feed.stop()
             while self.launch.cleanup:

@@ -88,6 +88,8 @@ SAMPLE = {
     "--gym-model-type": "vllm_model",
     "--gym-api-key-env": "MY_KEY",
     "--gym-replay": "rec.jsonl",
+    "--gym-policy": "a=replay:rec.jsonl\n    b=replay:rec.jsonl",
+    "--gym-baseline-policy": "b",
     "--gym-run-dir": "runs",
     "--gym-startup-timeout": "5",
     "--gym-rollout-timeout": "7",
@@ -121,7 +123,11 @@ SAMPLE = {
     "--gym-price-per-mtok": "0.1:0.2",
     "--gym-latency": "true",
 }
-"""A value for each option with an ini twin (the same text on the command line and in the ini file)."""
+"""A value for each option with an ini twin (the same text on the command line and in the ini file; a value of
+several lines is one flag a line on the command line)."""
+
+COMPANIONS = {"--gym-baseline-policy": ["--gym-policy=a=replay:rec.jsonl", "--gym-policy=b=replay:rec.jsonl"]}
+"""The command-line options an option needs beside it (in every session the test resolves)."""
 
 
 def test_every_twin_has_a_sample() -> None:
@@ -138,11 +144,12 @@ def test_a_value_resolves_the_same_from_the_command_line_and_from_the_ini_file(
     (pytester.path / "rec.jsonl").write_text("{}\n")
     (pytester.path / "quarantine.txt").write_text("# dataset task expires reason\n")
     text = SAMPLE[option.flag]
-    flag = [option.flag] if option.action == "store_true" else [f"{option.flag}={text}"]
+    lines = [line.strip() for line in text.splitlines()]
+    flag = [option.flag] if option.action == "store_true" else [f"{option.flag}={line}" for line in lines]
     model_type = [] if option.flag == "--gym-model-type" else ["--gym-model-type=vllm_model"]  # --gym-seed needs it
 
     def resolved(*args: str) -> GymOptions:
-        config = pytester.parseconfig(*model_type, *args)
+        config = pytester.parseconfig(*model_type, *COMPANIONS.get(option.flag, ()), *args)
         found = GymOptions.from_config(config)
         per_dataset = found.cli.over(found.ini)
         return dataclasses.replace(found, cli=per_dataset, ini=per_dataset)

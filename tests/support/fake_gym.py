@@ -22,7 +22,8 @@ It understands just what the plugin calls:
   (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row). With
   ``--num-repeats R`` every row is rolled out R times as Gym does (``_ng_rollout_index`` 0..R-1 per row, rows in
   the pattern aabbcc); ``{"rewards": [x0, x1, ...]}`` gives rollout i the reward xi, ``{"reward_env": "VAR"}``
-  the reward in the environment variable VAR (the same dataset file, another reward each session). With
+  the reward in the environment variable VAR (the same dataset file, another reward each session),
+  ``{"reward_by_agent": {"AGENT": x, ...}}`` the reward of the agent the row is routed to (``agent_ref``). With
   ``FAKE_GYM_AGGREGATE_DELAY=SECONDS`` it then writes ``OUT_aggregate_metrics.json`` as Gym does, that much later.
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
 """
@@ -240,6 +241,8 @@ def eval_run(argv: list[str]) -> int:
             record["reward"] = fake["rewards"][row["_ng_rollout_index"]]
         elif fake.get("nan_reward"):  # NaN in the output (json.dumps writes the bare token); a dataset can't hold it
             record["reward"] = float("nan")
+        elif "reward_by_agent" in fake:  # one row rolled out by several agents (policies), a reward for each
+            record["reward"] = fake["reward_by_agent"][(row.get("agent_ref") or {}).get("name")]
         elif "reward_env" in fake:  # the reward from an environment variable: one dataset, rewards per session
             record["reward"] = float(os.environ[fake["reward_env"]])
         elif not fake.get("no_reward"):

@@ -1,0 +1,158 @@
+"""Several policy models in one session (``--gym-policy``): parsing their specs, naming their items and the agent
+instance each one runs in Gym, and the Gym config blocks that serve them all from one Gym.
+
+A spec is ``NAME=URL[,model=SERVED_NAME][,key=ENV_VAR]`` (an OpenAI-style endpoint; the API key is read from the
+environment variable ``ENV_VAR``, never given itself) or ``NAME=replay:ROLLOUTS.jsonl`` (the replay model serving
+that file's recorded answers). The first policy named is the baseline unless ``--gym-baseline-policy`` names
+another.
+
+In Gym (notes: ``gym-notes.md``, "Several policy models in one Gym") the first policy is Gym's ``policy_model``
+and each dataset's agent runs against it unchanged; every other policy ``NAME`` gets a model server instance
+``NAME_policy_model``, a copy of each agent bound to it (``<agent>__NAME``) and, in front of that copy, its own
+``legacy_agent`` environment server (``<agent>__NAME_environment_server``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+"""A policy's name: it ends up in node ids (``-k``) and in Gym server instance names."""
+
+REPLAY_PREFIX = "replay:"
+AGENT_SEPARATOR = "__"
+"""Between an agent's name and a policy's in the agent instance that runs the policy (``mcqa_simple_agent__cand``)."""
+
+MODEL_FIELDS = {
+    "openai_model": ("openai_base_url", "openai_model", "openai_api_key"),
+    "vllm_model": ("base_url", "model", "api_key"),
+}
+"""Per Gym model server type, its config's fields for the base URL, the model name and the API key (Gym 0.7.0's
+``responses_api_models/<type>/configs/<type>.yaml``)."""
+
+
+class PolicySpecError(ValueError):
+    """A ``--gym-policy`` value (or ``--gym-baseline-policy``) that cannot be used; the message names the value."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One policy model of a session: ``name`` (as in node ids), and either ``url`` + ``model`` (+ the environment
+    variable ``api_key_env`` holding its key) or ``replay`` (a recordings file to serve)."""
+
+    name: str
+    url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    replay: Path | None = None
+
+
+def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
+    """One ``--gym-policy`` value. ``base`` resolves a relative replay path (the working directory for the command
+    line, the ini file's folder for the ini); ``api_key_env`` is the key's variable when the spec names none.
+    Raises :class:`PolicySpecError` naming ``text`` for a missing ``=``, a bad name, an empty URL, an unknown or
+    repeated ``key=value`` part, a URL without ``model=`` or a replay file that does not exist."""
+    name, equals, rest = text.partition("=")
+    name = name.strip()
+    if not equals or not rest.strip():
+        raise PolicySpecError(f"{text!r}: expected NAME=URL[,model=M][,key=VAR] or NAME=replay:ROLLOUTS.jsonl")
+    if not NAME_PATTERN.match(name) or AGENT_SEPARATOR in name:
+        raise PolicySpecError(
+            f"{text!r}: a policy's name is a letter then letters, digits or single underscores, got {name!r}"
+        )
+    rest = rest.strip()
+    if rest.startswith(REPLAY_PREFIX):
+        path = (base / Path(rest.removeprefix(REPLAY_PREFIX)).expanduser()).resolve()
+        if not path.is_file():
+            raise PolicySpecError(f"{text!r}: no such recordings file: {path}")
+        return Policy(name, replay=path)
+    url, *parts = (part.strip() for part in rest.split(","))
+    fields: dict[str, str] = {}
+    for part in parts:
+        key, eq, value = part.partition("=")
+        if not eq or key not in ("model", "key") or not value or key in fields:
+            raise PolicySpecError(f"{text!r}: {part!r} is not model=SERVED_NAME or key=ENV_VAR (each at most once)")
+        fields[key] = value
+    if not url or "model" not in fields:
+        raise PolicySpecError(f"{text!r}: an endpoint needs its URL and model=SERVED_NAME")
+    return Policy(name, url=url, model=fields["model"], api_key_env=fields.get("key", api_key_env))
+
+
+def order_policies(policies: Sequence[Policy], baseline: str | None) -> tuple[Policy, ...]:
+    """``policies`` with the baseline first (``baseline``, else the first named). Raises :class:`PolicySpecError`
+    for a name given twice, a single policy, or a ``baseline`` no policy has."""
+    names = [policy.name for policy in policies]
+    if duplicate := next((name for name in names if names.count(name) > 1), None):
+        raise PolicySpecError(f"policy {duplicate!r} is named twice")
+    if len(policies) < 2:
+        raise PolicySpecError("name two or more policies to compare them (one policy: --gym-model-url/--gym-replay)")
+    if baseline is None:
+        return tuple(policies)
+    if baseline not in names:
+        raise PolicySpecError(f"baseline policy {baseline!r} is not one of the policies named: {', '.join(names)}")
+    index = names.index(baseline)
+    return (policies[index], *policies[:index], *policies[index + 1 :])
+
+
+def item_id(repeat: int, policy: str | None) -> str:
+    """The parametrization id of an item: ``r<repeat>``, or with several policies ``r<repeat>-<policy>``."""
+    return f"r{repeat}" if policy is None else f"r{repeat}-{policy}"
+
+
+def agent_instance(agent: str, policies: Sequence[Policy], policy: str | None) -> str:
+    """The Gym agent instance that rolls out ``agent``'s rows against ``policy``: the agent itself for the first
+    policy (Gym's ``policy_model``) or without policies, else ``<agent>__<policy>``."""
+    if policy is None or policy == policies[0].name:
+        return agent
+    return f"{agent}{AGENT_SEPARATOR}{policy}"
+
+
+def base_agent(instance: str, policies: Sequence[Policy]) -> str:
+    """The agent an agent instance (:func:`agent_instance`) copies; ``instance`` itself when it is no copy."""
+    for policy in policies[1:]:
+        suffix = f"{AGENT_SEPARATOR}{policy.name}"
+        if instance.endswith(suffix):
+            return instance.removesuffix(suffix)
+    return instance
+
+
+def model_server_name(policy: str) -> str:
+    """The Gym model server instance serving a policy other than the first."""
+    return f"{policy}_policy_model"
+
+
+def server_blocks(
+    agents: Sequence[str], endpoints: Sequence[tuple[str, str, str, str | None]], model_type: str
+) -> dict[str, Any]:
+    """The Gym config blocks that serve every policy but the first, for ``gym env start`` only (``gym eval run``
+    cannot resolve the copies' references).
+
+    ``agents`` are the agent instances of the run (copies included); ``endpoints`` one ``(policy, base URL,
+    served model name, API key environment variable or None)`` per policy but the first; ``model_type`` is
+    Gym's model server type (a key of :data:`MODEL_FIELDS`, else :class:`PolicySpecError`). The key enters as
+    ``${oc.env:VAR}``, resolved inside Gym's processes; without a variable the key is ``no-key``.
+    """
+    if model_type not in MODEL_FIELDS:
+        raise PolicySpecError(f"--gym-policy works with model types {', '.join(MODEL_FIELDS)}, not {model_type!r}")
+    url_field, model_field, key_field = MODEL_FIELDS[model_type]
+    blocks: dict[str, Any] = {}
+    for policy, url, model, key_env in endpoints:
+        fields = {url_field: url, model_field: model, key_field: f"${{oc.env:{key_env}}}" if key_env else "no-key"}
+        blocks[model_server_name(policy)] = {"_copy": "policy_model", "responses_api_models": {model_type: fields}}
+        for instance in agents:
+            suffix = f"{AGENT_SEPARATOR}{policy}"
+            if not instance.endswith(suffix):
+                continue
+            agent = instance.removesuffix(suffix)
+            model_server = {"type": "responses_api_models", "name": model_server_name(policy)}
+            blocks[instance] = {
+                "_copy": agent,
+                "responses_api_agents": {"simple_agent": {"model_server": model_server}},
+            }
+            legacy = {"entrypoint": "app.py", "agent_server": {"type": "responses_api_agents", "name": instance}}
+            blocks[f"{instance}_environment_server"] = {"environment_servers": {"legacy_agent": legacy}}
+    return blocks

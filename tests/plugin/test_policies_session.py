@@ -1,0 +1,191 @@
+"""Several policy models in one session (``--gym-policy``) against the stand-in ``gym``: node ids, one Gym and one
+``gym eval run`` for every policy, each rollout attributed to its policy, and the usage errors (specs alone:
+tests/unit/test_models.py; real Gym: tests/real_gym/test_policies_real_gym.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.fakes import FakeGym
+
+REWARDS = {
+    "ta": {"mcqa_simple_agent": 1.0, "mcqa_simple_agent__cand": 0.0},
+    "tb": {"mcqa_simple_agent": 0.0, "mcqa_simple_agent__cand": 1.0},
+}
+"""Per task, the stand-in Gym's reward for the baseline's agent and for the candidate's copy of it."""
+
+
+def write_dataset(pytester: pytest.Pytester) -> None:
+    rows = [
+        {
+            "id": task,
+            "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+            "fake": {"reward_by_agent": rewards},
+        }
+        for task, rewards in REWARDS.items()
+    ]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def policy_args(fake_gym: FakeGym, *specs: str) -> list[str]:
+    """The stand-in Gym without its ``--gym-replay`` (each policy names its own recordings)."""
+    given = specs or (f"base=replay:{fake_gym.recording}", f"cand=replay:{fake_gym.recording}")
+    return [
+        f"--gym-checkout={fake_gym.checkout}", "-p", "no:cacheprovider", "-p", "no:randomly",
+        *(f"--gym-policy={spec}" for spec in given),
+    ]  # fmt: skip
+
+
+def test_each_task_and_repeat_is_an_item_per_policy_named_after_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    write_dataset(pytester)
+    result = pytester.runpytest_subprocess(
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-repeats=2", "--collect-only", "-q"
+    )
+    ids = [line for line in result.outlines if line.startswith("mcqa.jsonl::")]
+    assert ids == [
+        f"mcqa.jsonl::{task}[r{repeat}-{policy}]"
+        for task in ("ta", "tb")
+        for repeat in (0, 1)
+        for policy in ("base", "cand")
+    ]
+    selected = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", "-k", "cand", "--collect-only", "-q")
+    assert [line for line in selected.outlines if line.startswith("mcqa.jsonl::")] == [
+        "mcqa.jsonl::ta[r0-cand]",
+        "mcqa.jsonl::tb[r0-cand]",
+    ]
+
+
+def test_one_gym_rolls_out_every_policy_in_one_eval_run(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester)
+    result = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", "--gym-run-dir=runs", "-rA")
+    outcomes = {line.split()[1]: line.split()[0] for line in result.outlines if line.startswith(("PASSED ", "FAILED "))}
+    assert outcomes == {
+        "mcqa.jsonl::ta[r0-base]": "PASSED",
+        "mcqa.jsonl::ta[r0-cand]": "FAILED",
+        "mcqa.jsonl::tb[r0-base]": "FAILED",
+        "mcqa.jsonl::tb[r0-cand]": "PASSED",
+    }
+    argvs = [call["argv"] for call in fake_gym.calls()]
+    assert [argv[:2] for argv in argvs] == [["env", "start"], ["eval", "run"]]
+    start, run = argvs
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    servers_config = run_dir / "gym-policies.yaml"
+    assert str(servers_config) in start and str(servers_config) not in run  # `gym eval run` cannot resolve the copies
+    blocks = json.loads(servers_config.read_text())
+    assert sorted(blocks) == [
+        "cand_policy_model",
+        "mcqa_simple_agent__cand",
+        "mcqa_simple_agent__cand_environment_server",
+    ]
+    assert "--agent" not in run  # each row goes to its own agent_ref
+    rows = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+    # A row per rollout, the policies interleaved, each stamped apart.
+    assert [(row["id"], row["agent_ref"]["name"], row["_ng_task_index"]) for row in rows] == [
+        ("ta", "mcqa_simple_agent", 0), ("ta", "mcqa_simple_agent__cand", 1),
+        ("tb", "mcqa_simple_agent", 2), ("tb", "mcqa_simple_agent__cand", 3),
+    ]  # fmt: skip
+
+
+def test_a_row_naming_its_own_agent_is_routed_to_each_policys_copy(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    row = {
+        "id": "ta",
+        "agent_ref": {"type": "responses_api_agents", "name": "mcqa_simple_agent"},
+        "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+        "fake": {"reward_by_agent": REWARDS["ta"]},
+    }
+    (pytester.path / "data.jsonl").write_text(json.dumps(row) + "\n")
+    result = pytester.runpytest_subprocess(*policy_args(fake_gym), "data.jsonl", "--gym-run-dir=runs", "-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+    assert [row["agent_ref"] for row in rows] == [
+        {"type": "responses_api_agents", "name": "mcqa_simple_agent"},
+        {"type": "responses_api_agents", "name": "mcqa_simple_agent__cand"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (
+            ["--gym-policy=base=replay:{rec}", "--gym-policy=base=replay:{rec}"],
+            "--gym-policy: policy 'base' is named twice",
+        ),
+        (
+            ["--gym-policy=a=replay:{rec}", "--gym-policy=b=replay:{rec}", "--gym-baseline-policy=z"],
+            "baseline policy 'z' is not one of the policies named: a, b",
+        ),
+        (
+            ["--gym-policy=a=replay:{rec}", "--gym-policy=b=http://h/v1"],
+            "--gym-policy: 'b=http://h/v1': an endpoint needs its URL and model=",
+        ),
+        (
+            ["--gym-policy=a=replay:{rec}", "--gym-policy=b=replay:{rec}", "--gym-replay={rec}"],
+            "--gym-policy cannot be combined with --gym-replay",
+        ),
+        (["--gym-baseline-policy=a"], "--gym-baseline-policy=a: no --gym-policy named"),
+    ],
+)
+def test_policies_that_cannot_run_are_usage_errors(
+    pytester: pytest.Pytester, fake_gym: FakeGym, extra: list[str], says: str
+) -> None:
+    write_dataset(pytester)
+    args = [a.format(rec=fake_gym.recording) for a in extra]
+    result = pytester.runpytest_subprocess(
+        f"--gym-checkout={fake_gym.checkout}", "-p", "no:cacheprovider", "mcqa.jsonl", *args
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert says in result.stderr.str()
+    assert fake_gym.calls() == []
+
+
+def test_the_ini_file_names_policies_relative_to_itself(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester)
+    (pytester.path / "recs").mkdir()
+    (pytester.path / "recs" / "rec.jsonl").write_text(Path(fake_gym.recording).read_text())
+    pytester.makeini(
+        "[pytest]\ngym_policy =\n    old=replay:recs/rec.jsonl\n    new=replay:recs/rec.jsonl\n"
+        "gym_baseline_policy = new\n"
+    )
+    result = pytester.runpytest_subprocess(
+        f"--gym-checkout={fake_gym.checkout}",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "mcqa.jsonl",
+        "--collect-only",
+        "-q",
+    )
+    assert [line for line in result.outlines if line.startswith("mcqa.jsonl::ta")] == [
+        "mcqa.jsonl::ta[r0-new]",
+        "mcqa.jsonl::ta[r0-old]",
+    ]
+
+
+def test_each_policy_gets_its_own_summary_and_gates(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """The baseline scores 1.0 on both tasks, the candidate 0.0 and 1.0: each policy's summary and gate are judged
+    on its own rollouts only (a pooled mean would be 0.75 for both)."""
+    rewards = {"ta": [1.0, 0.0], "tb": [1.0, 1.0]}
+    rows = [
+        {
+            "id": task, "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+            "fake": {"reward_by_agent": {"mcqa_simple_agent": base, "mcqa_simple_agent__cand": cand}},
+        }
+        for task, (base, cand) in rewards.items()
+    ]  # fmt: skip
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = pytester.runpytest_subprocess(
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-min-mean-reward=0.8", "--gym-report=r.json"
+    )
+    report = json.loads((pytester.path / "r.json").read_text())
+    summaries = {s["agent"]: (s["mean_reward"]["estimate"], s["verdict"]) for s in report["datasets"]}
+    assert summaries == {"mcqa_simple_agent": (1.0, "PASS"), "mcqa_simple_agent__cand": (0.5, "FAIL")}
+    result.stdout.fnmatch_lines(["*gym gates: FAIL - mcqa.jsonl (agent mcqa_simple_agent__cand) mean reward 0.50*"])

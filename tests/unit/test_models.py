@@ -1,0 +1,116 @@
+"""Policy specs (``--gym-policy``), the baseline, item ids, agent instances and the Gym blocks of several policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval.models import (
+    Policy,
+    PolicySpecError,
+    agent_instance,
+    base_agent,
+    item_id,
+    order_policies,
+    parse_policy,
+    server_blocks,
+)
+
+
+def test_an_endpoint_spec_names_its_url_model_and_key_variable(tmp_path: Path) -> None:
+    spec = "cand=https://example.test/v1,model=gpt-x,key=CAND_KEY"
+    assert parse_policy(spec, tmp_path, "DEFAULT_KEY") == Policy("cand", "https://example.test/v1", "gpt-x", "CAND_KEY")
+    assert parse_policy("base=http://h/v1,model=m", tmp_path, "DEFAULT_KEY").api_key_env == "DEFAULT_KEY"
+
+
+def test_a_replay_spec_resolves_its_file_against_the_base(tmp_path: Path) -> None:
+    (tmp_path / "rec.jsonl").write_text("{}\n")
+    assert parse_policy("base=replay:rec.jsonl", tmp_path, "K") == Policy("base", replay=tmp_path / "rec.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("cand", "expected NAME=URL"),
+        ("cand=", "expected NAME=URL"),
+        ("1cand=http://h/v1,model=m", "got '1cand'"),
+        ("a__b=http://h/v1,model=m", "got 'a__b'"),
+        ("cand=http://h/v1", "needs its URL and model="),
+        ("cand=http://h/v1,model=m,temperature=1", "'temperature=1' is not"),
+        ("cand=http://h/v1,model=m,model=n", "'model=n' is not"),
+        ("cand=replay:missing.jsonl", "no such recordings file"),
+    ],
+)
+def test_a_malformed_spec_is_refused_naming_it(tmp_path: Path, spec: str, says: str) -> None:
+    with pytest.raises(PolicySpecError) as error:
+        parse_policy(spec, tmp_path, "K")
+    assert repr(spec) in str(error.value)
+    assert says in str(error.value)
+
+
+def test_the_baseline_comes_first() -> None:
+    a, b, c = Policy("a"), Policy("b"), Policy("c")
+    assert order_policies([a, b, c], None) == (a, b, c)
+    assert order_policies([a, b, c], "c") == (c, a, b)
+
+
+@pytest.mark.parametrize(
+    ("names", "baseline", "says"),
+    [
+        (["a", "b", "a"], None, "policy 'a' is named twice"),
+        (["a"], None, "two or more"),
+        (["a", "b"], "z", "baseline policy 'z' is not one of the policies named: a, b"),
+    ],
+)
+def test_policies_that_cannot_be_compared(names: list[str], baseline: str | None, says: str) -> None:
+    with pytest.raises(PolicySpecError, match=says):
+        order_policies([Policy(name) for name in names], baseline)
+
+
+def test_item_ids_carry_the_policy_only_when_there_are_several() -> None:
+    assert item_id(0, None) == "r0"
+    assert item_id(2, "cand") == "r2-cand"
+
+
+def test_the_first_policy_runs_the_agent_itself_and_the_others_a_copy() -> None:
+    policies = (Policy("base"), Policy("cand"))
+    assert agent_instance("mcqa_simple_agent", policies, "base") == "mcqa_simple_agent"
+    assert agent_instance("mcqa_simple_agent", policies, "cand") == "mcqa_simple_agent__cand"
+    assert agent_instance("mcqa_simple_agent", (), None) == "mcqa_simple_agent"
+    assert base_agent("mcqa_simple_agent__cand", policies) == "mcqa_simple_agent"
+    assert base_agent("mcqa_simple_agent", policies) == "mcqa_simple_agent"
+    assert base_agent("odd__other", policies) == "odd__other"
+
+
+def test_server_blocks_give_each_policy_a_model_server_an_agent_copy_and_its_environment_server() -> None:
+    blocks = server_blocks(
+        ["mcqa_simple_agent", "mcqa_simple_agent__cand"], [("cand", "http://h/v1", "m", "CAND_KEY")], "vllm_model"
+    )
+    assert blocks == {
+        "cand_policy_model": {
+            "_copy": "policy_model",
+            "responses_api_models": {
+                "vllm_model": {"base_url": "http://h/v1", "model": "m", "api_key": "${oc.env:CAND_KEY}"}
+            },
+        },
+        "mcqa_simple_agent__cand": {
+            "_copy": "mcqa_simple_agent",
+            "responses_api_agents": {
+                "simple_agent": {"model_server": {"type": "responses_api_models", "name": "cand_policy_model"}}
+            },
+        },
+        "mcqa_simple_agent__cand_environment_server": {
+            "environment_servers": {
+                "legacy_agent": {
+                    "entrypoint": "app.py",
+                    "agent_server": {"type": "responses_api_agents", "name": "mcqa_simple_agent__cand"},
+                }
+            }
+        },
+    }
+
+
+def test_server_blocks_know_only_the_model_types_whose_fields_they_know() -> None:
+    with pytest.raises(PolicySpecError, match="not 'azure_openai_model'"):
+        server_blocks([], [("cand", "http://h/v1", "m", None)], "azure_openai_model")
