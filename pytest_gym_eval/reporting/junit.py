@@ -32,7 +32,7 @@ import functools
 import json
 import math
 import platform
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -349,16 +349,36 @@ def add_unjudged_gate(xml: Any, nodeid: str, reason: str) -> None:
         xml.pytest_runtest_logreport(report)
 
 
+def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
+    """Turn the ``<failure>`` pytest's JUnit writer ``xml`` just wrote for ``report`` into an ``<error>`` (and count
+    it among the suite's ``errors``) when ``report`` is the call of a test whose on-demand rollout had no verdict
+    (``gym_on_demand_error``, set by :func:`pytest_gym_eval.collect.shape_report`): pytest writes every failed call
+    as a failure, but this is the error a dataset item's infrastructure failure is (raised in its setup). Call after
+    the writer saw the report; does nothing for any other report."""
+    if report.when != "call" or not report.failed or not getattr(report, "gym_on_demand_error", False):
+        return
+    for node in reversed(xml.node_reporter(report).nodes):
+        if node.tag == "failure":
+            node.tag = "error"
+            xml.stats["failure"] -= 1
+            xml.stats["error"] += 1
+            return
+
+
 class RolloutValuesInJunit:
     """A plugin object (registered by the plugin at configure time) that applies :func:`move_rollout_values`
-    to every report before pytest's JUnit writer sees it."""
+    to every report before pytest's JUnit writer sees it, and :func:`on_demand_error_as_error` after."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Move a rollout's values out of its teardown report under xunit2 (pytest hook)."""
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        """Around pytest's JUnit writer: move a rollout's values out of its teardown report under xunit2, and
+        write an on-demand rollout's error as an error (pytest hook)."""
         xml = junit_xml(self.config)
         if xml is not None:
             move_rollout_values(xml, report)
+        yield
+        if xml is not None:
+            on_demand_error_as_error(xml, report)
