@@ -244,3 +244,29 @@ def test_a_warm_gym_serves_the_next_sessions_test_functions(
     assert [outcome for _, outcome in sorted(outcomes(second).items())] == ["PASSED", "FAILED", "PASSED"]
     second.stdout.fnmatch_lines(["gym: attached to warm Gym *: no `gym env start`*"])
     assert [call["argv"][:2] for call in fake_gym.calls()].count(["env", "start"]) == 1
+
+
+def test_shard_reports_of_test_functions_alone_merge(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """Shards that ran only test functions over a dataset (no dataset item) merge into what one session over the
+    same pairs reports, as dataset shards do. The merge judges the rollouts and gates (exit 0: the gate passes); a
+    test's own failing assertion (q2's answer is not boxed) fails its shard's job, as in the one session."""
+    import subprocess
+    import sys
+
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    alone = run(pytester, fake_gym, "test_answers.py", "--gym-report=alone.json", "--gym-min-mean-reward=0.5")
+    for shard in (1, 2):
+        run(pytester, fake_gym, "test_answers.py", f"--gym-shard={shard}/2", f"--gym-report=s{shard}.json")
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-min-mean-reward=0.5",
+         "--gym-report=merged.json"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert alone.ret == pytest.ExitCode.TESTS_FAILED
+    reports = [json.loads((pytester.path / name).read_text()) for name in ("alone.json", "merged.json")]
+    (one,), (both,) = (report["datasets"] for report in reports)
+    assert both["rollouts"] == one["rollouts"] == 3
+    assert both["mean_reward"]["estimate"] == one["mean_reward"]["estimate"] == pytest.approx(2 / 3)
+    assert "mean reward 0.67" in merged.stdout, merged.stdout
