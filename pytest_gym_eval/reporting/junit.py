@@ -39,7 +39,9 @@ from typing import Any
 
 import pytest
 
+from pytest_gym_eval.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
 from pytest_gym_eval.gates import GateResult
+from pytest_gym_eval.on_demand import ON_DEMAND_PROPERTY
 from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, RolloutResult
 
 SYSTEM_OUT_PREFIX = "gym-eval: "
@@ -51,6 +53,11 @@ ROLLOUT_PROPERTIES = (
 )  # fmt: skip
 """The per-rollout values a rollout item carries in its ``user_properties`` (the last four: tokens and latency,
 when Gym recorded them)."""
+
+TEST_PROPERTIES = frozenset({"gym_rollout", "gym_rollout_status", "gym_rollout_agent", ON_DEMAND_PROPERTY})
+"""The ``user_properties`` names of a test function's rollout (the ``gym_rollout`` fixture's, beside
+:data:`ROLLOUT_PROPERTIES` and its custom metrics, ``gym_metric.<name>``; :mod:`pytest_gym_eval.rollout_tests`) and
+of its on-demand rollouts' rewards."""
 
 GATE_PROPERTY = "gate"
 """The ``user_properties`` name of a gate item's judged gates (one per gate)."""
@@ -285,11 +292,16 @@ def _case_head(nodeid: str, seconds: float, attr: Callable[[str], str], quote: C
 def system_out_line(values: Sequence[tuple[str, object]]) -> str:
     """The ``<system-out>`` line carrying an item's values under xunit2: :data:`SYSTEM_OUT_PREFIX` and a JSON
     object, e.g. ``gym-eval: {"task_id": "q1", "repeat": 0, "agent": "mcqa_simple_agent", "reward": 1.0}``;
-    a gate item's ``gate`` values become one ``gates`` list."""
-    data: dict[str, object] = {name: value for name, value in values if name != GATE_PROPERTY}
+    a gate item's ``gate`` values become one ``gates`` list, a test's on-demand rewards one
+    ``gym_on_demand_reward`` list (one per call)."""
+    lists = (GATE_PROPERTY, ON_DEMAND_PROPERTY)
+    data: dict[str, object] = {name: value for name, value in values if name not in lists}
     gates = [value for name, value in values if name == GATE_PROPERTY]
     if gates:
         data["gates"] = gates
+    rewards = [value for name, value in values if name == ON_DEMAND_PROPERTY]
+    if rewards:
+        data[ON_DEMAND_PROPERTY] = rewards
     return SYSTEM_OUT_PREFIX + json.dumps(data, ensure_ascii=False, default=str)
 
 
@@ -320,19 +332,28 @@ def move_rollout_values(xml: Any, report: pytest.TestReport) -> None:
     """
     if report.when != "teardown" or getattr(xml, "family", "xunit1") in ("xunit1", "legacy"):
         return
-    names = (*ROLLOUT_PROPERTIES, GATE_PROPERTY)
-    values = [(name, value) for name, value in report.user_properties if name in names]
-    present = {name for name, _ in values}
+    present = {name for name, _ in report.user_properties}
     rollout = {"task_id", "repeat", "agent"} <= present
     gate = GATE_PROPERTY in present and report.nodeid.endswith("::gym-gate")
-    if not (rollout or gate):
+    test = bool(TEST_PROPERTIES & present)
+    if not (rollout or gate or test):
         return
+
+    def ours(name: object) -> bool:
+        return (
+            name in ROLLOUT_PROPERTIES
+            or name == GATE_PROPERTY
+            or name in TEST_PROPERTIES
+            or (test and isinstance(name, str) and name.startswith(METRIC_PREFIX))
+        )
+
+    values = [(name, value) for name, value in report.user_properties if ours(name)]
     from xml.etree import ElementTree
 
     node = ElementTree.Element("system-out")
     node.text = system_out_line(values)
     xml.node_reporter(report).append(node)
-    report.user_properties = [(n, v) for n, v in report.user_properties if n not in names]
+    report.user_properties = [(n, v) for n, v in report.user_properties if not ours(n)]
 
 
 def add_unjudged_gate(xml: Any, nodeid: str, reason: str) -> None:

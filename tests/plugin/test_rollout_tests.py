@@ -287,3 +287,30 @@ def test_dash_x_stops_after_the_first_failing_test_function(pytester: pytest.Pyt
     summary = " ".join(dataset_summary(result).split())
     assert "2 of 3 selected rollouts reported (2 scored, 0 errors)" in summary, summary
     assert "1 of 3 selected rollouts never reported (the session stopped before they did: -x" in summary
+
+
+def test_junit_xml_of_test_functions_is_valid_xunit2(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """Under pytest's default family (xunit2, whose testcases have no ``<properties>``) a test function's rollout
+    values, its custom metrics and an on-demand test's rewards go to the testcase's ``<system-out>`` line, as a
+    dataset item's do; under xunit1 they stay properties."""
+    from tests.support.junit import junit_rollouts, validate_junit
+
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(
+        test_answers=TESTS + '\n    gym_rollout.record_metric("boxed", 1.0)\n',
+        test_rows_on_demand="""
+def test_two_rows(gym_run_row):
+    for reward in (1.0, 0.0):
+        gym_run_row({"responses_create_params": {"input": "hi"}, "fake": {"reward": reward}})
+""",
+    )
+    for family in ("xunit2", "xunit1"):
+        run(pytester, fake_gym, "test_answers.py", "test_rows_on_demand.py", f"--junitxml={family}.xml",
+            "-o", f"junit_family={family}")  # fmt: skip
+        validate_junit(pytester.path / f"{family}.xml", family)
+        cases = junit_rollouts(pytester.path / f"{family}.xml")
+        assert cases["test_boxed[q1-r0]"]["gym_rollout"] == "mcqa.jsonl::q1[r0]", cases
+        assert cases["test_boxed[q1-r0]"]["reward"] == "1.0" and cases["test_boxed[q1-r0]"]["output_tokens"] == "7"
+        assert cases["test_boxed[q1-r0]"]["gym_metric.boxed"] == "1.0"
+        rewards = cases["test_two_rows"]["gym_on_demand_reward"]
+        assert rewards == ("[1.0, 0.0]" if family == "xunit2" else "0.0"), cases  # xunit1: one property per call
