@@ -278,14 +278,23 @@ def rollout_request(item: pytest.Item) -> RolloutRequest | None:
 
 def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> CollectedPlan:
     """The :class:`~pytest_gym_eval.shard.CollectedPlan` of ``items``: every rollout item's (task, repeat) pair per
-    dataset, tasks in the file's order, datasets by name (other items are ignored)."""
+    dataset, tasks in the file's order, datasets by name; and the datasets only test functions name (``tested``:
+    every task of the file, the repeats and agents of the tests' pairs). Other items are ignored."""
     datasets: dict[str, DatasetTasks] = {}
+    tested: dict[str, DatasetTasks] = {}
     lines: dict[str, dict[str, int]] = {}  # per dataset, each task's line
     parent: object = None
     entry = DatasetTasks("", "")
     at: dict[str, int] = {}
     for item in items:  # ~1 us an item: it runs on every collection, 100,000 items and more
         if not isinstance(item, RolloutItem):
+            if (request := rollout_request(item)) is not None:
+                test = tested.get(request.dataset)
+                if test is None:
+                    every = list(request.dataset_tasks)
+                    test = tested[request.dataset] = DatasetTasks(request.dataset, str(request.path), 0, every)
+                test.agents.setdefault(request.task_id, request.agent)
+                test.repeats = max(test.repeats, request.repeat + 1)
             continue
         if item.parent is not parent:
             parent = item.parent
@@ -302,7 +311,8 @@ def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> Collect
     # The file's order, not the items': pytest-randomly shuffles the items, differently in each shard's job.
     for name, entry in datasets.items():
         entry.tasks.sort(key=lines[name].__getitem__)
-    return CollectedPlan(shard, [datasets[name] for name in sorted(datasets)])
+    only_tested = [tested[name] for name in sorted(tested) if name not in datasets]
+    return CollectedPlan(shard, [datasets[name] for name in sorted(datasets)], only_tested)
 
 
 def select_shard(items: list[pytest.Item], shard: Shard, plan: CollectedPlan) -> tuple[list[Any], list[Any]]:

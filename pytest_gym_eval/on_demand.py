@@ -23,6 +23,8 @@ from pytest_gym_eval.rollout_value import Rollout
 
 ENVIRONMENT_SERVERS = "environment_servers"
 AGENT_SERVERS = "responses_api_agents"
+ON_DEMAND_PROPERTY = "gym_on_demand_reward"
+"""The ``user_properties`` name under which a test records each of its on-demand rollouts' rewards (JUnit shows it)."""
 DEFAULT_TIMEOUT = 600.0
 """Seconds one on-demand rollout may take (Gym's ``/run`` has no timeout of its own)."""
 

@@ -432,7 +432,8 @@ def report_plan(
     options: GymOptions,
     meta: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report's ``plan``: the shard and its rule, the gate settings, and per collected dataset its
+    """The JSON report's ``plan``: the shard and its rule, the gate settings, and per collected dataset (or one only
+    test functions name) its
     sha256, repeats, every task id (the file's order), agents, pass threshold, gates and the (task, repeat)
     pairs this session selected (``selected`` is the session's run plan, after every selection).
 
@@ -450,7 +451,7 @@ def report_plan(
     for rollout in selected:
         chosen.setdefault(dataset_name(rollout.nodeid), {}).setdefault(rollout.task_id, []).append(rollout.repeat)
     datasets = []
-    for entry in collected.datasets:
+    for entry in sorted([*collected.datasets, *collected.tested], key=lambda entry: entry.dataset):
         settings = options.dataset_settings(Path(entry.path))
         counts: dict[str, int] = {}
         for agent in entry.agents.values():

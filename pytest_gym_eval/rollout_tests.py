@@ -25,6 +25,7 @@ from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.item_protocol import read_row
 from pytest_gym_eval.on_demand import (
     DEFAULT_TIMEOUT,
+    ON_DEMAND_PROPERTY,
     OnDemandError,
     Servers,
     head_server_of,
@@ -338,7 +339,7 @@ class RunRow:
         rollout = rollout_from_answer(
             answer, row, agent=chosen, task_id=task_id or "on-demand", threshold=threshold, where=f"{url}/run"
         )
-        self._request.node.user_properties.append(("gym_on_demand_reward", rollout.reward))
+        self._request.node.user_properties.append((ON_DEMAND_PROPERTY, rollout.reward))
         return rollout
 
 

@@ -104,10 +104,15 @@ class DatasetTasks:
 class CollectedPlan:
     """Every (task, repeat) pair the session collected, per dataset (datasets by name, tasks in file order, so
     that shards agree whatever order pytest-randomly gave the items), before any selection (``-k``, ``--lf``,
-    ``--deselect``, the shard), and the session's shard (None when not sharded)."""
+    ``--deselect``, the shard), and the session's shard (None when not sharded).
+
+    ``tested`` lists the datasets only test functions name (``gym_rollouts``, no dataset item collected): every task
+    of the file (the shard rule sees the whole set), the repeats and agents of the pairs the tests ask for. They are
+    in the report's plan, so that a merge places their rollouts, but not in the selection counts of ``datasets``."""
 
     shard: Shard | None
     datasets: list[DatasetTasks]
+    tested: list[DatasetTasks] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
         """Write the plan as JSON atomically (a pytest-xdist worker hands it to the controller this way)."""
@@ -116,6 +121,7 @@ class CollectedPlan:
         data = {
             "shard": None if self.shard is None else [self.shard.index, self.shard.count],
             "datasets": [vars(entry) for entry in self.datasets],
+            "tested": [vars(entry) for entry in self.tested],
         }
         write_json_atomic(path, data, indent=None)
 
@@ -124,7 +130,8 @@ class CollectedPlan:
         """Read a plan :meth:`save` wrote. Raises OSError or ValueError (as ``json``) when it cannot."""
         data = json.loads(path.read_text(encoding="utf-8"))
         shard = Shard(*data["shard"]) if data.get("shard") else None
-        return cls(shard, [DatasetTasks(**entry) for entry in data["datasets"]])
+        tested = [DatasetTasks(**entry) for entry in data.get("tested", [])]
+        return cls(shard, [DatasetTasks(**entry) for entry in data["datasets"]], tested)
 
 
 def dataset_name(nodeid: str) -> str:

@@ -32,14 +32,16 @@ import functools
 import json
 import math
 import platform
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_gym_eval.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
 from pytest_gym_eval.gates import GateResult
+from pytest_gym_eval.on_demand import ON_DEMAND_PROPERTY
 from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, RolloutResult
 
 SYSTEM_OUT_PREFIX = "gym-eval: "
@@ -51,6 +53,11 @@ ROLLOUT_PROPERTIES = (
 )  # fmt: skip
 """The per-rollout values a rollout item carries in its ``user_properties`` (the last four: tokens and latency,
 when Gym recorded them)."""
+
+TEST_PROPERTIES = frozenset({"gym_rollout", "gym_rollout_status", "gym_rollout_agent", ON_DEMAND_PROPERTY})
+"""The ``user_properties`` names of a test function's rollout (the ``gym_rollout`` fixture's, beside
+:data:`ROLLOUT_PROPERTIES` and its custom metrics, ``gym_metric.<name>``; :mod:`pytest_gym_eval.rollout_tests`) and
+of its on-demand rollouts' rewards."""
 
 GATE_PROPERTY = "gate"
 """The ``user_properties`` name of a gate item's judged gates (one per gate)."""
@@ -285,11 +292,16 @@ def _case_head(nodeid: str, seconds: float, attr: Callable[[str], str], quote: C
 def system_out_line(values: Sequence[tuple[str, object]]) -> str:
     """The ``<system-out>`` line carrying an item's values under xunit2: :data:`SYSTEM_OUT_PREFIX` and a JSON
     object, e.g. ``gym-eval: {"task_id": "q1", "repeat": 0, "agent": "mcqa_simple_agent", "reward": 1.0}``;
-    a gate item's ``gate`` values become one ``gates`` list."""
-    data: dict[str, object] = {name: value for name, value in values if name != GATE_PROPERTY}
+    a gate item's ``gate`` values become one ``gates`` list, a test's on-demand rewards one
+    ``gym_on_demand_reward`` list (one per call)."""
+    lists = (GATE_PROPERTY, ON_DEMAND_PROPERTY)
+    data: dict[str, object] = {name: value for name, value in values if name not in lists}
     gates = [value for name, value in values if name == GATE_PROPERTY]
     if gates:
         data["gates"] = gates
+    rewards = [value for name, value in values if name == ON_DEMAND_PROPERTY]
+    if rewards:
+        data[ON_DEMAND_PROPERTY] = rewards
     return SYSTEM_OUT_PREFIX + json.dumps(data, ensure_ascii=False, default=str)
 
 
@@ -320,19 +332,28 @@ def move_rollout_values(xml: Any, report: pytest.TestReport) -> None:
     """
     if report.when != "teardown" or getattr(xml, "family", "xunit1") in ("xunit1", "legacy"):
         return
-    names = (*ROLLOUT_PROPERTIES, GATE_PROPERTY)
-    values = [(name, value) for name, value in report.user_properties if name in names]
-    present = {name for name, _ in values}
+    present = {name for name, _ in report.user_properties}
     rollout = {"task_id", "repeat", "agent"} <= present
     gate = GATE_PROPERTY in present and report.nodeid.endswith("::gym-gate")
-    if not (rollout or gate):
+    test = bool(TEST_PROPERTIES & present)
+    if not (rollout or gate or test):
         return
+
+    def ours(name: object) -> bool:
+        return (
+            name in ROLLOUT_PROPERTIES
+            or name == GATE_PROPERTY
+            or name in TEST_PROPERTIES
+            or (test and isinstance(name, str) and name.startswith(METRIC_PREFIX))
+        )
+
+    values = [(name, value) for name, value in report.user_properties if ours(name)]
     from xml.etree import ElementTree
 
     node = ElementTree.Element("system-out")
     node.text = system_out_line(values)
     xml.node_reporter(report).append(node)
-    report.user_properties = [(n, v) for n, v in report.user_properties if n not in names]
+    report.user_properties = [(n, v) for n, v in report.user_properties if not ours(n)]
 
 
 def add_unjudged_gate(xml: Any, nodeid: str, reason: str) -> None:
@@ -349,16 +370,36 @@ def add_unjudged_gate(xml: Any, nodeid: str, reason: str) -> None:
         xml.pytest_runtest_logreport(report)
 
 
+def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
+    """Turn the ``<failure>`` pytest's JUnit writer ``xml`` just wrote for ``report`` into an ``<error>`` (and count
+    it among the suite's ``errors``) when ``report`` is the call of a test whose on-demand rollout had no verdict
+    (``gym_on_demand_error``, set by :func:`pytest_gym_eval.collect.shape_report`): pytest writes every failed call
+    as a failure, but this is the error a dataset item's infrastructure failure is (raised in its setup). Call after
+    the writer saw the report; does nothing for any other report."""
+    if report.when != "call" or not report.failed or not getattr(report, "gym_on_demand_error", False):
+        return
+    for node in reversed(xml.node_reporter(report).nodes):
+        if node.tag == "failure":
+            node.tag = "error"
+            xml.stats["failure"] -= 1
+            xml.stats["error"] += 1
+            return
+
+
 class RolloutValuesInJunit:
     """A plugin object (registered by the plugin at configure time) that applies :func:`move_rollout_values`
-    to every report before pytest's JUnit writer sees it."""
+    to every report before pytest's JUnit writer sees it, and :func:`on_demand_error_as_error` after."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Move a rollout's values out of its teardown report under xunit2 (pytest hook)."""
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        """Around pytest's JUnit writer: move a rollout's values out of its teardown report under xunit2, and
+        write an on-demand rollout's error as an error (pytest hook)."""
         xml = junit_xml(self.config)
         if xml is not None:
             move_rollout_values(xml, report)
+        yield
+        if xml is not None:
+            on_demand_error_as_error(xml, report)

@@ -17,6 +17,7 @@ import pytest
 from pytest_gym_eval.history.store import open_store
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.fakes import FakeGym
+from tests.support.junit import junit_rollouts, validate_junit
 
 ANSWERS = {"q1": "\\boxed{A}", "q2": "no box here", "q3": "\\boxed{C}"}
 """Two repeats of each (the stand-in answers a task the same each time): ``boxed`` by task 1, 0, 1 (mean 0.67,
@@ -98,7 +99,9 @@ def test_a_metric_appears_with_its_interval_in_every_report(pytester: pytest.Pyt
     assert properties["gym::mcqa.jsonl::metric.chars.low"].startswith("6.79")  # 6.7982
     assert properties["gym::mcqa.jsonl::gate.metric.boxed"] == "PASS"
     assert properties["gym::mcqa.jsonl::gate.metric.boxed.threshold"] == "0.5"
-    assert properties["gym_metric.boxed"] in ("1.0", "0.0")  # each test's own value, on its testcase
+    # Each test's own value, on its testcase (xunit2: in its <system-out> line, the file stays valid).
+    assert {case["gym_metric.boxed"] for case in junit_rollouts(pytester.path / "j.xml").values()} == {"1.0", "0.0"}
+    validate_junit(pytester.path / "j.xml")
 
     assert f"| metric `boxed` | {BOXED} (95% CI over 3 tasks) |" in (pytester.path / "s.md").read_text()
 

@@ -139,3 +139,26 @@ def test_sampled(gym_run_row):
         pytester, fake_gym, "--gym-agent=mcqa_simple_agent", "--gym-temperature=0", "--gym-max-output-tokens=16"
     )
     assert outcomes(result) == {"test_sampling.py::test_sampled": "PASSED"}, result.stdout.str()[-3000:]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_junit_records_an_on_demand_error_as_an_error(
+    pytester: pytest.Pytester, fake_gym: FakeGym, workers: list[str]
+) -> None:
+    """As a dataset item's infrastructure error: ``<error>`` (with the cause), not ``<failure>``, and the suite counts
+    it among ``errors``; an assertion on a reward of 0 stays a ``<failure>``."""
+    import xml.etree.ElementTree as ET
+
+    pytester.makepyfile(test_rows_on_demand=TESTS)
+    selected = "test_server_error or test_zero_reward_fails_an_assertion or test_scored"
+    result = run(pytester, fake_gym, "--gym-agent=mcqa_simple_agent", "--junitxml=j.xml", "-k", selected, *workers)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    suite = ET.parse(pytester.path / "j.xml").getroot().find("testsuite")
+    assert suite is not None
+    cases = {case.get("name"): [child.tag for child in case] for case in suite.iter("testcase")}
+    assert "error" in cases["test_server_error"] and "failure" not in cases["test_server_error"], cases
+    assert "failure" in cases["test_zero_reward_fails_an_assertion"], cases
+    assert not {"error", "failure"} & set(cases["test_scored"]), cases
+    (error,) = suite.iter("error")
+    assert "answered HTTP 500: agent crashed: no recorded answer" in (error.text or "") + error.get("message", "")
+    assert (suite.get("errors"), suite.get("failures"), suite.get("tests")) == ("1", "1", "3")

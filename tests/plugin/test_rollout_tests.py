@@ -244,3 +244,73 @@ def test_a_warm_gym_serves_the_next_sessions_test_functions(
     assert [outcome for _, outcome in sorted(outcomes(second).items())] == ["PASSED", "FAILED", "PASSED"]
     second.stdout.fnmatch_lines(["gym: attached to warm Gym *: no `gym env start`*"])
     assert [call["argv"][:2] for call in fake_gym.calls()].count(["env", "start"]) == 1
+
+
+def test_shard_reports_of_test_functions_alone_merge(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """Shards that ran only test functions over a dataset (no dataset item) merge into what one session over the
+    same pairs reports, as dataset shards do. The merge judges the rollouts and gates (exit 0: the gate passes); a
+    test's own failing assertion (q2's answer is not boxed) fails its shard's job, as in the one session."""
+    import subprocess
+    import sys
+
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    alone = run(pytester, fake_gym, "test_answers.py", "--gym-report=alone.json", "--gym-min-mean-reward=0.5")
+    for shard in (1, 2):
+        run(pytester, fake_gym, "test_answers.py", f"--gym-shard={shard}/2", f"--gym-report=s{shard}.json")
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-min-mean-reward=0.5",
+         "--gym-report=merged.json"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert alone.ret == pytest.ExitCode.TESTS_FAILED
+    reports = [json.loads((pytester.path / name).read_text()) for name in ("alone.json", "merged.json")]
+    (one,), (both,) = (report["datasets"] for report in reports)
+    assert both["rollouts"] == one["rollouts"] == 3
+    assert both["mean_reward"]["estimate"] == one["mean_reward"]["estimate"] == pytest.approx(2 / 3)
+    assert "mean reward 0.67" in merged.stdout, merged.stdout
+
+
+def test_dash_x_stops_after_the_first_failing_test_function(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """``-x``: q2's answer is not boxed, so its test fails and q3's test never runs; pytest says it stopped."""
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_answers=TESTS)
+    result = run(pytester, fake_gym, "test_answers.py", "-x")
+    assert outcomes(result) == {
+        "test_answers.py::test_boxed[q1-r0]": "PASSED",
+        "test_answers.py::test_boxed[q2-r0]": "FAILED",
+    }, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*stopping after 1 failures*", "*1 failed, 1 passed*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # The summary counts what the tests got and names q3's rollout as never reported, not as an error.
+    summary = " ".join(dataset_summary(result).split())
+    assert "2 of 3 selected rollouts reported (2 scored, 0 errors)" in summary, summary
+    assert "1 of 3 selected rollouts never reported (the session stopped before they did: -x" in summary
+
+
+def test_junit_xml_of_test_functions_is_valid_xunit2(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """Under pytest's default family (xunit2, whose testcases have no ``<properties>``) a test function's rollout
+    values, its custom metrics and an on-demand test's rewards go to the testcase's ``<system-out>`` line, as a
+    dataset item's do; under xunit1 they stay properties."""
+    from tests.support.junit import junit_rollouts, validate_junit
+
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(
+        test_answers=TESTS + '\n    gym_rollout.record_metric("boxed", 1.0)\n',
+        test_rows_on_demand="""
+def test_two_rows(gym_run_row):
+    for reward in (1.0, 0.0):
+        gym_run_row({"responses_create_params": {"input": "hi"}, "fake": {"reward": reward}})
+""",
+    )
+    for family in ("xunit2", "xunit1"):
+        run(pytester, fake_gym, "test_answers.py", "test_rows_on_demand.py", f"--junitxml={family}.xml",
+            "-o", f"junit_family={family}")  # fmt: skip
+        validate_junit(pytester.path / f"{family}.xml", family)
+        cases = junit_rollouts(pytester.path / f"{family}.xml")
+        assert cases["test_boxed[q1-r0]"]["gym_rollout"] == "mcqa.jsonl::q1[r0]", cases
+        assert cases["test_boxed[q1-r0]"]["reward"] == "1.0" and cases["test_boxed[q1-r0]"]["output_tokens"] == "7"
+        assert cases["test_boxed[q1-r0]"]["gym_metric.boxed"] == "1.0"
+        rewards = cases["test_two_rows"]["gym_on_demand_reward"]
+        assert rewards == ("[1.0, 0.0]" if family == "xunit2" else "0.0"), cases  # xunit1: one property per call
