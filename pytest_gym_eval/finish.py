@@ -52,7 +52,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
             gym.conclusion = dataclasses.replace(gym.conclusion, history=conclusion.history)
     xml = junit.junit_xml(gym.config)
     if xml is not None:
-        for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final):
+        for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final, conclusion.policies):
             xml.add_global_property(name, value)
         for nodeid in gym.results.unjudged_gates():  # a JUnit file without them would read green
             junit.add_unjudged_gate(xml, nodeid, reason)
@@ -60,7 +60,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     if gym.options.report is not None:
         report_data = json_report.build_report(
             conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips,
-            plan=report_plan_of(gym, meta),
+            plan=report_plan_of(gym, meta), comparisons=conclusion.policies,
         )  # fmt: skip
         if remembered is not None:
             report_data["history"] = remembered.report_block()

@@ -73,6 +73,9 @@ class GymOptions:
     baseline: Path | None = None
     max_drop: float | None = None
     max_regressed_tasks: int | None = None
+    max_regression: float | None = None
+    """``--gym-max-regression``: the non-inferiority margin δ (reward units, >= 0) of every candidate policy against
+    the baseline; None without the gate."""
     fail_on_flip: bool = False
     html: Path | None = None
     markdown: Path | None = None
@@ -203,6 +206,13 @@ class GymOptions:
             raise pytest.UsageError(
                 f"--gym-policy works with --gym-model-type {' or '.join(MODEL_FIELDS)}, not {model_type}"
             )
+        max_regression = number("gym_max_regression")
+        if max_regression is not None and not policies:
+            raise pytest.UsageError(
+                "--gym-max-regression (ini gym_max_regression) compares policies: name two or more with --gym-policy"
+            )
+        if max_regression is not None and max_regression < 0:
+            raise pytest.UsageError(f"--gym-max-regression: expected a margin >= 0, got {max_regression:g}")
         sampling = sampling_from_config(config)
         try:
             sampling.check_model_type(model_type)
@@ -229,6 +239,7 @@ class GymOptions:
             baseline=baseline,
             max_drop=number("gym_max_drop"),
             max_regressed_tasks=number("gym_max_regressed_tasks", _count),
+            max_regression=max_regression,
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
             html=path_option("gym_html"),
             markdown=path_option("gym_markdown"),

@@ -120,6 +120,16 @@ def base_agent(instance: str, policies: Sequence[Policy]) -> str:
     return instance
 
 
+def policy_of(instance: str, policies: Sequence[str]) -> str:
+    """The policy an agent instance (:func:`agent_instance`) rolls out against: ``NAME`` for ``<agent>__NAME`` when
+    NAME is a policy other than the first, else the first (the baseline). ``policies`` are names, baseline first
+    (non-empty, else IndexError)."""
+    for name in policies[1:]:
+        if instance.endswith(f"{AGENT_SEPARATOR}{name}"):
+            return name
+    return policies[0]
+
+
 def model_server_name(policy: str) -> str:
     """The Gym model server instance serving a policy other than the first."""
     return f"{policy}_policy_model"

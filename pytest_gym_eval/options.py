@@ -320,6 +320,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "--gym-max-regression",
+        "CI gate (with two or more --gym-policy): fail unless every candidate is shown not worse than the baseline "
+        "by more than this in mean reward (non-inferiority, paired by task)",
+        NUMBER,
+        type=float,
+        metavar="DELTA",
+    ),
+    Option(
         "--gym-fail-on-flip",
         "CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one",
         "bool",

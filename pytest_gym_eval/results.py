@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_gym_eval.comparison import ComparisonGate, Hypothesis
 from pytest_gym_eval.custom_metrics import metrics_of
 from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gates import Gate
@@ -26,6 +27,7 @@ from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
+from pytest_gym_eval.reporting.policies import compare_policies, regression_failures
 from pytest_gym_eval.reporting.summary import Conclusion, Flip
 from pytest_gym_eval.selection import Selection
 from pytest_gym_eval.sequential import AdaptiveRecord
@@ -294,6 +296,7 @@ def conclude(
     if selections:
         summaries = [replace(s, selection=selections.get(s.dataset)) for s in summaries]
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
+    policies = policy_comparisons(results, options, selections)
     flips, replay_error = None, ""
     if options.replay:
         from pytest_gym_eval.replay import RecordingError
@@ -305,9 +308,12 @@ def conclude(
 
     status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
     baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
-    other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip
+    gated = options.max_regression is not None and any(item.decides for item in policies)
+    other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip or bool(policies and gated)
     if status == -1 and not other_gates and not replay_error:
-        return _quarantined(Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries)), quarantine, held)
+        return _quarantined(
+            Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries), policies=policies), quarantine, held
+        )
     failures = [replay_error] if replay_error else []
     if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
         failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
@@ -315,6 +321,7 @@ def conclude(
         failures += bl.max_drop_gate(comparisons, options.max_drop)
     if options.max_regressed_tasks is not None:
         failures += bl.max_regressed_gate(comparisons, options.max_regressed_tasks)
+    failures += regression_failures(policies, inconclusive_passes=options.inconclusive_passes)
     if options.fail_on_flip and flips:
         failures.append(f"{len(flips)} rollout reward{'s' if len(flips) != 1 else ''} differ from the recording")
     if status == 1:
@@ -323,7 +330,21 @@ def conclude(
         status, reason = 1, "gym gates: FAIL - " + "; ".join(failures)
     else:
         status, reason = 0, reason or "gym gates: all gates pass"
-    return _quarantined(Conclusion(summaries, comparisons, flips, status, reason), quarantine, held)
+    return _quarantined(Conclusion(summaries, comparisons, flips, status, reason, policies=policies), quarantine, held)
+
+
+def policy_comparisons(
+    results: Sequence[rpt.RolloutResult], options: GymOptions, selections: Mapping[str, Selection] | None = None
+) -> tuple[rpt.PolicyComparison, ...]:
+    """With two or more ``--gym-policy``, each candidate against the baseline per dataset
+    (:func:`~pytest_gym_eval.reporting.policies.compare_policies`), ``--gym-max-regression`` judged as
+    non-inferiority at its margin; a dataset judged on a selection by name, marker or last outcome does not decide
+    (as its other gates). Empty in a session with one policy."""
+    margin = options.max_regression
+    gates = [] if margin is None else [ComparisonGate(Hypothesis.NON_INFERIORITY, margin)]
+    found = compare_policies(results, [policy.name for policy in options.policies], gates)
+    biased = {name for name, part in (selections or {}).items() if part.biased}
+    return tuple(replace(item, decides=item.dataset not in biased) for item in found)
 
 
 def read_session_quarantine(path: Path | None, today: date | None = None) -> Quarantine | None:

@@ -10,9 +10,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.comparison import gym_verdict
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
-from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, Flip, RolloutResult, session_verdict
+from pytest_gym_eval.reporting.summary import (
+    Conclusion,
+    DatasetSummary,
+    Flip,
+    PolicyComparison,
+    RolloutResult,
+    session_verdict,
+)
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval
 
@@ -34,11 +42,13 @@ def build_report(
     *,
     flips: Sequence[Flip] | None = None,
     plan: Mapping[str, object] | None = None,
+    comparisons: Sequence[PolicyComparison] = (),
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all),
     ``flips`` when a recording was replayed (``flips`` not None, possibly empty), and ``plan`` when given: what
     the session collected and selected (:func:`pytest_gym_eval.shard.report_plan`), which
-    ``python -m pytest_gym_eval merge`` needs.
+    ``python -m pytest_gym_eval merge`` needs, and ``comparisons`` when a session compared policies (non-empty
+    ``comparisons``: each candidate against the baseline per dataset, :func:`_comparison_json`).
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
@@ -58,9 +68,39 @@ def build_report(
             {"nodeid": flip.nodeid, "reward": _finite(flip.reward), "recorded": _json_safe(list(flip.recorded))}
             for flip in flips
         ]
+    if comparisons:
+        report["comparisons"] = [_comparison_json(item) for item in comparisons]
     if plan is not None:
         report["plan"] = _json_safe(plan)
     return report
+
+
+def _comparison_json(item: PolicyComparison) -> dict[str, Any]:
+    """One candidate against the baseline: the paired difference, both means, the flips (task ids), McNemar's p
+    (null unless every reward is 0 or 1) and the ``--gym-max-regression`` verdict with Gym's word for it."""
+    difference, flips, result = item.comparison.difference, item.comparison.flips, item.result
+    return {
+        "dataset": item.dataset,
+        "baseline": item.baseline,
+        "candidate": item.candidate,
+        "delta": _interval_json(difference.interval),
+        "confidence": difference.confidence,
+        "baseline_mean": _finite(difference.baseline_mean),
+        "candidate_mean": _finite(difference.candidate_mean),
+        "pairs": difference.pairs,
+        "flips": {
+            "only_baseline": list(flips.only_baseline),
+            "only_candidate": list(flips.only_candidate),
+            "both": list(flips.both),
+            "neither": list(flips.neither),
+        },
+        "binary": flips.binary,
+        "mcnemar_p": _finite(flips.p_value) if flips.binary else None,
+        "verdict": result.verdict.value if result is not None else None,
+        "gym_verdict": gym_verdict(result) if result is not None else None,
+        "margin": result.gate.margin if result is not None else None,
+        "decides": item.decides,
+    }
 
 
 def _summary_json(summary: DatasetSummary) -> dict[str, Any]:

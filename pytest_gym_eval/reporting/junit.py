@@ -15,7 +15,9 @@ Suite property names (the test suite's ``<properties>``, valid in every family):
   ``pass_at_<k>``) with ``gate.<metric>.threshold`` (its threshold, a value: the name stays the same when the
   threshold changes), and ``verdict``; and the tokens, latency and cost (:func:`usage_properties`):
   ``input_tokens``, ``output_tokens``, ``total_tokens``, ``token_rollouts``, ``latency_median``,
-  ``latency_p95``, ``cost``.
+  ``latency_p95``, ``cost``; in a session comparing policies (``--gym-policy``), each candidate against the
+  baseline: ``compare.<candidate>.<name>`` (:func:`comparison_properties`: ``delta``, ``delta.low``,
+  ``delta.high``, ``p_value``, ``verdict``, ...).
 
 Per rollout: ``reward`` (absent for an error: an error has no reward), ``task_id``, ``repeat``, ``agent``,
 ``record``, ``input_tokens``/``output_tokens``/``total_tokens`` and ``latency`` (seconds) when Gym recorded them
@@ -39,10 +41,11 @@ from typing import Any
 
 import pytest
 
+from pytest_gym_eval.comparison import gym_verdict
 from pytest_gym_eval.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
 from pytest_gym_eval.gates import GateResult
 from pytest_gym_eval.on_demand import ON_DEMAND_PROPERTY
-from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, RolloutResult
+from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, PolicyComparison, RolloutResult
 
 SYSTEM_OUT_PREFIX = "gym-eval: "
 """How the line that carries a rollout's values in an xunit2 testcase's ``<system-out>`` starts."""
@@ -68,13 +71,17 @@ _SHA_PREFIX = "dataset_sha256."
 
 
 def suite_properties(
-    summaries: Sequence[DatasetSummary], meta: Mapping[str, object], final: tuple[int, str] | None = None
+    summaries: Sequence[DatasetSummary],
+    meta: Mapping[str, object],
+    final: tuple[int, str] | None = None,
+    comparisons: Sequence[PolicyComparison] = (),
 ) -> list[tuple[str, str]]:
     """(name, value) pairs for the JUnit XML ``<properties>`` of the test suite (names: module docstring).
 
     ``meta`` holds run facts (a ``dataset_sha256.<dataset>`` key becomes ``gym::<dataset>::sha256``);
-    ``final`` is the session's ``(exit status, reason)``. Numbers use 6 significant digits; non-finite numbers
-    (a nan estimate, infinite bounds) and values that are not str, int or float are left out.
+    ``final`` is the session's ``(exit status, reason)``; ``comparisons`` those of a session comparing policies
+    (:func:`comparison_properties`). Numbers use 6 significant digits; non-finite numbers (a nan estimate,
+    infinite bounds) and values that are not str, int or float are left out.
     """
     properties: list[tuple[str, str]] = []
     hashes: dict[str, str] = {}
@@ -91,7 +98,35 @@ def suite_properties(
     for summary in summaries:
         properties.extend(_summary_properties(summary, hashes.get(summary.dataset)))
         properties.extend(usage_properties(summary))
+    for item in comparisons:
+        properties.extend(comparison_properties(item))
     return properties
+
+
+def comparison_properties(item: PolicyComparison) -> list[tuple[str, str]]:
+    """A candidate policy against the baseline on one dataset, named ``gym::<dataset>::compare.<candidate>.<name>``:
+    ``baseline`` (the baseline's name), ``delta`` with ``delta.low`` and ``delta.high`` (candidate - baseline in
+    mean reward, paired by task), ``baseline_mean``, ``candidate_mean``, ``pairs``, ``lost`` and ``gained`` (tasks
+    only the baseline or only the candidate passes), ``p_value`` (McNemar's exact, only when every reward is 0 or
+    1) and, with ``--gym-max-regression``, ``verdict`` and ``gym_verdict`` (Gym #1493's word)."""
+    difference, flips, result = item.comparison.difference, item.comparison.flips, item.result
+    delta = difference.interval
+    pairs: list[tuple[str, object]] = [
+        ("baseline", item.baseline),
+        ("delta", delta.estimate),
+        ("delta.low", delta.low),
+        ("delta.high", delta.high),
+        ("baseline_mean", difference.baseline_mean),
+        ("candidate_mean", difference.candidate_mean),
+        ("pairs", difference.pairs),
+        ("lost", len(flips.only_baseline)),
+        ("gained", len(flips.only_candidate)),
+    ]
+    if flips.binary:
+        pairs.append(("p_value", flips.p_value))
+    if result is not None:
+        pairs += [("verdict", result.verdict.value), ("gym_verdict", gym_verdict(result))]
+    return _texts(f"{property_prefix(item.dataset)}compare.{item.candidate}.", pairs)
 
 
 def usage_properties(summary: DatasetSummary) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from pytest_gym_eval.comparison import Comparison, ComparisonResult
 from pytest_gym_eval.gates import (
     Gate,
     GateMode,
@@ -507,6 +508,27 @@ class BaselineComparison:
 
 
 @dataclass(frozen=True)
+class PolicyComparison:
+    """One candidate policy against the baseline policy on one dataset, in a session comparing policies
+    (``--gym-policy``; :func:`~pytest_gym_eval.reporting.policies.compare_policies` makes them).
+
+    ``comparison`` holds the paired difference, the flips and the ``--gym-max-regression`` result (if set);
+    ``decides`` is False when the dataset was judged on a selection by name, marker or last outcome (its result is
+    shown but, as with the other gates, does not set the exit status)."""
+
+    dataset: str
+    baseline: str
+    candidate: str
+    comparison: Comparison
+    decides: bool = True
+
+    @property
+    def result(self) -> ComparisonResult | None:
+        """The ``--gym-max-regression`` gate's result, None without the gate."""
+        return self.comparison.results[0] if self.comparison.results else None
+
+
+@dataclass(frozen=True)
 class Conclusion:
     """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set
     (pytest's own status then holds), else 0 or 1, with ``reason`` saying why in one line."""
@@ -521,3 +543,5 @@ class Conclusion:
     history: tuple[str, ...] = ()
     """The ``--gym-history`` lines (each dataset's stability and drift, new flakes and failures, or why the history
     was not written) that the pages show (:mod:`pytest_gym_eval.reporting.run_history`)."""
+    policies: tuple[PolicyComparison, ...] = ()
+    """With two or more ``--gym-policy``: each candidate against the baseline, per dataset (empty otherwise)."""

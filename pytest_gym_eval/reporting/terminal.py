@@ -1,11 +1,12 @@
-"""The terminal's ``gym reward summary``: per dataset the counts, intervals, pass@k, flaky tasks and gates,
-the comparison with a baseline, and the replay flips."""
+"""The terminal's ``gym reward summary``: per dataset the counts, intervals, pass@k, flaky tasks and gates, the
+comparison of policy models, the comparison with a baseline, and the replay flips."""
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Mapping, Sequence
 
+from pytest_gym_eval.comparison import gym_verdict
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines
@@ -14,6 +15,7 @@ from pytest_gym_eval.reporting.summary import (
     BaselineComparison,
     Conclusion,
     DatasetSummary,
+    PolicyComparison,
     RolloutResult,
     by_task,
     flips_count,
@@ -282,6 +284,56 @@ def _comparison_lines(item: BaselineComparison, width: int) -> list[str]:
     return lines
 
 
+def render_policies(comparisons: Sequence[PolicyComparison], width: int = 80) -> list[str]:
+    """Terminal lines of a session comparing policies: per dataset and candidate, ``DATASET: CAND vs BASE``, then
+    the paired difference in mean reward (candidate - baseline) with its interval and both means over the pairs, the
+    flips (McNemar's exact p when every reward is 0 or 1) with the tasks each side alone passes (at most
+    :data:`MAX_LISTED`, then "… and N more"), and the ``--gym-max-regression`` verdict with Gym's word for it
+    (:func:`~pytest_gym_eval.comparison.gym_verdict`). No line is longer than ``width`` (at least 40 is used)."""
+    width = max(width, fmt.MIN_WIDTH)
+    lines: list[str] = []
+    for index, item in enumerate(comparisons):
+        if index:
+            lines.append("")
+        head = f": {item.candidate} vs {item.baseline}"
+        lines.append(fmt.trim_end(fmt.shorten_left(item.dataset, max(width - len(head), width // 2)) + head, width))
+        lines.extend(_policy_lines(item, width))
+    return lines
+
+
+def _policy_lines(item: PolicyComparison, width: int) -> list[str]:
+    difference, flips = item.comparison.difference, item.comparison.flips
+    if not difference.pairs:
+        lines = fmt.wrap("no (task, repeat) was scored for both policies", width, "  ", "    ")
+    else:
+        delta = difference.interval
+        sign = "+" if delta.estimate >= 0 else ""
+        lines = fmt.labelled(
+            "delta",
+            f"{sign}{fmt.number(delta.estimate)} [{fmt.number(delta.low)}, {fmt.number(delta.high)}]  "
+            f"{fmt.percent(difference.confidence)} CI over {fmt.plural(delta.n, 'task')}, paired",
+            width,
+        )
+        means = f"{fmt.number(difference.baseline_mean)} {item.baseline}, {fmt.number(difference.candidate_mean)}"
+        pairs = fmt.plural(difference.pairs, "rollout pair")
+        lines += fmt.labelled("mean", f"{means} {item.candidate} ({pairs})", width)
+        test = f"; McNemar exact {fmt.p_value(flips.p_value)}" if flips.binary else ""
+        lines += fmt.labelled(
+            "flips",
+            f"{len(flips.only_baseline)} lost, {len(flips.only_candidate)} gained, {len(flips.both)} both pass, "
+            f"{len(flips.neither)} neither{test}",
+            width,
+        )
+        for label, tasks in (("lost", flips.only_baseline), ("gained", flips.only_candidate)):
+            if tasks:
+                more = f", … and {len(tasks) - MAX_LISTED} more" if len(tasks) > MAX_LISTED else ""
+                lines += fmt.wrap(f"{label}: {', '.join(tasks[:MAX_LISTED])}{more}", width, "    ", "      ")
+    if (result := item.result) is not None:
+        note = "" if item.decides else " (judged on a selection: does not decide)"
+        lines += fmt.labelled("gate", f"{result.describe()} (Gym: {gym_verdict(result)}){note}", width)
+    return lines
+
+
 def render_conclusion(
     conclusion: Conclusion,
     *,
@@ -292,6 +344,8 @@ def render_conclusion(
 ) -> list[str]:
     """The body of the terminal's ``gym reward summary`` section (``gym_metrics``: see :func:`render_summary`)."""
     lines = render_summary(conclusion.summaries, verbose=verbose, results=results, width=width, gym_metrics=gym_metrics)
+    if conclusion.policies:
+        lines += ["", *render_policies(conclusion.policies, width=width)]
     if conclusion.comparisons:
         lines += ["", *render_baseline(conclusion.comparisons, width=width)]
     if conclusion.flips is not None:

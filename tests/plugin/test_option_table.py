@@ -103,6 +103,7 @@ SAMPLE = {
     "--gym-report": "out.json",
     "--gym-baseline": "base.json",
     "--gym-max-drop": "0.1",
+    "--gym-max-regression": "0.05",
     "--gym-max-regressed-tasks": "1",
     "--gym-fail-on-flip": "true",
     "--gym-adaptive": "true",
@@ -126,7 +127,8 @@ SAMPLE = {
 """A value for each option with an ini twin (the same text on the command line and in the ini file; a value of
 several lines is one flag a line on the command line)."""
 
-COMPANIONS = {"--gym-baseline-policy": ["--gym-policy=a=replay:rec.jsonl", "--gym-policy=b=replay:rec.jsonl"]}
+TWO_POLICIES = ["--gym-policy=a=replay:rec.jsonl", "--gym-policy=b=replay:rec.jsonl"]
+COMPANIONS = {"--gym-baseline-policy": TWO_POLICIES, "--gym-max-regression": TWO_POLICIES}
 """The command-line options an option needs beside it (in every session the test resolves)."""
 
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.fakes import FakeGym
+from tests.support.junit import junit_suite_properties
 
 REWARDS = {
     "ta": {"mcqa_simple_agent": 1.0, "mcqa_simple_agent__cand": 0.0},
@@ -189,3 +192,95 @@ def test_each_policy_gets_its_own_summary_and_gates(pytester: pytest.Pytester, f
     summaries = {s["agent"]: (s["mean_reward"]["estimate"], s["verdict"]) for s in report["datasets"]}
     assert summaries == {"mcqa_simple_agent": (1.0, "PASS"), "mcqa_simple_agent__cand": (0.5, "FAIL")}
     result.stdout.fnmatch_lines(["*gym gates: FAIL - mcqa.jsonl (agent mcqa_simple_agent__cand) mean reward 0.50*"])
+
+
+def write_tasks(pytester: pytest.Pytester, base: list[float], cand: list[float]) -> None:
+    """Tasks t0, t1, ...: the stand-in Gym gives task i the reward ``base[i]`` for the baseline and ``cand[i]`` for
+    the candidate, every repeat."""
+    rows = [
+        {
+            "id": f"t{i}", "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+            "fake": {"reward_by_agent": {"mcqa_simple_agent": b, "mcqa_simple_agent__cand": c}},
+        }
+        for i, (b, c) in enumerate(zip(base, cand, strict=True))
+    ]  # fmt: skip
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_the_candidate_is_compared_with_the_baseline_in_every_report(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """Ten tasks; the candidate loses t0 and gains t9: differences -1, +1 and eight 0, so the paired difference is
+    0 with half-width t(0.975, 9) · sqrt((2/9) / 10) = 2.2622 · 0.1491 = 0.337, within the margin 0.4: PASS, exit 0
+    (the failed rollouts themselves do not fail a gated session)."""
+    write_tasks(pytester, [1.0] * 9 + [0.0], [0.0] + [1.0] * 9)
+    result = pytester.runpytest_subprocess(
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.4", "--gym-report=r.json", "--junitxml=j.xml"
+    )
+    assert result.ret == 0
+    block = [
+        "mcqa.jsonl: cand vs base",
+        "  delta       +0.00 [-0.34, 0.34]  95% CI over 10 tasks, paired",
+        "  mean        0.90 base, 0.90 cand (10 rollout pairs)",
+        "  flips       1 lost, 1 gained, 8 both pass, 0 neither; McNemar exact p = 1.000",
+        "    lost: t0",
+        "    gained: t9",
+        "  gate        non-inferiority: candidate - baseline 0.00 [-0.337222, 0.337222],",
+        "              lower bound -0.337222 >= -0.40: PASS (Gym: PASS)",
+    ]
+    start = result.outlines.index(block[0])
+    assert result.outlines[start : start + len(block)] == block
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (entry,) = report["comparisons"]
+    assert (entry["dataset"], entry["baseline"], entry["candidate"], entry["pairs"]) == (
+        "mcqa.jsonl",
+        "base",
+        "cand",
+        10,
+    )
+    assert entry["flips"]["only_baseline"] == ["t0"] and entry["flips"]["only_candidate"] == ["t9"]
+    assert (entry["verdict"], entry["gym_verdict"], entry["mcnemar_p"]) == ("PASS", "PASS", 1.0)
+    assert entry["delta"]["estimate"] == 0.0
+    assert entry["delta"]["high"] == pytest.approx(2.262157 * (2 / 9 / 10) ** 0.5, abs=1e-5)
+    properties = junit_suite_properties(pytester.path / "j.xml")
+    prefix = "gym::mcqa.jsonl::compare.cand."
+    assert (properties[prefix + "delta"], properties[prefix + "verdict"], properties[prefix + "p_value"]) == (
+        "0", "PASS", "1",
+    )  # fmt: skip
+    assert float(properties[prefix + "delta.high"]) == pytest.approx(entry["delta"]["high"], rel=1e-5)
+
+
+def test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_the_margin(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """The candidate loses six of ten tasks: difference -0.6, upper bound -0.6 + 2.2622 · sqrt((4/15) / 10) =
+    -0.231 < -0.1: FAIL, exit 1."""
+    write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)
+    result = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.1")
+    assert result.ret == 1
+    assert "  flips       6 lost, 0 gained, 4 both pass, 0 neither; McNemar exact p = 0.031" in result.outlines
+    assert "    lost: t0, t1, t2, t3, t4, t5" in result.outlines
+    reason = " ".join(" ".join(line.split()) for line in result.outlines)
+    assert "gym gates: FAIL - mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.60 [-0.96" in reason
+    assert "upper bound -0.2305" in reason and "< -0.10: FAIL" in reason
+
+
+def test_max_regression_needs_two_policies(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester)
+    result = pytester.runpytest_subprocess(*fake_gym.args, "mcqa.jsonl", "--gym-max-regression=0.1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--gym-max-regression (ini gym_max_regression) compares policies" in result.stderr.str()
+    assert fake_gym.calls() == []
+
+
+def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    (pytester.path / "mcqa.jsonl").write_text(
+        json.dumps({"id": "ta", "responses_create_params": {"input": [{"role": "user", "content": "ping"}]}}) + "\n"
+    )
+    result = pytester.runpytest_subprocess(*fake_gym.args, "mcqa.jsonl", "--gym-report=r.json", "--junitxml=j.xml")
+    assert " vs " not in result.stdout.str()
+    assert "comparisons" not in json.loads((pytester.path / "r.json").read_text())
+    assert not any(
+        ".compare." in name or "::compare." in name for name in junit_suite_properties(pytester.path / "j.xml")
+    )

@@ -1,0 +1,164 @@
+"""A session's rollouts turned into comparisons of policy models (pytest_gym_eval/reporting/policies.py) and their
+terminal, JSON and JUnit forms (the statistics themselves: tests/unit/test_comparison.py; a whole session:
+tests/plugin/test_policies_session.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jsonschema
+import pytest
+
+from pytest_gym_eval.comparison import ComparisonGate, Hypothesis
+from pytest_gym_eval.gates import Verdict
+from pytest_gym_eval.models import policy_of
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
+from pytest_gym_eval.reporting.junit import comparison_properties
+from pytest_gym_eval.reporting.policies import compare_policies, regression_failures
+from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.reporting.terminal import render_policies
+
+AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
+
+
+def rollout(policy: str, task: str, repeat: int, reward: float | None, dataset: str = "mcqa.jsonl") -> RolloutResult:
+    status = "error" if reward is None else "passed" if reward >= 1.0 else "failed"
+    return RolloutResult(
+        f"{dataset}::{task}[r{repeat}-{policy}]", dataset, task, repeat, AGENTS[policy], status, reward
+    )
+
+
+def session(base: dict[str, list[float]], cand: dict[str, list[float]]) -> list[RolloutResult]:
+    """Rollouts of both policies, interleaved as the session runs them: per task, its repeats in order."""
+    results = []
+    for task, rewards in base.items():
+        for repeat, reward in enumerate(rewards):
+            results.append(rollout("base", task, repeat, reward))
+            if task in cand and repeat < len(cand[task]):
+                results.append(rollout("cand", task, repeat, cand[task][repeat]))
+    return results
+
+
+def test_policy_of_an_agent_instance() -> None:
+    policies = ["base", "cand", "other"]
+    assert policy_of("mcqa_simple_agent", policies) == "base"
+    assert policy_of("mcqa_simple_agent__cand", policies) == "cand"
+    assert policy_of("mcqa_simple_agent__other", policies) == "other"
+
+
+def test_each_candidate_is_compared_over_the_pairs_both_scored() -> None:
+    """Baseline 1, 0, 1, 1 and candidate 0, 1, 1, 0 on four tasks: differences -1, +1, 0, -1, mean -0.25; the
+    candidate loses ta and td and gains tb: McNemar with 2 lost and 1 gained, p = 2 P(X <= 1), X ~ Bin(3, 1/2),
+    = 2 (1 + 3) / 8 = 1. An errored rollout and a rollout only one side has are no pair."""
+    results = session({"ta": [1.0], "tb": [0.0], "tc": [1.0], "td": [1.0], "te": [1.0]}, {
+        "ta": [0.0], "tb": [1.0], "tc": [1.0], "td": [0.0],
+    })  # fmt: skip
+    results.append(rollout("cand", "te", 0, None))  # errored: te has no pair
+    results.append(rollout("cand", "ta", 1, 1.0))  # the baseline has no repeat 1
+    (item,) = compare_policies(results, ["base", "cand"])
+    assert (item.dataset, item.baseline, item.candidate, item.decides) == ("mcqa.jsonl", "base", "cand", True)
+    difference, flips = item.comparison.difference, item.comparison.flips
+    assert difference.pairs == 4 and difference.interval.n == 4
+    assert difference.interval.estimate == pytest.approx(-0.25)
+    assert (difference.baseline_mean, difference.candidate_mean) == (pytest.approx(0.75), pytest.approx(0.5))
+    assert (flips.only_baseline, flips.only_candidate, flips.both, flips.neither) == (
+        ("ta", "td"),
+        ("tb",),
+        ("tc",),
+        (),
+    )
+    assert flips.binary and flips.p_value == pytest.approx(1.0)
+    assert item.result is None  # no gate asked for
+
+
+def test_datasets_and_candidates_each_get_a_comparison_and_one_policy_none() -> None:
+    results = [rollout("base", "ta", 0, 1.0, "a.jsonl"), rollout("base", "ta", 0, 1.0, "b.jsonl")]
+    AGENTS["new"] = "mcqa_simple_agent__new"
+    try:
+        found = compare_policies(results, ["base", "cand", "new"])
+    finally:
+        del AGENTS["new"]
+    assert [(c.dataset, c.candidate) for c in found] == [
+        ("a.jsonl", "cand"), ("a.jsonl", "new"), ("b.jsonl", "cand"), ("b.jsonl", "new"),
+    ]  # fmt: skip
+    assert all(c.comparison.difference.pairs == 0 for c in found)  # nothing to pair: shown, never a pass
+    assert compare_policies(results, ["base"]) == []
+
+
+def test_the_max_regression_gate_fails_a_clear_regression_and_passes_a_small_one() -> None:
+    """Per-task mean differences -1, -1, -1, -0.5 (two repeats): mean -0.875, s = 0.25, se = 0.125, t(0.975, 3) =
+    3.1824: upper bound -0.875 + 0.398 = -0.477 < -0.1, FAIL. A constant drop of 0.05 gives the interval [-0.05,
+    -0.05]: within 0.1, PASS, in Gym's words WARN (a real drop, within the tolerance)."""
+    gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1)
+    base = {t: [1.0, 1.0] for t in ("ta", "tb", "tc", "td")}
+    worse = {"ta": [0.0, 0.0], "tb": [0.0, 0.0], "tc": [0.0, 0.0], "td": [0.0, 1.0]}
+    (item,) = compare_policies(session(base, worse), ["base", "cand"], [gate])
+    assert item.result is not None and item.result.verdict is Verdict.FAIL
+    assert item.result.interval.high == pytest.approx(-0.875 + 3.182446 * 0.125, abs=1e-4)
+    (line,) = regression_failures([item], inconclusive_passes=True)
+    assert line == (
+        "mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.875 [-1.00, -0.477194], upper bound "
+        "-0.477194 < -0.10: FAIL"
+    )
+
+    close = {t: [0.95, 0.95] for t in base}
+    (small,) = compare_policies(session(base, close), ["base", "cand"], [gate])
+    assert small.result is not None and small.result.verdict is Verdict.PASS
+    assert regression_failures([small], inconclusive_passes=False) == []
+    assert build_report([], [], {}, comparisons=[small])["comparisons"][0]["gym_verdict"] == "WARN"
+
+
+def test_inconclusive_fails_unless_counted_as_passing_and_nothing_paired_never_passes() -> None:
+    gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1)
+    base = {"ta": [1.0], "tb": [0.0], "tc": [1.0]}
+    (item,) = compare_policies(session(base, {"ta": [0.0], "tb": [1.0], "tc": [1.0]}), ["base", "cand"], [gate])
+    assert item.result is not None and item.result.verdict is Verdict.INCONCLUSIVE
+    assert len(regression_failures([item], inconclusive_passes=False)) == 1
+    assert regression_failures([item], inconclusive_passes=True) == []
+    (empty,) = compare_policies(session(base, {}), ["base", "cand"], [gate])
+    assert len(regression_failures([empty], inconclusive_passes=True)) == 1
+    from dataclasses import replace
+
+    assert regression_failures([replace(item, decides=False)], inconclusive_passes=False) == []
+
+
+def test_terminal_json_and_junit_forms() -> None:
+    gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.4)
+    base = {f"t{i}": [1.0] for i in range(10)}
+    base["t9"] = [0.0]
+    cand = dict(base, t0=[0.0], t9=[1.0])
+    (item,) = compare_policies(session(base, cand), ["base", "cand"], [gate])
+    lines = render_policies([item], width=100)
+    assert lines[0] == "mcqa.jsonl: cand vs base"
+    text = " ".join(" ".join(line.split()) for line in lines)
+    assert "delta +0.00 [-0.34, 0.34] 95% CI over 10 tasks, paired" in text
+    assert "mean 0.90 base, 0.90 cand (10 rollout pairs)" in text
+    assert "1 lost, 1 gained, 8 both pass, 0 neither; McNemar exact p = 1.000" in text
+    assert "    lost: t0" in lines and "    gained: t9" in lines
+    assert lines[-1].endswith(": PASS (Gym: PASS)")
+    assert all(len(line) <= 100 for line in lines)
+
+    report = build_report([], [], {}, comparisons=[item])
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (entry,) = report["comparisons"]
+    assert entry["flips"]["only_baseline"] == ["t0"] and entry["flips"]["only_candidate"] == ["t9"]
+    assert (entry["verdict"], entry["gym_verdict"], entry["margin"], entry["mcnemar_p"]) == ("PASS", "PASS", 0.4, 1.0)
+    assert entry["delta"]["estimate"] == 0.0 and entry["delta"]["low"] < 0.0 < entry["delta"]["high"]
+    assert "comparisons" not in build_report([], [], {})  # a one-policy session's report is unchanged
+
+    properties = dict(comparison_properties(item))
+    prefix = "gym::mcqa.jsonl::compare.cand."
+    assert properties[prefix + "delta"] == "0"
+    assert float(properties[prefix + "delta.low"]) == pytest.approx(entry["delta"]["low"], rel=1e-5)
+    assert (properties[prefix + "verdict"], properties[prefix + "p_value"]) == ("PASS", "1")
+    assert properties[prefix + "baseline"] == "base" and properties[prefix + "lost"] == "1"
+
+
+def test_fractional_rewards_have_no_mcnemar_p() -> None:
+    (item,) = compare_policies(session({"ta": [0.5], "tb": [1.0]}, {"ta": [1.0], "tb": [1.0]}), ["base", "cand"])
+    assert not item.comparison.flips.binary
+    assert build_report([], [], {}, comparisons=[item])["comparisons"][0]["mcnemar_p"] is None
+    assert not any(name.endswith(".p_value") for name, _ in comparison_properties(item))
+    assert "McNemar" not in "\n".join(render_policies([item]))
+    assert math.isclose(item.comparison.difference.interval.estimate, 0.25)
