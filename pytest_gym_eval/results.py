@@ -309,7 +309,7 @@ def conclude(
     status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
     baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
     gated = options.max_regression is not None and any(item.decides for item in policies)
-    other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip or bool(policies and gated)
+    other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip or gated
     if status == -1 and not other_gates and not replay_error:
         return _quarantined(
             Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries), policies=policies), quarantine, held

@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import jsonschema
 import pytest
 
 from pytest_gym_eval.comparison import ComparisonGate, Hypothesis
 from pytest_gym_eval.gates import Verdict
-from pytest_gym_eval.models import policy_of
+from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.models import Policy, policy_of
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.junit import comparison_properties
 from pytest_gym_eval.reporting.policies import compare_policies, regression_failures
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
+from pytest_gym_eval.results import conclude
+from pytest_gym_eval.selection import Selection
 
 AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
 
@@ -118,8 +123,6 @@ def test_inconclusive_fails_unless_counted_as_passing_and_nothing_paired_never_p
     assert regression_failures([item], inconclusive_passes=True) == []
     (empty,) = compare_policies(session(base, {}), ["base", "cand"], [gate])
     assert len(regression_failures([empty], inconclusive_passes=True)) == 1
-    from dataclasses import replace
-
     assert regression_failures([replace(item, decides=False)], inconclusive_passes=False) == []
 
 
@@ -162,3 +165,21 @@ def test_fractional_rewards_have_no_mcnemar_p() -> None:
     assert not any(name.endswith(".p_value") for name, _ in comparison_properties(item))
     assert "McNemar" not in "\n".join(render_policies([item]))
     assert math.isclose(item.comparison.difference.interval.estimate, 0.25)
+
+
+def test_the_gate_sets_the_sessions_exit_status_unless_judged_on_a_biased_selection(tmp_path: Path) -> None:
+    policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
+    options = GymOptions(rootdir=tmp_path, policies=policies, max_regression=0.1)
+    results = session({f"t{i}": [1.0] for i in range(10)}, {f"t{i}": [0.0 if i < 6 else 1.0] for i in range(10)})
+    failed = conclude(results, options)
+    assert failed.exit_status == 1 and failed.reason.startswith("gym gates: FAIL - mcqa.jsonl cand vs base: ")
+    assert [item.decides for item in failed.policies] == [True]
+    by_name = Selection(tasks=10, of_tasks=12, rollouts=20, of_rollouts=24, how="-k")
+    shown = conclude(results, options, selections={"mcqa.jsonl": by_name})
+    assert shown.exit_status == -1 and [item.decides for item in shown.policies] == [False]
+    # [-0.97, -0.23]: at 0.7 it straddles -0.7 (INCONCLUSIVE: fails unless --gym-inconclusive=pass); at 1.0 PASS
+    assert conclude(results, replace(options, max_regression=0.7)).exit_status == 1
+    assert conclude(results, replace(options, max_regression=0.7, inconclusive_passes=True)).exit_status == 0
+    passed = conclude(results, replace(options, max_regression=1.0))
+    assert (passed.exit_status, passed.reason) == (0, "gym gates: all gates pass")
+    assert conclude(results, replace(options, policies=(), max_regression=None)).policies == ()
