@@ -205,8 +205,16 @@ class ComparisonGate:
         return f"{self.hypothesis.value}: candidate - baseline {op} {_number(self.threshold)}"
 
 
+def _value(value: float) -> str:
+    """An estimate or a bound: two decimals, as the reward gates print theirs; "n/a" for an infinite bound."""
+    if not math.isfinite(value):
+        return "n/a"
+    text = f"{value:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
 def _number(value: float) -> str:
-    """Two decimals unless that hides digits (0.025 stays 0.025); "n/a" for an infinite bound."""
+    """A threshold: two decimals unless that hides digits (a margin of 0.025 stays 0.025); "n/a" if infinite."""
     if not math.isfinite(value):
         return "n/a"
     two = f"{value:.2f}"
@@ -256,7 +264,7 @@ class ComparisonResult:
         head = f"{self.gate.hypothesis.value}: candidate - baseline"
         if math.isnan(iv.estimate):
             return f"{head} n/a (no paired rollouts): {self.verdict.value}"
-        interval = f"{_number(iv.estimate)} [{_number(iv.low)}, {_number(iv.high)}]"
+        interval = f"{_value(iv.estimate)} [{_value(iv.low)}, {_value(iv.high)}]"
         return f"{head} {interval}, {self.because}: {self.verdict.value}"
 
     @property
@@ -265,9 +273,9 @@ class ComparisonResult:
         iv, threshold = self.interval, _number(self.gate.threshold)
         non_inferiority = self.gate.hypothesis is Hypothesis.NON_INFERIORITY
         if self.verdict is Verdict.PASS:
-            return f"lower bound {_number(iv.low)} {'>=' if non_inferiority else '>'} {threshold}"
+            return f"lower bound {_value(iv.low)} {'>=' if non_inferiority else '>'} {threshold}"
         if self.verdict is Verdict.FAIL:
-            return f"upper bound {_number(iv.high)} {'<' if non_inferiority else '<='} {threshold}"
+            return f"upper bound {_value(iv.high)} {'<' if non_inferiority else '<='} {threshold}"
         return f"interval straddles {threshold}"
 
 

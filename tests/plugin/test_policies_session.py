@@ -225,8 +225,8 @@ def test_the_candidate_is_compared_with_the_baseline_in_every_report(
         "  flips       1 lost, 1 gained, 8 both pass, 0 neither; McNemar exact p = 1.000",
         "    lost: t0",
         "    gained: t9",
-        "  gate        non-inferiority: candidate - baseline 0.00 [-0.337222, 0.337222],",
-        "              lower bound -0.337222 >= -0.40: PASS (Gym: PASS)",
+        "  gate        non-inferiority: candidate - baseline 0.00 [-0.34, 0.34], lower",
+        "              bound -0.34 >= -0.40: PASS (Gym: PASS)",
     ]
     start = result.outlines.index(block[0])
     assert result.outlines[start : start + len(block)] == block
@@ -262,8 +262,11 @@ def test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_th
     assert "  flips       6 lost, 0 gained, 4 both pass, 0 neither; McNemar exact p = 0.031" in result.outlines
     assert "    lost: t0, t1, t2, t3, t4, t5" in result.outlines
     reason = " ".join(" ".join(line.split()) for line in result.outlines)
-    assert "gym gates: FAIL - mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.60 [-0.96" in reason
-    assert "upper bound -0.2305" in reason and "< -0.10: FAIL" in reason
+    assert (
+        "gym gates: FAIL - mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.60 [-0.97, -0.23]"
+        in reason
+    )
+    assert "upper bound -0.23 < -0.10: FAIL" in reason and "< -0.10: FAIL" in reason
 
 
 def test_max_regression_needs_two_policies(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
