@@ -27,7 +27,7 @@ from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
-from pytest_gym_eval.reporting.policies import compare_policies, regression_failures
+from pytest_gym_eval.reporting.policies import compare_policies, label_policies, regression_failures
 from pytest_gym_eval.reporting.summary import Conclusion, Flip
 from pytest_gym_eval.selection import Selection
 from pytest_gym_eval.sequential import AdaptiveRecord
@@ -295,6 +295,7 @@ def conclude(
     )
     if selections:
         summaries = [replace(s, selection=selections.get(s.dataset)) for s in summaries]
+    summaries = label_policies(summaries, [policy.name for policy in options.policies])
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     policies = policy_comparisons(results, options, selections)
     flips, replay_error = None, ""

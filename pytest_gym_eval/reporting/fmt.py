@@ -15,7 +15,10 @@ LABEL_WIDTH = 11  # "mean reward", "flaky tasks"
 """Width of the label column of :func:`labelled`."""
 
 
-def title(dataset: str, agent: str | None) -> str:
+def title(dataset: str, agent: str | None, policy: str | None = None) -> str:
+    """``dataset (policy NAME)`` with a policy, else ``dataset (agent NAME)`` with an agent, else ``dataset``."""
+    if policy is not None:
+        return f"{dataset} (policy {policy})"
     return dataset if agent is None else f"{dataset} (agent {agent})"
 
 

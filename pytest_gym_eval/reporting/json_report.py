@@ -108,6 +108,7 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
     return {
         "dataset": summary.dataset,
         "agent": summary.agent,
+        **({} if summary.policy is None else {"policy": summary.policy}),
         "tasks": summary.tasks,
         "rollouts": summary.rollouts,
         "errors": summary.errors,

@@ -7,7 +7,8 @@ Suite property names (the test suite's ``<properties>``, valid in every family):
   the session's final ``gym.exit_status`` and ``gym.reason``;
 - per dataset: ``gym::<dataset>::<name>``, where ``<dataset>`` is the dataset as in the node ids (a path, which
   cannot hold ``::``: pytest's node ids reserve it), and ``gym::<dataset>::<agent>::<name>`` for one agent of a
-  dataset with several. Split a name on ``::``. ``<name>`` is one of ``tasks``, ``rollouts``, ``scored``,
+  dataset with several (``gym::<dataset>::<policy>::<name>`` for one policy's rollouts in a session comparing
+  policies). Split a name on ``::``. ``<name>`` is one of ``tasks``, ``rollouts``, ``scored``,
   ``errors``, ``selected``, ``unreported``, ``adaptive.waves``/``.rollouts``/``.max_rollouts``/``.skipped`` (with
   ``--gym-adaptive``), ``flaky_tasks`` (a count), ``wall_time`` (seconds), ``threshold``,
   ``sha256`` (of the dataset file), ``mean_reward``, ``pass_rate`` and ``pass_at_<k>`` (each also with
@@ -147,7 +148,7 @@ def usage_properties(summary: DatasetSummary) -> list[tuple[str, str]]:
         pairs += [("latency_median", latency.median), ("latency_p95", latency.p95)]
     if summary.cost is not None:
         pairs.append(("cost", summary.cost))
-    return _texts(property_prefix(summary.dataset, summary.agent), pairs)
+    return _texts(property_prefix(summary.dataset, summary.label), pairs)
 
 
 def property_prefix(dataset: str, agent: str | None = None) -> str:
@@ -157,7 +158,7 @@ def property_prefix(dataset: str, agent: str | None = None) -> str:
 
 
 def _summary_properties(summary: DatasetSummary, sha256: str | None) -> list[tuple[str, str]]:
-    prefix = property_prefix(summary.dataset, summary.agent)
+    prefix = property_prefix(summary.dataset, summary.label)
     pairs = _aggregates(summary)
     pairs.append(("selected", summary.selected))
     pairs.append(("unreported", summary.unreported))

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pytest_gym_eval.comparison import ComparisonGate, Key, compare
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.models import policy_of
-from pytest_gym_eval.reporting.summary import PolicyComparison, RolloutResult
+from pytest_gym_eval.reporting.summary import DatasetSummary, PolicyComparison, RolloutResult
 
 
 def compare_policies(
@@ -49,6 +50,26 @@ def compare_policies(
         )
         for dataset, sides in rewards.items()
         for candidate in policies[1:]
+    ]
+
+
+def label_policies(summaries: Sequence[DatasetSummary], policies: Sequence[str]) -> list[DatasetSummary]:
+    """``summaries`` with each one agent instance's summary labelled by the policy it ran (``mcqa.jsonl (policy
+    cand)``, not ``(agent mcqa_simple_agent__cand)``): the name the user gave. Unchanged for fewer than two
+    ``policies`` (names, baseline first), and for every summary of a dataset where two would get the same policy
+    (rows naming different agents): its agent instances tell them apart."""
+    if len(policies) < 2:
+        return list(summaries)
+    named = [None if s.agent is None else policy_of(s.agent, policies) for s in summaries]
+    seen: set[tuple[str, str | None]] = set()
+    clashing: set[str] = set()
+    for summary, name in zip(summaries, named, strict=True):
+        if (summary.dataset, name) in seen:
+            clashing.add(summary.dataset)
+        seen.add((summary.dataset, name))
+    return [
+        summary if name is None or summary.dataset in clashing else replace(summary, policy=name)
+        for summary, name in zip(summaries, named, strict=True)
     ]
 
 

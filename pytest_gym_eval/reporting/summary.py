@@ -108,7 +108,8 @@ class DatasetSummary:
     only those), and why it stopped.
     ``tokens`` sums the tokens of every rollout (errored ones too: their calls were made), ``latency`` ranks
     the latencies Gym recorded, and ``cost`` is the estimate at the user's prices (None without prices or
-    tokens); see :func:`usage_summary`.
+    tokens); see :func:`usage_summary`. ``policy`` names the policy model whose rollouts these are, in a session
+    comparing policies (``--gym-policy``; :func:`~pytest_gym_eval.reporting.policies.label_policies`), else None.
     """
 
     dataset: str
@@ -135,6 +136,7 @@ class DatasetSummary:
     selection: Selection | None = None
     """The part of the dataset the session selected (:mod:`pytest_gym_eval.selection`; None when unknown)."""
     metrics: dict[str, Interval] = field(default_factory=dict)
+    policy: str | None = None
     """Each custom metric test functions recorded for the dataset's rollouts (by name, sorted): its mean over the
     rollouts that recorded it, with the mean reward's interval (:func:`~pytest_gym_eval.gates.custom_interval`;
     ``n`` counts tasks)."""
@@ -175,8 +177,14 @@ class DatasetSummary:
 
     @property
     def title(self) -> str:
-        """``dataset``, or ``dataset (agent NAME)`` for one agent of a dataset with several."""
-        return fmt.title(self.dataset, self.agent)
+        """``dataset``, ``dataset (policy NAME)`` for one policy's rollouts, or ``dataset (agent NAME)`` for one
+        agent of a dataset with several."""
+        return fmt.title(self.dataset, self.agent, self.policy)
+
+    @property
+    def label(self) -> str | None:
+        """What tells this summary from the others of its dataset: its policy, else its agent, else None."""
+        return self.policy or self.agent
 
 
 def shown_pass_at_k(summary: DatasetSummary) -> list[tuple[int, Interval]]:

@@ -61,7 +61,7 @@ def render_summary(
 
 
 def _heading(summary: DatasetSummary, width: int) -> str:
-    suffix = "" if summary.agent is None else f" (agent {summary.agent})"
+    suffix = summary.title.removeprefix(summary.dataset)
     path = fmt.shorten_left(summary.dataset, max(width - len(suffix), width // 2))
     return fmt.trim_end(path + suffix, width)
 

@@ -175,7 +175,8 @@ def test_the_ini_file_names_policies_relative_to_itself(pytester: pytest.Pyteste
 
 def test_each_policy_gets_its_own_summary_and_gates(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     """The baseline scores 1.0 on both tasks, the candidate 0.0 and 1.0: each policy's summary and gate are judged
-    on its own rollouts only (a pooled mean would be 0.75 for both)."""
+    on its own rollouts only (a pooled mean would be 0.75 for both), each labelled by the policy's name (not by the
+    Gym agent instance that ran it) in the terminal, the JSON report and the JUnit property names."""
     rewards = {"ta": [1.0, 0.0], "tb": [1.0, 1.0]}
     rows = [
         {
@@ -186,12 +187,23 @@ def test_each_policy_gets_its_own_summary_and_gates(pytester: pytest.Pytester, f
     ]  # fmt: skip
     (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     result = pytester.runpytest_subprocess(
-        *policy_args(fake_gym), "mcqa.jsonl", "--gym-min-mean-reward=0.8", "--gym-report=r.json"
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-min-mean-reward=0.8", "--gym-report=r.json", "--junitxml=j.xml"
     )
     report = json.loads((pytester.path / "r.json").read_text())
-    summaries = {s["agent"]: (s["mean_reward"]["estimate"], s["verdict"]) for s in report["datasets"]}
-    assert summaries == {"mcqa_simple_agent": (1.0, "PASS"), "mcqa_simple_agent__cand": (0.5, "FAIL")}
-    result.stdout.fnmatch_lines(["*gym gates: FAIL - mcqa.jsonl (agent mcqa_simple_agent__cand) mean reward 0.50*"])
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    summaries = {(s["policy"], s["agent"]): (s["mean_reward"]["estimate"], s["verdict"]) for s in report["datasets"]}
+    assert summaries == {
+        ("base", "mcqa_simple_agent"): (1.0, "PASS"),
+        ("cand", "mcqa_simple_agent__cand"): (0.5, "FAIL"),
+    }
+    assert "mcqa.jsonl (policy base)" in result.outlines and "mcqa.jsonl (policy cand)" in result.outlines
+    assert "(agent mcqa_simple_agent" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*gym gates: FAIL - mcqa.jsonl (policy cand) mean reward 0.50*"])
+    properties = junit_suite_properties(pytester.path / "j.xml")
+    assert (properties["gym::mcqa.jsonl::base::verdict"], properties["gym::mcqa.jsonl::cand::verdict"]) == (
+        "PASS",
+        "FAIL",
+    )
 
 
 def write_tasks(pytester: pytest.Pytester, base: list[float], cand: list[float]) -> None:
@@ -283,7 +295,11 @@ def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, f
     )
     result = pytester.runpytest_subprocess(*fake_gym.args, "mcqa.jsonl", "--gym-report=r.json", "--junitxml=j.xml")
     assert " vs " not in result.stdout.str()
-    assert "comparisons" not in json.loads((pytester.path / "r.json").read_text())
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert "comparisons" not in report
+    assert [(s["dataset"], s["agent"]) for s in report["datasets"]] == [("mcqa.jsonl", None)]
+    assert "policy" not in report["datasets"][0]
+    assert "(policy " not in result.stdout.str()
     assert not any(
         ".compare." in name or "::compare." in name for name in junit_suite_properties(pytester.path / "j.xml")
     )

@@ -183,3 +183,28 @@ def test_the_gate_sets_the_sessions_exit_status_unless_judged_on_a_biased_select
     passed = conclude(results, replace(options, max_regression=1.0))
     assert (passed.exit_status, passed.reason) == (0, "gym gates: all gates pass")
     assert conclude(results, replace(options, policies=(), max_regression=None)).policies == ()
+
+
+def test_summaries_are_labelled_by_policy_unless_two_would_share_a_label(tmp_path: Path) -> None:
+    policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
+    options = GymOptions(rootdir=tmp_path, policies=policies)
+    results = session({"t0": [1.0]}, {"t0": [0.0]})
+    summaries = conclude(results, options).summaries
+    assert [(s.title, s.label) for s in summaries] == [
+        ("mcqa.jsonl (policy base)", "base"),
+        ("mcqa.jsonl (policy cand)", "cand"),
+    ]
+    # A row naming another agent: two agent instances run each policy, so the agent instances stay the labels.
+    other = RolloutResult("mcqa.jsonl::t1[r0-cand]", "mcqa.jsonl", "t1", 0, "other_agent__cand", "passed", 1.0)
+    titles = [s.title for s in conclude([*results, other], options).summaries]
+    assert titles == [
+        "mcqa.jsonl (agent mcqa_simple_agent)",
+        "mcqa.jsonl (agent mcqa_simple_agent__cand)",
+        "mcqa.jsonl (agent other_agent__cand)",
+    ]
+    one = conclude(results, replace(options, policies=())).summaries
+    assert [s.title for s in one] == [
+        "mcqa.jsonl (agent mcqa_simple_agent)",
+        "mcqa.jsonl (agent mcqa_simple_agent__cand)",
+    ]
+    assert all(s.policy is None for s in one)
