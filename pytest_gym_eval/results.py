@@ -24,6 +24,7 @@ from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read_quarantine, split_gated
+from pytest_gym_eval.models import base_agent
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
@@ -468,6 +469,11 @@ def report_plan(
 
     ``agent`` is the dataset's most common agent and ``agents`` lists only the tasks whose agent differs. A
     dataset's sha256 is taken from ``meta`` (``dataset_sha256.<dataset>``) when it is there, else computed.
+
+    A session comparing policies (``--gym-policy``) adds ``"policies": [names, baseline first]`` and
+    ``"max_regression": margin or null``, which a merge needs to compare them again; its agents are the agents the
+    policies' instances copy (``mcqa_simple_agent``, never ``mcqa_simple_agent__cand``), and a repeat selected for
+    one policy is listed once (a merge takes it as selected for every policy).
     """
     chosen: dict[str, dict[str, list[int]]] = {}
     for rollout in selected:
@@ -476,7 +482,8 @@ def report_plan(
     for entry in sorted([*collected.datasets, *collected.tested], key=lambda entry: entry.dataset):
         settings = options.dataset_settings(Path(entry.path))
         counts: dict[str, int] = {}
-        for agent in entry.agents.values():
+        agents = {task: base_agent(agent, options.policies) for task, agent in entry.agents.items()}
+        for agent in agents.values():
             counts[agent] = counts.get(agent, 0) + 1
         common = max(counts, key=lambda agent: counts[agent]) if counts else ""
         datasets.append(
@@ -486,7 +493,7 @@ def report_plan(
                 "repeats": entry.repeats,
                 "agent": common,
                 "tasks": list(entry.tasks),
-                "agents": {task: agent for task, agent in entry.agents.items() if agent != common},
+                "agents": {task: agent for task, agent in agents.items() if agent != common},
                 "threshold": settings.threshold,
                 "gates": [
                     {
@@ -497,7 +504,7 @@ def report_plan(
                     }
                     for g in settings.gates
                 ],
-                "selected": {task: sorted(repeats) for task, repeats in chosen.get(entry.dataset, {}).items()},
+                "selected": {task: sorted(set(repeats)) for task, repeats in chosen.get(entry.dataset, {}).items()},
             }
         )
     shard = collected.shard
@@ -507,6 +514,11 @@ def report_plan(
         "gate_mode": options.gate_mode.value,
         "inconclusive": "pass" if options.inconclusive_passes else "fail",
         "datasets": datasets,
+        **(
+            {"policies": [p.name for p in options.policies], "max_regression": options.max_regression}
+            if options.policies
+            else {}
+        ),
     }
 
 

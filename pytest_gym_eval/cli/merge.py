@@ -18,6 +18,7 @@ from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, parse_pass_at_k
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
+from pytest_gym_eval.models import Policy, agent_instance
 from pytest_gym_eval.reporting import github, json_report, junit, markdown, run_history, terminal
 from pytest_gym_eval.reporting.merge import (
     COMPACT_ABOVE,
@@ -47,10 +48,14 @@ def conclude_merged(
 ) -> Conclusion:
     """The plugin's own :func:`~pytest_gym_eval.results.conclude` over the merged rollouts, with each
     dataset's recorded pass threshold and gates (``overrides`` applied) and the tasks of ``quarantine`` left out of
-    them. Raises ValueError for a bad ``max_drop``."""
+    them; a session comparing policy models compares them again (its policies and ``--gym-max-regression`` margin
+    as the reports recorded). Raises ValueError for a bad ``max_drop``."""
     overrides = overrides or GateOverrides()
     mode, inconclusive = overrides.settings(merged)
-    options = GymOptions(rootdir=Path.cwd(), gate_mode=mode, inconclusive_passes=inconclusive, max_drop=max_drop)
+    options = GymOptions(
+        rootdir=Path.cwd(), gate_mode=mode, inconclusive_passes=inconclusive, max_drop=max_drop,
+        policies=tuple(Policy(name) for name in merged.policies), max_regression=merged.max_regression,
+    )  # fmt: skip
     thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
     gates = {entry.dataset: overrides.gates(entry.gates) for entry in merged.datasets}
     selected: dict[str, dict[str, int]] = {}
@@ -59,8 +64,9 @@ def conclude_merged(
         for task, repeats in merged.selected[entry.dataset].items():
             if quarantine is not None and quarantine.entry_for(entry.dataset, task):
                 continue  # left out of the gates: not a rollout they miss
-            agent = entry.agent_of(task)
-            counts[agent] = counts.get(agent, 0) + len(repeats)
+            for policy in merged.policies or (None,):  # each policy's rollouts are a summary of their own
+                agent = agent_instance(entry.agent_of(task), options.policies, policy)
+                counts[agent] = counts.get(agent, 0) + len(repeats)
     return conclude(merged.results, options, baseline, selected, policy=(thresholds, gates), quarantine=quarantine)
 
 
@@ -216,7 +222,7 @@ def main(argv: Sequence[str]) -> int:
         if args.gym_report is not None:
             report = json_report.build_report(
                 conclusion.summaries, merged.results, meta, final, flips=conclusion.flips,
-                plan=merged_plan(merged, overrides),
+                plan=merged_plan(merged, overrides), comparisons=conclusion.policies,
             )  # fmt: skip
             if remembered is not None:
                 report["history"] = remembered.report_block()

@@ -300,7 +300,7 @@ def write_junit_xml(
     }  # fmt: skip
     suite_props = "".join(
         f"<property name={quoteattr(name)} value={quoteattr(value)} />"
-        for name, value in suite_properties(conclusion.summaries, meta, final)
+        for name, value in suite_properties(conclusion.summaries, meta, final, conclusion.policies)
     )
     suite_attributes = " ".join(f"{name}={quoteattr(str(value))}" for name, value in attributes.items())
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.gates import METRICS, Gate, GateMode
+from pytest_gym_eval.models import Policy, agent_instance, item_id, policy_of
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
 from pytest_gym_eval.shard import SHARD_RULE, Shard, assign_shards
@@ -93,7 +94,9 @@ class PlannedDataset:
 
 @dataclass(frozen=True)
 class ShardReport:
-    """One report to merge: its file, its shard (``1/1`` for an unsharded session), its plan and its data."""
+    """One report to merge: its file, its shard (``1/1`` for an unsharded session), its plan and its data;
+    ``policies`` (names, baseline first) and ``max_regression`` (the margin or None) of a session comparing policy
+    models, ``()`` and None otherwise."""
 
     path: Path
     shard: Shard
@@ -104,6 +107,8 @@ class ShardReport:
     datasets: tuple[PlannedDataset, ...]
     meta: Mapping[str, Any]
     rollouts: Sequence[Mapping[str, Any]]
+    policies: tuple[str, ...] = ()
+    max_regression: float | None = None
 
     @property
     def label(self) -> str:
@@ -152,6 +157,8 @@ def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) 
         datasets=tuple(_planned_dataset(entry) for entry in plan["datasets"]),
         meta=data["meta"] if isinstance(data.get("meta"), dict) else {},
         rollouts=data["rollouts"],
+        policies=tuple(_str(name, "policies[]") for name in plan.get("policies", ())),
+        max_regression=None if plan.get("max_regression") is None else float(plan["max_regression"]),
     )
 
 
@@ -212,7 +219,8 @@ class MergedRun:
     ``results`` holds every rollout of every report plus one error (failure class ``missing``) per selected
     pair no report holds, in the order one session would report them; ``missing`` lists those pairs' node ids;
     ``absent_shards`` the shard indices no report was given for; ``count`` the shard count; ``datasets`` the
-    plan (the first report's; the others agree); ``selected`` every selected pair per dataset.
+    plan (the first report's; the others agree); ``selected`` every selected pair per dataset; ``policies`` and
+    ``max_regression`` those of a session comparing policy models (:class:`ShardReport`).
     """
 
     reports: list[ShardReport]
@@ -224,6 +232,8 @@ class MergedRun:
     gate_mode: GateMode
     inconclusive_passes: bool
     selected: dict[str, dict[str, set[int]]] = field(default_factory=dict)
+    policies: tuple[str, ...] = ()
+    max_regression: float | None = None
 
 
 def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
@@ -236,7 +246,9 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     The merge reads every report's ``plan`` (what its session collected and selected, see
     :func:`pytest_gym_eval.shard.report_plan`) and checks that the reports belong together: the same assignment
     rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
-    agents), the same pass thresholds, gates and gate settings, the same Gym version and model; every rollout
+    agents), the same pass thresholds, gates and gate settings, the same Gym version and model, the same policies
+    and ``--gym-max-regression`` margin (a session comparing policy models, whose pairs are each (task, repeat) of
+    each policy, a selected repeat taken as selected for every policy); every rollout
     belongs to its report's shard and no (task, repeat) appears twice. Any of that failing is a
     :class:`MergeError` (exit status 2) naming the reports.
 
@@ -265,7 +277,8 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     plan = {entry.dataset: entry for entry in datasets}
     assigned = {entry.dataset: assign_shards(entry.dataset, entry.tasks, count) for entry in datasets}
 
-    present: dict[tuple[str, str, int], tuple[RolloutResult, ShardReport]] = {}
+    policies = first.policies
+    present: dict[tuple[str, str, int, str | None], tuple[RolloutResult, ShardReport]] = {}
     for report in reports:
         own = report.shard.index if report.sharded else None
         for index, rollout in enumerate(report.rollouts):
@@ -274,7 +287,12 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
             owner = None if owners is None else owners.get(result.task_id)
             if owner is None or not 0 <= result.repeat < plan[result.dataset].repeats or own not in (None, owner):
                 raise MergeError(_misplaced(result, report, index, plan, owner))
-            key = (result.dataset, result.task_id, result.repeat)
+            key = (
+                result.dataset,
+                result.task_id,
+                result.repeat,
+                policy_of(result.agent, policies) if policies else None,
+            )
             if key in present:
                 raise MergeError(f"{result.nodeid} appears twice: in {present[key][1].label} and {report.label}")
             present[key] = (result, report)
@@ -291,21 +309,23 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
 
     results: list[RolloutResult] = []
     missing: list[str] = []
+    sides: tuple[str | None, ...] = policies or (None,)
+    named = tuple(Policy(name) for name in policies)
     for entry in datasets:
         for task in entry.tasks:
             wanted = selected[entry.dataset].get(task, set())
             if len(wanted) < entry.repeats:  # a rollout its report did not list as selected still counts
-                wanted |= {k for k in range(entry.repeats) if (entry.dataset, task, k) in present}
+                wanted |= {k for k in range(entry.repeats) for p in sides if (entry.dataset, task, k, p) in present}
             for repeat in sorted(wanted):
-                found = present.get((entry.dataset, task, repeat))
-                if found is not None:
-                    results.append(found[0])
-                    continue
-                nodeid = f"{entry.dataset}::{task}[r{repeat}]"
-                missing.append(nodeid)
-                results.append(
-                    RolloutResult(nodeid, entry.dataset, task, repeat, entry.agent_of(task), "error", None, MISSING)
-                )
+                for policy in sides:  # as a session runs them: per repeat, every policy in turn
+                    found = present.get((entry.dataset, task, repeat, policy))
+                    if found is not None:
+                        results.append(found[0])
+                        continue
+                    nodeid = f"{entry.dataset}::{task}[{item_id(repeat, policy)}]"
+                    missing.append(nodeid)
+                    agent = agent_instance(entry.agent_of(task), named, policy)
+                    results.append(RolloutResult(nodeid, entry.dataset, task, repeat, agent, "error", None, MISSING))
     return MergedRun(
         reports=list(reports),
         datasets=datasets,
@@ -316,6 +336,8 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
         gate_mode=first.gate_mode,
         inconclusive_passes=first.inconclusive_passes,
         selected=selected,
+        policies=policies,
+        max_regression=first.max_regression,
     )
 
 
@@ -337,6 +359,8 @@ def _check_same_run(first: ShardReport, other: ShardReport) -> None:
         difference = mine.same_plan(theirs)
         if difference is not None:
             raise MergeError(f"{pair} do not agree on {mine.dataset}: {difference}")
+    if (other.policies, other.max_regression) != (first.policies, first.max_regression):
+        raise MergeError(f"{pair} compared different policies or margins (--gym-policy / --gym-max-regression)")
     if (other.gate_mode, other.inconclusive_passes) != (first.gate_mode, first.inconclusive_passes):
         raise MergeError(f"{pair} judged gates differently (--gym-gate-on / --gym-inconclusive)")
     for key in CONFIG_META_KEYS:
@@ -531,6 +555,7 @@ def merged_plan(merged: MergedRun, overrides: GateOverrides) -> dict[str, Any]:
             }
             for entry in merged.datasets
         ],
+        **({"policies": list(merged.policies), "max_regression": merged.max_regression} if merged.policies else {}),
     }
 
 

@@ -5,6 +5,8 @@ tests/unit/test_models.py; real Gym: tests/real_gym/test_policies_real_gym.py)."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -302,4 +304,44 @@ def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, f
     assert "(policy " not in result.stdout.str()
     assert not any(
         ".compare." in name or "::compare." in name for name in junit_suite_properties(pytester.path / "j.xml")
+    )
+
+
+@pytest.mark.parametrize(("margin", "status"), [("0.1", 1), ("1.0", 0)])
+def test_merged_shards_compare_the_policies_as_one_session(
+    pytester: pytest.Pytester, fake_gym: FakeGym, margin: str, status: int
+) -> None:
+    """The candidate loses six of ten tasks (difference -0.6 [-0.97, -0.23]): two shards merged give the
+    comparison, the --gym-max-regression verdict and the exit status of one session over the same rollouts (FAIL at
+    margin 0.1, PASS at 1.0), in the terminal, the JSON report and JUnit."""
+    write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)
+    args = [*policy_args(fake_gym), "mcqa.jsonl", f"--gym-max-regression={margin}"]
+    alone = pytester.runpytest_subprocess(*args, "--gym-report=alone.json", "--junitxml=alone.xml")
+    for index in (1, 2):
+        pytester.runpytest_subprocess(*args, f"--gym-shard={index}/2", f"--gym-report=s{index}.json")
+    shards = [json.loads((pytester.path / f"s{i}.json").read_text()) for i in (1, 2)]
+    assert all(0 < len(shard["rollouts"]) < 20 for shard in shards)  # each shard ran part of the tasks
+    assert shards[0]["plan"]["policies"] == ["base", "cand"] and shards[0]["plan"]["max_regression"] == float(margin)
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json",
+         "--junitxml=merged.xml"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert merged.returncode == alone.ret == status, merged.stdout + merged.stderr
+    report, one = (json.loads((pytester.path / name).read_text()) for name in ("merged.json", "alone.json"))
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    assert report["comparisons"] == one["comparisons"]
+    assert report["comparisons"][0]["flips"]["only_baseline"] == ["t0", "t1", "t2", "t3", "t4", "t5"]
+    assert report["comparisons"][0]["verdict"] == ("FAIL" if status else "PASS")
+    assert report["session"] == one["session"]
+    assert [s["policy"] for s in report["datasets"]] == ["base", "cand"]
+    block = [line for line in alone.outlines if line.startswith(("mcqa.jsonl: cand vs base", "  delta", "  flips"))]
+    assert len(block) == 3 and all(line in merged.stdout.splitlines() for line in block)
+    compared = [
+        {name: value for name, value in junit_suite_properties(pytester.path / xml).items() if "::compare." in name}
+        for xml in ("merged.xml", "alone.xml")
+    ]
+    assert (
+        compared[0] == compared[1]
+        and compared[0]["gym::mcqa.jsonl::compare.cand.verdict"] == report["comparisons"][0]["verdict"]
     )
