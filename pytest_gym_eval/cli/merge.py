@@ -25,16 +25,15 @@ from pytest_gym_eval.reporting.merge import (
     EXIT_CANNOT_MERGE,
     GateOverrides,
     MergedRun,
-    MergeError,
     exit_status,
     html_writer,
     merge_lines,
     merge_reports,
     merged_meta,
     merged_plan,
-    read_shard_report,
     separator,
 )
+from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
 from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
 from pytest_gym_eval.results import conclude
 

@@ -1,26 +1,23 @@
 """Merging the ``--gym-report`` files of shard sessions (``--gym-shard=I/N``) into one verdict:
 ``python -m pytest_gym_eval merge REPORT.json... [gate options] [--junitxml PATH] [--gym-report PATH]``.
 
-:func:`merge_reports` (its docstring has the checks and how the merged verdict is recomputed) and
-:class:`MergeError`. What users see: docs/xdist-and-sharding.md.
+:func:`merge_reports` (its docstring has the checks and how the merged verdict is recomputed); reading the reports:
+:mod:`pytest_gym_eval.reporting.shard_report`. What users see: docs/xdist-and-sharding.md.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.gates import METRICS, Gate, GateMode
+from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.models import Policy, agent_instance, item_id, policy_of
-from pytest_gym_eval.reporting import json_report
+from pytest_gym_eval.reporting.shard_report import LISTED, MergeError, PlannedDataset, ShardReport, rollout_result
 from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
-from pytest_gym_eval.shard import SHARD_RULE, Shard, assign_shards
-from pytest_gym_eval.usage import Usage
+from pytest_gym_eval.shard import SHARD_RULE, assign_shards
 
 EXIT_CANNOT_MERGE = 2
 """Exit status when the reports cannot be merged or the command line is wrong."""
@@ -41,172 +38,6 @@ to write indented, 0.4 s compact."""
 
 MISSING = "missing"
 """Failure class of a selected (task, repeat) pair that no report holds."""
-
-_STATUSES = ("passed", "failed", "error")
-_LISTED = 10
-
-
-class MergeError(Exception):
-    """The reports cannot be merged; ``str()`` says why and names the report files."""
-
-
-# --- Reading ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PlannedDataset:
-    """One dataset of a report's ``plan``: every task id in collection order, repeats, agents (``agent`` for
-    every task not in ``agents``), pass threshold, gates, and the (task, repeat) pairs the session selected."""
-
-    dataset: str
-    sha256: str | None
-    repeats: int
-    agent: str
-    tasks: tuple[str, ...]
-    agents: Mapping[str, str]
-    threshold: float
-    gates: tuple[Gate, ...]
-    selected: Mapping[str, tuple[int, ...]]
-
-    def agent_of(self, task: str) -> str:
-        return self.agents.get(task, self.agent)
-
-    def same_plan(self, other: PlannedDataset) -> str | None:
-        """What differs between two reports' records of this dataset (besides ``selected``), or None."""
-        if self.sha256 is not None and other.sha256 is not None and self.sha256 != other.sha256:
-            return f"the file differs (sha256 {self.sha256[:12]}… vs {other.sha256[:12]}…)"
-        if set(self.tasks) != set(other.tasks):  # as sets: older reports listed them in the items' order
-            only = sorted(set(self.tasks) ^ set(other.tasks))
-            shown = ", ".join(only[:_LISTED]) + (f" and {len(only) - _LISTED} more" if len(only) > _LISTED else "")
-            return f"the task ids differ (only one of them has {shown})"
-        if self.repeats != other.repeats:
-            return f"the repeats differ ({self.repeats} vs {other.repeats})"
-        same_agents = (self.agent, self.agents) == (other.agent, other.agents)
-        if not same_agents and any(self.agent_of(t) != other.agent_of(t) for t in self.tasks):
-            return "the agents differ"
-        if self.threshold != other.threshold:
-            return f"the pass threshold differs ({self.threshold:g} vs {other.threshold:g})"
-        if self.gates != other.gates:
-            labels = [", ".join(g.label for g in gates) or "none" for gates in (self.gates, other.gates)]
-            return f"the gates differ ({labels[0]} vs {labels[1]})"
-        return None
-
-
-@dataclass(frozen=True)
-class ShardReport:
-    """One report to merge: its file, its shard (``1/1`` for an unsharded session), its plan and its data;
-    ``policies`` (names, baseline first) and ``max_regression`` (the margin or None) of a session comparing policy
-    models, ``()`` and None otherwise."""
-
-    path: Path
-    shard: Shard
-    sharded: bool
-    rule: str
-    gate_mode: GateMode
-    inconclusive_passes: bool
-    datasets: tuple[PlannedDataset, ...]
-    meta: Mapping[str, Any]
-    rollouts: Sequence[Mapping[str, Any]]
-    policies: tuple[str, ...] = ()
-    max_regression: float | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.path} (shard {self.shard})" if self.sharded else str(self.path)
-
-
-def read_shard_report(path: Path) -> ShardReport:
-    """Read a ``--gym-report`` file and its ``plan``. Raises :class:`MergeError` naming the file when it cannot
-    be read, is not a report, or has no usable plan (a report from a version without it)."""
-    try:
-        data = json_report.load_report(path)
-    except OSError as error:
-        raise MergeError(f"{path}: cannot read the report: {error.strerror or error}") from None
-    except ValueError as error:
-        raise MergeError(str(error)) from None
-    plan = data.get("plan")
-    if not isinstance(plan, dict):
-        raise MergeError(
-            f"{path}: the report has no 'plan' (what its session collected and selected): it was written by a "
-            "pytest-gym-eval without sharding support; run the session again with this version"
-        )
-    try:
-        return _shard_report(path, data, plan)
-    except (KeyError, TypeError, ValueError) as error:
-        raise MergeError(f"{path}: the report's plan is malformed: {error}") from None
-
-
-def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) -> ShardReport:
-    shard_data = plan["shard"]
-    if shard_data is None:
-        shard, sharded = Shard(1, 1), False
-    else:
-        shard, sharded = Shard(_int(shard_data["index"], "shard.index"), _int(shard_data["count"], "shard.count")), True
-        if not 1 <= shard.index <= shard.count:
-            raise ValueError(f"shard {shard} is out of range")
-    inconclusive = plan["inconclusive"]
-    if inconclusive not in ("fail", "pass"):
-        raise ValueError(f"inconclusive is {inconclusive!r}")
-    return ShardReport(
-        path=path,
-        shard=shard,
-        sharded=sharded,
-        rule=str(plan["rule"]),
-        gate_mode=GateMode(plan["gate_mode"]),
-        inconclusive_passes=inconclusive == "pass",
-        datasets=tuple(_planned_dataset(entry) for entry in plan["datasets"]),
-        meta=data["meta"] if isinstance(data.get("meta"), dict) else {},
-        rollouts=data["rollouts"],
-        policies=tuple(_str(name, "policies[]") for name in plan.get("policies", ())),
-        max_regression=None if plan.get("max_regression") is None else float(plan["max_regression"]),
-    )
-
-
-def _planned_dataset(entry: Mapping[str, Any]) -> PlannedDataset:
-    name = _str(entry["dataset"], "dataset")
-    tasks = tuple(_str(task, f"{name}: tasks[]") for task in entry["tasks"])
-    agents = {_str(task, f"{name}: agents"): _str(agent, f"{name}: agents") for task, agent in entry["agents"].items()}
-    gates = []
-    for gate in entry["gates"]:
-        if gate["metric"] not in METRICS:
-            raise ValueError(f"{name}: unknown gate metric {gate['metric']!r}")
-        k, custom = gate["k"], gate.get("custom")
-        gates.append(
-            Gate(
-                gate["metric"],
-                float(gate["threshold"]),
-                None if k is None else int(k),
-                None if custom is None else str(custom),
-            )
-        )
-    selected = {
-        _str(task, f"{name}: selected"): tuple(_int(r, f"{name}: selected[{task}]") for r in repeats)
-        for task, repeats in entry["selected"].items()
-    }
-    sha = entry["sha256"]
-    return PlannedDataset(
-        dataset=name,
-        sha256=None if sha is None else _str(sha, f"{name}: sha256"),
-        repeats=_int(entry["repeats"], f"{name}: repeats"),
-        agent=_str(entry["agent"], f"{name}: agent"),
-        tasks=tasks,
-        agents=agents,
-        threshold=float(entry["threshold"]),
-        gates=tuple(gates),
-        selected=selected,
-    )
-
-
-def _str(value: object, where: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{where} is not a string: {value!r}")
-    return value
-
-
-def _int(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{where} is not a whole number >= 0: {value!r}")
-    return value
 
 
 # --- Merging ----------------------------------------------------------------------------------------------
@@ -282,7 +113,7 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     for report in reports:
         own = report.shard.index if report.sharded else None
         for index, rollout in enumerate(report.rollouts):
-            result = _rollout_result(rollout, report, index)
+            result = rollout_result(rollout, report, index)
             owners = assigned.get(result.dataset)
             owner = None if owners is None else owners.get(result.task_id)
             if owner is None or not 0 <= result.repeat < plan[result.dataset].repeats or own not in (None, owner):
@@ -382,74 +213,6 @@ def _misplaced(
         f"{where} belongs to shard {owner}/{report.shard.count}, not {report.shard}: were the shards run with the "
         "same datasets and pytest-gym-eval version?"
     )
-
-
-def _rollout_result(rollout: object, report: ShardReport, index: int) -> RolloutResult:
-    """A report's rollout as a :class:`RolloutResult` (its reward was checked by ``load_report``); raises
-    :class:`MergeError` naming the report and index for a malformed one. Kept lean: it runs once a rollout."""
-    try:
-        if not isinstance(rollout, dict):
-            raise ValueError("it is not an object")
-        nodeid, dataset, task, repeat, agent, status = (
-            rollout["nodeid"], rollout["dataset"], rollout["task_id"], rollout["repeat"], rollout["agent"],
-            rollout["status"],
-        )  # fmt: skip
-        if status not in _STATUSES:
-            raise ValueError(f"status {status!r} is none of {', '.join(_STATUSES)}")
-        if type(repeat) is not int or repeat < 0:
-            raise ValueError(f"repeat {repeat!r} is not a whole number >= 0")
-        for name, value in (("nodeid", nodeid), ("dataset", dataset), ("task_id", task), ("agent", agent)):
-            if type(value) is not str:
-                raise ValueError(f"{name} {value!r} is not a string")
-        reward = rollout.get("reward")
-        return RolloutResult(
-            nodeid, dataset, task, repeat, agent, status, None if reward is None else float(reward),
-            rollout.get("failure_class") or None, rollout.get("record") or None,
-            _seconds(rollout.get("start")), _seconds(rollout.get("stop")), usage=_usage(rollout),
-            metrics=_metrics(rollout.get("metrics")),
-        )  # fmt: skip
-    except (KeyError, TypeError, ValueError) as error:
-        raise MergeError(f"{report.label}: rollouts[{index}] is malformed: {error}") from None
-
-
-def _usage(rollout: dict[str, Any]) -> Usage:
-    """The tokens and latency a report's rollout carries (absent or null: not recorded)."""
-
-    def count(name: str) -> int | None:
-        value = rollout.get(name)
-        if value is None:
-            return None
-        if type(value) is not int or value < 0:
-            raise ValueError(f"{name} {value!r} is not a whole number >= 0")
-        return value
-
-    latency = rollout.get("latency")
-    if latency is not None and (type(latency) not in (int, float) or latency < 0):
-        raise ValueError(f"latency {latency!r} is not a number of seconds >= 0")
-    return Usage(
-        count("input_tokens"), count("output_tokens"), count("total_tokens"),
-        None if latency is None else float(latency),
-    )  # fmt: skip
-
-
-def _metrics(value: object) -> tuple[tuple[str, float], ...]:
-    """The custom metrics a report's rollout carries (absent: none), sorted by name; raises ValueError for a
-    ``metrics`` that is not an object of finite numbers."""
-    if value is None:
-        return ()
-    if not isinstance(value, dict):
-        raise ValueError(f"metrics {value!r} is not an object")
-    for name, number in value.items():
-        if type(number) not in (int, float) or not math.isfinite(number):
-            raise ValueError(f"metric {name!r} {number!r} is not a finite number")
-    return tuple((name, float(number)) for name, number in sorted(value.items()))
-
-
-def _seconds(value: object) -> float:
-    """An epoch time from a report (absent, null or not a finite number positive: 0.0, "unknown")."""
-    if type(value) is float or type(value) is int:
-        return float(value) if 0.0 < value < math.inf else 0.0
-    return 0.0
 
 
 # --- Judging and writing ----------------------------------------------------------------------------------
@@ -574,9 +337,9 @@ def merge_lines(merged: MergedRun) -> list[str]:
             f"gym merge: {len(merged.missing)} selected rollout{'s are' if len(merged.missing) != 1 else ' is'} in "
             f"no report, counted as errors (failure class {MISSING}):"
         )
-        lines += [f"  {nodeid}" for nodeid in merged.missing[:_LISTED]]
-        if len(merged.missing) > _LISTED:
-            lines.append(f"  … and {len(merged.missing) - _LISTED} more")
+        lines += [f"  {nodeid}" for nodeid in merged.missing[:LISTED]]
+        if len(merged.missing) > LISTED:
+            lines.append(f"  … and {len(merged.missing) - LISTED} more")
     return lines
 
 

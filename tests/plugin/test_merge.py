@@ -23,11 +23,10 @@ from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from pytest_gym_eval.reporting.junit import parse_system_out
 from pytest_gym_eval.reporting.merge import (
     EXIT_CANNOT_MERGE,
-    MergeError,
     html_writer,
     merge_reports,
-    read_shard_report,
 )
+from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
 from pytest_gym_eval.shard import assign_shards
 from tests.support.fakes import make_fake_checkout, write_recording
 from tests.support.junit import junit_aggregates, junit_suite_properties
