@@ -76,6 +76,9 @@ class GymOptions:
     max_regression: float | None = None
     """``--gym-max-regression``: the non-inferiority margin δ (reward units, >= 0) of every candidate policy against
     the baseline; None without the gate."""
+    min_improvement: float | None = None
+    """``--gym-min-improvement``: the superiority margin δ (reward units, >= 0) every candidate policy must beat the
+    baseline by; None without the gate."""
     fail_on_flip: bool = False
     html: Path | None = None
     markdown: Path | None = None
@@ -206,13 +209,15 @@ class GymOptions:
             raise pytest.UsageError(
                 f"--gym-policy works with --gym-model-type {' or '.join(MODEL_FIELDS)}, not {model_type}"
             )
-        max_regression = number("gym_max_regression")
-        if max_regression is not None and not policies:
-            raise pytest.UsageError(
-                "--gym-max-regression (ini gym_max_regression) compares policies: name two or more with --gym-policy"
-            )
-        if max_regression is not None and max_regression < 0:
-            raise pytest.UsageError(f"--gym-max-regression: expected a margin >= 0, got {max_regression:g}")
+        max_regression, min_improvement = number("gym_max_regression"), number("gym_min_improvement")
+        for name, margin in (("max-regression", max_regression), ("min-improvement", min_improvement)):
+            if margin is not None and not policies:
+                raise pytest.UsageError(
+                    f"--gym-{name} (ini gym_{name.replace('-', '_')}) compares policies: name two or more with "
+                    "--gym-policy"
+                )
+            if margin is not None and margin < 0:
+                raise pytest.UsageError(f"--gym-{name}: expected a margin >= 0, got {margin:g}")
         sampling = sampling_from_config(config)
         try:
             sampling.check_model_type(model_type)
@@ -240,6 +245,7 @@ class GymOptions:
             max_drop=number("gym_max_drop"),
             max_regressed_tasks=number("gym_max_regressed_tasks", _count),
             max_regression=max_regression,
+            min_improvement=min_improvement,
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
             html=path_option("gym_html"),
             markdown=path_option("gym_markdown"),

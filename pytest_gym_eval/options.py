@@ -328,6 +328,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="DELTA",
     ),
     Option(
+        "--gym-min-improvement",
+        "CI gate (with two or more --gym-policy): fail unless every candidate is shown better than the baseline "
+        "by more than this in mean reward (superiority, paired by task; 0: any improvement)",
+        NUMBER,
+        type=float,
+        metavar="DELTA",
+    ),
+    Option(
         "--gym-fail-on-flip",
         "CI gate (with --gym-replay): fail when any rollout's reward differs from the recorded one",
         "bool",

@@ -28,7 +28,7 @@ from pytest_gym_eval.models import base_agent
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
-from pytest_gym_eval.reporting.policies import compare_policies, label_policies, regression_failures
+from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures, label_policies
 from pytest_gym_eval.reporting.summary import Conclusion, Flip
 from pytest_gym_eval.selection import Selection
 from pytest_gym_eval.sequential import AdaptiveRecord
@@ -310,7 +310,8 @@ def conclude(
 
     status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
     baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
-    gated = options.max_regression is not None and any(item.decides for item in policies)
+    margins = (options.max_regression, options.min_improvement)
+    gated = any(m is not None for m in margins) and any(item.decides for item in policies)
     other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip or gated
     if status == -1 and not other_gates and not replay_error:
         return _quarantined(
@@ -323,7 +324,7 @@ def conclude(
         failures += bl.max_drop_gate(comparisons, options.max_drop)
     if options.max_regressed_tasks is not None:
         failures += bl.max_regressed_gate(comparisons, options.max_regressed_tasks)
-    failures += regression_failures(policies, inconclusive_passes=options.inconclusive_passes)
+    failures += comparison_failures(policies, inconclusive_passes=options.inconclusive_passes)
     if options.fail_on_flip and flips:
         failures.append(f"{len(flips)} rollout reward{'s' if len(flips) != 1 else ''} differ from the recording")
     if status == 1:
@@ -340,10 +341,17 @@ def policy_comparisons(
 ) -> tuple[rpt.PolicyComparison, ...]:
     """With two or more ``--gym-policy``, each candidate against the baseline per dataset
     (:func:`~pytest_gym_eval.reporting.policies.compare_policies`), ``--gym-max-regression`` judged as
-    non-inferiority at its margin; a dataset judged on a selection by name, marker or last outcome does not decide
-    (as its other gates). Empty in a session with one policy."""
-    margin = options.max_regression
-    gates = [] if margin is None else [ComparisonGate(Hypothesis.NON_INFERIORITY, margin)]
+    non-inferiority and ``--gym-min-improvement`` as superiority, each at its margin; a dataset judged on a
+    selection by name, marker or last outcome does not decide (as its other gates). Empty in a session with one
+    policy."""
+    gates = [
+        ComparisonGate(hypothesis, margin)
+        for hypothesis, margin in (
+            (Hypothesis.NON_INFERIORITY, options.max_regression),
+            (Hypothesis.SUPERIORITY, options.min_improvement),
+        )
+        if margin is not None
+    ]
     found = compare_policies(results, [policy.name for policy in options.policies], gates)
     biased = {name for name, part in (selections or {}).items() if part.biased}
     return tuple(replace(item, decides=item.dataset not in biased) for item in found)
@@ -471,9 +479,10 @@ def report_plan(
     dataset's sha256 is taken from ``meta`` (``dataset_sha256.<dataset>``) when it is there, else computed.
 
     A session comparing policies (``--gym-policy``) adds ``"policies": [names, baseline first]`` and
-    ``"max_regression": margin or null``, which a merge needs to compare them again; its agents are the agents the
-    policies' instances copy (``mcqa_simple_agent``, never ``mcqa_simple_agent__cand``), and a repeat selected for
-    one policy is listed once (a merge takes it as selected for every policy).
+    ``"max_regression"`` and ``"min_improvement"`` (each margin or null), which a merge needs to compare them
+    again; its agents are the agents the policies' instances copy (``mcqa_simple_agent``, never
+    ``mcqa_simple_agent__cand``), and a repeat selected for one policy is listed once (a merge takes it as selected
+    for every policy).
     """
     chosen: dict[str, dict[str, list[int]]] = {}
     for rollout in selected:
@@ -515,7 +524,11 @@ def report_plan(
         "inconclusive": "pass" if options.inconclusive_passes else "fail",
         "datasets": datasets,
         **(
-            {"policies": [p.name for p in options.policies], "max_regression": options.max_regression}
+            {
+                "policies": [p.name for p in options.policies],
+                "max_regression": options.max_regression,
+                "min_improvement": options.min_improvement,
+            }
             if options.policies
             else {}
         ),

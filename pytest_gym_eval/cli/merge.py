@@ -47,13 +47,14 @@ def conclude_merged(
 ) -> Conclusion:
     """The plugin's own :func:`~pytest_gym_eval.results.conclude` over the merged rollouts, with each
     dataset's recorded pass threshold and gates (``overrides`` applied) and the tasks of ``quarantine`` left out of
-    them; a session comparing policy models compares them again (its policies and ``--gym-max-regression`` margin
-    as the reports recorded). Raises ValueError for a bad ``max_drop``."""
+    them; a session comparing policy models compares them again (its policies and ``--gym-max-regression`` and
+    ``--gym-min-improvement`` margins as the reports recorded). Raises ValueError for a bad ``max_drop``."""
     overrides = overrides or GateOverrides()
     mode, inconclusive = overrides.settings(merged)
     options = GymOptions(
         rootdir=Path.cwd(), gate_mode=mode, inconclusive_passes=inconclusive, max_drop=max_drop,
         policies=tuple(Policy(name) for name in merged.policies), max_regression=merged.max_regression,
+        min_improvement=merged.min_improvement,
     )  # fmt: skip
     thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
     gates = {entry.dataset: overrides.gates(entry.gates) for entry in merged.datasets}

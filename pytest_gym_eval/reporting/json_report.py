@@ -77,7 +77,9 @@ def build_report(
 
 def _comparison_json(item: PolicyComparison) -> dict[str, Any]:
     """One candidate against the baseline: the paired difference, both means, the flips (task ids), McNemar's p
-    (null unless every reward is 0 or 1) and the ``--gym-max-regression`` verdict with Gym's word for it."""
+    (null unless every reward is 0 or 1), the ``--gym-max-regression`` verdict with Gym's word for it (``verdict``,
+    ``gym_verdict``, ``margin``: null without that gate) and ``gates``, every comparison gate's (non-inferiority,
+    superiority)."""
     difference, flips, result = item.comparison.difference, item.comparison.flips, item.result
     return {
         "dataset": item.dataset,
@@ -99,6 +101,15 @@ def _comparison_json(item: PolicyComparison) -> dict[str, Any]:
         "verdict": result.verdict.value if result is not None else None,
         "gym_verdict": gym_verdict(result) if result is not None else None,
         "margin": result.gate.margin if result is not None else None,
+        "gates": [
+            {
+                "hypothesis": r.gate.hypothesis.value,
+                "margin": r.gate.margin,
+                "verdict": r.verdict.value,
+                "gym_verdict": gym_verdict(r),
+            }
+            for r in item.comparison.results
+        ],
         "decides": item.decides,
     }
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.comparison import gym_verdict
+from pytest_gym_eval.comparison import Hypothesis, gym_verdict
 from pytest_gym_eval.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
 from pytest_gym_eval.gates import GateResult
 from pytest_gym_eval.on_demand import ON_DEMAND_PROPERTY
@@ -109,7 +109,8 @@ def comparison_properties(item: PolicyComparison) -> list[tuple[str, str]]:
     ``baseline`` (the baseline's name), ``delta`` with ``delta.low`` and ``delta.high`` (candidate - baseline in
     mean reward, paired by task), ``baseline_mean``, ``candidate_mean``, ``pairs``, ``lost`` and ``gained`` (tasks
     only the baseline or only the candidate passes), ``p_value`` (McNemar's exact, only when every reward is 0 or
-    1) and, with ``--gym-max-regression``, ``verdict`` and ``gym_verdict`` (Gym #1493's word)."""
+    1), with ``--gym-max-regression``, ``verdict`` and ``gym_verdict`` (Gym #1493's word) and, with
+    ``--gym-min-improvement``, ``superiority.verdict`` and ``superiority.margin``."""
     difference, flips, result = item.comparison.difference, item.comparison.flips, item.result
     delta = difference.interval
     pairs: list[tuple[str, object]] = [
@@ -127,6 +128,8 @@ def comparison_properties(item: PolicyComparison) -> list[tuple[str, str]]:
         pairs.append(("p_value", flips.p_value))
     if result is not None:
         pairs += [("verdict", result.verdict.value), ("gym_verdict", gym_verdict(result))]
+    if (better := item.gate_result(Hypothesis.SUPERIORITY)) is not None:
+        pairs += [("superiority.verdict", better.verdict.value), ("superiority.margin", better.gate.margin)]
     return _texts(f"{property_prefix(item.dataset)}compare.{item.candidate}.", pairs)
 
 

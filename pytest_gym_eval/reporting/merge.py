@@ -50,8 +50,8 @@ class MergedRun:
     ``results`` holds every rollout of every report plus one error (failure class ``missing``) per selected
     pair no report holds, in the order one session would report them; ``missing`` lists those pairs' node ids;
     ``absent_shards`` the shard indices no report was given for; ``count`` the shard count; ``datasets`` the
-    plan (the first report's; the others agree); ``selected`` every selected pair per dataset; ``policies`` and
-    ``max_regression`` those of a session comparing policy models (:class:`ShardReport`).
+    plan (the first report's; the others agree); ``selected`` every selected pair per dataset; ``policies``,
+    ``max_regression`` and ``min_improvement`` those of a session comparing policy models (:class:`ShardReport`).
     """
 
     reports: list[ShardReport]
@@ -65,6 +65,7 @@ class MergedRun:
     selected: dict[str, dict[str, set[int]]] = field(default_factory=dict)
     policies: tuple[str, ...] = ()
     max_regression: float | None = None
+    min_improvement: float | None = None
 
 
 def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
@@ -77,9 +78,9 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     The merge reads every report's ``plan`` (what its session collected and selected, see
     :func:`pytest_gym_eval.shard.report_plan`) and checks that the reports belong together: the same assignment
     rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
-    agents), the same pass thresholds, gates and gate settings, the same Gym version and model, the same policies
-    and ``--gym-max-regression`` margin (a session comparing policy models, whose pairs are each (task, repeat) of
-    each policy, a selected repeat taken as selected for every policy); every rollout
+    agents), the same pass thresholds, gates and gate settings, the same Gym version and model, the same policies,
+    ``--gym-max-regression`` and ``--gym-min-improvement`` margins (a session comparing policy models, whose pairs
+    are each (task, repeat) of each policy, a selected repeat taken as selected for every policy); every rollout
     belongs to its report's shard and no (task, repeat) appears twice. Any of that failing is a
     :class:`MergeError` (exit status 2) naming the reports.
 
@@ -169,6 +170,7 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
         selected=selected,
         policies=policies,
         max_regression=first.max_regression,
+        min_improvement=first.min_improvement,
     )
 
 
@@ -190,8 +192,13 @@ def _check_same_run(first: ShardReport, other: ShardReport) -> None:
         difference = mine.same_plan(theirs)
         if difference is not None:
             raise MergeError(f"{pair} do not agree on {mine.dataset}: {difference}")
-    if (other.policies, other.max_regression) != (first.policies, first.max_regression):
-        raise MergeError(f"{pair} compared different policies or margins (--gym-policy / --gym-max-regression)")
+    if (other.policies, other.max_regression, other.min_improvement) != (
+        first.policies, first.max_regression, first.min_improvement,
+    ):  # fmt: skip
+        raise MergeError(
+            f"{pair} compared different policies or margins (--gym-policy / --gym-max-regression / "
+            "--gym-min-improvement)"
+        )
     if (other.gate_mode, other.inconclusive_passes) != (first.gate_mode, first.inconclusive_passes):
         raise MergeError(f"{pair} judged gates differently (--gym-gate-on / --gym-inconclusive)")
     for key in CONFIG_META_KEYS:
@@ -318,7 +325,15 @@ def merged_plan(merged: MergedRun, overrides: GateOverrides) -> dict[str, Any]:
             }
             for entry in merged.datasets
         ],
-        **({"policies": list(merged.policies), "max_regression": merged.max_regression} if merged.policies else {}),
+        **(
+            {
+                "policies": list(merged.policies),
+                "max_regression": merged.max_regression,
+                "min_improvement": merged.min_improvement,
+            }
+            if merged.policies
+            else {}
+        ),
     }
 
 

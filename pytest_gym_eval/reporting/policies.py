@@ -1,5 +1,6 @@
 """A session comparing policy models (``--gym-policy``, issue 25): per dataset, each candidate against the baseline
-on the rollouts both rolled out, and the ``--gym-max-regression`` gate's failures.
+on the rollouts both rolled out, and the failures of its comparison gates (``--gym-max-regression``,
+``--gym-min-improvement``).
 
 The statistics are :mod:`pytest_gym_eval.comparison`'s (:func:`~pytest_gym_eval.comparison.compare`: the paired
 difference in mean reward, clustered by task; the flips with McNemar's exact test; the gates). This module only
@@ -73,20 +74,21 @@ def label_policies(summaries: Sequence[DatasetSummary], policies: Sequence[str])
     ]
 
 
-def regression_failures(comparisons: Sequence[PolicyComparison], *, inconclusive_passes: bool) -> list[str]:
-    """One line per deciding comparison whose ``--gym-max-regression`` gate did not pass, e.g. ``mcqa.jsonl cand vs
-    base: non-inferiority: candidate - baseline -0.50 [-0.81, -0.19], upper bound -0.19 < -0.10: FAIL``.
+def comparison_failures(comparisons: Sequence[PolicyComparison], *, inconclusive_passes: bool) -> list[str]:
+    """One line per gate of a deciding comparison that did not pass (``--gym-max-regression``'s non-inferiority,
+    ``--gym-min-improvement``'s superiority, in that order), e.g. ``mcqa.jsonl cand vs base: non-inferiority:
+    candidate - baseline -0.50 [-0.81, -0.19], upper bound -0.19 < -0.10: FAIL``.
 
     As every gate (:meth:`~pytest_gym_eval.gates.GateResult.passed`): FAIL never passes; INCONCLUSIVE passes only
-    with ``inconclusive_passes`` (``--gym-inconclusive=pass``), and never when nothing was paired. Empty: the gate
-    passes (or is not set)."""
+    with ``inconclusive_passes`` (``--gym-inconclusive=pass``), and never when nothing was paired. Empty: every gate
+    passes (or none is set)."""
     lines = []
     for item in comparisons:
-        result = item.result
-        if result is None or not item.decides or result.verdict is Verdict.PASS:
-            continue
-        judged = not math.isnan(result.interval.estimate)
-        if result.verdict is Verdict.INCONCLUSIVE and inconclusive_passes and judged:
-            continue
-        lines.append(f"{item.dataset} {item.candidate} vs {item.baseline}: {result.describe()}")
+        for result in item.comparison.results if item.decides else ():
+            if result.verdict is Verdict.PASS:
+                continue
+            judged = not math.isnan(result.interval.estimate)
+            if result.verdict is Verdict.INCONCLUSIVE and inconclusive_passes and judged:
+                continue
+            lines.append(f"{item.dataset} {item.candidate} vs {item.baseline}: {result.describe()}")
     return lines

@@ -71,8 +71,8 @@ class PlannedDataset:
 @dataclass(frozen=True)
 class ShardReport:
     """One report to merge: its file, its shard (``1/1`` for an unsharded session), its plan and its data;
-    ``policies`` (names, baseline first) and ``max_regression`` (the margin or None) of a session comparing policy
-    models, ``()`` and None otherwise."""
+    ``policies`` (names, baseline first), ``max_regression`` and ``min_improvement`` (each margin or None; None in a
+    report written before the plan recorded it) of a session comparing policy models, ``()`` and None otherwise."""
 
     path: Path
     shard: Shard
@@ -85,6 +85,7 @@ class ShardReport:
     rollouts: Sequence[Mapping[str, Any]]
     policies: tuple[str, ...] = ()
     max_regression: float | None = None
+    min_improvement: float | None = None
 
     @property
     def label(self) -> str:
@@ -135,6 +136,7 @@ def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) 
         rollouts=data["rollouts"],
         policies=tuple(_str(name, "policies[]") for name in plan.get("policies", ())),
         max_regression=None if plan.get("max_regression") is None else float(plan["max_regression"]),
+        min_improvement=None if plan.get("min_improvement") is None else float(plan["min_improvement"]),
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_gym_eval.comparison import Comparison, ComparisonResult
+from pytest_gym_eval.comparison import Comparison, ComparisonResult, Hypothesis
 from pytest_gym_eval.gates import (
     Gate,
     GateMode,
@@ -520,7 +520,8 @@ class PolicyComparison:
     """One candidate policy against the baseline policy on one dataset, in a session comparing policies
     (``--gym-policy``; :func:`~pytest_gym_eval.reporting.policies.compare_policies` makes them).
 
-    ``comparison`` holds the paired difference, the flips and the ``--gym-max-regression`` result (if set);
+    ``comparison`` holds the paired difference, the flips and the results of the comparison gates set
+    (``--gym-max-regression``, then ``--gym-min-improvement``);
     ``decides`` is False when the dataset was judged on a selection by name, marker or last outcome (its result is
     shown but, as with the other gates, does not set the exit status)."""
 
@@ -532,8 +533,13 @@ class PolicyComparison:
 
     @property
     def result(self) -> ComparisonResult | None:
-        """The ``--gym-max-regression`` gate's result, None without the gate."""
-        return self.comparison.results[0] if self.comparison.results else None
+        """The ``--gym-max-regression`` (non-inferiority) gate's result, None without the gate."""
+        return self.gate_result(Hypothesis.NON_INFERIORITY)
+
+    def gate_result(self, hypothesis: Hypothesis) -> ComparisonResult | None:
+        """The result of the gate claiming ``hypothesis`` (``--gym-min-improvement``: SUPERIORITY), None without
+        it."""
+        return next((r for r in self.comparison.results if r.gate.hypothesis is hypothesis), None)
 
 
 @dataclass(frozen=True)

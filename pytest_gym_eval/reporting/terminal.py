@@ -288,7 +288,8 @@ def render_policies(comparisons: Sequence[PolicyComparison], width: int = 80) ->
     """Terminal lines of a session comparing policies: per dataset and candidate, ``DATASET: CAND vs BASE``, then
     the paired difference in mean reward (candidate - baseline) with its interval and both means over the pairs, the
     flips (McNemar's exact p when every reward is 0 or 1) with the tasks each side alone passes (at most
-    :data:`MAX_LISTED`, then "… and N more"), and the ``--gym-max-regression`` verdict with Gym's word for it
+    :data:`MAX_LISTED`, then "… and N more"), and each comparison gate's verdict (``--gym-max-regression``,
+    ``--gym-min-improvement``), one ``gate`` line each, with Gym's word for it
     (:func:`~pytest_gym_eval.comparison.gym_verdict`). No line is longer than ``width`` (at least 40 is used)."""
     width = max(width, fmt.MIN_WIDTH)
     lines: list[str] = []
@@ -328,8 +329,8 @@ def _policy_lines(item: PolicyComparison, width: int) -> list[str]:
             if tasks:
                 more = f", … and {len(tasks) - MAX_LISTED} more" if len(tasks) > MAX_LISTED else ""
                 lines += fmt.wrap(f"{label}: {', '.join(tasks[:MAX_LISTED])}{more}", width, "    ", "      ")
-    if (result := item.result) is not None:
-        note = "" if item.decides else " (judged on a selection: does not decide)"
+    note = "" if item.decides else " (judged on a selection: does not decide)"
+    for result in item.comparison.results:
         lines += fmt.labelled("gate", f"{result.describe()} (Gym: {gym_verdict(result)}){note}", width)
     return lines
 

@@ -266,6 +266,7 @@ def _other_model(report: dict[str, Any]) -> None:
         (_set_plan("shard", {"index": 1, "count": 3}), "are both shard 1/3"),
         (_set_plan("gate_mode", "lower-bound"), "judged gates differently"),
         (_set_plan("policies", ["base", "cand"]), "compared different policies or margins"),
+        (_set_plan("min_improvement", 0.1), "--gym-max-regression / --gym-min-improvement"),
         (_set_dataset("sha256", "0" * 64), "do not agree on mcqa.jsonl: the file differs"),
         (_set_dataset("repeats", 2), "the repeats differ (3 vs 2)"),
         (_set_dataset("threshold", 0.5), "the pass threshold differs"),

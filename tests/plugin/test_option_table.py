@@ -104,6 +104,7 @@ SAMPLE = {
     "--gym-baseline": "base.json",
     "--gym-max-drop": "0.1",
     "--gym-max-regression": "0.05",
+    "--gym-min-improvement": "0.02",
     "--gym-max-regressed-tasks": "1",
     "--gym-fail-on-flip": "true",
     "--gym-adaptive": "true",
@@ -128,7 +129,11 @@ SAMPLE = {
 several lines is one flag a line on the command line)."""
 
 TWO_POLICIES = ["--gym-policy=a=replay:rec.jsonl", "--gym-policy=b=replay:rec.jsonl"]
-COMPANIONS = {"--gym-baseline-policy": TWO_POLICIES, "--gym-max-regression": TWO_POLICIES}
+COMPANIONS = {
+    "--gym-baseline-policy": TWO_POLICIES,
+    "--gym-max-regression": TWO_POLICIES,
+    "--gym-min-improvement": TWO_POLICIES,
+}
 """The command-line options an option needs beside it (in every session the test resolves)."""
 
 

@@ -283,12 +283,71 @@ def test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_th
     assert "upper bound -0.23 < -0.10: FAIL" in reason and "< -0.10: FAIL" in reason
 
 
-def test_max_regression_needs_two_policies(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+@pytest.mark.parametrize("gate", ["max-regression", "min-improvement"])
+def test_comparison_gates_need_two_policies(pytester: pytest.Pytester, fake_gym: FakeGym, gate: str) -> None:
     write_dataset(pytester)
-    result = pytester.runpytest_subprocess(*fake_gym.args, "mcqa.jsonl", "--gym-max-regression=0.1")
+    result = pytester.runpytest_subprocess(*fake_gym.args, "mcqa.jsonl", f"--gym-{gate}=0.1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--gym-max-regression (ini gym_max_regression) compares policies" in result.stderr.str()
+    ini = "gym_" + gate.replace("-", "_")
+    assert f"--gym-{gate} (ini {ini}) compares policies: name two or more with --gym-policy" in result.stderr.str()
     assert fake_gym.calls() == []
+
+
+def test_a_negative_min_improvement_is_a_usage_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester)
+    result = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", "--gym-min-improvement=-0.1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--gym-min-improvement: expected a margin >= 0, got -0.1" in result.stderr.str()
+
+
+BETTER = ([0.0] * 6 + [1.0] * 4, [1.0] * 10)
+"""The candidate gains six of ten tasks: difference +0.6 [0.23, 0.97] (0.6 ± 2.2622 · sqrt((4/15) / 10))."""
+EQUAL = ([1.0] * 5 + [0.0] * 5, [1.0] * 5 + [0.0] * 5)
+"""The candidate scores as the baseline on every task: difference 0 [0, 0]."""
+
+
+@pytest.mark.parametrize(
+    ("rewards", "status", "verdicts"),
+    [(BETTER, 0, ("PASS", "PASS")), (EQUAL, 1, ("PASS", "FAIL"))],
+    ids=["better", "equal"],
+)
+def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_one(
+    pytester: pytest.Pytester,
+    fake_gym: FakeGym,
+    rewards: tuple[list[float], list[float]],
+    status: int,
+    verdicts: tuple[str, str],
+) -> None:
+    """Both gates set: non-inferiority at 0.1 passes either candidate; superiority at 0.1 passes the better one
+    (lower bound 0.23 > 0.10) and fails the equal one (upper bound 0.00 <= 0.10), which alone fails the session."""
+    write_tasks(pytester, *rewards)
+    result = pytester.runpytest_subprocess(
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.1", "--gym-min-improvement=0.1",
+        "--gym-report=r.json", "--junitxml=j.xml",
+    )  # fmt: skip
+    assert result.ret == status
+    gates = [line.split(":")[0] for line in result.outlines if line.startswith("  gate")]
+    assert gates == ["  gate        non-inferiority", "  gate        superiority"]
+    reason = " ".join(" ".join(line.split()) for line in result.outlines)
+    if status:
+        failures = reason.split("gym gates: FAIL - ")[1]
+        assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline 0.00 [0.00, 0.00]")
+        assert "upper bound 0.00 <= 0.10: FAIL" in failures and "non-inferiority" not in failures
+    else:
+        assert "lower bound 0.23 > 0.10: PASS (Gym: PASS)" in reason
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (entry,) = report["comparisons"]
+    assert [(g["hypothesis"], g["margin"], g["verdict"]) for g in entry["gates"]] == [
+        ("non-inferiority", 0.1, verdicts[0]),
+        ("superiority", 0.1, verdicts[1]),
+    ]
+    assert entry["verdict"] == verdicts[0]
+    assert report["plan"]["min_improvement"] == 0.1 and report["plan"]["max_regression"] == 0.1
+    properties = junit_suite_properties(pytester.path / "j.xml")
+    prefix = "gym::mcqa.jsonl::compare.cand."
+    assert (properties[prefix + "verdict"], properties[prefix + "superiority.verdict"]) == verdicts
+    assert float(properties[prefix + "superiority.margin"]) == 0.1
 
 
 def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
@@ -322,6 +381,8 @@ def test_merged_shards_compare_the_policies_as_one_session(
     shards = [json.loads((pytester.path / f"s{i}.json").read_text()) for i in (1, 2)]
     assert all(0 < len(shard["rollouts"]) < 20 for shard in shards)  # each shard ran part of the tasks
     assert shards[0]["plan"]["policies"] == ["base", "cand"] and shards[0]["plan"]["max_regression"] == float(margin)
+    del shards[1]["plan"]["min_improvement"]  # as a report written before the plan recorded it: no such gate
+    (pytester.path / "s2.json").write_text(json.dumps(shards[1]))
     merged = subprocess.run(
         [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json",
          "--junitxml=merged.xml"],
@@ -345,3 +406,35 @@ def test_merged_shards_compare_the_policies_as_one_session(
         compared[0] == compared[1]
         and compared[0]["gym::mcqa.jsonl::compare.cand.verdict"] == report["comparisons"][0]["verdict"]
     )
+
+
+@pytest.mark.parametrize(("margin", "verdict", "status"), [("0.1", "PASS", 0), ("0.5", "INCONCLUSIVE", 1)])
+def test_merged_shards_judge_min_improvement_as_one_session(
+    pytester: pytest.Pytester, fake_gym: FakeGym, margin: str, verdict: str, status: int
+) -> None:
+    """The candidate gains six of ten tasks (+0.6 [0.23, 0.97]): superiority at 0.1 PASSES, at 0.5 the interval
+    straddles the margin (INCONCLUSIVE, which fails); two shards merged give the same verdict and exit status as one
+    session, the margin taken from the shards' plans."""
+    write_tasks(pytester, *BETTER)
+    args = [*policy_args(fake_gym), "mcqa.jsonl", f"--gym-min-improvement={margin}"]
+    alone = pytester.runpytest_subprocess(*args, "--gym-report=alone.json", "--junitxml=alone.xml")
+    for index in (1, 2):
+        pytester.runpytest_subprocess(*args, f"--gym-shard={index}/2", f"--gym-report=s{index}.json")
+    plans = [json.loads((pytester.path / f"s{i}.json").read_text())["plan"] for i in (1, 2)]
+    assert [(plan["min_improvement"], plan["max_regression"]) for plan in plans] == [(float(margin), None)] * 2
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json",
+         "--junitxml=merged.xml"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert merged.returncode == alone.ret == status, merged.stdout + merged.stderr
+    report, one = (json.loads((pytester.path / name).read_text()) for name in ("merged.json", "alone.json"))
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    assert report["comparisons"] == one["comparisons"]
+    assert report["comparisons"][0]["gates"][0]["verdict"] == verdict
+    assert report["comparisons"][0]["verdict"] is None  # no --gym-max-regression
+    assert report["plan"]["min_improvement"] == float(margin)
+    gate = next(line for line in alone.outlines if line.startswith("  gate"))
+    assert gate.startswith("  gate        superiority:") and gate in merged.stdout.splitlines()
+    properties = junit_suite_properties(pytester.path / "merged.xml")
+    assert properties["gym::mcqa.jsonl::compare.cand.superiority.verdict"] == verdict

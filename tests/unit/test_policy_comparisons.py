@@ -18,7 +18,7 @@ from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.models import Policy, policy_of
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.junit import comparison_properties
-from pytest_gym_eval.reporting.policies import compare_policies, regression_failures
+from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
 from pytest_gym_eval.results import conclude
@@ -101,7 +101,7 @@ def test_the_max_regression_gate_fails_a_clear_regression_and_passes_a_small_one
     (item,) = compare_policies(session(base, worse), ["base", "cand"], [gate])
     assert item.result is not None and item.result.verdict is Verdict.FAIL
     assert item.result.interval.high == pytest.approx(-0.875 + 3.182446 * 0.125, abs=1e-4)
-    (line,) = regression_failures([item], inconclusive_passes=True)
+    (line,) = comparison_failures([item], inconclusive_passes=True)
     assert line == (
         "mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.88 [-1.00, -0.48], upper bound "
         "-0.48 < -0.10: FAIL"
@@ -110,7 +110,7 @@ def test_the_max_regression_gate_fails_a_clear_regression_and_passes_a_small_one
     close = {t: [0.95, 0.95] for t in base}
     (small,) = compare_policies(session(base, close), ["base", "cand"], [gate])
     assert small.result is not None and small.result.verdict is Verdict.PASS
-    assert regression_failures([small], inconclusive_passes=False) == []
+    assert comparison_failures([small], inconclusive_passes=False) == []
     assert build_report([], [], {}, comparisons=[small])["comparisons"][0]["gym_verdict"] == "WARN"
 
 
@@ -119,11 +119,11 @@ def test_inconclusive_fails_unless_counted_as_passing_and_nothing_paired_never_p
     base = {"ta": [1.0], "tb": [0.0], "tc": [1.0]}
     (item,) = compare_policies(session(base, {"ta": [0.0], "tb": [1.0], "tc": [1.0]}), ["base", "cand"], [gate])
     assert item.result is not None and item.result.verdict is Verdict.INCONCLUSIVE
-    assert len(regression_failures([item], inconclusive_passes=False)) == 1
-    assert regression_failures([item], inconclusive_passes=True) == []
+    assert len(comparison_failures([item], inconclusive_passes=False)) == 1
+    assert comparison_failures([item], inconclusive_passes=True) == []
     (empty,) = compare_policies(session(base, {}), ["base", "cand"], [gate])
-    assert len(regression_failures([empty], inconclusive_passes=True)) == 1
-    assert regression_failures([replace(item, decides=False)], inconclusive_passes=False) == []
+    assert len(comparison_failures([empty], inconclusive_passes=True)) == 1
+    assert comparison_failures([replace(item, decides=False)], inconclusive_passes=False) == []
 
 
 def test_terminal_json_and_junit_forms() -> None:
@@ -208,3 +208,55 @@ def test_summaries_are_labelled_by_policy_unless_two_would_share_a_label(tmp_pat
         "mcqa.jsonl (agent mcqa_simple_agent__cand)",
     ]
     assert all(s.policy is None for s in one)
+
+
+def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_path: Path) -> None:
+    """The candidate gains six of ten tasks: difference +0.6 with upper/lower bounds 0.6 ± 2.2622 · sqrt((4/15) /
+    10) = [0.23, 0.97]. Superiority at 0.1: lower bound 0.23 > 0.1, PASS; at 0.5 the interval straddles it,
+    INCONCLUSIVE; at 1.0 the upper bound is at or below it, FAIL. An equal candidate ([0, 0]) FAILS superiority at 0
+    and PASSES non-inferiority: both gates are judged and shown, and the failing one alone fails the session."""
+    policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
+    options = GymOptions(rootdir=tmp_path, policies=policies, min_improvement=0.1)
+    better = session({f"t{i}": [0.0 if i < 6 else 1.0] for i in range(10)}, {f"t{i}": [1.0] for i in range(10)})
+    passed = conclude(better, options)
+    assert (passed.exit_status, passed.reason) == (0, "gym gates: all gates pass")
+    (item,) = passed.policies
+    assert item.result is None  # no --gym-max-regression
+    superiority = item.gate_result(Hypothesis.SUPERIORITY)
+    assert superiority is not None and superiority.verdict is Verdict.PASS
+    assert superiority.interval.low == pytest.approx(0.6 - 2.262157 * (4 / 15 / 10) ** 0.5, abs=1e-5)
+    assert conclude(better, replace(options, min_improvement=0.5)).exit_status == 1
+    assert conclude(better, replace(options, min_improvement=0.5, inconclusive_passes=True)).exit_status == 0
+    failed = conclude(better, replace(options, min_improvement=1.0))
+    assert failed.exit_status == 1
+    assert failed.reason.startswith("gym gates: FAIL - mcqa.jsonl cand vs base: superiority: candidate - baseline")
+    assert failed.reason.endswith(f"upper bound {superiority.interval.high:.2f} <= 1.00: FAIL")
+
+    same = session({f"t{i}": [1.0, 0.0] for i in range(4)}, {f"t{i}": [1.0, 0.0] for i in range(4)})
+    both = conclude(same, replace(options, max_regression=0.1, min_improvement=0.0))
+    (equal,) = both.policies
+    assert [(r.gate.hypothesis, r.verdict) for r in equal.comparison.results] == [
+        (Hypothesis.NON_INFERIORITY, Verdict.PASS),
+        (Hypothesis.SUPERIORITY, Verdict.FAIL),
+    ]
+    assert both.exit_status == 1
+    assert both.reason == (
+        "gym gates: FAIL - mcqa.jsonl cand vs base: superiority: candidate - baseline 0.00 [0.00, 0.00], upper bound "
+        "0.00 <= 0.00: FAIL"
+    )
+    assert conclude(same, replace(options, max_regression=0.1, min_improvement=None)).exit_status == 0
+
+    lines = [line for line in render_policies([equal], width=120) if line.startswith("  gate")]
+    assert [line.split(":")[0] for line in lines] == ["  gate        non-inferiority", "  gate        superiority"]
+    report = build_report([], [], {}, comparisons=[equal])
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (entry,) = report["comparisons"]
+    assert (entry["verdict"], entry["margin"]) == ("PASS", 0.1)  # the --gym-max-regression fields, as before
+    assert entry["gates"] == [
+        {"hypothesis": "non-inferiority", "margin": 0.1, "verdict": "PASS", "gym_verdict": "PASS"},
+        {"hypothesis": "superiority", "margin": 0.0, "verdict": "FAIL", "gym_verdict": "FAIL"},
+    ]
+    properties = dict(comparison_properties(equal))
+    prefix = "gym::mcqa.jsonl::compare.cand."
+    assert (properties[prefix + "verdict"], properties[prefix + "superiority.verdict"]) == ("PASS", "FAIL")
+    assert properties[prefix + "superiority.margin"] == "0"
