@@ -4,8 +4,9 @@ The page reads the summary model (:class:`~pytest_gym_eval.reporting.summary.Con
 :class:`~pytest_gym_eval.reporting.summary.RolloutResult`) like every other output, plus the full rollout records (read
 from Gym's files through each rollout's ``record``, see :mod:`.transcripts`). Everything it needs is inside the one
 file: the styles, the script (``assets/report.css``, ``assets/report.js``, inlined), the data as JSON, hand-written SVG
-histograms and, with ``--gym-history``, the history's trend plots and sparklines (:mod:`.history_page`). Opening it
-needs no network and no server. :func:`render_page` (its docstring says what is drawn where) and
+histograms, with ``--gym-history`` the history's trend plots and sparklines (:mod:`.history_page`), and with two or
+more ``--gym-policy`` the policies compared side by side (:mod:`.policies_page`). Opening it needs no network and no
+server. :func:`render_page` (its docstring says what is drawn where) and
 :func:`write_page`. What users see: docs/reports.md.
 """
 
