@@ -21,6 +21,9 @@ from pytest_gym_eval.reporting.summary import RolloutResult
 
 OPEN_TASK_TABLE_UP_TO = 50
 """A dataset's per-task table is open when it has at most this many tasks (folded away past that)."""
+OPEN_FLIPS_UP_TO = 20
+"""Flipping tasks per comparison whose transcripts are open when the page opens (the script draws a folded one's
+when it is opened, which keeps a page with thousands of flips quick to open)."""
 FLIP_KINDS = (("only_baseline", "only the baseline passes"), ("only_candidate", "only the candidate passes"))
 """The flips whose transcripts are shown, with what they mean."""
 
@@ -70,6 +73,8 @@ def _comparison_card(item: Mapping[str, Any], results: Sequence[RolloutResult], 
     margin = f", margin {fmt.number(float(item['margin']))}" if item.get("margin") is not None else ""
     counts = ", ".join(f"{len(flips.get(kind, ()))} {label}" for kind, label in FLIP_KINDS)
     mcnemar = f", McNemar p = {_num(item.get('mcnemar_p'))}" if item.get("binary") else ""
+    if verdict and item.get("decides") is False:
+        badge += ' <span class="muted">judged on a selection: shown, not deciding</span>'
     head = (
         f'<div class="card policy-comparison" data-dataset="{html.escape(dataset)}" '
         f'data-baseline="{html.escape(baseline)}" data-candidate="{html.escape(candidate)}" '
@@ -128,7 +133,7 @@ def _flips(base: Side, cand: Side, flip_of: Mapping[str, str], baseline: str, ca
     if not flip_of:
         return ""
     blocks = []
-    for task, kind in flip_of.items():
+    for number, (task, kind) in enumerate(flip_of.items()):
         repeats = sorted({repeat for task_id, repeat in [*base, *cand] if task_id == task})
         rows = "".join(
             '<div class="policy-pair">'
@@ -138,11 +143,13 @@ def _flips(base: Side, cand: Side, flip_of: Mapping[str, str], baseline: str, ca
             for repeat in repeats
         )
         blocks.append(
-            f'<details class="policy-flip" data-task="{html.escape(task)}" data-flip="{kind}" open>'
+            f'<details class="policy-flip" data-task="{html.escape(task)}" data-flip="{kind}"'
+            f"{' open' if number < OPEN_FLIPS_UP_TO else ''}>"
             f'<summary><span class="task-id">{html.escape(task)}</span> '
             f"{html.escape(dict(FLIP_KINDS)[kind])}</summary>{rows}</details>"
         )
-    return f"<h4>Tasks that flip: both transcripts</h4>{''.join(blocks)}"
+    folded = f" (past the first {OPEN_FLIPS_UP_TO}: folded)" if len(blocks) > OPEN_FLIPS_UP_TO else ""
+    return f"<h4>Tasks that flip: both transcripts{folded}</h4>{''.join(blocks)}"
 
 
 def _transcript(entry: tuple[int, RolloutResult] | None, policy: str) -> str:

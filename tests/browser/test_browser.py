@@ -32,7 +32,7 @@ from pytest_gym_eval.history.stability import RunOutcome, assess
 from pytest_gym_eval.history.summary import DatasetHistory, summary_json
 from pytest_gym_eval.models import Policy
 from pytest_gym_eval.outcome import output_text
-from pytest_gym_eval.reporting import fmt, html
+from pytest_gym_eval.reporting import fmt, html, policies_page
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.json_report import build_report
 from pytest_gym_eval.reporting.summary import Conclusion, Flip, RolloutResult, session_verdict, summarize
@@ -379,7 +379,9 @@ def test_the_history_section_reads_without_the_script(chromium: Any, history_pag
 # --- Policies compared (--gym-policy) ---------------------------------------------------------------------
 
 
-def test_a_flipping_tasks_two_transcripts_are_open_side_by_side(chromium: Any, tmp_path: Path) -> None:
+def test_a_flipping_tasks_two_transcripts_are_open_side_by_side(
+    chromium: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     agents = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
     rewards = {("ta", "base"): 1.0, ("ta", "cand"): 0.0, ("tb", "base"): 1.0, ("tb", "cand"): 1.0}
     results = [
@@ -413,3 +415,13 @@ def test_a_flipping_tasks_two_transcripts_are_open_side_by_side(chromium: Any, t
     assert base.is_displayed() and cand.is_displayed() and base.rect["y"] == cand.rect["y"]  # next to each other
     assert base.rect["x"] + base.rect["width"] <= cand.rect["x"]
     shot(chromium, tmp_path, "policies")
+    # Past the first flips a task is folded; its transcripts are drawn when it is opened.
+    monkeypatch.setattr(policies_page, "OPEN_FLIPS_UP_TO", 0)
+    page.write_text(html.render_page(conclusion, results, {}, transcripts=transcripts), encoding="utf-8")
+    open_page(chromium, page)
+    assert one(chromium, ".policy-flip").get_attribute("open") is None
+    assert [column.get_attribute("innerHTML") for column in by_css(chromium, ".policy-transcript")] == ["", ""]
+    click(chromium, 'a[href="#policies"]')
+    click(chromium, ".policy-flip summary")
+    WebDriverWait(chromium, 10).until(lambda d: len(by_css(d, ".policy-transcript .final-output")) == 2)
+    assert [node.text for node in by_css(chromium, ".policy-transcript .final-output")] == ["Answer C", "Answer B"]

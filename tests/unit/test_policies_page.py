@@ -13,8 +13,8 @@ from pytest_gym_eval.__main__ import main as cli
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.models import Policy
 from pytest_gym_eval.reporting import html
-from pytest_gym_eval.reporting.json_report import build_report, write_report
-from pytest_gym_eval.reporting.policies_page import policies_section
+from pytest_gym_eval.reporting.json_report import build_report, comparison_json, write_report
+from pytest_gym_eval.reporting.policies_page import OPEN_FLIPS_UP_TO, policies_section
 from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
 from pytest_gym_eval.results import conclude
 
@@ -112,3 +112,23 @@ def test_a_task_only_one_policy_ran_says_so(tmp_path: Path) -> None:
     section = policies_section(item["comparisons"], results)
     flip = re.search(r'<details class="policy-flip" data-task="ta".*?</details>', section, re.S)
     assert flip and flip.group(0).count('class="policy-transcript"') == 3 and "not run" in flip.group(0)
+
+
+def test_past_the_first_flips_the_transcripts_are_folded_and_a_selection_does_not_decide(tmp_path: Path) -> None:
+    tasks = [f"t{k:02d}" for k in range(OPEN_FLIPS_UP_TO + 2)]
+    results = [
+        RolloutResult(f"mcqa.jsonl::{task}[r0-{policy}]", "mcqa.jsonl", task, 0, AGENTS[policy], status, reward)
+        for task in tasks
+        for policy, status, reward in (("base", "passed", 1.0), ("cand", "failed", 0.0))
+    ]
+    conclusion = conclusion_of(results, tmp_path)
+    section = policies_section([comparison_json(item) for item in conclusion.policies], results)
+    opened = re.findall(r'<details class="policy-flip" data-task="(\w+)" data-flip="only_baseline"( open)?>', section)
+    assert [(task, bool(flag)) for task, flag in opened] == [
+        (task, k < OPEN_FLIPS_UP_TO) for k, task in enumerate(tasks)
+    ]
+    assert f"(past the first {OPEN_FLIPS_UP_TO}: folded)" in section and "not deciding" not in section
+    undecided = [replace(item, decides=False) for item in conclusion.policies]
+    assert "judged on a selection: shown, not deciding" in policies_section(
+        [comparison_json(item) for item in undecided], results
+    )

@@ -374,10 +374,18 @@
   });
   // A link to one rollout (#rollout=NODEID) opens it once the transcripts below this script are parsed.
   document.addEventListener("DOMContentLoaded", function () {
-    // The policies compared: both transcripts of each task that flips, side by side, open.
-    document.querySelectorAll(".policy-transcript[data-i]").forEach(function (column) {
-      var index = Number(column.getAttribute("data-i"));
-      if (rollouts[index]) fill(column, index);
+    // The policies compared: both transcripts of each task that flips, side by side; a folded task's when opened.
+    document.querySelectorAll(".policy-flip").forEach(function (flip) {
+      function draw() {
+        if (!flip.open || flip.hasAttribute("data-drawn")) return;
+        flip.setAttribute("data-drawn", "1");
+        flip.querySelectorAll(".policy-transcript[data-i]").forEach(function (column) {
+          var index = Number(column.getAttribute("data-i"));
+          if (rollouts[index]) fill(column, index);
+        });
+      }
+      flip.addEventListener("toggle", draw);
+      draw();
     });
     if (location.hash.indexOf("#rollout=") !== 0) return;
     var wanted = decodeURIComponent(location.hash.slice(9));
