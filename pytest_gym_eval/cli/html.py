@@ -53,6 +53,7 @@ def main(argv: Sequence[str]) -> int:
         problems = html.write_page(
             output, conclusion, results, meta, baseline=baseline, run_failed=outputs.run_failure(meta),
             history=history if isinstance(history := report.get("history"), dict) else None,
+            comparisons=given_comparisons if isinstance(given_comparisons := report.get("comparisons"), list) else None,
         )  # fmt: skip
     except OSError as error:
         cli.error("html", f"cannot write {output}: {error}")

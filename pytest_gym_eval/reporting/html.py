@@ -4,8 +4,9 @@ The page reads the summary model (:class:`~pytest_gym_eval.reporting.summary.Con
 :class:`~pytest_gym_eval.reporting.summary.RolloutResult`) like every other output, plus the full rollout records (read
 from Gym's files through each rollout's ``record``, see :mod:`.transcripts`). Everything it needs is inside the one
 file: the styles, the script (``assets/report.css``, ``assets/report.js``, inlined), the data as JSON, hand-written SVG
-histograms and, with ``--gym-history``, the history's trend plots and sparklines (:mod:`.history_page`). Opening it
-needs no network and no server. :func:`render_page` (its docstring says what is drawn where) and
+histograms, with ``--gym-history`` the history's trend plots and sparklines (:mod:`.history_page`), and with two or
+more ``--gym-policy`` the policies compared side by side (:mod:`.policies_page`). Opening it needs no network and no
+server. :func:`render_page` (its docstring says what is drawn where) and
 :func:`write_page`. What users see: docs/reports.md.
 """
 
@@ -31,6 +32,7 @@ from pytest_gym_eval.reporting.charts import palette_css, short
 from pytest_gym_eval.reporting.charts import palette_index as palette_index
 from pytest_gym_eval.reporting.charts import reward_range as reward_range
 from pytest_gym_eval.reporting.history_page import history_section
+from pytest_gym_eval.reporting.json_report import comparison_json
 from pytest_gym_eval.reporting.page_data import DROPPED as DROPPED
 from pytest_gym_eval.reporting.page_data import ERRORED as ERRORED
 from pytest_gym_eval.reporting.page_data import FAILED as FAILED
@@ -40,6 +42,7 @@ from pytest_gym_eval.reporting.page_data import FLIPPED as FLIPPED
 from pytest_gym_eval.reporting.page_data import PAGE_SIZE as PAGE_SIZE
 from pytest_gym_eval.reporting.page_data import page_data as page_data
 from pytest_gym_eval.reporting.page_data import transcripts_of as transcripts_of
+from pytest_gym_eval.reporting.policies_page import policies_section
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
     BaselineComparison,
@@ -70,6 +73,7 @@ def render_page(
     transcripts: Sequence[dict[str, Any] | None] | None = None,
     notes: Sequence[str] = (),
     history: Mapping[str, Any] | None = None,
+    comparisons: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The whole page as HTML text.
 
@@ -77,7 +81,9 @@ def render_page(
     with (for the per-task baseline means; ``conclusion.comparisons`` holds the comparison itself);
     ``transcripts`` one entry per result (None: not available; default: none at all); ``notes`` sentences
     shown at the top (e.g. records that could not be read); ``history`` the JSON report's ``history`` block
-    (``--gym-history``; None without), drawn after the datasets (:mod:`.history_page`).
+    (``--gym-history``; None without), drawn after the datasets (:mod:`.history_page`); ``comparisons`` the JSON
+    report's ``comparisons`` list (default: made from ``conclusion.policies``), drawn before the datasets when a
+    session compared policies (:mod:`.policies_page`).
 
     What is drawn where: the summaries, gates, histograms, the comparison with a baseline and the replay flips
     are HTML written here, so they show as soon as the file is parsed. The task x repeat grids (sorting,
@@ -103,6 +109,9 @@ def render_page(
     css = (ASSETS / "report.css").read_text(encoding="utf-8") + "\n" + palette_css()
     script = (ASSETS / "report.js").read_text(encoding="utf-8")
     every = list(transcripts) if transcripts is not None else [None] * len(results)
+    if comparisons is None:
+        comparisons = [comparison_json(item) for item in conclusion.policies]
+    policies = policies_section(comparisons, results)
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -117,8 +126,16 @@ def render_page(
             f"<style>\n{css}\n</style>",
             "</head>",
             "<body>",
-            _header(conclusion, results, meta, notes, has_history=bool(history_section(history))),
+            _header(
+                conclusion,
+                results,
+                meta,
+                notes,
+                has_history=bool(history_section(history)),
+                has_policies=bool(policies),
+            ),
             "<main>",
+            policies,
             *sections,
             history_section(history),
             "</main>",
@@ -168,6 +185,7 @@ def _header(
     notes: Sequence[str],
     *,
     has_history: bool = False,
+    has_policies: bool = False,
 ) -> str:
     status = conclusion.exit_status
     state = "none" if status == -1 else "pass" if status == 0 else "fail"
@@ -182,11 +200,15 @@ def _header(
         for key, label in _META_SHOWN
         if meta.get(key) not in (None, "")
     )
-    toc = "".join(
-        f'<li><a href="#group-{number}">{html.escape(summary.title)}</a> '
-        f"{_badge(summary.verdict.value if summary.verdict else None)}</li>"
-        for number, summary in enumerate(conclusion.summaries)
-    ) + ('<li><a href="#history">History across runs</a></li>' if has_history else "")
+    toc = (
+        ('<li><a href="#policies">Policies compared</a></li>' if has_policies else "")
+        + "".join(
+            f'<li><a href="#group-{number}">{html.escape(summary.title)}</a> '
+            f"{_badge(summary.verdict.value if summary.verdict else None)}</li>"
+            for number, summary in enumerate(conclusion.summaries)
+        )
+        + ('<li><a href="#history">History across runs</a></li>' if has_history else "")
+    )
     reason = html.escape(conclusion.reason) if conclusion.reason else "No CI gate was set: pytest's exit status holds."
     notes_html = "".join(
         f'<p class="note{" run-failed" if note.startswith(RUN_FAILED) else ""}">{html.escape(note)}</p>'
@@ -471,10 +493,11 @@ def write_page(
     baseline: Mapping[str, Any] | None = None,
     run_failed: str | None = None,
     history: Mapping[str, Any] | None = None,
+    comparisons: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """Read every result's record and write the page to ``path`` (atomically, parents created); ``run_failed``
     is why Gym's run failed, when it did (:func:`pytest_gym_eval.reporting.outputs.run_failure`), shown first;
-    ``history`` the JSON report's ``history`` block (:func:`render_page`).
+    ``history`` the JSON report's ``history`` block and ``comparisons`` its ``comparisons`` list (:func:`render_page`).
 
     Returns the problems met reading the records (each also shown on the page); a rollout whose record could
     not be read has no transcript but keeps its place in the grid. API keys are redacted from the transcripts
@@ -487,7 +510,8 @@ def write_page(
     secrets = api_key_of(meta)
     transcripts, notes = redacted(transcripts, secrets), redacted(notes, secrets)
     text = render_page(
-        conclusion, results, meta, baseline=baseline, transcripts=transcripts, notes=notes, history=history
-    )
+        conclusion, results, meta, baseline=baseline, transcripts=transcripts, notes=notes, history=history,
+        comparisons=comparisons,
+    )  # fmt: skip
     write_text_atomic(path, text, errors="backslashreplace")
     return problems

@@ -48,7 +48,7 @@ def build_report(
     ``flips`` when a recording was replayed (``flips`` not None, possibly empty), and ``plan`` when given: what
     the session collected and selected (:func:`pytest_gym_eval.shard.report_plan`), which
     ``python -m pytest_gym_eval merge`` needs, and ``comparisons`` when a session compared policies (non-empty
-    ``comparisons``: each candidate against the baseline per dataset, :func:`_comparison_json`).
+    ``comparisons``: each candidate against the baseline per dataset, :func:`comparison_json`).
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
@@ -69,13 +69,13 @@ def build_report(
             for flip in flips
         ]
     if comparisons:
-        report["comparisons"] = [_comparison_json(item) for item in comparisons]
+        report["comparisons"] = [comparison_json(item) for item in comparisons]
     if plan is not None:
         report["plan"] = _json_safe(plan)
     return report
 
 
-def _comparison_json(item: PolicyComparison) -> dict[str, Any]:
+def comparison_json(item: PolicyComparison) -> dict[str, Any]:
     """One candidate against the baseline: the paired difference, both means, the flips (task ids), McNemar's p
     (null unless every reward is 0 or 1), the ``--gym-max-regression`` verdict with Gym's word for it (``verdict``,
     ``gym_verdict``, ``margin``: null without that gate) and ``gates``, every comparison gate's (non-inferiority,

@@ -1,7 +1,8 @@
 """The HTML report in a real browser (headless Chromium, fixture ``chromium``): first a page written by a real-Gym
 run of Gym's mcqa example (its numbers against the JSON report, a failed rollout's transcript, the errors
 filter, the replay flips), then a large synthetic page (pages of tasks, sorting, filters, continuous rewards,
-a tool-calling transcript). Every test saves a screenshot in its tmp dir and fails on a console error.
+a tool-calling transcript), the history section and two policies compared. Every test saves a screenshot in its tmp
+dir and fails on a console error.
 """
 
 from __future__ import annotations
@@ -25,14 +26,17 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from pytest_gym_eval.__main__ import main as cli
 from pytest_gym_eval.gates import Gate, GateMode
+from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.drift import cusum_drift
 from pytest_gym_eval.history.stability import RunOutcome, assess
 from pytest_gym_eval.history.summary import DatasetHistory, summary_json
+from pytest_gym_eval.models import Policy
 from pytest_gym_eval.outcome import output_text
-from pytest_gym_eval.reporting import fmt, html
+from pytest_gym_eval.reporting import fmt, html, policies_page
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.json_report import build_report
 from pytest_gym_eval.reporting.summary import Conclusion, Flip, RolloutResult, session_verdict, summarize
+from pytest_gym_eval.results import conclude
 from tests.support.browser import open_page
 from tests.support.real_gym import GymExample, SharedGym
 
@@ -370,3 +374,54 @@ def test_the_history_section_reads_without_the_script(chromium: Any, history_pag
     assert one(chromium, ".trend circle.mean.alarm").is_displayed()
     assert "mean reward moved down: 0.500 at run 14" in one(chromium, ".drift-evidence").text
     assert one(chromium, 'tr.history-task[data-task="b"] .sparkline').is_displayed()
+
+
+# --- Policies compared (--gym-policy) ---------------------------------------------------------------------
+
+
+def test_a_flipping_tasks_two_transcripts_are_open_side_by_side(
+    chromium: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
+    rewards = {("ta", "base"): 1.0, ("ta", "cand"): 0.0, ("tb", "base"): 1.0, ("tb", "cand"): 1.0}
+    results = [
+        RolloutResult(
+            f"mcqa.jsonl::{task}[r0-{policy}]", "mcqa.jsonl", task, 0, agents[policy],
+            "passed" if reward else "failed", reward,
+        )
+        for (task, policy), reward in rewards.items()
+    ]  # fmt: skip
+    answers = {"base": "C", "cand": "B"}
+    transcripts = [
+        {
+            "items": [
+                {"kind": "message", "role": "user", "text": f"Question {r.task_id}?"},
+                {"kind": "message", "role": "assistant", "text": f"Answer {answers[r.nodeid[-5:-1]]}"},
+            ],
+            "output_from": 1, "final": 1, "expected": "C", "verifier": {}, "usage": None, "tools": [],
+        }
+        for r in results
+    ]  # fmt: skip
+    policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
+    conclusion = conclude(results, GymOptions(rootdir=tmp_path, policies=policies))
+    page = tmp_path / "policies.html"
+    page.write_text(html.render_page(conclusion, results, {}, transcripts=transcripts), encoding="utf-8")
+    open_page(chromium, page)
+    click(chromium, 'a[href="#policies"]')
+    (flip,) = by_css(chromium, ".policy-flip")
+    assert flip.get_attribute("data-task") == "ta" and flip.get_attribute("open") is not None
+    base, cand = flip.find_elements("css selector", ".policy-transcript")
+    assert one(base, ".final-output").text == "Answer C" and one(cand, ".final-output").text == "Answer B"
+    assert base.is_displayed() and cand.is_displayed() and base.rect["y"] == cand.rect["y"]  # next to each other
+    assert base.rect["x"] + base.rect["width"] <= cand.rect["x"]
+    shot(chromium, tmp_path, "policies")
+    # Past the first flips a task is folded; its transcripts are drawn when it is opened.
+    monkeypatch.setattr(policies_page, "OPEN_FLIPS_UP_TO", 0)
+    page.write_text(html.render_page(conclusion, results, {}, transcripts=transcripts), encoding="utf-8")
+    open_page(chromium, page)
+    assert one(chromium, ".policy-flip").get_attribute("open") is None
+    assert [column.get_attribute("innerHTML") for column in by_css(chromium, ".policy-transcript")] == ["", ""]
+    click(chromium, 'a[href="#policies"]')
+    click(chromium, ".policy-flip summary")
+    WebDriverWait(chromium, 10).until(lambda d: len(by_css(d, ".policy-transcript .final-output")) == 2)
+    assert [node.text for node in by_css(chromium, ".policy-transcript .final-output")] == ["Answer C", "Answer B"]

@@ -5,6 +5,7 @@ tests/unit/test_models.py; real Gym: tests/real_gym/test_policies_real_gym.py)."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -229,8 +230,9 @@ def test_the_candidate_is_compared_with_the_baseline_in_every_report(
     (the failed rollouts themselves do not fail a gated session)."""
     write_tasks(pytester, [1.0] * 9 + [0.0], [0.0] + [1.0] * 9)
     result = pytester.runpytest_subprocess(
-        *policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.4", "--gym-report=r.json", "--junitxml=j.xml"
-    )
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.4", "--gym-report=r.json", "--junitxml=j.xml",
+        "--gym-html=r.html",
+    )  # fmt: skip
     assert result.ret == 0
     block = [
         "mcqa.jsonl: cand vs base",
@@ -263,6 +265,25 @@ def test_the_candidate_is_compared_with_the_baseline_in_every_report(
         "0", "PASS", "1",
     )  # fmt: skip
     assert float(properties[prefix + "delta.high"]) == pytest.approx(entry["delta"]["high"], rel=1e-5)
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert '<a href="#policies">Policies compared</a>' in page and 'data-verdict="PASS"' in page
+    assert flipping_transcripts(page, report) == {
+        "t0": ["mcqa.jsonl::t0[r0-base]", "mcqa.jsonl::t0[r0-cand]"],
+        "t9": ["mcqa.jsonl::t9[r0-base]", "mcqa.jsonl::t9[r0-cand]"],
+    }
+
+
+def flipping_transcripts(page: str, report: dict[str, object]) -> dict[str, list[str]]:
+    """Per flipping task on the HTML page, the node ids of the rollouts whose transcripts sit side by side (each
+    column's ``data-i`` is its rollout's index in the JSON report's ``rollouts``)."""
+    rollouts = report["rollouts"]
+    assert isinstance(rollouts, list)
+    return {
+        task: [rollouts[int(i)]["nodeid"] for i in re.findall(r'class="policy-transcript" data-i="(\d+)"', body)]
+        for task, body in re.findall(
+            r'<details class="policy-flip" data-task="([^"]+)"[^>]*>(.*?)</details>', page, re.S
+        )
+    }
 
 
 def test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_the_margin(
@@ -385,7 +406,7 @@ def test_merged_shards_compare_the_policies_as_one_session(
     (pytester.path / "s2.json").write_text(json.dumps(shards[1]))
     merged = subprocess.run(
         [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json",
-         "--junitxml=merged.xml"],
+         "--junitxml=merged.xml", "--gym-html=merged.html"],
         cwd=pytester.path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert merged.returncode == alone.ret == status, merged.stdout + merged.stderr
@@ -394,6 +415,8 @@ def test_merged_shards_compare_the_policies_as_one_session(
     assert report["comparisons"] == one["comparisons"]
     assert report["comparisons"][0]["flips"]["only_baseline"] == ["t0", "t1", "t2", "t3", "t4", "t5"]
     assert report["comparisons"][0]["verdict"] == ("FAIL" if status else "PASS")
+    flipping = flipping_transcripts((pytester.path / "merged.html").read_text(encoding="utf-8"), report)
+    assert flipping == {f"t{k}": [f"mcqa.jsonl::t{k}[r0-base]", f"mcqa.jsonl::t{k}[r0-cand]"] for k in range(6)}
     assert report["session"] == one["session"]
     assert [s["policy"] for s in report["datasets"]] == ["base", "cand"]
     block = [line for line in alone.outlines if line.startswith(("mcqa.jsonl: cand vs base", "  delta", "  flips"))]

@@ -247,17 +247,13 @@
     return node;
   }
 
-  function open(index, source) {
+  // One rollout's facts, answer, verifier and conversation, into body (the drawer's, or a policy comparison's column).
+  function fill(body, index) {
     var rollout = rollouts[index];
-    if (!rollout) return;
     var group = data.groups[rollout[GROUP]];
     var script = transcriptOf(index);
     var extras = rollout[EXTRAS] || {};
-    drawer.querySelector(".drawer-title").textContent = rollout[NODEID];
-    var body = drawer.querySelector(".drawer-body");
     body.textContent = "";
-    drawer.setAttribute("data-i", String(index));
-    drawer.setAttribute("data-status", rollout[STATUS]);
     var status = el("span", "status " + rollout[STATUS], rollout[STATUS]);
     var reward = rollout[STATUS] === "error" ? "none (an error has no reward)"
       : String(rollout[REWARD]) + " (pass threshold " + group.threshold + ")";
@@ -319,6 +315,16 @@
       if (!script.items.length) conversation.appendChild(el("p", "empty", "No messages."));
       body.appendChild(conversation);
     }
+  }
+
+  function open(index, source) {
+    var rollout = rollouts[index];
+    if (!rollout) return;
+    drawer.querySelector(".drawer-title").textContent = rollout[NODEID];
+    var body = drawer.querySelector(".drawer-body");
+    drawer.setAttribute("data-i", String(index));
+    drawer.setAttribute("data-status", rollout[STATUS]);
+    fill(body, index);
     if (openCell) openCell.classList.remove("open");
     openCell = source && source.classList.contains("cell") ? source : null;
     if (openCell) openCell.classList.add("open");
@@ -368,6 +374,19 @@
   });
   // A link to one rollout (#rollout=NODEID) opens it once the transcripts below this script are parsed.
   document.addEventListener("DOMContentLoaded", function () {
+    // The policies compared: both transcripts of each task that flips, side by side; a folded task's when opened.
+    document.querySelectorAll(".policy-flip").forEach(function (flip) {
+      function draw() {
+        if (!flip.open || flip.hasAttribute("data-drawn")) return;
+        flip.setAttribute("data-drawn", "1");
+        flip.querySelectorAll(".policy-transcript[data-i]").forEach(function (column) {
+          var index = Number(column.getAttribute("data-i"));
+          if (rollouts[index]) fill(column, index);
+        });
+      }
+      flip.addEventListener("toggle", draw);
+      draw();
+    });
     if (location.hash.indexOf("#rollout=") !== 0) return;
     var wanted = decodeURIComponent(location.hash.slice(9));
     for (var i = 0; i < rollouts.length; i++) {
