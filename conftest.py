@@ -84,12 +84,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 # How long each tier took, for .ci/run's log: the summed durations of the items' phases (fixtures' set-up
 # included), from the reports, which the pytest-xdist controller receives too.
 _TIER_SECONDS: dict[str, float] = {}
-# (marker, tier); the first match wins
+# (marker, tier); the first match wins; the rest is the fast tier (tests/unit and tests/plugin)
 _TIERS = (("browser", "browser"), ("live", "live"), ("gym", "real-Gym"), ("compat", "compat"))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    tier = next((name for mark, name in _TIERS if mark in report.keywords), "unit")
+    tier = next((name for mark, name in _TIERS if mark in report.keywords), "fast")
     _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
 
 
