@@ -1,8 +1,9 @@
 """Tokens, latency and cost of rollouts: read from Gym's rollout records, summed and ranked per dataset.
 
 :func:`record_usage` (its docstring: what Gym 0.7.0 records per rollout, and why latency is never guessed),
-:class:`Price` (cost only from prices the user gives), :func:`token_totals`, :func:`latency_summary`. What users
-see: docs/gates-and-statistics.md.
+:class:`Price` (cost only from prices the user gives), :func:`token_totals`, :func:`latency_summary`, and
+:class:`SideUsage` with :func:`ratio` (one policy's usage in a comparison of policies, candidate over baseline). What
+users see: docs/gates-and-statistics.md, docs/models.md.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -212,3 +213,31 @@ def usage_from_properties(properties: Mapping[str, object]) -> Usage:
     if all(value is None for value in tokens) and latency is None:
         return NO_USAGE
     return Usage(tokens[0], tokens[1], tokens[2], latency)
+
+
+@dataclass(frozen=True)
+class SideUsage:
+    """One policy's tokens and latency in a comparison of policies (``--gym-policy``), over the rollouts of the
+    comparison's pairs: ``tokens`` (:class:`TokenTotals`) and ``latency`` (:class:`LatencySummary`, seconds)."""
+
+    tokens: TokenTotals = field(default_factory=TokenTotals)
+    latency: LatencySummary = field(default_factory=lambda: latency_summary(()))
+
+    @property
+    def recorded(self) -> bool:
+        """Whether any of its rollouts recorded a token count or a latency."""
+        return bool(self.tokens.rollouts or self.latency.n)
+
+    @property
+    def tokens_per_rollout(self) -> float | None:
+        """``tokens.total_tokens / tokens.rollouts``: the mean total tokens of a rollout that recorded a count;
+        None when none did."""
+        return self.tokens.total_tokens / self.tokens.rollouts if self.tokens.rollouts else None
+
+
+def ratio(candidate: float | None, baseline: float | None) -> float | None:
+    """``candidate / baseline`` (e.g. 1.25: the candidate uses a quarter more); None when either is None or not
+    finite, or ``baseline`` is not above 0 (no ratio makes sense then)."""
+    if candidate is None or baseline is None or not (math.isfinite(candidate) and math.isfinite(baseline)):
+        return None
+    return candidate / baseline if baseline > 0 else None

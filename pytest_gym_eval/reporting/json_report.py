@@ -23,6 +23,7 @@ from pytest_gym_eval.reporting.summary import (
 )
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval
+from pytest_gym_eval.usage import SideUsage, ratio
 
 REPORT_SCHEMA_VERSION = 1
 """Version of the JSON report's layout (``schema_version``); :func:`load_report` reads only this one."""
@@ -79,7 +80,8 @@ def comparison_json(item: PolicyComparison) -> dict[str, Any]:
     """One candidate against the baseline: the paired difference, both means, the flips (task ids), McNemar's p
     (null unless every reward is 0 or 1), the ``--gym-max-regression`` verdict with Gym's word for it (``verdict``,
     ``gym_verdict``, ``margin``: null without that gate) and ``gates``, every comparison gate's (non-inferiority,
-    superiority)."""
+    superiority); ``usage``, only when either side's paired rollouts recorded tokens or a latency
+    (:func:`comparison_usage_json`)."""
     difference, flips, result = item.comparison.difference, item.comparison.flips, item.result
     return {
         "dataset": item.dataset,
@@ -111,6 +113,37 @@ def comparison_json(item: PolicyComparison) -> dict[str, Any]:
             for r in item.comparison.results
         ],
         "decides": item.decides,
+        **({"usage": comparison_usage_json(item)} if item.usage_recorded else {}),
+    }
+
+
+def comparison_usage_json(item: PolicyComparison) -> dict[str, Any]:
+    """Both sides' tokens and latency over the pairs, ``{"baseline": SIDE, "candidate": SIDE, "ratio": {...}}``:
+    a SIDE is ``tokens`` (``input``, ``output``, ``total``, ``rollouts`` with a count, ``per_rollout``: total /
+    rollouts, null without a count) and ``latency`` (``median``, ``p95`` seconds, ``n``); ``ratio`` is candidate /
+    baseline of ``tokens_per_rollout`` and ``latency_median`` (null where either is unknown or the baseline's 0)."""
+
+    def side(usage: SideUsage) -> dict[str, Any]:
+        tokens, latency = usage.tokens, usage.latency
+        return {
+            "tokens": {
+                "input": tokens.input_tokens,
+                "output": tokens.output_tokens,
+                "total": tokens.total_tokens,
+                "rollouts": tokens.rollouts,
+                "per_rollout": usage.tokens_per_rollout,
+            },
+            "latency": {"median": _finite(latency.median), "p95": _finite(latency.p95), "n": latency.n},
+        }
+
+    base, cand = item.baseline_usage, item.candidate_usage
+    return {
+        "baseline": side(base),
+        "candidate": side(cand),
+        "ratio": {
+            "tokens_per_rollout": ratio(cand.tokens_per_rollout, base.tokens_per_rollout),
+            "latency_median": ratio(cand.latency.median, base.latency.median),
+        },
     }
 
 

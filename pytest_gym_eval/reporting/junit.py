@@ -18,7 +18,8 @@ Suite property names (the test suite's ``<properties>``, valid in every family):
   ``input_tokens``, ``output_tokens``, ``total_tokens``, ``token_rollouts``, ``latency_median``,
   ``latency_p95``, ``cost``; in a session comparing policies (``--gym-policy``), each candidate against the
   baseline: ``compare.<candidate>.<name>`` (:func:`comparison_properties`: ``delta``, ``delta.low``,
-  ``delta.high``, ``p_value``, ``verdict``, ...).
+  ``delta.high``, ``p_value``, ``verdict``, ..., and each side's usage over the pairs: ``baseline.total_tokens``,
+  ``candidate.latency_median``, ``ratio.tokens_per_rollout``, ...).
 
 Per rollout: ``reward`` (absent for an error: an error has no reward), ``task_id``, ``repeat``, ``agent``,
 ``record``, ``input_tokens``/``output_tokens``/``total_tokens`` and ``latency`` (seconds) when Gym recorded them
@@ -47,6 +48,7 @@ from pytest_gym_eval.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
 from pytest_gym_eval.gates import GateResult
 from pytest_gym_eval.on_demand import ON_DEMAND_PROPERTY
 from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, PolicyComparison, RolloutResult
+from pytest_gym_eval.usage import ratio
 
 SYSTEM_OUT_PREFIX = "gym-eval: "
 """How the line that carries a rollout's values in an xunit2 testcase's ``<system-out>`` starts."""
@@ -110,7 +112,8 @@ def comparison_properties(item: PolicyComparison) -> list[tuple[str, str]]:
     mean reward, paired by task), ``baseline_mean``, ``candidate_mean``, ``pairs``, ``lost`` and ``gained`` (tasks
     only the baseline or only the candidate passes), ``p_value`` (McNemar's exact, only when every reward is 0 or
     1), with ``--gym-max-regression``, ``verdict`` and ``gym_verdict`` (Gym #1493's word) and, with
-    ``--gym-min-improvement``, ``superiority.verdict`` and ``superiority.margin``."""
+    ``--gym-min-improvement``, ``superiority.verdict`` and ``superiority.margin``; and each side's tokens and latency
+    over the pairs (:func:`comparison_usage_pairs`)."""
     difference, flips, result = item.comparison.difference, item.comparison.flips, item.result
     delta = difference.interval
     pairs: list[tuple[str, object]] = [
@@ -130,7 +133,37 @@ def comparison_properties(item: PolicyComparison) -> list[tuple[str, str]]:
         pairs += [("verdict", result.verdict.value), ("gym_verdict", gym_verdict(result))]
     if (better := item.gate_result(Hypothesis.SUPERIORITY)) is not None:
         pairs += [("superiority.verdict", better.verdict.value), ("superiority.margin", better.gate.margin)]
+    pairs += comparison_usage_pairs(item)
     return _texts(f"{property_prefix(item.dataset)}compare.{item.candidate}.", pairs)
+
+
+def comparison_usage_pairs(item: PolicyComparison) -> list[tuple[str, object]]:
+    """Each side's usage over the pairs, named ``<side>.<name>`` (side ``baseline`` or ``candidate``) as a dataset's
+    (:func:`usage_properties`): ``input_tokens``, ``output_tokens``, ``total_tokens``, ``token_rollouts`` and
+    ``tokens_per_rollout`` when the side recorded tokens, ``latency_median`` and ``latency_p95`` (seconds) when it
+    recorded a latency; then ``ratio.tokens_per_rollout`` and ``ratio.latency_median`` (candidate / baseline) when
+    both sides have the value and the baseline's is above 0."""
+    pairs: list[tuple[str, object]] = []
+    for name, usage in (("baseline", item.baseline_usage), ("candidate", item.candidate_usage)):
+        tokens, latency = usage.tokens, usage.latency
+        if tokens.rollouts:
+            pairs += [
+                (f"{name}.input_tokens", tokens.input_tokens),
+                (f"{name}.output_tokens", tokens.output_tokens),
+                (f"{name}.total_tokens", tokens.total_tokens),
+                (f"{name}.token_rollouts", tokens.rollouts),
+                (f"{name}.tokens_per_rollout", usage.tokens_per_rollout),
+            ]
+        if latency.n:
+            pairs += [(f"{name}.latency_median", latency.median), (f"{name}.latency_p95", latency.p95)]
+    base, cand = item.baseline_usage, item.candidate_usage
+    for name, value in (
+        ("tokens_per_rollout", ratio(cand.tokens_per_rollout, base.tokens_per_rollout)),
+        ("latency_median", ratio(cand.latency.median, base.latency.median)),
+    ):
+        if value is not None:
+            pairs.append((f"ratio.{name}", value))
+    return pairs
 
 
 def usage_properties(summary: DatasetSummary) -> list[tuple[str, str]]:

@@ -5,19 +5,21 @@ on the rollouts both rolled out, and the failures of its comparison gates (``--g
 The statistics are :mod:`pytest_gym_eval.comparison`'s (:func:`~pytest_gym_eval.comparison.compare`: the paired
 difference in mean reward, clustered by task; the flips with McNemar's exact test; the gates). This module only
 turns the session's rollout results into its input: ``{(task id, repeat): reward}`` of each policy, a rollout
-attributed to its policy by the agent instance that ran it (:func:`~pytest_gym_eval.models.policy_of`).
+attributed to its policy by the agent instance that ran it (:func:`~pytest_gym_eval.models.policy_of`), and each
+side's tokens and latency over the same pairs (:func:`paired_usage`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from pytest_gym_eval.comparison import ComparisonGate, Key, compare
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.models import policy_of
-from pytest_gym_eval.reporting.summary import DatasetSummary, PolicyComparison, RolloutResult
+from pytest_gym_eval.reporting.summary import DatasetSummary, PolicyComparison, RolloutResult, usage_summary
+from pytest_gym_eval.usage import SideUsage
 
 
 def compare_policies(
@@ -28,7 +30,8 @@ def compare_policies(
 ) -> list[PolicyComparison]:
     """Per dataset (first-seen order), each candidate (``policies[1:]``, in order) against the baseline
     (``policies[0]``): :func:`~pytest_gym_eval.comparison.compare` of their scored rewards keyed by (task id,
-    repeat), with every gate in ``gates`` judged.
+    repeat), with every gate in ``gates`` judged, and each side's tokens and latency over the pairs
+    (:func:`paired_usage`).
 
     Only scored rollouts count (an errored one has no reward); a (task, repeat) only one side scored is left out of
     every statistic. A dataset any policy has a result for gets a comparison per candidate even without a pair (then
@@ -38,20 +41,41 @@ def compare_policies(
     """
     if len(policies) < 2:
         return []
-    rewards: dict[str, dict[str, dict[Key, float]]] = {}  # dataset -> policy -> (task, repeat) -> reward
+    scored: dict[str, dict[str, dict[Key, RolloutResult]]] = {}  # dataset -> policy -> (task, repeat) -> result
     for result in results:
-        per_policy = rewards.setdefault(result.dataset, {})
+        per_policy = scored.setdefault(result.dataset, {})
         side = per_policy.setdefault(policy_of(result.agent, policies), {})
         if result.score is not None:
-            side[(result.task_id, result.repeat)] = result.score
+            side[(result.task_id, result.repeat)] = result
     baseline = policies[0]
-    return [
-        PolicyComparison(
-            dataset, baseline, candidate, compare(sides.get(baseline, {}), sides.get(candidate, {}), gates, confidence)
-        )
-        for dataset, sides in rewards.items()
-        for candidate in policies[1:]
-    ]
+    found = []
+    for dataset, sides in scored.items():
+        base = sides.get(baseline, {})
+        for candidate in policies[1:]:
+            cand = sides.get(candidate, {})
+            comparison = compare(_rewards(base), _rewards(cand), gates, confidence)
+            base_usage, cand_usage = paired_usage(base, cand)
+            found.append(PolicyComparison(dataset, baseline, candidate, comparison, True, base_usage, cand_usage))
+    return found
+
+
+def _rewards(side: Mapping[Key, RolloutResult]) -> dict[Key, float]:
+    return {key: result.score for key, result in side.items() if result.score is not None}
+
+
+def paired_usage(
+    baseline: Mapping[Key, RolloutResult], candidate: Mapping[Key, RolloutResult]
+) -> tuple[SideUsage, SideUsage]:
+    """Each side's tokens and latency (:func:`~pytest_gym_eval.reporting.summary.usage_summary`: token sums, median
+    and p95 seconds of the recorded latencies) over its rollouts of the pairs: the (task, repeat) keys both sides
+    hold a result for (compare_policies passes scored results only, so the same rollouts as the paired difference).
+    ``(baseline's, candidate's)``; empty :class:`~pytest_gym_eval.usage.SideUsage` when no key is shared."""
+    keys = [key for key in baseline if key in candidate]
+    sides = []
+    for side in (baseline, candidate):
+        tokens, latency, _ = usage_summary([side[key] for key in keys], None)
+        sides.append(SideUsage(tokens, latency))
+    return sides[0], sides[1]
 
 
 def label_policies(summaries: Sequence[DatasetSummary], policies: Sequence[str]) -> list[DatasetSummary]:

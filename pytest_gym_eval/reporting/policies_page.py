@@ -1,7 +1,8 @@
 """The HTML page's "Policies compared" section (``--gym-policy`` with two or more policies, issue 25): per dataset and
 candidate, the paired difference in mean reward with its interval, both means and the ``--gym-max-regression``
-verdict; each task's rewards under both policies side by side; and, for each task that flips (only the baseline or
-only the candidate passes it), both policies' transcripts next to each other, open.
+verdict; both policies' tokens and latency over the pairs (when recorded); each task's rewards under both policies
+side by side; and, for each task that flips (only the baseline or only the candidate passes it), both policies'
+transcripts next to each other, open.
 
 Drawn from the JSON report's ``comparisons`` list (:func:`pytest_gym_eval.reporting.json_report.comparison_json`), so
 the session, ``merge --gym-html`` and ``python -m pytest_gym_eval html REPORT.json`` draw the same section. The
@@ -86,13 +87,38 @@ def _comparison_card(item: Mapping[str, Any], results: Sequence[RolloutResult], 
         f"{fmt.plural(int(item.get('pairs') or 0), 'pair')}{margin}{mcnemar}); mean reward "
         f"{html.escape(baseline)} {_num(item.get('baseline_mean'))}, {html.escape(candidate)} "
         f"{_num(item.get('candidate_mean'))}</p>"
-        f'<p class="policy-flips">{html.escape(counts)}</p>'
+        f'<p class="policy-flips">{html.escape(counts)}</p>' + _usage_table(item.get("usage"), baseline, candidate)
     )
     return (
         head
         + _task_table(sides[baseline], sides[candidate], flip_of, baseline, candidate)
         + _flips(sides[baseline], sides[candidate], flip_of, baseline, candidate)
         + "</div>"
+    )
+
+
+def _usage_table(usage: object, baseline: str, candidate: str) -> str:
+    """Both policies' tokens and latency over the pairs side by side, with candidate / baseline where the JSON entry
+    gives it (:func:`~pytest_gym_eval.reporting.json_report.comparison_usage_json`); '' without ``usage``."""
+    if not isinstance(usage, Mapping):
+        return ""
+    sides = [usage.get("baseline") or {}, usage.get("candidate") or {}]
+    ratios = usage.get("ratio") or {}
+    rows = [
+        ("total tokens", "tokens", "total", None, "{:,.0f}"),
+        ("tokens per rollout", "tokens", "per_rollout", "tokens_per_rollout", "{:,.1f}"),
+        ("latency median (s)", "latency", "median", "latency_median", "{:.2f}"),
+        ("latency p95 (s)", "latency", "p95", None, "{:.2f}"),
+    ]
+    cells = "".join(
+        f"<tr><th>{label}</th>"
+        + "".join(f"<td>{_shown(form, (side.get(group) or {}).get(key))}</td>" for side in sides)
+        + f"<td>{_shown('x{:.2f}', ratios.get(ratio)) if ratio else ''}</td></tr>"
+        for label, group, key, ratio, form in rows
+    )
+    return (
+        f'<table class="policy-usage"><thead><tr><th></th><th>{html.escape(baseline)}</th>'
+        f"<th>{html.escape(candidate)}</th><th>candidate / baseline</th></tr></thead><tbody>{cells}</tbody></table>"
     )
 
 
@@ -160,6 +186,11 @@ def _transcript(entry: tuple[int, RolloutResult] | None, policy: str) -> str:
         f'<div class="policy-side"><h5>{html.escape(policy)}: {html.escape(result.nodeid)}</h5>'
         f'<div class="policy-transcript" data-i="{index}"></div></div>'
     )
+
+
+def _shown(form: str, value: object) -> str:
+    """``value`` formatted by ``form`` (a str.format pattern), "n/a" when it is not a number."""
+    return form.format(value) if isinstance(value, int | float) and not isinstance(value, bool) else "n/a"
 
 
 def _num(value: object) -> str:

@@ -33,7 +33,16 @@ from pytest_gym_eval.gates import (
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.sequential import AdaptiveRecord, judge_record
 from pytest_gym_eval.stats import Interval, PairedComparison
-from pytest_gym_eval.usage import NO_USAGE, LatencySummary, Price, TokenTotals, Usage, latency_summary, token_totals
+from pytest_gym_eval.usage import (
+    NO_USAGE,
+    LatencySummary,
+    Price,
+    SideUsage,
+    TokenTotals,
+    Usage,
+    latency_summary,
+    token_totals,
+)
 
 if TYPE_CHECKING:
     from pytest_gym_eval.selection import Selection
@@ -523,13 +532,22 @@ class PolicyComparison:
     ``comparison`` holds the paired difference, the flips and the results of the comparison gates set
     (``--gym-max-regression``, then ``--gym-min-improvement``);
     ``decides`` is False when the dataset was judged on a selection by name, marker or last outcome (its result is
-    shown but, as with the other gates, does not set the exit status)."""
+    shown but, as with the other gates, does not set the exit status); ``baseline_usage`` and ``candidate_usage``
+    each side's tokens and latency over the rollouts of the pairs
+    (:func:`~pytest_gym_eval.reporting.policies.paired_usage`)."""
 
     dataset: str
     baseline: str
     candidate: str
     comparison: Comparison
     decides: bool = True
+    baseline_usage: SideUsage = field(default_factory=SideUsage)
+    candidate_usage: SideUsage = field(default_factory=SideUsage)
+
+    @property
+    def usage_recorded(self) -> bool:
+        """Whether either side's paired rollouts recorded tokens or a latency."""
+        return self.baseline_usage.recorded or self.candidate_usage.recorded
 
     @property
     def result(self) -> ComparisonResult | None:

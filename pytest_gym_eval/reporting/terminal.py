@@ -3,6 +3,7 @@ comparison of policy models, the comparison with a baseline, and the replay flip
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Mapping, Sequence
 
@@ -22,6 +23,7 @@ from pytest_gym_eval.reporting.summary import (
     selection_note,
     shown_pass_at_k,
 )
+from pytest_gym_eval.usage import ratio
 
 _MAX_ID_CHARS = 40
 
@@ -290,7 +292,10 @@ def render_policies(comparisons: Sequence[PolicyComparison], width: int = 80) ->
     flips (McNemar's exact p when every reward is 0 or 1) with the tasks each side alone passes (at most
     :data:`MAX_LISTED`, then "… and N more"), and each comparison gate's verdict (``--gym-max-regression``,
     ``--gym-min-improvement``), one ``gate`` line each, with Gym's word for it
-    (:func:`~pytest_gym_eval.comparison.gym_verdict`). No line is longer than ``width`` (at least 40 is used)."""
+    (:func:`~pytest_gym_eval.comparison.gym_verdict`); when the paired rollouts recorded them, a ``tokens`` line
+    (each side's total and mean per rollout, with candidate / baseline of the means) and a ``latency`` line (each
+    side's median, with candidate / baseline, and p95). No line is longer than ``width`` (at least 40 is
+    used)."""
     width = max(width, fmt.MIN_WIDTH)
     lines: list[str] = []
     for index, item in enumerate(comparisons):
@@ -329,10 +334,44 @@ def _policy_lines(item: PolicyComparison, width: int) -> list[str]:
             if tasks:
                 more = f", … and {len(tasks) - MAX_LISTED} more" if len(tasks) > MAX_LISTED else ""
                 lines += fmt.wrap(f"{label}: {', '.join(tasks[:MAX_LISTED])}{more}", width, "    ", "      ")
+        lines += _policy_usage_lines(item, width)
     note = "" if item.decides else " (judged on a selection: does not decide)"
     for result in item.comparison.results:
         lines += fmt.labelled("gate", f"{result.describe()} (Gym: {gym_verdict(result)}){note}", width)
     return lines
+
+
+def _policy_usage_lines(item: PolicyComparison, width: int) -> list[str]:
+    """``tokens`` (``420 base, 600 cand; 140, 200 per rollout (x1.43)``) and ``latency`` (``median 2.0 s base, 3.0 s
+    cand (x1.50); p95 3.8 s, 4.8 s``) over the pairs, each only when either side recorded it; ``xR`` is candidate /
+    baseline (:func:`~pytest_gym_eval.usage.ratio`), left out when it makes no sense; "-" for a side without it."""
+    base, cand = item.baseline_usage, item.candidate_usage
+    lines: list[str] = []
+    if base.tokens.rollouts or cand.tokens.rollouts:
+        totals = [f"{side.tokens.total_tokens:,}" if side.tokens.rollouts else "-" for side in (base, cand)]
+        means = ["-" if side.tokens_per_rollout is None else f"{side.tokens_per_rollout:,.0f}" for side in (base, cand)]
+        text = (
+            f"{totals[0]} {item.baseline}, {totals[1]} {item.candidate}; {means[0]}, {means[1]} per rollout"
+            f"{_times(ratio(cand.tokens_per_rollout, base.tokens_per_rollout))}"
+        )
+        lines += fmt.labelled("tokens", text, width)
+    if base.latency.n or cand.latency.n:
+        text = (
+            f"median {_seconds(base.latency.median)} {item.baseline}, {_seconds(cand.latency.median)} {item.candidate}"
+            f"{_times(ratio(cand.latency.median, base.latency.median))}; "
+            f"p95 {_seconds(base.latency.p95)}, {_seconds(cand.latency.p95)}"
+        )
+        lines += fmt.labelled("latency", text, width)
+    return lines
+
+
+def _seconds(value: float) -> str:
+    return "-" if math.isnan(value) else fmt.duration(value)
+
+
+def _times(value: float | None) -> str:
+    """`` (x1.25)`` ('' without a ratio)."""
+    return "" if value is None else f" (x{value:.2f})"
 
 
 def render_conclusion(

@@ -461,3 +461,57 @@ def test_merged_shards_judge_min_improvement_as_one_session(
     assert gate.startswith("  gate        superiority:") and gate in merged.stdout.splitlines()
     properties = junit_suite_properties(pytester.path / "merged.xml")
     assert properties["gym::mcqa.jsonl::compare.cand.superiority.verdict"] == verdict
+
+
+def test_both_policies_tokens_and_latency_are_reported_side_by_side(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """Tasks ta, tb, tc with 100 input tokens each; output tokens 20, 40, 60 for the baseline and 80, 100, 120 for
+    the candidate, latencies 1, 2, 4 s and 2, 3, 5 s. Baseline: 420 tokens, 140 a rollout, median 2 s, p95
+    2 + 0.9 (4 - 2) = 3.8 s; candidate: 600, 200 a rollout, median 3 s, p95 4.8 s; ratios 200 / 140 = 1.43 and
+    3 / 2 = 1.5. Two shards merged give the same figures."""
+    agents = ("mcqa_simple_agent", "mcqa_simple_agent__cand")
+    rows = [
+        {
+            "id": task, "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+            "fake": {
+                "reward_by_agent": dict.fromkeys(agents, 1.0),
+                "usage_by_agent": {
+                    agent: {"input_tokens": 100, "output_tokens": out, "total_tokens": 100 + out}
+                    for agent, out in zip(agents, outs, strict=True)
+                },
+                "latency_ms_by_agent": dict(zip(agents, millis, strict=True)),
+            },
+        }
+        for task, outs, millis in (("ta", (20, 80), (1000, 2000)), ("tb", (40, 100), (2000, 3000)),
+                                   ("tc", (60, 120), (4000, 5000)))
+    ]  # fmt: skip
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    args = [*policy_args(fake_gym), "mcqa.jsonl"]
+    result = pytester.runpytest_subprocess(*args, "--gym-report=r.json", "--junitxml=j.xml", "--gym-html=r.html")
+    assert result.ret == 0
+    assert "  tokens      420 base, 600 cand; 140, 200 per rollout (x1.43)" in result.outlines
+    assert "  latency     median 2.0 s base, 3.0 s cand (x1.50); p95 3.8 s, 4.8 s" in result.outlines
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    usage = report["comparisons"][0]["usage"]
+    assert usage["baseline"]["tokens"] == {"input": 300, "output": 120, "total": 420, "rollouts": 3, "per_rollout": 140}
+    assert usage["candidate"]["latency"] == {"median": 3.0, "p95": pytest.approx(4.8), "n": 3}
+    assert usage["ratio"] == {"tokens_per_rollout": pytest.approx(10 / 7), "latency_median": 1.5}
+    properties = junit_suite_properties(pytester.path / "j.xml")
+    prefix = "gym::mcqa.jsonl::compare.cand."
+    assert (properties[prefix + "candidate.total_tokens"], properties[prefix + "baseline.latency_median"]) == (
+        "600", "2",
+    )  # fmt: skip
+    assert properties[prefix + "ratio.latency_median"] == "1.5"
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert "<tr><th>total tokens</th><td>420</td><td>600</td><td></td></tr>" in page
+
+    for index in (1, 2):
+        pytester.runpytest_subprocess(*args, f"--gym-shard={index}/2", f"--gym-report=s{index}.json")
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert json.loads((pytester.path / "merged.json").read_text())["comparisons"][0]["usage"] == usage

@@ -23,7 +23,8 @@ It understands just what the plugin calls:
   ``--num-repeats R`` every row is rolled out R times as Gym does (``_ng_rollout_index`` 0..R-1 per row, rows in
   the pattern aabbcc); ``{"rewards": [x0, x1, ...]}`` gives rollout i the reward xi, ``{"reward_env": "VAR"}``
   the reward in the environment variable VAR (the same dataset file, another reward each session),
-  ``{"reward_by_agent": {"AGENT": x, ...}}`` the reward of the agent the row is routed to (``agent_ref``). With
+  ``{"reward_by_agent": {"AGENT": x, ...}}`` the reward of the agent the row is routed to (``agent_ref``), and
+  ``{"usage_by_agent": {"AGENT": {...}}}``, ``{"latency_ms_by_agent": {"AGENT": x}}`` its usage and latency. With
   ``FAKE_GYM_AGGREGATE_DELAY=SECONDS`` it then writes ``OUT_aggregate_metrics.json`` as Gym does, that much later.
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
 """
@@ -233,10 +234,13 @@ def eval_run(argv: list[str]) -> int:
         text = fake.get("text", "fake answer")
         message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
         record["response"] = {"output": [message]}
-        if "usage" in fake:
-            record["response"]["usage"] = fake["usage"]
-        if "latency_ms" in fake:
-            record["ng_perf"] = {"total_latency_ms": fake["latency_ms"]}
+        agent = (row.get("agent_ref") or {}).get("name")
+        usage = fake["usage_by_agent"].get(agent) if "usage_by_agent" in fake else fake.get("usage")
+        latency_ms = fake["latency_ms_by_agent"].get(agent) if "latency_ms_by_agent" in fake else fake.get("latency_ms")
+        if usage is not None:
+            record["response"]["usage"] = usage
+        if latency_ms is not None:
+            record["ng_perf"] = {"total_latency_ms": latency_ms}
         if "rewards" in fake:
             record["reward"] = fake["rewards"][row["_ng_rollout_index"]]
         elif fake.get("nan_reward"):  # NaN in the output (json.dumps writes the bare token); a dataset can't hold it
