@@ -23,6 +23,7 @@ from pytest_gym_eval.custom_metrics import metrics_of
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read_quarantine, split_gated
+from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures, label_policies
@@ -351,6 +352,33 @@ def policy_comparisons(
     found = compare_policies(results, [policy.name for policy in options.policies], gates)
     biased = {name for name, part in (selections or {}).items() if part.biased}
     return tuple(replace(item, decides=item.dataset not in biased) for item in found)
+
+
+def in_collection_order(
+    found: Sequence[rpt.RolloutResult], planned: Sequence[PlannedRollout], eval_started: float | None
+) -> list[rpt.RolloutResult]:
+    """``found`` (the reported rollouts) in the order of ``planned`` (the run plan's rollouts; unplanned ones last, by
+    node id), since xdist reports arrive in any order and the summary must not depend on it. With ``eval_started``
+    (``time.time()`` when the first ``gym eval run`` started) no rollout starts earlier: an item starts waiting before
+    Gym has started, and the dataset whose item ran first would otherwise count Gym's start-up as its wall time."""
+    order = {rollout.nodeid: rollout.stamp for rollout in planned}
+    ordered = sorted(found, key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
+    if eval_started is None:
+        return ordered
+    return [r if r.start >= eval_started else replace(r, start=eval_started) for r in ordered]
+
+
+def selected_counts(selected: Sequence[PlannedRollout], quarantine: Quarantine | None) -> dict[str, dict[str, int]]:
+    """Per dataset (node-id path) and agent, how many of the ``selected`` rollouts the gates expect: a task
+    ``quarantine`` leaves out of the gates is not counted (it is not a rollout they miss)."""
+    counts: dict[str, dict[str, int]] = {}
+    for planned in selected:
+        name = planned.nodeid.split("::", 1)[0]
+        if quarantine is not None and quarantine.entry_for(name, planned.task_id):
+            continue
+        per_agent = counts.setdefault(name, {})
+        per_agent[planned.agent] = per_agent.get(planned.agent, 0) + 1
+    return counts
 
 
 def read_session_quarantine(path: Path | None, today: date | None = None) -> Quarantine | None:

@@ -37,7 +37,13 @@ from pytest_gym_eval.progress import progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.summary import Conclusion
-from pytest_gym_eval.results import ResultsCollector, conclude, read_session_quarantine
+from pytest_gym_eval.results import (
+    ResultsCollector,
+    conclude,
+    in_collection_order,
+    read_session_quarantine,
+    selected_counts,
+)
 from pytest_gym_eval.resume import (
     ResumeError,
     Resumption,
@@ -433,14 +439,8 @@ class GymSession:
     def rollouts(self) -> list[report.RolloutResult]:
         """The reported rollouts in collection order (xdist reports arrive in any order; the summary must not
         depend on it)."""
-        order = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
-        found = sorted(self.results.rollouts(), key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
-        # An item starts waiting for its rollout before Gym has started (its setup): no rollout starts before
-        # `gym eval run` does, or the dataset whose item ran first would count Gym's start-up as its wall time.
         started = self._run.eval_started if self._run is not None else None
-        if started is None:
-            return found
-        return [r if r.start >= started else dataclasses.replace(r, start=started) for r in found]
+        return in_collection_order(self.results.rollouts(), self.plan.rollouts, started)
 
     def startup_seconds(self) -> float | None:
         """Seconds from the start of the run (this process, the owner, began starting Gym or attaching) to the
@@ -455,13 +455,7 @@ class GymSession:
         rollouts = self.rollouts()
         if self.is_worker or not (rollouts or self.plan.rollouts) or self.config.option.collectonly:
             return None
-        selected: dict[str, dict[str, int]] = {}
-        for planned in self.selected_rollouts():
-            name = planned.nodeid.split("::", 1)[0]
-            if self.quarantine is not None and self.quarantine.entry_for(name, planned.task_id):
-                continue  # left out of the gates: not a rollout they miss
-            counts = selected.setdefault(name, {})
-            counts[planned.agent] = counts.get(planned.agent, 0) + 1
+        selected = selected_counts(self.selected_rollouts(), self.quarantine)
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}
         self.conclusion = conclude(
             rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts,
