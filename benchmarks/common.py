@@ -257,7 +257,8 @@ def started_gym(root: Path, recordings: Path, delay: float = 0.0) -> Iterator[tu
     (checkout, head server) and stops both, also on failure."""
     from pytest_gym_eval import provision
     from pytest_gym_eval.replay import ReplayServer
-    from pytest_gym_eval.run import ModelEndpoint, serving
+    from pytest_gym_eval.run import ModelEndpoint
+    from pytest_gym_eval.serving import serving
 
     checkout = provision.provision()  # instant when cached
     servers = root / "servers"

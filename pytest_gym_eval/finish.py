@@ -14,10 +14,11 @@ import pytest
 
 from pytest_gym_eval import causes
 from pytest_gym_eval.history.urls import redact_url
+from pytest_gym_eval.report_facts import report_meta, report_plan
 from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.run_history import Remembered
-from pytest_gym_eval.results import final_status, report_meta, report_plan
+from pytest_gym_eval.results import final_status
 from pytest_gym_eval.session import GymSession
 from pytest_gym_eval.shard import shard_meta
 
@@ -113,7 +114,7 @@ def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: b
 
 
 def report_plan_of(gym: GymSession, meta: dict[str, object]) -> dict[str, Any] | None:
-    """The JSON report's ``plan`` (:func:`pytest_gym_eval.results.report_plan`; None when the session collected
+    """The JSON report's ``plan`` (:func:`pytest_gym_eval.report_facts.report_plan`; None when the session collected
     no rollout item); ``meta`` is the report's, whose dataset digests are reused."""
     collected = gym.collected_plan()
     if collected is None:

@@ -20,11 +20,9 @@ import pytest
 
 from pytest_gym_eval.comparison import ComparisonGate, Hypothesis
 from pytest_gym_eval.custom_metrics import metrics_of
-from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read_quarantine, split_gated
-from pytest_gym_eval.models import base_agent
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
@@ -32,7 +30,6 @@ from pytest_gym_eval.reporting.policies import compare_policies, comparison_fail
 from pytest_gym_eval.reporting.summary import Conclusion, Flip
 from pytest_gym_eval.selection import Selection
 from pytest_gym_eval.sequential import AdaptiveRecord
-from pytest_gym_eval.shard import SHARD_RULE, CollectedPlan, dataset_name
 from pytest_gym_eval.usage import usage_from_properties
 
 GATE_SUFFIX = "::gym-gate"
@@ -357,6 +354,33 @@ def policy_comparisons(
     return tuple(replace(item, decides=item.dataset not in biased) for item in found)
 
 
+def in_collection_order(
+    found: Sequence[rpt.RolloutResult], planned: Sequence[PlannedRollout], eval_started: float | None
+) -> list[rpt.RolloutResult]:
+    """``found`` (the reported rollouts) in the order of ``planned`` (the run plan's rollouts; unplanned ones last, by
+    node id), since xdist reports arrive in any order and the summary must not depend on it. With ``eval_started``
+    (``time.time()`` when the first ``gym eval run`` started) no rollout starts earlier: an item starts waiting before
+    Gym has started, and the dataset whose item ran first would otherwise count Gym's start-up as its wall time."""
+    order = {rollout.nodeid: rollout.stamp for rollout in planned}
+    ordered = sorted(found, key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
+    if eval_started is None:
+        return ordered
+    return [r if r.start >= eval_started else replace(r, start=eval_started) for r in ordered]
+
+
+def selected_counts(selected: Sequence[PlannedRollout], quarantine: Quarantine | None) -> dict[str, dict[str, int]]:
+    """Per dataset (node-id path) and agent, how many of the ``selected`` rollouts the gates expect: a task
+    ``quarantine`` leaves out of the gates is not counted (it is not a rollout they miss)."""
+    counts: dict[str, dict[str, int]] = {}
+    for planned in selected:
+        name = planned.nodeid.split("::", 1)[0]
+        if quarantine is not None and quarantine.entry_for(name, planned.task_id):
+            continue
+        per_agent = counts.setdefault(name, {})
+        per_agent[planned.agent] = per_agent.get(planned.agent, 0) + 1
+    return counts
+
+
 def read_session_quarantine(path: Path | None, today: date | None = None) -> Quarantine | None:
     """The ``--gym-quarantine`` list at ``path`` as of ``today`` (UTC by default), None without one. Raises
     :class:`pytest.UsageError` naming the file (and line) when it cannot be read or a line is malformed."""
@@ -405,20 +429,6 @@ def _not_judged(summaries: Sequence[rpt.DatasetSummary]) -> str:
     return "gym gates: not judged on the whole dataset, the items decide: " + "; ".join(parts) if parts else ""
 
 
-def report_meta(
-    options: GymOptions, results: Sequence[rpt.RolloutResult], run: Mapping[str, object]
-) -> dict[str, object]:
-    """Facts for the JSON report and the JUnit suite: ``run`` (gym version, checkout, model name and URL, run
-    directory) plus each dataset's sha256. Never holds a secret: the API key is read only by Gym."""
-    meta: dict[str, object] = {key: value for key, value in run.items() if value is not None}
-    for dataset in dict.fromkeys(r.dataset for r in results):
-        path = options.rootdir / dataset
-        if path.is_file():
-            meta[f"dataset_sha256.{dataset}"] = file_sha256(path)
-    meta["gate_mode"] = options.gate_mode.value
-    return meta
-
-
 def final_status(
     pytest_status: int, conclusion: Conclusion, other_failures: int = 0, gate_failures: int = 0
 ) -> tuple[int, str]:
@@ -452,96 +462,3 @@ def final_status(
     if conclusion.reason and (pytest_status != pytest.ExitCode.OK or conclusion.exit_status == -1):
         reason = f"{reason}; {conclusion.reason}"
     return int(pytest_status), reason
-
-
-# --- The report's record of the plan ----------------------------------------------------------------------
-
-
-def report_plan(
-    collected: CollectedPlan,
-    selected: Sequence[PlannedRollout],
-    options: GymOptions,
-    meta: Mapping[str, object] | None = None,
-) -> dict[str, Any]:
-    """The JSON report's ``plan``: the shard and its rule, the gate settings, and per collected dataset (or one only
-    test functions name) its
-    sha256, repeats, every task id (the file's order), agents, pass threshold, gates and the (task, repeat)
-    pairs this session selected (``selected`` is the session's run plan, after every selection).
-
-    Layout (``report.schema.json``, ``$defs/plan``)::
-
-        {"shard": {"index": 2, "count": 3} | null, "rule": "sha256-sorted-blocks-v1",
-         "gate_mode": "point", "inconclusive": "fail",
-         "datasets": [{"dataset", "sha256", "repeats", "agent", "tasks": [...], "agents": {task: agent},
-                       "threshold", "gates": [{"metric", "k", "threshold", "custom"?}], "selected": {task: [repeats]}}]}
-
-    ``agent`` is the dataset's most common agent and ``agents`` lists only the tasks whose agent differs. A
-    dataset's sha256 is taken from ``meta`` (``dataset_sha256.<dataset>``) when it is there, else computed.
-
-    A session comparing policies (``--gym-policy``) adds ``"policies": [names, baseline first]`` and
-    ``"max_regression"`` and ``"min_improvement"`` (each margin or null), which a merge needs to compare them
-    again; its agents are the agents the policies' instances copy (``mcqa_simple_agent``, never
-    ``mcqa_simple_agent__cand``), and a repeat selected for one policy is listed once (a merge takes it as selected
-    for every policy).
-    """
-    chosen: dict[str, dict[str, list[int]]] = {}
-    for rollout in selected:
-        chosen.setdefault(dataset_name(rollout.nodeid), {}).setdefault(rollout.task_id, []).append(rollout.repeat)
-    datasets = []
-    for entry in sorted([*collected.datasets, *collected.tested], key=lambda entry: entry.dataset):
-        settings = options.dataset_settings(Path(entry.path))
-        counts: dict[str, int] = {}
-        agents = {task: base_agent(agent, options.policies) for task, agent in entry.agents.items()}
-        for agent in agents.values():
-            counts[agent] = counts.get(agent, 0) + 1
-        common = max(counts, key=lambda agent: counts[agent]) if counts else ""
-        datasets.append(
-            {
-                "dataset": entry.dataset,
-                "sha256": _known_digest(meta, entry.dataset) or _digest_or_none(Path(entry.path)),
-                "repeats": entry.repeats,
-                "agent": common,
-                "tasks": list(entry.tasks),
-                "agents": {task: agent for task, agent in agents.items() if agent != common},
-                "threshold": settings.threshold,
-                "gates": [
-                    {
-                        "metric": g.metric,
-                        "k": g.k,
-                        "threshold": g.threshold,
-                        **({"custom": g.custom} if g.custom else {}),
-                    }
-                    for g in settings.gates
-                ],
-                "selected": {task: sorted(set(repeats)) for task, repeats in chosen.get(entry.dataset, {}).items()},
-            }
-        )
-    shard = collected.shard
-    return {
-        "shard": None if shard is None else {"index": shard.index, "count": shard.count},
-        "rule": SHARD_RULE,
-        "gate_mode": options.gate_mode.value,
-        "inconclusive": "pass" if options.inconclusive_passes else "fail",
-        "datasets": datasets,
-        **(
-            {
-                "policies": [p.name for p in options.policies],
-                "max_regression": options.max_regression,
-                "min_improvement": options.min_improvement,
-            }
-            if options.policies
-            else {}
-        ),
-    }
-
-
-def _known_digest(meta: Mapping[str, object] | None, dataset: str) -> str | None:
-    value = (meta or {}).get(f"dataset_sha256.{dataset}")
-    return value if isinstance(value, str) else None
-
-
-def _digest_or_none(path: Path) -> str | None:
-    try:
-        return file_sha256(path)
-    except OSError:
-        return None

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_gym_eval.causes import RUN_DIR_FULL, disk_full
 from pytest_gym_eval.dataset import DatasetError
-from pytest_gym_eval.defaults import DEFAULT_STARTUP_TIMEOUT
 from pytest_gym_eval.files import iter_json_lines
 from pytest_gym_eval.gym_config import ModelEndpoint as ModelEndpoint
 from pytest_gym_eval.gym_config import find_agent_config as find_agent_config
@@ -30,7 +27,6 @@ from pytest_gym_eval.gym_config import write_gym_config as write_gym_config
 from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.plan import RunPlan, write_gym_input
 from pytest_gym_eval.processes import GymProcess, free_port, tail
-from pytest_gym_eval.provision import GymCheckout, gym_environment
 from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RunState, describe_error, record_stamp
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.servers import RAY_START_TIMEOUT as RAY_START_TIMEOUT
@@ -54,63 +50,6 @@ FINISH_GRACE = 60.0
 
 FINISH_POLL = 0.05
 """Seconds between two looks for Gym's aggregate metrics file while :meth:`GymRun.let_finish` waits for it."""
-
-
-@contextmanager
-def serving(
-    checkout: GymCheckout,
-    model: ModelEndpoint,
-    agents: Sequence[str],
-    root: Path,
-    timeout: float = DEFAULT_STARTUP_TIMEOUT,
-    on_event: Callable[[str], None] = lambda message: None,
-) -> Iterator[tuple[str, int]]:
-    """Gym's servers for ``agents`` against ``model``, for sessions to attach to with ``--gym-head-server``.
-
-    Writes the config, logs and process list under ``root`` (as :class:`RunPaths`), starts ``gym env start``
-    with the config files that define ``agents`` (once more after Ray's start-up timeout, see
-    :func:`start_servers`; ``on_event`` gets the one-line notes), waits at most ``timeout`` seconds until they
-    are ready, and yields the head server's ``(host, port)`` (127.0.0.1 and a free port). On leaving, also after
-    an error or Ctrl-C, it stops the whole process group and removes Ray's folder; a watchdog does the same
-    should this process die first. Raises :class:`GymStartError` when an agent has no config in ``checkout`` or
-    the servers do not become ready.
-    """
-    paths = RunPaths(root)
-    paths.logs.mkdir(parents=True, exist_ok=True)
-    configs = []
-    for agent in agents:
-        config = find_agent_config(checkout.path, agent)
-        if config is None:
-            raise GymStartError(f"no Gym config in {checkout.path} defines the agent {agent!r}")
-        configs.append(config)
-    head = ("127.0.0.1", free_port())
-    write_gym_config(paths.config, model, head)
-    ray_dir, made = ray_temp_dir(root)
-    owner = Owner.current(root)
-    settings = RunSettings(
-        gym=checkout.gym_executable,
-        env={**gym_environment(checkout, ray_dir), MARKER: owner.marker},
-        cwd=checkout.path,
-        model=model,
-        gym_configs=tuple(configs),
-        startup_timeout=timeout,
-    )
-    watchdog = Watchdog.start(owner, paths.logs / "watchdog.log", settings.stop_grace)
-    started: list[GymProcess] = []
-
-    def launch(log_path: Path) -> GymProcess:
-        started.append(launch_servers(settings, model.model_type, paths, log_path, watchdog))
-        return started[-1]
-
-    try:
-        start_servers(settings, launch, paths.logs, time.monotonic() + timeout, threading.Event(), on_event)
-        yield head
-    finally:
-        for servers in started:
-            servers.stop()
-        watchdog.release()
-        if made:
-            shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 class GymRun:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -34,12 +33,17 @@ from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
 from pytest_gym_eval.launch import Launch, new_run_dir, whole_tasks_allowed
 from pytest_gym_eval.notes import Notes
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
-from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC
 from pytest_gym_eval.progress import progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.summary import Conclusion
-from pytest_gym_eval.results import ResultsCollector, conclude, read_session_quarantine
+from pytest_gym_eval.results import (
+    ResultsCollector,
+    conclude,
+    in_collection_order,
+    read_session_quarantine,
+    selected_counts,
+)
 from pytest_gym_eval.resume import (
     ResumeError,
     Resumption,
@@ -55,6 +59,7 @@ from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.settings import DatasetSettings
 from pytest_gym_eval.shard import CollectedPlan
+from pytest_gym_eval.stopping import Stopping
 
 SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)
 """Where the session's :class:`GymSession` is kept (``config.stash``; :data:`pytest_gym_eval.stash.SESSION_KEY`)."""
@@ -96,10 +101,9 @@ class GymSession:
         """The terminal's notes and the progress tail (:mod:`pytest_gym_eval.notes`)."""
         self._run: GymRun | None = None
         self._feed: RolloutFeed | None = None
-        self._sigterm = SigtermAsCtrlC()
-        self._ctrl_c: CtrlCKillsGym | None = None
         self._run_started: float | None = None  # time.time() when this process began starting the run
-        self.stop_seconds: float | None = None  # how long stopping Gym took (after the reports)
+        self.stopping = Stopping()
+        """The signals while Gym runs and stops, and the stop itself (:mod:`pytest_gym_eval.stopping`)."""
         self.diagnosis = Diagnosis(self.options)
         """The texts of the items' errors and their causes (:mod:`pytest_gym_eval.diagnosis`)."""
         self.item_protocol = ItemProtocol(self, config.hook.pytest_gym_eval_rollout_passed)
@@ -271,14 +275,14 @@ class GymSession:
     def start_run(self, plan: RunPlan) -> None:
         """Start the Gym run of ``plan`` in the background (owner only); failures land in the state file.
 
-        From here until :meth:`stop`, SIGTERM ends the session as Ctrl-C does (see :class:`SigtermAsCtrlC`).
+        From here until :meth:`stop`, SIGTERM ends the session as Ctrl-C does (:meth:`Stopping.run_started`).
         """
         if self.resumption is not None and self.is_controller:
             try:
                 self._check_resume(plan)
             except pytest.UsageError as error:  # in an xdist hook a UsageError would be an internal error
                 pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
-        self._sigterm.install()
+        self.stopping.run_started()
         self._run_started = time.time()
         self.notes.progress = progress_for(self.config)
         run_dir = self.make_run_dir()
@@ -338,20 +342,14 @@ class GymSession:
 
     def ending(self, interrupted: bool = False) -> None:
         """The session's results are in (the start of ``pytest_sessionfinish``): nothing more is wanted from Gym
-        but its stop, which comes after the reports. From now until :meth:`stop` ends, a Ctrl-C or SIGTERM no
-        longer interrupts (the reports are being written) but kills Gym's processes at once
-        (:class:`CtrlCKillsGym`, :meth:`SigtermAsCtrlC.teardown`). When every rollout is in, ``gym eval run`` is
-        let finish first (its aggregate metrics, ~2 s: :meth:`GymRun.let_finish`). After an ``interrupted``
-        session the run's state says it ended, so that pytest-xdist workers still waiting for rollouts stop
-        waiting. Idempotent."""
-        if interrupted and self._run is not None:
-            self._run.abandon()
-        self._sigterm.teardown(self._kill_gym)
-        if self._ctrl_c is None and self.has_processes:  # a session without Gym keeps Ctrl-C as pytest has it
-            self._ctrl_c = CtrlCKillsGym(self._kill_gym)
-            self._ctrl_c.install()
-        if not interrupted and self._run is not None:
-            self._run.let_finish()  # Gym's aggregate metrics, which the summary shows beside ours (a signal: at once)
+        but its stop, which comes after the reports; until it ends a Ctrl-C or SIGTERM kills Gym's processes at once
+        (:meth:`Stopping.ending`). Idempotent."""
+        self.stopping.ending(self._run, self.has_processes, interrupted)
+
+    @property
+    def stop_seconds(self) -> float | None:
+        """How long stopping Gym took (after the reports), None until :meth:`stop` ended."""
+        return self.stopping.seconds
 
     @property
     def has_processes(self) -> bool:
@@ -369,32 +367,9 @@ class GymSession:
     def stop(self) -> None:
         """Stop Gym (when this process started it), the replay server and the feed; give a warm Gym's lease back
         (it stays up); idempotent. A Ctrl-C or SIGTERM meanwhile kills Gym's processes at once (see
-        :meth:`ending`). ``stop_seconds`` then holds how long it took."""
+        :meth:`ending`). ``stop_seconds`` then holds how long it took (:meth:`Stopping.stop`)."""
         self.ending()
-        began = time.monotonic()
-        try:
-            if self._run is not None:
-                self._run.finish()
-            if self.launch.warm is not None:
-                self.launch.warm.release()
-            if self.launch.replay is not None:
-                self.launch.replay.stop()
-            while self.launch.more_replays:
-                self.launch.more_replays.pop().stop()
-            if self._feed is not None:
-                self._feed.stop()
-            while self.launch.cleanup:
-                shutil.rmtree(self.launch.cleanup.pop(), ignore_errors=True)
-        finally:
-            if self._ctrl_c is not None:
-                self._ctrl_c.restore()
-            self._sigterm.restore()
-            if self.stop_seconds is None:
-                self.stop_seconds = time.monotonic() - began
-
-    def _kill_gym(self) -> None:
-        if self._run is not None:
-            self._run.kill()
+        self.stopping.stop(self._run, self.launch, self._feed)
 
     # The fast inner loop: the Gym configuration, a warm Gym (--gym-keep-alive), resuming (--gym-resume).
 
@@ -464,14 +439,8 @@ class GymSession:
     def rollouts(self) -> list[report.RolloutResult]:
         """The reported rollouts in collection order (xdist reports arrive in any order; the summary must not
         depend on it)."""
-        order = {rollout.nodeid: rollout.stamp for rollout in self.plan.rollouts}
-        found = sorted(self.results.rollouts(), key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
-        # An item starts waiting for its rollout before Gym has started (its setup): no rollout starts before
-        # `gym eval run` does, or the dataset whose item ran first would count Gym's start-up as its wall time.
         started = self._run.eval_started if self._run is not None else None
-        if started is None:
-            return found
-        return [r if r.start >= started else dataclasses.replace(r, start=started) for r in found]
+        return in_collection_order(self.results.rollouts(), self.plan.rollouts, started)
 
     def startup_seconds(self) -> float | None:
         """Seconds from the start of the run (this process, the owner, began starting Gym or attaching) to the
@@ -486,13 +455,7 @@ class GymSession:
         rollouts = self.rollouts()
         if self.is_worker or not (rollouts or self.plan.rollouts) or self.config.option.collectonly:
             return None
-        selected: dict[str, dict[str, int]] = {}
-        for planned in self.selected_rollouts():
-            name = planned.nodeid.split("::", 1)[0]
-            if self.quarantine is not None and self.quarantine.entry_for(name, planned.task_id):
-                continue  # left out of the gates: not a rollout they miss
-            counts = selected.setdefault(name, {})
-            counts[planned.agent] = counts.get(planned.agent, 0) + 1
+        selected = selected_counts(self.selected_rollouts(), self.quarantine)
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}
         self.conclusion = conclude(
             rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts,

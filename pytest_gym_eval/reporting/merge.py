@@ -76,7 +76,7 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     rollout is not in its report's plan or shard, or a (task, repeat) pair appears twice.
 
     The merge reads every report's ``plan`` (what its session collected and selected, see
-    :func:`pytest_gym_eval.shard.report_plan`) and checks that the reports belong together: the same assignment
+    :func:`pytest_gym_eval.report_facts.report_plan`) and checks that the reports belong together: the same assignment
     rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
     agents), the same pass thresholds, gates and gate settings, the same Gym version and model, the same policies,
     ``--gym-max-regression`` and ``--gym-min-improvement`` margins (a session comparing policy models, whose pairs

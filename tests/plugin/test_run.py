@@ -18,7 +18,8 @@ import pytest
 from pytest_gym_eval import provision
 from pytest_gym_eval.processes import GymProcess, free_port, session_members
 from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, serving, unlisted_model, wait_until_ready
+from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, unlisted_model, wait_until_ready
+from pytest_gym_eval.serving import serving
 from tests.support.children import started_processes, wait_until
 from tests.support.fakes import FakeGym, make_fake_checkout, write_recording
 

@@ -1,4 +1,4 @@
-"""``run.serving``: Gym's servers started for sessions to attach to, with a stand-in ``gym``."""
+"""``serving.serving``: Gym's servers started for sessions to attach to, with a stand-in ``gym``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.provision import GymCheckout
-from pytest_gym_eval.run import GymStartError, ModelEndpoint, serving
+from pytest_gym_eval.run import GymStartError, ModelEndpoint
 from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.serving import serving
 from tests.support.children import started_processes
 from tests.support.fakes import FakeGym
 

@@ -96,7 +96,8 @@ def shared_gym(
     gym_checkout: provision.GymCheckout, gym_examples: dict[str, GymExample], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SharedGym]:
     from pytest_gym_eval.replay import ReplayServer
-    from pytest_gym_eval.run import ModelEndpoint, serving
+    from pytest_gym_eval.run import ModelEndpoint
+    from pytest_gym_eval.serving import serving
 
     root = tmp_path_factory.mktemp("shared-gym")
     replay_log = root / "replay-model.jsonl"

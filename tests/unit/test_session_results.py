@@ -1,0 +1,79 @@
+"""Pieces of the session without a pytest session: rollouts in collection order (:func:`results.in_collection_order`),
+the selected rollouts the gates expect (:func:`results.selected_counts`) and the stop (:class:`stopping.Stopping`)."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from pytest_gym_eval.history.quarantine import parse_quarantine
+from pytest_gym_eval.plan import PlannedRollout
+from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.results import in_collection_order, selected_counts
+from pytest_gym_eval.stopping import Stopping
+
+
+def planned(stamp: int, task: str, repeat: int, agent: str = "a", dataset: str = "d.jsonl") -> PlannedRollout:
+    return PlannedRollout(stamp, f"{dataset}::{task}[{repeat}]", Path(dataset), 1, task, repeat, agent)
+
+
+def result(nodeid: str, start: float) -> RolloutResult:
+    return RolloutResult(nodeid, "d.jsonl", "t", 0, "a", "passed", 1.0, start=start, stop=start + 1)
+
+
+def test_rollouts_follow_the_plan_unplanned_last_by_node_id_and_none_starts_before_gym_eval_run() -> None:
+    plan = [planned(0, "x", 0), planned(1, "x", 1)]
+    found = [result("zz", 5.0), result("d.jsonl::x[1]", 20.0), result("aa", 30.0), result("d.jsonl::x[0]", 8.0)]
+
+    ordered = in_collection_order(found, plan, eval_started=10.0)
+
+    assert [(r.nodeid, r.start) for r in ordered] == [
+        ("d.jsonl::x[0]", 10.0),
+        ("d.jsonl::x[1]", 20.0),
+        ("aa", 30.0),
+        ("zz", 10.0),
+    ]
+    assert [r.start for r in in_collection_order(found, plan, eval_started=None)] == [8.0, 20.0, 30.0, 5.0]
+
+
+def test_selected_counts_per_dataset_and_agent_leave_out_quarantined_tasks() -> None:
+    selected = [
+        planned(0, "1", 0),
+        planned(1, "1", 1, agent="b"),
+        planned(2, "2", 0),
+        planned(3, "17", 0),
+        planned(4, "17", 0, dataset="e.jsonl"),
+    ]
+    quarantine = parse_quarantine("d.jsonl 17 2027-01-31 flaky\n", source="q.txt", today=date(2026, 12, 2))
+
+    assert selected_counts(selected, None) == {"d.jsonl": {"a": 3, "b": 1}, "e.jsonl": {"a": 1}}
+    assert selected_counts(selected, quarantine) == {"d.jsonl": {"a": 2, "b": 1}, "e.jsonl": {"a": 1}}
+
+
+class FakeServer:
+    def __init__(self) -> None:
+        self.stopped = 0
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+def test_stopping_stops_the_replay_servers_removes_the_launch_folders_and_keeps_the_first_stop_seconds(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "ray"
+    folder.mkdir()
+    replay, more = FakeServer(), FakeServer()
+    launch: Any = SimpleNamespace(warm=None, replay=replay, more_replays=[more], cleanup=[folder])
+    stopping = Stopping()
+    assert stopping.seconds is None
+
+    stopping.stop(None, launch, None)
+    first = stopping.seconds
+    stopping.stop(None, launch, None)
+
+    assert (replay.stopped, more.stopped) == (2, 1)
+    assert launch.more_replays == [] and launch.cleanup == [] and not folder.exists()
+    assert first is not None and first >= 0 and stopping.seconds == first
