@@ -47,7 +47,7 @@ def build_report(
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all),
     ``flips`` when a recording was replayed (``flips`` not None, possibly empty), and ``plan`` when given: what
-    the session collected and selected (:func:`pytest_gym_eval.shard.report_plan`), which
+    the session collected and selected (:func:`pytest_gym_eval.report_facts.report_plan`), which
     ``python -m pytest_gym_eval merge`` needs, and ``comparisons`` when a session compared policies (non-empty
     ``comparisons``: each candidate against the baseline per dataset, :func:`comparison_json`).
 
