@@ -93,8 +93,9 @@ def synthetic_session(folder: Path, rollouts: int) -> tuple[Any, list[Any], dict
     baseline report of the same tasks and a replay flip: (conclusion, results, baseline report)."""
     from pytest_gym_eval.gates import Gate, GateMode
     from pytest_gym_eval.reporting.baseline import compare_to_baseline
+    from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
     from pytest_gym_eval.reporting.json_report import build_report
-    from pytest_gym_eval.reporting.summary import Conclusion, Flip, RolloutResult, session_verdict, summarize
+    from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(13)

@@ -26,8 +26,8 @@ from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
+from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
 from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures, label_policies
-from pytest_gym_eval.reporting.summary import Conclusion, Flip
 from pytest_gym_eval.selection import Selection
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.usage import usage_from_properties
@@ -335,7 +335,7 @@ def conclude(
 
 def policy_comparisons(
     results: Sequence[rpt.RolloutResult], options: GymOptions, selections: Mapping[str, Selection] | None = None
-) -> tuple[rpt.PolicyComparison, ...]:
+) -> tuple[PolicyComparison, ...]:
     """With two or more ``--gym-policy``, each candidate against the baseline per dataset
     (:func:`~pytest_gym_eval.reporting.policies.compare_policies`), ``--gym-max-regression`` judged as
     non-inferiority and ``--gym-min-improvement`` as superiority, each at its margin; a dataset judged on a

@@ -36,7 +36,7 @@ from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.progress import progress_for
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
-from pytest_gym_eval.reporting.summary import Conclusion
+from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.results import (
     ResultsCollector,
     conclude,

@@ -20,6 +20,7 @@ from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
 from pytest_gym_eval.models import Policy, agent_instance
 from pytest_gym_eval.reporting import github, json_report, junit, markdown, run_history, terminal
+from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.merge import (
     COMPACT_ABOVE,
     EXIT_CANNOT_MERGE,
@@ -34,7 +35,7 @@ from pytest_gym_eval.reporting.merge import (
     separator,
 )
 from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
-from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
+from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.results import conclude
 
 

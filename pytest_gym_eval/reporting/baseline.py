@@ -15,15 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.summary import (
-    MAX_LISTED,
-    SCORED_STATUSES,
-    BaselineComparison,
-    RolloutResult,
-    by_task,
-    groups,
-    scores,
-)
+from pytest_gym_eval.reporting.conclusion import BaselineComparison
+from pytest_gym_eval.reporting.summary import MAX_LISTED, SCORED_STATUSES, RolloutResult, by_task, groups, scores
 from pytest_gym_eval.stats import PairedComparison, mcnemar_exact, paired_difference
 
 # --- Baseline comparison ----------------------------------------------------------------------------------

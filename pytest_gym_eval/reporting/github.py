@@ -17,7 +17,8 @@ from pathlib import Path
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.outcome import clean_gym_message
 from pytest_gym_eval.reporting import baseline as bl
-from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult, selection_note
+from pytest_gym_eval.reporting.conclusion import Conclusion
+from pytest_gym_eval.reporting.summary import RolloutResult, selection_note
 from pytest_gym_eval.reporting.transcripts import read_records
 
 MAX_PER_LEVEL = 10

@@ -1,6 +1,6 @@
 """The HTML report (``--gym-html``, ``python -m pytest_gym_eval html``): one self-contained page per session.
 
-The page reads the summary model (:class:`~pytest_gym_eval.reporting.summary.Conclusion` and the rollouts'
+The page reads the summary model (:class:`~pytest_gym_eval.reporting.conclusion.Conclusion` and the rollouts'
 :class:`~pytest_gym_eval.reporting.summary.RolloutResult`) like every other output, plus the full rollout records (read
 from Gym's files through each rollout's ``record``, see :mod:`.transcripts`). Everything it needs is inside the one
 file: the styles, the script (``assets/report.css``, ``assets/report.js``, inlined), the data as JSON, hand-written SVG
@@ -31,6 +31,7 @@ from pytest_gym_eval.reporting.charts import histogram_svg as histogram_svg
 from pytest_gym_eval.reporting.charts import palette_css, short
 from pytest_gym_eval.reporting.charts import palette_index as palette_index
 from pytest_gym_eval.reporting.charts import reward_range as reward_range
+from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
 from pytest_gym_eval.reporting.history_page import history_section
 from pytest_gym_eval.reporting.json_report import comparison_json
 from pytest_gym_eval.reporting.page_data import DROPPED as DROPPED
@@ -45,11 +46,8 @@ from pytest_gym_eval.reporting.page_data import transcripts_of as transcripts_of
 from pytest_gym_eval.reporting.policies_page import policies_section
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
-    BaselineComparison,
-    Conclusion,
     DatasetSummary,
     RolloutResult,
-    flips_count,
     groups,
     selection_note,
     shown_pass_at_k,

@@ -13,14 +13,8 @@ from typing import Any
 from pytest_gym_eval.comparison import gym_verdict
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
-from pytest_gym_eval.reporting.summary import (
-    Conclusion,
-    DatasetSummary,
-    Flip,
-    PolicyComparison,
-    RolloutResult,
-    session_verdict,
-)
+from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval
 from pytest_gym_eval.usage import SideUsage, ratio
@@ -337,7 +331,7 @@ def _rollout_problem(rollout: object) -> str | None:
 def conclusion_from_report(
     report: Mapping[str, Any], baseline: Mapping[str, Any] | None = None
 ) -> tuple[Conclusion, list[RolloutResult]]:
-    """The :class:`~pytest_gym_eval.reporting.summary.Conclusion` and rollouts a report (from :func:`load_report`)
+    """The :class:`~pytest_gym_eval.reporting.conclusion.Conclusion` and rollouts a report (from :func:`load_report`)
     was written from, so that any output can be made again afterwards from the JSON file alone.
 
     Summaries, gate verdicts and flips are read as written (not recomputed); a non-finite number the report

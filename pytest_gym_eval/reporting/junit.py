@@ -47,7 +47,8 @@ from pytest_gym_eval.comparison import Hypothesis, gym_verdict
 from pytest_gym_eval.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
 from pytest_gym_eval.gates import GateResult
 from pytest_gym_eval.on_demand import ON_DEMAND_PROPERTY
-from pytest_gym_eval.reporting.summary import Conclusion, DatasetSummary, PolicyComparison, RolloutResult
+from pytest_gym_eval.reporting.conclusion import Conclusion, PolicyComparison
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
 from pytest_gym_eval.usage import ratio
 
 SYSTEM_OUT_PREFIX = "gym-eval: "

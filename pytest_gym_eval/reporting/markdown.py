@@ -13,14 +13,12 @@ from pathlib import Path
 
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
-    BaselineComparison,
-    Conclusion,
     DatasetSummary,
     RolloutResult,
     by_task,
-    flips_count,
     groups,
     selection_note,
     shown_pass_at_k,

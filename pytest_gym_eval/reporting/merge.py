@@ -15,8 +15,9 @@ from typing import Any
 
 from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.models import Policy, agent_instance, item_id, policy_of
+from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.shard_report import LISTED, MergeError, PlannedDataset, ShardReport, rollout_result
-from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
+from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.shard import SHARD_RULE, assign_shards
 
 EXIT_CANNOT_MERGE = 2

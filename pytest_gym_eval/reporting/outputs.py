@@ -10,7 +10,8 @@ from typing import Any
 
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.reporting import github, html, markdown
-from pytest_gym_eval.reporting.summary import Conclusion, RolloutResult
+from pytest_gym_eval.reporting.conclusion import Conclusion
+from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.rundir import RunPaths
 

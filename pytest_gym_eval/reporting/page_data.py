@@ -10,12 +10,8 @@ from typing import Any
 
 from pytest_gym_eval.reporting.baseline import report_task_means
 from pytest_gym_eval.reporting.charts import palette_index, reward_range
-from pytest_gym_eval.reporting.summary import (
-    Conclusion,
-    RolloutResult,
-    by_task,
-    groups,
-)
+from pytest_gym_eval.reporting.conclusion import Conclusion
+from pytest_gym_eval.reporting.summary import RolloutResult, by_task, groups
 from pytest_gym_eval.reporting.transcripts import input_rows, read_records, transcript
 
 PAGE_SIZE = 100

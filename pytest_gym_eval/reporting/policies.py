@@ -18,7 +18,8 @@ from dataclasses import replace
 from pytest_gym_eval.comparison import ComparisonGate, Key, compare
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.models import policy_of
-from pytest_gym_eval.reporting.summary import DatasetSummary, PolicyComparison, RolloutResult, usage_summary
+from pytest_gym_eval.reporting.conclusion import PolicyComparison
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, usage_summary
 from pytest_gym_eval.usage import SideUsage
 
 

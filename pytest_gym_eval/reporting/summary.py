@@ -1,5 +1,6 @@
 """The summary model every reporting output reads: per-rollout results (:class:`RolloutResult`), per-dataset
-statistics (:class:`DatasetSummary`, :func:`summarize`) and the session's verdict under CI gates.
+statistics (:class:`DatasetSummary`, :func:`summarize`) and the session's verdict under CI gates. What the end of a
+session reports with them (comparisons, flips, the exit status): :mod:`pytest_gym_eval.reporting.conclusion`.
 
 Everything here is a pure function of the per-rollout results the plugin collects from its items' reports.
 Rewards are whatever the verifier returns (usually in [0, 1], not always); times are seconds. The statistics
@@ -19,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_gym_eval.comparison import Comparison, ComparisonResult, Hypothesis
 from pytest_gym_eval.gates import (
     Gate,
     GateMode,
@@ -32,12 +32,11 @@ from pytest_gym_eval.gates import (
 )
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.sequential import AdaptiveRecord, judge_record
-from pytest_gym_eval.stats import Interval, PairedComparison
+from pytest_gym_eval.stats import Interval
 from pytest_gym_eval.usage import (
     NO_USAGE,
     LatencySummary,
     Price,
-    SideUsage,
     TokenTotals,
     Usage,
     latency_summary,
@@ -478,102 +477,3 @@ def _gate_brief(result: GateResult) -> str:
     if result.verdict is Verdict.FAIL:
         return f"{gate.name} {fmt.number(interval.estimate)}, upper bound {fmt.number(interval.high)} < {threshold}"
     return f"{gate.name} {fmt.interval(interval)} straddles {threshold}"
-
-
-# --- The session's conclusion ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Flip:
-    """A replayed rollout whose reward differs from the reward recorded with the answer it was served (for an
-    untagged rollout, from every reward recorded for its task's request)."""
-
-    nodeid: str
-    reward: float
-    recorded: tuple[object, ...]
-
-
-def flips_count(flips: Sequence[Flip], results: Sequence[RolloutResult]) -> str:
-    """How many verifier flips against the recording ``results`` show, as the reports print it: the number,
-    ``none``, or ``not judged: no rollout scored`` when no result has a reward to compare."""
-    if flips:
-        return str(len(flips))
-    return "none" if any(result.score is not None for result in results) else "not judged: no rollout scored"
-
-
-@dataclass(frozen=True)
-class BaselineComparison:
-    """Per-task mean rewards of one dataset (one agent, when the dataset has several) now vs a baseline.
-
-    ``shared_tasks`` counts the tasks both runs scored; ``comparison`` is the paired t-test of current minus
-    baseline over those tasks (reward units); ``dropped`` lists ``(task_id, baseline mean, current mean)``
-    for each shared task whose mean fell, largest fall first; ``confidence`` is the interval's level.
-    ``regressed`` lists the shared tasks that passed on every scored baseline repeat and fail on every scored
-    current one, ``improved`` the reverse; ``mcnemar_p`` is McNemar's exact two-sided p-value over those two
-    counts (:func:`~pytest_gym_eval.stats.mcnemar_exact`: is there a direction to the tasks that flipped?).
-    """
-
-    dataset: str
-    agent: str | None
-    shared_tasks: int
-    comparison: PairedComparison
-    dropped: list[tuple[str, float, float]]
-    confidence: float = 0.95
-    regressed: tuple[str, ...] = ()
-    improved: tuple[str, ...] = ()
-    mcnemar_p: float = 1.0
-
-
-@dataclass(frozen=True)
-class PolicyComparison:
-    """One candidate policy against the baseline policy on one dataset, in a session comparing policies
-    (``--gym-policy``; :func:`~pytest_gym_eval.reporting.policies.compare_policies` makes them).
-
-    ``comparison`` holds the paired difference, the flips and the results of the comparison gates set
-    (``--gym-max-regression``, then ``--gym-min-improvement``);
-    ``decides`` is False when the dataset was judged on a selection by name, marker or last outcome (its result is
-    shown but, as with the other gates, does not set the exit status); ``baseline_usage`` and ``candidate_usage``
-    each side's tokens and latency over the rollouts of the pairs
-    (:func:`~pytest_gym_eval.reporting.policies.paired_usage`)."""
-
-    dataset: str
-    baseline: str
-    candidate: str
-    comparison: Comparison
-    decides: bool = True
-    baseline_usage: SideUsage = field(default_factory=SideUsage)
-    candidate_usage: SideUsage = field(default_factory=SideUsage)
-
-    @property
-    def usage_recorded(self) -> bool:
-        """Whether either side's paired rollouts recorded tokens or a latency."""
-        return self.baseline_usage.recorded or self.candidate_usage.recorded
-
-    @property
-    def result(self) -> ComparisonResult | None:
-        """The ``--gym-max-regression`` (non-inferiority) gate's result, None without the gate."""
-        return self.gate_result(Hypothesis.NON_INFERIORITY)
-
-    def gate_result(self, hypothesis: Hypothesis) -> ComparisonResult | None:
-        """The result of the gate claiming ``hypothesis`` (``--gym-min-improvement``: SUPERIORITY), None without
-        it."""
-        return next((r for r in self.comparison.results if r.gate.hypothesis is hypothesis), None)
-
-
-@dataclass(frozen=True)
-class Conclusion:
-    """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set
-    (pytest's own status then holds), else 0 or 1, with ``reason`` saying why in one line."""
-
-    summaries: list[DatasetSummary]
-    comparisons: list[BaselineComparison]
-    flips: list[Flip] | None  # None when no recording was replayed
-    exit_status: int
-    reason: str
-    quarantined: tuple[str, ...] = ()
-    """One line per quarantine entry that applied (its task left out of the summaries and gates) or expired."""
-    history: tuple[str, ...] = ()
-    """The ``--gym-history`` lines (each dataset's stability and drift, new flakes and failures, or why the history
-    was not written) that the pages show (:mod:`pytest_gym_eval.reporting.run_history`)."""
-    policies: tuple[PolicyComparison, ...] = ()
-    """With two or more ``--gym-policy``: each candidate against the baseline, per dataset (empty otherwise)."""

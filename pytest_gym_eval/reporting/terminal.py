@@ -10,16 +10,13 @@ from collections.abc import Mapping, Sequence
 from pytest_gym_eval.comparison import gym_verdict
 from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, PolicyComparison, flips_count
 from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
-    BaselineComparison,
-    Conclusion,
     DatasetSummary,
-    PolicyComparison,
     RolloutResult,
     by_task,
-    flips_count,
     selection_note,
     shown_pass_at_k,
 )

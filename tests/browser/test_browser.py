@@ -34,8 +34,9 @@ from pytest_gym_eval.models import Policy
 from pytest_gym_eval.outcome import output_text
 from pytest_gym_eval.reporting import fmt, html, policies_page
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
+from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
 from pytest_gym_eval.reporting.json_report import build_report
-from pytest_gym_eval.reporting.summary import Conclusion, Flip, RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
 from pytest_gym_eval.results import conclude
 from tests.support.browser import open_page
 from tests.support.real_gym import GymExample, SharedGym

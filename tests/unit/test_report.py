@@ -20,6 +20,7 @@ from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import compare_to_baseline, max_drop_gate
+from pytest_gym_eval.reporting.conclusion import BaselineComparison
 from pytest_gym_eval.reporting.json_report import (
     REPORT_SCHEMA_VERSION,
     SCHEMA_PATH,
@@ -28,13 +29,7 @@ from pytest_gym_eval.reporting.json_report import (
     write_report,
 )
 from pytest_gym_eval.reporting.junit import suite_properties
-from pytest_gym_eval.reporting.summary import (
-    BaselineComparison,
-    DatasetSummary,
-    RolloutResult,
-    session_verdict,
-    summarize,
-)
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict, summarize
 from pytest_gym_eval.reporting.terminal import render_baseline, render_summary
 
 MCQA = "datasets/mcqa.jsonl"
@@ -771,7 +766,7 @@ def test_a_dataset_selected_but_never_reported_gets_a_summary_whose_gates_have_n
 
 
 def test_final_status_keeps_pytests_own_status_unless_the_gates_decide() -> None:
-    from pytest_gym_eval.reporting.summary import Conclusion
+    from pytest_gym_eval.reporting.conclusion import Conclusion
     from pytest_gym_eval.results import final_status
 
     gated = Conclusion([], [], None, 0, "gym gates: the gate passes")
@@ -827,8 +822,8 @@ def test_a_report_in_a_folder_that_cannot_hold_files_is_named_in_the_error() -> 
 
 
 def test_many_repeats_show_a_compact_set_of_pass_at_k_and_the_json_report_keeps_every_k() -> None:
+    from pytest_gym_eval.reporting.conclusion import Conclusion
     from pytest_gym_eval.reporting.markdown import render_markdown
-    from pytest_gym_eval.reporting.summary import Conclusion
 
     rewards = {f"t{n}": [float((n + r) % 3 == 0) for r in range(60)] for n in range(3)}
     results = results_for(rewards)
