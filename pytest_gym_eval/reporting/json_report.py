@@ -17,7 +17,7 @@ from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyCompari
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.stats import Interval
-from pytest_gym_eval.usage import SideUsage, ratio
+from pytest_gym_eval.usage import LatencySummary, SideUsage, TokenTotals, ratio
 
 REPORT_SCHEMA_VERSION = 1
 """Version of the JSON report's layout (``schema_version``); :func:`load_report` reads only this one."""
@@ -118,16 +118,9 @@ def comparison_usage_json(item: PolicyComparison) -> dict[str, Any]:
     baseline of ``tokens_per_rollout`` and ``latency_median`` (null where either is unknown or the baseline's 0)."""
 
     def side(usage: SideUsage) -> dict[str, Any]:
-        tokens, latency = usage.tokens, usage.latency
         return {
-            "tokens": {
-                "input": tokens.input_tokens,
-                "output": tokens.output_tokens,
-                "total": tokens.total_tokens,
-                "rollouts": tokens.rollouts,
-                "per_rollout": usage.tokens_per_rollout,
-            },
-            "latency": {"median": _finite(latency.median), "p95": _finite(latency.p95), "n": latency.n},
+            "tokens": {**_tokens_json(usage.tokens), "per_rollout": usage.tokens_per_rollout},
+            "latency": _latency_json(usage.latency),
         }
 
     base, cand = item.baseline_usage, item.candidate_usage
@@ -173,17 +166,26 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
 
 def _usage_summary_json(summary: DatasetSummary) -> dict[str, Any]:
     """A summary's ``tokens``, ``latency`` (seconds) and ``cost``."""
-    tokens, latency = summary.tokens, summary.latency
     return {
-        "tokens": {
-            "input": tokens.input_tokens,
-            "output": tokens.output_tokens,
-            "total": tokens.total_tokens,
-            "rollouts": tokens.rollouts,
-        },
-        "latency": {"median": _finite(latency.median), "p95": _finite(latency.p95), "n": latency.n},
+        "tokens": _tokens_json(summary.tokens),
+        "latency": _latency_json(summary.latency),
         "cost": None if summary.cost is None else _finite(summary.cost),
     }
+
+
+def _tokens_json(tokens: TokenTotals) -> dict[str, Any]:
+    """Token totals as the report writes them: ``input``, ``output``, ``total`` and ``rollouts`` (with a count)."""
+    return {
+        "input": tokens.input_tokens,
+        "output": tokens.output_tokens,
+        "total": tokens.total_tokens,
+        "rollouts": tokens.rollouts,
+    }
+
+
+def _latency_json(latency: LatencySummary) -> dict[str, Any]:
+    """A latency summary as the report writes it: ``median`` and ``p95`` seconds (null when none), ``n``."""
+    return {"median": _finite(latency.median), "p95": _finite(latency.p95), "n": latency.n}
 
 
 def _adaptive_json(record: AdaptiveRecord) -> dict[str, Any]:
