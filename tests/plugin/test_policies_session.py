@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -304,6 +305,22 @@ def test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_th
     assert "upper bound -0.23 < -0.10: FAIL" in reason and "< -0.10: FAIL" in reason
 
 
+def merge_two_shards(
+    pytester: pytest.Pytester, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], dict[str, Any]]:
+    """``merge`` of ``s1.json`` and ``s2.json`` into ``merged.json`` and ``merged.xml`` (plus ``extra`` options):
+    the finished command, the merged report (checked against the report's schema) and ``alone.json``."""
+    merged = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json",
+         "--junitxml=merged.xml", *extra],
+        cwd=pytester.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (pytester.path / "merged.json").exists(), merged.stdout + merged.stderr
+    report, one = (json.loads((pytester.path / name).read_text()) for name in ("merged.json", "alone.json"))
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    return merged, report, one
+
+
 @pytest.mark.parametrize("gate", ["max-regression", "min-improvement"])
 def test_comparison_gates_need_two_policies(pytester: pytest.Pytester, fake_gym: FakeGym, gate: str) -> None:
     write_dataset(pytester)
@@ -404,14 +421,8 @@ def test_merged_shards_compare_the_policies_as_one_session(
     assert shards[0]["plan"]["policies"] == ["base", "cand"] and shards[0]["plan"]["max_regression"] == float(margin)
     del shards[1]["plan"]["min_improvement"]  # as a report written before the plan recorded it: no such gate
     (pytester.path / "s2.json").write_text(json.dumps(shards[1]))
-    merged = subprocess.run(
-        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json",
-         "--junitxml=merged.xml", "--gym-html=merged.html"],
-        cwd=pytester.path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    merged, report, one = merge_two_shards(pytester, "--gym-html=merged.html")
     assert merged.returncode == alone.ret == status, merged.stdout + merged.stderr
-    report, one = (json.loads((pytester.path / name).read_text()) for name in ("merged.json", "alone.json"))
-    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
     assert report["comparisons"] == one["comparisons"]
     assert report["comparisons"][0]["flips"]["only_baseline"] == ["t0", "t1", "t2", "t3", "t4", "t5"]
     assert report["comparisons"][0]["verdict"] == ("FAIL" if status else "PASS")
@@ -445,14 +456,8 @@ def test_merged_shards_judge_min_improvement_as_one_session(
         pytester.runpytest_subprocess(*args, f"--gym-shard={index}/2", f"--gym-report=s{index}.json")
     plans = [json.loads((pytester.path / f"s{i}.json").read_text())["plan"] for i in (1, 2)]
     assert [(plan["min_improvement"], plan["max_regression"]) for plan in plans] == [(float(margin), None)] * 2
-    merged = subprocess.run(
-        [sys.executable, "-m", "pytest_gym_eval", "merge", "s1.json", "s2.json", "--gym-report=merged.json",
-         "--junitxml=merged.xml"],
-        cwd=pytester.path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    merged, report, one = merge_two_shards(pytester)
     assert merged.returncode == alone.ret == status, merged.stdout + merged.stderr
-    report, one = (json.loads((pytester.path / name).read_text()) for name in ("merged.json", "alone.json"))
-    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
     assert report["comparisons"] == one["comparisons"]
     assert report["comparisons"][0]["gates"][0]["verdict"] == verdict
     assert report["comparisons"][0]["verdict"] is None  # no --gym-max-regression
