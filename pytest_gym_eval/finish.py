@@ -160,6 +160,18 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
         reporter.write_line(line)
 
 
+def cut_to_last_visible_entry(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Cut ``excinfo``'s traceback to its last entry that pytest shows, the one its crash line names.
+
+    That is the last entry not hidden by ``__tracebackhide__`` (pluggy's and pytest's own frames hide
+    themselves), not simply the last: a Ctrl-C that lands in a hidden frame would otherwise leave pytest a traceback
+    with nothing to show, and pytest's terminal reporter fails on it (``assert excrepr.reprcrash is not None``,
+    exit status 1 instead of 2). A traceback with no visible entry, or one entry, is left as it is."""
+    visible = excinfo.traceback.filter(excinfo)
+    if len(excinfo.traceback) > 1 and visible:
+        excinfo.traceback = visible[-1:]
+
+
 class StopGymLast:
     """Stops Gym at the end of the session, after every report (registered as ``gym-eval-stop``), and keeps an
     interrupted session's way to its reports short."""
@@ -172,8 +184,8 @@ class StopGymLast:
         """While Gym runs, pytest formats the traceback of a Ctrl-C or SIGTERM from its last entry only (unless
         ``--full-trace``): it shows only the last line anyway, and formatting every entry parsed each file's source
         (1-2 s on a loaded machine) before the reports could be written."""
-        if self.gym.has_processes and not self.gym.config.option.fulltrace and len(excinfo.traceback) > 1:
-            excinfo.traceback = excinfo.traceback[-1:]
+        if self.gym.has_processes and not self.gym.config.option.fulltrace:
+            cut_to_last_visible_entry(excinfo)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
