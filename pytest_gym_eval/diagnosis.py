@@ -20,6 +20,13 @@ STALL_LISTED = 5
 """Pending rollouts a stalled run's error message names (the rest are counted)."""
 
 
+RECORD_HINT = (
+    "to record it: run the dataset once against a live model with --gym-run-dir; that run's "
+    'gym-output/rollouts.jsonl is a --gym-replay file (docs/replay.md, "Recording your own")'
+)
+"""The line after a ``replay_no_recording`` error: how to give the replay model an answer for the prompt."""
+
+
 class Diagnosis:
     """The error texts of one process's items; ``server_logs`` (Gym's servers' logs, read once asked)."""
 
@@ -86,7 +93,7 @@ class Diagnosis:
         assert run_dir is not None
         log = RunPaths(run_dir).replay_log
         if outcome.cause.failure_class == causes.REPLAY_NO_RECORDING:
-            return [f"the replay model's requests: {log}"]
+            return [f"the replay model's requests: {log}", RECORD_HINT]
         if not outcome.cause.found:
             # Gym's wrapper alone: a prompt with no recording reaches Gym as the agent's HTTP 500.
             return [f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"]

@@ -29,6 +29,7 @@ from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
 from pytest_gym_eval.settings import (
     DatasetSettings,
     _count,
+    _fraction,
     _match_names,
     _number,
     _positive_int,
@@ -143,7 +144,7 @@ class GymOptions:
             repeats=_positive_int(config.getoption("gym_repeats", default=None), "--gym-repeats"),
             pass_threshold=_number(config.getoption("gym_pass_threshold", default=None), "--gym-pass-threshold"),
             min_mean_reward=_number(config.getoption("gym_min_mean_reward", default=None), "--gym-min-mean-reward"),
-            min_pass_rate=_number(config.getoption("gym_min_pass_rate", default=None), "--gym-min-pass-rate"),
+            min_pass_rate=_fraction(config.getoption("gym_min_pass_rate", default=None), "--gym-min-pass-rate"),
             min_pass_at_k=tuple(
                 parse_pass_at_k(text, "--gym-min-pass-at-k")
                 for text in config.getoption("gym_min_pass_at_k", default=None) or ()
@@ -159,7 +160,7 @@ class GymOptions:
             repeats=_positive_int(ini_value("gym_repeats"), "gym_repeats"),
             pass_threshold=_number(ini_value("gym_pass_threshold"), "gym_pass_threshold"),
             min_mean_reward=_number(ini_value("gym_min_mean_reward"), "gym_min_mean_reward"),
-            min_pass_rate=_number(ini_value("gym_min_pass_rate"), "gym_min_pass_rate"),
+            min_pass_rate=_fraction(ini_value("gym_min_pass_rate"), "gym_min_pass_rate"),
             min_pass_at_k=tuple(parse_pass_at_k(t, "gym_min_pass_at_k") for t in config.getini("gym_min_pass_at_k")),
             min_metric=tuple(parse_min_metric(t, "gym_min_metric") for t in config.getini("gym_min_metric")),
             reward_range=_reward_range(ini_value("gym_reward_range"), "gym_reward_range"),

@@ -71,7 +71,25 @@ def make_gym(config: pytest.Config) -> GymSession:
         config.pluginmanager.register(RolloutValuesInJunit(config), "gym-eval-junit")
         config.pluginmanager.register(StopGymLast(gym), "gym-eval-stop")
         integrations.register(config, gym)
+        if not hasattr(config, "workerinput"):  # said once, by the process that reports
+            warn_unmatched_settings(config, gym.options)
     return gym
+
+
+def warn_unmatched_settings(config: pytest.Config, options: GymOptions) -> None:
+    """Warn (``PytestConfigWarning``, so ``-W error`` makes it fatal) about each ``gym_dataset_settings`` glob that
+    matches no file: its settings, a CI gate among them, would silently apply to nothing."""
+    from pytest_gym_eval.settings import matches_no_file
+
+    for pattern, settings in options.datasets:
+        if matches_no_file(pattern, options.rootdir):
+            gates = " (its gates are not applied)" if settings.gates else ""
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(
+                    f"gym_dataset_settings: {pattern!r} matches no file under {options.rootdir}{gates}: a typo?"
+                ),
+                stacklevel=2,
+            )
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

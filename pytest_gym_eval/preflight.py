@@ -102,7 +102,16 @@ def named(names: Sequence[str], wanted: str) -> str:
     stems: dict[str, list[str]] = {}  # compared without the suffix most agent names share
     for name in names:
         stems.setdefault(_stem(name), []).append(name)
-    matches = difflib.get_close_matches(_stem(wanted), list(stems), n=CLOSEST, cutoff=0.75)
+    # The wanted name's stem, and each of its leading "_" parts: a typo inside the suffix ("mcqa_simpel_agent")
+    # still finds "mcqa_simple_agent" by its leading part "mcqa".
+    parts = wanted.split("_")
+    tried = [_stem(wanted), *("_".join(parts[:k]) for k in range(1, len(parts)))]
+    score: dict[str, float] = {}
+    for stem in stems:
+        ratio = max(difflib.SequenceMatcher(None, attempt, stem).ratio() for attempt in tried)
+        if ratio >= 0.75:
+            score[stem] = ratio
+    matches = sorted(score, key=lambda stem: -score[stem])[:CLOSEST]
     close = [name for stem in matches for name in stems[stem]][:CLOSEST]
     if close:
         return f"{len(names)} in all, the closest: {', '.join(close)}"
@@ -117,12 +126,21 @@ def local_checkout(checkout_option: Path | None) -> Path | None:
     """The Gym checkout a session will use, when it is there without building anything: ``--gym-checkout``'s
     folder, else the provisioned default checkout when its provisioning finished; None otherwise (nothing
     can be checked before Gym starts: the start reports what is wrong). Raises :class:`pytest.UsageError` when
-    ``--gym-checkout`` holds a Gym release outside the supported range."""
+    ``--gym-checkout`` names no folder, a folder that is no (or a half-built) Gym checkout, or a Gym release
+    outside the supported range: a session never builds the checkout ``--gym-checkout`` names, so each of these
+    would otherwise be one error on every item."""
     if checkout_option is not None:
+        if provision.platform_problem() is not None:
+            return None  # no Gym runs on this Python: the start says why, on every item
+        if not checkout_option.exists():
+            raise pytest.UsageError(
+                f"--gym-checkout {checkout_option}: no such folder (a typo? without --gym-checkout the session uses "
+                "the checkout `python -m pytest_gym_eval provision` builds in its cache)"
+            )
         try:
             checkout = provision.load_checkout(checkout_option)
-        except provision.ProvisionError:
-            return None  # the start says what is wrong with it
+        except provision.ProvisionError as error:
+            raise pytest.UsageError(f"--gym-checkout: {error}") from None
         try:  # a Gym release outside the supported range: named before any of its configs is read
             provision.require_supported_gym(checkout.version, f"--gym-checkout {checkout.path}")
         except provision.ProvisionError as error:

@@ -109,6 +109,37 @@ def _glob_variants(pattern: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(variants))
 
 
+GLOB_CHARS = frozenset("*?[")
+MAX_FILES_SEARCHED = 20_000
+"""Files :func:`matches_no_file` looks at under one glob's folder before it gives up (and says "matched")."""
+
+
+def matches_no_file(pattern: str, rootdir: Path) -> bool:
+    """Whether the ``gym_dataset_settings`` glob ``pattern`` (relative to ``rootdir``, or absolute) matches no
+    file on disk: a typo (``datasets/quizz.jsonl``) whose settings, gates among them, would apply to nothing.
+
+    Only the folder before the glob's first wildcard is searched (``datasets/**/*.jsonl`` searches ``datasets/``),
+    at most :data:`MAX_FILES_SEARCHED` files of it; a search that stops there counts as a match, so a large tree
+    never costs more than that and never gives a false alarm. A ``../`` glob is resolved from ``rootdir``."""
+    parts = Path(pattern).parts
+    fixed = next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), len(parts))
+    base = rootdir / Path(*parts[:fixed]) if fixed else rootdir
+    if fixed == len(parts):
+        return not base.is_file()
+    if not base.is_dir():
+        return True
+    seen = 0
+    for folder, _, files in os.walk(base):
+        for file in files:
+            path = Path(folder) / file
+            if any(glob_matches(name, pattern) for name in _match_names(path, rootdir)):
+                return False
+            seen += 1
+            if seen >= MAX_FILES_SEARCHED:
+                return False
+    return True
+
+
 def _match_names(path: Path, rootdir: Path) -> list[str]:
     """The names a glob may match a dataset by: as found and, when that differs, as resolved (symlinks)."""
     found = [dataset_name(path, rootdir), Path(os.path.abspath(path)).as_posix()]
@@ -146,6 +177,8 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
                 values[key] = tuple(parse_pass_at_k(part, where) for part in text.split(","))
             elif key == "min_metric":
                 values[key] = tuple(parse_min_metric(part, where) for part in text.split(","))
+            elif key == "min_pass_rate":
+                values[key] = _fraction(text, f"{where}: {key}")
             else:
                 values[key] = _number(text, f"{where}: {key}")
         parsed.append((pattern.strip(), DatasetSettings(**values)))
@@ -206,6 +239,14 @@ def _whole(text: object, where: str, minimum: int) -> int | None:
         raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
     if number < minimum:
         raise pytest.UsageError(f"{where}: must be at least {minimum}, got {number}")
+    return number
+
+
+def _fraction(text: object, where: str) -> float | None:
+    """A number in [0, 1] (a pass rate), or None when unset; raises :class:`pytest.UsageError` naming ``where``."""
+    number = _number(text, where)
+    if number is not None and not 0.0 <= number <= 1.0:
+        raise pytest.UsageError(f"{where}: a pass rate lies in [0, 1], got {number:g}")
     return number
 
 

@@ -29,6 +29,7 @@ def test_dataset_settings_lines_parse() -> None:
         ("d.jsonl: repeats=two", "repeats: expected a whole number"),
         ("d.jsonl: pass_threshold=nan", "expected a finite number"),
         ("d.jsonl: min_pass_at_k=4", "K:V"),
+        ("d.jsonl: min_pass_rate=1.5", "min_pass_rate: a pass rate lies in [0, 1], got 1.5"),
     ],
 )
 def test_bad_dataset_settings_name_the_line(line: str, message: str) -> None:
@@ -69,6 +70,9 @@ def pytest_collection_finish(session):
         (["--gym-rollout-timeout=-1"], "--gym-rollout-timeout: a timeout cannot be negative"),
         (["--gym-repeats=0"], "--gym-repeats: must be at least 1"),
         (["--gym-gate-on=median"], "invalid choice"),
+        (["--gym-min-pass-rate=-0.1"], "--gym-min-pass-rate: a pass rate lies in [0, 1], got -0.1"),
+        (["--gym-min-pass-rate=1.5"], "--gym-min-pass-rate: a pass rate lies in [0, 1], got 1.5"),
+        (["-o", "gym_min_pass_rate=1.5"], "gym_min_pass_rate: a pass rate lies in [0, 1], got 1.5"),
     ],
 )
 def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
@@ -148,3 +152,23 @@ def test_bad_ini_values_are_usage_errors_naming_the_option(pytester: pytest.Pyte
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert name in result.stderr.str()
+
+
+def test_a_dataset_settings_glob_that_matches_no_file_is_warned_about(pytester: pytest.Pytester) -> None:
+    """A typo in a settings line would silently drop its gate: the session warns, naming the glob."""
+    (pytester.path / "datasets").mkdir()
+    (pytester.path / "datasets" / "quiz.jsonl").write_text(
+        json.dumps({"id": "q", "responses_create_params": {"input": "?"}}) + "\n"
+    )
+    pytester.makeini(
+        "[pytest]\ngym_dataset_settings =\n    datasets/quizz.jsonl: min_mean_reward=0.9\n"
+        "    datasets/**/*.jsonl: repeats=2\n    ../elsewhere/*.jsonl: pass_threshold=0.5\n"
+    )
+    result = pytester.runpytest("--collect-only", "-q", "datasets/quiz.jsonl")
+    output = result.stdout.str()
+    assert "'datasets/quizz.jsonl' matches no file under" in output
+    assert "(its gates are not applied): a typo?" in output
+    assert "'../elsewhere/*.jsonl' matches no file" in output and "datasets/**/*.jsonl' matches" not in output
+    assert "quiz.jsonl::q[r1]" in output  # the matching line still applies (repeats=2)
+    result = pytester.runpytest("--collect-only", "datasets/quiz.jsonl", "-W", "error::pytest.PytestConfigWarning")
+    assert result.ret != pytest.ExitCode.OK and "matches no file" in result.stdout.str() + result.stderr.str()

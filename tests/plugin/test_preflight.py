@@ -112,3 +112,24 @@ def test_a_long_list_names_the_closest(tmp_path: Path) -> None:
     assert preflight.named(sorted(names), "mcq_simple_agent") == "41 in all, the closest: mcqa_simple_agent"
     assert preflight.named(["a", "b"], "c") == "a, b"
     assert preflight.named(sorted(names), "zzz").startswith("41 in all, e.g. env0_simple_agent")
+    # a typo inside the shared suffix: found by the name's leading part, not lost among the suffix's look-alikes
+    assert preflight.named(sorted(names), "mcqa_simpel_agent") == "41 in all, the closest: mcqa_simple_agent"
+
+
+@pytest.mark.parametrize("problem", ["missing", "not-a-checkout", "half-built"])
+def test_a_gym_checkout_that_is_no_checkout_is_one_usage_error(pytester: pytest.Pytester, problem: str) -> None:
+    """--gym-checkout names a folder the session uses as it is (it never builds it): a typo or an unbuilt folder
+    is one usage error before Gym starts, never "Gym would not start" on every item."""
+    checkout = pytester.path / "gym"
+    if problem != "missing":
+        checkout.mkdir()
+    if problem == "half-built":
+        (checkout / ".pytest-gym-eval").mkdir()
+        (checkout / ".pytest-gym-eval" / "provisioning").write_text("")
+    name = write_dataset(pytester.path, "quiz.jsonl", "a", "b")
+    result = pytester.runpytest_subprocess(f"--gym-checkout={checkout}", name, "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.outlines[-20:]
+    (line,) = usage_error_lines(result)
+    expected = {"missing": "no such folder", "not-a-checkout": "is not a NeMo Gym checkout", "half-built": "half-built"}
+    assert line.startswith("ERROR: --gym-checkout") and expected[problem] in line, line
+    assert not any("quiz.jsonl::" in line for line in result.outlines)  # no item ran, none errored

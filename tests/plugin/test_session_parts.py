@@ -235,7 +235,9 @@ def test_a_prompt_without_recording_points_to_the_replay_log(tmp_path: Path) -> 
     log = tmp_path / "logs" / "replay-model.jsonl"
     found = Missing("gone")
     assert texts.error_context(found, no_recording, tmp_path, None, RunPlan(())) == [
-        f"the replay model's requests: {log}"
+        f"the replay model's requests: {log}",
+        "to record it: run the dataset once against a live model with --gym-run-dir; that run's "
+        'gym-output/rollouts.jsonl is a --gym-replay file (docs/replay.md, "Recording your own")',
     ]
     assert texts.error_context(found, wrapper_only, tmp_path, None, RunPlan(())) == [
         f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"

@@ -31,6 +31,17 @@ def test_every_subcommand_is_covered() -> None:
     assert set(ERRORS) == set(COMMANDS)
 
 
+def test_every_subcommand_has_a_row_in_the_commands_table() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "hooks-and-api.md").read_text(encoding="utf-8")
+    listed = {
+        name.strip(" `")
+        for line in page.splitlines()
+        if line.startswith("| `")
+        for name in line.split("|")[1].split(",")
+    }
+    assert set(COMMANDS) <= listed, set(COMMANDS) - listed
+
+
 @pytest.mark.parametrize("command", sorted(ERRORS))
 def test_every_subcommand_words_its_errors_one_way(
     command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, warm_registry: Path
