@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from pytest_gym_eval import number_text
 from pytest_gym_eval.gates import GateMode, Verdict, judge
 from pytest_gym_eval.sequential import DEFAULT_ALPHA, BettingSequence, RewardRange, wave_ends
 from pytest_gym_eval.stats import Interval, mcnemar_exact, mean_interval
@@ -202,24 +203,7 @@ class ComparisonGate:
     def label(self) -> str:
         """E.g. ``non-inferiority: candidate - baseline >= -0.05`` or ``superiority: candidate - baseline > 0.00``."""
         op = ">=" if self.hypothesis is Hypothesis.NON_INFERIORITY else ">"
-        return f"{self.hypothesis.value}: candidate - baseline {op} {_number(self.threshold)}"
-
-
-def _value(value: float) -> str:
-    """An estimate or a bound: two decimals, as the reward gates print theirs; "n/a" for an infinite bound."""
-    if not math.isfinite(value):
-        return "n/a"
-    text = f"{value:.2f}"
-    return "0.00" if text == "-0.00" else text
-
-
-def _number(value: float) -> str:
-    """A threshold: two decimals unless that hides digits (a margin of 0.025 stays 0.025); "n/a" if infinite."""
-    if not math.isfinite(value):
-        return "n/a"
-    two = f"{value:.2f}"
-    text = two if float(two) == value else f"{value:.6g}"
-    return "0.00" if text in ("-0.00", "-0") else text
+        return f"{self.hypothesis.value}: candidate - baseline {op} {number_text.threshold(self.threshold)}"
 
 
 def judge_comparison(interval: Interval, gate: ComparisonGate) -> Verdict:
@@ -264,18 +248,18 @@ class ComparisonResult:
         head = f"{self.gate.hypothesis.value}: candidate - baseline"
         if math.isnan(iv.estimate):
             return f"{head} n/a (no paired rollouts): {self.verdict.value}"
-        interval = f"{_value(iv.estimate)} [{_value(iv.low)}, {_value(iv.high)}]"
+        interval = f"{number_text.interval(iv.estimate, iv.low, iv.high)}"
         return f"{head} {interval}, {self.because}: {self.verdict.value}"
 
     @property
     def because(self) -> str:
         """The bound that decided, e.g. ``lower bound -0.06 >= -0.10`` (``interval straddles -0.10`` undecided)."""
-        iv, threshold = self.interval, _number(self.gate.threshold)
+        iv, threshold = self.interval, number_text.threshold(self.gate.threshold)
         non_inferiority = self.gate.hypothesis is Hypothesis.NON_INFERIORITY
         if self.verdict is Verdict.PASS:
-            return f"lower bound {_value(iv.low)} {'>=' if non_inferiority else '>'} {threshold}"
+            return f"lower bound {number_text.number(iv.low)} {'>=' if non_inferiority else '>'} {threshold}"
         if self.verdict is Verdict.FAIL:
-            return f"upper bound {_value(iv.high)} {'<' if non_inferiority else '<='} {threshold}"
+            return f"upper bound {number_text.number(iv.high)} {'<' if non_inferiority else '<='} {threshold}"
         return f"interval straddles {threshold}"
 
 

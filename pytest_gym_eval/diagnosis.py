@@ -61,7 +61,7 @@ class Diagnosis:
         """The root cause of a rollout Gym recorded as failed, from its record and this run's server logs
         (:func:`pytest_gym_eval.causes.diagnose`), with the API key's value redacted."""
         if self.server_logs is None and run_dir is not None:
-            self.server_logs = causes.ServerLogs(RunPaths(run_dir).logs / "gym-servers")
+            self.server_logs = causes.ServerLogs(RunPaths(run_dir).server_logs)
         try:
             full = record.read_full()
         except (OSError, ValueError):
@@ -125,7 +125,7 @@ class Diagnosis:
                     lines.append(f"last lines of {eval_log}:")
                     lines += [f"  {causes.redact(line, self.secrets())[:300]}" for line in last.splitlines()]
             if self.server_logs is None:
-                self.server_logs = causes.ServerLogs(RunPaths(run_dir).logs / "gym-servers")
+                self.server_logs = causes.ServerLogs(RunPaths(run_dir).server_logs)
             self.server_logs.refresh()
             activity = self.server_logs.recent_activity()
             if activity:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from pytest_gym_eval import number_text
 from pytest_gym_eval.stats import Interval, mean_interval, pass_at_k_interval, wilson_interval
 
 METRICS = ("mean_reward", "pass_rate", "pass_at_k", "custom")
@@ -30,12 +31,6 @@ class GateMode(str, Enum):
 
     POINT = "point"
     LOWER_BOUND = "lower-bound"
-
-
-def _fmt_threshold(value: float) -> str:
-    # Two decimals like the estimates, unless that would hide digits the user typed (0.755 stays 0.755).
-    two = f"{value:.2f}"
-    return two if float(two) == value else f"{value:.6g}"
 
 
 @dataclass(frozen=True)
@@ -76,7 +71,7 @@ class Gate:
     @property
     def label(self) -> str:
         """E.g. ``mean reward >= 0.70`` or ``pass@4 >= 0.50``."""
-        return f"{self.name} >= {_fmt_threshold(self.threshold)}"
+        return f"{self.name} >= {number_text.threshold(self.threshold)}"
 
 
 def parse_pass_at_k(text: str) -> Gate:
@@ -149,10 +144,10 @@ class GateResult:
         return f"{text} ({self.note})" if self.note else text
 
     def _describe(self) -> str:
-        iv, threshold = self.interval, _fmt_threshold(self.gate.threshold)
+        iv, threshold = self.interval, number_text.threshold(self.gate.threshold)
         if math.isnan(iv.estimate):
             return f"{self.gate.name} n/a (no data), needs >= {threshold}: {self.verdict.value}"
-        head = f"{self.gate.name} {iv.estimate:.2f} [{_bound(iv.low)}, {_bound(iv.high)}]"
+        head = f"{self.gate.name} {number_text.interval(iv.estimate, iv.low, iv.high)}"
         if self.note:  # the verdict is not the interval's alone
             op = ">=" if iv.estimate >= self.gate.threshold else "<"
             return f"{head} {op} {threshold}: {self.verdict.value}"
@@ -160,15 +155,10 @@ class GateResult:
             op = ">=" if self.verdict is Verdict.PASS else "<"
             return f"{head} {op} {threshold}: {self.verdict.value}"
         if self.verdict is Verdict.PASS:
-            return f"{head}: lower bound {_bound(iv.low)} >= {threshold}: PASS"
+            return f"{head}: lower bound {number_text.number(iv.low)} >= {threshold}: PASS"
         if self.verdict is Verdict.FAIL:
-            return f"{head}: upper bound {_bound(iv.high)} < {threshold}: FAIL"
+            return f"{head}: upper bound {number_text.number(iv.high)} < {threshold}: FAIL"
         return f"{head}: interval straddles {threshold}: INCONCLUSIVE"
-
-
-def _bound(value: float) -> str:
-    """An interval's bound as the summary prints it: two decimals, "n/a" when there is none (one task: +-inf)."""
-    return f"{value:.2f}" if math.isfinite(value) else "n/a"
 
 
 def metric_interval(

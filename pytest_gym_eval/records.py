@@ -49,17 +49,25 @@ class RolloutRecord:
     def read_full(self) -> dict[str, Any]:
         """The whole record, read again from its file (for failure messages and plugin hooks)."""
         # Not files.iter_json_lines: one line, found by its byte offset (a seek), not a walk through the file.
+        if self.offset is None:
+            return read_record_line(self.path, self.line)
         with self.path.open("rb") as handle:
-            if self.offset is not None:
-                handle.seek(self.offset)
-                raw = handle.readline()
-                value = json.loads(raw) if raw else {}
+            handle.seek(self.offset)
+            raw = handle.readline()
+            value = json.loads(raw) if raw else {}
+            return value if isinstance(value, dict) else {}
+
+
+def read_record_line(path: Path, line: int) -> dict[str, Any]:
+    """The JSON object on line ``line`` (1-based) of a Gym records file; {} when the line is not an object or the
+    file is shorter. Raises OSError when the file cannot be read, ValueError when the line is not JSON."""
+    # Not files.iter_json_lines: one known line of a record already read once; the walk stops there.
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if number == line:
+                value = json.loads(raw)
                 return value if isinstance(value, dict) else {}
-            for number, raw in enumerate(handle, 1):
-                if number == self.line:
-                    value = json.loads(raw)
-                    return value if isinstance(value, dict) else {}
-        return {}
+    return {}
 
 
 @dataclass(frozen=True)

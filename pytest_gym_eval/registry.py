@@ -236,7 +236,7 @@ class Entry:
         ``GET /readyz`` within :data:`HEALTH_TIMEOUT` seconds."""
         if (gone := self.gone()) is not None:
             return gone
-        if (tripped := tripped_model_client(RunPaths(self.home).logs / "gym-servers")) is not None:
+        if (tripped := tripped_model_client(RunPaths(self.home).server_logs)) is not None:
             return tripped
         return self.head_problem() if check_head else None
 

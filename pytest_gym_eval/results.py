@@ -8,7 +8,6 @@ by the pure functions of :mod:`pytest_gym_eval.reporting`.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +23,7 @@ from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read_quarantine, split_gated
 from pytest_gym_eval.plan import PlannedRollout
+from pytest_gym_eval.records import read_record_line
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
@@ -222,7 +222,7 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
         if result.reward is None or result.record is None:
             continue
         path, _, line = result.record.rpartition(":")
-        record = _read_line(Path(path), int(line))
+        record = read_record_line(Path(path), int(line))
         params = record.get("responses_create_params")
         if not isinstance(params, dict):
             continue
@@ -234,16 +234,6 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
         if recorded and not any(math.isclose(result.reward, r, abs_tol=1e-9) for r in numbers):
             flips.append(Flip(result.nodeid, result.reward, tuple(recorded)))
     return flips
-
-
-def _read_line(path: Path, line: int) -> dict[str, object]:
-    # Not files.iter_json_lines: one known line of a record already read once; the walk stops there.
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if number == line:
-                value = json.loads(raw)
-                return value if isinstance(value, dict) else {}
-    return {}
 
 
 def conclude(

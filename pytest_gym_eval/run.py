@@ -140,7 +140,7 @@ class GymRun:
 
     def _aggregate_metrics_written(self) -> bool:
         """Whether ``gym eval run`` wrote its aggregate metrics (a whole JSON file) after its last rollout."""
-        metrics = self.paths.output.with_name(self.paths.output.stem + "_aggregate_metrics.json")
+        metrics = self.paths.aggregate_metrics
         try:
             last_rollout = max(
                 (p.stat().st_mtime for p in (self.paths.output, self.paths.failures) if p.exists()), default=0.0

@@ -85,6 +85,11 @@ class RunPaths:
         return self.root / "logs"
 
     @property
+    def server_logs(self) -> Path:
+        """Gym's per-server logs, ``<server>.log`` each (Gym's ``nemo_gym_log_dir``, :mod:`.server_logs`)."""
+        return self.logs / "gym-servers"
+
+    @property
     def manifest(self) -> Path:
         """What the run asked for, written at its start (:mod:`pytest_gym_eval.resume`)."""
         return self.root / "manifest.json"

@@ -188,7 +188,7 @@ def launch_servers(
     """Start ``gym env start`` with the run's Gym configs, model type and config file (``paths.config``).
 
     Gym's servers build missing venvs themselves (``+skip_venv_if_present=true`` keeps existing ones) and
-    write per-server logs under ``paths.logs/gym-servers``. The process is recorded in ``paths.processes`` and
+    write per-server logs under ``paths.server_logs``. The process is recorded in ``paths.processes`` and
     its session handed to ``watchdog``.
     """
     argv = [str(settings.gym), "env", "start"]
@@ -198,7 +198,7 @@ def launch_servers(
     if settings.server_blocks:  # JSON, which Gym's YAML loader reads; not for `gym eval run` (see RunSettings)
         paths.servers_config.write_text(json.dumps(settings.server_blocks, indent=2) + "\n", encoding="utf-8")
         argv += ["--config", str(paths.servers_config)]
-    argv += ["+skip_venv_if_present=true", f"+nemo_gym_log_dir={paths.logs / 'gym-servers'}"]
+    argv += ["+skip_venv_if_present=true", f"+nemo_gym_log_dir={paths.server_logs}"]
     process = GymProcess(argv, env=settings.env, cwd=settings.cwd, log_path=log_path, name="gym env start")
     record_process(paths, process, watchdog)
     return process

@@ -7,6 +7,9 @@ import math
 import textwrap
 import unicodedata
 
+from pytest_gym_eval import number_text
+from pytest_gym_eval.number_text import number as number
+from pytest_gym_eval.number_text import threshold as threshold
 from pytest_gym_eval.stats import Interval, PairedComparison
 
 MIN_WIDTH = 40
@@ -26,16 +29,9 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def number(value: float) -> str:
-    """Two decimals like Gym's own summaries; 3 significant digits past a million; "n/a" when not finite."""
-    if not math.isfinite(value):
-        return "n/a"
-    return f"{value:.2f}" if abs(value) < 1e6 else f"{value:.3g}"
-
-
 def interval(interval: Interval) -> str:
-    """``0.80 [0.24, 1.36]``; infinite bounds print as n/a."""
-    return f"{number(interval.estimate)} [{number(interval.low)}, {number(interval.high)}]"
+    """``0.80 [0.24, 1.36]``; infinite bounds print as n/a (:func:`pytest_gym_eval.number_text.interval`)."""
+    return number_text.interval(interval.estimate, interval.low, interval.high)
 
 
 def change(paired: PairedComparison) -> str:
@@ -47,12 +43,6 @@ def p_value(p_value: float) -> str:
     if math.isnan(p_value):
         return "p n/a"
     return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}"
-
-
-def threshold(value: float) -> str:
-    """Two decimals unless that would hide digits (0.755 stays 0.755), as the gates' labels print them."""
-    two = f"{value:.2f}"
-    return two if float(two) == value else f"{value:.6g}"
 
 
 def percent(confidence: float) -> str:

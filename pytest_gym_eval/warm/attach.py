@@ -215,13 +215,15 @@ class WarmGym:
 
     def _link(self, entry: Entry) -> None:
         """Point the run directory at the warm Gym: ``warm.json``, and links to its server and replay logs."""
-        logs = RunPaths(self.run_dir).logs
-        logs.mkdir(parents=True, exist_ok=True)
-        for name in ("gym-servers", "replay-model.jsonl") if self.spec.replay else ("gym-servers",):
-            link = logs / name
+        run, home = RunPaths(self.run_dir), RunPaths(entry.home)
+        run.logs.mkdir(parents=True, exist_ok=True)
+        links = [(run.server_logs, home.server_logs)]
+        if self.spec.replay:
+            links.append((run.replay_log, home.replay_log))
+        for link, target in links:
             if not link.exists() and not link.is_symlink():
                 with contextlib.suppress(OSError):
-                    link.symlink_to(RunPaths(entry.home).logs / name)
+                    link.symlink_to(target)
         write_json_atomic(
             self.run_dir / "warm.json",
             {

@@ -139,38 +139,66 @@ def _floors(wheel: Path) -> list[str]:
     return pins
 
 
-def _python(request: str) -> str:
-    """An installed interpreter satisfying ``request`` (uv finds it; never downloads), else this one."""
-    found = subprocess.run(
-        [_uv(), "python", "find", "--no-project", "--no-config", request],
+COMBINATIONS = {"oldest": "3.10", "newest": "3.13"}
+"""The compatibility matrix: the oldest combination the metadata allows (Python 3.10, every dependency at its
+declared floor: uv's lowest-direct resolution) and the newest (Python 3.13, the newest releases on the index)."""
+RESOLUTION = {
+    "oldest": ["--resolution", "lowest-direct"],
+    "newest": ["--upgrade", "--refresh-package", "pytest", "--refresh-package", "pluggy"],
+}
+"""How each combination resolves what is installed into its venv (uv pip install options)."""
+
+
+def _interpreter(minor: str) -> str:
+    """Python ``minor`` (e.g. ``"3.10"``): pyenv's newest patch release of it, else one uv finds (never
+    downloading); never this interpreter in its place (a matrix row that silently ran on another Python would
+    prove nothing). Fails the test when there is none."""
+    root = (
+        subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
+        if shutil.which("pyenv")
+        else ""
+    )
+    versions = Path(root or os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = sorted(versions.glob(f"{minor}.*/bin/python3"), key=lambda p: Version(p.parents[1].name))
+    if found:
+        return str(found[-1])
+    major, minor_number = minor.split(".")
+    uv_found = subprocess.run(
+        [_uv(), "python", "find", "--no-project", "--no-config", f">={minor}, <{major}.{int(minor_number) + 1}"],
         env=_uv_env(),
         capture_output=True,
         text=True,
         timeout=120,
     )
-    return found.stdout.strip().splitlines()[-1] if found.returncode == 0 and found.stdout.strip() else sys.executable
+    python = uv_found.stdout.strip().splitlines()[-1] if uv_found.returncode == 0 and uv_found.stdout.strip() else ""
+    assert python and python != sys.executable, f"no Python {minor} on this machine (pyenv or uv): the matrix needs it"
+    return python
 
 
-@pytest.mark.parametrize("combination", ["oldest", "newest"])
+def combination_venv(combination: str, venv: Path, *requirements: str) -> Path:
+    """A fresh venv at ``venv`` on the Python of ``combination`` (a key of :data:`COMBINATIONS`, refused when the
+    machine has no such Python) with ``requirements`` (uv pip install arguments) installed by the combination's
+    :data:`RESOLUTION`. Returns the venv's python. The one way both the plain-project test and the fast-tier test
+    build a combination's venv."""
+    _run([_uv(), "venv", "--quiet", "--python", _interpreter(COMBINATIONS[combination]), str(venv)])
+    python = venv / "bin" / "python"
+    _run([_uv(), "pip", "install", "--quiet", "--python", str(python), *RESOLUTION[combination], *requirements])
+    return python
+
+
+@pytest.mark.parametrize("combination", list(COMBINATIONS))
 def test_a_plain_project_passes_with_the_plugin_installed(dists: Dists, tmp_path: Path, combination: str) -> None:
     """pytest 8.0 to 9.0 with the plugin installed failed every run with `INTERNALERROR ... unhashable type:
     'ResultsCollector'`: the oldest combination (Python 3.10, every runtime dependency at its floor) and the
     newest (Python 3.13, the newest pytest and pluggy on the index) each run a one-test project."""
-    venv = tmp_path / "venv"
-    python = _python(">=3.10, <3.11" if combination == "oldest" else ">=3.13, <3.14")
-    _run([_uv(), "venv", "--quiet", "--python", python, str(venv)])
-    install = [_uv(), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), str(dists.wheel)]
-    if combination == "oldest":
-        install += _floors(dists.wheel)
-    else:
-        install += ["--upgrade", "--refresh-package", "pytest", "--refresh-package", "pluggy"]
-    _run(install)
+    floors = _floors(dists.wheel) if combination == "oldest" else []  # the floors pinned, not only resolved low
+    python = combination_venv(combination, tmp_path / "venv", str(dists.wheel), *floors)
     project = tmp_path / "project"
     project.mkdir()
     (project / "test_one.py").write_text(ONE_TEST, encoding="utf-8")
     env = {k: v for k, v in _uv_env().items() if not k.startswith("PYTEST_")}
     result = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider", "-W", "error"],
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-W", "error"],
         cwd=project,
         env=env,
         capture_output=True,
@@ -184,9 +212,9 @@ def test_a_plain_project_passes_with_the_plugin_installed(dists: Dists, tmp_path
     assert re.search(r"^=+ 1 passed", output, re.M), output
     if combination == "oldest":
         code = "import pytest, pluggy; print(pytest.__version__, pluggy.__version__)"
-        installed = _run([str(venv / "bin" / "python"), "-c", code]).split()
-        floors = dict(pin.split("==") for pin in _floors(dists.wheel))
-        assert [Version(v) for v in installed] == [Version(floors["pytest"]), Version(floors["pluggy"])]
+        installed = _run([str(python), "-c", code]).split()
+        pinned = dict(pin.split("==") for pin in floors)
+        assert [Version(v) for v in installed] == [Version(pinned["pytest"]), Version(pinned["pluggy"])]
 
 
 def test_the_provision_extra_is_all_provisioning_needs(
@@ -236,41 +264,12 @@ def test_the_provision_extra_is_all_provisioning_needs(
 # The whole fast tier on the oldest and the newest combination
 
 
-COMBINATIONS = {"oldest": "3.10", "newest": "3.13"}
-"""The compatibility matrix: the oldest combination the metadata allows (Python 3.10, every dependency at its
-declared floor: uv's lowest-direct resolution) and the newest (Python 3.13, the newest releases on the index)."""
-
-
-def _interpreter(minor: str) -> str:
-    """Python ``minor`` (e.g. ``"3.10"``): pyenv's newest patch release of it, else one uv finds; never this
-    interpreter in its place (a matrix row that silently ran on another Python would prove nothing)."""
-    root = (
-        subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
-        if shutil.which("pyenv")
-        else ""
-    )
-    versions = Path(root or os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    found = sorted(versions.glob(f"{minor}.*/bin/python3"), key=lambda p: Version(p.parents[1].name))
-    if found:
-        return str(found[-1])
-    python = _python(f">={minor}, <{minor.split('.')[0]}.{int(minor.split('.')[1]) + 1}")
-    assert python != sys.executable, f"no Python {minor} on this machine (pyenv or uv): the matrix needs it"
-    return python
-
-
 @pytest.mark.parametrize("combination", list(COMBINATIONS))
 def test_the_fast_tier_passes_on_the_combination(tmp_path: Path, combination: str) -> None:
     """The project with its dev extra installed (editable) into a fresh venv of the combination, then its whole
     fast tier (``-m "not gym and not compat"``) run there, in one process: these two tests are one unit of work
     under ``-n 2`` (the root conftest), run on the worker that does not run Gym, while the other runs the Gym tiers."""
-    venv = tmp_path / "venv"
-    _run([_uv(), "venv", "--quiet", "--python", _interpreter(COMBINATIONS[combination]), str(venv)])
-    python = str(venv / "bin" / "python")
-    if combination == "oldest":
-        resolution = ["--resolution", "lowest-direct"]
-    else:
-        resolution = ["--upgrade", "--refresh-package", "pytest", "--refresh-package", "pluggy"]
-    _run([_uv(), "pip", "install", "--quiet", "--python", python, *resolution, "-e", f"{ROOT}[dev]"])
+    python = str(combination_venv(combination, tmp_path / "venv", "-e", f"{ROOT}[dev]"))
     code = "import sys; from importlib.metadata import version as v; print(sys.version_info[:2], v('pytest'))"
     installed = _run([python, "-c", code])
     assert installed.startswith(str(tuple(int(n) for n in COMBINATIONS[combination].split(".")))), installed

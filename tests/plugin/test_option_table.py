@@ -64,7 +64,12 @@ def test_importing_the_options_imports_no_evaluation_or_gym_module() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_gym_eval'))))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout)
-    assert loaded == ["pytest_gym_eval", "pytest_gym_eval.defaults", "pytest_gym_eval.options"]
+    assert loaded == [
+        "pytest_gym_eval",
+        "pytest_gym_eval.defaults",
+        "pytest_gym_eval.option_table",
+        "pytest_gym_eval.options",
+    ]
 
 
 def test_names_moved_out_of_options_still_import_from_it() -> None:
