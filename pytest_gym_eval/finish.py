@@ -14,6 +14,7 @@ import pytest
 
 from pytest_gym_eval import causes
 from pytest_gym_eval.history.urls import redact_url
+from pytest_gym_eval.models import sampling_meta
 from pytest_gym_eval.report_facts import report_meta, report_plan
 from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
@@ -221,6 +222,7 @@ def run_meta(gym: GymSession) -> dict[str, object]:
         "run_dir": str(gym.run_dir) if gym.run_dir else None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **gym.options.sampling.meta(),
+        **sampling_meta(gym.options.policies, gym.options.sampling),
         **(gym.options.price.meta() if gym.options.price is not None else {}),
         "warm_gym": warm.entry.key if (warm := gym.launch.warm) is not None and warm.entry is not None else None,
         "resumed_from": str(gym.options.resume) if gym.options.resume is not None else None,

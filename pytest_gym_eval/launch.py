@@ -152,6 +152,7 @@ class Launch:
             startup_timeout=options.startup_timeout,
             concurrency=options.concurrency,
             sampling=options.sampling,
+            policies=options.policies,
             record_latency=options.latency,
             tag_repeats=bool(options.replay) or any(policy.replay for policy in options.policies),
             ray_address=options.ray_address,

@@ -1,9 +1,10 @@
 """Several policy models in one session (``--gym-policy``): parsing their specs, naming their items and the agent
 instance each one runs in Gym, and the Gym config blocks that serve them all from one Gym.
 
-A spec is ``NAME=URL[,model=SERVED_NAME][,key=ENV_VAR]`` (an OpenAI-style endpoint; the API key is read from the
-environment variable ``ENV_VAR``, never given itself) or ``NAME=replay:ROLLOUTS.jsonl`` (the replay model serving
-that file's recorded answers). The first policy named is the baseline unless ``--gym-baseline-policy`` names
+A spec is ``NAME=URL[,model=SERVED_NAME][,key=ENV_VAR][,temperature=T][,top_p=P][,max_output_tokens=N]`` (an
+OpenAI-style endpoint; the API key is read from the environment variable ``ENV_VAR``, never given itself; the
+sampling values are the policy's own, :func:`policy_sampling`) or ``NAME=replay:ROLLOUTS.jsonl`` (the replay model
+serving that file's recorded answers). The first policy named is the baseline unless ``--gym-baseline-policy`` names
 another.
 
 In Gym (notes: ``gym-notes.md``, "Several policy models in one Gym") the first policy is Gym's ``policy_model``
@@ -16,9 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_gym_eval.sampling import POLICY_PRECEDENCE, Sampling, value_problem
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 """A policy's name: it ends up in node ids (``-k``) and in Gym server instance names."""
@@ -33,6 +36,9 @@ MODEL_FIELDS = {
 }
 """Per Gym model server type, its config's fields for the base URL, the model name and the API key (Gym 0.7.0's
 ``responses_api_models/<type>/configs/<type>.yaml``)."""
+SAMPLING_FIELDS: dict[str, type[float] | type[int]] = {"temperature": float, "top_p": float, "max_output_tokens": int}
+"""The sampling values a policy's spec may carry (``temperature=1.0``), each a ``responses_create_params`` key with
+its session option (``--gym-temperature``, ...), and the type its text is read as."""
 
 
 class PolicySpecError(ValueError):
@@ -49,17 +55,24 @@ class Policy:
     model: str | None = None
     api_key_env: str | None = None
     replay: Path | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    """The policy's own sampling values (``temperature``, ``top_p``, ``max_output_tokens``; None where the spec
+    gives none), which beat the session's options (:func:`policy_sampling`)."""
 
 
 def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
     """One ``--gym-policy`` value. ``base`` resolves a relative replay path (the working directory for the command
     line, the ini file's folder for the ini); ``api_key_env`` is the key's variable when the spec names none.
     Raises :class:`PolicySpecError` naming ``text`` for a missing ``=``, a bad name, an empty URL, an unknown or
-    repeated ``key=value`` part, a URL without ``model=`` or a replay file that does not exist."""
+    repeated ``key=value`` part, a URL without ``model=``, a sampling value that is not a number or out of its
+    range (:func:`~pytest_gym_eval.sampling.value_problem`), or a replay file that does not exist."""
     name, equals, rest = text.partition("=")
     name = name.strip()
     if not equals or not rest.strip():
-        raise PolicySpecError(f"{text!r}: expected NAME=URL[,model=M][,key=VAR] or NAME=replay:ROLLOUTS.jsonl")
+        raise PolicySpecError(
+            f"{text!r}: expected NAME=URL[,model=M][,key=VAR][,temperature=T][,top_p=P][,max_output_tokens=N] or "
+            "NAME=replay:ROLLOUTS.jsonl"
+        )
     if not NAME_PATTERN.match(name) or AGENT_SEPARATOR in name:
         raise PolicySpecError(
             f"{text!r}: a policy's name is a letter then letters, digits or single underscores, got {name!r}"
@@ -73,13 +86,32 @@ def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
     url, *parts = (part.strip() for part in rest.split(","))
     fields: dict[str, str] = {}
     for part in parts:
-        key, eq, value = part.partition("=")
-        if not eq or key not in ("model", "key") or not value or key in fields:
-            raise PolicySpecError(f"{text!r}: {part!r} is not model=SERVED_NAME or key=ENV_VAR (each at most once)")
+        key, eq, value = (piece.strip() for piece in part.partition("="))
+        if not eq or key not in ("model", "key", *SAMPLING_FIELDS) or not value or key in fields:
+            raise PolicySpecError(
+                f"{text!r}: {part!r} is not model=SERVED_NAME, key=ENV_VAR, {'=, '.join(SAMPLING_FIELDS)}= "
+                "(each at most once)"
+            )
         fields[key] = value
     if not url or "model" not in fields:
         raise PolicySpecError(f"{text!r}: an endpoint needs its URL and model=SERVED_NAME")
-    return Policy(name, url=url, model=fields["model"], api_key_env=fields.get("key", api_key_env))
+    values: dict[str, Any] = {key: _sampling_value(text, key, fields[key]) for key in SAMPLING_FIELDS if key in fields}
+    sampling = Sampling(**values)
+    return Policy(name, url=url, model=fields["model"], api_key_env=fields.get("key", api_key_env), sampling=sampling)
+
+
+def _sampling_value(spec: str, key: str, text: str) -> float | int:
+    """``text`` read as the sampling value ``key`` of the spec ``spec``; :class:`PolicySpecError` naming both when it
+    is not a number of the key's type or out of its range."""
+    kind = SAMPLING_FIELDS[key]
+    try:
+        value = kind(text)
+    except ValueError:
+        expected = "a whole number" if kind is int else "a number"
+        raise PolicySpecError(f"{spec!r}: {key}: expected {expected}, got {text!r}") from None
+    if problem := value_problem(key, value):
+        raise PolicySpecError(f"{spec!r}: {key}: {problem}")
+    return value
 
 
 def order_policies(policies: Sequence[Policy], baseline: str | None) -> tuple[Policy, ...]:
@@ -128,6 +160,38 @@ def policy_of(instance: str, policies: Sequence[str]) -> str:
         if instance.endswith(f"{AGENT_SEPARATOR}{name}"):
             return name
     return policies[0]
+
+
+def policy_sampling(policy: Policy, session: Sampling) -> Sampling:
+    """The sampling of ``policy``'s requests: **the policy's own value beats the session's option**, which beats
+    the row's own (:func:`~pytest_gym_eval.sampling.apply_sampling`). ``--gym-seed`` and ``--gym-param`` are the
+    session's for every policy."""
+    return policy.sampling.over(session)
+
+
+def instance_sampling(instance: str, policies: Sequence[Policy], session: Sampling) -> Sampling:
+    """The sampling of the rollouts of agent instance ``instance`` (:func:`agent_instance`): its policy's
+    (:func:`policy_sampling`), or ``session`` without policies."""
+    if not policies:
+        return session
+    name = policy_of(instance, [policy.name for policy in policies])
+    return policy_sampling(next(policy for policy in policies if policy.name == name), session)
+
+
+def sampling_meta(policies: Sequence[Policy], session: Sampling) -> dict[str, object]:
+    """Facts for the JSON report's ``meta`` (and the JUnit suite properties) of a session comparing ``policies``:
+    ``policy.<name>.<key>`` for each request parameter a policy's rollouts are sent with (:func:`policy_sampling`:
+    its own or the session's), ``policy.<name>.seed`` with ``--gym-seed``, and ``sampling.precedence`` =
+    :data:`~pytest_gym_eval.sampling.POLICY_PRECEDENCE` when a policy has values of its own. Never a URL or key.
+    Empty without policies."""
+    meta: dict[str, object] = {}
+    for policy in policies:
+        for key, value in policy_sampling(policy, session).meta().items():
+            if key.startswith("sampling.") and key != "sampling.precedence":
+                meta[f"policy.{policy.name}.{key.removeprefix('sampling.')}"] = value
+    if any(not policy.sampling.is_empty for policy in policies):
+        meta["sampling.precedence"] = POLICY_PRECEDENCE
+    return meta
 
 
 def model_server_name(policy: str) -> str:

@@ -158,9 +158,10 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--gym-policy",
-        "Compare policy models in one session: NAME=URL[,model=SERVED_NAME][,key=ENV_VAR] (the key read from ENV_VAR, "
-        "default --gym-api-key-env) or NAME=replay:ROLLOUTS.jsonl (repeatable, in the ini file one per line; items "
-        "get ids like task[r0-NAME])",
+        "Compare policy models in one session: NAME=URL[,model=SERVED_NAME][,key=ENV_VAR][,temperature=T][,top_p=P]"
+        "[,max_output_tokens=N] (the key read from ENV_VAR, default --gym-api-key-env; a policy's sampling values "
+        "beat the --gym-temperature, --gym-top-p and --gym-max-output-tokens options) or NAME=replay:ROLLOUTS.jsonl "
+        "(repeatable, in the ini file one per line; items get ids like task[r0-NAME])",
         "linelist",
         action="append",
         metavar="NAME=SPEC",

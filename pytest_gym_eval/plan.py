@@ -35,6 +35,7 @@ from typing import Any
 
 from pytest_gym_eval.dataset import GYM_PRIVATE_PREFIX, LONE_SURROGATE, DatasetError, parse_row, row_offsets
 from pytest_gym_eval.files import write_json_atomic
+from pytest_gym_eval.models import Policy, instance_sampling
 from pytest_gym_eval.sampling import Sampling, apply_sampling
 
 AGENT_REF_KEY = "agent_ref"
@@ -159,14 +160,23 @@ def gym_row(row: dict[str, Any], stamp: int, agent: str, repeat: int | None = No
     return out
 
 
-def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None, *, tag_repeats: bool = False) -> int:
+def write_gym_input(
+    plan: RunPlan,
+    path: Path,
+    sampling: Sampling | None = None,
+    *,
+    tag_repeats: bool = False,
+    policies: Sequence[Policy] = (),
+) -> int:
     """Write Gym's input for ``plan`` to ``path`` (reading each dataset once); returns the number of rows:
     one per rollout in pair mode, one per task (its repeat 0) in whole-task mode (see the module docstring).
     With ``tag_repeats`` each row of a pair-mode plan carries its repeat for the replay model (:func:`gym_row`).
 
     ``sampling`` (the session's sampling options) is written into every row's request by
     :func:`~pytest_gym_eval.sampling.apply_sampling` (in whole-task mode as for repeat 0: the session allows
-    whole tasks only without a per-repeat seed).
+    whole tasks only without a per-repeat seed). With ``policies`` (``--gym-policy``, baseline first) each row gets
+    the sampling of its rollout's policy instead, the policy's own values over ``sampling``
+    (:func:`~pytest_gym_eval.models.instance_sampling`, by the rollout's agent instance).
 
     Raises :class:`~pytest_gym_eval.dataset.DatasetError` when a dataset changed since collection, or a row holds
     a lone surrogate (:data:`~pytest_gym_eval.dataset.LONE_SURROGATE`; rows without an id are refused at collection).
@@ -179,6 +189,8 @@ def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None,
     # Each row is read again from its offset when written rather than all held parsed in memory: a
     # 100,000-row dataset held as rows took ~0.5 GB, and the garbage collector most of the time.
     offsets = {dataset: row_offsets(dataset, lines) for dataset, lines in lines_by_dataset.items()}
+    session = sampling if sampling is not None else Sampling()
+    by_agent = {agent: instance_sampling(agent, policies, session) for agent in {rollout.agent for rollout in rows}}
     with ExitStack() as stack:
         datasets = {dataset: stack.enter_context(dataset.open("rb")) for dataset in offsets}
         out = stack.enter_context(path.open("w", encoding="utf-8"))
@@ -188,8 +200,8 @@ def write_gym_input(plan: RunPlan, path: Path, sampling: Sampling | None = None,
             row = parse_row(handle.readline(), rollout.dataset, rollout.line)
             tag = rollout.repeat if tag_repeats and repeats == 1 else None
             row = gym_row(row, rollout.stamp // repeats, rollout.agent, tag)
-            if sampling is not None and not sampling.is_empty:
-                row = apply_sampling(row, sampling, rollout.repeat)
+            if not (chosen := by_agent[rollout.agent]).is_empty:
+                row = apply_sampling(row, chosen, rollout.repeat)
             try:
                 out.write(_ENCODE(row) + "\n")
             except UnicodeEncodeError:  # a row with an id of its own was never encoded during collection

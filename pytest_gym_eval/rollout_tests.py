@@ -23,6 +23,7 @@ from pytest_gym_eval.collect import ON_DEMAND_FIXTURE, RolloutError, dataset_def
 from pytest_gym_eval.custom_metrics import property_name
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.item_protocol import read_row
+from pytest_gym_eval.models import instance_sampling
 from pytest_gym_eval.on_demand import (
     DEFAULT_TIMEOUT,
     ON_DEMAND_PROPERTY,
@@ -314,7 +315,8 @@ class RunRow:
         fields) out with ``agent`` (None: the only agent Gym runs) against the session's Gym and policy model, by
         ``POST``ing it to the agent's environment server (no ``gym eval run``); wait at most ``timeout`` seconds
         (None: 600). The session's sampling options (``--gym-temperature``, ``--gym-max-output-tokens``,
-        ``--gym-seed``, ...) go into the request as into a dataset row's (repeat 0). Returns the :class:`Rollout`
+        ``--gym-seed``, ...) go into the request as into a dataset row's (repeat 0), with ``--gym-policy`` the
+        sampling of the policy the agent instance runs. Returns the :class:`Rollout`
         (``task_id`` as given, else ``on-demand``; repeat 0; ``passed`` when the verifier's reward reaches the pass
         threshold, else ``failed``). Raises :class:`OnDemandError`
         (the test errors, it does not fail) when Gym cannot be reached, refuses the row, fails it or does not
@@ -332,8 +334,8 @@ class RunRow:
         servers = cache[head]
         chosen = servers.agent_for(agent)
         url = servers.environment_for(chosen)
-        sampling = gym.options.sampling
-        sent = apply_sampling(row, sampling, 0) if sampling is not None and not sampling.is_empty else row
+        sampling = instance_sampling(chosen, gym.options.policies, gym.options.sampling)
+        sent = apply_sampling(row, sampling, 0) if not sampling.is_empty else row
         answer = post_row(url, sent, DEFAULT_TIMEOUT if timeout is None else timeout)
         threshold = gym.options.cli.over(gym.options.ini).threshold  # no dataset: the command line's, the ini's
         rollout = rollout_from_answer(

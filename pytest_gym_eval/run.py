@@ -290,7 +290,9 @@ class GymRun:
             self.settings = settings = replace(settings, head_server=head, model=model, attach=None)
         capture = self.paths.model_calls if settings.record_latency else None
         write_gym_config(self.paths.config, settings.model, self.head_server, capture, settings.ray_address)
-        write_gym_input(self.plan, self.input, settings.sampling, tag_repeats=settings.tag_repeats)
+        write_gym_input(
+            self.plan, self.input, settings.sampling, tag_repeats=settings.tag_repeats, policies=settings.policies
+        )
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:
@@ -339,7 +341,10 @@ class GymRun:
                 break
             wave = self._wave
             self.plan, self.input, self.output, self.failures = wave.plan, wave.input, wave.output, wave.failures
-            write_gym_input(self.plan, self.input, self.settings.sampling, tag_repeats=self.settings.tag_repeats)
+            settings = self.settings
+            write_gym_input(
+                self.plan, self.input, settings.sampling, tag_repeats=settings.tag_repeats, policies=settings.policies
+            )
             self.on_event(f"wave {wave.number}: {len(wave.plan.rollouts)} rollouts")
             statuses = self._run_eval()
         return statuses

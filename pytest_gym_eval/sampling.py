@@ -24,6 +24,9 @@ SEED_MODEL_TYPES = ("vllm_model",)
 
 PRECEDENCE = "option over row"
 """Recorded in the report's meta as ``sampling.precedence``: an option's value replaces the row's own."""
+POLICY_PRECEDENCE = "policy over option over row"
+"""``sampling.precedence`` of a session whose policies (``--gym-policy``) carry sampling values of their own: a
+policy's value replaces the option's, which replaces the row's."""
 
 _OWN_OPTIONS = {
     "temperature": "--gym-temperature",
@@ -35,6 +38,19 @@ _FORBIDDEN_PARAMS = {"input": "it would replace every row's prompt", "seed": "us
 
 class SamplingError(ValueError):
     """A sampling option's value makes no sense; ``str()`` names the option."""
+
+
+def value_problem(key: str, value: float) -> str | None:
+    """Why ``value`` cannot be the ``responses_create_params`` key ``key`` (``temperature``: a finite number >= 0;
+    ``top_p``: in (0, 1]; ``max_output_tokens``: a whole number >= 1), or None when it can (or ``key`` is none of
+    them). One rule for the session's options and a policy's own values (``--gym-policy NAME=URL,temperature=T``)."""
+    if key == "temperature" and not (math.isfinite(value) and value >= 0):
+        return f"expected a finite number >= 0, got {value!r}"
+    if key == "top_p" and not (math.isfinite(value) and 0 < value <= 1):
+        return f"expected a number in (0, 1], got {value!r}"
+    if key == "max_output_tokens" and value < 1:
+        return f"must be at least 1, got {value}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -53,12 +69,10 @@ class Sampling:
     params: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.temperature is not None and not (math.isfinite(self.temperature) and self.temperature >= 0):
-            raise SamplingError(f"--gym-temperature: expected a finite number >= 0, got {self.temperature!r}")
-        if self.top_p is not None and not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
-            raise SamplingError(f"--gym-top-p: expected a number in (0, 1], got {self.top_p!r}")
-        if self.max_output_tokens is not None and self.max_output_tokens < 1:
-            raise SamplingError(f"--gym-max-output-tokens: must be at least 1, got {self.max_output_tokens}")
+        for key, option in _OWN_OPTIONS.items():
+            value = getattr(self, key)
+            if value is not None and (problem := value_problem(key, value)):
+                raise SamplingError(f"{option}: {problem}")
         for key, _ in self.params:
             if key in _OWN_OPTIONS:
                 raise SamplingError(f"--gym-param {key}=...: use {_OWN_OPTIONS[key]} for {key!r}")
@@ -79,6 +93,17 @@ class Sampling:
                 values[key] = value
         values.update(self.params)
         return values
+
+    def over(self, other: Sampling) -> Sampling:
+        """These values where given, else ``other``'s (``params`` merged key by key, these winning): a policy's own
+        sampling over the session's options."""
+        return Sampling(
+            temperature=self.temperature if self.temperature is not None else other.temperature,
+            top_p=self.top_p if self.top_p is not None else other.top_p,
+            max_output_tokens=self.max_output_tokens if self.max_output_tokens is not None else other.max_output_tokens,
+            seed=self.seed if self.seed is not None else other.seed,
+            params=tuple({**dict(other.params), **dict(self.params)}.items()),
+        )
 
     def check_model_type(self, model_type: str) -> None:
         """Raise :class:`SamplingError` when ``--gym-seed`` is given for a model type that cannot pass it on."""
@@ -142,7 +167,10 @@ def apply_sampling(row: Mapping[str, Any], sampling: Sampling, repeat: int) -> d
     Precedence: **an option beats the row's own value** (a row's ``temperature`` is used only when
     ``--gym-temperature`` is not given), as Gym's own run-level ``responses_create_params`` overrides beat a row's
     (``row | overrides`` in Gym 0.7.0's ``rollout_collection``). A value of ``--gym-param`` for a key that has its own
-    option (e.g. ``temperature``) is a usage error, so each key has one source.
+    option (e.g. ``temperature``) is a usage error, so each key has one source. With several policies
+    (``--gym-policy NAME=URL,model=M,temperature=T``) ``sampling`` is the rollout's policy's: its own values over the
+    options (:meth:`Sampling.over`), so a policy's value beats the option's, which beats the row's
+    (:data:`POLICY_PRECEDENCE`).
 
     The seed is not a Responses API parameter (Gym 0.7.0 rejects unknown request keys). Gym's ``vllm_model`` server
     forwards a per-request seed to the chat-completions endpoint from ``responses_create_params.metadata.extra_body``

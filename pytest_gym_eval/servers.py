@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_gym_eval.causes import GYM_START, redact
 from pytest_gym_eval.gym_config import ModelEndpoint
+from pytest_gym_eval.models import Policy
 from pytest_gym_eval.processes import GymProcess, tail
 from pytest_gym_eval.provision import RAY_START_WAIT
 from pytest_gym_eval.rundir import RunPaths
@@ -81,7 +82,9 @@ class RunSettings:
     ``gym`` is the ``gym`` executable and ``env`` the full environment to run it with; ``cwd`` is the Gym
     checkout; ``head_server`` attaches to running servers (never started or stopped by the run);
     ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds;
-    ``sampling`` goes into every row of Gym's input; ``record_latency`` turns on Gym's model-call
+    ``sampling`` goes into every row of Gym's input (with ``policies``, the ``--gym-policy`` policies baseline
+    first, each row gets its policy's own values over it: :func:`~pytest_gym_eval.plan.write_gym_input`);
+    ``record_latency`` turns on Gym's model-call
     observability (see :func:`write_gym_config`).
     ``tag_repeats`` tags each input row with its repeat for the replay model (``--gym-replay``).
     ``ray_address`` is an existing Ray cluster for Gym's servers (``--gym-ray-address``), None for a private one.
@@ -105,6 +108,7 @@ class RunSettings:
     concurrency: int | None = None
     stop_grace: float = STOP_GRACE
     sampling: Sampling | None = None
+    policies: tuple[Policy, ...] = ()
     record_latency: bool = False
     tag_repeats: bool = False
     ray_address: str | None = None

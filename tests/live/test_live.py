@@ -25,6 +25,7 @@ from pytest_gym_eval.local_model import LocalModelServer
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.children import started_processes
+from tests.support.fault_proxy import FaultProxy
 from tests.support.real_gym import GymExample, gym_verify
 
 MAX_OUTPUT_TOKENS = 48
@@ -250,3 +251,85 @@ def test_an_on_demand_row_is_scored_by_gyms_verifier(
         ["gym env start"],
         ["gym env start", "gym env start"],
     )  # Gym started once for it, and no `gym eval run`
+
+
+def test_one_model_at_two_sampling_settings_is_compared_in_one_session_with_gyms_verdicts(
+    pytester: pytest.Pytester, gym_checkout: provision.GymCheckout, local_model: LocalModelServer
+) -> None:
+    """The local model under two policy names, ``cold`` (temperature 0, the session's 48 output tokens) and ``hot``
+    (temperature 1.5, top_p 1.0, 32 output tokens of its own), each behind a recording proxy: every rollout of both
+    lands with the reward Gym's own mcqa verifier gives its answer, the comparison's delta is the difference of
+    the two policies' means, and each policy's sampling reached Gym's input and the endpoint itself."""
+    dataset = copy_letters(pytester)
+    with FaultProxy(local_model.base_url, timeout=600) as cold, FaultProxy(local_model.base_url, timeout=600) as hot:
+        result = pytester.runpytest(
+            f"--gym-checkout={gym_checkout.path}", "--gym-model-type=vllm_model",
+            f"--gym-policy=cold={cold.base_url},model={local_model.model},temperature=0",
+            f"--gym-policy=hot={hot.base_url},model={local_model.model},temperature=1.5,top_p=1.0,max_output_tokens=32",
+            f"--gym-max-output-tokens={MAX_OUTPUT_TOKENS}", "--gym-run-dir=runs", "--gym-report=report.json",
+            "--junitxml=junit.xml", "-p", "no:cacheprovider", "-rA", dataset,
+        )  # fmt: skip
+        seen = {"cold": cold.seen(), "hot": hot.seen()}
+    output = result.stdout.str()
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    assert_nothing_left(run_dir)
+    policy_of = {"mcqa_simple_agent": "cold", "mcqa_simple_agent__hot": "hot"}
+    wanted = {
+        "cold": {"temperature": 0.0, "max_output_tokens": MAX_OUTPUT_TOKENS},
+        "hot": {"temperature": 1.5, "top_p": 1.0, "max_output_tokens": 32},
+    }
+
+    # Both policies' rollouts landed, every one scored (a comparison of errors would prove nothing).
+    tasks = [row["id"] for row in read_jsonl(LETTERS)]
+    assert sorted(r["nodeid"].split("::", 1)[1] for r in report["rollouts"]) == sorted(
+        f"{task}[r0-{policy}]" for task in tasks for policy in ("cold", "hot")
+    ), output[-3000:]
+    assert {r["status"] for r in report["rollouts"]} <= {"passed", "failed"}, output[-3000:]
+
+    # Each policy's sampling is in every row of Gym's input and every request Gym materialized for it ...
+    sent = read_jsonl(run_dir / "gym-input.jsonl")
+    materialized = read_jsonl(run_dir / "gym-output" / "rollouts_materialized_inputs.jsonl")
+    assert len(sent) == len(materialized) == 2 * len(tasks)
+    for row in [*sent, *materialized]:
+        params, policy = row["responses_create_params"], policy_of[row["agent_ref"]["name"]]
+        assert {key: params.get(key) for key in wanted[policy]} == wanted[policy], row
+        assert "top_p" not in params or policy == "hot"  # the letters rows have none of their own
+    # ... and reached the endpoint: Gym's vllm_model sends chat completions, max_output_tokens as max_tokens.
+    for policy, requests in seen.items():
+        calls = [json.loads(r.body) for r in requests if r.method == "POST" and r.path.endswith("/chat/completions")]
+        assert len(calls) >= len(tasks) and all(r.status == 200 for r in requests), (policy, requests)
+        for body in calls:
+            assert body["temperature"] == wanted[policy]["temperature"], (policy, body)
+            assert body["max_tokens"] == wanted[policy]["max_output_tokens"], (policy, body)
+            assert body.get("top_p") == wanted[policy].get("top_p"), (policy, body)
+    meta = report["meta"]
+    given = (meta["policy.cold.temperature"], meta["policy.hot.temperature"], meta["policy.hot.top_p"])
+    assert given == (0.0, 1.5, 1.0)
+    assert meta["sampling.precedence"] == "policy over option over row"
+
+    # Every reward is what Gym's own mcqa verifier gives the model's answer to the request Gym sent.
+    inputs = {row["_ng_task_index"]: row for row in materialized}
+    output_file = run_dir / "gym-output" / "rollouts.jsonl"
+    records = read_jsonl(output_file)
+    verdicts = gym_verify(gym_checkout, "mcqa", [(inputs[r["_ng_task_index"]], r["response"]) for r in records])
+    by_location = {f"{output_file}:{number}": (record, verdict) for number, (record, verdict) in enumerate(
+        zip(records, verdicts, strict=True), 1)}  # fmt: skip
+    means: dict[str, list[float]] = {"cold": [], "hot": []}
+    for rollout in report["rollouts"]:
+        record, verdict = by_location[rollout["record"]]
+        policy = policy_of[record["agent_ref"]["name"]]
+        assert rollout["nodeid"].endswith(f"-{policy}]") and rollout["reward"] == verdict, (rollout, verdict)
+        means[policy].append(verdict)
+    for record in records:  # each answer stayed within its policy's own bound
+        bound = wanted[policy_of[record["agent_ref"]["name"]]]["max_output_tokens"]
+        assert record["response"]["usage"]["output_tokens"] <= bound, record["response"]["usage"]
+
+    # The comparison: hot against the baseline cold, delta the difference of the two policies' means.
+    (comparison,) = report["comparisons"]
+    cold_mean, hot_mean = (sum(means[p]) / len(means[p]) for p in ("cold", "hot"))
+    assert (comparison["baseline"], comparison["candidate"], comparison["pairs"]) == ("cold", "hot", len(tasks))
+    assert (comparison["baseline_mean"], comparison["candidate_mean"]) == pytest.approx((cold_mean, hot_mean))
+    assert comparison["delta"]["estimate"] == pytest.approx(hot_mean - cold_mean)
+    assert f"{dataset}: hot vs cold" in output

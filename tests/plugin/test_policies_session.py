@@ -520,3 +520,59 @@ def test_both_policies_tokens_and_latency_are_reported_side_by_side(
     )  # fmt: skip
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert json.loads((pytester.path / "merged.json").read_text())["comparisons"][0]["usage"] == usage
+
+
+def test_each_policy_sends_its_own_sampling_in_gyms_input_and_reports_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """One endpoint under two names, each with sampling of its own: every row of Gym's input carries its policy's
+    values over the session's options (which beat the row's own), and the JSON report's meta and the JUnit suite
+    properties say which each policy was sent, never its URL's password."""
+    from pytest_gym_eval.replay import ReplayServer
+
+    rows = [
+        {
+            "id": task, "fake": {"reward_by_agent": rewards},
+            "responses_create_params": {"input": "ping", "temperature": 0.7, "top_p": 0.3, "max_output_tokens": 9},
+        }
+        for task, rewards in REWARDS.items()
+    ]  # fmt: skip
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with ReplayServer([fake_gym.recording]) as server:
+        secret_url = server.base_url.replace("http://", "http://user:pw-SECRET@")
+        result = pytester.runpytest(
+            f"--gym-checkout={fake_gym.checkout}", "-p", "no:cacheprovider", "-p", "no:randomly",
+            f"--gym-policy=base={server.base_url},model=replay,temperature=0",
+            f"--gym-policy=cand={secret_url},model=replay,temperature=1.5,top_p=1.0,max_output_tokens=64",
+            "--gym-max-output-tokens=32", "--gym-run-dir=runs", "--gym-report=r.json", "--junitxml=j.xml",
+            "mcqa.jsonl",
+        )  # fmt: skip
+    result.assert_outcomes(passed=2, failed=2)
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    sent = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+    params = {(row["id"], row["agent_ref"]["name"]): row["responses_create_params"] for row in sent}
+    for task in REWARDS:
+        assert params[(task, "mcqa_simple_agent")] == {
+            "input": "ping", "temperature": 0.0, "top_p": 0.3, "max_output_tokens": 32,
+        }  # fmt: skip
+        assert params[(task, "mcqa_simple_agent__cand")] == {
+            "input": "ping", "temperature": 1.5, "top_p": 1.0, "max_output_tokens": 64,
+        }  # fmt: skip
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    shown = {key: value for key, value in report["meta"].items() if key.startswith(("policy.", "sampling."))}
+    assert shown == {
+        "sampling.max_output_tokens": 32,
+        "policy.base.temperature": 0.0,
+        "policy.base.max_output_tokens": 32,
+        "policy.cand.temperature": 1.5,
+        "policy.cand.top_p": 1.0,
+        "policy.cand.max_output_tokens": 64,
+        "sampling.precedence": "policy over option over row",
+    }
+    properties = junit_suite_properties(pytester.path / "j.xml")
+    assert (properties["gym.policy.cand.temperature"], properties["gym.sampling.precedence"]) == (
+        "1.5",
+        "policy over option over row",
+    )
+    assert "pw-SECRET" not in (pytester.path / "r.json").read_text() + (pytester.path / "j.xml").read_text()

@@ -144,11 +144,13 @@ class FaultProxy:
     """A loopback proxy to ``upstream`` (an OpenAI-style base URL such as ``http://127.0.0.1:PORT/v1``)
     applying ``rules`` (see the module's docstring). ``base_url`` has the same path as ``upstream``.
 
+    ``timeout`` is the seconds a forwarded request may take (a local model on a loaded machine queues requests).
     Usable as a context manager; :meth:`stop` releases held requests by dropping their connections.
     """
 
-    def __init__(self, upstream: str, rules: list[Rule] | None = None) -> None:
+    def __init__(self, upstream: str, rules: list[Rule] | None = None, timeout: float = 120.0) -> None:
         self.upstream = upstream.rstrip("/")
+        self.timeout = timeout
         self.rules = list(rules or [])
         self.requests: list[SeenRequest] = []
         self._origin = self.upstream.split("/", 3)[:3]
@@ -246,7 +248,7 @@ class FaultProxy:
         if auth:
             request.add_header("Authorization", auth)
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return response.status, response.headers.get("Content-Type", "application/json"), response.read()
         except urllib.error.HTTPError as error:
             return error.code, error.headers.get("Content-Type", "application/json"), error.read()

@@ -11,11 +11,15 @@ from pytest_gym_eval.models import (
     PolicySpecError,
     agent_instance,
     base_agent,
+    instance_sampling,
     item_id,
     order_policies,
     parse_policy,
+    policy_sampling,
+    sampling_meta,
     server_blocks,
 )
+from pytest_gym_eval.sampling import POLICY_PRECEDENCE, Sampling, apply_sampling
 
 
 def test_an_endpoint_spec_names_its_url_model_and_key_variable(tmp_path: Path) -> None:
@@ -37,7 +41,16 @@ def test_a_replay_spec_resolves_its_file_against_the_base(tmp_path: Path) -> Non
         ("1cand=http://h/v1,model=m", "got '1cand'"),
         ("a__b=http://h/v1,model=m", "got 'a__b'"),
         ("cand=http://h/v1", "needs its URL and model="),
-        ("cand=http://h/v1,model=m,temperature=1", "'temperature=1' is not"),
+        ("cand=http://h/v1,model=m,seed=1", "'seed=1' is not"),
+        ("cand=http://h/v1,model=m,temperature=1,temperature=0", "'temperature=0' is not"),
+        ("cand=http://h/v1,model=m,temperature=", "'temperature=' is not"),
+        ("cand=http://h/v1,model=m,temperature=hot", "temperature: expected a number, got 'hot'"),
+        ("cand=http://h/v1,model=m,temperature=-0.5", "temperature: expected a finite number >= 0, got -0.5"),
+        ("cand=http://h/v1,model=m,temperature=nan", "temperature: expected a finite number >= 0, got nan"),
+        ("cand=http://h/v1,model=m,top_p=0", "top_p: expected a number in (0, 1], got 0.0"),
+        ("cand=http://h/v1,model=m,top_p=1.5", "top_p: expected a number in (0, 1], got 1.5"),
+        ("cand=http://h/v1,model=m,max_output_tokens=0", "max_output_tokens: must be at least 1, got 0"),
+        ("cand=http://h/v1,model=m,max_output_tokens=2.5", "max_output_tokens: expected a whole number, got '2.5'"),
         ("cand=http://h/v1,model=m,model=n", "'model=n' is not"),
         ("cand=replay:missing.jsonl", "no such recordings file"),
     ],
@@ -47,6 +60,59 @@ def test_a_malformed_spec_is_refused_naming_it(tmp_path: Path, spec: str, says: 
         parse_policy(spec, tmp_path, "K")
     assert repr(spec) in str(error.value)
     assert says in str(error.value)
+
+
+def test_an_endpoint_spec_carries_its_own_sampling(tmp_path: Path) -> None:
+    spec = "hot=http://h/v1, model=m, temperature=1.5, top_p=0.9, max_output_tokens=32"
+    policy = parse_policy(spec, tmp_path, "K")
+    assert (policy.url, policy.model, policy.api_key_env) == ("http://h/v1", "m", "K")
+    assert policy.sampling == Sampling(temperature=1.5, top_p=0.9, max_output_tokens=32)
+    assert isinstance(policy.sampling.max_output_tokens, int)
+    assert parse_policy("cold=http://h/v1,model=m", tmp_path, "K").sampling.is_empty
+
+
+def test_a_policys_own_value_beats_the_option_which_beats_the_row() -> None:
+    session = Sampling(temperature=0.0, top_p=0.5, max_output_tokens=48, seed=7, params=(("store", False),))
+    hot = Policy("hot", "http://h/v1", "m", sampling=Sampling(temperature=1.5, top_p=1.0))
+    cold = Policy("cold", "http://h/v1", "m")
+    assert policy_sampling(hot, session) == Sampling(1.5, 1.0, 48, 7, (("store", False),))
+    assert policy_sampling(cold, session) == session
+    row = {"responses_create_params": {"input": "Q", "temperature": 0.3, "max_output_tokens": 9, "top_p": 0.2}}
+    sent = apply_sampling(row, policy_sampling(hot, Sampling(max_output_tokens=48)), repeat=0)
+    assert sent["responses_create_params"] == {"input": "Q", "temperature": 1.5, "top_p": 1.0, "max_output_tokens": 48}
+    kept = apply_sampling(row, policy_sampling(Policy("own", sampling=Sampling(top_p=0.9)), Sampling()), repeat=0)
+    assert kept["responses_create_params"] == {"input": "Q", "temperature": 0.3, "max_output_tokens": 9, "top_p": 0.9}
+
+
+def test_each_agent_instance_gets_its_policys_sampling() -> None:
+    session = Sampling(max_output_tokens=48)
+    policies = (Policy("cold", sampling=Sampling(temperature=0.0)), Policy("hot", sampling=Sampling(temperature=1.5)))
+    assert instance_sampling("mcqa_simple_agent", policies, session) == Sampling(0.0, None, 48)
+    assert instance_sampling("mcqa_simple_agent__hot", policies, session) == Sampling(1.5, None, 48)
+    assert instance_sampling("mcqa_simple_agent", (), session) == session
+
+
+def test_the_meta_shows_each_policys_sampling_and_the_precedence_never_its_url_or_key() -> None:
+    session = Sampling(max_output_tokens=48, seed=3)
+    policies = (
+        Policy("cold", "http://user:secret@h/v1", "m", "COLD_KEY", sampling=Sampling(temperature=0.0)),
+        Policy("hot", "http://h/v1", "m", sampling=Sampling(temperature=1.5, top_p=1.0)),
+    )
+    assert sampling_meta(policies, session) == {
+        "policy.cold.temperature": 0.0,
+        "policy.cold.max_output_tokens": 48,
+        "policy.cold.seed": 3,
+        "policy.hot.temperature": 1.5,
+        "policy.hot.top_p": 1.0,
+        "policy.hot.max_output_tokens": 48,
+        "policy.hot.seed": 3,
+        "sampling.precedence": POLICY_PRECEDENCE,
+    }
+    plain = (Policy("a", "http://h/v1", "m"), Policy("b", "http://h/v1", "m"))
+    assert sampling_meta(plain, session) == {
+        "policy.a.max_output_tokens": 48, "policy.a.seed": 3, "policy.b.max_output_tokens": 48, "policy.b.seed": 3,
+    }  # fmt: skip
+    assert sampling_meta(plain, Sampling()) == {} == sampling_meta((), session)
 
 
 def test_the_baseline_comes_first() -> None:
