@@ -70,9 +70,9 @@ def whole_tasks_allowed(options: GymOptions) -> bool:
     repeat), nor when the replay model serves a conversation it has more than one recording of (it tells
     the repeats apart by a tag each row carries, which a row of a whole task cannot), nor with
     ``--gym-adaptive`` (its waves select some repeats of each task) or ``--gym-resume`` (it rolls out what is
-    missing), nor when policies are compared (``--gym-policy``: a row per rollout gives each its own stamp
-    whatever agent instance Gym numbers its rollouts under). The same answer in every
-    pytest-xdist process: it depends on the options and the recordings only."""
+    missing), nor when policies are compared (``--gym-policy``: a row per rollout, the task's rows sharing its
+    index, see :func:`shared_tasks_allowed`). The same answer in every pytest-xdist process: it depends on the
+    options and the recordings only."""
     if options.sampling.seed is not None or options.adaptive or options.resume is not None or options.policies:
         return False
     if options.replay:  # attached too: the recordings may be what the attached servers' model replays
@@ -89,6 +89,14 @@ def whole_tasks_allowed(options: GymOptions) -> bool:
                 if sources[key] > 1:
                     return False
     return True
+
+
+def shared_tasks_allowed(options: GymOptions) -> bool:
+    """Whether this session may stamp the rows of one task, a row per rollout, with one shared ``_ng_task_index``
+    (shared-task mode, :mod:`pytest_gym_eval.plan`; the selection decides the rest): when policies are compared
+    (``--gym-policy``), so that Gym's own aggregate holds each task once per policy and ``gym eval compare`` can
+    join them; not with ``--gym-adaptive`` or ``--gym-resume`` (neither is allowed with policies yet)."""
+    return bool(options.policies) and not options.adaptive and options.resume is None
 
 
 class Launch:

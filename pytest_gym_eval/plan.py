@@ -1,26 +1,37 @@
 """The rollouts a session will ask Gym for, and Gym's input file that asks for exactly those.
 
-Two shapes of input, chosen per session by :meth:`RunPlan.build`:
+Three shapes of input, chosen per session by :meth:`RunPlan.build`:
 
 - **Whole tasks** (the usual case: every repeat of every selected task is selected, and every task has the
   same number of repeats R): one input row per task, stamped ``_ng_task_index`` = the task's row number, run
   with ``--num-repeats R``. Gym numbers the R rollouts of each row ``_ng_rollout_index`` 0..R-1, so a rollout
   comes back to the item of (row, repeat) = (``_ng_task_index``, ``_ng_rollout_index``). This is what a user
   would hand Gym, and Gym runs it faster than R copies of the row (its aggregation among others).
-- **Pairs** (a partial selection, ``-k``/``--lf``/``--deselect``, or repeats that differ between datasets):
-  every selected (task, repeat) pair becomes one row stamped with a ``_ng_task_index`` of its own and run with
-  ``--num-repeats 1``: Gym silently merges rows that share a stamp, and a stamp per pair lets each rollout come
-  back to exactly one item whatever subset was selected.
+- **Shared tasks** (policy models compared, ``--gym-policy``, when every selected task has the same number S > 1
+  of selected rollouts): one row per rollout, run with ``--num-repeats 1``, and the S rows of one task, one per
+  (repeat, policy), all stamped with that task's ``_ng_task_index``. Gym 0.6.0 and 0.7.0 number the rollouts of
+  one task index in input order across rows (``_preprocess_raw_rows`` in ``nemo_gym/rollout_collection.py``: a
+  counter per task index, whatever the row's agent), so the k-th row of task t comes back with
+  ``_ng_rollout_index`` k. With the policies alternating row by row, repeat r of policy p (of P) is rollout
+  ``r * P + p`` of its task. Gym's own aggregate then sees each task once per agent under one index and several
+  rollouts per agent: ``gym eval compare`` of two agents finds common tasks to flip and repeats to take a Welch
+  interval over (docs/models.md, "Beside gym eval compare").
+- **Pairs** (anything else: a partial selection, ``-k``/``--lf``/``--deselect``, or repeats that differ between
+  tasks or datasets): every selected (task, repeat) pair becomes one row stamped with a ``_ng_task_index`` of its
+  own and run with ``--num-repeats 1``: Gym would number the rows that share a stamp as rollouts of one task, and a
+  stamp per pair lets each rollout come back to exactly one item whatever subset was selected.
 
-Either way the plan's *stamp* of a rollout is one integer, 0..n-1: in pair mode the row's ``_ng_task_index``,
-in whole-task mode ``_ng_task_index * R + _ng_rollout_index`` (:func:`~pytest_gym_eval.rollouts.record_stamp`).
-The mode travels in ``plan.json`` (``row_repeats``), which pytest-xdist workers write and the controller reads.
+Either way the plan's *stamp* of a rollout is one integer, 0..n-1, and a Gym record's stamp is
+``_ng_task_index * stride + _ng_rollout_index`` (:attr:`RunPlan.stride`: 1 for pairs, R for whole tasks, S for
+shared tasks; :func:`~pytest_gym_eval.rollouts.record_stamp`). Gym's input rows are written in stamp order, each
+stamped ``_ng_task_index`` = its first rollout's stamp // stride. The mode travels in ``plan.json``
+(``row_repeats``, ``shared``), which pytest-xdist workers write and the controller reads.
 
-When the policy model replays recordings (``--gym-replay``), each row's ``responses_create_params.metadata`` in
-pair mode also carries the pair's repeat under :data:`REPEAT_TAG`. Gym's model servers pass ``metadata``
-through to the endpoint, and the replay model answers repeat *r* of a task with that task's recording *r*
-(:mod:`pytest_gym_eval.replay`), whatever order Gym's requests arrive in. Task ids ignore it (they are
-computed from the dataset row, not this one) and verifiers do not read it.
+When the policy model replays recordings (``--gym-replay``, or a ``replay:`` policy), each row's
+``responses_create_params.metadata`` in pair and shared-task mode also carries the rollout's repeat under
+:data:`REPEAT_TAG`. Gym's model servers pass ``metadata`` through to the endpoint, and the replay model answers
+repeat *r* of a task with that task's recording *r* (:mod:`pytest_gym_eval.replay`), whatever order Gym's requests
+arrive in. Task ids ignore it (they are computed from the dataset row, not this one) and verifiers do not read it.
 """
 
 from __future__ import annotations
@@ -63,8 +74,9 @@ class PlannedRollout:
 class RunPlan:
     """Every rollout of the session, in stamp order (stamps are 0..n-1).
 
-    ``row_repeats`` is Gym's ``--num-repeats`` for the input: 1 in pair mode (one row per rollout), R in
-    whole-task mode (one row per task, rollout ``stamp`` is repeat ``stamp % R`` of row ``stamp // R``).
+    ``row_repeats`` is Gym's ``--num-repeats`` for the input: 1 in pair and shared-task mode (one row per rollout),
+    R in whole-task mode (one row per task, rollout ``stamp`` is repeat ``stamp % R`` of row ``stamp // R``).
+    A record's stamp is ``_ng_task_index * stride + _ng_rollout_index`` (:attr:`stride`, module docstring).
     """
 
     rollouts: tuple[PlannedRollout, ...]
@@ -72,18 +84,36 @@ class RunPlan:
     serve_agents: tuple[str, ...] = ()
     """Agents Gym must run for on-demand rollouts (``gym_run_row``) beside the planned rollouts' agents: with
     these, Gym starts even when no rollout is planned."""
+    shared: int = 1
+    """S in shared-task mode (the rollouts of each task, one row each, under one ``_ng_task_index``); 1 otherwise."""
+
+    @property
+    def stride(self) -> int:
+        """The rollouts Gym numbers under one ``_ng_task_index``: R in whole-task mode, S in shared-task mode, 1 in
+        pair mode."""
+        return self.row_repeats if self.row_repeats > 1 else self.shared
 
     @classmethod
-    def build(cls, selected: Iterable[tuple[str, Path, int, str, int, str]], whole_tasks: bool = False) -> RunPlan:
+    def build(
+        cls,
+        selected: Iterable[tuple[str, Path, int, str, int, str]],
+        whole_tasks: bool = False,
+        shared_tasks: bool = False,
+    ) -> RunPlan:
         """Stamp ``(nodeid, dataset, line, task_id, repeat, agent)`` tuples.
 
         With ``whole_tasks`` (the session allows it: see
         :func:`pytest_gym_eval.launch.whole_tasks_allowed`), and when every selected task has exactly the
         repeats 0..R-1 for one R > 1, the plan is in whole-task mode: tasks numbered in the order of their first
-        rollout given, stamp ``task * R + repeat``. Otherwise pair mode: stamps in the order given.
+        rollout given, stamp ``task * R + repeat``. Otherwise, with ``shared_tasks`` (policies compared) and when
+        every selected task (dataset, line) has the same number S > 1 of rollouts, shared-task mode: tasks numbered
+        the same way, stamp ``task * S + k`` for the task's k-th rollout in the order given. Otherwise pair mode:
+        stamps in the order given.
         """
         entries = list(selected)
         repeats = _whole_task_repeats(entries) if whole_tasks else None
+        if repeats is None and shared_tasks:
+            return _shared_task_plan(entries) or cls(tuple(PlannedRollout(s, *e) for s, e in enumerate(entries)))
         if repeats is None:
             return cls(tuple(PlannedRollout(stamp, *entry) for stamp, entry in enumerate(entries)))
         rows: dict[tuple[Path, int], int] = {}
@@ -109,7 +139,12 @@ class RunPlan:
     def save(self, path: Path) -> None:
         """Write the plan as JSON atomically (xdist workers hand it to the controller this way)."""
         rows = [[*astuple(r)[:2], str(r.dataset), *astuple(r)[3:]] for r in self.rollouts]
-        data = {"rollouts": rows, "row_repeats": self.row_repeats, "serve_agents": list(self.serve_agents)}
+        data = {
+            "rollouts": rows,
+            "row_repeats": self.row_repeats,
+            "serve_agents": list(self.serve_agents),
+            "shared": self.shared,
+        }
         write_json_atomic(path, data, indent=None)
 
     @classmethod
@@ -123,7 +158,25 @@ class RunPlan:
             ),
             int(data.get("row_repeats", 1)),
             tuple(str(agent) for agent in data.get("serve_agents", ())),
+            int(data.get("shared", 1)),
         )
+
+
+def _shared_task_plan(entries: Sequence[tuple[str, Path, int, str, int, str]]) -> RunPlan | None:
+    """The shared-task plan of ``entries`` (module docstring), or None unless every task (dataset, line) has the
+    same number S > 1 of them."""
+    by_task: dict[tuple[Path, int], list[tuple[str, Path, int, str, int, str]]] = {}
+    for entry in entries:
+        by_task.setdefault((entry[1], entry[2]), []).append(entry)
+    sizes = {len(found) for found in by_task.values()}
+    if len(sizes) != 1 or (stride := sizes.pop()) < 2:
+        return None
+    planned = [
+        PlannedRollout(task * stride + k, *entry)
+        for task, found in enumerate(by_task.values())
+        for k, entry in enumerate(found)
+    ]
+    return RunPlan(tuple(planned), shared=stride)
 
 
 def _whole_task_repeats(entries: Sequence[tuple[str, Path, int, str, int, str]]) -> int | None:
@@ -169,8 +222,10 @@ def write_gym_input(
     policies: Sequence[Policy] = (),
 ) -> int:
     """Write Gym's input for ``plan`` to ``path`` (reading each dataset once); returns the number of rows:
-    one per rollout in pair mode, one per task (its repeat 0) in whole-task mode (see the module docstring).
-    With ``tag_repeats`` each row of a pair-mode plan carries its repeat for the replay model (:func:`gym_row`).
+    one per rollout in pair and shared-task mode, one per task (its repeat 0) in whole-task mode (see the module
+    docstring), in stamp order, each stamped ``_ng_task_index`` = stamp // :attr:`RunPlan.stride`.
+    With ``tag_repeats`` each row of a plan with one row per rollout carries its repeat for the replay model
+    (:func:`gym_row`).
 
     ``sampling`` (the session's sampling options) is written into every row's request by
     :func:`~pytest_gym_eval.sampling.apply_sampling` (in whole-task mode as for repeat 0: the session allows
@@ -199,7 +254,7 @@ def write_gym_input(
             handle.seek(offsets[rollout.dataset][rollout.line])
             row = parse_row(handle.readline(), rollout.dataset, rollout.line)
             tag = rollout.repeat if tag_repeats and repeats == 1 else None
-            row = gym_row(row, rollout.stamp // repeats, rollout.agent, tag)
+            row = gym_row(row, rollout.stamp // plan.stride, rollout.agent, tag)
             if not (chosen := by_agent[rollout.agent]).is_empty:
                 row = apply_sampling(row, chosen, rollout.repeat)
             try:

@@ -89,35 +89,36 @@ class Skipped(Missing):
     failure_class: str = "skipped"
 
 
-def record_stamp(task_index: object, rollout_index: object, row_repeats: int = 1) -> int | None:
+def record_stamp(task_index: object, rollout_index: object, stride: int = 1) -> int | None:
     """The plan stamp of a Gym record with these ``_ng_task_index`` and ``_ng_rollout_index`` values, or None
     when it belongs to no planned rollout.
 
-    ``row_repeats`` is the run's ``--num-repeats`` (:attr:`~pytest_gym_eval.plan.RunPlan.row_repeats`): with 1
-    (one input row per rollout) the stamp is the task index; with R > 1 (one row per task, Gym numbering its
-    rollouts 0..R-1) it is ``task_index * R + rollout_index``, for a rollout index in 0..R-1 only.
+    ``stride`` is the plan's rollouts per task index (:attr:`~pytest_gym_eval.plan.RunPlan.stride`): with 1
+    (pair mode, a task index per rollout) the stamp is the task index; with S > 1 (whole tasks, Gym numbering a
+    row's S = R rollouts 0..R-1, or shared tasks, Gym numbering the S rows of one task index 0..S-1 in input order)
+    it is ``task_index * S + rollout_index``, for a rollout index in 0..S-1 only.
     """
     if not isinstance(task_index, int) or isinstance(task_index, bool):
         return None
-    if row_repeats == 1:
+    if stride == 1:
         return task_index
-    if not isinstance(rollout_index, int) or isinstance(rollout_index, bool) or not 0 <= rollout_index < row_repeats:
+    if not isinstance(rollout_index, int) or isinstance(rollout_index, bool) or not 0 <= rollout_index < stride:
         return None
-    return task_index * row_repeats + rollout_index
+    return task_index * stride + rollout_index
 
 
 def parse_record(
-    raw: bytes, path: Path, line: int, failures: bool, offset: int | None = None, row_repeats: int = 1
+    raw: bytes, path: Path, line: int, failures: bool, offset: int | None = None, stride: int = 1
 ) -> RolloutRecord | None:
     """The :class:`RolloutRecord` of one raw line (starting at byte ``offset``), keyed by its plan stamp
-    (:func:`record_stamp` with ``row_repeats``), or None for a line that is no planned rollout's."""
+    (:func:`record_stamp` with ``stride``), or None for a line that is no planned rollout's."""
     try:
         value = json.loads(raw)
     except ValueError:
         return None
     if not isinstance(value, dict):
         return None
-    stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), row_repeats)
+    stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), stride)
     if stamp is None:
         return None
     failure_class = value.get(FAILURE_CLASS_KEY)

@@ -72,13 +72,13 @@ class Manifest:
     """What a run asked for. ``rollouts`` holds ``(stamp, dataset, task id, repeat,
     agent)``; ``tasks`` maps ``(dataset, task id)`` to the row's sha256; ``configuration`` is the Gym
     configuration's components; ``command`` the pytest invocation (``args``, ``dir``); ``row_repeats`` the run's
-    ``--num-repeats`` (its plan's mode: how its records' stamps are read, see
-    :func:`~pytest_gym_eval.rollouts.record_stamp`).
+    plan's :attr:`~pytest_gym_eval.plan.RunPlan.stride` (its ``--num-repeats`` but for shared-task mode: how its
+    records' stamps are read, see :func:`~pytest_gym_eval.rollouts.record_stamp`).
 
     Every run directory gets a manifest at the start of its run, ``manifest.json``: the command line, the Gym
     configuration (:mod:`pytest_gym_eval.fingerprint`: checkout, sources, config files, model, recordings), the
     sha256 of each selected task's row (:func:`~pytest_gym_eval.dataset.row_digest`), and every planned rollout as
-    ``[stamp, dataset, task id, repeat, agent]`` (the stamp is the ``_ng_task_index`` Gym's records carry).
+    ``[stamp, dataset, task id, repeat, agent]`` (the stamp Gym's records' indices give back).
     """
 
     configuration: dict[str, Any]
@@ -100,7 +100,7 @@ class Manifest:
         """The manifest of a run of ``plan``."""
         rollouts = tuple((r.stamp, dataset_of(r), r.task_id, r.repeat, r.agent) for r in plan.rollouts)
         origin = str(resumed_from) if resumed_from is not None else None
-        return cls(dict(configuration), rollouts, dict(digests), dict(command), origin, plan.row_repeats)
+        return cls(dict(configuration), rollouts, dict(digests), dict(command), origin, plan.stride)
 
     def save(self, path: Path) -> None:
         """Write atomically (temp file, rename)."""
@@ -147,7 +147,7 @@ def gym_records(run_dir: Path, row_repeats: int = 1) -> dict[int, RolloutRecord]
     """Every rollout a run's files hold, by the run's stamp: Gym's output files (``gym-output/**/rollouts.jsonl``
     and their ``rollouts_failures.jsonl``, waves included) and its own ``resumed/rollouts.jsonl``. A scored
     record wins over a failure of the same stamp (Gym's ``--resume`` retries failures). ``row_repeats`` is the
-    run's ``--num-repeats`` (:attr:`Manifest.row_repeats`)."""
+    run's stride (:attr:`Manifest.row_repeats`)."""
     paths = RunPaths(run_dir)
     output = paths.output.parent
     files = [(path, False) for path in sorted(output.glob(f"**/{paths.output.name}"))]

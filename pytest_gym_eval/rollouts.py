@@ -178,8 +178,9 @@ class RolloutFeed:
 
     ``materialized`` (Gym's materialised inputs), when given, marks when Gym began dispatching rollouts: until
     then ``startup_timeout`` (seconds, None: the rollout timeout) bounds the wait, counted from the run entering
-    ``running``; without it, the rollout timeout counts from ``running``. ``row_repeats`` is the run's
-    ``--num-repeats`` (the plan's mode): records are keyed by their plan stamp (:func:`record_stamp`).
+    ``running``; without it, the rollout timeout counts from ``running``. ``stride`` is the plan's rollouts per
+    task index (:attr:`~pytest_gym_eval.plan.RunPlan.stride`): records are keyed by their plan stamp
+    (:func:`record_stamp`).
     ``reused`` is a file of records in
     Gym's format taken from an earlier run (``--gym-resume``), followed like ``output``. ``owner_state`` (in the
     process that owns the run) returns the run's final state when the run ended without publishing it in ``state``
@@ -199,11 +200,11 @@ class RolloutFeed:
         materialized: Path | None = None,
         startup_timeout: float | None = None,
         waves: Path | None = None,
-        row_repeats: int = 1,
+        stride: int = 1,
         reused: Path | None = None,
         owner_state: Callable[[], RunState | None] | None = None,
     ) -> None:
-        self._row_repeats = row_repeats
+        self._stride = stride
         self._owner_state = owner_state
         self._files = [(LineFollower(output), False), (LineFollower(failures), True)]
         self._waves = LineFollower(waves) if waves is not None else None
@@ -399,7 +400,7 @@ class RolloutFeed:
         skipped = self._read_waves() if read_state else {}
         for followed, failures in self._files:
             for line, offset, raw in followed.new_lines():
-                record = parse_record(raw, followed.path, line, failures, offset, self._row_repeats)
+                record = parse_record(raw, followed.path, line, failures, offset, self._stride)
                 if record is not None:
                     found.append(record)
         if not found and not grew and not skipped and state == self._state:

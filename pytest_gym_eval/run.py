@@ -409,8 +409,8 @@ class GymRun:
 
     def _stamps_done(self) -> set[int]:
         """The plan stamps Gym's files hold a line (rollout or failure) for."""
-        repeats = self.plan.row_repeats
-        return _stamps_in(self.output, repeats) | _stamps_in(self.failures, repeats)
+        stride = self.plan.stride
+        return _stamps_in(self.output, stride) | _stamps_in(self.failures, stride)
 
     def _finished_message(self, statuses: list[int]) -> str:
         if not statuses:
@@ -429,7 +429,7 @@ def _describe_status(status: int) -> str:
     return f"exited with status {status}"
 
 
-def _stamps_in(path: Path, row_repeats: int = 1) -> set[int]:
+def _stamps_in(path: Path, stride: int = 1) -> set[int]:
     """The plan stamps (:func:`~pytest_gym_eval.rollouts.record_stamp`) of every complete line of a Gym output
     file."""
     stamps: set[int] = set()
@@ -437,7 +437,7 @@ def _stamps_in(path: Path, row_repeats: int = 1) -> set[int]:
         for _, value in iter_json_lines(path, growing=True, skip_invalid=True):
             if not isinstance(value, dict):
                 continue
-            stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), row_repeats)
+            stamp = record_stamp(value.get(TASK_INDEX_KEY), value.get(ROLLOUT_INDEX_KEY), stride)
             if stamp is not None:
                 stamps.add(stamp)
     except FileNotFoundError:

@@ -30,7 +30,7 @@ from pytest_gym_eval.item_protocol import PROGRESS_TICK as PROGRESS_TICK
 from pytest_gym_eval.item_protocol import GymItem as GymItem
 from pytest_gym_eval.item_protocol import ItemProtocol, RolloutLike, wait_until_started
 from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
-from pytest_gym_eval.launch import Launch, new_run_dir, whole_tasks_allowed
+from pytest_gym_eval.launch import Launch, new_run_dir, shared_tasks_allowed, whole_tasks_allowed
 from pytest_gym_eval.notes import Notes
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.progress import progress_for
@@ -177,7 +177,11 @@ class GymSession:
         :mod:`pytest_gym_eval.selection`), ``serve_agents`` the agents on-demand rollouts need (Gym then starts even
         with no row planned). A worker also saves the plan for the controller; the owner checks the run's
         configuration and makes its run directory (one usage error, not N errors)."""
-        self.plan = RunPlan.build(rows, whole_tasks=bool(rows) and whole_tasks_allowed(self.options))
+        self.plan = RunPlan.build(
+            rows,
+            whole_tasks=bool(rows) and whole_tasks_allowed(self.options),
+            shared_tasks=shared_tasks_allowed(self.options),
+        )
         if serve_agents:
             self.plan = dataclasses.replace(self.plan, serve_agents=tuple(serve_agents))
         self.item_protocol.expect(self.plan, items)
@@ -267,7 +271,7 @@ class GymSession:
             materialized=paths.materialized,
             startup_timeout=self.options.startup_timeout,
             waves=paths.waves,
-            row_repeats=self.plan.row_repeats,
+            stride=self.plan.stride,
             reused=resumed_path(run_dir) if self.options.resume is not None else None,
             owner_state=self._owner_failure if self.owns_run else None,
         )

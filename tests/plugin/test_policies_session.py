@@ -91,11 +91,41 @@ def test_one_gym_rolls_out_every_policy_in_one_eval_run(pytester: pytest.Pyteste
     ]
     assert "--agent" not in run  # each row goes to its own agent_ref
     rows = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
-    # A row per rollout, the policies interleaved, each stamped apart.
+    # A row per rollout, the policies interleaved, a task's rows sharing its index (Gym numbers their rollouts).
     assert [(row["id"], row["agent_ref"]["name"], row["_ng_task_index"]) for row in rows] == [
-        ("ta", "mcqa_simple_agent", 0), ("ta", "mcqa_simple_agent__cand", 1),
-        ("tb", "mcqa_simple_agent", 2), ("tb", "mcqa_simple_agent__cand", 3),
+        ("ta", "mcqa_simple_agent", 0), ("ta", "mcqa_simple_agent__cand", 0),
+        ("tb", "mcqa_simple_agent", 1), ("tb", "mcqa_simple_agent__cand", 1),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("selection", "shared"),
+    [
+        ((), True),  # all: each task's 4 rows (2 repeats x 2 policies) under its index
+        (("-k", "cand"), True),  # each task's 2 candidate rows
+        (("-k", "ta or cand"), False),  # ta has 4 rollouts, tb 2: an index per row
+    ],
+)
+def test_every_selected_rollout_comes_back_to_its_policys_item(
+    pytester: pytest.Pytester, fake_gym: FakeGym, selection: tuple[str, ...], shared: bool
+) -> None:
+    write_dataset(pytester)
+    args = (*policy_args(fake_gym), "mcqa.jsonl", "--gym-repeats=2", "--gym-run-dir=runs", "-rA", *selection)
+    result = pytester.runpytest_subprocess(*args)
+    outcomes = {line.split()[1]: line.split()[0] for line in result.outlines if line.startswith(("PASSED ", "FAILED "))}
+    agents = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
+    expected = {
+        f"mcqa.jsonl::{task}[r{repeat}-{policy}]": "PASSED" if REWARDS[task][agent] == 1.0 else "FAILED"
+        for task in REWARDS
+        for repeat in (0, 1)
+        for policy, agent in agents.items()
+        if not selection or policy == "cand" or (selection[1] == "ta or cand" and task == "ta")
+    }
+    assert outcomes == expected, result.stdout.str()[-3000:]
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "gym-input.jsonl").read_text().splitlines()]
+    indices = [row["_ng_task_index"] for row in rows]
+    assert len(set(indices)) == (2 if shared else len(rows))
 
 
 def test_a_row_naming_its_own_agent_is_routed_to_each_policys_copy(

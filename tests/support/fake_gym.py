@@ -20,9 +20,11 @@ It understands just what the plugin calls:
   (wait for SIGINT before this row; ``{"hold": "VAR"}`` only while the environment variable VAR is set),
   ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
   (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row). With
-  ``--num-repeats R`` every row is rolled out R times as Gym does (``_ng_rollout_index`` 0..R-1 per row, rows in
-  the pattern aabbcc); ``{"rewards": [x0, x1, ...]}`` gives rollout i the reward xi, ``{"reward_env": "VAR"}``
-  the reward in the environment variable VAR (the same dataset file, another reward each session),
+  ``--num-repeats R`` every row is rolled out R times as Gym does (rows in the pattern aabbcc; ``_ng_rollout_index``
+  counted per ``_ng_task_index`` in input order across rows, as Gym 0.6.0/0.7.0 number it: 0..R-1 for a row with
+  an index of its own, on from the earlier rows' rollouts for rows sharing one); ``{"rewards": [x0, x1, ...]}``
+  gives rollout i the reward xi, ``{"reward_env": "VAR"}`` the reward in the environment variable VAR (the same
+  dataset file, another reward each session),
   ``{"reward_by_agent": {"AGENT": x, ...}}`` the reward of the agent the row is routed to (``agent_ref``), and
   ``{"usage_by_agent": {"AGENT": {...}}}``, ``{"latency_ms_by_agent": {"AGENT": x}}`` its usage and latency. With
   ``FAKE_GYM_AGGREGATE_DELAY=SECONDS`` it then writes ``OUT_aggregate_metrics.json`` as Gym does, that much later.
@@ -192,7 +194,14 @@ def eval_run(argv: list[str]) -> int:
     with open(source, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
     repeats = int(_option(argv, "--num-repeats")) if "--num-repeats" in argv else 1
-    rows = [{**row, "_ng_rollout_index": index} for row in rows for index in range(repeats)]
+    numbered: dict[object, int] = {}  # the rollouts each task index has had so far
+    repeated = []
+    for row in rows:
+        for _ in range(repeats):
+            index = numbered.get(row["_ng_task_index"], 0)
+            numbered[row["_ng_task_index"]] = index + 1
+            repeated.append({**row, "_ng_rollout_index": index})
+    rows = repeated
     done: set[tuple[int, int]] = set()
     if resume and os.path.exists(output):
         with open(output, encoding="utf-8") as handle:

@@ -1,5 +1,6 @@
-"""The run plan's two modes: whole tasks with ``--num-repeats R`` when every repeat of every task is selected,
-one row per (task, repeat) otherwise; and how Gym's records come back to the planned rollouts."""
+"""The run plan's modes: whole tasks with ``--num-repeats R`` when every repeat of every task is selected, policies'
+rows sharing their task's index, one row per (task, repeat) otherwise; and how Gym's records come back to the
+planned rollouts."""
 
 from __future__ import annotations
 
@@ -65,6 +66,72 @@ def test_partial_selections_get_a_row_per_pair(tmp_path: Path, keep: object) -> 
     assert write_gym_input(plan, tmp_path / "in.jsonl") == len(entries)
 
 
+def policy_selection(path: Path, tasks: int, repeats: int) -> list[tuple[str, Path, int, str, int, str]]:
+    """Collection order of a two-policy session: task, repeat, then policy."""
+    agents = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
+    return [
+        (f"{path.name}::t{t}[r{r}-{policy}]", path, t + 1, f"t{t}", r, agent)
+        for t in range(tasks)
+        for r in range(repeats)
+        for policy, agent in agents.items()
+    ]
+
+
+def gym_numbering(rows: list[dict[str, object]]) -> list[tuple[object, int]]:
+    """``(_ng_task_index, _ng_rollout_index)`` of each row as Gym 0.7.0 numbers rows with --num-repeats 1: a counter
+    per task index, in input order (``_preprocess_raw_rows``)."""
+    counts: dict[object, int] = {}
+    numbered = []
+    for row in rows:
+        index = counts.get(row["_ng_task_index"], 0)
+        counts[row["_ng_task_index"]] = index + 1
+        numbered.append((row["_ng_task_index"], index))
+    return numbered
+
+
+def test_policies_share_each_tasks_index_and_every_rollout_comes_back_to_its_item(tmp_path: Path) -> None:
+    path = dataset(tmp_path, 3)
+    entries = policy_selection(path, 3, 2)
+    plan = RunPlan.build(entries, whole_tasks=False, shared_tasks=True)
+    assert (plan.row_repeats, plan.stride) == (1, 4)
+    assert sorted(r.stamp for r in plan.rollouts) == list(range(12))
+    assert write_gym_input(plan, tmp_path / "in.jsonl", tag_repeats=True) == 12
+    rows = [json.loads(line) for line in (tmp_path / "in.jsonl").read_text().splitlines()]
+    # One index per task, shared by its two policies' rows, which alternate as in the selection.
+    assert [row["_ng_task_index"] for row in rows] == [0] * 4 + [1] * 4 + [2] * 4
+    assert [row["agent_ref"]["name"][-6:] for row in rows[:4]] == ["_agent", "__cand"] * 2
+    by_stamp = {rollout.stamp: rollout for rollout in plan.rollouts}
+    for row, (task_index, rollout_index) in zip(rows, gym_numbering(rows), strict=True):
+        rollout = by_stamp[record_stamp(task_index, rollout_index, plan.stride)]  # type: ignore[index]
+        assert row["id"] == rollout.task_id and row["agent_ref"]["name"] == rollout.agent
+        assert row["responses_create_params"]["metadata"]["pytest_gym_eval_repeat"] == str(rollout.repeat)
+    plan.save(tmp_path / "plan.json")
+    assert RunPlan.load(tmp_path / "plan.json") == plan and RunPlan.load(tmp_path / "plan.json").stride == 4
+
+
+@pytest.mark.parametrize(
+    ("keep", "stride"),
+    [
+        (lambda e: e[0].endswith("-cand]"), 2),  # -k cand: every task's 2 rollouts of one policy, still shared
+        (lambda e: e[4] == 0, 2),  # -k r0: both policies' repeat 0 of every task
+        (lambda e: not (e[3] == "t1" and e[4] == 1), 1),  # a task short of a repeat: a row and an index per pair
+    ],
+)
+def test_partial_selections_of_policies_share_a_task_index_only_when_every_task_has_as_many_rollouts(
+    tmp_path: Path, keep: object, stride: int
+) -> None:
+    path = dataset(tmp_path, 3)
+    entries = [e for e in policy_selection(path, 3, 2) if keep(e)]  # type: ignore[operator]
+    plan = RunPlan.build(entries, shared_tasks=True)
+    assert (plan.row_repeats, plan.stride) == (1, stride)
+    write_gym_input(plan, tmp_path / "in.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "in.jsonl").read_text().splitlines()]
+    by_stamp = {rollout.stamp: rollout for rollout in plan.rollouts}
+    came_back = [by_stamp[record_stamp(t, i, plan.stride)] for t, i in gym_numbering(rows)]  # type: ignore[index]
+    assert sorted(r.nodeid for r in came_back) == sorted(e[0] for e in entries)
+    assert [r.agent for r in came_back] == [row["agent_ref"]["name"] for row in rows]
+
+
 def test_a_row_with_an_id_and_a_lone_surrogate_names_its_line_when_gyms_input_is_written(tmp_path: Path) -> None:
     # Collection reads it (the id needs no hashing, and scanning every line for it cost ~1 us a row); it cannot
     # be written as UTF-8, which Gym's reader needs.
@@ -117,7 +184,7 @@ def test_records_of_whole_tasks_reach_their_own_repeat(tmp_path: Path) -> None:
     )
     failures.write_text(json.dumps({"_ng_task_index": 1, "_ng_rollout_index": 1, "_ng_failure_class": "x"}) + "\n")
     RunState("finished").write(state)
-    feed = RolloutFeed(output, failures, state, row_repeats=3)
+    feed = RolloutFeed(output, failures, state, stride=3)
     feed.look()
     found = feed.records()
     assert {stamp: record.reward for stamp, record in found.items() if record.failure_class is None} == {
