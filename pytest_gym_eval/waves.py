@@ -199,7 +199,7 @@ class WavePlanner:
                 continue  # no gates anywhere (or none can be judged): whole, as without policies
             why = ""
             if len(groups) != len(comparing.policies) or any(m is None for m in members):
-                why = "the policies' rollouts are not one agent each"
+                why = "a policy has no rollouts of the dataset, or several agents'"
             elif any(p != pairs[0] for p in pairs):
                 why = "the policies were selected different (task, repeat) pairs"
             elif any(g.ends is None for g in groups):
