@@ -1,7 +1,7 @@
 """``--gym-adaptive`` with several policy models (``--gym-policy``) against the stand-in ``gym``: every wave rolls out
 every policy's (task, repeat) pairs interleaved, the comparison gates are judged on the paired confidence sequence
 after each wave, and the rest is skipped once every gate is decided (real Gym:
-tests/real_gym/test_adaptive_policies_real_gym.py; the planner alone: tests/unit/test_adaptive_policies.py)."""
+tests/real_gym/test_adaptive_policies_real_gym.py; the planner alone: tests/unit/test_policy_waves.py)."""
 
 from __future__ import annotations
 
