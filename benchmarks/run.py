@@ -18,6 +18,9 @@ options, runs the chosen ones and renders the table.
                shards): wall time and peak RSS in a fresh process, best of 3;
 8. adaptive    ``--gym-adaptive`` on simulated rewards: the rollouts its gate spends against a fixed ceiling, for
                true means above, at and below the threshold, and how often its verdict is wrong;
+   adaptive_comparison  the same with two policies (``--gym-policy``): the rollouts the non-inferiority gate
+               spends on the paired confidence sequence for a clear regression, a clear equivalence and a
+               difference at the margin, against a fixed run of the ceiling;
 9. warm        the mcqa example's session against a warm Gym (``--gym-keep-alive``) vs raw ``gym eval run
                --no-serve`` over the same input, and the first session's cost of keeping Gym alive;
 12. on_demand  the plugin's own time per on-demand rollout (``gym_run_row``) beyond the bare ``POST /run`` it makes.
@@ -43,8 +46,8 @@ from common import HERE, Row, byte_compile_plugin, pytest_with_peak
 from verdicts import METHOD, TABLE_BEGIN, TABLE_END, replace_between_markers, stamp
 
 BENCHMARKS = (
-    "overhead", "collection", "read", "latency", "html_page", "throughput", "merge", "adaptive", "warm", "teardown",
-    "plugin_cost", "on_demand",
+    "overhead", "collection", "read", "latency", "html_page", "throughput", "merge", "adaptive",
+    "adaptive_comparison", "warm", "teardown", "plugin_cost", "on_demand",
 )  # fmt: skip
 """The benchmark modules, in the table's order: each has ``NAME`` (its name in ``--only``), ``add_arguments(parser)``
 and ``run(work, args, quick) -> list[Row]``. A new benchmark is a module here and its name in this list."""

@@ -9,12 +9,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_gym_eval.comparison import comparison_gates
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord, RewardRange
-from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, dataset_of, group_rollouts
+from pytest_gym_eval.waves import Comparing, GroupPolicy, WaveLog, WavePlanner, dataset_of, group_rollouts
 
 WAVE_LOG_WAIT = 60.0
 """Seconds a gate waits for the wave log when ``--gym-rollout-timeout`` is unset."""
@@ -25,8 +26,9 @@ def wave_planner(
 ) -> WavePlanner | None:
     """The planner of ``plan``'s waves in ``run_dir`` (None without ``--gym-adaptive``): each dataset's reward gates
     (a custom metric's gate is judged at the session's end, on the fixed-sample interval),
-    threshold and reward range as the options give them; ``pass_hook`` whether a ``pytest_gym_eval_rollout_passed``
-    hook decides passes; ``on_event`` takes the planner's notes."""
+    threshold and reward range as the options give them, and with ``--gym-policy`` the policies and their
+    comparison gates (``--gym-max-regression``, ``--gym-min-improvement``); ``pass_hook`` whether a
+    ``pytest_gym_eval_rollout_passed`` hook decides passes; ``on_event`` takes the planner's notes."""
     if not options.adaptive:
         return None
     policies = {}
@@ -36,7 +38,13 @@ def wave_planner(
             settings = options.dataset_settings(rollout.dataset)
             reward_gates = tuple(gate for gate in settings.gates if gate.custom is None)  # metrics: tests' own
             policies[name] = GroupPolicy(reward_gates, settings.threshold, settings.reward_range or RewardRange())
-    return WavePlanner(plan, policies, options.min_repeats, run_dir, pass_hook=pass_hook, on_event=on_event)
+    comparing = None
+    if options.policies:  # --gym-policy: each dataset's policies move together, judged on their comparison too
+        names = tuple(policy.name for policy in options.policies)
+        comparing = Comparing(names, tuple(comparison_gates(options.max_regression, options.min_improvement)))
+    return WavePlanner(
+        plan, policies, options.min_repeats, run_dir, pass_hook=pass_hook, on_event=on_event, comparing=comparing
+    )
 
 
 def adaptive_records(

@@ -440,3 +440,41 @@ def simulate(
         if decided(results):
             break
     return results, sequence.end * len(tasks)
+
+
+def comparison_gates(max_regression: float | None, min_improvement: float | None) -> list[ComparisonGate]:
+    """The comparison gates a session sets: ``--gym-max-regression``'s non-inferiority at its margin, then
+    ``--gym-min-improvement``'s superiority at its margin (each left out when None). Raises ValueError for a
+    negative margin (:class:`ComparisonGate`)."""
+    given = ((Hypothesis.NON_INFERIORITY, max_regression), (Hypothesis.SUPERIORITY, min_improvement))
+    return [ComparisonGate(hypothesis, margin) for hypothesis, margin in given if margin is not None]
+
+
+def judge_paired_waves(
+    baseline: Mapping[Key, float],
+    candidate: Mapping[Key, float],
+    gates: Sequence[ComparisonGate],
+    ends: Sequence[int],
+    reward_range: RewardRange = UNIT_RANGE,
+    alpha: float = DEFAULT_ALPHA,
+) -> list[ComparisonResult] | None:
+    """``gates`` judged on the :class:`PairedSequence` of the waves that ended at cumulative repeats ``ends`` (what
+    ``--gym-adaptive`` rolled out), every result marked ``sequential``: the verdicts the run stopped on, judged again
+    at the end of the session from the rollouts reported. ``baseline``/``candidate`` keyed by (task id, repeat) as in
+    :meth:`PairedSequence.add_wave`; only repeats below ``ends[-1]`` are read.
+
+    None, so that the caller judges on the fixed-sample interval (:func:`compare`), when there is no gate or no
+    wave, a pair of some wave is missing (an errored rollout), or a reward lies outside ``reward_range``.
+    """
+    if not gates or not ends:
+        return None
+    last = ends[-1]
+    base = {key: value for key, value in baseline.items() if key[1] < last}
+    cand = {key: value for key, value in candidate.items() if key[1] < last}
+    sequence = PairedSequence(gates, alpha, reward_range)
+    try:
+        for end in ends:
+            results = sequence.add_wave(base, cand, end)
+    except ValueError:
+        return None
+    return results

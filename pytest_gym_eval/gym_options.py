@@ -204,7 +204,7 @@ class GymOptions:
         model_type = value("gym_model_type") or DEFAULT_MODEL_TYPE
         api_key_env = value("gym_api_key_env") or DEFAULT_API_KEY_ENV
         policies = _policies(config, ini_value, inifile_dir, api_key_env)
-        if policies and (clash := _policy_clash(config, value, replay, head_server, keep_alive, resume)):
+        if policies and (clash := _policy_clash(value, replay, head_server, keep_alive, resume)):
             raise pytest.UsageError(f"--gym-policy cannot be combined with {clash}")
         if policies and model_type not in MODEL_FIELDS:
             raise pytest.UsageError(
@@ -443,10 +443,10 @@ def _policies(config: pytest.Config, ini_value: Any, inifile_dir: Path, api_key_
 
 
 def _policy_clash(
-    config: pytest.Config, value: Any, replay: tuple[Path, ...], head_server: object, keep_alive: object, resume: object
+    value: Any, replay: tuple[Path, ...], head_server: object, keep_alive: object, resume: object
 ) -> str | None:
     """The first option given that a session comparing policies cannot use (each policy names its own endpoint or
-    recordings; attached, warm, adaptive and resumed runs serve one model), or None."""
+    recordings; attached, warm and resumed runs serve one model), or None."""
     clashes = {
         "--gym-model-url": value("gym_model_url"),
         "--gym-model": value("gym_model"),
@@ -454,6 +454,5 @@ def _policy_clash(
         "--gym-head-server": head_server,
         "--gym-keep-alive": keep_alive,
         "--gym-resume": resume,
-        "--gym-adaptive": config.getoption("gym_adaptive", default=None) or config.getini("gym_adaptive"),
     }
     return next((name for name, given in clashes.items() if given), None)

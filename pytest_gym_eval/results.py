@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.comparison import ComparisonGate, Hypothesis
+from pytest_gym_eval.comparison import comparison_gates
 from pytest_gym_eval.custom_metrics import metrics_of
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
@@ -285,7 +285,7 @@ def conclude(
         summaries = [replace(s, selection=selections.get(s.dataset)) for s in summaries]
     summaries = label_policies(summaries, [policy.name for policy in options.policies])
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
-    policies = policy_comparisons(results, options, selections)
+    policies = policy_comparisons(results, options, selections, adaptive)
     flips, replay_error = None, ""
     if options.replay:
         from pytest_gym_eval.replay import RecordingError
@@ -324,22 +324,27 @@ def conclude(
 
 
 def policy_comparisons(
-    results: Sequence[rpt.RolloutResult], options: GymOptions, selections: Mapping[str, Selection] | None = None
+    results: Sequence[rpt.RolloutResult],
+    options: GymOptions,
+    selections: Mapping[str, Selection] | None = None,
+    adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
 ) -> tuple[PolicyComparison, ...]:
     """With two or more ``--gym-policy``, each candidate against the baseline per dataset
     (:func:`~pytest_gym_eval.reporting.policies.compare_policies`), ``--gym-max-regression`` judged as
     non-inferiority and ``--gym-min-improvement`` as superiority, each at its margin; a dataset judged on a
     selection by name, marker or last outcome does not decide (as its other gates). Empty in a session with one
-    policy."""
-    gates = [
-        ComparisonGate(hypothesis, margin)
-        for hypothesis, margin in (
-            (Hypothesis.NON_INFERIORITY, options.max_regression),
-            (Hypothesis.SUPERIORITY, options.min_improvement),
-        )
-        if margin is not None
-    ]
-    found = compare_policies(results, [policy.name for policy in options.policies], gates)
+    policy. ``adaptive`` (``--gym-adaptive``, keyed as :func:`conclude`'s): a dataset whose every policy's group ran
+    the same sequential waves is judged on the paired confidence sequence of those waves."""
+    gates = comparison_gates(options.max_regression, options.min_improvement)
+    by_dataset: dict[str, list[AdaptiveRecord]] = {}
+    for (dataset, _), record in (adaptive or {}).items():
+        by_dataset.setdefault(dataset, []).append(record)
+    joint = {
+        dataset: records[0]
+        for dataset, records in by_dataset.items()
+        if all(r.sequential and r.ends == records[0].ends for r in records)
+    }
+    found = compare_policies(results, [policy.name for policy in options.policies], gates, adaptive=joint)
     biased = {name for name, part in (selections or {}).items() if part.biased}
     return tuple(replace(item, decides=item.dataset not in biased) for item in found)
 

@@ -403,7 +403,8 @@ class AdaptiveRecord:
     its gates are judged with the confidence sequence (``sequential``; empty otherwise, when it ran without early
     stopping, ``note`` saying why: no gates, an uneven selection, a pass hook, a reward outside ``reward_range``;
     its gates are then judged as without ``--gym-adaptive``); ``reason``: why it stopped before the ceiling ("" when
-    it reached it); ``rollouts``/``ceiling``: rollouts the waves asked for, and those of every selected pair.
+    it reached it); ``rollouts``/``ceiling``: rollouts the waves asked for, and those of every selected pair;
+    ``max_repeats``: the repeats per task of every selected pair (0 when tasks were selected different repeats).
     """
 
     waves: int
@@ -414,6 +415,7 @@ class AdaptiveRecord:
     rollouts: int
     ceiling: int
     note: str = ""
+    max_repeats: int = 0
 
     @property
     def skipped(self) -> int:

@@ -8,6 +8,13 @@ or every dataset reached its ceiling (``--gym-repeats``). Each wave ``k`` rolls 
 datasets that cannot be judged sequentially (no gates, a selection that is not every task's repeats 0..R-1, a
 ``pytest_gym_eval_rollout_passed`` hook with pass-rate or pass@k gates) roll out whole in wave 1.
 
+Comparing policy models (``--gym-policy``, :class:`Comparing`), the groups of one dataset (one per policy) move
+together, a *joint* dataset: every wave holds the same (task, repeat) pairs of every policy (interleaved in Gym's
+input, since the plan's stamps alternate between policies), each candidate's comparison gates are judged on the
+:class:`~pytest_gym_eval.comparison.PairedSequence` of its differences from the baseline, every policy's own
+reward gates on its :class:`~pytest_gym_eval.sequential.GateSequences`, and the dataset stops only when every
+gate that exists (each policy's own, each candidate's comparison gates) is decided, or at the ceiling.
+
 The wave log (``waves.jsonl`` in the run directory) is how every process learns what happens, appended one JSON
 line at a time by the owner:
 
@@ -29,13 +36,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_gym_eval import comparison
+from pytest_gym_eval.comparison import ComparisonGate, ComparisonResult, Key, PairedSequence
 from pytest_gym_eval.files import iter_json_lines
-from pytest_gym_eval.gates import Gate
+from pytest_gym_eval.gates import Gate, GateResult
+from pytest_gym_eval.models import policy_of
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.rollouts import parse_record
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord, GateSequences, RewardRange, decided, reason, wave_ends
 
+NOT_NEEDED = "not needed: "
+"""How every reason a rollout was skipped begins."""
 GroupKey = tuple[str, "str | None"]
 """(dataset, agent), the agent None when the dataset's rollouts use one agent (as the summaries group them)."""
 
@@ -54,6 +66,15 @@ class GroupPolicy:
     reward_range: RewardRange = field(default_factory=RewardRange)
 
 
+@dataclass(frozen=True)
+class Comparing:
+    """A session comparing policy models: their names, the baseline first (two or more), and the comparison gates
+    (:func:`~pytest_gym_eval.comparison.comparison_gates`; may be empty)."""
+
+    policies: tuple[str, ...]
+    gates: tuple[ComparisonGate, ...] = ()
+
+
 @dataclass
 class _Group:
     key: GroupKey
@@ -66,6 +87,18 @@ class _Group:
     whole: bool = False  # left the sequence (a reward outside the range): the rest rolls out in the next wave
     waves: int = 0  # waves it took part in
     note: str = ""  # why it is not judged sequentially
+    joint: bool = False  # moves with the other policies' groups of its dataset (a _Joint)
+    results: list[GateResult] = field(default_factory=list)  # its own gates after the last wave
+
+
+@dataclass
+class _Joint:
+    """One dataset of a session comparing policies: its groups, baseline first, and a sequence per candidate."""
+
+    dataset: str
+    members: list[tuple[str, _Group]]  # (policy, its group), the baseline first
+    sequences: dict[str, PairedSequence]  # candidate -> its paired sequence against the baseline
+    results: dict[str, list[ComparisonResult]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,6 +142,8 @@ class WavePlanner:
     missing there have none); ``min_repeats`` is the first wave's repeats per task; ``pass_hook`` says whether a
     ``pytest_gym_eval_rollout_passed`` hook decides passes (then pass-rate and pass@k gates cannot be judged
     here, and their datasets roll out whole); ``root`` is the run directory. ``on_event`` gets one-line notes.
+    ``comparing`` (``--gym-policy``) makes each dataset's groups one joint dataset (module docstring); its
+    ``policies`` name the plan's agent instances (:func:`~pytest_gym_eval.models.policy_of`).
     """
 
     def __init__(
@@ -120,20 +155,24 @@ class WavePlanner:
         *,
         pass_hook: bool = False,
         on_event: Callable[[str], None] = lambda message: None,
+        comparing: Comparing | None = None,
     ) -> None:
         self.root = root
         self.log = RunPaths(root).waves
         self.on_event = on_event
         self.groups: list[_Group] = []
+        self.joints: list[_Joint] = []
         self.wave = 0
         self._lock = threading.Lock()
+        compared = bool(comparing and comparing.gates)
         for key, rollouts in group_rollouts(plan).items():
             policy = policies.get(key[0], GroupPolicy((), 1.0))
             size = rectangular(rollouts)
             hooked = pass_hook and any(gate.metric != "mean_reward" for gate in policy.gates)
-            ends = wave_ends(min(min_repeats, size), size) if policy.gates and size and not hooked else None
+            gated = bool(policy.gates) or compared
+            ends = wave_ends(min(min_repeats, size), size) if gated and size and not hooked else None
             group = _Group(key, policy, sorted(rollouts, key=lambda r: (r.repeat, r.stamp)), ends)
-            if not policy.gates:
+            if not gated:
                 group.note = "no gates"
             elif not size:
                 group.note = "the selection is not repeats 0..R-1 of every task"
@@ -142,6 +181,39 @@ class WavePlanner:
             if ends is not None:
                 group.sequences = GateSequences(policy.gates, policy.reward_range)
             self.groups.append(group)
+        if comparing is not None:
+            self._join(comparing, policies)
+
+    def _join(self, comparing: Comparing, policies: Mapping[str, GroupPolicy]) -> None:
+        """Make each dataset's groups, one per policy, a :class:`_Joint`; when they cannot move together (a policy
+        with no group or several, different tasks or repeats, a group that cannot be judged sequentially) every
+        group of the dataset rolls out whole in wave 1."""
+        by_dataset: dict[str, list[_Group]] = {}
+        for group in self.groups:
+            by_dataset.setdefault(group.key[0], []).append(group)
+        for dataset, groups in by_dataset.items():
+            named = [(policy_of(g.key[1] or "", comparing.policies), g) for g in groups]
+            members = [next((g for name, g in named if name == p), None) for p in comparing.policies]
+            pairs = [{(r.task_id, r.repeat) for r in g.rollouts} for g in groups]
+            if not any(g.ends is not None for g in groups):
+                continue  # no gates anywhere (or none can be judged): whole, as without policies
+            why = ""
+            if len(groups) != len(comparing.policies) or any(m is None for m in members):
+                why = "a policy has no rollouts of the dataset, or several agents'"
+            elif any(p != pairs[0] for p in pairs):
+                why = "the policies were selected different (task, repeat) pairs"
+            elif any(g.ends is None for g in groups):
+                why = next(g.note for g in groups if g.ends is None)
+            if why:
+                for group in groups:
+                    group.ends, group.sequences, group.note = None, None, why
+                continue
+            reward_range = policies.get(dataset, GroupPolicy((), 1.0)).reward_range
+            ordered = [(p, m) for p, m in zip(comparing.policies, members, strict=True) if m is not None]
+            sequences = {p: PairedSequence(comparing.gates, reward_range=reward_range) for p, _ in ordered[1:]}
+            for _, group in ordered:
+                group.joint = True
+            self.joints.append(_Joint(dataset, ordered, sequences if comparing.gates else {}))
 
     def _paths(self, number: int) -> tuple[Path, Path, Path]:
         """Gym's input, output and failures files of wave ``number`` (wave 1: the run's usual ones)."""
@@ -189,8 +261,13 @@ class WavePlanner:
         """Judge every group that took part in ``wave`` from the files Gym wrote, log the groups that stop (and
         the rollouts they skip), and return the next wave (None when every group is done)."""
         found = self._records()
+        judged: set[int] = set()  # the groups of the joint datasets judged here (they left the loop below)
+        for joint in self.joints:
+            if not joint.members[0][1].stopped and joint.members[0][1].ends is not None:
+                judged.update(id(group) for _, group in joint.members)
+                self._judge_joint(joint, found)
         for group in self.groups:
-            if group.stopped:
+            if group.stopped or id(group) in judged:
                 continue
             if group.ends is None:
                 self._stop(group, [], sequential=False, why="")
@@ -254,6 +331,65 @@ class WavePlanner:
         elif group.done == len(group.ends):
             self._stop(group, [], sequential=True, why="")
 
+    def _judge_joint(self, joint: _Joint, found: Mapping[int, float | None]) -> None:
+        """Judge one wave of a joint dataset: every policy's own gates and every candidate's comparison gates; stop
+        every group when all are decided (or at the ceiling). An errored rollout or a reward outside the range
+        leaves the sequences: the rest of every policy rolls out whole in the next wave, judged at the end on the
+        fixed-sample intervals."""
+        groups = [group for _, group in joint.members]
+        for group in groups:
+            group.done += 1
+        first = groups[0]
+        assert first.ends is not None
+        end = first.ends[first.done - 1]
+        rewards: dict[str, dict[Key, float]] = {}
+        problem = ""
+        for policy, group in joint.members:
+            side = rewards.setdefault(policy, {})
+            for rollout in group.rollouts:
+                if rollout.repeat >= end:
+                    continue
+                value = found.get(rollout.stamp)
+                if value is None:
+                    problem = problem or "a rollout errored"
+                elif not group.policy.reward_range.contains(value):
+                    problem = problem or f"a reward lies outside the declared range {group.policy.reward_range}"
+                else:
+                    side[(rollout.task_id, rollout.repeat)] = value
+        if problem:
+            self.on_event(f"{joint.dataset}: {problem}; the rest of every policy rolls out whole")
+            for group in groups:
+                group.ends, group.sequences, group.whole, group.note = None, None, True, problem
+                group.rollouts = [r for r in group.rollouts if r.repeat >= end]
+                if not group.rollouts:
+                    self._stop(group, [], sequential=False, why="")
+            return
+        parts = []
+        for policy, group in joint.members:
+            if group.sequences is None or not group.sequences.gates:
+                continue
+            tasks: dict[str, list[float]] = {}
+            for (task, _), value in sorted(rewards[policy].items(), key=lambda item: item[0][1]):
+                tasks.setdefault(task, []).append(value)
+            values = list(tasks.values())
+            passed = [[value >= group.policy.threshold for value in task] for task in values]
+            group.results = group.sequences.add_wave(values, passed, end)
+            parts.append(f"{policy}: {reason(group.results, end).removeprefix(NOT_NEEDED)}")
+        baseline = joint.members[0][0]
+        for candidate, sequence in joint.sequences.items():
+            joint.results[candidate] = sequence.add_wave(rewards[baseline], rewards[candidate], end)
+            text = comparison.reason(joint.results[candidate], end).removeprefix(NOT_NEEDED)
+            parts.append(f"{candidate} vs {baseline}: {text}")
+        own = [group.results for group in groups if group.sequences is not None and group.sequences.gates]
+        if all(decided(results) for results in own) and all(map(comparison.decided, joint.results.values())):
+            why = NOT_NEEDED + "; ".join(parts) if end < first.ends[-1] else ""
+            self.on_event(f"{joint.dataset}: {'; '.join(parts)}")
+            for group in groups:
+                self._stop(group, [r for r in group.rollouts if r.repeat >= end], sequential=True, why=why)
+        elif first.done == len(first.ends):
+            for group in groups:
+                self._stop(group, [], sequential=True, why="")
+
     def _stop(self, group: _Group, skipped: Sequence[PlannedRollout], *, sequential: bool, why: str) -> None:
         group.stopped = True
         ends = group.ends[: group.done] if group.ends is not None else []
@@ -316,5 +452,6 @@ class WaveLog:
                 rollouts=asked,
                 ceiling=len(rollouts),
                 note=str(entry.get("note") or ""),
+                max_repeats=rectangular(rollouts) or 0,
             )
         return records

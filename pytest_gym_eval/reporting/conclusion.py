@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pytest_gym_eval.comparison import Comparison, ComparisonResult, Hypothesis
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
+from pytest_gym_eval.sequential import DEFAULT_ALPHA
 from pytest_gym_eval.stats import PairedComparison
 from pytest_gym_eval.usage import SideUsage
 
@@ -66,7 +67,10 @@ class PolicyComparison:
     ``decides`` is False when the dataset was judged on a selection by name, marker or last outcome (its result is
     shown but, as with the other gates, does not set the exit status); ``baseline_usage`` and ``candidate_usage``
     each side's tokens and latency over the rollouts of the pairs
-    (:func:`~pytest_gym_eval.reporting.policies.paired_usage`)."""
+    (:func:`~pytest_gym_eval.reporting.policies.paired_usage`); ``waves`` (``--gym-adaptive``), when the gates were
+    judged on the anytime-valid sequence of the waves (results marked ``sequential``), the cumulative repeats per
+    task at the end of each wave (empty: judged on the fixed-sample interval), out of ``max_repeats`` selected.
+    """
 
     dataset: str
     baseline: str
@@ -75,6 +79,28 @@ class PolicyComparison:
     decides: bool = True
     baseline_usage: SideUsage = field(default_factory=SideUsage)
     candidate_usage: SideUsage = field(default_factory=SideUsage)
+    waves: tuple[int, ...] = ()
+    max_repeats: int = 0
+
+    @property
+    def sequential(self) -> bool:
+        """Whether the gates were judged on ``--gym-adaptive``'s anytime-valid sequence."""
+        return bool(self.waves) and any(result.sequential for result in self.comparison.results)
+
+    @property
+    def repeats(self) -> int:
+        """The repeats per task the gates were judged on (the last wave's end; 0 when not sequential)."""
+        return self.waves[-1] if self.sequential else 0
+
+    def describe_waves(self) -> str:
+        """E.g. ``judged on the anytime-valid 95% confidence sequence: 2 waves, 4 of 8 repeats per task``."""
+        waves = len(self.waves)
+        of = f" of {self.max_repeats}" if self.max_repeats else ""
+        return (
+            f"judged on the anytime-valid {1 - DEFAULT_ALPHA:.0%} confidence sequence: {waves} wave"
+            f"{'s' if waves != 1 else ''}, "
+            f"{self.repeats}{of} repeats per task"
+        )
 
     @property
     def usage_recorded(self) -> bool:

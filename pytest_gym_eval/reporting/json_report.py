@@ -74,8 +74,9 @@ def comparison_json(item: PolicyComparison) -> dict[str, Any]:
     """One candidate against the baseline: the paired difference, both means, the flips (task ids), McNemar's p
     (null unless every reward is 0 or 1), the ``--gym-max-regression`` verdict with Gym's word for it (``verdict``,
     ``gym_verdict``, ``margin``: null without that gate) and ``gates``, every comparison gate's (non-inferiority,
-    superiority); ``usage``, only when either side's paired rollouts recorded tokens or a latency
-    (:func:`comparison_usage_json`)."""
+    superiority; ``sequential: true`` and the sequence's ``interval`` when judged on ``--gym-adaptive``'s);
+    ``adaptive`` only when the gates were judged sequentially (:func:`_comparison_waves_json`); ``usage``, only
+    when either side's paired rollouts recorded tokens or a latency (:func:`comparison_usage_json`)."""
     difference, flips, result = item.comparison.difference, item.comparison.flips, item.result
     return {
         "dataset": item.dataset,
@@ -103,12 +104,23 @@ def comparison_json(item: PolicyComparison) -> dict[str, Any]:
                 "margin": r.gate.margin,
                 "verdict": r.verdict.value,
                 "gym_verdict": gym_verdict(r),
+                **({"sequential": True, "interval": _interval_json(r.interval)} if r.sequential else {}),
             }
             for r in item.comparison.results
         ],
         "decides": item.decides,
+        **({"adaptive": _comparison_waves_json(item)} if item.sequential else {}),
         **({"usage": comparison_usage_json(item)} if item.usage_recorded else {}),
     }
+
+
+def _comparison_waves_json(item: PolicyComparison) -> dict[str, Any]:
+    """How ``--gym-adaptive`` judged a comparison: its waves, the cumulative repeats per task at the end of each, the
+    repeats used (the last of them) and the repeats selected."""
+    return {
+        "waves": len(item.waves), "repeats": list(item.waves), "repeats_used": item.repeats,
+        "max_repeats": item.max_repeats,
+    }  # fmt: skip
 
 
 def comparison_usage_json(item: PolicyComparison) -> dict[str, Any]:

@@ -113,8 +113,9 @@ def comparison_properties(item: PolicyComparison) -> list[tuple[str, str]]:
     mean reward, paired by task), ``baseline_mean``, ``candidate_mean``, ``pairs``, ``lost`` and ``gained`` (tasks
     only the baseline or only the candidate passes), ``p_value`` (McNemar's exact, only when every reward is 0 or
     1), with ``--gym-max-regression``, ``verdict`` and ``gym_verdict`` (Gym #1493's word) and, with
-    ``--gym-min-improvement``, ``superiority.verdict`` and ``superiority.margin``; and each side's tokens and latency
-    over the pairs (:func:`comparison_usage_pairs`)."""
+    ``--gym-min-improvement``, ``superiority.verdict`` and ``superiority.margin``; with ``--gym-adaptive``'s
+    confidence sequence, ``sequential`` (``true``), ``repeats`` (per task, used) and ``max_repeats``; and each
+    side's tokens and latency over the pairs (:func:`comparison_usage_pairs`)."""
     difference, flips, result = item.comparison.difference, item.comparison.flips, item.result
     delta = difference.interval
     pairs: list[tuple[str, object]] = [
@@ -134,6 +135,8 @@ def comparison_properties(item: PolicyComparison) -> list[tuple[str, str]]:
         pairs += [("verdict", result.verdict.value), ("gym_verdict", gym_verdict(result))]
     if (better := item.gate_result(Hypothesis.SUPERIORITY)) is not None:
         pairs += [("superiority.verdict", better.verdict.value), ("superiority.margin", better.gate.margin)]
+    if item.sequential:  # --gym-adaptive: judged on the confidence sequence of the waves
+        pairs += [("sequential", "true"), ("repeats", item.repeats), ("max_repeats", item.max_repeats)]
     pairs += comparison_usage_pairs(item)
     return _texts(f"{property_prefix(item.dataset)}compare.{item.candidate}.", pairs)
 

@@ -15,11 +15,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from pytest_gym_eval.comparison import ComparisonGate, Key, compare
+from pytest_gym_eval.comparison import ComparisonGate, Key, compare, judge_paired_waves
 from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.models import policy_of
 from pytest_gym_eval.reporting.conclusion import PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, usage_summary
+from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.usage import SideUsage
 
 
@@ -28,6 +29,7 @@ def compare_policies(
     policies: Sequence[str],
     gates: Sequence[ComparisonGate] = (),
     confidence: float = 0.95,
+    adaptive: Mapping[str, AdaptiveRecord] | None = None,
 ) -> list[PolicyComparison]:
     """Per dataset (first-seen order), each candidate (``policies[1:]``, in order) against the baseline
     (``policies[0]``): :func:`~pytest_gym_eval.comparison.compare` of their scored rewards keyed by (task id,
@@ -37,8 +39,13 @@ def compare_policies(
     Only scored rollouts count (an errored one has no reward); a (task, repeat) only one side scored is left out of
     every statistic. A dataset any policy has a result for gets a comparison per candidate even without a pair (then
     its interval is nan/±inf and a gate INCONCLUSIVE: nothing was compared, which must not read as a pass). Empty
-    for fewer than two policies. Raises ValueError as :func:`~pytest_gym_eval.comparison.compare` does (a bad
-    ``confidence``; scored rewards are finite).
+    for fewer than two policies.
+
+    ``adaptive[dataset]`` (``--gym-adaptive``): how the waves ran the dataset's policies; when they ran it
+    sequentially, the gates are judged on the paired confidence sequence of those waves
+    (:func:`~pytest_gym_eval.comparison.judge_paired_waves`, the verdicts the run stopped on), and on the
+    fixed-sample interval when that cannot be (a pair missing: an errored rollout). Raises ValueError as
+    :func:`~pytest_gym_eval.comparison.compare` does (a bad ``confidence``; scored rewards are finite).
     """
     if len(policies) < 2:
         return []
@@ -56,7 +63,18 @@ def compare_policies(
             cand = sides.get(candidate, {})
             comparison = compare(_rewards(base), _rewards(cand), gates, confidence)
             base_usage, cand_usage = paired_usage(base, cand)
-            found.append(PolicyComparison(dataset, baseline, candidate, comparison, True, base_usage, cand_usage))
+            record = (adaptive or {}).get(dataset)
+            waves: tuple[int, ...] = ()
+            if record is not None and record.sequential:
+                judged = judge_paired_waves(_rewards(base), _rewards(cand), gates, record.ends, record.reward_range)
+                if judged is not None:
+                    comparison, waves = replace(comparison, results=tuple(judged)), record.ends
+            found.append(
+                PolicyComparison(
+                    dataset, baseline, candidate, comparison, True, base_usage, cand_usage, waves,
+                    record.max_repeats if record is not None else 0,
+                )
+            )  # fmt: skip
     return found
 
 

@@ -289,10 +289,11 @@ def render_policies(comparisons: Sequence[PolicyComparison], width: int = 80) ->
     flips (McNemar's exact p when every reward is 0 or 1) with the tasks each side alone passes (at most
     :data:`MAX_LISTED`, then "… and N more"), and each comparison gate's verdict (``--gym-max-regression``,
     ``--gym-min-improvement``), one ``gate`` line each, with Gym's word for it
-    (:func:`~pytest_gym_eval.comparison.gym_verdict`); when the paired rollouts recorded them, a ``tokens`` line
-    (each side's total and mean per rollout, with candidate / baseline of the means) and a ``latency`` line (each
-    side's median, with candidate / baseline, and p95). No line is longer than ``width`` (at least 40 is
-    used)."""
+    (:func:`~pytest_gym_eval.comparison.gym_verdict`), then with ``--gym-adaptive`` an ``adaptive`` line saying the
+    gates were judged on the confidence sequence after how many waves and repeats; when the paired rollouts
+    recorded them, a ``tokens`` line (each side's total and mean per rollout, with candidate / baseline of the
+    means) and a ``latency`` line (each side's median, with candidate / baseline, and p95). No line is longer than
+    ``width`` (at least 40 is used)."""
     width = max(width, fmt.MIN_WIDTH)
     lines: list[str] = []
     for index, item in enumerate(comparisons):
@@ -335,6 +336,8 @@ def _policy_lines(item: PolicyComparison, width: int) -> list[str]:
     note = "" if item.decides else " (judged on a selection: does not decide)"
     for result in item.comparison.results:
         lines += fmt.labelled("gate", f"{result.describe()} (Gym: {gym_verdict(result)}){note}", width)
+    if item.sequential:  # --gym-adaptive: the gates' interval is the sequence's, not the delta line's
+        lines += fmt.labelled("adaptive", item.describe_waves(), width)
     return lines
 
 
