@@ -95,7 +95,8 @@ def shared_tasks_allowed(options: GymOptions) -> bool:
     """Whether this session may stamp the rows of one task, a row per rollout, with one shared ``_ng_task_index``
     (shared-task mode, :mod:`pytest_gym_eval.plan`; the selection decides the rest): when policies are compared
     (``--gym-policy``), so that Gym's own aggregate holds each task once per policy and ``gym eval compare`` can
-    join them; not with ``--gym-adaptive`` or ``--gym-resume`` (neither is allowed with policies yet)."""
+    join them; not with ``--gym-adaptive`` (each wave is a ``gym eval run`` of its own, in pair mode) nor
+    ``--gym-resume`` (not allowed with policies yet)."""
     return bool(options.policies) and not options.adaptive and options.resume is None
 
 
