@@ -46,11 +46,15 @@ from common import HERE, Row, byte_compile_plugin, pytest_with_peak
 from verdicts import METHOD, TABLE_BEGIN, TABLE_END, replace_between_markers, stamp
 
 BENCHMARKS = (
-    "overhead", "collection", "read", "latency", "html_page", "throughput", "merge", "adaptive",
-    "adaptive_comparison", "warm", "teardown", "plugin_cost", "on_demand",
+    "scale", "collection", "read", "latency", "html_page", "throughput", "merge", "adaptive",
+    "adaptive_comparison", "warm", "cold", "teardown", "plugin_cost", "on_demand",
 )  # fmt: skip
 """The benchmark modules, in the table's order: each has ``NAME`` (its name in ``--only``), ``add_arguments(parser)``
 and ``run(work, args, quick) -> list[Row]``. A new benchmark is a module here and its name in this list."""
+
+ON_REQUEST = ("overhead",)
+"""Benchmarks a full run leaves out, run with ``--only``: ``overhead`` (one size against raw Gym) is what ``scale``
+measures at several sizes."""
 
 
 def machine() -> str:
@@ -110,10 +114,11 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["_pytest"]:
         return pytest_with_peak(Path(argv[1]), argv[2:])
-    modules = {module.NAME: module for module in map(importlib.import_module, BENCHMARKS)}
+    modules = {module.NAME: module for module in map(importlib.import_module, BENCHMARKS + ON_REQUEST)}
+    full = [name for name in modules if name not in ON_REQUEST]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="scale everything down (a few minutes)")
-    parser.add_argument("--only", default=",".join(modules), help=f"comma-separated subset of {tuple(modules)}")
+    parser.add_argument("--only", default=",".join(full), help=f"comma-separated subset of {tuple(modules)}")
     for module in modules.values():
         module.add_arguments(parser)
     parser.add_argument("--output", type=Path, help="also write the full table to this file (any run)")
@@ -154,7 +159,7 @@ def main(argv: list[str]) -> int:
     if args.output is not None:
         args.output.write_text(f"# pytest-gym-eval benchmark results\n\n{table}")
         print(f"written to {args.output}")
-    if not quick and only == list(modules) and not args.no_write:
+    if not quick and only == full and not args.no_write:
         short = render(rows, settings, elapsed, loads, full=False)
         for path, block in [*((p, table) for p in RESULT_FILES), *((p, short) for p in README_FILES)]:
             if replace_between_markers(path, block):

@@ -32,7 +32,11 @@ class ModelEndpoint:
         return os.environ.get(self.api_key_env) or None
 
 
-RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/plasma_store")
+RAY_SOCKET_SUFFIX = len("/ray/session_2026-11-30_04-17-08_264037_4194304/sockets/") + len("dash_TaskEventsHead")
+"""The longest path Ray puts under its ``RAY_TMPDIR``: a session folder (its PID up to 7 digits) and, in it, the
+longest socket name (Ray 2.58's: ``plasma_store``, ``raylet``, and ``dash_<module>`` for each dashboard module, the
+longest ``dash_TaskEventsHead``). A socket path over :data:`AF_UNIX_PATH_MAX` does not stop Ray's start: the
+dashboard module fails, and Ray waits 60 s for the dashboard before it goes on without it."""
 AF_UNIX_PATH_MAX = 107
 
 

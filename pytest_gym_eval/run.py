@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_gym_eval import ray_head
 from pytest_gym_eval.causes import RUN_DIR_FULL, disk_full
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.files import iter_json_lines
@@ -90,6 +91,7 @@ class GymRun:
         self.head_server = settings.head_server or ("127.0.0.1", free_port())
         self.servers: GymProcess | None = None
         self.eval: GymProcess | None = None
+        self.ray: GymProcess | None = None  # the Ray head Gym's servers use, when this run started one
         self.eval_started: float | None = None  # time.time() when the first `gym eval run` started
         self.exit_statuses: list[int] = []
         self.watchdog: Watchdog | None = None
@@ -167,8 +169,8 @@ class GymRun:
             if self._stopped:
                 return
             self._stopped = True
-            processes = [p for p in (self.eval, self.servers) if p is not None]
-        for process in processes:  # at once: the eval run and the servers share one grace period
+            processes = [p for p in (self.eval, self.servers, self.ray) if p is not None]
+        for process in processes:  # at once: the eval run, the servers and Ray share one grace period
             process.interrupt()
         deadline = time.monotonic() + self.settings.stop_grace
         for process in processes:
@@ -193,7 +195,7 @@ class GymRun:
     def kill(self) -> None:
         """SIGKILL the eval run and the servers this run started, now (Ctrl-C during :meth:`stop`; see
         :class:`~pytest_gym_eval.processes.CtrlCKillsGym`). Takes no lock: a signal handler calls it."""
-        for process in (self.eval, self.servers):
+        for process in (self.eval, self.servers, self.ray):
             if process is not None:
                 process.kill()
 
@@ -301,6 +303,8 @@ class GymRun:
             return
         assert settings.model is not None, "starting Gym needs a model endpoint"
         model_type = settings.model.model_type
+        if settings.ray_address is None and (address := self._start_ray_head(deadline)) is not None:
+            write_gym_config(self.paths.config, settings.model, self.head_server, capture, address)
 
         def launch(log_path: Path) -> GymProcess:
             with self._lock:
@@ -310,8 +314,32 @@ class GymRun:
                 self.servers = launch_servers(settings, model_type, self.paths, log_path, self.watchdog)
                 return self.servers
 
-        start_servers(settings, launch, self.paths.logs, deadline, self._stopping, self.on_event)
+        start_servers(settings, launch, self.paths.logs, deadline, self._stopping, self.on_event, self.head_server)
         self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
+
+    def _start_ray_head(self, deadline: float) -> str | None:
+        """Start a Ray head without the dashboard for Gym's servers (:mod:`pytest_gym_eval.ray_head`); its address,
+        or None when Gym's venv has no Ray or the head did not start (then Gym starts Ray itself, as without it)."""
+        python = ray_head.ray_python(self.settings.gym)
+        if python is None:
+            return None
+
+        def started(process: GymProcess) -> None:
+            with self._lock:
+                self.ray = process
+            record_process(self.paths, process, self.watchdog)
+
+        log = self.paths.logs / "ray-head.log"
+        try:
+            _, address = ray_head.start_ray_head(
+                python, self.settings.env, self.settings.cwd, log, deadline, self._stopping, started
+            )
+        except ray_head.RayHeadFailed as error:
+            if self._stopping.is_set():
+                raise GymStartError("the session stopped while Gym was starting") from None
+            self.on_event(f"warning: {error}\nGym starts Ray itself instead")
+            return None
+        return address
 
     def _eval_argv(self, resume: bool) -> list[str]:
         argv = [

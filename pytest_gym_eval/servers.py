@@ -240,10 +240,12 @@ def start_servers(
     deadline: float,
     stopping: threading.Event,
     on_event: Callable[[str], None],
+    head: tuple[str, int] | None = None,
 ) -> GymProcess:
     """Start Gym's servers with ``launch`` (given the log path, it starts ``gym env start``: normally
     :func:`launch_servers`) and wait until they are ready (``deadline``, a ``time.monotonic()`` value, stands for
-    ``settings.startup_timeout``); returns the ready process.
+    ``settings.startup_timeout``; ``head``, the head server's ``(host, port)`` in the config ``launch`` starts
+    them with, lets :func:`wait_until_ready` ask the servers itself); returns the ready process.
 
     When Ray's node times out during start-up (:data:`RAY_START_TIMEOUT`, a transient failure on a loaded
     machine), says so through ``on_event``, keeps Ray's logs of that start (``logs/ray-start-1/``), stops what
@@ -257,7 +259,7 @@ def start_servers(
         on_event(f"starting Gym's servers{on_ray} (log: {log_path})")
         servers = launch(log_path)
         try:
-            wait_until_ready(servers, deadline, stopping, settings.startup_timeout)
+            wait_until_ready(servers, deadline, stopping, settings.startup_timeout, head)
             return servers
         except GymStartError as error:
             if stopping.is_set() or not ray_start_timed_out(log_path):
@@ -286,13 +288,70 @@ def ray_timeout_advice(env: dict[str, str], ray_logs: Path | None) -> str:
     )
 
 
-def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.Event, timeout: float) -> None:
-    """Wait for ``servers`` to print Gym's readiness line (``All N / N servers ready!``).
+class ServerProbe:
+    """Asks Gym's servers whether they answer, as ``gym env start`` asks them before it prints its readiness line,
+    but without its 3 s between two rounds (``wait_for_spinup``, ``sleep_interval = 3`` in ``nemo_gym/cli/env.py``):
+    up to 3 s of every cold session went to that sleep after the last server was listening.
+
+    The servers are those the head server at ``head`` (``(host, port)``) lists at ``GET /server_instances``, which
+    Gym fills once it has launched every one of them (asked until it lists them: the head server logs each request
+    to ``gym env start``'s log, the servers do not); a server answers when ``GET <url>`` gets any HTTP response
+    (Gym's own check: ``ServerClient.poll_for_status``). A head server that does not answer yet, lists no server, or
+    lists one without a URL, means "not yet": the readiness line then decides."""
+
+    TIMEOUT = 1.0
+    """Seconds one request may take (a server that accepted the connection answers ``/`` in milliseconds)."""
+
+    def __init__(self, head: tuple[str, int]) -> None:
+        self.head = head
+        self.urls: list[str] = []
+        self.answered: set[str] = set()
+
+    def all_answer(self) -> bool:
+        """Whether every listed server answers now (each one that answered once is not asked again)."""
+        import urllib.error  # here, not at the top: http.client and ssl cost every session's start ~15 ms
+        import urllib.request
+
+        if not self.urls:
+            listing = f"http://{self.head[0]}:{self.head[1]}/server_instances"
+            try:
+                with urllib.request.urlopen(listing, timeout=self.TIMEOUT) as reply:
+                    instances = json.loads(reply.read(1 << 22))
+                urls = [str(instance["url"]) for instance in instances if instance.get("url")]
+            except (OSError, ValueError, TypeError, KeyError, AttributeError):  # URLError, HTTPError: OSErrors
+                return False
+            if not urls or len(urls) != len(instances):
+                return False
+            self.urls = urls
+        for url in self.urls:
+            if url in self.answered:
+                continue
+            try:
+                urllib.request.urlopen(url, timeout=self.TIMEOUT).close()
+            except urllib.error.HTTPError:  # an answer all the same: "there may not be a route at /" (Gym)
+                pass
+            except OSError:
+                return False
+            self.answered.add(url)
+        return True
+
+
+def wait_until_ready(
+    servers: GymProcess,
+    deadline: float,
+    stopping: threading.Event,
+    timeout: float,
+    head: tuple[str, int] | None = None,
+) -> None:
+    """Wait until Gym's servers are ready: ``servers`` printed Gym's readiness line (``All N / N servers
+    ready!``), or, given the ``head`` server's ``(host, port)``, every server it lists answers (:class:`ServerProbe`,
+    which sees it up to 3 s sooner).
 
     ``deadline`` is a ``time.monotonic()`` value and ``timeout`` the seconds it stands for (for the message).
     Raises :class:`GymStartError` with the log's last lines when Gym exits first, when ``stopping`` is set, or
     when the deadline passes.
     """
+    probe = ServerProbe(head) if head is not None else None
     offset = 0
     seen = ""
     while True:
@@ -309,6 +368,8 @@ def wait_until_ready(servers: GymProcess, deadline: float, stopping: threading.E
         if READY_MARKER in seen:
             return
         seen = seen[-len(READY_MARKER) :]
+        if probe is not None and probe.all_answer():
+            return
         status = servers.poll()
         if status is not None:
             raise GymStartError(

@@ -71,7 +71,7 @@ def serving(
         return started[-1]
 
     try:
-        start_servers(settings, launch, paths.logs, time.monotonic() + timeout, threading.Event(), on_event)
+        start_servers(settings, launch, paths.logs, time.monotonic() + timeout, threading.Event(), on_event, head)
         yield head
     finally:
         for servers in started:

@@ -151,7 +151,7 @@ class _Keeper:
 
         servers = start_servers(
             settings, launch, paths.logs, started + spec.startup_timeout, self.stopping,
-            lambda message: self.send({"event": message}),
+            lambda message: self.send({"event": message}), head,
         )  # fmt: skip
         self.entry = Entry(
             key=spec.key, home=self.home, head_server=head, keeper=self.owner.marker, boot=boot_id(),

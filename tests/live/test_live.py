@@ -24,7 +24,7 @@ from pytest_gym_eval import provision
 from pytest_gym_eval.local_model import LocalModelServer
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
-from tests.support.children import started_processes
+from tests.support.children import gym_commands, started_processes
 from tests.support.fault_proxy import FaultProxy
 from tests.support.real_gym import GymExample, gym_verify
 
@@ -247,7 +247,7 @@ def test_an_on_demand_row_is_scored_by_gyms_verifier(
     sent = {**row, "responses_create_params": answer["params"]}
     assert gym_verify(gym_checkout, "mcqa", [(sent, answer["response"])]) == [answer["reward"]]
     (run_dir,) = (pytester.path / "runs").iterdir()
-    assert [process["name"] for process in started_processes(run_dir)] in (
+    assert gym_commands(run_dir) in (
         ["gym env start"],
         ["gym env start", "gym env start"],
     )  # Gym started once for it, and no `gym eval run`

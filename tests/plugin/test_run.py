@@ -6,19 +6,30 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_gym_eval import provision
 from pytest_gym_eval.processes import GymProcess, free_port, session_members
 from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.run import GymStartError, ModelEndpoint, probe_model, unlisted_model, wait_until_ready
+from pytest_gym_eval.run import (
+    GymStartError,
+    ModelEndpoint,
+    probe_model,
+    ray_temp_dir,
+    unlisted_model,
+    wait_until_ready,
+)
+from pytest_gym_eval.servers import ServerProbe
 from pytest_gym_eval.serving import serving
 from tests.support.children import started_processes, wait_until
 from tests.support.fakes import FakeGym, make_fake_checkout, write_recording
@@ -219,3 +230,121 @@ def test_the_ready_line_is_found_when_a_long_server_table_follows_it_in_one_read
         wait_until_ready(servers, time.monotonic() + 30, threading.Event(), 30)  # raises at the deadline
     finally:
         servers.stop(1)
+
+
+@pytest.fixture
+def http_servers() -> Iterator[Callable[[Callable[[str], tuple[int, bytes]]], str]]:
+    """Start HTTP servers on 127.0.0.1: ``start(answer)`` serves ``answer(path) -> (status, body)`` for every GET
+    and returns the base URL; all are stopped at the end."""
+    started: list[ThreadingHTTPServer] = []
+
+    def start(answer: Callable[[str], tuple[int, bytes]], port: int = 0) -> str:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status, body = answer(self.path)
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        started.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+def head_listing(
+    instances: list[dict[str, object]], asked: list[str] | None = None
+) -> Callable[[str], tuple[int, bytes]]:
+    """A head server's answers: ``instances`` at ``/server_instances``, 404 elsewhere; each path asked is appended
+    to ``asked``."""
+
+    def answer(path: str) -> tuple[int, bytes]:
+        (asked if asked is not None else []).append(path)
+        return (200, json.dumps(instances).encode()) if path == "/server_instances" else (404, b"{}")
+
+    return answer
+
+
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def test_servers_are_ready_once_every_server_the_head_lists_answers(http_servers: Any) -> None:
+    # Gym's own check: any HTTP answer counts (there may be no route at /), a refused connection does not.
+    server = http_servers(lambda path: (404, b"Not Found"))
+    not_yet = f"http://127.0.0.1:{free_port()}"
+    asked: list[str] = []
+    listed: list[dict[str, object]] = [
+        {"process_name": "mcqa", "url": server},
+        {"process_name": "agent", "url": not_yet},
+    ]
+    probe = ServerProbe(address(http_servers(head_listing(listed, asked))))
+    assert not probe.all_answer()
+    assert probe.answered == {server}
+    http_servers(lambda path: (200, b"{}"), address(not_yet)[1])
+    assert probe.all_answer()
+    assert asked == ["/server_instances"]  # once listed, not asked again: Gym's head server logs every request
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        head_listing([]),  # Gym has not launched every server yet
+        head_listing([{"process_name": "mcqa", "url": None}]),  # a server without a URL: Gym's ready line decides
+        lambda path: (503, b"starting"),
+        lambda path: (200, b"not json"),
+        lambda path: (200, b'{"mcqa": "http://127.0.0.1:1"}'),
+    ],
+    ids=["none listed", "no url", "head errors", "not json", "not a list"],
+)
+def test_a_head_server_that_lists_no_ready_servers_means_not_yet(
+    http_servers: Any, answer: Callable[[str], tuple[int, bytes]]
+) -> None:
+    assert not ServerProbe(address(http_servers(answer))).all_answer()
+    assert not ServerProbe(("127.0.0.1", free_port())).all_answer()  # the head server is not up yet
+
+
+def test_the_wait_ends_when_the_servers_answer_before_gym_says_they_are_ready(
+    tmp_path: Path, http_servers: Any
+) -> None:
+    # Gym checks its servers every 3 s: the session asks them itself and need not wait for its line.
+    server = http_servers(lambda path: (404, b""))
+    head = http_servers(head_listing([{"process_name": "mcqa", "url": server}]))
+    servers = GymProcess(
+        [sys.executable, "-c", "import signal; print('starting', flush=True); signal.pause()"],
+        env=dict(os.environ), cwd=tmp_path, log_path=tmp_path / "start.log", name="gym",
+    )  # fmt: skip
+    try:
+        wait_until_ready(servers, time.monotonic() + 60, threading.Event(), 60, address(head))  # raises at the deadline
+        with pytest.raises(GymStartError, match="not ready within 1 s"):  # without the head: Gym's line only
+            wait_until_ready(servers, time.monotonic() + 1, threading.Event(), 1)
+    finally:
+        servers.stop(1)
+
+
+def test_rays_longest_socket_path_fits_under_the_folder_it_is_given() -> None:
+    # Ray's dashboard module "TaskEventsHead" has the longest socket name; a path over 107 bytes failed the
+    # dashboard and Ray waited 60 s for it (seen with a run directory whose `ray` folder was 37-44 bytes long).
+    longest = "/ray/session_2026-12-02_18-21-59_162596_4194304/sockets/dash_TaskEventsHead"
+    base = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
+    try:
+        for length in range(len(str(base)) + 5, 90):
+            run_dir = base / ("d" * (length - len(str(base)) - 1))
+            run_dir.mkdir()
+            ray_dir, made = ray_temp_dir(run_dir)
+            assert len(str(ray_dir)) + len(longest) <= 107, (length, ray_dir)
+            assert made == (len(str(run_dir / "ray")) + len(longest) > 107)
+            if made:
+                shutil.rmtree(ray_dir)
+    finally:
+        shutil.rmtree(base)

@@ -7,6 +7,7 @@ tests/plugin/test_run.py. Every wait polls ``/proc`` or a file against a deadlin
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,7 +24,13 @@ from pytest_gym_eval.processes import is_running, session_members, stop_sessions
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.run import RAY_START_TIMEOUT
-from tests.support.children import child_pytest_argv, interrupt_once_reported, started_processes, wait_until
+from tests.support.children import (
+    child_pytest_argv,
+    gym_commands,
+    interrupt_once_reported,
+    started_processes,
+    wait_until,
+)
 from tests.support.real_gym import GymExample
 
 TEARDOWN_DEADLINE = 120.0
@@ -75,6 +82,32 @@ def reported(line: str) -> bool:
     return " PASSED" in line or " FAILED" in line
 
 
+def test_gyms_servers_run_on_the_sessions_own_ray_head(pytester: pytest.Pytester, gym_example: GymExample) -> None:
+    # The session starts Ray's head without its dashboard (pytest_gym_eval/ray_head.py) and Gym connects to it
+    # instead of starting Ray itself; only a head that Ray's own start-up timeout stopped (a loaded machine) leaves
+    # Ray to Gym, with a note.
+    dataset = copy_example(pytester.path, gym_example)
+    result = pytester.runpytest_subprocess(
+        f"--gym-checkout={gym_example.checkout}", f"--gym-replay={gym_example.recordings}", dataset,
+        "--gym-run-dir=runs", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") and not outcomes.get("errors"), result.stdout.str()[-3000:]
+    run_dir = only_run_dir(pytester.path / "runs")
+    assert [p["name"] for p in started_processes(run_dir)][:2] == ["ray head", "gym env start"]
+    head_log = (run_dir / "logs" / "ray-head.log").read_text()
+    servers_log = (run_dir / "logs" / "gym-env-start.log").read_text()
+    address = json.loads((run_dir / "gym-config.yaml").read_text()).get("ray_head_node_address")
+    if address is None:
+        assert RAY_START_TIMEOUT in head_log, head_log[-3000:]
+        result.stdout.fnmatch_lines(["*Gym starts Ray itself instead"])
+    else:
+        assert f"ray head ready at {address}" in head_log
+        assert f"Connecting to Ray cluster at specified address: {address}" in servers_log
+        assert "starting a new Ray cluster" not in servers_log
+    assert not left_of(run_dir)
+
+
 def test_sigkill_of_pytest_mid_run_leaves_nothing_running(
     pytester: pytest.Pytester, gym_example: GymExample, slow_replay: ReplayServer
 ) -> None:
@@ -82,7 +115,7 @@ def test_sigkill_of_pytest_mid_run_leaves_nothing_running(
     returncode, output = interrupt_once_reported(pytester.path, args, reported, signal.SIGKILL, timeout=300)
     assert returncode == -signal.SIGKILL, output[-3000:]
     run_dir = only_run_dir(pytester.path / "runs")
-    assert [p["name"] for p in started_processes(run_dir)] == ["gym env start", "gym eval run"]
+    assert gym_commands(run_dir) == ["gym env start", "gym eval run"]
     assert left_of(run_dir)  # Gym, its servers and Ray were running when pytest died
     watchdog = watchdog_pid(run_dir)
     wait_until(lambda: not left_of(run_dir), "every process of the run is gone", TEARDOWN_DEADLINE)
@@ -146,8 +179,9 @@ def test_cleanup_stops_what_a_dead_session_left_of_gym_and_ray(
 # untouched.
 FIRST_START_TIMES_OUT = """
 import dataclasses
-from pytest_gym_eval import run
+from pytest_gym_eval import ray_head, run
 
+ray_head.ray_python = lambda gym: None  # Gym starts Ray itself, as when the session's own Ray head fails
 _launch = run.launch_servers
 _starts = []
 
@@ -184,7 +218,7 @@ def test_a_ray_start_timeout_is_retried_once(pytester: pytest.Pytester, gym_exam
     kept = run_dir / "logs" / "ray-start-1"  # Ray's logs of the failed start, which show the injected fault
     assert "Delaying method NodeInfoGcsService.grpc_server.RegisterNode" in (kept / "gcs_server.out").read_text()
     assert (kept / "raylet.out").stat().st_size > 0
-    assert [p["name"] for p in started_processes(run_dir)][:2] == ["gym env start", "gym env start"]
+    assert gym_commands(run_dir)[:2] == ["gym env start", "gym env start"]
     assert not left_of(run_dir)
     outcomes = result.parseoutcomes()
     if RAY_START_TIMEOUT in (run_dir / "logs" / "gym-env-start-2.log").read_text():

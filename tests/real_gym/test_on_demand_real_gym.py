@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.support import PROJECT_EXAMPLE
-from tests.support.children import started_processes
+from tests.support.children import gym_commands
 from tests.support.real_gym import SharedGym
 
 RECORDINGS = PROJECT_EXAMPLE / "recordings" / "mcqa_rollouts.jsonl"
@@ -121,5 +121,5 @@ def test_a_session_of_on_demand_tests_alone_starts_gym_once_under_xdist(
         "test_malformed_row": "ERROR",
     }, result.stdout.str()[-4000:]
     (run_dir,) = (pytester.path / "runs").iterdir()
-    started = [process["name"] for process in started_processes(run_dir)]
+    started = gym_commands(run_dir)
     assert started in (["gym env start"], ["gym env start", "gym env start"])  # twice only after Ray's timeout

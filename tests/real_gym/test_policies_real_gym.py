@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from pytest_gym_eval import provision
-from tests.support.children import started_processes
+from tests.support.children import gym_commands
 from tests.support.junit import junit_rollouts
 from tests.support.real_gym import GymExample
 
@@ -61,7 +61,7 @@ def test_two_replayed_policies_roll_out_in_one_gym_and_one_eval_run(
     assert rewards == expected, result.stdout.str()[-3000:]
     assert {values["policy"] for values in found.values()} == {"base", "cand"}
     (run_dir,) = (pytester.path / "runs").iterdir()
-    assert sorted(p["name"] for p in started_processes(run_dir)) == ["gym env start", "gym eval run"]
+    assert gym_commands(run_dir) == ["gym env start", "gym eval run"]
     # Gym's own aggregate: one entry per agent instance, the candidate's being the copy bound to its model.
     metrics = run_dir / "gym-output" / "rollouts_aggregate_metrics.json"
     agents = {entry["agent_ref"]["name"] for entry in json.loads(metrics.read_text())}

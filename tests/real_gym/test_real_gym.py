@@ -26,6 +26,7 @@ from tests.support.children import (
     REPORT_ARGS,
     REPORTS_WITHIN,
     assert_interrupted,
+    gym_commands,
     interrupt_once_reported,
     processes_with_environment,
     run_until_reported,
@@ -173,9 +174,9 @@ def pytest_runtest_logreport(report):
     if report.when == "call" and not os.environ.get("KILLED"):
         os.environ["KILLED"] = "1"
         (run_dir,) = Path("runs").iterdir()
-        first = json.loads((run_dir / "processes.jsonl").read_text().splitlines()[0])
-        assert first["name"] == "gym env start"
-        os.killpg(first["pid"], signal.SIGKILL)
+        started = [json.loads(line) for line in (run_dir / "processes.jsonl").read_text().splitlines()]
+        (servers,) = [process for process in started if process["name"] == "gym env start"]
+        os.killpg(servers["pid"], signal.SIGKILL)
 """
     )
     result = pytester.runpytest_subprocess(
@@ -315,7 +316,7 @@ def test_xdist_starts_gym_once_and_matches_one_process(
     assert junit_aggregates(pytester.path / "alone.xml", "gym::datasets/")  # not vacuous
 
     (run_dir,) = run_dirs(pytester.path / "runs")
-    started = [process["name"] for process in started_processes(run_dir)]
+    started = gym_commands(run_dir)
     # Once for the run, not once per worker (a second `gym env start` only when Ray's start-up timed out).
     assert started in (["gym env start", "gym eval run"], ["gym env start", "gym env start", "gym eval run"])
     materialized = (run_dir / "gym-output" / "rollouts_materialized_inputs.jsonl").read_text().splitlines()

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from tests.support import PROJECT_EXAMPLE
-from tests.support.children import outcomes, started_processes
+from tests.support.children import gym_commands, outcomes
 from tests.support.real_gym import SharedGym
 
 RECORDINGS = PROJECT_EXAMPLE / "recordings" / "mcqa_rollouts.jsonl"
@@ -66,7 +66,7 @@ def test_a_test_function_asserts_on_the_mcqa_examples_rollouts(
 
     for name, result in (("before", before), ("after", after), ("spread", spread)):
         (run_dir,) = (pytester.path / name).iterdir()
-        started = [process["name"] for process in started_processes(run_dir)]
+        started = gym_commands(run_dir)
         if name == "spread":  # its own Gym, started once (twice only when Ray's start-up timed out)
             assert started in (["gym env start", "gym eval run"], ["gym env start", "gym env start", "gym eval run"])
         else:  # attached to the tier's Gym

@@ -47,6 +47,14 @@ def started_processes(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "processes.jsonl").read_text().splitlines()]
 
 
+def gym_commands(run_dir: Path) -> list[str]:
+    """The names of the Gym commands a run started (``gym env start``, ``gym eval run``), in order: what
+    ``processes.jsonl`` lists less the Ray head that comes first when the run started one (when it could not, Gym
+    starts Ray itself: pytest_gym_eval/ray_head.py)."""
+    names = [process["name"] for process in started_processes(run_dir)]
+    return names[1:] if names[:1] == ["ray head"] else names
+
+
 def processes_with_environment(name: str, value: str) -> list[int]:
     """The PIDs of the running processes whose environment has ``name=value``: with a value of the test's own, set
     before it starts a session, exactly the processes that session (or anything it started) left running, whatever

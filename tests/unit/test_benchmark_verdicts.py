@@ -3,6 +3,7 @@ and the tables it writes between markers."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import statistics
 import sys
@@ -89,3 +90,22 @@ def test_readmes_show_the_table_of_the_same_full_run() -> None:
     files = [ROOT / "docs" / "benchmarks.md", ROOT / "benchmarks" / "README.md", ROOT / "benchmarks" / "results.md"]
     commands = {next((line for line in block(path).splitlines() if line.startswith("Command:")), "") for path in files}
     assert len(commands) == 1
+
+
+def test_the_scale_slope_is_the_plugins_cost_per_rollout_beyond_raw_gym_and_bare_pytest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # benchmarks/scale.py: per size the rounds' session, raw and bare times; the slope of median(session - raw -
+    # bare) over the size, in us. Raw Gym and bare pytest grow and vary, the plugin adds 0.2 s + 15 us a rollout.
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    scale = importlib.import_module("scale")
+    sizes = [200, 2000, 20000]
+    sides: list[list[float]] = []
+    for size in sizes:
+        raw = [size * 1e-3 * factor for factor in (1.0, 1.3, 0.8)]
+        bare = [0.3 + size * 5e-5 * factor for factor in (1.1, 0.9, 1.0)]
+        sides += [[r + b + 0.2 + size * 15e-6 for r, b in zip(raw, bare, strict=True)], raw, bare]
+    assert scale.slope_us(sizes)(*sides) == pytest.approx(15.0)
+    estimate = verdicts.bootstrap(sides, scale.slope_us(sizes), resamples=200)
+    assert estimate.low == pytest.approx(15.0) and estimate.high == pytest.approx(15.0)
+    assert estimate.verdict(20.0) == "met" and estimate.verdict(10.0) == "not met"

@@ -1,0 +1,204 @@
+"""The ``scale`` benchmark: pytest sessions of several sizes (default 200 and 2,000 rollouts) against raw ``gym eval
+run --no-serve --num-repeats 4`` and a bare pytest session of as many items, all on the same started servers: the
+plugin's marginal cost per rollout (the slope) and the session's peak memory as the run grows.
+
+Run alone: ``.venv/bin/python benchmarks/run.py --only scale --scale-sizes 200,2000,20000``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from common import AGENT, PYTEST, TIME_V, Row, fmt_list, mb, pytest_ini, raw_gym_run, run_child, started_gym, write_mcqa
+from overhead import bare_pytest_run
+from verdicts import bootstrap, median_ratio
+
+NAME = "scale"
+"""Its name in ``--only`` and the table."""
+
+REPEATS = 4
+SLOPE_GOAL_US = 20.0
+"""Issue 27: the plugin's marginal cost per rollout at most 20 us."""
+LARGEST_GOAL = 1.02
+"""Issue 27: the session at the largest size within 1.02x of (raw + bare pytest)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scale-sizes", help="scale: rollouts per session, comma-separated, multiples of 4 (default 200,2000)"
+    )
+    parser.add_argument("--scale-rounds", type=int, help="scale: alternated rounds per size (default 3; quick 1)")
+
+
+def run(work: Path, args: argparse.Namespace, quick: bool) -> list[Row]:
+    """The table's rows of this benchmark, with ``args``' settings (``quick``: scaled down)."""
+    sizes = [int(size) for size in (args.scale_sizes or ("40,200" if quick else "200,2000")).split(",")]
+    return bench_scale(work, sizes, args.scale_rounds or (1 if quick else 3))
+
+
+def session_run(
+    project: Path, runs: Path, head: tuple[str, int], checkout: Any, rollouts: int
+) -> tuple[float, int, float]:
+    """One pytest session attached to ``head`` over ``project``'s dataset; (wall seconds, peak RSS in KiB or 0
+    without ``/usr/bin/time``, the seconds it spent outside its ``gym eval run``: ``processes.jsonl`` is written
+    when Gym's run starts, ``state.json`` when it has exited)."""
+    memory = runs.parent / f"{runs.name}.maxrss"
+    argv = [
+        *PYTEST, f"--gym-checkout={checkout.path}", f"--gym-head-server={head[0]}:{head[1]}",
+        f"--gym-repeats={REPEATS}", f"--gym-run-dir={runs}", "mcqa.jsonl", "-p", "no:cacheprovider", "-q",
+    ]  # fmt: skip
+    wrapped = [str(TIME_V), "-v", "-o", str(memory), *argv] if TIME_V.exists() else argv
+    seconds, output = run_child(wrapped, project, 3600)
+    last = output.splitlines()[-1]
+    counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|error)", last)}
+    if counts.get("passed", 0) + counts.get("failed", 0) != rollouts or counts.get("error"):
+        raise RuntimeError(f"scale: the session of {rollouts} rollouts: {last}\n{output[-3000:]}")
+    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", memory.read_text()) if TIME_V.exists() else None
+    (run_dir,) = runs.iterdir()
+    gym_seconds = (run_dir / "state.json").stat().st_mtime - (run_dir / "processes.jsonl").stat().st_mtime
+    return seconds, int(found.group(1)) if found else 0, seconds - gym_seconds
+
+
+def slope_us(sizes: Sequence[int]) -> Any:
+    """The statistic for :func:`verdicts.bootstrap`: given, per size, the rounds' session, raw and bare times (in
+    that order, sizes ascending), the least-squares slope of median(session - raw - bare) over the size, in us per
+    rollout."""
+
+    def statistic(*sides: Sequence[float]) -> float:
+        extra = []
+        for index in range(len(sizes)):
+            session, raw, bare = sides[3 * index : 3 * index + 3]
+            extra.append(statistics.median(s - r - b for s, r, b in zip(session, raw, bare, strict=True)))
+        mean_n, mean_e = statistics.fmean(sizes), statistics.fmean(extra)
+        numerator = sum((n - mean_n) * (e - mean_e) for n, e in zip(sizes, extra, strict=True))
+        return numerator / sum((n - mean_n) ** 2 for n in sizes) * 1e6
+
+    return statistic
+
+
+def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
+    """Per size and round, in alternating order: a pytest session, raw ``gym eval run --no-serve --num-repeats 4``
+    over the same rows, and a bare pytest session of as many trivial tests; against one started Gym."""
+    sizes = sorted(sizes)
+    if len(sizes) < 2 or any(size % REPEATS for size in sizes):
+        raise SystemExit(f"--scale-sizes: at least two sizes, each a multiple of {REPEATS}, not {sizes}")
+    root = work / "scale"
+    recordings = root / "mcqa_rollouts.jsonl"
+    root.mkdir(parents=True)
+    write_mcqa(root / "all.jsonl", recordings, sizes[-1] // REPEATS)
+    rows = (root / "all.jsonl").read_text().splitlines(keepends=True)
+    projects = {}
+    for size in sizes:  # each dataset the first size / 4 tasks of the largest one (recorded once)
+        project = projects[size] = root / f"project-{size}"
+        pytest_ini(project)
+        (project / "mcqa.jsonl").write_text("".join(rows[: size // REPEATS]))
+        with (project / "raw-input.jsonl").open("w") as out:
+            for line in rows[: size // REPEATS]:
+                row = json.loads(line)
+                out.write(json.dumps({**row, "agent_ref": {"type": "responses_api_agents", "name": AGENT}}) + "\n")
+        (project / "test_bare.py").write_text(
+            f"import pytest\n\n\n@pytest.mark.parametrize('i', range({size}))\ndef test_bare(i):\n    pass\n"
+        )
+    times: dict[tuple[int, str], list[float]] = {
+        (size, side): [] for size in sizes for side in ("session", "raw", "bare")
+    }
+    peaks: dict[int, list[int]] = {size: [] for size in sizes}
+    outside: dict[int, list[float]] = {size: [] for size in sizes}  # each session's seconds outside `gym eval run`
+    with started_gym(root, recordings) as (checkout, head):
+        config = root / "raw-config.yaml"
+        config.write_text(json.dumps({"head_server": {"host": head[0], "port": head[1]}}))
+        # Warm-up (page cache, Gym's caches), at the smallest size.
+        small = projects[sizes[0]]
+        raw_gym_run(checkout, root / "warm-up", small / "raw-input.jsonl", config, REPEATS, sizes[0])
+        session_run(small, root / "runs-warm-up", head, checkout, sizes[0])
+        for round_ in range(rounds):
+            for size in sizes:
+                project = projects[size]
+                order = ("session", "raw") if round_ % 2 == 0 else ("raw", "session")
+                for side in order:
+                    if side == "session":
+                        seconds, peak, own = session_run(project, root / f"runs-{size}-{round_}", head, checkout, size)
+                        peaks[size].append(peak)
+                        outside[size].append(own)
+                    else:
+                        raw_dir = root / f"raw-{size}-{round_}"
+                        seconds = raw_gym_run(checkout, raw_dir, project / "raw-input.jsonl", config, REPEATS, size)
+                    times[size, side].append(seconds)
+                times[size, "bare"].append(bare_pytest_run(project, size))
+                print(
+                    f"  round {round_ + 1}, {size} rollouts: session {times[size, 'session'][-1]:.2f} s "
+                    f"(peak {mb(peaks[size][-1])}), raw {times[size, 'raw'][-1]:.2f} s, bare pytest "
+                    f"{times[size, 'bare'][-1]:.2f} s",
+                    flush=True,
+                )
+    result = []
+    for size in sizes:
+        session, raw, bare = (times[size, side] for side in ("session", "raw", "bare"))
+        floor = [r + b for r, b in zip(raw, bare, strict=True)]
+        ratio = median_ratio(session, floor)
+        largest = size == sizes[-1]
+        result.append(
+            Row(
+                f"Scale: a session of {size} rollouts ({size // REPEATS} tasks x {REPEATS}) attached to started "
+                f"servers vs raw `gym eval run --no-serve --num-repeats {REPEATS}` plus a bare pytest session of "
+                f"{size} trivial tests (the floor for any pytest plugin); median of {rounds} (session "
+                f"{fmt_list(session)} s; raw {fmt_list(raw)} s; bare {fmt_list(bare)} s); the session's peak RSS "
+                f"{', '.join(mb(p) for p in peaks[size])}",
+                f"pytest session {statistics.median(session):.2f} s, peak RSS {mb(statistics.median(peaks[size]))}",
+                f"raw {statistics.median(raw):.2f} s + bare pytest {statistics.median(bare):.2f} s",
+                ratio.text(),
+                f"<= {LARGEST_GOAL}" if largest else "",
+                ratio.verdict(LARGEST_GOAL) if largest else "",
+                summary=f"scale: a session of {size:,} rollouts vs raw `gym eval run` + bare pytest of as many items",
+            )
+        )
+    smallest = sizes[0]
+    added = bootstrap(
+        [outside[smallest], times[smallest, "bare"]], lambda o, b: statistics.median(o) - statistics.median(b)
+    )
+    result.append(
+        Row(
+            f"Scale: the plugin's own share of a session of {smallest} rollouts: its time outside `gym eval run` "
+            f"(start-up, collection, writing Gym's input; the last reports, teardown: {fmt_list(outside[smallest])} "
+            f"s) less the bare pytest session of as many tests; median difference",
+            f"{added.text(2)} s",
+            f"bare pytest {statistics.median(times[smallest, 'bare']):.2f} s",
+            "",
+            "<= 0.3 s",
+            added.verdict(0.3),
+            summary=f"scale: the plugin's own share of a session of {smallest} rollouts (outside Gym, less bare)",
+        )
+    )
+    slope = bootstrap([times[size, side] for size in sizes for side in ("session", "raw", "bare")], slope_us(sizes))
+    memory = bootstrap(
+        [[float(p) for p in peaks[sizes[0]]], [float(p) for p in peaks[sizes[-1]]]],
+        lambda low, high: (statistics.median(high) - statistics.median(low)) * 1024 / (sizes[-1] - sizes[0]),
+    )
+    result.append(
+        Row(
+            f"Scale: the plugin's marginal cost per rollout, the least-squares slope over {', '.join(map(str, sizes))}"
+            " rollouts of the median (session - raw - bare pytest), with its interval over the rounds",
+            f"{slope.text(1)} us per rollout",
+            "",
+            "",
+            f"<= {SLOPE_GOAL_US:g} us",
+            slope.verdict(SLOPE_GOAL_US),
+            summary="scale: the plugin's marginal cost per rollout (slope)",
+        )
+    )
+    result.append(
+        Row(
+            f"Scale: the session's peak memory growth per rollout from {sizes[0]} to {sizes[-1]} rollouts (peak RSS "
+            "of the pytest process, `/usr/bin/time -v`)",
+            f"{memory.text(0)} bytes per rollout",
+            f"peak {mb(statistics.median(peaks[sizes[0]]))} at {sizes[0]}, "
+            f"{mb(statistics.median(peaks[sizes[-1]]))} at {sizes[-1]}",
+            summary="scale: the session's peak memory growth per rollout",
+        )
+    )
+    return result
