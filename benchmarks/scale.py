@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import AGENT, PYTEST, TIME_V, Row, fmt_list, mb, pytest_ini, raw_gym_run, run_child, started_gym, write_mcqa
+from common import AGENT, PYTEST, Row, fmt_list, mb, pytest_ini, raw_gym_run, run_child, started_gym, write_mcqa
 from overhead import bare_pytest_run
 from verdicts import bootstrap, median_ratio
 
@@ -26,6 +27,21 @@ SLOPE_GOAL_US = 20.0
 """Issue 27: the plugin's marginal cost per rollout at most 20 us."""
 LARGEST_GOAL = 1.02
 """Issue 27: the session at the largest size within 1.02x of (raw + bare pytest)."""
+
+
+PEAK_FILE = "BENCH_PEAK_RSS_FILE"
+PEAK_CONFTEST = f"""import os
+
+
+def pytest_unconfigure(config):
+    # The pytest process's own peak RSS (VmHWM, KiB), at its very end, when the benchmark asks for it.
+    if os.environ.get("{PEAK_FILE}"):
+        with open("/proc/self/status") as status:
+            peak = next(line for line in status if line.startswith("VmHWM:")).split()[1]
+        with open(os.environ["{PEAK_FILE}"], "w") as out:
+            out.write(peak)
+"""
+"""The projects' conftest (the bare sessions load it too, and do nothing with it)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,24 +60,23 @@ def run(work: Path, args: argparse.Namespace, quick: bool) -> list[Row]:
 def session_run(
     project: Path, runs: Path, head: tuple[str, int], checkout: Any, rollouts: int
 ) -> tuple[float, int, float]:
-    """One pytest session attached to ``head`` over ``project``'s dataset; (wall seconds, peak RSS in KiB or 0
-    without ``/usr/bin/time``, the seconds it spent outside its ``gym eval run``: ``processes.jsonl`` is written
-    when Gym's run starts, ``state.json`` when it has exited)."""
-    memory = runs.parent / f"{runs.name}.maxrss"
+    """One pytest session attached to ``head`` over ``project``'s dataset; (wall seconds, the pytest process's own
+    peak RSS in KiB (:data:`PEAK_CONFTEST`; ``/usr/bin/time`` would report ``gym eval run``'s, a child pytest
+    waits for), the seconds it spent outside its ``gym eval run``: ``processes.jsonl`` is written when Gym's run
+    starts, ``state.json`` when it has exited)."""
+    memory = runs.parent / f"{runs.name}.vmhwm"
     argv = [
         *PYTEST, f"--gym-checkout={checkout.path}", f"--gym-head-server={head[0]}:{head[1]}",
         f"--gym-repeats={REPEATS}", f"--gym-run-dir={runs}", "mcqa.jsonl", "-p", "no:cacheprovider", "-q",
     ]  # fmt: skip
-    wrapped = [str(TIME_V), "-v", "-o", str(memory), *argv] if TIME_V.exists() else argv
-    seconds, output = run_child(wrapped, project, 3600)
+    seconds, output = run_child(argv, project, 3600, {**os.environ, PEAK_FILE: str(memory)})
     last = output.splitlines()[-1]
     counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|error)", last)}
     if counts.get("passed", 0) + counts.get("failed", 0) != rollouts or counts.get("error"):
         raise RuntimeError(f"scale: the session of {rollouts} rollouts: {last}\n{output[-3000:]}")
-    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", memory.read_text()) if TIME_V.exists() else None
     (run_dir,) = runs.iterdir()
     gym_seconds = (run_dir / "state.json").stat().st_mtime - (run_dir / "processes.jsonl").stat().st_mtime
-    return seconds, int(found.group(1)) if found else 0, seconds - gym_seconds
+    return seconds, int(memory.read_text()), seconds - gym_seconds
 
 
 def slope_us(sizes: Sequence[int]) -> Any:
@@ -96,6 +111,7 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
     for size in sizes:  # each dataset the first size / 4 tasks of the largest one (recorded once)
         project = projects[size] = root / f"project-{size}"
         pytest_ini(project)
+        (project / "conftest.py").write_text(PEAK_CONFTEST)
         (project / "mcqa.jsonl").write_text("".join(rows[: size // REPEATS]))
         with (project / "raw-input.jsonl").open("w") as out:
             for line in rows[: size // REPEATS]:
@@ -193,8 +209,8 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
     )
     result.append(
         Row(
-            f"Scale: the session's peak memory growth per rollout from {sizes[0]} to {sizes[-1]} rollouts (peak RSS "
-            "of the pytest process, `/usr/bin/time -v`)",
+            f"Scale: the session's peak memory growth per rollout from {sizes[0]} to {sizes[-1]} rollouts (the "
+            "pytest process's own peak RSS, VmHWM at its end)",
             f"{memory.text(0)} bytes per rollout",
             f"peak {mb(statistics.median(peaks[sizes[0]]))} at {sizes[0]}, "
             f"{mb(statistics.median(peaks[sizes[-1]]))} at {sizes[-1]}",
