@@ -11,12 +11,23 @@ import json
 import os
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import AGENT, PYTEST, Row, fmt_list, mb, pytest_ini, raw_gym_run, run_child, started_gym, write_mcqa
-from overhead import bare_pytest_run
+from common import (
+    AGENT,
+    PYTEST,
+    PYTHON_PYTEST,
+    Row,
+    fmt_list,
+    mb,
+    pytest_ini,
+    raw_gym_run,
+    run_child,
+    started_gym,
+    write_mcqa,
+)
 from verdicts import bootstrap, median_ratio
 
 NAME = "scale"
@@ -29,19 +40,39 @@ LARGEST_GOAL = 1.02
 """Issue 27: the session at the largest size within 1.02x of (raw + bare pytest)."""
 
 
-PEAK_FILE = "BENCH_PEAK_RSS_FILE"
-PEAK_CONFTEST = f"""import os
+MEASURE_FILE = "BENCH_MEASURE_FILE"
+MEASURE_CONFTEST = f"""import os, resource
 
 
 def pytest_unconfigure(config):
-    # The pytest process's own peak RSS (VmHWM, KiB), at its very end, when the benchmark asks for it.
-    if os.environ.get("{PEAK_FILE}"):
+    # The pytest process's own peak RSS (VmHWM, KiB) and CPU seconds (user + system, its children not counted),
+    # at its very end, when the benchmark asks for them.
+    if os.environ.get("{MEASURE_FILE}"):
         with open("/proc/self/status") as status:
             peak = next(line for line in status if line.startswith("VmHWM:")).split()[1]
-        with open(os.environ["{PEAK_FILE}"], "w") as out:
-            out.write(peak)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        with open(os.environ["{MEASURE_FILE}"], "w") as out:
+            out.write(f"{{peak}} {{usage.ru_utime + usage.ru_stime}}")
 """
-"""The projects' conftest (the bare sessions load it too, and do nothing with it)."""
+"""The projects' conftest, loaded by the plugin's sessions and the bare ones alike."""
+
+
+def measured(argv: list[str], project: Path, measure: Path) -> tuple[float, str, int, float]:
+    """Run the pytest session ``argv`` in ``project``: (wall seconds, output, its own peak RSS in KiB, its own CPU
+    seconds), the last two from :data:`MEASURE_CONFTEST` (``/usr/bin/time`` would report ``gym eval run``'s peak, a
+    child the session waits for)."""
+    seconds, output = run_child(argv, project, 3600, {**os.environ, MEASURE_FILE: str(measure)})
+    peak, cpu = measure.read_text().split()
+    return seconds, output, int(peak), float(cpu)
+
+
+def bare_run(project: Path, tests: int, measure: Path) -> tuple[float, float]:
+    """A bare pytest session (no plugin loaded) of ``tests`` trivial tests: (wall seconds, its CPU seconds)."""
+    argv = [*PYTHON_PYTEST, "-p", "no:cacheprovider", "test_bare.py"]  # no plugin at all (autoload is off)
+    seconds, output, _, cpu = measured(argv, project, measure)
+    if f"{tests} passed" not in output.splitlines()[-1]:
+        raise RuntimeError(f"bare pytest session: {output.splitlines()[-1]}")
+    return seconds, cpu
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,43 +88,44 @@ def run(work: Path, args: argparse.Namespace, quick: bool) -> list[Row]:
     return bench_scale(work, sizes, args.scale_rounds or (1 if quick else 3))
 
 
-def session_run(
-    project: Path, runs: Path, head: tuple[str, int], checkout: Any, rollouts: int
-) -> tuple[float, int, float]:
-    """One pytest session attached to ``head`` over ``project``'s dataset; (wall seconds, the pytest process's own
-    peak RSS in KiB (:data:`PEAK_CONFTEST`; ``/usr/bin/time`` would report ``gym eval run``'s, a child pytest
-    waits for), the seconds it spent outside its ``gym eval run``: ``processes.jsonl`` is written when Gym's run
-    starts, ``state.json`` when it has exited)."""
-    memory = runs.parent / f"{runs.name}.vmhwm"
+def session_run(project: Path, runs: Path, head: tuple[str, int], checkout: Any, rollouts: int) -> dict[str, float]:
+    """One pytest session attached to ``head`` over ``project``'s dataset: its wall seconds (``wall``), own peak RSS
+    in KiB (``peak``), own CPU seconds (``cpu``), and the seconds it spent outside its ``gym eval run``
+    (``outside``: ``processes.jsonl`` is written when Gym's run starts, ``state.json`` when it has exited)."""
     argv = [
         *PYTEST, f"--gym-checkout={checkout.path}", f"--gym-head-server={head[0]}:{head[1]}",
         f"--gym-repeats={REPEATS}", f"--gym-run-dir={runs}", "mcqa.jsonl", "-p", "no:cacheprovider", "-q",
     ]  # fmt: skip
-    seconds, output = run_child(argv, project, 3600, {**os.environ, PEAK_FILE: str(memory)})
+    seconds, output, peak, cpu = measured(argv, project, runs.parent / f"{runs.name}.measured")
     last = output.splitlines()[-1]
     counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|error)", last)}
     if counts.get("passed", 0) + counts.get("failed", 0) != rollouts or counts.get("error"):
         raise RuntimeError(f"scale: the session of {rollouts} rollouts: {last}\n{output[-3000:]}")
     (run_dir,) = runs.iterdir()
     gym_seconds = (run_dir / "state.json").stat().st_mtime - (run_dir / "processes.jsonl").stat().st_mtime
-    return seconds, int(memory.read_text()), seconds - gym_seconds
+    return {"wall": seconds, "peak": peak, "cpu": cpu, "outside": seconds - gym_seconds}
 
 
-def slope_us(sizes: Sequence[int]) -> Any:
-    """The statistic for :func:`verdicts.bootstrap`: given, per size, the rounds' session, raw and bare times (in
-    that order, sizes ascending), the least-squares slope of median(session - raw - bare) over the size, in us per
-    rollout."""
+def slope(sizes: Sequence[int], per_round: Callable[..., Sequence[float]]) -> Callable[..., float]:
+    """The statistic for :func:`verdicts.bootstrap` over one side per (size, measure): the least-squares slope, in us
+    per rollout, of each size's median of ``per_round(*that size's sides)`` (one value a round) over the size."""
 
     def statistic(*sides: Sequence[float]) -> float:
-        extra = []
-        for index in range(len(sizes)):
-            session, raw, bare = sides[3 * index : 3 * index + 3]
-            extra.append(statistics.median(s - r - b for s, r, b in zip(session, raw, bare, strict=True)))
-        mean_n, mean_e = statistics.fmean(sizes), statistics.fmean(extra)
-        numerator = sum((n - mean_n) * (e - mean_e) for n, e in zip(sizes, extra, strict=True))
+        width = len(sides) // len(sizes)
+        values = [
+            statistics.median(per_round(*sides[width * index : width * index + width])) for index in range(len(sizes))
+        ]
+        mean_n, mean_v = statistics.fmean(sizes), statistics.fmean(values)
+        numerator = sum((n - mean_n) * (v - mean_v) for n, v in zip(sizes, values, strict=True))
         return numerator / sum((n - mean_n) ** 2 for n in sizes) * 1e6
 
     return statistic
+
+
+def slope_us(sizes: Sequence[int]) -> Callable[..., float]:
+    """:func:`slope` of (session - raw - bare) wall seconds, given per size the rounds' session, raw and bare times
+    (in that order, sizes ascending): the plugin's marginal wall time per rollout, in us."""
+    return slope(sizes, lambda session, raw, bare: [s - r - b for s, r, b in zip(session, raw, bare, strict=True)])
 
 
 def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
@@ -111,7 +143,7 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
     for size in sizes:  # each dataset the first size / 4 tasks of the largest one (recorded once)
         project = projects[size] = root / f"project-{size}"
         pytest_ini(project)
-        (project / "conftest.py").write_text(PEAK_CONFTEST)
+        (project / "conftest.py").write_text(MEASURE_CONFTEST)
         (project / "mcqa.jsonl").write_text("".join(rows[: size // REPEATS]))
         with (project / "raw-input.jsonl").open("w") as out:
             for line in rows[: size // REPEATS]:
@@ -125,6 +157,7 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
     }
     peaks: dict[int, list[int]] = {size: [] for size in sizes}
     outside: dict[int, list[float]] = {size: [] for size in sizes}  # each session's seconds outside `gym eval run`
+    cpu: dict[tuple[int, str], list[float]] = {(size, side): [] for size in sizes for side in ("session", "bare")}
     with started_gym(root, recordings) as (checkout, head):
         config = root / "raw-config.yaml"
         config.write_text(json.dumps({"head_server": {"host": head[0], "port": head[1]}}))
@@ -138,18 +171,23 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
                 order = ("session", "raw") if round_ % 2 == 0 else ("raw", "session")
                 for side in order:
                     if side == "session":
-                        seconds, peak, own = session_run(project, root / f"runs-{size}-{round_}", head, checkout, size)
-                        peaks[size].append(peak)
-                        outside[size].append(own)
+                        got = session_run(project, root / f"runs-{size}-{round_}", head, checkout, size)
+                        seconds = got["wall"]
+                        peaks[size].append(int(got["peak"]))
+                        outside[size].append(got["outside"])
+                        cpu[size, "session"].append(got["cpu"])
                     else:
                         raw_dir = root / f"raw-{size}-{round_}"
                         seconds = raw_gym_run(checkout, raw_dir, project / "raw-input.jsonl", config, REPEATS, size)
                     times[size, side].append(seconds)
-                times[size, "bare"].append(bare_pytest_run(project, size))
+                bare_seconds, bare_cpu = bare_run(project, size, root / f"bare-{size}-{round_}.measured")
+                times[size, "bare"].append(bare_seconds)
+                cpu[size, "bare"].append(bare_cpu)
                 print(
                     f"  round {round_ + 1}, {size} rollouts: session {times[size, 'session'][-1]:.2f} s "
                     f"(peak {mb(peaks[size][-1])}), raw {times[size, 'raw'][-1]:.2f} s, bare pytest "
-                    f"{times[size, 'bare'][-1]:.2f} s",
+                    f"{times[size, 'bare'][-1]:.2f} s; CPU session {cpu[size, 'session'][-1]:.2f} s, bare "
+                    f"{cpu[size, 'bare'][-1]:.2f} s",
                     flush=True,
                 )
     result = []
@@ -190,7 +228,27 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
             summary=f"scale: the plugin's own share of a session of {smallest} rollouts (outside Gym, less bare)",
         )
     )
-    slope = bootstrap([times[size, side] for size in sizes for side in ("session", "raw", "bare")], slope_us(sizes))
+    cpu_slope = bootstrap(
+        [cpu[size, side] for size in sizes for side in ("session", "bare")],
+        slope(sizes, lambda session, bare: [s - b for s, b in zip(session, bare, strict=True)]),
+    )
+    listed = "; ".join(f"{size}: {fmt_list(cpu[size, 'session'])} vs {fmt_list(cpu[size, 'bare'])} s" for size in sizes)
+    result.append(
+        Row(
+            "Scale: the plugin's marginal CPU per rollout: the least-squares slope over "
+            f"{', '.join(map(str, sizes))} rollouts of the median (the session's own CPU - a bare pytest session's), "
+            f"the pytest process alone, Gym's processes not counted ({listed}); free of Gym's run-to-run noise",
+            f"{cpu_slope.text(1)} us CPU per rollout",
+            "",
+            "",
+            f"<= {SLOPE_GOAL_US:g} us",
+            cpu_slope.verdict(SLOPE_GOAL_US),
+            summary="scale: the plugin's marginal CPU per rollout (slope, session less bare pytest)",
+        )
+    )
+    slope_wall = bootstrap(
+        [times[size, side] for size in sizes for side in ("session", "raw", "bare")], slope_us(sizes)
+    )
     memory = bootstrap(
         [[float(p) for p in peaks[sizes[0]]], [float(p) for p in peaks[sizes[-1]]]],
         lambda low, high: (statistics.median(high) - statistics.median(low)) * 1024 / (sizes[-1] - sizes[0]),
@@ -199,12 +257,12 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
         Row(
             f"Scale: the plugin's marginal cost per rollout, the least-squares slope over {', '.join(map(str, sizes))}"
             " rollouts of the median (session - raw - bare pytest), with its interval over the rounds",
-            f"{slope.text(1)} us per rollout",
+            f"{slope_wall.text(1)} us per rollout",
             "",
             "",
             f"<= {SLOPE_GOAL_US:g} us",
-            slope.verdict(SLOPE_GOAL_US),
-            summary="scale: the plugin's marginal cost per rollout (slope)",
+            slope_wall.verdict(SLOPE_GOAL_US),
+            summary="scale: the plugin's marginal wall time per rollout (slope, session less raw and bare pytest)",
         )
     )
     result.append(
