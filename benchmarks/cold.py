@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common import AGENT, MCQA_EXAMPLE, Row, fmt_list, raw_gym_run, warm_session
-from verdicts import median_of, median_ratio
+from verdicts import median_ratio
 
 if TYPE_CHECKING:
     from pytest_gym_eval.gym_config import ModelEndpoint
@@ -127,9 +127,9 @@ def bench_cold(work: Path, rounds: int) -> list[Row]:
                 print(f"  round {round_ + 1}: {side} {seconds:.2f} s", flush=True)
     session, raw = statistics.median(sides["session"]), statistics.median(sides["raw"])
     ratio = median_ratio(sides["session"], sides["raw"])
-    ready = median_of([p["ready"] for p in phases])
-    run_s = median_of([p["rollouts"] - p["ready"] for p in phases])
-    stop = median_of([p["stopped"] - p["rollouts"] for p in phases])
+    ready = statistics.median(p["ready"] for p in phases)
+    run_s = statistics.median(p["rollouts"] - p["ready"] for p in phases)
+    stop = statistics.median(p["stopped"] - p["rollouts"] for p in phases)
     return [
         Row(
             f"Cold: the mcqa example's whole session starting Gym itself (12 tasks x 2 repeats, replay model: start, "
@@ -137,7 +137,7 @@ def bench_cold(work: Path, rounds: int) -> list[Row]:
             f"{same_repeats}` over the same input, Ctrl-C and Gym's stop; alternating, median of {rounds} "
             f"(session {fmt_list(sides['session'], 1)} s; raw {fmt_list(sides['raw'], 1)} s)",
             f"pytest session {session:.1f} s",
-            f"raw {raw:.1f} s (ready {ready.value:.1f} s, rollouts {run_s.value:.1f} s, stop {stop.value:.1f} s)",
+            f"raw {raw:.1f} s (ready {ready:.1f} s, rollouts {run_s:.1f} s, stop {stop:.1f} s)",
             ratio.text(),
             f"<= {GOAL}",
             ratio.verdict(GOAL),

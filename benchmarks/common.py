@@ -137,6 +137,22 @@ def write_mcqa(dataset: Path, recordings: Path | None, count: int, pad_to: int =
                 recorded.write(json.dumps(recording(row, index, answer, text, float(answer == letter))) + "\n")
 
 
+def write_raw_input(dataset: Path, raw_input: Path) -> None:
+    """``dataset``'s rows as raw ``gym eval run`` takes them: each with the mcqa agent named in ``agent_ref`` (what
+    the plugin adds to Gym's input itself)."""
+    with raw_input.open("w") as out:
+        for line in dataset.open():
+            row = json.loads(line)
+            out.write(json.dumps({**row, "agent_ref": {"type": "responses_api_agents", "name": AGENT}}) + "\n")
+
+
+def write_bare_tests(project: Path, tests: int) -> None:
+    """``test_bare.py`` in ``project``: one trivial test parametrized ``tests`` times (a bare pytest session's)."""
+    (project / "test_bare.py").write_text(
+        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({tests}))\ndef test_bare(i):\n    pass\n"
+    )
+
+
 def write_rollouts(path: Path, count: int, record_bytes: int) -> int:
     """``count`` Gym output records of about ``record_bytes`` each (a long model answer), as ``gym eval run``
     writes them; returns the file size."""

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    AGENT,
     PYTEST,
     PYTHON_PYTEST,
     Row,
@@ -24,7 +23,9 @@ from common import (
     raw_gym_run,
     run_child,
     started_gym,
+    write_bare_tests,
     write_mcqa,
+    write_raw_input,
 )
 from verdicts import bootstrap, median_of, median_ratio
 
@@ -88,14 +89,9 @@ def bench_overhead(work: Path, tasks: int, repeats: int, rounds: int) -> list[Ro
     recordings = root / "mcqa_rollouts.jsonl"
     write_mcqa(project / "mcqa.jsonl", recordings, tasks)
     raw_input = root / "raw-input.jsonl"
-    with raw_input.open("w") as out:
-        for line in (project / "mcqa.jsonl").open():
-            row = json.loads(line)
-            out.write(json.dumps({**row, "agent_ref": {"type": "responses_api_agents", "name": AGENT}}) + "\n")
+    write_raw_input(project / "mcqa.jsonl", raw_input)
     expected = tasks * repeats
-    (project / "test_bare.py").write_text(
-        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({expected}))\ndef test_bare(i):\n    pass\n"
-    )
+    write_bare_tests(project, expected)
     sides = ("pytest", "dataset")
     times: dict[str, list[float]] = {side: [] for side in sides}
     own: list[float] = []  # of each pytest session, the seconds outside its `gym eval run`

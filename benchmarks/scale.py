@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from common import (
-    AGENT,
     PYTEST,
     PYTHON_PYTEST,
     Row,
@@ -26,7 +25,9 @@ from common import (
     raw_gym_run,
     run_child,
     started_gym,
+    write_bare_tests,
     write_mcqa,
+    write_raw_input,
 )
 from verdicts import bootstrap, median_ratio
 
@@ -145,13 +146,8 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
         pytest_ini(project)
         (project / "conftest.py").write_text(MEASURE_CONFTEST)
         (project / "mcqa.jsonl").write_text("".join(rows[: size // REPEATS]))
-        with (project / "raw-input.jsonl").open("w") as out:
-            for line in rows[: size // REPEATS]:
-                row = json.loads(line)
-                out.write(json.dumps({**row, "agent_ref": {"type": "responses_api_agents", "name": AGENT}}) + "\n")
-        (project / "test_bare.py").write_text(
-            f"import pytest\n\n\n@pytest.mark.parametrize('i', range({size}))\ndef test_bare(i):\n    pass\n"
-        )
+        write_raw_input(project / "mcqa.jsonl", project / "raw-input.jsonl")
+        write_bare_tests(project, size)
     times: dict[tuple[int, str], list[float]] = {
         (size, side): [] for size in sizes for side in ("session", "raw", "bare")
     }

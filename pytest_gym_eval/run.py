@@ -193,7 +193,7 @@ class GymRun:
                 RunState("failed", "the session ended before Gym finished").write(self.paths.state)
 
     def kill(self) -> None:
-        """SIGKILL the eval run and the servers this run started, now (Ctrl-C during :meth:`stop`; see
+        """SIGKILL the eval run, the servers and the Ray head this run started, now (Ctrl-C during :meth:`stop`; see
         :class:`~pytest_gym_eval.processes.CtrlCKillsGym`). Takes no lock: a signal handler calls it."""
         for process in (self.eval, self.servers, self.ray):
             if process is not None:
