@@ -13,12 +13,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gym_eval.processes import DEFAULT_GRACE, proc_stat, stop_sessions
+from pytest_gym_eval.processes import DEFAULT_GRACE, marker_of, proc_stat, stop_sessions
+from pytest_gym_eval.processes import MARKER as MARKER
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.rundir import RunPaths
-
-MARKER = "PYTEST_GYM_EVAL_RUN"
-"""Environment variable carried by every process a run starts: ``<owner pid>:<owner start>:<run dir>``."""
 
 CLEANUP_COMMAND = "python -m pytest_gym_eval cleanup"
 WATCHDOG_MODULE = "pytest_gym_eval.watchdog"
@@ -135,16 +133,8 @@ class _Seen:
 
 
 def _marker_of(pid: int) -> Owner | None:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
-    except OSError:  # gone, or not ours to read
-        return None
-    prefix = MARKER.encode() + b"="
-    for entry in environ.split(b"\0"):
-        if entry.startswith(prefix):
-            return Owner.parse(entry[len(prefix) :].decode("utf-8", "replace"))
-    return None
+    value = marker_of(pid)
+    return None if value is None else Owner.parse(value)
 
 
 def _describe(pid: int) -> tuple[str, str]:
@@ -255,7 +245,7 @@ def stop_leftovers(leftovers: Leftovers, grace: float = DEFAULT_GRACE) -> list[R
     """Stop a dead session's processes (:func:`~pytest_gym_eval.processes.stop_sessions`: SIGINT to Gym,
     ``grace`` seconds, SIGKILL to the rest of each session) and mark its ``state.json`` failed when it still
     says the run is going. Returns the processes still there afterwards (normally none)."""
-    stop_sessions(leftovers.sessions, grace)
+    stop_sessions(leftovers.sessions, leftovers.owner.marker, grace)
     still = processes_of(leftovers.owner)
     mark_failed(
         leftovers.owner.run_dir,

@@ -5,12 +5,20 @@ and Ray itself, ~9 s), a grace period, then SIGKILL to every process still in th
 idle workers sit in process groups of their own inside that session, so a group kill alone misses them).
 Only processes in sessions this module started are ever signalled; :func:`stop_sessions` does the same for
 sessions started by a pytest process that died (for the watchdog and ``python -m pytest_gym_eval cleanup``).
+
+A session id names our session only while that session exists. Once its last process has been reaped, Linux may
+give the number to a new process that starts a session of its own: ``pid_max`` is 32,768 on many machines, and a
+long run or a test suite goes round it in minutes. So a :class:`GymProcess` leaves its command unreaped (a zombie
+holds its PID, and with it the session id) until :meth:`GymProcess.stop` has emptied the session, and
+:func:`stop_sessions`, given ids recorded earlier, signals only the sessions that still hold a process carrying
+the run's :data:`MARKER`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -19,6 +27,10 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+MARKER = "PYTEST_GYM_EVAL_RUN"
+"""Environment variable carried by every process a run starts: ``<owner pid>:<owner start>:<run dir>`` (the
+owner is :class:`pytest_gym_eval.orphans.Owner`)."""
 
 DEFAULT_GRACE = 30.0
 """Seconds a SIGINT'd Gym gets to shut down before the rest of its session is killed."""
@@ -92,9 +104,45 @@ KILL_BOUND = 10.0
 """Seconds spent at most SIGKILLing what is left of sessions (a process in uninterruptible sleep takes a while)."""
 
 
+def marker_of(pid: int) -> str | None:
+    """The :data:`MARKER` value in the environment of ``pid``; None when it has none, has ended or is another
+    user's. (A few of Ray's processes overwrite the memory ``/proc/<pid>/environ`` shows with their process title:
+    those read as having none.)"""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except OSError:
+        return None
+    prefix = MARKER.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("utf-8", "replace")
+    return None
+
+
+def sessions_of_run(sids: Collection[int], marker: str) -> set[int]:
+    """The sessions among ``sids`` that still belong to the run whose :data:`MARKER` value is ``marker``: those
+    holding a live process that carries it (the rule by which :func:`pytest_gym_eval.orphans.run_processes` finds
+    a run's processes). A recorded session id that now names someone else's session is left out (see the module
+    docstring)."""
+    wanted = set(sids)
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = proc_stat(int(entry))
+        if stat is None or stat.state == "Z" or stat.sid not in wanted or stat.sid in found:
+            continue
+        if marker_of(int(entry)) == marker:
+            found.add(stat.sid)
+    return found
+
+
 def kill_sessions(sids: Collection[int]) -> list[int]:
     """SIGKILL every process of the sessions ``sids`` until none is left, for at most :data:`KILL_BOUND`
-    seconds; returns the PIDs still there at the end (normally none)."""
+    seconds; returns the PIDs still there at the end (normally none). ``sids`` must be sessions just found to be
+    the run's (:func:`sessions_of_run`, or the sessions of processes carrying its marker): a session keeps its id
+    while it has members, so killing until it is empty is safe."""
     deadline = time.monotonic() + KILL_BOUND
     while True:
         members = [pid for sid in sids for pid in session_members(sid)]
@@ -106,25 +154,30 @@ def kill_sessions(sids: Collection[int]) -> list[int]:
         time.sleep(0.05)
 
 
-def stop_sessions(sids: Collection[int], grace: float = DEFAULT_GRACE) -> list[int]:
-    """Stop process sessions this process did not start itself (a dead pytest's), as :meth:`GymProcess.stop`
-    stops its own: SIGINT to the process group of each session leader still running (Gym then stops its
-    servers and Ray), up to ``grace`` seconds for those leaders to end, then SIGKILL to everything left in
-    the sessions. Returns the PIDs that would not die (normally none)."""
-    leaders = [sid for sid in sids if sid in session_members(sid)]
+def stop_sessions(sids: Collection[int], marker: str, grace: float = DEFAULT_GRACE) -> list[int]:
+    """Stop process sessions this process did not start itself (a dead pytest's, a warm Gym's), as
+    :meth:`GymProcess.stop` stops its own: SIGINT to the process group of each session leader still running (Gym
+    then stops its servers and Ray), up to ``grace`` seconds for those leaders to end, then SIGKILL to everything
+    left in the sessions. Only the sessions that still hold a process carrying the run's :data:`MARKER` value
+    ``marker`` are touched (:func:`sessions_of_run`): ``sids`` may have been recorded long ago. Returns the PIDs
+    that would not die (normally none)."""
+    owned = sessions_of_run(sids, marker)
+    leaders = [sid for sid in owned if sid in session_members(sid)]
     for sid in leaders:
         _signal_group(sid, signal.SIGINT)
     deadline = time.monotonic() + grace
     while any(is_running(sid) for sid in leaders) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return kill_sessions(sids)
+    return kill_sessions(owned)
 
 
 class GymProcess:
     """One command run in a new session, stdout and stderr appended to ``log_path``.
 
     ``stop()`` ends the command and everything it started (see the module docstring); it is idempotent and
-    safe to call from any thread, also when the command already exited by itself.
+    safe to call from any thread, also when the command already exited by itself. The command is reaped only
+    once ``stop()`` has emptied its session: until then its PID, and so the session id that ``stop()`` and
+    ``kill()`` signal, cannot be given to another process.
     """
 
     def __init__(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path, name: str) -> None:
@@ -133,6 +186,7 @@ class GymProcess:
         self.log_path = log_path
         self._lock = threading.Lock()
         self._interrupted = False
+        self._reaped = False
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
             self._popen = subprocess.Popen(
@@ -148,29 +202,54 @@ class GymProcess:
         self.pid = self._popen.pid
 
     def poll(self) -> int | None:
-        """The exit status (negative for a signal) once the command has exited, else None."""
-        return self._popen.poll()
+        """The exit status (negative for a signal) once the command has exited, else None. Does not reap it."""
+        if self._popen.returncode is not None:
+            return self._popen.returncode
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already (stop() did, in another thread)
+            return self._popen.poll()
+        if info is None:
+            return None
+        return -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status
 
     def wait(self, timeout: float | None = None) -> int | None:
-        """Wait up to ``timeout`` seconds (None: forever); the exit status, or None if still running."""
+        """Wait up to ``timeout`` seconds (None: forever); the exit status, or None if still running. Does not
+        reap the command."""
+        if timeout is None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+            return self.poll()
+        if (status := self.poll()) is not None:
+            return status
         try:
-            return self._popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+            exited = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # no pidfd (Linux < 5.3): look every 50 ms
+            deadline = time.monotonic() + timeout
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+            return self.poll()
+        try:
+            select.select([exited], [], [], timeout)  # readable once the command has exited
+        finally:
+            os.close(exited)
+        return self.poll()
 
     def interrupt(self) -> None:
         """SIGINT the process group, once (:meth:`stop` then sends no second one, which would cut the command's own
         shutdown short): to stop several commands at once, interrupt each, then :meth:`stop` each."""
         with self._lock:
-            if not self._interrupted and self._popen.poll() is None:
+            if not self._interrupted and self.poll() is None:
                 self._interrupted = True
                 _signal_group(self.pid, signal.SIGINT)
 
     def stop(self, grace: float = DEFAULT_GRACE) -> None:
         """SIGINT the process group (unless :meth:`interrupt` did), wait up to ``grace`` seconds, then SIGKILL
-        whatever is left in the session."""
+        whatever is left in the session; once the session is empty, reap the command."""
         with self._lock:
-            if self._popen.poll() is None:
+            if self._reaped:
+                return
+            if self.poll() is None:
                 if not self._interrupted:
                     self._interrupted = True
                     _signal_group(self.pid, signal.SIGINT)
@@ -180,17 +259,21 @@ class GymProcess:
                 for pid in members:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                if self._popen.poll() is None:
+                if self.poll() is None:
                     self.wait(0.5)
                 if time.monotonic() > deadline:
-                    break
+                    return  # still there (uninterruptible sleep): keep the PID, so a later stop() may try again
                 time.sleep(0.05)
-            self._popen.poll()
+            if self.poll() is not None:
+                self._popen.wait()
+                self._reaped = True  # from here on, the PID and the session id may be someone else's
 
     def kill(self) -> None:
         """SIGKILL every process of the command's session now, without a grace period (Ctrl-C while the plugin
         stops Gym, see :class:`CtrlCKillsGym`). Takes no lock, so a signal handler may call it while
         :meth:`stop` waits in the same thread; :meth:`stop` then finds the session gone."""
+        if self._reaped:
+            return
         for pid in session_members(self.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

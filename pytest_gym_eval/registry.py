@@ -397,8 +397,9 @@ def stop_warm(entry: Entry, registry: Registry, grace: float = DEFAULT_GRACE) ->
     Gym itself (SIGINT, ``grace`` seconds, SIGKILL to the rest of each session, see
     :meth:`~pytest_gym_eval.processes.GymProcess.stop`) and its replay model; when the keeper is gone, or still
     runs ``grace`` + 30 s later, what is left (the sessions its home's ``processes.jsonl`` records or that hold
-    a process carrying its marker) is stopped the same way from here. Returns the PIDs that would not die
-    (normally none). Call it holding the key's lock, or not at all concurrently with a session starting it."""
+    a process carrying its marker, each only while it still holds one) is stopped the same way from here.
+    Returns the PIDs that would not die (normally none). Call it holding the key's lock, or not at all
+    concurrently with a session starting it."""
     owner = entry.keeper_owner
     if entry.boot == boot_id() and owner.alive():
         with contextlib.suppress(ProcessLookupError):
@@ -417,7 +418,7 @@ def stop_warm(entry: Entry, registry: Registry, grace: float = DEFAULT_GRACE) ->
         if entry.servers > 1 and proc_stat(entry.servers) is not None:
             sessions.add(entry.servers)
         sessions.discard(os.getsid(0))
-        left = stop_sessions(sessions, grace) if sessions else []
+        left = stop_sessions(sessions, owner.marker, grace) if sessions else []
     registry.remove(entry)
     ray = entry.home / "ray"
     if ray.is_symlink():  # a short folder under /tmp (a deep home): remove it, the link stays

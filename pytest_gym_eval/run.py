@@ -406,6 +406,7 @@ class GymRun:
             if leftovers is not None:
                 leftovers.join()
             status = self._wait_eval(self.eval)
+            self.eval.stop(self.settings.stop_grace)  # it has exited: end what it left in its session, reap it
             statuses.append(status)
             self.exit_statuses = list(statuses)
         return statuses

@@ -10,7 +10,8 @@ owner starts gets it). The owner writes ``watch <sid>`` for each process session
 when it has stopped Gym itself. When the pipe reaches end-of-file without ``release``, or the owner's PID no
 longer runs the owner (checked every second, in case a forked child kept the write end open), the owner is
 gone: the watchdog stops every session it was told of, recorded in ``processes.jsonl``, or holding a process
-that carries the run's marker (:mod:`pytest_gym_eval.orphans`), the way
+that carries the run's marker (:mod:`pytest_gym_eval.orphans`), as long as it still holds one (a session that
+ended long ago may have given its id to someone else's), the way
 :meth:`~pytest_gym_eval.processes.GymProcess.stop` does (SIGINT to Gym, a grace period, SIGKILL to the rest of
 each session), marks ``state.json`` failed, and exits. Its log is ``logs/watchdog.log`` in the run directory.
 """
@@ -154,12 +155,13 @@ def wait_for_owner_death(owner: Owner, stream: int, told: set[int]) -> bool:
 
 
 def stop_run(owner: Owner, told: set[int], grace: float) -> str:
-    """Stop every session of the owner's run (told, recorded, or holding a marked process), then any marked
-    process left; mark ``state.json`` failed. Returns what was done, for the log."""
+    """Stop every session of the owner's run (told, recorded, or holding a marked process) that still holds a
+    marked process (:func:`~pytest_gym_eval.processes.stop_sessions`), then any marked process left; mark
+    ``state.json`` failed. Returns what was done, for the log."""
     marked = processes_of(owner)
     sessions = told | recorded_sessions(owner.run_dir) | {process.sid for process in marked}
     sessions.discard(os.getsid(0))
-    left = stop_sessions(sessions, grace)
+    left = stop_sessions(sessions, owner.marker, grace)
     stray = processes_of(owner)  # anything that left its session (never this process's own session)
     if stray:
         left += kill_sessions({p.sid for p in stray})

@@ -7,14 +7,25 @@ These tests change this process's SIGTERM (or SIGINT) handler and put the previo
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.processes import CtrlCKillsGym, GymProcess, SigtermAsCtrlC
+from pytest_gym_eval import processes
+from pytest_gym_eval.processes import (
+    MARKER,
+    CtrlCKillsGym,
+    GymProcess,
+    SigtermAsCtrlC,
+    proc_stat,
+    sessions_of_run,
+    stop_sessions,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -130,3 +141,66 @@ def test_ctrl_c_kills_gym_leaves_another_sigint_handler_alone() -> None:
             assert signal.getsignal(signal.SIGINT) is other
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+# Session ids that may have been given to someone else.
+
+
+def sleeper(marker: str | None) -> subprocess.Popen[bytes]:
+    """``sleep 600`` in a session of its own, carrying ``MARKER=marker`` (or no marker)."""
+    env = {key: value for key, value in os.environ.items() if key != MARKER}
+    if marker is not None:
+        env[MARKER] = marker
+    return subprocess.Popen(["sleep", "600"], env=env, start_new_session=True)
+
+
+def test_stop_sessions_stops_only_sessions_that_still_hold_the_runs_marker() -> None:
+    """A session id recorded long ago (``processes.jsonl``, a watchdog's list, a warm Gym's entry) may now name a
+    stranger's session: Linux reuses PIDs, and with them session ids. Only the run's own are stopped."""
+    ours, stranger, other_run = sleeper("1:2:/run"), sleeper(None), sleeper("1:2:/another-run")
+    try:
+        assert sessions_of_run([ours.pid, stranger.pid, other_run.pid], "1:2:/run") == {ours.pid}
+        assert stop_sessions([ours.pid, stranger.pid, other_run.pid], "1:2:/run", grace=0) == []
+        assert ours.wait(10) == -signal.SIGINT
+        assert stranger.poll() is None and other_run.poll() is None
+    finally:
+        for process in (ours, stranger, other_run):
+            process.kill()
+            process.wait()
+
+
+def test_a_command_stays_unreaped_until_stop_has_emptied_its_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the command is unreaped its PID, and so its session id, cannot be given to another process; once
+    stop() has reaped it, stop(), kill() and interrupt() signal nothing any more."""
+    command = GymProcess(
+        ["sh", "-c", "exit 3"], env={}, cwd=tmp_path, log_path=tmp_path / "exit.log", name="exit"
+    )  # fmt: skip
+    assert command.wait(60) == 3
+    assert command.poll() == 3
+    stat = proc_stat(command.pid)
+    assert stat is not None and stat.state == "Z"  # exited, not reaped: the PID is still held
+    command.stop(grace=0)
+    assert proc_stat(command.pid) is None  # reaped
+    assert command.poll() == 3
+
+    def no_signals(*args: object) -> list[int]:
+        raise AssertionError("a reaped command's session id was signalled")
+
+    monkeypatch.setattr(processes, "session_members", no_signals)
+    monkeypatch.setattr(processes, "_signal_group", no_signals)
+    command.stop(grace=0)
+    command.kill()
+    command.interrupt()
+
+
+def test_wait_gives_the_exit_status_of_a_signal_and_none_while_running(tmp_path: Path) -> None:
+    command = GymProcess(["sleep", "600"], env={}, cwd=tmp_path, log_path=tmp_path / "sleep.log", name="sleep")
+    try:
+        assert command.wait(0.01) is None and command.poll() is None
+        os.kill(command.pid, signal.SIGKILL)
+        assert command.wait() == -signal.SIGKILL
+        assert command.wait(0.01) == -signal.SIGKILL
+    finally:
+        command.stop(grace=0)

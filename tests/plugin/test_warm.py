@@ -23,9 +23,9 @@ from pytest_gym_eval.cli.stop import main as stop_main
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.orphans import find_leftovers, run_processes
 from pytest_gym_eval.processes import is_running, session_members
-from pytest_gym_eval.registry import Entry, Registry, idle_since
+from pytest_gym_eval.registry import Entry, Registry, boot_id, idle_since, stop_warm
 from pytest_gym_eval.replay import ReplayServer
-from tests.support.children import child_pytest_argv, started_processes, wait_until
+from tests.support.children import child_pytest_argv, started_processes, stranger_and_dead_owner, wait_until
 from tests.support.fakes import FakeGym
 
 KEEP = "--gym-keep-alive=600"
@@ -538,3 +538,20 @@ def test_status_lists_a_warm_gym_while_it_starts(
     (entry,) = entries(warm_registry)
     shown = status()
     assert f"  {entry.short}  " in shown and "starting for" not in shown, shown
+
+
+def test_stopping_a_warm_gym_leaves_a_recorded_session_that_is_now_someone_elses(warm_registry: Path) -> None:
+    """What failed a CI run: a test's teardown stopped its warm Gym long after the Gym had ended, and the session
+    ids its home recorded had since been given to another warm Gym's keeper, which was SIGKILLed."""
+    home = warm_registry / "gyms" / "stale"
+    home.mkdir(parents=True)
+    stranger, owner = stranger_and_dead_owner(home)
+    try:
+        entry = Entry("0" * 64, home, ("127.0.0.1", 9), owner.marker, boot_id(), stranger.pid, {}, 60.0, 0.0)
+        Registry().write(entry)
+        assert stop_warm(entry, Registry(), grace=0) == []
+        assert stranger.poll() is None
+        assert entries(warm_registry) == []
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval.orphans import MARKER, Leftovers, Owner, find_leftovers, run_processes
-from pytest_gym_eval.processes import GymProcess, is_running, session_members, stop_sessions
+from pytest_gym_eval.processes import GymProcess, is_running, session_members
 from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.watchdog import Watchdog
-from tests.support.children import child_pytest_argv, wait_until
+from pytest_gym_eval.watchdog import Watchdog, stop_run
+from tests.support.children import child_pytest_argv, stop_dead_runs, stranger_and_dead_owner, wait_until
 from tests.support.fakes import FakeGym, make_fake_checkout
 
 
@@ -116,7 +116,7 @@ def owned_gym(tmp_path: Path) -> Iterator[OwnedGym]:
     finally:
         owner.kill()
         owner.wait()
-        stop_sessions([started["gym"], started["watchdog"]], grace=0)
+        stop_dead_runs(run_dir)
 
 
 def test_sigkill_of_the_owner_stops_gyms_whole_session_and_marks_the_run_failed(owned_gym: OwnedGym) -> None:
@@ -276,7 +276,7 @@ def dead_session(pytester: pytest.Pytester, fake_gym: FakeGym) -> Iterator[Kille
     try:
         yield killed
     finally:
-        stop_sessions(killed.gym_sessions, grace=0)
+        stop_dead_runs(killed.run_dir)
 
 
 def test_the_next_session_names_what_a_dead_one_left_and_touches_nothing(
@@ -359,3 +359,16 @@ def test_cleanup_refuses_what_it_cannot_mean(tmp_path: Path, args: list[str], er
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(f"error: {error}"), done.stderr
+
+
+# Recorded session ids that Linux has since given to someone else.
+
+
+def test_the_watchdog_leaves_a_recorded_session_that_is_now_someone_elses(tmp_path: Path) -> None:
+    stranger, owner = stranger_and_dead_owner(tmp_path)
+    try:
+        assert stop_run(owner, {stranger.pid}, grace=0) == "stopped 1 process session (0 processes)"
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval.orphans import find_leftovers, run_processes
-from pytest_gym_eval.processes import is_running, session_members, stop_sessions
+from pytest_gym_eval.processes import is_running, session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.rollouts import RunState
 from pytest_gym_eval.run import RAY_START_TIMEOUT
@@ -29,6 +29,7 @@ from tests.support.children import (
     gym_commands,
     interrupt_once_reported,
     started_processes,
+    stop_dead_runs,
     wait_until,
 )
 from tests.support.real_gym import GymExample
@@ -134,7 +135,7 @@ def test_cleanup_stops_what_a_dead_session_left_of_gym_and_ray(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     assert child.stdout is not None
-    sessions: list[int] = []
+    run_dir: Path | None = None
     try:
         seen = []
         for line in child.stdout:
@@ -171,7 +172,8 @@ def test_cleanup_stops_what_a_dead_session_left_of_gym_and_ray(
         if child.poll() is None:
             child.kill()
             child.communicate()
-        stop_sessions(sessions, grace=0)
+        if run_dir is not None:
+            stop_dead_runs(run_dir)
 
 
 # A first start that Ray's own fault injection makes time out (the GCS answers the raylet's registration only

@@ -12,11 +12,14 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support.junit import junit_suite_properties
+
+if TYPE_CHECKING:
+    from pytest_gym_eval.orphans import Owner
 
 CHILD_ADDOPTS = "-p no:randomly -p no:sugar"
 """What every pytest the tests start leaves out unless asked for (``-p randomly``, ``-p sugar``): pytest-randomly
@@ -71,6 +74,33 @@ def processes_with_environment(name: str, value: str) -> list[int]:
         if entry in environment.split(b"\0"):
             found.append(int(pid))
     return found
+
+
+def stop_dead_runs(run_dir: Path) -> None:
+    """Teardown: stop whatever a run in ``run_dir`` whose owner a test killed left running (the way ``python -m
+    pytest_gym_eval cleanup --run-dir`` does, without a grace period). Only its sessions that still hold a process
+    carrying its marker are touched, never an id recorded earlier that may now be someone else's."""
+    from pytest_gym_eval.orphans import find_leftovers, stop_leftovers
+
+    for leftovers in find_leftovers(run_dir):
+        stop_leftovers(leftovers, grace=0)
+
+
+def stranger_and_dead_owner(run_dir: Path) -> tuple[subprocess.Popen[bytes], Owner]:
+    """A process in a session of its own that is no run's, recorded in ``run_dir``'s ``processes.jsonl`` as if
+    its session id had been a run's (as after the run's session ended and Linux gave the id to a new process),
+    and the run's owner, which has died."""
+    from pytest_gym_eval.orphans import MARKER, Owner
+    from pytest_gym_eval.rundir import RunPaths
+
+    stranger = subprocess.Popen(
+        ["sleep", "600"], start_new_session=True, env={k: v for k, v in os.environ.items() if k != MARKER}
+    )
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    record = {"name": "gym env start", "pid": stranger.pid, "sid": stranger.pid}
+    RunPaths(run_dir).processes.write_text(json.dumps(record) + "\n")
+    return stranger, Owner(ended.pid, 1, run_dir)
 
 
 def outcomes(result: pytest.RunResult) -> dict[str, str]:
