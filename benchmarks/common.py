@@ -146,10 +146,27 @@ def write_raw_input(dataset: Path, raw_input: Path) -> None:
             out.write(json.dumps({**row, "agent_ref": {"type": "responses_api_agents", "name": AGENT}}) + "\n")
 
 
-def write_bare_tests(project: Path, tests: int) -> None:
-    """``test_bare.py`` in ``project``: one trivial test parametrized ``tests`` times (a bare pytest session's)."""
+def check_ran(output: str, expected: int, what: str) -> None:
+    """Raise RuntimeError naming ``what`` unless pytest's last line of ``output`` says ``expected`` tests passed or
+    failed, and none errored."""
+    last = output.splitlines()[-1] if output.strip() else "(no output)"
+    counts = {kind.rstrip("s"): int(n) for n, kind in re.findall(r"(\d+) (passed|failed|errors?)\b", last)}
+    if counts.get("passed", 0) + counts.get("failed", 0) != expected or counts.get("error"):
+        raise RuntimeError(f"{what}: {last} (expected {expected} tests)\n{output[-3000:]}")
+
+
+def write_bare_tests(project: Path, tasks: int, repeats: int) -> None:
+    """``test_bare.py`` in ``project``: a bare pytest session's ``tasks x repeats`` trivial tests, which fail where
+    the session's rollouts of :func:`write_mcqa`'s dataset fail (every repeat of every fifth task), each with a
+    one-line message and no traceback, as the plugin's failed rollouts show. pytest's own work for failures is
+    then in the floor too: its failure summary scans, for each failure, every other test's teardown report
+    (``TerminalReporter._get_teardown_reports``), failures x tests in all."""
     (project / "test_bare.py").write_text(
-        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({tests}))\ndef test_bare(i):\n    pass\n"
+        "import pytest\n\n\n"
+        f"@pytest.mark.parametrize('i', range({tasks * repeats}))\n"
+        "def test_bare(i):\n"
+        f"    if (i // {repeats}) % 5 == 0:\n"
+        "        pytest.fail('reward 0 is below the pass threshold 1', pytrace=False)\n"
     )
 
 

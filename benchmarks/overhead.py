@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from common import (
     PYTEST,
     PYTHON_PYTEST,
     Row,
+    check_ran,
     fmt_list,
     pytest_ini,
     raw_gym_run,
@@ -50,8 +50,7 @@ def bare_pytest_run(project: Path, tests: int) -> float:
     disabled: what pytest itself costs to start, run as many items, report them and end."""
     argv = [*PYTHON_PYTEST, "-p", "no:cacheprovider", "test_bare.py"]  # no plugin at all (autoload is off)
     seconds, output = run_child(argv, project, 600)
-    if f"{tests} passed" not in output.splitlines()[-1]:
-        raise RuntimeError(f"bare pytest session: {output.splitlines()[-1]}")
+    check_ran(output, tests, "bare pytest session")
     return seconds
 
 
@@ -66,10 +65,7 @@ def pytest_gym_run(
         f"--gym-repeats={repeats}", f"--gym-run-dir={runs}", "mcqa.jsonl", "-p", "no:cacheprovider",
     ]  # fmt: skip
     seconds, output = run_child(argv, project, 3600)
-    last = output.splitlines()[-1]
-    counts = {kind.rstrip("s"): int(n) for n, kind in re.findall(r"(\d+) (passed|failed|errors?)\b", last)}
-    if counts.get("passed", 0) + counts.get("failed", 0) != expected or counts.get("error"):
-        raise RuntimeError(f"pytest session: {last} (expected {expected} rollouts)\n{output[-3000:]}")
+    check_ran(output, expected, "pytest session")
     (run_dir,) = runs.iterdir()
     gym_seconds = (run_dir / "state.json").stat().st_mtime - (run_dir / "processes.jsonl").stat().st_mtime
     return seconds, seconds - gym_seconds
@@ -91,7 +87,7 @@ def bench_overhead(work: Path, tasks: int, repeats: int, rounds: int) -> list[Ro
     raw_input = root / "raw-input.jsonl"
     write_raw_input(project / "mcqa.jsonl", raw_input)
     expected = tasks * repeats
-    write_bare_tests(project, expected)
+    write_bare_tests(project, tasks, repeats)
     sides = ("pytest", "dataset")
     times: dict[str, list[float]] = {side: [] for side in sides}
     own: list[float] = []  # of each pytest session, the seconds outside its `gym eval run`
@@ -147,7 +143,7 @@ def bench_overhead(work: Path, tasks: int, repeats: int, rounds: int) -> list[Ro
         Row(
             f"Overhead: the plugin's own share of a session of {expected} rollouts: its time outside `gym eval run`"
             f" less a bare pytest session (the same pytest, no plugin loaded) running {expected} trivial"
-            f" tests (bare: {fmt_list(bare)} s); median difference",
+            f" tests, a fifth failing as the rollouts do (bare: {fmt_list(bare)} s); median difference",
             f"{added.text(2)} s",
             f"bare pytest {statistics.median(bare):.2f} s",
             "",

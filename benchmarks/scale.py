@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from common import (
     PYTEST,
     PYTHON_PYTEST,
     Row,
+    check_ran,
     fmt_list,
     mb,
     pytest_ini,
@@ -71,8 +71,7 @@ def bare_run(project: Path, tests: int, measure: Path) -> tuple[float, float]:
     """A bare pytest session (no plugin loaded) of ``tests`` trivial tests: (wall seconds, its CPU seconds)."""
     argv = [*PYTHON_PYTEST, "-p", "no:cacheprovider", "test_bare.py"]  # no plugin at all (autoload is off)
     seconds, output, _, cpu = measured(argv, project, measure)
-    if f"{tests} passed" not in output.splitlines()[-1]:
-        raise RuntimeError(f"bare pytest session: {output.splitlines()[-1]}")
+    check_ran(output, tests, "bare pytest session")
     return seconds, cpu
 
 
@@ -98,10 +97,7 @@ def session_run(project: Path, runs: Path, head: tuple[str, int], checkout: Any,
         f"--gym-repeats={REPEATS}", f"--gym-run-dir={runs}", "mcqa.jsonl", "-p", "no:cacheprovider", "-q",
     ]  # fmt: skip
     seconds, output, peak, cpu = measured(argv, project, runs.parent / f"{runs.name}.measured")
-    last = output.splitlines()[-1]
-    counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|error)", last)}
-    if counts.get("passed", 0) + counts.get("failed", 0) != rollouts or counts.get("error"):
-        raise RuntimeError(f"scale: the session of {rollouts} rollouts: {last}\n{output[-3000:]}")
+    check_ran(output, rollouts, f"scale: the session of {rollouts} rollouts")
     (run_dir,) = runs.iterdir()
     gym_seconds = (run_dir / "state.json").stat().st_mtime - (run_dir / "processes.jsonl").stat().st_mtime
     return {"wall": seconds, "peak": peak, "cpu": cpu, "outside": seconds - gym_seconds}
@@ -147,7 +143,7 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
         (project / "conftest.py").write_text(MEASURE_CONFTEST)
         (project / "mcqa.jsonl").write_text("".join(rows[: size // REPEATS]))
         write_raw_input(project / "mcqa.jsonl", project / "raw-input.jsonl")
-        write_bare_tests(project, size)
+        write_bare_tests(project, size // REPEATS, REPEATS)
     times: dict[tuple[int, str], list[float]] = {
         (size, side): [] for size in sizes for side in ("session", "raw", "bare")
     }
@@ -196,7 +192,8 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
             Row(
                 f"Scale: a session of {size} rollouts ({size // REPEATS} tasks x {REPEATS}) attached to started "
                 f"servers vs raw `gym eval run --no-serve --num-repeats {REPEATS}` plus a bare pytest session of "
-                f"{size} trivial tests (the floor for any pytest plugin); median of {rounds} (session "
+                f"{size} trivial tests, a fifth failing as the rollouts do (the floor for any pytest plugin); median "
+                f"of {rounds} (session "
                 f"{fmt_list(session)} s; raw {fmt_list(raw)} s; bare {fmt_list(bare)} s); the session's peak RSS "
                 f"{', '.join(mb(p) for p in peaks[size])}",
                 f"pytest session {statistics.median(session):.2f} s, peak RSS {mb(statistics.median(peaks[size]))}",

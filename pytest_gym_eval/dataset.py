@@ -7,10 +7,13 @@ row's canonical JSON. Nothing here knows about pytest: the collector in ``items.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import os
 import re
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -312,7 +315,8 @@ def _describe_invalid_line(error: jsonlines.InvalidLineError) -> str:
     if isinstance(cause, UnicodeDecodeError):
         return f"the line is not valid UTF-8 (byte 0x{cause.object[cause.start]:02x} at column {cause.start + 1})"
     if isinstance(cause, json.JSONDecodeError):
-        return f"malformed JSON: {cause.msg} at column {cause.pos + 1}"
+        # json's own message may end in "at" ("Unterminated string starting at"): say the column once.
+        return f"malformed JSON: {cause.msg.removesuffix(' at')} at column {cause.pos + 1}"
     if "null value" in str(error):
         return "the row is null, not a JSON object"
     if "does not match requested type" in str(error):
@@ -413,6 +417,40 @@ def _add_digests(path: Path, tasks: dict[str, Task], before: int) -> None:
         task = missing.pop(line, None)
         if task is not None:
             tasks[task.task_id] = replace(task, digest=_digest(row, path, line))
+
+
+@functools.lru_cache(maxsize=16)
+def _line_starts(path: Path, size: int, mtime_ns: int) -> array[int]:
+    """Where each line of ``path`` starts (bytes): one raw pass, no JSON parsing, 8 bytes a line. Cached per
+    file version (``size`` and ``mtime_ns`` are in the key so that a changed dataset is indexed again)."""
+    starts = array("q")
+    with path.open("rb") as handle:
+        end = 0
+        for raw in handle:
+            starts.append(end)
+            end += len(raw)
+    return starts
+
+
+def read_row_at(path: Path, line: int) -> Row | None:
+    """The row on 1-based ``line`` of ``path`` as it is now, for a rollout's failure text and Python tests over
+    rollouts; None when that line is gone or blank.
+
+    The first read of a dataset (of this version of it) notes where each of its lines starts and later reads seek
+    there, so reading the rows of F failed rollouts of an N-row dataset costs one pass over the file, not F
+    (:func:`row_offsets`, which checks every row on its way, would make it F x N row parses).
+
+    Raises :class:`DatasetError` naming the line when the row there is not valid, and OSError when the file
+    cannot be read.
+    """
+    with path.open("rb") as handle:
+        stat = os.fstat(handle.fileno())
+        starts = _line_starts(path, stat.st_size, stat.st_mtime_ns)
+        if not 1 <= line <= len(starts):
+            return None
+        handle.seek(starts[line - 1])
+        raw = handle.readline()
+    return None if _blank(raw) else parse_row(raw, path, line)
 
 
 def row_offsets(path: Path, lines: Iterable[int]) -> dict[int, int]:

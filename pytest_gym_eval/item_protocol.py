@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_gym_eval import adaptive, causes, selection
-from pytest_gym_eval.dataset import DatasetError, Task, parse_row, row_offsets
+from pytest_gym_eval.dataset import DatasetError, Task, read_row_at
 from pytest_gym_eval.diagnosis import Diagnosis
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine
@@ -244,13 +244,10 @@ def properties(outcome: RolloutOutcome) -> list[tuple[str, object]]:
 
 
 def read_row(path: Path, line: int) -> dict[str, Any] | None:
-    """The dataset row at 1-based ``line`` of ``path``; None when it cannot be read (the dataset changed since
-    collection: the record alone still tells most)."""
+    """The dataset row at 1-based ``line`` of ``path`` (:func:`~pytest_gym_eval.dataset.read_row_at`); None when it
+    cannot be read (the dataset changed since collection: the record alone still tells most)."""
     try:
-        offsets = row_offsets(path, [line])
-        with path.open("rb") as handle:
-            handle.seek(offsets[line])
-            return parse_row(handle.readline(), path, line)
+        return read_row_at(path, line)
     except (OSError, DatasetError):
         return None
 

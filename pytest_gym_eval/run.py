@@ -12,7 +12,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,17 +121,23 @@ class GymRun:
         """Whether :meth:`stop` was called (it may still be under way in another thread)."""
         return self._stopped
 
-    def has_every_rollout(self) -> bool:
-        """Whether Gym's files hold a line (rollout or failure) for every planned rollout."""
+    def has_every_rollout(self, known: Collection[int] = ()) -> bool:
+        """Whether Gym's files hold a line (rollout or failure) for every planned rollout. ``known``: plan stamps
+        already seen in them (the session's :class:`~pytest_gym_eval.rollouts.RolloutFeed` has read every record):
+        when they cover the plan, Gym's files (every record parsed again) are not read."""
+        known = set(known)
+        if all(rollout.stamp in known for rollout in self.plan.rollouts):
+            return True
         done = self._stamps_done()
         return all(rollout.stamp in done for rollout in self.plan.rollouts)
 
-    def let_finish(self, timeout: float = FINISH_GRACE) -> None:
-        """Let ``gym eval run`` write Gym's aggregate metrics (which the reports show) when every rollout is in:
-        it does so within ~0.5 s of the last rollout, and then takes ~2 s more to exit (its interpreter's
-        shutdown), which nothing needs, so this returns once the metrics are written or the run ended, at most
-        ``timeout`` seconds later; at once when rollouts are missing, or when :meth:`kill` ends the run."""
-        if not (self._thread.is_alive() and not self._stopping.is_set() and self.has_every_rollout()):
+    def let_finish(self, timeout: float = FINISH_GRACE, known: Collection[int] = ()) -> None:
+        """Let ``gym eval run`` write Gym's aggregate metrics (which the reports show) when every rollout is in
+        (``known``: as for :meth:`has_every_rollout`): it does so within ~0.5 s of the last rollout, and then
+        takes ~2 s more to exit (its interpreter's shutdown), which nothing needs, so this returns once the metrics
+        are written or the run ended, at most ``timeout`` seconds later; at once when rollouts are missing, or when
+        :meth:`kill` ends the run."""
+        if not (self._thread.is_alive() and not self._stopping.is_set() and self.has_every_rollout(known)):
             return
         deadline = time.monotonic() + timeout
         while self._thread.is_alive() and not self._aggregate_metrics_written():
@@ -382,9 +388,7 @@ class GymRun:
         report of earlier sessions' leftovers) is joined once the run is under way."""
         statuses: list[int] = []
         for attempt in (0, 1):
-            if attempt and not self._needs_resume(statuses[-1]):
-                break
-            if self._stopping.is_set():
+            if self._stopping.is_set() or (attempt and not self._needs_resume(statuses[-1])):
                 break
             verb = "resuming" if attempt else "running"
             self.on_event(f"{verb} {len(self.plan.rollouts)} rollouts with `gym eval run` (log: {self._eval_log})")

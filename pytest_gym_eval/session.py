@@ -348,7 +348,8 @@ class GymSession:
         """The session's results are in (the start of ``pytest_sessionfinish``): nothing more is wanted from Gym
         but its stop, which comes after the reports; until it ends a Ctrl-C or SIGTERM kills Gym's processes at once
         (:meth:`Stopping.ending`). Idempotent."""
-        self.stopping.ending(self._run, self.has_processes, interrupted)
+        known = self._feed.records().keys() if self._feed is not None else ()
+        self.stopping.ending(self._run, self.has_processes, interrupted, known)
 
     @property
     def stop_seconds(self) -> float | None:

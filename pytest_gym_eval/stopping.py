@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Collection
 
 from pytest_gym_eval.launch import Launch
 from pytest_gym_eval.processes import CtrlCKillsGym, SigtermAsCtrlC
@@ -32,11 +33,13 @@ class Stopping:
         """The run is starting: from now until :meth:`stop`, SIGTERM ends the session as Ctrl-C does."""
         self._sigterm.install()
 
-    def ending(self, run: GymRun | None, has_processes: bool, interrupted: bool = False) -> None:
+    def ending(
+        self, run: GymRun | None, has_processes: bool, interrupted: bool = False, known: Collection[int] = ()
+    ) -> None:
         """The session's results are in: an ``interrupted`` session's ``run`` is abandoned (so that pytest-xdist
         workers still waiting for rollouts stop waiting); from now on a Ctrl-C (when ``has_processes``) or SIGTERM
         kills ``run``'s processes at once; when not ``interrupted`` the run is let finish (Gym's aggregate
-        metrics, :meth:`GymRun.let_finish`). Idempotent."""
+        metrics, :meth:`GymRun.let_finish`, given the plan stamps ``known`` to be in). Idempotent."""
         if interrupted and run is not None:
             run.abandon()
         kill = run.kill if run is not None else _nothing
@@ -45,7 +48,9 @@ class Stopping:
             self._ctrl_c = CtrlCKillsGym(kill)
             self._ctrl_c.install()
         if not interrupted and run is not None:
-            run.let_finish()  # Gym's aggregate metrics, which the summary shows beside ours (a signal: at once)
+            run.let_finish(
+                known=known
+            )  # Gym's aggregate metrics, which the summary shows beside ours (a signal: at once)
 
     def stop(self, run: GymRun | None, launch: Launch, feed: RolloutFeed | None) -> None:
         """Stop ``run`` (when this process started it), ``launch``'s replay servers and ``feed``; give a warm

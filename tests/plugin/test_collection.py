@@ -156,6 +156,14 @@ def test_identical_rows_collapse_with_a_warning(pytester: pytest.Pytester) -> No
     ("content", "message"),
     [
         (b'{"responses_create_params": {}}\n{"a": \n', "d.jsonl:2: malformed JSON*"),
+        (
+            b'{"responses_create_params": {"input": "Q\tA"}}\n',
+            "d.jsonl:1: malformed JSON: Invalid control character at column 41",
+        ),
+        (
+            b'{"responses_create_params": {"input": "Q',
+            "d.jsonl:1: malformed JSON: Unterminated string starting at column 39",
+        ),
         (b'{"responses_create_params": {}}\n[1, 2]\n', "d.jsonl:2: the row is an array, not a JSON object"),
         (b"\n\n", "d.jsonl: the dataset is empty*"),
         (b"", "d.jsonl: the dataset is empty*"),

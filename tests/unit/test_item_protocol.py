@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval import causes, item_protocol
+from pytest_gym_eval import causes, dataset, item_protocol
 from pytest_gym_eval.diagnosis import Diagnosis
 from pytest_gym_eval.item_protocol import ItemProtocol
 from pytest_gym_eval.notes import Notes
@@ -99,6 +99,27 @@ def test_a_row_is_read_again_by_its_line_and_a_changed_dataset_gives_none(tmp_pa
     path.write_text("")
     assert item_protocol.read_row(path, 2) is None
     assert item_protocol.read_row(tmp_path / "gone.jsonl", 1) is None
+
+
+def test_the_rows_of_many_failed_rollouts_cost_one_pass_over_the_dataset(tmp_path: Path) -> None:
+    """A failed rollout's text shows its row: reading F rows of an N-row dataset indexes the file once (it used to
+    parse every row up to the wanted one for each failure, F x N row parses: quadratic at scale)."""
+    path = tmp_path / "d.jsonl"
+    rows = [{"id": f"t{i}", "responses_create_params": {"input": f"Q{i}"}} for i in range(50)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows[:25]) + "\n" + "".join(
+        json.dumps(row) + "\n" for row in rows[25:]
+    ))  # fmt: skip
+    before = dataset._line_starts.cache_info().misses
+    assert [item_protocol.read_row(path, line) for line in range(1, 26)] == rows[:25]
+    assert item_protocol.read_row(path, 26) is None  # the blank line
+    assert [item_protocol.read_row(path, line) for line in range(27, 52)] == rows[25:]
+    assert item_protocol.read_row(path, 52) is None
+    assert dataset._line_starts.cache_info().misses == before + 1
+    path.write_text('{"id": "new", "responses_create_params": {"input": "Q"}}\n{"broken\n')
+    assert item_protocol.read_row(path, 1) == {"id": "new", "responses_create_params": {"input": "Q"}}  # re-indexed
+    assert item_protocol.read_row(path, 2) is None
+    with pytest.raises(dataset.DatasetError, match=r"d\.jsonl:2: malformed JSON"):
+        dataset.read_row_at(path, 2)
 
 
 def test_a_run_that_failed_to_start_raises_its_message_log_and_failure_class() -> None:
