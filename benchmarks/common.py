@@ -124,6 +124,11 @@ def recording(row: dict[str, Any], number: int, answer: str, text: str, reward: 
     }
 
 
+WRONG_EVERY = 5
+""":func:`write_mcqa` records a wrong answer for every task whose index is a multiple of this (those rollouts fail),
+and :func:`write_bare_tests` fails the same tests."""
+
+
 def write_mcqa(dataset: Path, recordings: Path | None, count: int, pad_to: int = 0, with_id: bool = True) -> None:
     """``count`` questions to ``dataset`` and, when asked, one recorded answer each (every fifth one wrong)."""
     rng = random.Random(2026)
@@ -132,7 +137,7 @@ def write_mcqa(dataset: Path, recordings: Path | None, count: int, pad_to: int =
             row, letter, value = mcqa_question(index, rng, pad_to, with_id)
             rows.write(json.dumps(row) + "\n")
             if recordings is not None:
-                answer = letter if index % 5 else LETTERS[(LETTERS.index(letter) + 1) % 4]
+                answer = letter if index % WRONG_EVERY else LETTERS[(LETTERS.index(letter) + 1) % 4]
                 text = f"Working it out gives {value}, which is option {letter}.\n\n\\boxed{{{answer}}}"
                 recorded.write(json.dumps(recording(row, index, answer, text, float(answer == letter))) + "\n")
 
@@ -165,7 +170,7 @@ def write_bare_tests(project: Path, tasks: int, repeats: int) -> None:
         "import pytest\n\n\n"
         f"@pytest.mark.parametrize('i', range({tasks * repeats}))\n"
         "def test_bare(i):\n"
-        f"    if (i // {repeats}) % 5 == 0:\n"
+        f"    if (i // {repeats}) % {WRONG_EVERY} == 0:\n"
         "        pytest.fail('reward 0 is below the pass threshold 1', pytrace=False)\n"
     )
 

@@ -125,17 +125,7 @@ def sessions_of_run(sids: Collection[int], marker: str) -> set[int]:
     holding a live process that carries it (the rule by which :func:`pytest_gym_eval.orphans.run_processes` finds
     a run's processes). A recorded session id that now names someone else's session is left out (see the module
     docstring)."""
-    wanted = set(sids)
-    found: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        stat = proc_stat(int(entry))
-        if stat is None or stat.state == "Z" or stat.sid not in wanted or stat.sid in found:
-            continue
-        if marker_of(int(entry)) == marker:
-            found.add(stat.sid)
-    return found
+    return {sid for sid in sids if any(marker_of(pid) == marker for pid in session_members(sid))}
 
 
 def kill_sessions(sids: Collection[int]) -> list[int]:

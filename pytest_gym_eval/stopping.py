@@ -48,9 +48,8 @@ class Stopping:
             self._ctrl_c = CtrlCKillsGym(kill)
             self._ctrl_c.install()
         if not interrupted and run is not None:
-            run.let_finish(
-                known=known
-            )  # Gym's aggregate metrics, which the summary shows beside ours (a signal: at once)
+            # Gym's aggregate metrics, which the summary shows beside ours (a signal: at once)
+            run.let_finish(known=known)
 
     def stop(self, run: GymRun | None, launch: Launch, feed: RolloutFeed | None) -> None:
         """Stop ``run`` (when this process started it), ``launch``'s replay servers and ``feed``; give a warm
