@@ -39,7 +39,7 @@ from typing import Any
 from pytest_gym_eval.causes import TRIP_LINE, TRIP_MARKER, redact
 from pytest_gym_eval.files import write_json_atomic
 from pytest_gym_eval.orphans import Owner, processes_of
-from pytest_gym_eval.processes import DEFAULT_GRACE, KILL_BOUND, is_running, proc_stat, stop_sessions
+from pytest_gym_eval.processes import DEFAULT_GRACE, KILL_BOUND, is_running, stop_sessions
 from pytest_gym_eval.provision import cache_root
 from pytest_gym_eval.rundir import RunPaths
 
@@ -415,7 +415,7 @@ def stop_warm(entry: Entry, registry: Registry, grace: float = DEFAULT_GRACE) ->
         from pytest_gym_eval.watchdog import recorded_sessions
 
         sessions = recorded_sessions(entry.home) | {process.sid for process in processes_of(owner)}
-        if entry.servers > 1 and proc_stat(entry.servers) is not None:
+        if entry.servers > 1:  # its `gym env start` leads a session of its own (signalled only while it is Gym's)
             sessions.add(entry.servers)
         sessions.discard(os.getsid(0))
         left = stop_sessions(sessions, owner.marker, grace) if sessions else []

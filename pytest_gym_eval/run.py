@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_gym_eval import ray_head
 from pytest_gym_eval.causes import RUN_DIR_FULL, disk_full
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.files import iter_json_lines
@@ -37,6 +36,7 @@ from pytest_gym_eval.servers import RunSettings as RunSettings
 from pytest_gym_eval.servers import launch_servers as launch_servers
 from pytest_gym_eval.servers import probe_model as probe_model
 from pytest_gym_eval.servers import record_process as record_process
+from pytest_gym_eval.servers import start_private_ray as start_private_ray
 from pytest_gym_eval.servers import start_servers as start_servers
 from pytest_gym_eval.servers import unlisted_model as unlisted_model
 from pytest_gym_eval.servers import wait_until_ready as wait_until_ready
@@ -324,28 +324,16 @@ class GymRun:
         self.on_event(f"Gym's servers are ready after {settings.startup_timeout - (deadline - time.monotonic()):.0f} s")
 
     def _start_ray_head(self, deadline: float) -> str | None:
-        """Start a Ray head without the dashboard for Gym's servers (:mod:`pytest_gym_eval.ray_head`); its address,
-        or None when Gym's venv has no Ray or the head did not start (then Gym starts Ray itself, as without it)."""
-        python = ray_head.ray_python(self.settings.gym)
-        if python is None:
-            return None
+        """:func:`~pytest_gym_eval.servers.start_private_ray` for this run (kept as :attr:`ray`, stopped with the
+        servers); its address, or None (then Gym starts Ray itself)."""
 
         def started(process: GymProcess) -> None:
             with self._lock:
                 self.ray = process
-            record_process(self.paths, process, self.watchdog)
 
-        log = self.paths.logs / "ray-head.log"
-        try:
-            _, address = ray_head.start_ray_head(
-                python, self.settings.env, self.settings.cwd, log, deadline, self._stopping, started
-            )
-        except ray_head.RayHeadFailed as error:
-            if self._stopping.is_set():
-                raise GymStartError("the session stopped while Gym was starting") from None
-            self.on_event(f"warning: {error}\nGym starts Ray itself instead")
-            return None
-        return address
+        settings = self.settings
+        head = start_private_ray(settings, self.paths, deadline, self._stopping, self.on_event, started, self.watchdog)
+        return None if head is None else head[1]
 
     def _eval_argv(self, resume: bool) -> list[str]:
         argv = [

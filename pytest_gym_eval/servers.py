@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval import ray_head
 from pytest_gym_eval.causes import GYM_START, redact
 from pytest_gym_eval.gym_config import ModelEndpoint
 from pytest_gym_eval.models import Policy
@@ -384,6 +385,43 @@ def wait_until_ready(
                 f"last lines of {servers.log_path}:\n{servers.tail(15)}"
             )
         stopping.wait(0.2)
+
+
+def start_private_ray(
+    settings: RunSettings,
+    paths: RunPaths,
+    deadline: float,
+    stopping: threading.Event,
+    on_event: Callable[[str], None],
+    on_start: Callable[[GymProcess], None] = lambda process: None,
+    watchdog: Watchdog | None = None,
+) -> tuple[GymProcess, str] | None:
+    """Start a Ray head without Ray's dashboard for Gym's servers (:mod:`pytest_gym_eval.ray_head`), before
+    ``gym env start``, whoever starts Gym (a session, a warm Gym's keeper, :func:`~pytest_gym_eval.serving.serving`).
+
+    The head runs with ``settings``' environment (``RAY_TMPDIR`` included), logs to ``paths.logs/ray-head.log``, is
+    recorded in ``paths.processes`` and handed to ``watchdog`` like Gym's servers; ``on_start`` gets its process as
+    soon as it runs (the caller stops it after the servers). Returns (the process, the GCS address ``HOST:PORT`` to
+    write into Gym's config as ``ray_head_node_address``), or None when Gym's venv has no Ray or the head did not
+    start by ``deadline`` (a ``time.monotonic()`` value): ``on_event`` then gets a warning and Gym starts Ray itself,
+    as without this. Raises :class:`GymStartError` when ``stopping`` is set while it starts.
+    """
+    python = ray_head.ray_python(settings.gym)
+    if python is None:
+        return None
+
+    def started(process: GymProcess) -> None:
+        on_start(process)
+        record_process(paths, process, watchdog)
+
+    log = paths.logs / "ray-head.log"
+    try:
+        return ray_head.start_ray_head(python, settings.env, settings.cwd, log, deadline, stopping, started)
+    except ray_head.RayHeadFailed as error:
+        if stopping.is_set():
+            raise GymStartError("the session stopped while Gym was starting") from None
+        on_event(f"warning: {error}\nGym starts Ray itself instead")
+        return None
 
 
 def record_process(paths: RunPaths, process: GymProcess, watchdog: Watchdog | None = None) -> None:

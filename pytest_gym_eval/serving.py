@@ -20,7 +20,7 @@ from pytest_gym_eval.orphans import MARKER, Owner
 from pytest_gym_eval.processes import GymProcess, free_port
 from pytest_gym_eval.provision import GymCheckout, gym_environment
 from pytest_gym_eval.rundir import RunPaths
-from pytest_gym_eval.servers import GymStartError, RunSettings, launch_servers, start_servers
+from pytest_gym_eval.servers import GymStartError, RunSettings, launch_servers, start_private_ray, start_servers
 from pytest_gym_eval.watchdog import Watchdog
 
 
@@ -52,7 +52,6 @@ def serving(
             raise GymStartError(f"no Gym config in {checkout.path} defines the agent {agent!r}")
         configs.append(config)
     head = ("127.0.0.1", free_port())
-    write_gym_config(paths.config, model, head)
     ray_dir, made = ray_temp_dir(root)
     owner = Owner.current(root)
     settings = RunSettings(
@@ -64,18 +63,21 @@ def serving(
         startup_timeout=timeout,
     )
     watchdog = Watchdog.start(owner, paths.logs / "watchdog.log", settings.stop_grace)
-    started: list[GymProcess] = []
+    started: list[GymProcess] = []  # Ray's head (when one started), then each `gym env start`
 
     def launch(log_path: Path) -> GymProcess:
         started.append(launch_servers(settings, model.model_type, paths, log_path, watchdog))
         return started[-1]
 
     try:
-        start_servers(settings, launch, paths.logs, time.monotonic() + timeout, threading.Event(), on_event, head)
+        deadline = time.monotonic() + timeout
+        ray = start_private_ray(settings, paths, deadline, threading.Event(), on_event, started.append, watchdog)
+        write_gym_config(paths.config, model, head, ray_address=None if ray is None else ray[1])
+        start_servers(settings, launch, paths.logs, deadline, threading.Event(), on_event, head)
         yield head
     finally:
-        for servers in started:
-            servers.stop()
+        for process in reversed(started):  # Gym's servers first, then the Ray head they use
+            process.stop()
         watchdog.release()
         if made:
             shutil.rmtree(ray_dir, ignore_errors=True)

@@ -34,6 +34,7 @@ from pytest_gym_eval.run import (
     RunSettings,
     launch_servers,
     ray_temp_dir,
+    start_private_ray,
     start_servers,
     write_gym_config,
 )
@@ -81,6 +82,7 @@ class _Keeper:
         self.stopping = threading.Event()
         self.ready = threading.Event()
         self.servers: GymProcess | None = None
+        self.ray: GymProcess | None = None  # the Ray head of Gym's servers, when the keeper started one
         self.replay: Any = None
         self.entry: Entry | None = None
 
@@ -131,7 +133,6 @@ class _Keeper:
             raise GymStartError(str(error)) from None
         ray_dir, _ = ray_temp_dir(self.home)
         head = ("127.0.0.1", free_port())
-        write_gym_config(paths.config, model, head, paths.model_calls if spec.record_latency else None)
         settings = RunSettings(
             gym=checkout.gym_executable,
             env={**provision.gym_environment(checkout, ray_dir), MARKER: self.owner.marker},
@@ -143,6 +144,16 @@ class _Keeper:
         )
         started = time.monotonic()
 
+        def ray_started(process: GymProcess) -> None:
+            self.ray = process
+
+        def on_event(message: str) -> None:
+            self.send({"event": message})
+
+        ray = start_private_ray(settings, paths, started + spec.startup_timeout, self.stopping, on_event, ray_started)
+        capture = paths.model_calls if spec.record_latency else None
+        write_gym_config(paths.config, model, head, capture, None if ray is None else ray[1])
+
         def launch(log_path: Path) -> GymProcess:
             if self.stopping.is_set():
                 raise GymStartError("the warm Gym was stopped before it started")
@@ -150,8 +161,7 @@ class _Keeper:
             return self.servers
 
         servers = start_servers(
-            settings, launch, paths.logs, started + spec.startup_timeout, self.stopping,
-            lambda message: self.send({"event": message}), head,
+            settings, launch, paths.logs, started + spec.startup_timeout, self.stopping, on_event, head
         )  # fmt: skip
         self.entry = Entry(
             key=spec.key, home=self.home, head_server=head, keeper=self.owner.marker, boot=boot_id(),
@@ -245,6 +255,8 @@ class _Keeper:
         if self.servers is not None:
             log("stopping Gym's servers")
             self.servers.stop(self.spec.stop_grace)
+        if self.ray is not None:
+            self.ray.stop(self.spec.stop_grace)
         if self.replay is not None:
             self.replay.stop()
         ray = self.home / "ray"

@@ -1,5 +1,6 @@
-"""The private Ray head a session starts for Gym's servers (:mod:`pytest_gym_eval.ray_head`), against a stand-in
-Python in the fake checkout's venv; with real Gym and Ray, every session of tests/real_gym/ starts one."""
+"""The private Ray head started for Gym's servers (:mod:`pytest_gym_eval.ray_head`) by whatever starts them (a
+session, a warm Gym's keeper, ``serving()``), against a stand-in Python in the fake checkout's venv; with real Gym
+and Ray, every session of tests/real_gym/ starts one."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gym_eval.cli.stop import main as stop_main
 from pytest_gym_eval.processes import GymProcess, session_members
+from pytest_gym_eval.provision import GymCheckout
 from pytest_gym_eval.ray_head import RayHeadFailed, ray_python, start_ray_head
+from pytest_gym_eval.registry import Registry
+from pytest_gym_eval.run import ModelEndpoint
+from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.serving import serving
+from tests.support.children import started_processes
 from tests.support.fakes import FakeGym
 
 HEAD = (
@@ -97,3 +105,31 @@ def test_a_head_that_does_not_start_leaves_ray_to_gym(pytester: pytest.Pytester,
     result.stdout.fnmatch_lines(["Gym starts Ray itself instead"])
     (run_dir,) = (pytester.path / "runs").iterdir()
     assert "ray_head_node_address" not in json.loads((run_dir / "gym-config.yaml").read_text())
+
+
+def test_serving_hands_gym_its_ray_head_and_stops_it(fake_gym: FakeGym, tmp_path: Path) -> None:
+    fake_ray_venv(fake_gym.checkout, HEAD)
+    checkout = GymCheckout(fake_gym.checkout, fake_gym.checkout / ".venv" / "bin" / "gym", None, {})
+    model = ModelEndpoint("http://127.0.0.1:9/v1", "policy", "openai_model", "PYTEST_GYM_EVAL_TEST_NO_KEY")
+    root = tmp_path / "servers"
+    with serving(checkout, model, ["mcqa_simple_agent"], root, timeout=60):
+        processes = started_processes(root)
+        assert [p["name"] for p in processes] == ["ray head", "gym env start"]
+        assert session_members(processes[0]["pid"]), "the Ray head is not running inside the block"
+        assert json.loads(RunPaths(root).config.read_text())["ray_head_node_address"] == "127.0.0.1:4242"
+    assert not any(session_members(p["sid"]) for p in processes)
+
+
+def test_a_warm_gym_hands_gym_its_ray_head_and_stop_ends_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path
+) -> None:
+    fake_ray_venv(fake_gym.checkout, HEAD)
+    result = pytester.runpytest(*fake_gym.args, "--gym-keep-alive=600", "--gym-run-dir=runs", one_task(pytester))
+    result.assert_outcomes(passed=1)
+    (entry,) = Registry(warm_registry).entries()
+    processes = started_processes(entry.home)
+    assert [p["name"] for p in processes] == ["ray head", "gym env start"]
+    assert session_members(processes[0]["pid"]), "the warm Gym's Ray head is not running between sessions"
+    assert json.loads((entry.home / "gym-config.yaml").read_text())["ray_head_node_address"] == "127.0.0.1:4242"
+    assert stop_main(["--all"]) == 0
+    assert not any(session_members(p["sid"]) for p in processes)

@@ -27,7 +27,13 @@ from pytest_gym_eval.orphans import run_processes
 from pytest_gym_eval.processes import session_members
 from pytest_gym_eval.registry import Entry, Registry
 from pytest_gym_eval.replay import ReplayServer
-from tests.support.children import assert_interrupted, interrupt_once_reported, started_processes, wait_until
+from tests.support.children import (
+    assert_interrupted,
+    gym_commands,
+    interrupt_once_reported,
+    started_processes,
+    wait_until,
+)
 from tests.support.junit import junit_rollouts, validate_junit
 from tests.support.real_gym import GymExample
 
@@ -70,7 +76,8 @@ def newest(folder: Path) -> Path:
 
 
 def started_in(home: Path) -> list[str]:
-    return [process["name"] for process in started_processes(home)]
+    """The Gym commands started in a warm Gym's home or a run directory (less the Ray head that comes first)."""
+    return gym_commands(home)
 
 
 @pytest.fixture
@@ -96,6 +103,7 @@ def test_warm_sessions_start_gym_once_another_model_starts_another_and_stop_all_
     first.stdout.fnmatch_lines(["gym: started warm Gym *"])
     (entry,) = Registry(warm_registry).entries()
     assert started_in(entry.home) in (["gym env start"], ["gym env start", "gym env start"])  # (Ray's retry)
+    assert started_processes(entry.home)[0]["name"] == "ray head"  # the keeper's Ray head, without the dashboard
 
     second = pytester.runpytest(*common, "--gym-model=replay", "--junitxml=second.xml")
     assert rewards(pytester.path / "second.xml") == expected(gym_verdicts, 2), second.stdout.str()[-3000:]
