@@ -173,6 +173,42 @@ def cut_to_last_visible_entry(excinfo: pytest.ExceptionInfo[BaseException]) -> N
         excinfo.traceback = visible[-1:]
 
 
+class TeardownReportIndex:
+    """pytest's ``TerminalReporter._get_teardown_reports(node_id)``, answered from a map instead of a scan.
+
+    For each failure in its FAILURES section, pytest (8.0 to 9.2 at least) lists every report of the session's
+    ``""`` category (the passed setups and teardowns, two per test) to find that test's teardown reports: failures
+    x tests in all. An evaluation fails a share of its rollouts by design, so at 20,000 rollouts with a fifth of
+    them failing that summary alone took ~150 s of CPU here (a bare pytest session of as many tests and failures
+    spent the same), longer than Gym took to run them. This answers the same question, the teardown reports of
+    ``node_id`` that pdb did not show (pytest's ``getreports`` filter), from a map of the teardown reports by node
+    id, built on the first call and again only when reports were added since: tests + failures in all."""
+
+    def __init__(self, stats: dict[str, list[Any]]) -> None:
+        self._stats = stats  # the reporter's own dict, which pytest appends reports to
+        self._indexed = -1
+        self._by_node: dict[str, list[Any]] = {}
+
+    def __call__(self, node_id: object) -> list[Any]:
+        """The teardown reports of ``node_id`` (a node id string, or pytest 9's structured ``NodeId``), in the
+        order pytest received them."""
+        reports = self._stats.get("", [])
+        if len(reports) != self._indexed:
+            self._by_node = {}
+            for report in reports:
+                if getattr(report, "when", None) == "teardown":
+                    self._by_node.setdefault(str(report.nodeid), []).append(report)
+            self._indexed = len(reports)
+        return [report for report in self._by_node.get(str(node_id), ()) if not hasattr(report, "_pdbshown")]
+
+
+def index_teardown_reports(reporter: pytest.TerminalReporter | None) -> None:
+    """Give ``reporter`` a :class:`TeardownReportIndex` for its ``_get_teardown_reports`` (a private method, so
+    only when it has one; none with ``-p no:terminal``)."""
+    if reporter is not None and callable(getattr(type(reporter), "_get_teardown_reports", None)):
+        setattr(reporter, "_get_teardown_reports", TeardownReportIndex(reporter.stats))  # noqa: B010 (mypy refuses assigning to a method)
+
+
 class StopGymLast:
     """Stops Gym at the end of the session, after every report (registered as ``gym-eval-stop``), and keeps an
     interrupted session's way to its reports short."""

@@ -57,12 +57,14 @@ def make_gym(config: pytest.Config) -> GymSession:
     """The session's :class:`GymSession` (``config.stash[SESSION_KEY]``), made now when it is not yet, with the
     plugin objects that follow it: its results collector (every item's reports reach its
     ``pytest_runtest_logreport``: this process's own and, on the xdist controller, every worker's), the JUnit
-    values, ``StopGymLast`` and the parts for pytest-timeout, pytest-rerunfailures and pytest-html
-    (:mod:`pytest_gym_eval.integrations`). Raises :class:`pytest.UsageError` for a bad option."""
+    values, ``StopGymLast``, the parts for pytest-timeout, pytest-rerunfailures and pytest-html
+    (:mod:`pytest_gym_eval.integrations`) and the terminal's index of teardown reports (a FAILURES section of many
+    failed rollouts in linear time: :class:`~pytest_gym_eval.finish.TeardownReportIndex`). Raises
+    :class:`pytest.UsageError` for a bad option."""
     gym = gym_of(config)
     if gym is None:
         from pytest_gym_eval import integrations
-        from pytest_gym_eval.finish import StopGymLast
+        from pytest_gym_eval.finish import StopGymLast, index_teardown_reports
         from pytest_gym_eval.reporting.junit import RolloutValuesInJunit
         from pytest_gym_eval.session import GymSession
 
@@ -71,6 +73,7 @@ def make_gym(config: pytest.Config) -> GymSession:
         config.pluginmanager.register(RolloutValuesInJunit(config), "gym-eval-junit")
         config.pluginmanager.register(StopGymLast(gym), "gym-eval-stop")
         integrations.register(config, gym)
+        index_teardown_reports(config.pluginmanager.get_plugin("terminalreporter"))
         if not hasattr(config, "workerinput"):  # said once, by the process that reports
             warn_unmatched_settings(config, gym.options)
     return gym
