@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,13 +62,26 @@ class RolloutRecord:
 def read_record_line(path: Path, line: int) -> dict[str, Any]:
     """The JSON object on line ``line`` (1-based) of a Gym records file; {} when the line is not an object or the
     file is shorter. Raises OSError when the file cannot be read, ValueError when the line is not JSON."""
-    # Not files.iter_json_lines: one known line of a record already read once; the walk stops there.
+    return next((record for _, record in records_at(path, [line])), {})
+
+
+def records_at(path: Path, lines: Collection[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line, JSON object)`` for each of ``lines`` (1-based) of a Gym records file, in file order, from one pass
+    that stops after the last of them: many records cost one walk through the file, not one each. A line that is
+    not an object gives {}, a line past the end nothing. Raises OSError when the file cannot be read, ValueError
+    when one of ``lines`` is not JSON."""
+    # Not files.iter_json_lines: known lines of records already read once; only those are parsed.
+    wanted = set(lines)
+    if not wanted:
+        return
+    last = max(wanted)
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
-            if number == line:
+            if number in wanted:
                 value = json.loads(raw)
-                return value if isinstance(value, dict) else {}
-    return {}
+                yield number, value if isinstance(value, dict) else {}
+                if number == last:
+                    return
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read_quarantine, split_gated
 from pytest_gym_eval.plan import PlannedRollout
-from pytest_gym_eval.records import read_record_line
+from pytest_gym_eval.records import records_at
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
@@ -217,23 +217,27 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
     from pytest_gym_eval.replay import ReplayIndex, load_recordings
 
     index = ReplayIndex(load_recordings(recordings))
-    flips = []
-    for result in results:
-        if result.reward is None or result.record is None:
-            continue
-        path, _, line = result.record.rpartition(":")
-        record = read_record_line(Path(path), int(line))
-        params = record.get("responses_create_params")
-        if not isinstance(params, dict):
-            continue
-        try:
-            recorded = [recording.reward for recording in index.recordings_for(params)]
-        except ValueError:
-            continue
-        numbers = [float(r) for r in recorded if isinstance(r, (int, float)) and not isinstance(r, bool)]
-        if recorded and not any(math.isclose(result.reward, r, abs_tol=1e-9) for r in numbers):
-            flips.append(Flip(result.nodeid, result.reward, tuple(recorded)))
-    return flips
+    located: dict[Path, dict[int, list[tuple[int, rpt.RolloutResult]]]] = {}  # file -> line -> (order, result)
+    for order, result in enumerate(results):
+        if result.reward is not None and result.record is not None:
+            path, _, line = result.record.rpartition(":")
+            located.setdefault(Path(path), {}).setdefault(int(line), []).append((order, result))
+    flips: list[tuple[int, Flip]] = []
+    for path, at in located.items():
+        for line, record in records_at(path, at):  # one pass a file (one walk a record was N x N lines)
+            params = record.get("responses_create_params")
+            if not isinstance(params, dict):
+                continue
+            try:
+                recorded = [recording.reward for recording in index.recordings_for(params)]
+            except ValueError:
+                continue
+            numbers = [float(r) for r in recorded if isinstance(r, (int, float)) and not isinstance(r, bool)]
+            for order, result in at[line]:
+                assert result.reward is not None
+                if recorded and not any(math.isclose(result.reward, r, abs_tol=1e-9) for r in numbers):
+                    flips.append((order, Flip(result.nodeid, result.reward, tuple(recorded))))
+    return [flip for _, flip in sorted(flips, key=lambda pair: pair[0])]
 
 
 def conclude(

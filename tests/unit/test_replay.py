@@ -899,6 +899,37 @@ def test_flips_compare_each_repeat_with_the_recording_it_was_served(tmp_path: Pa
     assert [flip.recorded for flip in find_flips([rolled(3, 0.5)], [recordings])] == [(1.0, 0.0)]
 
 
+def test_flips_read_gyms_records_file_once_and_keep_the_results_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gym_eval import records as records_module
+    from pytest_gym_eval.reporting.summary import RolloutResult
+    from pytest_gym_eval.results import find_flips
+
+    recordings = write_rollouts(tmp_path / "coin_rollouts.jsonl", [rollout("Flip a coin.", [said("heads")])])
+    records = tmp_path / "gym_rollouts.jsonl"
+    line = json.dumps({"responses_create_params": {"input": "Flip a coin."}}) + "\n"
+    records.write_text(line * 60)
+    opened: list[Path] = []
+    real_open = Path.open
+
+    def counting_open(self: Path, *args: object, **kwargs: object) -> object:
+        if self == records:
+            opened.append(self)
+        return real_open(self, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(records_module.Path, "open", counting_open)
+
+    def rolled(line: int) -> RolloutResult:
+        return RolloutResult(nodeid=f"coin[{line}]", dataset="d", task_id="coin", repeat=0, agent="a",
+                             status="passed", reward=0.5 if line % 2 else 1.0, record=f"{records}:{line}")  # fmt: skip
+
+    results = [rolled(line) for line in range(60, 0, -1)]  # the results in another order than their lines
+    flips = find_flips(results, [recordings])
+    assert [flip.nodeid for flip in flips] == [f"coin[{line}]" for line in range(59, 0, -2)]
+    assert len(opened) == 1  # one walk through Gym's output, not one per rollout (N x N lines at scale)
+
+
 def test_a_client_hanging_up_is_no_server_error_but_other_errors_are_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
