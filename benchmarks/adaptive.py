@@ -10,10 +10,9 @@ import random
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
-from common import (
-    Row,
-)
+from common import Row
 
 NAME = "adaptive"
 """Its name in ``--only`` and the table."""
@@ -48,25 +47,47 @@ def bench_adaptive(tasks: int, runs: int, max_repeats: int, min_repeats: int) ->
             results, rollouts = simulate(task_means, [gate], min_repeats, max_repeats, rng)
             spent.append(rollouts)
             verdicts[results[0].verdict] += 1
-        share = statistics.fmean(spent) / fixed
-        seconds = time.perf_counter() - start
         wrong = verdicts[Verdict.FAIL] if mean > threshold else verdicts[Verdict.PASS]
         where = "at" if mean == threshold else ("above" if mean > threshold else "below")
-        print(
-            f"  true mean {mean:.2f}: {share:.0%} of the rollouts; PASS {verdicts[Verdict.PASS]}, FAIL "
-            f"{verdicts[Verdict.FAIL]}, INCONCLUSIVE {verdicts[Verdict.INCONCLUSIVE]} of {runs} ({seconds:.1f} s)",
-            flush=True,
+        label = (
+            f"adaptive: {tasks} tasks, up to {max_repeats} repeats (waves to {ends}), mean-reward gate >= "
+            f"{threshold}, true mean {mean:.2f} ({where}); {runs} simulated runs"
         )
-        rows.append(
-            Row(
-                f"adaptive: {tasks} tasks, up to {max_repeats} repeats (waves to {ends}), mean-reward gate >= "
-                f"{threshold}, true mean {mean:.2f} ({where}); {runs} simulated runs",
-                f"{statistics.fmean(spent):.0f} rollouts ({share:.0%}); PASS {verdicts[Verdict.PASS] / runs:.1%}, "
-                f"FAIL {verdicts[Verdict.FAIL] / runs:.1%}",
-                f"{fixed} rollouts (fixed {max_repeats})",
-                f"{share:.2f}",
-                goal="wrong verdicts <= 5%",
-                verdict="met" if wrong / runs <= 0.05 else "not met",
-            )
-        )
+        rows.append(spend_row(label, f"true mean {mean:.2f}", spent, verdicts, fixed, max_repeats, wrong, start))
     return rows
+
+
+def spend_row(
+    label: str,
+    case: str,
+    spent: list[int],
+    verdicts: dict[Any, int],
+    fixed: int,
+    max_repeats: int,
+    wrong: int,
+    start: float,
+    summary: str = "",
+) -> Row:
+    """Print one simulated case's line (``case``: what it is; ``start``: its ``time.perf_counter()`` start) and
+    return its row: the rollouts the gate spent (mean of ``spent``, one count a run) against ``fixed`` (a run of
+    ``max_repeats`` each), the verdicts' shares, and "met" when at most 5% of the runs got a ``wrong`` verdict.
+    ``verdicts`` counts each :class:`~pytest_gym_eval.gates.Verdict` over the runs."""
+    from pytest_gym_eval.gates import Verdict
+
+    runs = len(spent)
+    share = statistics.fmean(spent) / fixed
+    print(
+        f"  {case}: {share:.0%} of the rollouts; PASS {verdicts[Verdict.PASS]}, FAIL {verdicts[Verdict.FAIL]}, "
+        f"INCONCLUSIVE {verdicts[Verdict.INCONCLUSIVE]} of {runs} ({time.perf_counter() - start:.1f} s)",
+        flush=True,
+    )
+    return Row(
+        label,
+        f"{statistics.fmean(spent):.0f} rollouts ({share:.0%}); PASS {verdicts[Verdict.PASS] / runs:.1%}, "
+        f"FAIL {verdicts[Verdict.FAIL] / runs:.1%}",
+        f"{fixed} rollouts (fixed {max_repeats})",
+        f"{share:.2f}",
+        goal="wrong verdicts <= 5%",
+        verdict="met" if wrong / runs <= 0.05 else "not met",
+        summary=summary,
+    )

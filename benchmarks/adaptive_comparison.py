@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 from pathlib import Path
 
+from adaptive import spend_row
 from common import Row
 
 NAME = "adaptive_comparison"
@@ -56,26 +56,13 @@ def bench_adaptive_comparison(tasks: int, runs: int, max_repeats: int, min_repea
             results, pairs = simulate(baseline, candidate, [gate], min_repeats, max_repeats, rng)
             spent.append(2 * pairs)
             verdicts[results[0].verdict] += 1
-        share = statistics.fmean(spent) / fixed
-        seconds = time.perf_counter() - start
         # Wrong: a PASS of a candidate worse by the margin or more, a FAIL of one within it.
         wrong = verdicts[Verdict.PASS] if shift <= -margin else verdicts[Verdict.FAIL]
-        print(
-            f"  {case} (candidate {shift:+.2f}): {share:.0%} of the rollouts; PASS {verdicts[Verdict.PASS]}, FAIL "
-            f"{verdicts[Verdict.FAIL]}, INCONCLUSIVE {verdicts[Verdict.INCONCLUSIVE]} of {runs} ({seconds:.1f} s)",
-            flush=True,
+        label = (
+            f"adaptive comparison: {tasks} tasks x 2 policies, up to {max_repeats} repeats (waves to {ends}), "
+            f"non-inferiority at -{margin}, {case} (candidate {shift:+.2f}); {runs} simulated runs"
         )
-        rows.append(
-            Row(
-                f"adaptive comparison: {tasks} tasks x 2 policies, up to {max_repeats} repeats (waves to {ends}), "
-                f"non-inferiority at -{margin}, {case} (candidate {shift:+.2f}); {runs} simulated runs",
-                f"{statistics.fmean(spent):.0f} rollouts ({share:.0%}); PASS {verdicts[Verdict.PASS] / runs:.1%}, "
-                f"FAIL {verdicts[Verdict.FAIL] / runs:.1%}",
-                f"{fixed} rollouts (fixed {max_repeats})",
-                f"{share:.2f}",
-                goal="wrong verdicts <= 5%",
-                verdict="met" if wrong / runs <= 0.05 else "not met",
-                summary=f"adaptive comparison, {case}",
-            )
-        )
+        what = f"{case} (candidate {shift:+.2f})"
+        summary = f"adaptive comparison, {case}"
+        rows.append(spend_row(label, what, spent, verdicts, fixed, max_repeats, wrong, start, summary))
     return rows

@@ -175,6 +175,16 @@ def write_bare_tests(project: Path, tasks: int, repeats: int) -> None:
     )
 
 
+def bare_pytest_session(project: Path, tests: int, env: dict[str, str] | None = None) -> float:
+    """Wall seconds of a bare pytest session (no plugin loaded: autoload is off) of :func:`write_bare_tests`'
+    ``tests`` trivial tests in ``project``: what pytest itself costs to start, run as many items, report them and
+    end, the floor for any pytest plugin. Raises RuntimeError when it did not run them all."""
+    argv = [*PYTHON_PYTEST, "-p", "no:cacheprovider", "test_bare.py"]
+    seconds, output = run_child(argv, project, 3600, env)
+    check_ran(output, tests, "bare pytest session")
+    return seconds
+
+
 def write_rollouts(path: Path, count: int, record_bytes: int) -> int:
     """``count`` Gym output records of about ``record_bytes`` each (a long model answer), as ``gym eval run``
     writes them; returns the file size."""

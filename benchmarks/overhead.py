@@ -15,8 +15,8 @@ from typing import Any
 
 from common import (
     PYTEST,
-    PYTHON_PYTEST,
     Row,
+    bare_pytest_session,
     check_ran,
     fmt_list,
     pytest_ini,
@@ -43,15 +43,6 @@ def run(work: Path, args: argparse.Namespace, quick: bool) -> list[Row]:
     """The table's rows of this benchmark, with ``args``' settings (``quick``: scaled down)."""
     tasks, repeats = args.tasks or (10 if quick else 50), args.repeats or (2 if quick else 4)
     return bench_overhead(work, tasks, repeats, args.rounds or (2 if quick else 15))
-
-
-def bare_pytest_run(project: Path, tests: int) -> float:
-    """Wall seconds of a pytest session of ``tests`` trivial parametrized tests (``test_bare.py``), the plugin
-    disabled: what pytest itself costs to start, run as many items, report them and end."""
-    argv = [*PYTHON_PYTEST, "-p", "no:cacheprovider", "test_bare.py"]  # no plugin at all (autoload is off)
-    seconds, output = run_child(argv, project, 600)
-    check_ran(output, tests, "bare pytest session")
-    return seconds
 
 
 def pytest_gym_run(
@@ -108,7 +99,7 @@ def bench_overhead(work: Path, tasks: int, repeats: int, rounds: int) -> list[Ro
                     own.append(outside)
                 times[side].append(seconds)
                 print(f"  round {round_ + 1}: {side} {seconds:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
-            bare.append(bare_pytest_run(project, expected))
+            bare.append(bare_pytest_session(project, expected))
             print(f"  round {round_ + 1}: outside Gym {own[-1]:.2f} s, bare pytest {bare[-1]:.2f} s", flush=True)
     listed = {side: ", ".join(f"{t:.1f}" for t in values) for side, values in times.items()}
     plugin, dataset = times["pytest"], times["dataset"]

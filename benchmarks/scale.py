@@ -16,8 +16,8 @@ from typing import Any
 
 from common import (
     PYTEST,
-    PYTHON_PYTEST,
     Row,
+    bare_pytest_session,
     check_ran,
     fmt_list,
     mb,
@@ -67,12 +67,12 @@ def measured(argv: list[str], project: Path, measure: Path) -> tuple[float, str,
     return seconds, output, int(peak), float(cpu)
 
 
-def bare_run(project: Path, tests: int, measure: Path) -> tuple[float, float]:
-    """A bare pytest session (no plugin loaded) of ``tests`` trivial tests: (wall seconds, its CPU seconds)."""
-    argv = [*PYTHON_PYTEST, "-p", "no:cacheprovider", "test_bare.py"]  # no plugin at all (autoload is off)
-    seconds, output, _, cpu = measured(argv, project, measure)
-    check_ran(output, tests, "bare pytest session")
-    return seconds, cpu
+def bare_run(project: Path, tests: int, measure: Path) -> tuple[float, float, int]:
+    """:func:`common.bare_pytest_session` of ``tests`` tests: (wall seconds, its own CPU seconds, its own peak RSS
+    in KiB)."""
+    seconds = bare_pytest_session(project, tests, {**os.environ, MEASURE_FILE: str(measure)})
+    peak, cpu = measure.read_text().split()
+    return seconds, float(cpu), int(peak)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -148,6 +148,7 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
         (size, side): [] for size in sizes for side in ("session", "raw", "bare")
     }
     peaks: dict[int, list[int]] = {size: [] for size in sizes}
+    bare_peaks: dict[int, list[int]] = {size: [] for size in sizes}
     outside: dict[int, list[float]] = {size: [] for size in sizes}  # each session's seconds outside `gym eval run`
     cpu: dict[tuple[int, str], list[float]] = {(size, side): [] for size in sizes for side in ("session", "bare")}
     with started_gym(root, recordings) as (checkout, head):
@@ -172,9 +173,10 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
                         raw_dir = root / f"raw-{size}-{round_}"
                         seconds = raw_gym_run(checkout, raw_dir, project / "raw-input.jsonl", config, REPEATS, size)
                     times[size, side].append(seconds)
-                bare_seconds, bare_cpu = bare_run(project, size, root / f"bare-{size}-{round_}.measured")
+                bare_seconds, bare_cpu, bare_peak = bare_run(project, size, root / f"bare-{size}-{round_}.measured")
                 times[size, "bare"].append(bare_seconds)
                 cpu[size, "bare"].append(bare_cpu)
+                bare_peaks[size].append(bare_peak)
                 print(
                     f"  round {round_ + 1}, {size} rollouts: session {times[size, 'session'][-1]:.2f} s "
                     f"(peak {mb(peaks[size][-1])}), raw {times[size, 'raw'][-1]:.2f} s, bare pytest "
@@ -242,10 +244,12 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
     slope_wall = bootstrap(
         [times[size, side] for size in sizes for side in ("session", "raw", "bare")], slope_us(sizes)
     )
-    memory = bootstrap(
-        [[float(p) for p in peaks[sizes[0]]], [float(p) for p in peaks[sizes[-1]]]],
-        lambda low, high: (statistics.median(high) - statistics.median(low)) * 1024 / (sizes[-1] - sizes[0]),
-    )
+
+    def growth(low: Sequence[float], high: Sequence[float]) -> float:  # bytes per rollout, smallest to largest
+        return (statistics.median(high) - statistics.median(low)) * 1024 / (sizes[-1] - sizes[0])
+
+    memory = bootstrap([[float(p) for p in peaks[sizes[0]]], [float(p) for p in peaks[sizes[-1]]]], growth)
+    bare_memory = growth(bare_peaks[sizes[0]], bare_peaks[sizes[-1]])
     result.append(
         Row(
             f"Scale: the plugin's marginal cost per rollout, the least-squares slope over {', '.join(map(str, sizes))}"
@@ -261,11 +265,14 @@ def bench_scale(work: Path, sizes: list[int], rounds: int) -> list[Row]:
     result.append(
         Row(
             f"Scale: the session's peak memory growth per rollout from {sizes[0]} to {sizes[-1]} rollouts (the "
-            "pytest process's own peak RSS, VmHWM at its end)",
+            "pytest process's own peak RSS, VmHWM at its end; peak "
+            f"{mb(statistics.median(peaks[sizes[0]]))} at {sizes[0]}, {mb(statistics.median(peaks[sizes[-1]]))} at "
+            f"{sizes[-1]}), against a bare pytest session's per test (peak "
+            f"{mb(statistics.median(bare_peaks[sizes[0]]))} at {sizes[0]}, "
+            f"{mb(statistics.median(bare_peaks[sizes[-1]]))} at {sizes[-1]}: pytest keeps every test's reports)",
             f"{memory.text(0)} bytes per rollout",
-            f"peak {mb(statistics.median(peaks[sizes[0]]))} at {sizes[0]}, "
-            f"{mb(statistics.median(peaks[sizes[-1]]))} at {sizes[-1]}",
-            summary="scale: the session's peak memory growth per rollout",
+            f"bare pytest {bare_memory:.0f} bytes per test",
+            summary="scale: the session's peak memory growth per rollout (bare pytest: per test)",
         )
     )
     return result
