@@ -220,8 +220,8 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
     located: dict[Path, dict[int, list[tuple[int, rpt.RolloutResult]]]] = {}  # file -> line -> (order, result)
     for order, result in enumerate(results):
         if result.reward is not None and result.record is not None:
-            path, _, line = result.record.rpartition(":")
-            located.setdefault(Path(path), {}).setdefault(int(line), []).append((order, result))
+            file, _, number = result.record.rpartition(":")
+            located.setdefault(Path(file), {}).setdefault(int(number), []).append((order, result))
     flips: list[tuple[int, Flip]] = []
     for path, at in located.items():
         for line, record in records_at(path, at):  # one pass a file (one walk a record was N x N lines)
