@@ -217,11 +217,11 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
     from pytest_gym_eval.replay import ReplayIndex, load_recordings
 
     index = ReplayIndex(load_recordings(recordings))
-    located: dict[Path, dict[int, list[tuple[int, rpt.RolloutResult]]]] = {}  # file -> line -> (order, result)
+    located: dict[Path, dict[int, list[tuple[int, str, float]]]] = {}  # file -> line -> (order, nodeid, reward)
     for order, result in enumerate(results):
         if result.reward is not None and result.record is not None:
             file, _, number = result.record.rpartition(":")
-            located.setdefault(Path(file), {}).setdefault(int(number), []).append((order, result))
+            located.setdefault(Path(file), {}).setdefault(int(number), []).append((order, result.nodeid, result.reward))
     flips: list[tuple[int, Flip]] = []
     for path, at in located.items():
         for line, record in records_at(path, at):  # one pass a file (one walk a record was N x N lines)
@@ -233,10 +233,9 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
             except ValueError:
                 continue
             numbers = [float(r) for r in recorded if isinstance(r, (int, float)) and not isinstance(r, bool)]
-            for order, result in at[line]:
-                assert result.reward is not None
-                if recorded and not any(math.isclose(result.reward, r, abs_tol=1e-9) for r in numbers):
-                    flips.append((order, Flip(result.nodeid, result.reward, tuple(recorded))))
+            for order, nodeid, reward in at[line]:
+                if recorded and not any(math.isclose(reward, r, abs_tol=1e-9) for r in numbers):
+                    flips.append((order, Flip(nodeid, reward, tuple(recorded))))
     return [flip for _, flip in sorted(flips, key=lambda pair: pair[0])]
 
 

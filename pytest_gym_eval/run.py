@@ -332,8 +332,7 @@ class GymRun:
                 self.ray = process
 
         settings = self.settings
-        head = start_private_ray(settings, self.paths, deadline, self._stopping, self.on_event, started, self.watchdog)
-        return None if head is None else head[1]
+        return start_private_ray(settings, self.paths, deadline, self._stopping, self.on_event, started, self.watchdog)
 
     def _eval_argv(self, resume: bool) -> list[str]:
         argv = [

@@ -395,14 +395,14 @@ def start_private_ray(
     on_event: Callable[[str], None],
     on_start: Callable[[GymProcess], None] = lambda process: None,
     watchdog: Watchdog | None = None,
-) -> tuple[GymProcess, str] | None:
+) -> str | None:
     """Start a Ray head without Ray's dashboard for Gym's servers (:mod:`pytest_gym_eval.ray_head`), before
     ``gym env start``, whoever starts Gym (a session, a warm Gym's keeper, :func:`~pytest_gym_eval.serving.serving`).
 
     The head runs with ``settings``' environment (``RAY_TMPDIR`` included), logs to ``paths.logs/ray-head.log``, is
     recorded in ``paths.processes`` and handed to ``watchdog`` like Gym's servers; ``on_start`` gets its process as
-    soon as it runs (the caller stops it after the servers). Returns (the process, the GCS address ``HOST:PORT`` to
-    write into Gym's config as ``ray_head_node_address``), or None when Gym's venv has no Ray or the head did not
+    soon as it runs (the caller stops it after the servers). Returns the GCS address ``HOST:PORT`` to write into
+    Gym's config as ``ray_head_node_address``, or None when Gym's venv has no Ray or the head did not
     start by ``deadline`` (a ``time.monotonic()`` value): ``on_event`` then gets a warning and Gym starts Ray itself,
     as without this. Raises :class:`GymStartError` when ``stopping`` is set while it starts.
     """
@@ -416,12 +416,13 @@ def start_private_ray(
 
     log = paths.logs / "ray-head.log"
     try:
-        return ray_head.start_ray_head(python, settings.env, settings.cwd, log, deadline, stopping, started)
+        _, address = ray_head.start_ray_head(python, settings.env, settings.cwd, log, deadline, stopping, started)
     except ray_head.RayHeadFailed as error:
         if stopping.is_set():
             raise GymStartError("the session stopped while Gym was starting") from None
         on_event(f"warning: {error}\nGym starts Ray itself instead")
         return None
+    return address
 
 
 def record_process(paths: RunPaths, process: GymProcess, watchdog: Watchdog | None = None) -> None:

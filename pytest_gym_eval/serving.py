@@ -71,8 +71,8 @@ def serving(
 
     try:
         deadline = time.monotonic() + timeout
-        ray = start_private_ray(settings, paths, deadline, threading.Event(), on_event, started.append, watchdog)
-        write_gym_config(paths.config, model, head, ray_address=None if ray is None else ray[1])
+        address = start_private_ray(settings, paths, deadline, threading.Event(), on_event, started.append, watchdog)
+        write_gym_config(paths.config, model, head, ray_address=address)
         start_servers(settings, launch, paths.logs, deadline, threading.Event(), on_event, head)
         yield head
     finally:

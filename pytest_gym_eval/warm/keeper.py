@@ -150,9 +150,9 @@ class _Keeper:
         def on_event(message: str) -> None:
             self.send({"event": message})
 
-        ray = start_private_ray(settings, paths, started + spec.startup_timeout, self.stopping, on_event, ray_started)
-        capture = paths.model_calls if spec.record_latency else None
-        write_gym_config(paths.config, model, head, capture, None if ray is None else ray[1])
+        deadline = started + spec.startup_timeout
+        address = start_private_ray(settings, paths, deadline, self.stopping, on_event, ray_started)
+        write_gym_config(paths.config, model, head, paths.model_calls if spec.record_latency else None, address)
 
         def launch(log_path: Path) -> GymProcess:
             if self.stopping.is_set():
@@ -161,7 +161,7 @@ class _Keeper:
             return self.servers
 
         servers = start_servers(
-            settings, launch, paths.logs, started + spec.startup_timeout, self.stopping, on_event, head
+            settings, launch, paths.logs, deadline, self.stopping, on_event, head
         )  # fmt: skip
         self.entry = Entry(
             key=spec.key, home=self.home, head_server=head, keeper=self.owner.marker, boot=boot_id(),
