@@ -43,8 +43,11 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     status, reason = final_status(
         exitstatus, conclusion, len(gym.results.other_failures), len(gym.results.gate_failures)
     )
+    empty = status == pytest.ExitCode.NO_TESTS_COLLECTED and gym.empty_share()
+    if empty:
+        status, reason = int(pytest.ExitCode.OK), empty_share_reason(gym)
     gym.final = (status, reason)
-    if conclusion.exit_status != -1:  # the terminal's last line says what decided the exit status
+    if conclusion.exit_status != -1 or empty:  # the terminal's last line says what decided the exit status
         gym.conclusion = dataclasses.replace(conclusion, reason=reason)
     meta = {**run_meta(gym), **shard_meta(gym.options.shard)}
     remembered = remember_session(gym, meta, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
@@ -87,6 +90,14 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     )
     gym.pages = written
     return status
+
+
+def empty_share_reason(gym: GymSession) -> str:
+    """The reason an empty shard's session passes (see :func:`pytest_gym_eval.shard.empty_share`)."""
+    return (
+        f"shard {gym.options.shard} has no task of this run (more shards than tasks): nothing to run; "
+        "its report tells the merge so"
+    )
 
 
 def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: bool = False) -> Remembered | None:
@@ -146,7 +157,7 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
             lines.append(f"gym run directory: {gym.run_dir}")
         lines += gym.pages
         opts = gym.options
-        lines += outputs.annotation_lines(
+        annotations = outputs.annotation_lines(
             gym.conclusion,
             gym.rollouts(),
             os.environ,
@@ -155,6 +166,11 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
             fail_on_flip=opts.fail_on_flip,
             rootdir=opts.rootdir,
         )
+        if annotations and opts.shard is not None:
+            # A shard's gates judge its share only, and the merge annotates every errored rollout again: an
+            # ::error here would stay red on a run whose merge passed.
+            annotations = [f"gym GitHub annotations: left to the merge of the shards (shard {opts.shard})"]
+        lines += annotations
         for line in lines:
             reporter.write_line(line)
     for line in resume_hint:

@@ -58,7 +58,7 @@ from pytest_gym_eval.run import (
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sequential import AdaptiveRecord
 from pytest_gym_eval.settings import DatasetSettings
-from pytest_gym_eval.shard import CollectedPlan
+from pytest_gym_eval.shard import CollectedPlan, empty_share
 from pytest_gym_eval.stopping import Stopping
 
 SESSION_KEY = cast("pytest.StashKey[GymSession]", stash.SESSION_KEY)
@@ -150,6 +150,11 @@ class GymSession:
         self.collected = collected
         if self.is_worker and self.run_dir is not None:
             collected.save(RunPaths(self.run_dir).collected)
+
+    def empty_share(self) -> bool:
+        """Whether this is a ``--gym-shard`` session whose shard the split gave no task
+        (:func:`pytest_gym_eval.shard.empty_share`): it passes, and its report tells the merge so."""
+        return empty_share(self.collected_plan())
 
     def collected_plan(self) -> CollectedPlan | None:
         """This session's collected plan: its own, or on the pytest-xdist controller the one a worker saved; None
@@ -456,9 +461,14 @@ class GymSession:
         return round(started - self._run_started, 3)
 
     def conclude(self) -> Conclusion | None:
-        """Compute the session's conclusion from the reported rollouts (None when there were none)."""
+        """Compute the session's conclusion from the reported rollouts (None when there were none, unless the
+        session is a shard whose share is empty: :meth:`empty_share`)."""
         rollouts = self.rollouts()
-        if self.is_worker or not (rollouts or self.plan.rollouts) or self.config.option.collectonly:
+        if (
+            self.is_worker
+            or not (rollouts or self.plan.rollouts or self.empty_share())
+            or self.config.option.collectonly
+        ):
             return None
         selected = selected_counts(self.selected_rollouts(), self.quarantine)
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}

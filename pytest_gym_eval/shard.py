@@ -148,6 +148,23 @@ def shard_tasks(plan: CollectedPlan, shard: Shard) -> dict[str, set[str]]:
     return mine
 
 
+def empty_share(plan: CollectedPlan | None) -> bool:
+    """Whether ``plan``'s shard was given nothing to run: the session is sharded, collected at least one dataset,
+    and :func:`assign_shards` gives its shard no task of any of them (more shards than tasks, e.g. a CI matrix of 4
+    jobs over a 3-task dataset). Such a session passes and writes its reports: its share is empty by the split,
+    not by a selection of the user's (a ``-k`` that selects nothing is still pytest's exit status 5)."""
+    if plan is None or plan.shard is None:
+        return False
+    datasets = [*plan.datasets, *plan.tested]
+    if not datasets:
+        return False
+    return not any(
+        index == plan.shard.index
+        for entry in datasets
+        for index in assign_shards(entry.dataset, entry.tasks, plan.shard.count).values()
+    )
+
+
 def shard_meta(shard: Shard | None) -> Mapping[str, object]:
     """The report meta (and JUnit suite property ``gym.shard``) naming the session's shard, e.g. ``"2/3"``."""
     return {} if shard is None else {"shard": str(shard)}

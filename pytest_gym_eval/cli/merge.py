@@ -19,7 +19,7 @@ from pytest_gym_eval.gates import Gate, GateMode, parse_pass_at_k
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
 from pytest_gym_eval.models import Policy, agent_instance
-from pytest_gym_eval.reporting import github, json_report, junit, markdown, run_history, terminal
+from pytest_gym_eval.reporting import github, json_report, junit, markdown, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.merge import (
     COMPACT_ABOVE,
@@ -247,5 +247,11 @@ def main(argv: Sequence[str]) -> int:
         print("\n".join(lines))
         cli.error("merge", f"cannot write {error.filename}: {error.strerror}")
         return EXIT_CANNOT_MERGE
+    # On GitHub Actions the merged run's gates and errored rollouts are annotated here, once: the shard sessions
+    # leave them to the merge (their gates judge a share only).
+    lines += outputs.annotation_lines(
+        conclusion, merged.results, os.environ, inconclusive_passes=inconclusive, max_drop=args.gym_max_drop,
+        fail_on_flip=False, rootdir=Path.cwd(),
+    )  # fmt: skip
     print("\n".join(lines))
     return exit_status(merged, conclusion)

@@ -205,7 +205,8 @@ def _provision_locked(plan: _Plan) -> GymCheckout:
         if not checkout.is_dir():
             raise ProvisionError(f"{checkout} exists and is not a folder; choose another --dest")
         if _made_by_provision(checkout):
-            log(f"pytest-gym-eval provision: {checkout} is half-built ({why}): deleting it and rebuilding from scratch")
+            what = "is not usable" if manifest_path(checkout).exists() else "is half-built"
+            log(f"pytest-gym-eval provision: {checkout} {what} ({why}): deleting it and rebuilding from scratch")
             # Rename first, so an interrupted delete never leaves a checkout without its marker.
             trash = checkout.with_name(f"{checkout.name}.deleting-{os.getpid()}")
             os.replace(checkout, trash)

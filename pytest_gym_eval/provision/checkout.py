@@ -17,7 +17,13 @@ from typing import Any
 
 from pytest_gym_eval.provision.errors import ProvisionError
 from pytest_gym_eval.provision.host import abspath, default_checkout_path, require_platform
-from pytest_gym_eval.provision.manifest import BUILD_MARKER, STATE_DIR, manifest_path, read_manifest
+from pytest_gym_eval.provision.manifest import (
+    BUILD_MARKER,
+    STATE_DIR,
+    manifest_path,
+    read_manifest,
+    venv_python_problem,
+)
 from pytest_gym_eval.provision.versions import DEFAULT_GYM_VERSION, project_field, require_supported_gym
 
 
@@ -169,6 +175,8 @@ def load_checkout(path: Path) -> GymCheckout:
         raise ProvisionError(
             f"{path} is not a NeMo Gym checkout (it needs a nemo_gym/ folder and .venv/bin/gym); {hint}"
         )
+    if problem := venv_python_problem(gym.with_name("python")):
+        raise ProvisionError(f"{path} is not a usable Gym checkout: {problem}; {hint}")
     return GymCheckout(path=path, gym_executable=gym, version=_read_checkout_version(path), env={})
 
 

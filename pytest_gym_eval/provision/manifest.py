@@ -47,7 +47,22 @@ def read_manifest(checkout: Path, version: str | None) -> tuple[dict[str, Any] |
     gym = data.get("gym_executable")
     if not isinstance(gym, str) or not os.path.exists(gym):
         return None, f"gym executable {gym} of manifest {path} is missing"
+    if problem := venv_python_problem(Path(gym).with_name("python")):
+        return None, problem
     return data, ""
+
+
+def venv_python_problem(python: Path) -> str | None:
+    """Why the interpreter of Gym's venv (``python``, its ``bin/python`` link) cannot run, or None. A venv links
+    to the interpreter it was made with: when that is gone (a CI cache restored onto a runner image whose Python
+    moved from 3.13.N to 3.13.N+1, or a pyenv version removed), the link dangles and every ``gym`` command fails
+    with a FileNotFoundError naming the script, not the interpreter. A venv without the link is not judged."""
+    if os.path.lexists(python) and not os.path.exists(python):
+        return (
+            f"the interpreter {os.path.realpath(python)} of Gym's venv ({python}) is missing (removed, or a cache "
+            "restored onto a machine whose Python moved)"
+        )
+    return None
 
 
 def write_manifest(checkout: Path, manifest: Mapping[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,72 @@ def test_provision_refuses_a_release_outside_the_range(steps_env: dict[str, str]
 def test_merge_without_shard_reports_fails(steps_env: dict[str, str]) -> None:
     result = _step("merge", steps_env)
     assert result.returncode == 2 and "no shard reports (report-*.json)" in result.stderr
+
+
+def _fake_python(path: Path, version: str) -> Path:
+    """An interpreter that says it is Python ``version`` (all the key script asks it)."""
+    path.write_text(f"#!/bin/sh\necho {version}\n", encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_cache_key_is_safe_and_follows_the_python_and_the_package(
+    steps_env: dict[str, str], tmp_path: Path
+) -> None:
+    def key(**extra: str) -> str:
+        result = _step("cache_key", steps_env, **extra)
+        assert result.returncode == 0, result.stderr
+        (line,) = result.stdout.splitlines()
+        assert line.startswith("key="), line
+        return line.removeprefix("key=")
+
+    old = _fake_python(tmp_path / "python-old", "3.13.5")
+    new = _fake_python(tmp_path / "python-new", "3.13.6")
+    spec = "pytest-gym-eval[provision]>=0.1,<0.2"
+    keys = {
+        "plain": key(GYM_EVAL_PYTHON=str(old)),
+        "comma": key(GYM_EVAL_PYTHON=str(old), GYM_EVAL_PACKAGE=spec),
+        "slash": key(GYM_EVAL_PYTHON=str(old), GYM_ENVIRONMENTS="mcqa format_verification/citation_format"),
+        "path": key(GYM_EVAL_PYTHON=str(old), GYM_EVAL_PACKAGE="/src/pytest-gym-eval[provision]"),
+        "python": key(GYM_EVAL_PYTHON=str(new)),
+        "version": key(GYM_EVAL_PYTHON=str(old), GYM_VERSION="0.6.0"),
+    }
+    for name, value in keys.items():
+        assert re.fullmatch(r"[A-Za-z0-9._-]+", value), (name, value)
+    assert len(set(keys.values())) == len(keys)  # each change gives another cache
+    assert "py3.13.5" in keys["plain"] and "py3.13.6" in keys["python"] and "gym0.6.0" in keys["version"]
+    assert key(GYM_EVAL_PYTHON=str(old)) == keys["plain"]  # and the same inputs the same cache
+    written = tmp_path / "github-output"
+    _step("cache_key", steps_env, GYM_EVAL_PYTHON=str(old), GITHUB_OUTPUT=str(written))
+    assert written.read_text() == f"key={keys['plain']}\n"
+
+
+def test_an_empty_shard_passes_and_the_merge_counts_it(steps_env: dict[str, str], tmp_path: Path) -> None:
+    # 8 shards over 6 tasks: at least two shards have no task, and a CI matrix runs them all the same.
+    owners = assign_shards("data.jsonl", TASKS, 8)
+    empty = sorted(set(range(1, 9)) - set(owners.values()))
+    assert empty
+    out = tmp_path / "out"
+    for shard in range(1, 9):
+        result = _step("evaluate", steps_env, GYM_SHARD=str(shard), GYM_SHARDS="8")
+        assert result.returncode == 0, (shard, result.stdout[-3000:] + result.stderr[-2000:])
+        assert (out / f"report-{shard}.json").is_file(), shard
+    assert json.loads((out / f"report-{empty[0]}.json").read_text())["rollouts"] == []
+    merged = _step("merge", steps_env)
+    assert merged.returncode == 0, merged.stdout[-3000:] + merged.stderr[-2000:]
+    assert "has no report" not in merged.stdout
+    assert json.loads((out / "report.json").read_text())["datasets"][0]["rollouts"] == 6
+
+
+def test_the_merge_appends_the_run_to_the_history(steps_env: dict[str, str], tmp_path: Path) -> None:
+    for shard in ("1", "2"):
+        assert _step("evaluate", steps_env, GYM_SHARD=shard, GYM_SHARDS="2").returncode == 0
+    history = tmp_path / "history.sqlite"
+    merged = _step("merge", steps_env, GYM_EVAL_HISTORY=str(history))
+    assert merged.returncode == 0, merged.stdout[-3000:] + merged.stderr[-2000:]
+    assert "gym history:" in merged.stdout
+    runs = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", "history", str(history), "runs"],
+        env=steps_env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "1 run in" in runs.stdout, runs.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 
@@ -165,3 +166,24 @@ def test_an_api_key_an_endpoint_echoed_stays_off_the_page(
     assert cli(["html", str(pytester.path / "report.json"), "-o", str(pytester.path / "again.html")]) == 0
     for name in ("page.html", "again.html", "report.json", "junit.xml"):
         assert key not in (pytester.path / name).read_text(), name
+
+
+def test_a_shard_session_leaves_the_annotations_to_the_merge(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A shard's gates judge its share only: its ::error lines would stay red on a run the merge passed.
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(pytester.path))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    name = write_dataset(pytester)
+    args = [*fake_gym.args, name, "--gym-min-mean-reward=0.9"]
+    whole = pytester.runpytest(*args)
+    assert any(line.startswith("::error") for line in whole.outlines)
+    reports = []
+    for index in (1, 2):
+        shard = pytester.runpytest(*args, f"--gym-shard={index}/2", f"--gym-report=r{index}.json")
+        assert not [line for line in shard.outlines if line.startswith("::")], shard.stdout.str()
+        shard.stdout.fnmatch_lines(["*annotations: left to the merge of the shards*"])
+        reports.append(str(pytester.path / f"r{index}.json"))
+    merged = pytester.run(sys.executable, "-m", "pytest_gym_eval", "merge", *reports)
+    assert any(line.startswith("::error") and "gym gate" in line for line in merged.outlines), merged.stdout.str()

@@ -913,3 +913,20 @@ def test_a_failed_steps_error_quotes_the_line_stating_the_error_above_the_tail(t
     message = str(steps.step_error("venv", log, "`uv pip install` exited with status 2"))
     assert "  the error:\n    error: Failed to build `ray==2.58`" in message
     assert message.index("the error:") < message.index("last lines of the log:")
+
+
+def test_a_checkout_whose_venv_python_is_gone_is_rebuilt(sandbox: Path, index: FakeIndex) -> None:
+    # A CI cache restored onto a runner whose Python moved (3.13.N -> 3.13.N+1): the venv's interpreter link
+    # dangles. The checkout must not be taken as ready, or every later run fails naming the wrong file.
+    checkout = prov.provision(VERSION, log=lambda line: None)
+    python = checkout.gym_executable.with_name("python")
+    assert python.is_symlink()
+    python.unlink()
+    python.symlink_to(checkout.path.parent / "gone" / "python3.13")
+    with pytest.raises(ProvisionError, match=r"interpreter .*gone/python3\.13.* is missing"):
+        load_checkout(checkout.path)
+    lines: list[str] = []
+    rebuilt = prov.provision(VERSION, log=lines.append)
+    assert any("half-built" not in line and "interpreter" in line and "rebuilding" in line for line in lines), lines
+    assert rebuilt.gym_executable.with_name("python").resolve().exists()
+    assert index.downloads() == 1  # the cached sdist is used again

@@ -4,6 +4,7 @@ tests/unit/test_shard_rule.py)."""
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -127,3 +128,33 @@ def test_shard_composes_with_last_failed(pytester: pytest.Pytester, fake_gym: Fa
     report = json.loads((pytester.path / "r.json").read_text())
     assert sorted({r["task_id"] for r in report["rollouts"]}) == sorted(failing)
     assert sorted(report["plan"]["datasets"][0]["selected"]) == sorted(failing)
+
+
+def test_an_empty_shard_passes_and_writes_a_report_the_merge_takes(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    # More shards than tasks: a CI matrix of 2 shards over a 1-task dataset leaves one shard with nothing to run.
+    write_dataset(pytester.path / "tiny.jsonl", {"only": 1.0})
+    owner = assign_shards("tiny.jsonl", ["only"], 2)["only"]
+    args = [*fake_gym.args, "tiny.jsonl", "--gym-agent=mcqa_simple_agent", "--gym-min-mean-reward=0.5"]
+    empty = pytester.runpytest(*args, f"--gym-shard={3 - owner}/2", f"--gym-report=r{3 - owner}.json")
+    assert empty.ret == pytest.ExitCode.OK, empty.stdout.str()
+    empty.stdout.fnmatch_lines([f"*shard {3 - owner}/2 has no task of this run*"])
+    report = json.loads((pytester.path / f"r{3 - owner}.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    assert report["rollouts"] == [] and report["plan"]["datasets"][0]["tasks"] == ["only"]
+    assert report["session"]["exit_status"] == 0
+    full = pytester.runpytest(*args, f"--gym-shard={owner}/2", f"--gym-report=r{owner}.json")
+    assert full.ret == pytest.ExitCode.OK
+    merged = pytester.run(sys.executable, "-m", "pytest_gym_eval", "merge", "r1.json", "r2.json", "--gym-report=m.json")
+    assert merged.ret == 0, merged.stdout.str() + merged.stderr.str()
+    assert "has no report" not in merged.stdout.str()
+    (dataset,) = json.loads((pytester.path / "m.json").read_text())["datasets"]
+    assert dataset["rollouts"] == 1
+
+
+def test_a_k_selecting_nothing_in_a_shard_is_still_no_tests(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    # Only the shard's own split makes an empty share pass: a -k that selects nothing is the user's mistake.
+    write_dataset(pytester.path / "mcqa.jsonl", REWARDS)
+    result = pytester.runpytest(*fake_gym.args, "mcqa.jsonl", "--gym-shard=1/3", "-k", "no_such_task")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED

@@ -64,7 +64,7 @@ def ci_run_text() -> str:
 
 def test_every_github_run_step_is_one_step_script() -> None:
     names = [step_name(run) for run in github_runs()]
-    assert set(names) == {"install", "provision", "evaluate", "merge"}
+    assert set(names) == {"cache_key", "install", "provision", "evaluate", "merge"}
     for name in names:
         script = STEPS / f"{name}.sh"
         assert script.is_file() and os.access(script, os.X_OK), script
@@ -73,7 +73,8 @@ def test_every_github_run_step_is_one_step_script() -> None:
 def test_every_gitlab_script_line_is_one_step_script() -> None:
     lines = gitlab_script_lines()
     assert lines
-    assert {step_name(line) for line in lines} == {step_name(run) for run in github_runs()}
+    # GitLab computes no cache key by script (its key is the release alone): every other step is the same.
+    assert {step_name(line) for line in lines} == {step_name(run) for run in github_runs()} - {"cache_key"}
 
 
 def test_ci_run_runs_the_same_step_scripts() -> None:
@@ -110,35 +111,81 @@ def _read_variables(script: Path) -> set[str]:
     return set(re.findall(r"\$\{([A-Z_]+)[:}]", text))
 
 
-@pytest.mark.parametrize("name", ["install", "provision", "evaluate", "merge"])
+@pytest.mark.parametrize("name", ["cache_key", "install", "provision", "evaluate", "merge"])
 def test_every_parameter_the_workflow_sets_is_read_by_the_steps(name: str) -> None:
     """Each GYM_* variable the workflow sets (workflow or job level) is read by some step script: a parameter
     renamed on one side only fails here."""
     workflow = load(GITHUB)
     names = set(workflow["env"]) | {key for job in workflow["jobs"].values() for key in job.get("env", {})}
     read = set().union(
-        *(_read_variables(STEPS / f"{step}.sh") for step in ("install", "provision", "evaluate", "merge"))
+        *(_read_variables(STEPS / f"{step}.sh") for step in ("cache_key", "install", "provision", "evaluate", "merge"))
     )
     for variable in sorted(n for n in names if n.startswith("GYM_")):
         assert variable in read, f"{variable} is set by the workflow but read by no step script"
     assert _read_variables(STEPS / f"{name}.sh"), name
 
 
-def test_the_cache_is_keyed_on_the_gym_release_and_the_environments() -> None:
+def test_the_gym_cache_key_comes_from_the_key_script() -> None:
+    # A key that interpolates the pip spec breaks on a comma (actions/cache) or a '/' (GitLab), and one without
+    # the Python version restores a venv whose interpreter a new runner image no longer has: the key script
+    # (tests/plugin/test_ci_workflow_steps.py runs it) gives one from all of them, in characters both accept.
     jobs = load(GITHUB)["jobs"]
-    caches = [
-        step["with"]
-        for job in jobs.values()
-        for step in job["steps"]
-        if step.get("uses", "").startswith("actions/cache")
-    ]
-    assert len(caches) == 2 and caches[0] == caches[1]  # provision saves what evaluate restores
-    assert "env.GYM_VERSION" in caches[0]["key"] and "env.GYM_ENVIRONMENTS" in caches[0]["key"]
+    caches = []
+    for name in ("provision", "evaluate"):
+        steps = jobs[name]["steps"]
+        (at,) = [i for i, step in enumerate(steps) if step.get("uses", "").startswith("actions/cache")]
+        key_step = next(step for step in steps if step.get("id") == "gym-cache")
+        assert step_name(key_step["run"]) == "cache_key" and steps.index(key_step) < at, name
+        caches.append(steps[at]["with"])
+    assert caches[0] == caches[1]  # provision saves what evaluate restores
+    assert caches[0]["key"] == "${{ steps.gym-cache.outputs.key }}"
     assert caches[0]["path"].startswith("~/.cache/pytest-gym-eval")  # the plugin's default cache folder
     gitlab = load(GITLAB)
-    assert "$GYM_VERSION" in gitlab[".gym-cache"]["key"] and "$GYM_ENVIRONMENTS" in gitlab[".gym-cache"]["key"]
+    # GitLab computes no key by script: the release alone, which holds no '/', and provision.sh keeps it current.
+    assert gitlab[".gym-cache"]["key"] == "gym-$GYM_VERSION"
+    assert gitlab["gym-provision"]["cache"]["policy"] == "pull-push"
     assert gitlab["variables"]["PYTEST_GYM_EVAL_CACHE"] == "$CI_PROJECT_DIR/.cache/pytest-gym-eval"
     assert ".cache/pytest-gym-eval" in gitlab[".gym-cache"]["paths"]
+
+
+def test_the_api_key_reaches_only_the_evaluate_step() -> None:
+    workflow = load(GITHUB)
+    assert "OPENAI_API_KEY" not in workflow["env"]
+    holders = []
+    for job_name, job in workflow["jobs"].items():
+        assert "OPENAI_API_KEY" not in job.get("env", {}), job_name
+        holders += [(job_name, step.get("run")) for step in job["steps"] if "OPENAI_API_KEY" in step.get("env", {})]
+    assert holders == [("evaluate", "examples/ci/steps/evaluate.sh")]
+    assert "secrets." not in GITHUB.read_text(encoding="utf-8").replace(
+        "OPENAI_API_KEY: ${{ secrets.OPENAI_API_KEY }}", ""
+    )
+    assert load(GITLAB)["gym-evaluate"]["environment"]["name"] == "gym-eval"  # the variable's scope
+
+
+def test_a_rerun_shard_replaces_its_artifact() -> None:
+    for job in load(GITHUB)["jobs"].values():
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/upload-artifact"):
+                assert step["with"]["overwrite"] is True, step
+
+
+def test_the_merge_keeps_the_history_in_a_cache_saved_by_the_default_branch() -> None:
+    workflow = load(GITHUB)
+    history = workflow["env"]["GYM_EVAL_HISTORY"]
+    steps = workflow["jobs"]["merge"]["steps"]
+    names = [step.get("uses", "").split("@")[0] or step_name(step["run"]) for step in steps]
+    restore, merge, save = (names.index(n) for n in ("actions/cache/restore", "merge", "actions/cache/save"))
+    assert restore < merge < save
+    assert steps[restore]["with"]["path"] == steps[save]["with"]["path"] == "${{ env.GYM_EVAL_HISTORY }}"
+    assert steps[restore]["with"]["key"] == steps[save]["with"]["key"]
+    assert steps[save]["with"]["key"].startswith(steps[restore]["with"]["restore-keys"])
+    assert "github.event.repository.default_branch" in steps[save]["if"]
+    gitlab = load(GITLAB)
+    assert gitlab["variables"]["GYM_EVAL_HISTORY"] == history
+    assert gitlab["gym-merge"]["cache"]["paths"] == [history]
+    assert gitlab["variables"]["GYM_HISTORY_CACHE_POLICY"] == "pull"
+    assert gitlab["gym-merge"]["rules"][0]["variables"]["GYM_HISTORY_CACHE_POLICY"] == "pull-push"
+    assert "GYM_EVAL_HISTORY" in _read_variables(STEPS / "merge.sh")
 
 
 def test_the_reports_are_published() -> None:
