@@ -86,11 +86,9 @@ def summarize(
             and t.outcomes[-1].run_id == latest
             and before.get(t.task_id) != "newly failing"
         )
-        result.append(
-            DatasetHistory(
-                dataset, digest, model, len(series), tuple(now), new_flaky, new_failing, series_drift(series, dataset)
-            )
-        )
+        # The drift alarm runs along every run of the series, not the window: a past run's verdict never moves.
+        drift = series_drift(store.series(dataset, digest=digest, model=model, last=None), dataset)
+        result.append(DatasetHistory(dataset, digest, model, len(series), tuple(now), new_flaky, new_failing, drift))
     return result
 
 
@@ -144,9 +142,10 @@ def summary_json(histories: Sequence[DatasetHistory]) -> dict[str, Any]:
                     }
                     for task in history.tasks
                 },
-                "drift": {
+                "drift": {  # its runs: the window's (the alarm ran along every run of the series)
                     "alarm": history.drift.alarm,
                     "alarm_run": history.drift.alarm_run,
+                    "alarm_runs": list(history.drift.alarm_runs),
                     "evidence": history.drift.evidence,
                     "runs": [
                         {
@@ -157,7 +156,7 @@ def summary_json(histories: Sequence[DatasetHistory]) -> dict[str, Any]:
                             "tasks": point.tasks,
                             "cusum": point.statistic,
                         }
-                        for point in history.drift.points
+                        for point in history.drift.points[-DEFAULT_WINDOW:]
                     ],
                 },
             }
