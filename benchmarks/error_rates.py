@@ -17,6 +17,12 @@ with ``--gym-history`` runs along each dataset's whole series):
 - detection: every task's pass probability drops by 0.15 (floored at 0) after run 30; the share of histories whose
   alarm fires within 10 runs of the drop, and the median delay of those that fire within 30.
 
+Task labels (:func:`pytest_gym_eval.history.stability.assess`, rule ``stability-2``) on planted series of 20 runs,
+1 or 4 repeats a run (a sampling policy: independent repeats): stable (always passes), broken (never passes),
+flaky (a steady pass probability drawn from [0.2, 0.8]), regressed (0.9, then 0.3 from a run drawn from 6 to 15)
+and fixed (the reverse); the share labelled right, and for the steady kinds the share wrongly labelled regressed or
+fixed (the change test's level, goal <= 5 %).
+
 Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
 interval's upper end is within it.
 """
@@ -41,6 +47,7 @@ from pytest_gym_eval.history.drift import (  # noqa: E402
     FALSE_ALARM_RUNS,
     self_starting_cusum,
 )
+from pytest_gym_eval.history.stability import DEFAULT_ALPHA, RunOutcome, assess  # noqa: E402
 from pytest_gym_eval.stats import wilson_interval  # noqa: E402
 
 SEED = 2026
@@ -144,6 +151,53 @@ def detection_rows(histories: int) -> list[Row]:
     return rows
 
 
+PLANTED: dict[str, Callable[[random.Random], Callable[[int], float]]] = {
+    "stable": lambda rng: lambda run: 1.0,
+    "broken": lambda rng: lambda run: 0.0,
+    "flaky": lambda rng: (lambda p: lambda run: p)(rng.uniform(0.2, 0.8)),
+    "regressed": lambda rng: (lambda at: lambda run: 0.9 if run < at else 0.3)(rng.randint(6, 15)),
+    "fixed": lambda rng: (lambda at: lambda run: 0.3 if run < at else 0.9)(rng.randint(6, 15)),
+}
+"""Per planted label, a draw of the task's pass probability as a function of the run (1-20)."""
+
+
+def label_rows(histories: int) -> list[Row]:
+    rows = []
+    for repeats in (1, 4):
+        for planted, draw in PLANTED.items():
+            rng = random.Random(f"{SEED}-labels-{repeats}-{planted}")
+            right = changed = 0
+            for _ in range(histories):
+                probability = draw(rng)
+                outcomes = [
+                    RunOutcome(run, sum(rng.random() < probability(run) for _ in range(repeats)), repeats)
+                    for run in range(1, 21)
+                ]
+                label = assess("d.jsonl", "t", outcomes).label
+                right += label == planted
+                changed += label in ("regressed", "fixed")
+            text, _ = share(right, histories)
+            result = f"labelled {planted} in {text}"
+            goal, verdict = "(measured)", ""
+            if planted == "flaky":
+                wrong, high = share(changed, histories)
+                result += f"; regressed or fixed in {wrong}"
+                goal = f"regressed or fixed <= {100 * DEFAULT_ALPHA:.0f} %"
+                verdict = (
+                    "met" if high <= DEFAULT_ALPHA else "unclear" if changed / histories <= DEFAULT_ALPHA else "not met"
+                )
+            rows.append(
+                Row(
+                    f"labels, planted {planted}: 20 runs, {repeats} repeat{'s' if repeats > 1 else ''} a run; "
+                    f"{histories} histories",
+                    result,
+                    goal,
+                    verdict,
+                )
+            )
+    return rows
+
+
 def render(rows: list[Row], histories: int) -> str:
     lines = [
         f"Seed {SEED}, {histories} histories a row, drift defaults h = {DEFAULT_H:g}, k = 0.5, 5 reference runs, "
@@ -171,7 +225,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
     histories = HISTORIES // 10 if args.quick else HISTORIES
-    block = render(false_alarm_rows(histories) + detection_rows(histories), histories)
+    block = render(false_alarm_rows(histories) + detection_rows(histories) + label_rows(histories), histories)
     print(block)
     if args.write:
         write(block)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.history.drift import Drift, series_drift
-from pytest_gym_eval.history.stability import DEFAULT_WINDOW, RULE, TaskStability, assess_series
+from pytest_gym_eval.history.stability import DEFAULT_WINDOW, LABELS, RULE, TaskStability, assess_series
 from pytest_gym_eval.history.store import HistoryError, HistoryStore, RolloutRecord, RunRecord, open_store
 
 
@@ -69,7 +69,7 @@ def summarize(
 ) -> list[DatasetHistory]:
     """Judge each dataset (``name -> digest``) of the run just appended, by name: its last ``last`` runs with the
     same digest and ``model``. A task is *newly* flaky when it is flaky now but was not without the latest run;
-    *newly failing* when its label is "newly failing" and it started failing in the latest run."""
+    *newly regressed* when it is labelled "regressed" now, was not without the latest run, and ran in it."""
     result = []
     for dataset, digest in sorted(datasets.items()):
         series = store.series(dataset, digest=digest, model=model, last=last)
@@ -82,9 +82,7 @@ def summarize(
         new_failing = tuple(
             t.task_id
             for t in now
-            if t.label == "newly failing"
-            and t.outcomes[-1].run_id == latest
-            and before.get(t.task_id) != "newly failing"
+            if t.label == "regressed" and t.outcomes[-1].run_id == latest and before.get(t.task_id) != "regressed"
         )
         # The drift alarm runs along every run of the series, not the window: a past run's verdict never moves.
         drift = series_drift(store.series(dataset, digest=digest, model=model, last=None), dataset)
@@ -96,16 +94,12 @@ def summary_lines(histories: Sequence[DatasetHistory]) -> list[str]:
     """One line per dataset for the terminal summary, then one per new flake, new failure and drift alarm."""
     lines = []
     for history in histories:
-        counts = ", ".join(
-            f"{len(history.labelled(label))} {label}"
-            for label in ("stable", "flaky", "newly failing", "fixed")
-            if history.labelled(label)
-        )
+        counts = ", ".join(f"{len(history.labelled(label))} {label}" for label in LABELS if history.labelled(label))
         drift = "DRIFT" if history.drift.alarm else "no drift"
         lines.append(f"history {history.dataset}: {history.runs} runs, {counts or 'no scored task'}; {drift}")
         by_id = {task.task_id: task for task in history.tasks}
         lines += [f"  new flaky task {t}: {by_id[t].evidence}" for t in history.new_flaky]
-        lines += [f"  newly failing task {t}: {by_id[t].evidence}" for t in history.new_failing]
+        lines += [f"  newly regressed task {t}: {by_id[t].evidence}" for t in history.new_failing]
         if history.drift.alarm:
             lines.append(f"  drift: {history.drift.evidence}")
     return lines

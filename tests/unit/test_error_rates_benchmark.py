@@ -22,8 +22,8 @@ def load() -> ModuleType:
 
 def test_every_row_is_computed_on_a_few_histories() -> None:
     bench = load()
-    rows = bench.false_alarm_rows(10) + bench.detection_rows(10)
-    assert len(rows) == 3 * len(bench.SHAPES) + 4
+    rows = bench.false_alarm_rows(10) + bench.detection_rows(10) + bench.label_rows(10)
+    assert len(rows) == 3 * len(bench.SHAPES) + 4 + 2 * len(bench.PLANTED)
     assert all("%" in row.result and "10 histories" in row.what for row in rows)
 
 
@@ -31,6 +31,9 @@ def test_the_docs_hold_the_benchmarks_table_and_every_goal_is_met() -> None:
     bench = load()
     text = bench.DOCS.read_text(encoding="utf-8")
     table = text[text.index(bench.TABLE_BEGIN) : text.index(bench.TABLE_END)]
-    goals = [line for line in table.splitlines() if "| <= " in line]
-    assert len(goals) == 2 * len(bench.SHAPES)  # 12 and 40 tasks
-    assert all(line.endswith("| met |") for line in goals), goals
+    rows = [
+        line.split(" | ") for line in table.splitlines() if line.startswith("| ") and not line.startswith("| measured")
+    ]
+    goals = [row for row in rows if "<= " in row[2]]
+    assert len(goals) == 2 * len(bench.SHAPES) + 2  # drift at 12 and 40 tasks; flaky labels at 1 and 4 repeats
+    assert all(row[3] == "met |" for row in goals), goals

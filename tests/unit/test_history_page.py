@@ -40,7 +40,7 @@ def test_the_drift_alarm_is_marked_on_the_trend_and_the_failing_task_comes_first
     assert 'data-alarm-run="14"' in section and '<line class="alarm-line"' in section
     kinds = re.findall(r'<circle class="mean ([a-z]+)" [^>]*data-run="(\d+)"', section)
     assert kinds == [("reference", "11"), ("reference", "12"), ("reference", "13"), ("alarm", "14")]
-    assert section.index('data-task="b" data-label="newly failing"') < section.index("1 stable task")
+    assert section.index('data-task="b" data-label="regressed"') < section.index("1 stable task")
     assert 'data-outcomes="PPPF"' in section and 'data-outcomes="PPPP"' in section
 
 
