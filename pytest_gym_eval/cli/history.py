@@ -191,16 +191,20 @@ def quarantined_lines(store: HistoryStore, path: Path, *, last: int) -> list[str
 
 
 def drift_lines(store: HistoryStore, *, last: int) -> list[str]:
-    """Per dataset: each run's mean reward with its interval, and the drift alarm's verdict."""
+    """Per dataset: the drift alarm's verdict (run along every run of the series), then the last ``last`` runs'
+    mean reward with its interval and the CUSUM, a run at which the alarm fired marked ``ALARM``."""
     lines = []
-    for dataset, series in store.latest_series(last).items():
+    for dataset, series in store.latest_series(None).items():
         drift = series_drift(series, dataset)
         lines.append(f"{dataset}: {'DRIFT' if drift.alarm else 'ok'}: {drift.evidence}")
-        for point in drift.points:
+        if len(drift.points) > last:
+            lines.append(f"  ({len(drift.points) - last} earlier runs not shown; --last N shows more)")
+        for point in drift.points[-last:]:
             statistic = "-" if point.statistic is None else f"{point.statistic:.2f}"
+            alarm = "  ALARM" if point.run_id in drift.alarm_runs else ""
             lines.append(
                 f"  run {point.run_id:>5}  mean {point.interval.estimate:.3f}"
-                f" [{point.interval.low:.3f}, {point.interval.high:.3f}]  tasks {point.tasks}  cusum {statistic}"
+                f" [{point.interval.low:.3f}, {point.interval.high:.3f}]  tasks {point.tasks}  cusum {statistic}{alarm}"
             )
     return lines or [f"no runs in {store.target}"]
 

@@ -370,16 +370,17 @@ class HistoryStore:
             for row in rows
         ]
 
-    def series(self, dataset: str, *, digest: str, model: str, last: int = 20) -> list[RunRollouts]:
-        """The ``last`` runs (oldest first) that evaluated ``dataset`` with file digest ``digest`` and policy
-        model ``model``, each with its rollouts of that dataset: the window of :mod:`.stability` and
-        :mod:`.drift`."""
-        if last < 1:
+    def series(self, dataset: str, *, digest: str, model: str, last: int | None = 20) -> list[RunRollouts]:
+        """The ``last`` runs (oldest first; None: every run) that evaluated ``dataset`` with file digest ``digest``
+        and policy model ``model``, each with its rollouts of that dataset: the window of :mod:`.stability`, and
+        (every run) the series :mod:`.drift` runs along."""
+        if last is not None and last < 1:
             raise ValueError(f"last must be at least 1, got {last}")
+        limit = "" if last is None else f" LIMIT {int(last)}"
         rows = self._rows(
             f"SELECT {self._RUN_COLUMNS} FROM runs JOIN run_datasets ON run_datasets.run_id = runs.id"
             " WHERE run_datasets.dataset = ? AND run_datasets.digest = ? AND runs.model = ?"
-            f" ORDER BY runs.started_at DESC, runs.id DESC LIMIT {int(last)}",
+            f" ORDER BY runs.started_at DESC, runs.id DESC{limit}",
             (dataset, digest, model),
         )
         runs = list(reversed(self._runs_from(rows)))
@@ -388,9 +389,9 @@ class HistoryStore:
             by_run[rollout.run_id].append(rollout)
         return [RunRollouts(run, by_run[run.id]) for run in runs]
 
-    def latest_series(self, last: int = 20) -> dict[str, list[RunRollouts]]:
-        """Per dataset (by name), the series of its most recent run: the ``last`` runs with that run's dataset
-        digest and policy model (:meth:`series`). A dataset whose file changed starts a new series."""
+    def latest_series(self, last: int | None = 20) -> dict[str, list[RunRollouts]]:
+        """Per dataset (by name), the series of its most recent run: the ``last`` runs (None: every run) with that
+        run's dataset digest and policy model (:meth:`series`). A dataset whose file changed starts a new series."""
         rows = self._rows(
             "SELECT run_datasets.dataset, run_datasets.digest, runs.model FROM run_datasets"
             " JOIN runs ON runs.id = run_datasets.run_id ORDER BY runs.started_at, runs.id"

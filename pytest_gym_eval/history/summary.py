@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.history.drift import Drift, series_drift
-from pytest_gym_eval.history.stability import DEFAULT_WINDOW, RULE, TaskStability, assess_series
+from pytest_gym_eval.history.stability import DEFAULT_WINDOW, LABELS, RULE, TaskStability, assess_series
 from pytest_gym_eval.history.store import HistoryError, HistoryStore, RolloutRecord, RunRecord, open_store
 
 
@@ -69,7 +69,7 @@ def summarize(
 ) -> list[DatasetHistory]:
     """Judge each dataset (``name -> digest``) of the run just appended, by name: its last ``last`` runs with the
     same digest and ``model``. A task is *newly* flaky when it is flaky now but was not without the latest run;
-    *newly failing* when its label is "newly failing" and it started failing in the latest run."""
+    *newly regressed* when it is labelled "regressed" now, was not without the latest run, and ran in it."""
     result = []
     for dataset, digest in sorted(datasets.items()):
         series = store.series(dataset, digest=digest, model=model, last=last)
@@ -82,15 +82,11 @@ def summarize(
         new_failing = tuple(
             t.task_id
             for t in now
-            if t.label == "newly failing"
-            and t.outcomes[-1].run_id == latest
-            and before.get(t.task_id) != "newly failing"
+            if t.label == "regressed" and t.outcomes[-1].run_id == latest and before.get(t.task_id) != "regressed"
         )
-        result.append(
-            DatasetHistory(
-                dataset, digest, model, len(series), tuple(now), new_flaky, new_failing, series_drift(series, dataset)
-            )
-        )
+        # The drift alarm runs along every run of the series, not the window: a past run's verdict never moves.
+        drift = series_drift(store.series(dataset, digest=digest, model=model, last=None), dataset)
+        result.append(DatasetHistory(dataset, digest, model, len(series), tuple(now), new_flaky, new_failing, drift))
     return result
 
 
@@ -98,16 +94,12 @@ def summary_lines(histories: Sequence[DatasetHistory]) -> list[str]:
     """One line per dataset for the terminal summary, then one per new flake, new failure and drift alarm."""
     lines = []
     for history in histories:
-        counts = ", ".join(
-            f"{len(history.labelled(label))} {label}"
-            for label in ("stable", "flaky", "newly failing", "fixed")
-            if history.labelled(label)
-        )
+        counts = ", ".join(f"{len(history.labelled(label))} {label}" for label in LABELS if history.labelled(label))
         drift = "DRIFT" if history.drift.alarm else "no drift"
         lines.append(f"history {history.dataset}: {history.runs} runs, {counts or 'no scored task'}; {drift}")
         by_id = {task.task_id: task for task in history.tasks}
         lines += [f"  new flaky task {t}: {by_id[t].evidence}" for t in history.new_flaky]
-        lines += [f"  newly failing task {t}: {by_id[t].evidence}" for t in history.new_failing]
+        lines += [f"  newly regressed task {t}: {by_id[t].evidence}" for t in history.new_failing]
         if history.drift.alarm:
             lines.append(f"  drift: {history.drift.evidence}")
     return lines
@@ -144,9 +136,10 @@ def summary_json(histories: Sequence[DatasetHistory]) -> dict[str, Any]:
                     }
                     for task in history.tasks
                 },
-                "drift": {
+                "drift": {  # its runs: the window's (the alarm ran along every run of the series)
                     "alarm": history.drift.alarm,
                     "alarm_run": history.drift.alarm_run,
+                    "alarm_runs": list(history.drift.alarm_runs),
                     "evidence": history.drift.evidence,
                     "runs": [
                         {
@@ -157,7 +150,7 @@ def summary_json(histories: Sequence[DatasetHistory]) -> dict[str, Any]:
                             "tasks": point.tasks,
                             "cusum": point.statistic,
                         }
-                        for point in history.drift.points
+                        for point in history.drift.points[-DEFAULT_WINDOW:]
                     ],
                 },
             }

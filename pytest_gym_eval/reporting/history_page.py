@@ -15,7 +15,7 @@ from typing import Any
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.charts import sparkline_svg, trend_svg
 
-LABEL_ORDER = ("flaky", "newly failing", "fixed", "stable")
+LABEL_ORDER = ("regressed", "broken", "flaky", "fixed", "stable")
 """The tasks' order in a dataset's table: what needs a look first."""
 MAX_STABLE_SHOWN = 500
 """Stable tasks listed per dataset (folded away); past this many the rest are counted, not listed."""

@@ -359,7 +359,7 @@ def test_the_history_section_draws_the_trend_the_alarm_and_the_sparklines(
     assert chromium.execute_script("return getComputedStyle(arguments[0]).fill", alarm) == "rgb(192, 57, 43)"
     assert len(by_css(chromium, ".trend circle.mean.reference")) == 3
     (row,) = by_css(chromium, ".history-table > table tr.history-task")  # b; the stable task a is folded away
-    assert row.get_attribute("data-task") == "b" and row.get_attribute("data-label") == "newly failing"
+    assert row.get_attribute("data-task") == "b" and row.get_attribute("data-label") == "regressed"
     boxes = row.find_elements("css selector", ".sparkline rect")
     assert [box.get_attribute("class") for box in boxes] == ["o-P", "o-P", "o-P", "o-F"]
     assert all(box.rect["width"] > 0 and box.rect["height"] > 0 for box in boxes)

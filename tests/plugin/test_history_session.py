@@ -61,7 +61,7 @@ def test_five_sessions_label_the_alternating_task_flaky_and_the_others_stable(
         result.stdout.fnmatch_lines([f"gym history: run {number} appended to {history}"])
     result.stdout.fnmatch_lines(
         [
-            "history mcqa.jsonl: 5 runs, 2 stable, 1 flaky; no drift",
+            "history mcqa.jsonl: 5 runs, 1 flaky, 2 stable; no drift",
             "  mcqa.jsonl mean reward, last 5 runs: 1.00 0.67 1.00 0.67 1.00",
         ]
     )
@@ -69,7 +69,7 @@ def test_five_sessions_label_the_alternating_task_flaky_and_the_others_stable(
     assert isinstance(block, dict)
     assert (block["target"], block["run_id"], block["error"]) == (str(history), 5, None)
     trend = "mcqa.jsonl mean reward, last 5 runs: 1.00 0.67 1.00 0.67 1.00"
-    assert "history mcqa.jsonl: 5 runs, 2 stable, 1 flaky; no drift" in (pytester.path / "summary.md").read_text()
+    assert "history mcqa.jsonl: 5 runs, 1 flaky, 2 stable; no drift" in (pytester.path / "summary.md").read_text()
     assert trend in (pytester.path / "summary.md").read_text()
     page = (pytester.path / "page.html").read_text()
     assert trend in page
@@ -294,7 +294,7 @@ def test_shards_do_not_write_and_the_merge_writes_the_run_once(
     assert run.rollouts == 3
     assert report(pytester, "merged.json")["history"]["run_id"] == 1  # type: ignore[index]
     page = (pytester.path / "merged.html").read_text()
-    assert 'data-task="c" data-label="stable"' in page and 'data-outcomes="F"' in page  # the merged run's history
+    assert 'data-task="c" data-label="broken"' in page and 'data-outcomes="F"' in page  # the merged run's history
 
     quarantine = write_quarantine(pytester, "2999-12-31")
     shards = [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), "--gym-min-mean-reward=1.0"]

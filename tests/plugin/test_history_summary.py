@@ -63,15 +63,17 @@ def test_new_flakes_and_new_failures_are_those_the_latest_run_made(tmp_path: Pat
     assert [(t.task_id, t.label) for t in history.tasks] == [
         ("1", "stable"),
         ("2", "flaky"),
-        ("3", "newly failing"),
+        ("3", "regressed"),
         ("4", "flaky"),
     ]
     assert history.new_flaky == ("2",)  # 4 was flaky already before the latest run
     assert history.new_failing == ("3",)
     lines = summary_lines([history])
-    assert lines[0] == "history mcqa.jsonl: 5 runs, 1 stable, 2 flaky, 1 newly failing; no drift"
+    assert lines[0] == "history mcqa.jsonl: 5 runs, 1 regressed, 2 flaky, 1 stable; no drift"
     assert lines[1] == "  new flaky task 2: outcomes P P P F P over 5 runs, 2 changes, passed 4 of 5 rollouts"
-    assert lines[2].startswith("  newly failing task 3: outcomes P P P P F over 5 runs, 1 change, failing since run 5")
+    assert lines[2].startswith(
+        "  newly regressed task 3: outcomes P P P P F over 5 runs, 1 change, failing since run 5"
+    )
     report = summary_json([history])
     text = json.dumps(report, allow_nan=False)  # strict JSON: no infinity
     block = json.loads(text)["datasets"]["mcqa.jsonl"]

@@ -105,7 +105,7 @@ def test_five_sessions_label_the_alternating_task_flaky_and_quarantine_lets_its_
         if recording == wrong:
             result.stdout.fnmatch_lines(["*gym gates: FAIL*mean reward 0.67 < 0.70*"])
         if number == 2:  # the terminal names a new failure, then a new flake, with the evidence
-            result.stdout.fnmatch_lines([f"  newly failing task {TASK}: outcomes P F over 2 runs, 1 change, *"])
+            result.stdout.fnmatch_lines([f"  newly regressed task {TASK}: outcomes P F over 2 runs, 1 change, *"])
         if number == 3:
             result.stdout.fnmatch_lines([f"  new flaky task {TASK}: outcomes P F P over 3 runs, 2 changes, *"])
     assert PASSWORD not in json.dumps(reports)
@@ -118,7 +118,7 @@ def test_five_sessions_label_the_alternating_task_flaky_and_quarantine_lets_its_
     assert tasks[TASK]["sparkline"] == "PFPFP"
     assert tasks[TASK]["evidence"] == "outcomes P F P F P over 5 runs, 4 changes, passed 6 of 10 rollouts"
     assert {tasks[t]["sparkline"] for t in ("mcqa-004", "mcqa-009", "mcqa-011")} == {"FFFFF"}  # wrong every time
-    result.stdout.fnmatch_lines([f"history {DATASET}: 5 runs, 11 stable, 1 flaky; *"])
+    result.stdout.fnmatch_lines([f"history {DATASET}: 5 runs, 1 flaky, 11 stable; *"])
 
     quarantined = session(wrong, 6, f"--gym-quarantine={quarantine}")
     text = quarantined.stdout.str()

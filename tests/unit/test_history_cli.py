@@ -66,7 +66,7 @@ def test_task_shows_its_label_and_each_run(history: Path, capsys: pytest.Capture
     status, out, _ = _run(capsys, str(history), "task", "3")
     lines = out.splitlines()
     assert status == 0
-    assert lines[0].startswith("mcqa.jsonl::3  newly failing  PPPFF")
+    assert lines[0].startswith("mcqa.jsonl::3  regressed  PPPFF")
     assert "failing since run 4" in lines[0]
     assert [line.split()[4] for line in lines[1:]] == ["pass", "pass", "pass", "fail", "fail"]
     status, _, err = _run(capsys, str(history), "task", "99")

@@ -16,11 +16,11 @@ from pytest_gym_eval.reporting.history_page import history_section
 
 
 def drifting_block() -> dict[str, object]:
-    """Runs 11-14 of tasks a and b: both pass three times, then b fails: the alarm fires at run 14 (as
-    tests/unit/test_history_drift.py works out by hand: one task of two lost is a drop of 0.5 in the mean)."""
-    runs = [(11, {"a": [1.0], "b": [1.0]}), (12, {"a": [1.0], "b": [1.0]}), (13, {"a": [1.0], "b": [1.0]})]
-    runs.append((14, {"a": [1.0], "b": [0.0]}))
-    drift = cusum_drift("mcqa.jsonl", runs, reference_runs=3)
+    """Runs 11-14 of tasks a and b: one of them passes in each of three runs, then neither: with h = 0.5 the alarm
+    fires at run 14 (v = 1/3, z = (0 - 0.5) / sqrt(1/6 + 1/18) = -1.061, S = 0.561 > 0.5)."""
+    runs = [(11, {"a": [1.0], "b": [0.0]}), (12, {"a": [0.0], "b": [1.0]}), (13, {"a": [1.0], "b": [0.0]})]
+    runs.append((14, {"a": [0.0], "b": [0.0]}))
+    drift = cusum_drift("mcqa.jsonl", runs, reference_runs=3, h=0.5)
     assert drift.alarm_run == 14
     tasks = (
         assess("mcqa.jsonl", "a", [RunOutcome(run, 1, 1) for run in (11, 12, 13, 14)]),
@@ -36,11 +36,11 @@ def test_the_drift_alarm_is_marked_on_the_trend_and_the_failing_task_comes_first
     assert "run 14 of gym-history.db" in section
     assert 'data-dataset="mcqa.jsonl" data-drift="true"' in section
     assert '<span class="badge fail drift-badge">DRIFT</span>' in section
-    assert "mean reward moved down: 0.500 at run 14" in section  # the evidence, in words under the plot
+    assert "mean reward moved down: 0.000 at run 14" in section  # the evidence, in words under the plot
     assert 'data-alarm-run="14"' in section and '<line class="alarm-line"' in section
     kinds = re.findall(r'<circle class="mean ([a-z]+)" [^>]*data-run="(\d+)"', section)
     assert kinds == [("reference", "11"), ("reference", "12"), ("reference", "13"), ("alarm", "14")]
-    assert section.index('data-task="b" data-label="newly failing"') < section.index("1 stable task")
+    assert section.index('data-task="b" data-label="regressed"') < section.index("1 stable task")
     assert 'data-outcomes="PPPF"' in section and 'data-outcomes="PPPP"' in section
 
 

@@ -1,0 +1,236 @@
+"""The error rates the docs state, measured by seeded simulation through the plugin's own functions:
+``.venv/bin/python benchmarks/error_rates.py [--quick] [--write]``.
+
+Unlike the timing benchmarks (``benchmarks/run.py``), these numbers do not depend on the machine: the same seed gives
+the same table anywhere. ``--write`` puts the table into docs/benchmarks.md between its own markers;
+``--quick`` runs a tenth of the histories (the fast tier's check that every row is computed).
+
+Drift (:func:`pytest_gym_eval.history.drift.self_starting_cusum`, the alarm ``history ... drift`` and every session
+with ``--gym-history`` runs along each dataset's whole series):
+
+- false alarms: the share of stable histories (5 runs to learn the scale, then 100 watched runs, one rollout of each
+  task a run, every task's pass probability fixed) in which the alarm fires at least once, for 3, 12 and 40 tasks
+  and four shapes of pass probabilities: spread over [0, 1] (symmetric), mostly deterministic (most tasks always
+  pass or always fail), rare failures (every task passes 97 % of the time: a run mean with a long lower tail) and
+  skewed high (Beta(4, 0.4)); with the share of histories in which the alarm judged any run at all (the rest were
+  told "too skewed");
+- detection: every task's pass probability drops by 0.15 (floored at 0) after run 30; the share of histories whose
+  alarm fires within 10 runs of the drop, and the median delay of those that fire within 30.
+
+Task labels (:func:`pytest_gym_eval.history.stability.assess`, rule ``stability-2``) on planted series of 20 runs,
+1 or 4 repeats a run (a sampling policy: independent repeats): stable (always passes), broken (never passes),
+flaky (a steady pass probability drawn from [0.2, 0.8]), regressed (0.9, then 0.3 from a run drawn from 6 to 15)
+and fixed (the reverse); the share labelled right, and for the steady kinds the share wrongly labelled regressed or
+fixed (the change test's level, goal <= 5 %).
+
+Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
+interval's upper end is within it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from pytest_gym_eval.history.drift import (  # noqa: E402
+    DEFAULT_H,
+    DEFAULT_MIN_SKEW,
+    FALSE_ALARM_BOUND,
+    FALSE_ALARM_RUNS,
+    self_starting_cusum,
+)
+from pytest_gym_eval.history.stability import DEFAULT_ALPHA, RunOutcome, assess  # noqa: E402
+from pytest_gym_eval.stats import wilson_interval  # noqa: E402
+
+SEED = 2026
+HISTORIES = 1000
+"""Histories per row (``--quick``: a tenth)."""
+TABLE_BEGIN = "<!-- error-rate table: written by benchmarks/error_rates.py --write, do not edit -->"
+TABLE_END = "<!-- end of error-rate table -->"
+DOCS = HERE.parent / "docs" / "benchmarks.md"
+
+SHAPES: dict[str, Callable[[random.Random], float]] = {
+    "spread over [0, 1]": lambda rng: rng.random(),
+    "mostly deterministic": lambda rng: rng.choice([0.0, 1.0, 1.0, 0.5, 0.9, 0.2]),
+    "rare failures (0.97)": lambda rng: 0.97,
+    "skewed high (Beta(4, 0.4))": lambda rng: rng.betavariate(4, 0.4),
+}
+"""How each task's pass probability is drawn, per shape."""
+
+Run = dict[str, list[float]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: what was measured, the result in words, the goal and the verdict."""
+
+    what: str
+    result: str
+    goal: str
+    verdict: str
+
+
+def history(rng: random.Random, probabilities: list[float], runs: int, drop_after: int | None = None) -> list[Run]:
+    """``runs`` runs of one rollout per task; after run ``drop_after`` every probability is 0.15 lower."""
+    out = []
+    for index in range(runs):
+        drop = 0.15 if drop_after is not None and index >= drop_after else 0.0
+        out.append({str(i): [1.0 if rng.random() < p - drop else 0.0] for i, p in enumerate(probabilities)})
+    return out
+
+
+def share(successes: int, n: int) -> tuple[str, float]:
+    """``"1.2 % (0.7-2.1 %)"`` and the Wilson interval's upper end."""
+    interval = wilson_interval(successes, n)
+    return f"{100 * successes / n:.1f} % ({100 * interval.low:.1f}-{100 * interval.high:.1f} %)", interval.high
+
+
+def false_alarm_rows(histories: int) -> list[Row]:
+    rows = []
+    for tasks in (3, 12, 40):
+        for shape, draw in SHAPES.items():
+            rng = random.Random(f"{SEED}-fa-{tasks}-{shape}")
+            alarms = judged = 0
+            for _ in range(histories):
+                probabilities = [draw(rng) for _ in range(tasks)]
+                cusum = self_starting_cusum(history(rng, probabilities, 5 + FALSE_ALARM_RUNS))
+                alarms += bool(cusum.alarms)
+                judged += any(statistic is not None for statistic in cusum.statistics)
+            text, high = share(alarms, histories)
+            goal = FALSE_ALARM_BOUND if tasks >= 12 else None
+            verdict = (
+                ""
+                if goal is None
+                else ("met" if high <= goal else "unclear" if alarms / histories <= goal else "not met")
+            )
+            rows.append(
+                Row(
+                    f"drift, false alarms within {FALSE_ALARM_RUNS} stable runs: {tasks} tasks, {shape}; "
+                    f"{histories} histories",
+                    f"{text}; judged in {100 * judged / histories:.0f} % of histories",
+                    f"<= {100 * FALSE_ALARM_BOUND:.0f} %" if goal is not None else "(measured, no goal under 12 tasks)",
+                    verdict,
+                )
+            )
+    return rows
+
+
+def detection_rows(histories: int) -> list[Row]:
+    rows = []
+    for tasks in (12, 40):
+        for shape in ("spread over [0, 1]", "mostly deterministic"):
+            rng = random.Random(f"{SEED}-detect-{tasks}-{shape}")
+            within, delays = 0, []
+            for _ in range(histories):
+                probabilities = [SHAPES[shape](rng) for _ in range(tasks)]
+                cusum = self_starting_cusum(history(rng, probabilities, 60, drop_after=30))
+                after = [index for index in cusum.alarms if index >= 30]
+                if after:
+                    delay = after[0] - 30 + 1
+                    delays.append(delay)
+                    within += delay <= 10
+            text, _ = share(within, histories)
+            median = f"{statistics.median(delays):g} runs" if delays else "n/a"
+            rows.append(
+                Row(
+                    f"drift, detection of a 0.15 drop in every task's pass probability: {tasks} tasks, {shape}; "
+                    f"{histories} histories",
+                    f"within 10 runs {text}; median delay {median} ({100 * len(delays) / histories:.0f} % within 30)",
+                    "(measured)",
+                    "",
+                )
+            )
+    return rows
+
+
+PLANTED: dict[str, Callable[[random.Random], Callable[[int], float]]] = {
+    "stable": lambda rng: lambda run: 1.0,
+    "broken": lambda rng: lambda run: 0.0,
+    "flaky": lambda rng: (lambda p: lambda run: p)(rng.uniform(0.2, 0.8)),
+    "regressed": lambda rng: (lambda at: lambda run: 0.9 if run < at else 0.3)(rng.randint(6, 15)),
+    "fixed": lambda rng: (lambda at: lambda run: 0.3 if run < at else 0.9)(rng.randint(6, 15)),
+}
+"""Per planted label, a draw of the task's pass probability as a function of the run (1-20)."""
+
+
+def label_rows(histories: int) -> list[Row]:
+    rows = []
+    for repeats in (1, 4):
+        for planted, draw in PLANTED.items():
+            rng = random.Random(f"{SEED}-labels-{repeats}-{planted}")
+            right = changed = 0
+            for _ in range(histories):
+                probability = draw(rng)
+                outcomes = [
+                    RunOutcome(run, sum(rng.random() < probability(run) for _ in range(repeats)), repeats)
+                    for run in range(1, 21)
+                ]
+                label = assess("d.jsonl", "t", outcomes).label
+                right += label == planted
+                changed += label in ("regressed", "fixed")
+            text, _ = share(right, histories)
+            result = f"labelled {planted} in {text}"
+            goal, verdict = "(measured)", ""
+            if planted == "flaky":
+                wrong, high = share(changed, histories)
+                result += f"; regressed or fixed in {wrong}"
+                goal = f"regressed or fixed <= {100 * DEFAULT_ALPHA:.0f} %"
+                verdict = (
+                    "met" if high <= DEFAULT_ALPHA else "unclear" if changed / histories <= DEFAULT_ALPHA else "not met"
+                )
+            rows.append(
+                Row(
+                    f"labels, planted {planted}: 20 runs, {repeats} repeat{'s' if repeats > 1 else ''} a run; "
+                    f"{histories} histories",
+                    result,
+                    goal,
+                    verdict,
+                )
+            )
+    return rows
+
+
+def render(rows: list[Row], histories: int) -> str:
+    lines = [
+        f"Seed {SEED}, {histories} histories a row, drift defaults h = {DEFAULT_H:g}, k = 0.5, 5 reference runs, "
+        f"skewness at least {DEFAULT_MIN_SKEW:g}; shares with their Wilson 95 % interval over the histories.",
+        "",
+        "| measured | result | goal | verdict |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {r.what} | {r.result} | {r.goal} | {r.verdict} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write(block: str, path: Path = DOCS) -> None:
+    """Put ``block`` between the markers in ``path``. Raises ValueError when the file has no markers."""
+    text = path.read_text(encoding="utf-8")
+    begin, end = text.find(TABLE_BEGIN), text.find(TABLE_END)
+    if begin < 0 or end < begin:
+        raise ValueError(f"{path} has no {TABLE_BEGIN!r} ... {TABLE_END!r} markers")
+    path.write_text(f"{text[: begin + len(TABLE_BEGIN)]}\n{block.strip()}\n{text[end:]}", encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the histories")
+    parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    histories = HISTORIES // 10 if args.quick else HISTORIES
+    block = render(false_alarm_rows(histories) + detection_rows(histories) + label_rows(histories), histories)
+    print(block)
+    if args.write:
+        write(block)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
