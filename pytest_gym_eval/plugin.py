@@ -9,6 +9,7 @@ is a pytest-xdist controller.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -310,3 +311,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         from pytest_gym_eval.finish import write_summary
 
         write_summary(gym, terminalreporter, exitstatus)
+
+
+def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:
+    """Explain a failed ``rollout.tool_calls == expect_tool_calls(...)`` (either side) call by call
+    (:func:`pytest_gym_eval.tool_matchers.explain`); None (pytest's own diff) for any other comparison."""
+    matchers = sys.modules.get("pytest_gym_eval.tool_matchers")  # not imported: no expectation was ever made
+    if matchers is None or op != "==":
+        return None
+    for expectation, actual in ((right, left), (left, right)):
+        if isinstance(expectation, matchers.ToolCallsExpectation) and isinstance(actual, (list, tuple)):
+            lines: list[str] = matchers.explain(expectation, actual)
+            return lines
+    return None
