@@ -26,6 +26,8 @@ from pytest_gym_eval.replay import (
     RecordingError,
     ReplayIndex,
     ReplayServer,
+    Turn,
+    chat_answer,
     chat_messages_to_items,
     explain_unmatched,
     load_recordings,
@@ -37,6 +39,7 @@ from pytest_gym_eval.replay import (
     split_turns,
 )
 from pytest_gym_eval.replay.server import _HttpServer
+from pytest_gym_eval.usage import Usage, record_usage, token_totals
 from tests.support.replay import (
     WEATHER_INPUT,
     WEATHER_OUTPUT,
@@ -258,11 +261,120 @@ def test_responses_answer_fills_defaults_and_completes_intermediate_turns(tmp_pa
         "response",
     )
     assert answer["status"] == "completed" and answer["incomplete_details"] is None
-    assert answer["usage"] == row["response"]["usage"]
+    assert answer["usage"] == {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     final = responses_answer(last, response_id="resp_y", model="m", now=13.0)
     assert final["status"] == "incomplete" and final["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert final["usage"] == row["response"]["usage"]
     answer["output"][0]["name"] = "mutated"
     assert first.items[0]["name"] == "f"  # answers are copies
+
+
+# Gym's example_multi_step recording: four model turns, the whole rollout's usage once in `response.usage`.
+MULTI_STEP_USAGE = {
+    "input_tokens": 2938,
+    "input_tokens_details": {"cached_tokens": 2688},
+    "output_tokens": 8,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 2946,
+}
+
+
+def recorded_turns(tmp_path: Path, usage: Any, model_turns: int = 4) -> list[Turn]:
+    """The turns of one recording with ``model_turns`` model turns (tool calls, then an answer) and ``usage``."""
+    output: list[dict[str, Any]] = []
+    for number in range(model_turns - 1):
+        output += [call(f"c{number}", "step", f'{{"n": {number}}}'), result(f"c{number}", str(number))]
+    row = rollout("Q", [*output, said("done")])
+    row["response"]["usage"] = usage
+    (recording,) = load_recordings([write_rollouts(tmp_path / "r.jsonl", [row])])
+    return [turn for _, turn in recording_turns(recording)]
+
+
+def answer_all(turns: list[Turn], api: str) -> list[dict[str, Any]]:
+    if api == "chat":
+        return [chat_answer(turn, completion_id="c", model="m", now=1.0) for turn in turns]
+    return [responses_answer(turn, response_id="r", model="m", now=1.0) for turn in turns]
+
+
+def detail(answer: dict[str, Any], name: str) -> Any:
+    """A usage detail count (``cached_tokens``, ``reasoning_tokens``) of either API's answer."""
+    usage = answer["usage"]
+    groups = ("input_tokens_details", "prompt_tokens_details", "output_tokens_details", "completion_tokens_details")
+    (value,) = [usage[group][name] for group in groups if name in usage.get(group, {})]
+    return value
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+@pytest.mark.parametrize("model_turns", [1, 2, 4])
+def test_the_answers_of_a_rollout_add_up_to_its_recorded_usage(tmp_path: Path, api: str, model_turns: int) -> None:
+    turns = recorded_turns(tmp_path, MULTI_STEP_USAGE, model_turns)
+    assert len(turns) == model_turns
+    answers = answer_all(turns, api)
+    totals = token_totals(record_usage({"response": answer}) for answer in answers)
+    assert (totals.input_tokens, totals.output_tokens, totals.total_tokens) == (2938, 8, 2946)
+    assert sum(detail(answer, "cached_tokens") for answer in answers) == 2688
+    assert sum(detail(answer, "reasoning_tokens") for answer in answers) == 0
+    # the whole rollout's usage comes with its last answer (an agent that keeps only the last call's usage has it)
+    assert record_usage({"response": answers[-1]}) == Usage(2938, 8, 2946)
+    assert all(record_usage({"response": answer}) == Usage(0, 0, 0) for answer in answers[:-1])
+
+
+def test_earlier_turns_report_the_recorded_usage_with_every_count_zero_and_unknowns_unknown(tmp_path: Path) -> None:
+    # the layout of Gym's example_tool_call_multireward recording: extra fields, unknown (null) counts, lists
+    usage = {
+        "input_tokens": 763,
+        "input_tokens_details": {"cached_tokens": None, "audio_tokens": None, "input_tokens_per_turn": [400, 363]},
+        "output_tokens": 1193,
+        "output_tokens_details": {"reasoning_tokens": 0, "tool_output_tokens": 5},
+        "total_tokens": 1956,
+        "cost": None,
+    }
+    first, last = answer_all(recorded_turns(tmp_path, usage, 2), "responses")
+    assert first["usage"] == {
+        "input_tokens": 0,
+        "input_tokens_details": {"cached_tokens": None, "audio_tokens": None, "input_tokens_per_turn": [0, 0]},
+        "output_tokens": 0,
+        "output_tokens_details": {"reasoning_tokens": 0, "tool_output_tokens": 0},
+        "total_tokens": 0,
+        "cost": None,
+    }
+    assert last["usage"] == usage
+    chat_first, chat_last = answer_all(recorded_turns(tmp_path, usage, 2), "chat")
+    assert chat_first["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+    assert chat_last["usage"] == {
+        "prompt_tokens": 763,
+        "completion_tokens": 1193,
+        "total_tokens": 1956,
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+
+
+@pytest.mark.parametrize("usage", [None, {"input_tokens": 3}, "lots"], ids=["null", "no-output-count", "not-an-object"])
+def test_a_chat_answer_has_usage_only_when_the_recording_gives_both_counts(tmp_path: Path, usage: Any) -> None:
+    for answer in answer_all(recorded_turns(tmp_path, usage, 2), "chat"):
+        assert "usage" not in answer
+    (answer,) = answer_all(recorded_turns(tmp_path, {"prompt_tokens": 7, "completion_tokens": 2}, 1), "chat")
+    assert answer["usage"] == {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}
+
+
+def test_a_responses_answer_gives_usage_that_is_no_object_as_recorded_and_none_when_none_recorded(
+    tmp_path: Path,
+) -> None:
+    for usage in (None, "lots"):
+        assert [answer["usage"] for answer in answer_all(recorded_turns(tmp_path, usage, 2), "responses")] == [
+            usage,
+            usage,
+        ]
+    row = rollout("Q", [said("A")])
+    del row["response"]["usage"]
+    (recording,) = load_recordings([write_rollouts(tmp_path / "bare.jsonl", [row])])
+    ((_, turn),) = recording_turns(recording)
+    assert "usage" not in responses_answer(turn, response_id="r", model="m", now=1.0)
 
 
 # ---- loading errors ------------------------------------------------------------------------------
@@ -365,7 +477,7 @@ def test_two_turn_tool_calling_replay_through_chat_completions(weather_file: Pat
                 "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "C"}'},
             }
         ]
-        assert first["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        assert first["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}  # not the last turn
         messages += [
             choice["message"],
             {"role": "tool", "tool_call_id": "call_w1", "content": '{"temp": 21}'},
@@ -375,6 +487,7 @@ def test_two_turn_tool_calling_replay_through_chat_completions(weather_file: Pat
         (choice,) = second["choices"]
         assert choice["finish_reason"] == "stop"
         assert choice["message"] == {"role": "assistant", "content": "It is 21 °C in Paris."}
+        assert second["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}  # the recording's
 
 
 def test_untagged_identical_conversations_are_answered_in_recording_order(tmp_path: Path) -> None:
