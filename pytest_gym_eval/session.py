@@ -456,9 +456,10 @@ class GymSession:
         return round(started - self._run_started, 3)
 
     def conclude(self) -> Conclusion | None:
-        """Compute the session's conclusion from the reported rollouts (None when there were none)."""
+        """Compute the session's conclusion from the reported rollouts (None when the session planned no Gym: no
+        rollout reported or planned, and no on-demand rollout's agent to serve)."""
         rollouts = self.rollouts()
-        if self.is_worker or not (rollouts or self.plan.rollouts) or self.config.option.collectonly:
+        if self.is_worker or not (rollouts or self.plan.needs_gym) or self.config.option.collectonly:
             return None
         selected = selected_counts(self.selected_rollouts(), self.quarantine)
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}

@@ -16,6 +16,7 @@ from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
+    NO_DATASET_ROLLOUT,
     DatasetSummary,
     RolloutResult,
     by_task,
@@ -66,6 +67,8 @@ def render_markdown(
         lines += [conclusion.reason, ""]
     if conclusion.quarantined or conclusion.history:
         lines += ["```text", *conclusion.quarantined, *conclusion.history, "```", ""]
+    if not conclusion.summaries:  # Gym served on-demand rollouts only
+        lines += [NO_DATASET_ROLLOUT[0].upper() + NO_DATASET_ROLLOUT[1:] + ".", ""]
     grouped = groups(results)
     for summary in conclusion.summaries:
         members = grouped.get((summary.dataset, summary.agent), [])
