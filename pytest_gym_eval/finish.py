@@ -173,6 +173,9 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
         lines += annotations
         for line in lines:
             reporter.write_line(line)
+    elif not (gym.is_worker or gym.plan.needs_gym or gym.config.option.collectonly):  # asked for, nothing to say
+        for line in outputs.nothing_to_report([gym.options.report, gym.options.html, gym.options.markdown]):
+            reporter.write_line(line)
     for line in resume_hint:
         reporter.write_line(line)
 

@@ -461,12 +461,13 @@ class GymSession:
         return round(started - self._run_started, 3)
 
     def conclude(self) -> Conclusion | None:
-        """Compute the session's conclusion from the reported rollouts (None when there were none, unless the
-        session is a shard whose share is empty: :meth:`empty_share`)."""
+        """Compute the session's conclusion from the reported rollouts (None when the session planned no Gym: no
+        rollout reported or planned, and no on-demand rollout's agent to serve; unless the session is a shard whose
+        share is empty: :meth:`empty_share`)."""
         rollouts = self.rollouts()
         if (
             self.is_worker
-            or not (rollouts or self.plan.rollouts or self.empty_share())
+            or not (rollouts or self.plan.needs_gym or self.empty_share())
             or self.config.option.collectonly
         ):
             return None

@@ -27,7 +27,10 @@ and, on error, ``failure_class``. Under ``junit_family=xunit1`` (or ``legacy``) 
 testcase's ``<properties>``; under ``xunit2`` (pytest's default), whose schema has no testcase properties, they
 go in the testcase's ``<system-out>`` as one line ``gym-eval: {JSON object}`` (:data:`SYSTEM_OUT_PREFIX`). A
 dataset's ``gym-gate`` testcase carries its judged gates the same way: ``gate`` properties, or a ``gates`` list
-in that JSON object.
+in that JSON object (with ``selection`` when they were judged on part of the dataset and ``quarantined``, a count,
+with ``--gym-quarantine``); under xunit2 every value of a dataset's item goes there however the item ended (a gate
+skipped by a ``--deselect`` or ``-k`` selection too), and a test the session left unfinished is an ``<error>``
+(:func:`close_unfinished`), never a testcase without the name every schema requires.
 """
 
 from __future__ import annotations
@@ -400,27 +403,44 @@ def junit_xml(config: pytest.Config) -> Any:
     return config.stash.get(xml_key, None)
 
 
+GATE_SUFFIX = "::gym-gate"
+"""How a dataset's gate item's node id ends (``path/to/data.jsonl::gym-gate``)."""
+
+ROLLOUT_KEYS = frozenset({"task_id", "repeat", "agent"})
+"""The ``user_properties`` every rollout item carries from collection on, in every report: they tell its reports."""
+
+
+def is_dataset_item(report: pytest.TestReport) -> bool:
+    """Whether ``report`` is a dataset item's, a rollout item's (:data:`ROLLOUT_KEYS` in its ``user_properties``) or
+    a gate item's (node id ending in :data:`GATE_SUFFIX`): every property of such an item is the plugin's."""
+    return report.nodeid.endswith(GATE_SUFFIX) or {name for name, _ in report.user_properties} >= ROLLOUT_KEYS
+
+
 def move_rollout_values(xml: Any, report: pytest.TestReport) -> None:
-    """Under ``junit_family=xunit2``, put a rollout's values in its testcase's ``<system-out>`` and take them out
-    of the teardown ``report``'s ``user_properties``, from which pytest would write ``<properties>`` that the
-    xunit2 schema does not allow. Call on the teardown report before pytest's JUnit writer sees it. Does
-    nothing under xunit1 and legacy (properties are valid there), nor for a report that is not a rollout's.
+    """Under ``junit_family=xunit2``, put an item's values in its testcase's ``<system-out>`` and take them out of
+    the teardown ``report``'s ``user_properties``, from which pytest would write ``<properties>`` that the xunit2
+    schema does not allow: every property of a dataset item (:func:`is_dataset_item`: whatever the session added,
+    whichever way it ended, skipped by a selection or not), and the plugin's own of a test function (a
+    ``gym_rollout`` test's rollout values and custom metrics, on-demand rewards). Call on the teardown report
+    before pytest's JUnit writer sees it. Does nothing under xunit1 and legacy (properties are valid there), nor
+    for a test function without the plugin's properties (its own ``record_property`` values stay the user's).
     """
     if report.when != "teardown" or getattr(xml, "family", "xunit1") in ("xunit1", "legacy"):
         return
+    if not report.user_properties:
+        return
     present = {name for name, _ in report.user_properties}
-    rollout = {"task_id", "repeat", "agent"} <= present
-    gate = GATE_PROPERTY in present and report.nodeid.endswith("::gym-gate")
+    whole = is_dataset_item(report)
     test = bool(TEST_PROPERTIES & present)
-    if not (rollout or gate or test):
+    if not (whole or test):
         return
 
     def ours(name: object) -> bool:
         return (
-            name in ROLLOUT_PROPERTIES
-            or name == GATE_PROPERTY
+            whole
+            or name in ROLLOUT_PROPERTIES
             or name in TEST_PROPERTIES
-            or (test and isinstance(name, str) and name.startswith(METRIC_PREFIX))
+            or (isinstance(name, str) and name.startswith(METRIC_PREFIX))
         )
 
     values = [(name, value) for name, value in report.user_properties if ours(name)]
@@ -462,9 +482,39 @@ def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
             return
 
 
+def close_unfinished(xml: Any, reason: str) -> None:
+    """Name and error each testcase pytest's JUnit writer ``xml`` opened without a name and never finished: pytest
+    opens a testcase with only its ``time`` for a setup that passed, and names it at the report that gives it an
+    outcome (the call's). A session that ends between the two (Ctrl-C or SIGTERM during a test's call, pytest-xdist's
+    ``-x`` stopping the other workers' items) would write a ``<testcase>`` without the ``name`` every JUnit schema
+    requires, that reads as passed. Each gets its ``classname`` and ``name`` as pytest gives them and an ``<error>``
+    (counted among the suite's ``errors``) saying the session ended before it finished, and why (``reason``). Call
+    before the writer writes its file (its ``pytest_sessionfinish``)."""
+    for reporter in list(xml.node_reporters.values()):
+        if "name" in reporter.attrs:  # named at a report that gave it an outcome
+            continue
+        nodeid = str(reporter.id)
+        location = (nodeid.split("::", 1)[0], None, nodeid)
+        reporter.record_testreport(pytest.TestReport(nodeid, location, {}, "failed", None, "call"))
+        message = f"the session ended before this test finished ({reason})"
+        reporter._add_simple("error", message, message)
+
+
+def end_reason(session: pytest.Session, exitstatus: int) -> str:
+    """Why ``session`` ended before every test finished, in a few words: ``interrupted`` (Ctrl-C, SIGTERM), pytest's
+    own reason to stop (``stopping after 1 failures``), or else ``exit status N``."""
+    stop = session.shouldstop or session.shouldfail
+    said = stop if isinstance(stop, str) and stop else None
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return f"interrupted: {said}" if said else "interrupted"
+    return said or f"exit status {int(exitstatus)}"
+
+
 class RolloutValuesInJunit:
-    """A plugin object (registered by the plugin at configure time) that applies :func:`move_rollout_values`
-    to every report before pytest's JUnit writer sees it, and :func:`on_demand_error_as_error` after."""
+    """A plugin object (registered by the plugin once it makes the session, after pytest's JUnit writer
+    registered itself in its ``pytest_configure``) that applies :func:`move_rollout_values` to every report before
+    pytest's JUnit writer sees it and :func:`on_demand_error_as_error` after, and :func:`close_unfinished` at the
+    session's end."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -479,3 +529,11 @@ class RolloutValuesInJunit:
         yield
         if xml is not None:
             on_demand_error_as_error(xml, report)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Name and error the testcases the session left open (:func:`close_unfinished`; pytest hook). Not
+        ``tryfirst``: after the plugin's own ``pytest_sessionfinish`` (which adds the gates that never ran), and
+        before pytest's JUnit writer's, which was registered before this object, so is called after it."""
+        xml = junit_xml(self.config)
+        if xml is not None:
+            close_unfinished(xml, end_reason(session, exitstatus))

@@ -16,6 +16,7 @@ from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
+    NO_DATASET_ROLLOUT,
     DatasetSummary,
     RolloutResult,
     by_task,
@@ -66,6 +67,8 @@ def render_markdown(
         lines += [conclusion.reason, ""]
     if conclusion.quarantined or conclusion.history:
         lines += ["```text", *conclusion.quarantined, *conclusion.history, "```", ""]
+    if not conclusion.summaries:  # Gym served on-demand rollouts only
+        lines += [NO_DATASET_ROLLOUT[0].upper() + NO_DATASET_ROLLOUT[1:] + ".", ""]
     grouped = groups(results)
     for summary in conclusion.summaries:
         members = grouped.get((summary.dataset, summary.agent), [])
@@ -90,10 +93,16 @@ def _dataset(
     verdict = f" — {_MARK[summary.verdict]}" if summary.verdict is not None else ""
     confidence = fmt.percent(summary.confidence)
     lines = [f"#### {code(summary.title)}{verdict}", "", "| | |", "|---|---|"]
-    lines.append(
-        f"| tasks | {summary.tasks} ({fmt.plural(summary.rollouts, 'rollout')}: {summary.scored} scored, "
-        f"{fmt.plural(summary.errors, 'error')}) |"
+    reported = (
+        f"{summary.rollouts} of {summary.selected} selected rollouts reported"
+        if summary.unreported
+        else fmt.plural(summary.rollouts, "rollout")
     )
+    lines.append(
+        f"| tasks | {summary.tasks} ({reported}: {summary.scored} scored, {fmt.plural(summary.errors, 'error')}) |"
+    )
+    if summary.unreported:
+        lines.append(f"| unreported | {unreported_text(summary)} |")
     lines.append(
         f"| mean reward | {fmt.interval(summary.mean_reward)} ({confidence} CI over "
         f"{fmt.plural(summary.mean_reward.n, 'task')}) |"
@@ -123,7 +132,7 @@ def _dataset(
         lines.append("")
         if note := selection_note(summary):
             lines += [f"Gates {cell(note.strip()[1:-1])}.", ""]
-    lines += _worst(members)
+    lines += _worst(members, summary)
     if comparison is not None:
         lines += _baseline(comparison)
     if conclusion.flips is not None:
@@ -139,8 +148,18 @@ def _dataset(
     return lines
 
 
-def _worst(members: Sequence[RolloutResult]) -> list[str]:
-    """The tasks with a failed or errored rollout, lowest mean reward first (no reward at all first)."""
+def unreported_text(summary: DatasetSummary) -> str:
+    """How many of ``summary``'s selected rollouts never reported, and why that happens."""
+    return (
+        f"{summary.unreported} of {summary.selected} selected rollouts never reported (the session stopped before "
+        "they did: -x, --maxfail, an interrupt or a crash)"
+    )
+
+
+def _worst(members: Sequence[RolloutResult], summary: DatasetSummary) -> list[str]:
+    """The tasks with a failed or errored rollout, lowest mean reward first (no reward at all first). When there are
+    none: "Every rollout passed." only when every selected rollout reported and passed, else how many passed and how
+    many never reported."""
     rows = []
     for task, rollouts in by_task(members).items():
         if all(r.status == "passed" for r in rollouts):
@@ -151,10 +170,13 @@ def _worst(members: Sequence[RolloutResult]) -> list[str]:
             "ERR" if r.status == "error" else fmt.number(r.reward) if r.reward is not None else "?" for r in rollouts
         ]
         rows.append((mean, task, cells, [r.repeat for r in rollouts]))
-    if not members:
-        return []
     if not rows:
-        return ["Every rollout passed.", ""]
+        if summary.unreported:
+            passed = f"{fmt.plural(summary.rollouts, 'reported rollout')} passed" if members else "No rollout reported"
+            return [f"{passed}; {unreported_text(summary)}.", ""]
+        if not members:
+            return []
+        return ["Every rollout passed.", ""] if summary.errors == 0 else []
     rows.sort(key=lambda row: row[0])
     lines = [
         f"Worst tasks ({min(len(rows), WORST_TASKS)} of {len(rows)} with a failed or errored rollout):",

@@ -67,6 +67,19 @@ def write_pages(
     return lines
 
 
+def nothing_to_report(paths: Sequence[Path | None]) -> list[str]:
+    """The terminal's line for a session that asked for reports (``paths``: ``--gym-report``, ``--gym-html``,
+    ``--gym-markdown``, None when not asked for) and has nothing to report: no Gym, no dataset rollout selected and
+    no on-demand rollout's agent. No line when none was asked for."""
+    asked = [str(path) for path in paths if path is not None]
+    if not asked:
+        return []
+    return [
+        "gym reports: not written, nothing to report: the session started no Gym (no dataset rollout was selected, "
+        f"and no agent was named for on-demand rollouts: --gym-agent): {', '.join(asked)}"
+    ]
+
+
 def annotation_lines(
     conclusion: Conclusion,
     results: Sequence[RolloutResult],

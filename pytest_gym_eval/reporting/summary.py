@@ -52,6 +52,12 @@ DEFAULT_THRESHOLD = 1.0
 MAX_LISTED = 10
 """Task ids listed (flaky tasks, dropped tasks) before "… and N more"."""
 
+NO_DATASET_ROLLOUT = (
+    "no dataset rollout was selected: the reward summary, gates and reports count dataset rollouts only, not the "
+    "rollouts tests make on demand (gym_run_row)"
+)
+"""What the summaries say of a session with Gym but no dataset rollout (its tests rolled rows out on demand)."""
+
 _MAX_REASONS = 3
 SCORED_STATUSES = ("passed", "failed")
 

@@ -14,6 +14,7 @@ from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion,
 from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
+    NO_DATASET_ROLLOUT,
     DatasetSummary,
     RolloutResult,
     by_task,
@@ -384,11 +385,13 @@ def render_conclusion(
 ) -> list[str]:
     """The body of the terminal's ``gym reward summary`` section (``gym_metrics``: see :func:`render_summary`)."""
     lines = render_summary(conclusion.summaries, verbose=verbose, results=results, width=width, gym_metrics=gym_metrics)
+    if not conclusion.summaries:  # Gym served on-demand rollouts only
+        lines = textwrap.wrap(NO_DATASET_ROLLOUT, max(width, fmt.MIN_WIDTH), subsequent_indent="  ")
     if conclusion.policies:
         lines += ["", *render_policies(conclusion.policies, width=width)]
     if conclusion.comparisons:
         lines += ["", *render_baseline(conclusion.comparisons, width=width)]
-    if conclusion.flips is not None:
+    if conclusion.flips is not None and conclusion.summaries:
         lines += ["", f"verifier flips against the recording: {flips_count(conclusion.flips, results)}"]
         for flip in conclusion.flips:  # node ids stay whole, to be copied into a command line
             recorded = ", ".join(str(r) for r in flip.recorded)

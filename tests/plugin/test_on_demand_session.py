@@ -64,6 +64,9 @@ EXPECTED = {
 }
 
 
+REPORTS = ("--gym-report=report.json", "--gym-html=page.html", "--gym-markdown=summary.md")
+
+
 def run(pytester: pytest.Pytester, fake_gym: FakeGym, *args: str) -> pytest.RunResult:
     common = [*fake_gym.args, "--gym-run-dir=runs", "-rA"]
     return pytester.runpytest_subprocess(*common, *args)
@@ -162,3 +165,43 @@ def test_junit_records_an_on_demand_error_as_an_error(
     (error,) = suite.iter("error")
     assert "answered HTTP 500: agent crashed: no recorded answer" in (error.text or "") + error.get("message", "")
     assert (suite.get("errors"), suite.get("failures"), suite.get("tests")) == ("1", "1", "3")
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_a_session_of_on_demand_tests_only_writes_the_reports_it_was_asked_for(
+    pytester: pytest.Pytester, fake_gym: FakeGym, workers: list[str]
+) -> None:
+    """No dataset: the reports hold the run's facts and the session's exit status, and say that on-demand rollouts
+    are not counted, as the terminal does."""
+    import json
+
+    import jsonschema
+
+    from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+
+    pytester.makepyfile(test_rows_on_demand=TESTS)
+    selected = "test_scored or test_zero_reward_fails_an_assertion"
+    result = run(pytester, fake_gym, "--gym-agent=mcqa_simple_agent", "-k", selected, *REPORTS, *workers)
+    assert outcomes(result) == {"test_rows_on_demand.py::test_scored": "PASSED",
+                                "test_rows_on_demand.py::test_zero_reward_fails_an_assertion": "FAILED"}  # fmt: skip
+    report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    assert (report["datasets"], report["rollouts"]) == ([], [])
+    assert report["session"] == {"exit_status": 1, "reason": "pytest: some tests failed or errored"}
+    assert report["meta"]["model"] == "replay"
+    said = "no dataset rollout was selected: the reward summary, gates and reports count dataset rollouts only"
+    assert said in " ".join(line.strip() for line in result.outlines)
+    assert said in (pytester.path / "summary.md").read_text().lower()
+    assert (pytester.path / "page.html").is_file()
+    assert "verifier flips" not in result.stdout.str()
+
+
+def test_a_session_with_nothing_to_report_says_so(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """No dataset and no agent: no Gym starts (the tests error saying what to pass), and the reports asked for are
+    said not to be written, not left out in silence."""
+    pytester.makepyfile(test_rows_on_demand=TESTS)
+    result = run(pytester, fake_gym, "-k", "test_scored", *REPORTS)
+    assert outcomes(result) == {"test_rows_on_demand.py::test_scored": "ERROR"}
+    result.stdout.fnmatch_lines(["gym reports: not written, nothing to report: the session started no Gym (*"
+                                 "--gym-agent): *report.json, *page.html, *summary.md"])  # fmt: skip
+    assert not [path for path in ("report.json", "page.html", "summary.md") if (pytester.path / path).exists()]

@@ -358,6 +358,39 @@ def test_markdown_when_everything_passed() -> None:
     assert text.startswith("### Gym eval: no gates\n") and "Every rollout passed." in text and "Reports" not in text
 
 
+@pytest.mark.parametrize(
+    ("rewards", "selected", "said"),
+    [
+        ([1.0] * 4, 24, "4 reported rollouts passed; 20 of 24 selected rollouts never reported"),
+        ([1.0], 2, "1 reported rollout passed; 1 of 2 selected rollouts never reported"),
+        ([], 3, "No rollout reported; 3 of 3 selected rollouts never reported"),
+        ([1.0, None], 2, None),  # an error: the worst tasks list it
+        ([1.0, 1.0], 2, "Every rollout passed."),
+    ],
+    ids=["20 of 24 unreported", "1 of 2 unreported", "none reported", "an error", "all reported and passed"],
+)
+def test_markdown_says_every_rollout_passed_only_when_every_selected_one_reported_and_passed(
+    rewards: list[float | None], selected: int, said: str | None
+) -> None:
+    """A session stopped early (-x, Ctrl-C, a crash) passed every rollout it reported, not every one it selected."""
+    results = [result(f"t{index}", 0, reward) for index, reward in enumerate(rewards)]
+    summaries = summarize(
+        results, thresholds={DATA: 1.0}, gates={DATA: []}, mode=GateMode.POINT,
+        selected={DATA: {"mcqa_simple_agent": selected}},
+    )  # fmt: skip
+    text = markdown.render_markdown(Conclusion(summaries, [], None, -1, ""), results)
+    assert ("Every rollout passed." in text) == (said == "Every rollout passed."), text
+    if said is not None:
+        assert said in text, text
+    unreported = selected - len(rewards)
+    table = [line for line in text.splitlines() if line.startswith("| unreported |")]
+    why = "(the session stopped before they did: -x, --maxfail, an interrupt or a crash)"
+    row = f"| unreported | {unreported} of {selected} selected rollouts never reported {why} |"
+    assert table == ([row] if unreported else [])
+    if unreported:
+        assert f"({len(rewards)} of {selected} selected rollouts reported:" in text, text
+
+
 # --- GitHub -----------------------------------------------------------------------------------------------
 
 
