@@ -19,7 +19,7 @@ import pytest
 from pytest_gym_eval import hookspecs
 from pytest_gym_eval.config_source import check_config_source
 from pytest_gym_eval.options import add_options
-from pytest_gym_eval.stash import SESSION_KEY
+from pytest_gym_eval.stash import SESSION_KEY, SOFT_FAILURES_KEY
 
 if TYPE_CHECKING:
     from pytest_gym_eval.collect import DatasetFile
@@ -277,17 +277,36 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] 
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """Fail a test whose soft expectations (``rollout.expect``) failed, once its function has returned."""
+    result = yield
+    if SOFT_FAILURES_KEY in item.stash:
+        from pytest_gym_eval.rollout_tests import soft_failure
+
+        if (text := soft_failure(item)) is not None:
+            pytest.fail(text, pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Report a rollout's failure or error by its message alone, without a traceback into the plugin; a rollout
-    that errored because Gym could not start gets the failure class ``gym_start``."""
+    that errored because Gym could not start gets the failure class ``gym_start``. A test that failed of its own
+    also shows its failed soft expectations."""
     report: pytest.TestReport = yield
     gym = gym_of(item.config)
     if gym is not None and call.excinfo is not None:
         from pytest_gym_eval.collect import shape_report
 
         shape_report(gym, item, call, report)
+    if call.when == "call" and call.excinfo is not None and SOFT_FAILURES_KEY in item.stash:
+        from pytest_gym_eval.rollout_tests import soft_failure
+
+        text = soft_failure(item)
+        if text is not None and text not in str(call.excinfo.value):
+            report.sections.append(("soft expectations", text))
     return report
 
 

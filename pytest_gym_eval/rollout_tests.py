@@ -40,6 +40,7 @@ from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sampling import apply_sampling
 from pytest_gym_eval.session import SESSION_KEY, GymSession
 from pytest_gym_eval.settings import dataset_name
+from pytest_gym_eval.stash import SOFT_FAILURES_KEY
 
 ROLLOUTS_MARK = "gym_rollouts"
 FIXTURE = "gym_rollout"
@@ -271,7 +272,23 @@ def rollout_for(request: pytest.FixtureRequest) -> Rollout:
         raise error
     rollout = rollout_of(outcome, wanted, outcome.record.read_full(), read_row(wanted.path, wanted.task.line))
     properties = request.node.user_properties
-    return replace(rollout, recorder=lambda name, value: properties.append((property_name(name), value)))
+    failed = request.node.stash.setdefault(SOFT_FAILURES_KEY, [])
+    return replace(
+        rollout,
+        recorder=lambda name, value: properties.append((property_name(name), value)),
+        failed_expectations=failed,
+    )
+
+
+def soft_failure(item: pytest.Item) -> str | None:
+    """The failure text of ``item``'s failed soft expectations (``rollout.expect``), or None when none failed: one
+    line naming the rollout, then each message."""
+    failed = item.stash.get(SOFT_FAILURES_KEY, None)
+    if not failed:
+        return None
+    count = len(failed)
+    head = f"{count} soft expectation{'s' if count != 1 else ''} failed"
+    return "\n".join([f"{head}:", *(f"  - {message}" for message in failed)])
 
 
 def rollout_of(

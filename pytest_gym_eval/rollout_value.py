@@ -106,6 +106,27 @@ class Rollout:
     metrics: dict[str, float] = field(default_factory=dict, compare=False)
     recorder: Callable[[str, float], None] | None = field(default=None, repr=False, compare=False)
     """Where :meth:`record_metric` sends a metric (the ``gym_rollout`` fixture sets it); None: nowhere."""
+    failed_expectations: list[str] | None = field(default=None, repr=False, compare=False)
+    """Where :meth:`expect` notes a failed expectation (the ``gym_rollout`` fixture sets it to the test's list, which
+    fails the test at its end); None: :meth:`expect` raises at once."""
+
+    def expect(self, condition: object, message: str = "", *, metric: str | None = None) -> bool:
+        """A soft expectation: note whether ``condition`` holds and go on, e.g. ``rollout.expect("\\boxed" in
+        rollout.output_text, "no boxed answer", metric="boxed")``. Every expectation runs, and so does every
+        ``record_metric`` after it; once the test function has returned, the test fails listing each failed
+        expectation's ``message``, as an assertion would have, but after the rest of the
+        test had its say. With ``metric``, also records the metric ``metric`` as 1.0 (held) or 0.0 (see
+        :meth:`record_metric`), so the expectation's pass rate is a gateable metric. Returns whether it held.
+        Outside a ``gym_rollout`` test a failed expectation raises AssertionError at once."""
+        held = bool(condition)
+        if metric is not None:
+            self.record_metric(metric, held)
+        if not held:
+            text = message or "expectation failed"
+            if self.failed_expectations is None:
+                raise AssertionError(text)
+            self.failed_expectations.append(text)
+        return held
 
     def record_metric(self, name: str, value: float | bool) -> None:
         """Record a custom metric of this rollout, e.g. ``rollout.record_metric("boxed", 1.0)``.

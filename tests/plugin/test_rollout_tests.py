@@ -314,3 +314,52 @@ def test_two_rows(gym_run_row):
         assert cases["test_boxed[q1-r0]"]["gym_metric.boxed"] == "1.0"
         rewards = cases["test_two_rows"]["gym_on_demand_reward"]
         assert rewards == ("[1.0, 0.0]" if family == "xunit2" else "0.0"), cases  # xunit1: one property per call
+
+
+SOFT = """
+import pytest
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl")
+def test_soft(gym_rollout) -> None:
+    gym_rollout.expect("\\\\boxed{" in gym_rollout.output_text, "no boxed answer", metric="boxed")
+    gym_rollout.expect(gym_rollout.output_tokens < 5, f"{gym_rollout.output_tokens} output tokens, not under 5")
+    gym_rollout.record_metric("terse", 1.0 if gym_rollout.output_tokens < 10 else 0.0)  # recorded after both
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", tasks=["q2"])
+def test_hard_then_soft(gym_rollout) -> None:
+    gym_rollout.expect(False, "the soft one")
+    assert gym_rollout.passed, "the hard one"
+"""
+
+
+def test_soft_expectations_fail_the_test_at_its_end_and_keep_every_metric(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_soft=SOFT)
+    result = run(pytester, fake_gym, "test_soft.py", "--gym-min-metric=terse:0.5", "--gym-report=r.json")
+    assert outcomes(result) == {
+        "test_soft.py::test_soft[q1-r0]": "FAILED",  # 7 output tokens: the second expectation
+        "test_soft.py::test_soft[q2-r0]": "FAILED",
+        "test_soft.py::test_soft[q3-r0]": "FAILED",
+        "test_soft.py::test_hard_then_soft[q2-r0]": "FAILED",
+    }
+    result.stdout.fnmatch_lines(
+        [
+            "*test_soft[[]q2-r0[]]*",
+            "2 soft expectations failed:",
+            "  - no boxed answer",
+            "  - 7 output tokens, not under 5",
+        ]
+    )
+    # A test that failed of its own shows its soft expectations beside its assertion.
+    result.stdout.fnmatch_lines(["*AssertionError: the hard one*", "*soft expectations*", "  - the soft one"])
+    # The metrics recorded after a failed expectation are all there: every rollout's.
+    rollouts = {r["nodeid"]: r for r in json.loads((pytester.path / "r.json").read_text())["rollouts"]}
+    assert {task: rollouts[f"mcqa.jsonl::{task}[r0]"]["metrics"] for task in ANSWERS} == {
+        "q1": {"boxed": 1.0, "terse": 1.0},
+        "q2": {"boxed": 0.0, "terse": 1.0},
+        "q3": {"boxed": 1.0, "terse": 1.0},
+    }

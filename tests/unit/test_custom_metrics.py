@@ -5,6 +5,7 @@ metrics from test reports, and the JSON report's round trip."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -198,3 +199,18 @@ def test_record_metric() -> None:
     with pytest.raises(ValueError, match="invalid metric name"):
         given.record_metric("a b", 1.0)
     assert len(sent) == 2  # nothing sent for a bad one
+
+
+def test_a_soft_expectation_notes_a_failure_and_records_its_metric() -> None:
+    recorded: list[tuple[str, float]] = []
+    failed: list[str] = []
+    rollout = Rollout.from_record({}, task_id="t", repeat=0, status="passed", reward=1.0)
+    bound = replace(rollout, recorder=lambda name, value: recorded.append((name, value)), failed_expectations=failed)
+    assert bound.expect(1 + 1 == 2, "arithmetic", metric="sane") is True
+    assert bound.expect([], "empty is false", metric="nonempty") is False
+    assert bound.expect(0) is False
+    assert failed == ["empty is false", "expectation failed"]
+    assert recorded == [("sane", 1.0), ("nonempty", 0.0)] and bound.metrics == {"sane": 1.0, "nonempty": 0.0}
+    # Outside a gym_rollout test nothing would fail the test later: it is an assertion at once.
+    with pytest.raises(AssertionError, match="at once"):
+        rollout.expect(False, "at once")
