@@ -72,7 +72,11 @@ class Servers:
                 return self.agents[0]
             raise OnDemandError(f"which agent should roll the row out? Gym runs {_names(self.agents)}: pass agent=NAME")
         if agent not in self.agents:
-            raise OnDemandError(f"Gym runs no agent {agent!r}; it runs {_names(self.agents)}")
+            raise OnDemandError(
+                f"Gym runs no agent {agent!r}; it runs {_names(self.agents)}. A session starts the agents of its "
+                f"selected datasets and --gym-agent's: start this one with --gym-agent={agent} (ini gym_agent), or "
+                "select a dataset it runs"
+            )
         return agent
 
     def environment_for(self, agent: str) -> str:

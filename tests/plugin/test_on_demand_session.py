@@ -91,7 +91,9 @@ def test_rows_built_in_tests_are_rolled_out_by_a_gym_started_for_them(
         "/env/mcqa/run answered HTTP 500: agent crashed: no recorded answer",
         '/env/mcqa/run answered HTTP 422: {"detail": [{"msg": "Field required"}]}',
         "/env/mcqa/run did not answer within 0.3 s",
-        "on-demand rollout: Gym runs no agent 'weather_agent'; it runs 'mcqa_simple_agent'",
+        "on-demand rollout: Gym runs no agent 'weather_agent'; it runs 'mcqa_simple_agent'. A session starts the "
+        "agents of its selected datasets and --gym-agent's: start this one with --gym-agent=weather_agent (ini "
+        "gym_agent), or select a dataset it runs",
     ):
         assert message in text, message
 
