@@ -156,6 +156,10 @@ def test_a_row_naming_its_own_agent_is_routed_to_each_policys_copy(
             "--gym-policy: policy 'base' is named twice",
         ),
         (
+            ["--gym-policy=base=replay:{rec}", "--gym-policy=Base=replay:{rec}"],
+            "--gym-policy: policies 'base' and 'Base' differ only by case: name them apart",
+        ),
+        (
             ["--gym-policy=a=replay:{rec}", "--gym-policy=b=replay:{rec}", "--gym-baseline-policy=z"],
             "baseline policy 'z' is not one of the policies named: a, b",
         ),
