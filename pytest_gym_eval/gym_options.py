@@ -82,8 +82,9 @@ class GymOptions:
     min_improvement: float | None = None
     """``--gym-min-improvement``: the superiority margin δ (reward units, >= 0) every candidate policy must beat the
     baseline by; None without the gate."""
-    comparison_sources: Mapping[Hypothesis, GateSource] = field(default_factory=dict)
-    """Where each of the two comparison gates was set (command line or ini file; absent: not known)."""
+    comparison_sources: Mapping[Hypothesis, GateSource] = field(default_factory=dict, compare=False)
+    """Where each of the two comparison gates was set (command line or ini file; absent: not known); as a gate's
+    source, no part of the options' equality."""
     fail_on_flip: bool = False
     html: Path | None = None
     markdown: Path | None = None

@@ -277,7 +277,7 @@ def test_the_candidate_is_compared_with_the_baseline_in_every_report(
         "    lost: t0",
         "    gained: t9",
         "  gate        non-inferiority: candidate - baseline 0.00 [-0.34, 0.34], lower",
-        "              bound -0.34 >= -0.40: PASS (Gym: PASS)",
+        "              bound -0.34 >= -0.40: PASS (Gym: PASS) (set on the command line)",
     ]
     start = result.outlines.index(block[0])
     assert result.outlines[start : start + len(block)] == block
