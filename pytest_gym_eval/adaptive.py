@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_gym_eval.comparison import comparison_gates
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.rollouts import RunState
@@ -41,7 +40,7 @@ def wave_planner(
     comparing = None
     if options.policies:  # --gym-policy: each dataset's policies move together, judged on their comparison too
         names = tuple(policy.name for policy in options.policies)
-        comparing = Comparing(names, tuple(comparison_gates(options.max_regression, options.min_improvement)))
+        comparing = Comparing(names, tuple(options.comparison_gates()))
     return WavePlanner(
         plan, policies, options.min_repeats, run_dir, pass_hook=pass_hook, on_event=on_event, comparing=comparing
     )

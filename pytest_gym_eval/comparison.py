@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 
 from pytest_gym_eval import number_text
-from pytest_gym_eval.gates import GateMode, Verdict, judge
+from pytest_gym_eval.gates import GateMode, GateSource, Verdict, judge
 from pytest_gym_eval.sequential import DEFAULT_ALPHA, BettingSequence, RewardRange, wave_ends
 from pytest_gym_eval.stats import Interval, mcnemar_exact, mean_interval
 
@@ -182,13 +182,21 @@ class Hypothesis(str, Enum):
 
 @dataclass(frozen=True)
 class ComparisonGate:
-    """A claim about the candidate's difference from the baseline; ``margin`` (reward units) is δ >= 0.
+    """A claim about the candidate's difference from the baseline; ``margin`` (reward units) is δ >= 0; ``source``
+    where it was set (command line or ini file; None: not known), no part of its equality.
 
     Raises ValueError for a negative or non-finite margin.
     """
 
     hypothesis: Hypothesis
     margin: float = 0.0
+    source: GateSource | None = field(default=None, compare=False)
+
+    @property
+    def identity(self) -> tuple[Hashable, ...]:
+        """What makes two comparison gates the same gate (:func:`~pytest_gym_eval.gates.merge_gates`): the
+        hypothesis; the margin is its setting."""
+        return ("comparison", self.hypothesis.value)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.margin) and self.margin >= 0.0):
@@ -442,12 +450,20 @@ def simulate(
     return results, sequence.end * len(tasks)
 
 
-def comparison_gates(max_regression: float | None, min_improvement: float | None) -> list[ComparisonGate]:
+def comparison_gates(
+    max_regression: float | None,
+    min_improvement: float | None,
+    sources: Mapping[Hypothesis, GateSource] | None = None,
+) -> list[ComparisonGate]:
     """The comparison gates a session sets: ``--gym-max-regression``'s non-inferiority at its margin, then
-    ``--gym-min-improvement``'s superiority at its margin (each left out when None). Raises ValueError for a
-    negative margin (:class:`ComparisonGate`)."""
+    ``--gym-min-improvement``'s superiority at its margin (each left out when None), each with its source from
+    ``sources`` (None where it has none). Raises ValueError for a negative margin (:class:`ComparisonGate`)."""
     given = ((Hypothesis.NON_INFERIORITY, max_regression), (Hypothesis.SUPERIORITY, min_improvement))
-    return [ComparisonGate(hypothesis, margin) for hypothesis, margin in given if margin is not None]
+    return [
+        ComparisonGate(hypothesis, margin, (sources or {}).get(hypothesis))
+        for hypothesis, margin in given
+        if margin is not None
+    ]
 
 
 def judge_paired_waves(

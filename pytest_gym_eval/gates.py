@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol, TypeVar
 
 from pytest_gym_eval import number_text
 from pytest_gym_eval.stats import Interval, mean_interval, pass_at_k_interval, wilson_interval
@@ -33,10 +34,25 @@ class GateMode(str, Enum):
     LOWER_BOUND = "lower-bound"
 
 
+class GateSource(str, Enum):
+    """Where a gate was set: the command line (``--gym-min-*``, also ``merge``'s), the ini file (``gym_min_*``) or
+    the dataset's own ``gym_dataset_settings`` line. The reports' plan names it for every gate."""
+
+    COMMAND_LINE = "command line"
+    INI = "ini"
+    DATASET = "dataset settings"
+
+
+SESSION_WIDE = frozenset({GateSource.COMMAND_LINE, GateSource.INI})
+"""The sources whose gates apply to every dataset of the session (not to one dataset by name)."""
+
+
 @dataclass(frozen=True)
 class Gate:
     """``metric`` must reach ``threshold``; ``k`` is given exactly when metric is "pass_at_k", ``custom`` (a
-    custom metric's name) exactly when metric is "custom" (its mean must reach ``threshold``).
+    custom metric's name) exactly when metric is "custom" (its mean must reach ``threshold``). ``source`` says
+    where it was set (None: not known, e.g. a report written before the plan recorded it); it is no part of the
+    gate's equality.
 
     Raises ValueError for an unknown metric, a missing or unexpected ``k`` or ``custom``, ``k`` < 1, a non-finite
     threshold, or a pass_rate / pass_at_k threshold outside [0, 1] (those metrics are probabilities).
@@ -46,6 +62,7 @@ class Gate:
     threshold: float
     k: int | None = None
     custom: str | None = None
+    source: GateSource | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
@@ -62,6 +79,16 @@ class Gate:
             raise ValueError(f"{self.metric} threshold must lie in [0, 1], got {self.threshold!r}")
 
     @property
+    def identity(self) -> tuple[Hashable, ...]:
+        """What makes two gates the same gate (:func:`merge_gates`): the metric, with k for pass@k and the name
+        for a custom metric; the threshold and the source are the gate's settings, not its identity."""
+        if self.metric == "pass_at_k":
+            return (self.metric, self.k)
+        if self.metric == "custom":
+            return (self.metric, self.custom)
+        return (self.metric,)
+
+    @property
     def name(self) -> str:
         """Human name of the statistic: ``mean reward``, ``pass rate``, ``pass@4`` or ``metric boxed``."""
         if self.custom is not None:
@@ -72,6 +99,38 @@ class Gate:
     def label(self) -> str:
         """E.g. ``mean reward >= 0.70`` or ``pass@4 >= 0.50``."""
         return f"{self.name} >= {number_text.threshold(self.threshold)}"
+
+
+class Identified(Protocol):
+    """A gate of any kind: :class:`Gate`, or a policy comparison's
+    :class:`~pytest_gym_eval.comparison.ComparisonGate` (identity: its hypothesis)."""
+
+    @property
+    def identity(self) -> tuple[Hashable, ...]: ...
+
+
+G = TypeVar("G", bound=Identified)
+
+
+def merge_gates(*layers: Iterable[G]) -> list[G]:
+    """The gates of several settings layers, merged by identity (:attr:`Gate.identity`: the metric, k of pass@k, a
+    custom metric's name; a comparison's hypothesis), never replaced by a whole layer.
+
+    ``layers`` come in precedence order, first wins (the command line, then a dataset's own settings, then the ini
+    file): a gate's setting is taken from the first layer that has a gate of its identity, and a gate no earlier
+    layer has stays, so adding ``--gym-min-metric=n_calls:3`` never drops a dataset's ``min_metric=terse:0.9``.
+    Within one layer a later gate of the same identity wins (``--gym-min-pass-at-k=4:0.5 --gym-min-pass-at-k=4:0.6``
+    is one pass@4 >= 0.6 gate). Returns the gates in first-seen order over the layers.
+    """
+    merged: dict[Hashable, G] = {}
+    for layer in layers:
+        mine: dict[Hashable, G] = {}
+        for gate in layer:
+            mine.pop(gate.identity, None)  # a later one of the layer wins (and takes its place in the order)
+            mine[gate.identity] = gate
+        for identity, gate in mine.items():
+            merged.setdefault(identity, gate)
+    return list(merged.values())
 
 
 def parse_pass_at_k(text: str) -> Gate:
@@ -217,6 +276,27 @@ def evaluate(
 
 NOT_RECORDED = "no rollout recorded this metric"
 """The note of a custom metric's gate on a dataset none of whose rollouts recorded the metric."""
+
+
+NOT_APPLICABLE = "not applicable: no rollout of this dataset recorded the metric"
+"""Why a session-wide custom metric's gate is not judged on a dataset (:func:`applies_to`)."""
+
+
+def applies_to(gate: Gate, recorded: Collection[str], recorded_anywhere: Collection[str]) -> bool:
+    """Whether ``gate`` is judged on a dataset whose rollouts recorded the custom metrics ``recorded``, in a
+    session whose rollouts recorded ``recorded_anywhere``.
+
+    A gate on the rewards, or a dataset's own gate (``gym_dataset_settings``, or of unknown source), always
+    applies: a dataset named for a metric gate that never records the metric is INCONCLUSIVE
+    (:data:`NOT_RECORDED`). A custom metric's gate set for the whole session (command line or ini file) applies
+    to the datasets some of whose rollouts recorded the metric (``--gym-min-metric=n_calls:3`` means "every
+    dataset that measures n_calls"), not to one whose tests never record it; but when no rollout of the session
+    recorded it (a misspelt name, tests that stopped recording it) it applies everywhere, so that it is
+    INCONCLUSIVE rather than silently passing.
+    """
+    if gate.custom is None or gate.source not in SESSION_WIDE:
+        return True
+    return gate.custom in recorded or gate.custom not in recorded_anywhere
 
 
 def custom_interval(values_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:

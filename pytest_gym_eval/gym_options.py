@@ -8,12 +8,14 @@ Resolved once per Gym session (:meth:`GymOptions.from_config`); the declarations
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, comparison_gates
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
 from pytest_gym_eval.defaults import (
     DEFAULT_API_KEY_ENV,
@@ -22,7 +24,7 @@ from pytest_gym_eval.defaults import (
     DEFAULT_ROLLOUT_TIMEOUT,
     DEFAULT_STARTUP_TIMEOUT,
 )
-from pytest_gym_eval.gates import GateMode
+from pytest_gym_eval.gates import GateMode, GateSource, merge_gates
 from pytest_gym_eval.history.urls import is_postgres_url
 from pytest_gym_eval.models import MODEL_FIELDS, Policy, PolicySpecError, order_policies, parse_policy
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
@@ -80,6 +82,9 @@ class GymOptions:
     min_improvement: float | None = None
     """``--gym-min-improvement``: the superiority margin δ (reward units, >= 0) every candidate policy must beat the
     baseline by; None without the gate."""
+    comparison_sources: Mapping[Hypothesis, GateSource] = field(default_factory=dict, compare=False)
+    """Where each of the two comparison gates was set (command line or ini file; absent: not known); as a gate's
+    source, no part of the options' equality."""
     fail_on_flip: bool = False
     html: Path | None = None
     markdown: Path | None = None
@@ -154,6 +159,7 @@ class GymOptions:
                 for text in config.getoption("gym_min_metric", default=None) or ()
             ),
             reward_range=_reward_range(config.getoption("gym_reward_range", default=None), "--gym-reward-range"),
+            source=GateSource.COMMAND_LINE,
         )
         ini = DatasetSettings(
             agent=config.getini("gym_agent") or None,
@@ -164,6 +170,7 @@ class GymOptions:
             min_pass_at_k=tuple(parse_pass_at_k(t, "gym_min_pass_at_k") for t in config.getini("gym_min_pass_at_k")),
             min_metric=tuple(parse_min_metric(t, "gym_min_metric") for t in config.getini("gym_min_metric")),
             reward_range=_reward_range(ini_value("gym_reward_range"), "gym_reward_range"),
+            source=GateSource.INI,
         )
         gate_on = value("gym_gate_on") or GateMode.POINT.value
         if gate_on not in {m.value for m in GateMode}:
@@ -210,15 +217,18 @@ class GymOptions:
             raise pytest.UsageError(
                 f"--gym-policy works with --gym-model-type {' or '.join(MODEL_FIELDS)}, not {model_type}"
             )
-        max_regression, min_improvement = number("gym_max_regression"), number("gym_min_improvement")
+        comparisons = merge_gates(
+            _comparison_layer(lambda dest: config.getoption(dest, default=None), GateSource.COMMAND_LINE),
+            _comparison_layer(ini_value, GateSource.INI),
+        )
+        margins = {gate.hypothesis: gate.margin for gate in comparisons}
+        max_regression, min_improvement = margins.get(Hypothesis.NON_INFERIORITY), margins.get(Hypothesis.SUPERIORITY)
         for name, margin in (("max-regression", max_regression), ("min-improvement", min_improvement)):
             if margin is not None and not policies:
                 raise pytest.UsageError(
                     f"--gym-{name} (ini gym_{name.replace('-', '_')}) compares policies: name two or more with "
                     "--gym-policy"
                 )
-            if margin is not None and margin < 0:
-                raise pytest.UsageError(f"--gym-{name}: expected a margin >= 0, got {margin:g}")
         sampling = sampling_from_config(config)
         try:
             sampling.check_model_type(model_type)
@@ -247,6 +257,7 @@ class GymOptions:
             max_regressed_tasks=number("gym_max_regressed_tasks", _count),
             max_regression=max_regression,
             min_improvement=min_improvement,
+            comparison_sources={gate.hypothesis: gate.source for gate in comparisons if gate.source is not None},
             fail_on_flip=bool(fail_on_flip if fail_on_flip is not None else config.getini("gym_fail_on_flip")),
             html=path_option("gym_html"),
             markdown=path_option("gym_markdown"),
@@ -267,6 +278,11 @@ class GymOptions:
             history=_history_target(config, ini_value, inifile_dir),
             quarantine=quarantine,
         )
+
+    def comparison_gates(self) -> list[ComparisonGate]:
+        """The policy comparison's gates (``--gym-max-regression``'s non-inferiority, ``--gym-min-improvement``'s
+        superiority), each with where it was set (:func:`~pytest_gym_eval.comparison.comparison_gates`)."""
+        return comparison_gates(self.max_regression, self.min_improvement, self.comparison_sources)
 
     def policy_names(self) -> tuple[str | None, ...]:
         """The policies every (task, repeat) is rolled out against, by name: ``(None,)`` for a one-model session."""
@@ -301,6 +317,29 @@ class GymOptions:
         if settings is None:
             settings = self._settings[path] = self.cli.over(self.own_settings(path).over(self.ini))
         return settings
+
+
+COMPARISON_OPTIONS = (
+    (Hypothesis.NON_INFERIORITY, "gym_max_regression"),
+    (Hypothesis.SUPERIORITY, "gym_min_improvement"),
+)
+"""Each comparison gate's option (``dest``; ``--gym-max-regression``, ini ``gym_max_regression``)."""
+
+
+def _comparison_layer(given: Callable[[str], Any], source: GateSource) -> list[ComparisonGate]:
+    """The comparison gates one source sets, ``given(dest)`` reading its options (None: unset); raises
+    :class:`pytest.UsageError` naming the option (``--gym-min-improvement`` or ini ``gym_min_improvement``) for
+    a margin that is no number or is negative."""
+    gates = []
+    for hypothesis, dest in COMPARISON_OPTIONS:
+        where = "--" + dest.replace("_", "-") if source is GateSource.COMMAND_LINE else dest
+        margin = _number(given(dest), where)
+        if margin is None:
+            continue
+        if margin < 0:
+            raise pytest.UsageError(f"{where}: expected a margin >= 0, got {margin:g}")
+        gates.append(ComparisonGate(hypothesis, margin, source))
+    return gates
 
 
 def _inner_loop(config: pytest.Config, ini_value: Any) -> tuple[float | None, Path | None]:

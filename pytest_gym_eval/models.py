@@ -116,10 +116,19 @@ def _sampling_value(spec: str, key: str, text: str) -> float | int:
 
 def order_policies(policies: Sequence[Policy], baseline: str | None) -> tuple[Policy, ...]:
     """``policies`` with the baseline first (``baseline``, else the first named). Raises :class:`PolicySpecError`
-    for a name given twice, a single policy, or a ``baseline`` no policy has."""
+    for a name given twice, two names that differ only by case (``base`` and ``Base``: pytest's ``-k`` matches the
+    items' ids, ``r0-base``, ignoring case, and a case-insensitive file system or a reader would not tell them
+    apart), a single policy, or a ``baseline`` no policy has."""
     names = [policy.name for policy in policies]
     if duplicate := next((name for name in names if names.count(name) > 1), None):
         raise PolicySpecError(f"policy {duplicate!r} is named twice")
+    first: dict[str, str] = {}
+    for name in names:
+        if (other := first.setdefault(name.casefold(), name)) != name:
+            raise PolicySpecError(
+                f"policies {other!r} and {name!r} differ only by case: name them apart (pytest's -k matches "
+                f"their items' ids, r0-{other} and r0-{name}, ignoring case)"
+            )
     if len(policies) < 2:
         raise PolicySpecError("name two or more policies to compare them (one policy: --gym-model-url/--gym-replay)")
     if baseline is None:

@@ -16,6 +16,7 @@ from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.models import base_agent
 from pytest_gym_eval.plan import PlannedRollout
+from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.shard import SHARD_RULE, CollectedPlan, dataset_name
 
@@ -50,16 +51,17 @@ def report_plan(
         {"shard": {"index": 2, "count": 3} | null, "rule": "sha256-sorted-blocks-v1",
          "gate_mode": "point", "inconclusive": "fail",
          "datasets": [{"dataset", "sha256", "repeats", "agent", "tasks": [...], "agents": {task: agent},
-                       "threshold", "gates": [{"metric", "k", "threshold", "custom"?}], "selected": {task: [repeats]}}]}
+                       "threshold", "gates": [{"metric", "k", "threshold", "custom"?, "source"}],
+                       "selected": {task: [repeats]}}]}
 
     ``agent`` is the dataset's most common agent and ``agents`` lists only the tasks whose agent differs. A
     dataset's sha256 is taken from ``meta`` (``dataset_sha256.<dataset>``) when it is there, else computed.
 
     A session comparing policies (``--gym-policy``) adds ``"policies": [names, baseline first]`` and
     ``"max_regression"`` and ``"min_improvement"`` (each margin or null), which a merge needs to compare them
-    again; its agents are the agents the policies' instances copy (``mcqa_simple_agent``, never
-    ``mcqa_simple_agent__cand``), and a repeat selected for one policy is listed once (a merge takes it as selected
-    for every policy).
+    again, and ``"comparison_sources"`` (hypothesis -> where its gate was set); its agents are the agents the
+    policies' instances copy (``mcqa_simple_agent``, never ``mcqa_simple_agent__cand``), and a repeat selected for
+    one policy is listed once (a merge takes it as selected for every policy).
     """
     chosen: dict[str, dict[str, list[int]]] = {}
     for rollout in selected:
@@ -81,15 +83,7 @@ def report_plan(
                 "tasks": list(entry.tasks),
                 "agents": {task: agent for task, agent in agents.items() if agent != common},
                 "threshold": settings.threshold,
-                "gates": [
-                    {
-                        "metric": g.metric,
-                        "k": g.k,
-                        "threshold": g.threshold,
-                        **({"custom": g.custom} if g.custom else {}),
-                    }
-                    for g in settings.gates
-                ],
+                "gates": [json_report.plan_gate_json(g) for g in settings.gates],
                 "selected": {task: sorted(set(repeats)) for task, repeats in chosen.get(entry.dataset, {}).items()},
             }
         )
@@ -105,6 +99,7 @@ def report_plan(
                 "policies": [p.name for p in options.policies],
                 "max_regression": options.max_regression,
                 "min_improvement": options.min_improvement,
+                "comparison_sources": {h.value: source.value for h, source in options.comparison_sources.items()},
             }
             if options.policies
             else {}

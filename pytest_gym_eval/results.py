@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.comparison import comparison_gates
 from pytest_gym_eval.custom_metrics import metrics_of
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
@@ -338,7 +337,7 @@ def policy_comparisons(
     selection by name, marker or last outcome does not decide (as its other gates). Empty in a session with one
     policy. ``adaptive`` (``--gym-adaptive``, keyed as :func:`conclude`'s): a dataset whose every policy's group ran
     the same sequential waves is judged on the paired confidence sequence of those waves."""
-    gates = comparison_gates(options.max_regression, options.min_improvement)
+    gates = options.comparison_gates()
     by_dataset: dict[str, list[AdaptiveRecord]] = {}
     for (dataset, _), record in (adaptive or {}).items():
         by_dataset.setdefault(dataset, []).append(record)

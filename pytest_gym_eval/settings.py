@@ -12,14 +12,14 @@ import functools
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.gates import Gate
+    from pytest_gym_eval.gates import Gate, GateSource
     from pytest_gym_eval.sequential import RewardRange
 
 SETTING_KEYS = (
@@ -34,6 +34,8 @@ SETTING_KEYS = (
     "reward_range",
 )
 """The keys a ``gym_dataset_settings`` line may set (the fields of :class:`DatasetSettings`)."""
+GATE_KEYS = ("min_mean_reward", "min_pass_rate", "min_pass_at_k", "min_metric")
+"""The keys among :data:`SETTING_KEYS` that set gates: merged by each gate's identity (:meth:`DatasetSettings.over`)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,9 @@ class DatasetSettings:
 
         ``min_pass_at_k`` holds ``(k, minimum pass@k)`` pairs, ``min_metric`` ``(custom metric, minimum mean)``
     pairs (:mod:`pytest_gym_eval.custom_metrics`); ``reward_range`` the range every reward lies in (what
-    ``--gym-adaptive``'s confidence sequence needs; [0, 1] when unset).
+    ``--gym-adaptive``'s confidence sequence needs; [0, 1] when unset). ``source`` says where these settings come
+    from (command line, ini file, a ``gym_dataset_settings`` line; its gates carry it), ``merged`` holds the gates
+    of settings :meth:`over` merged (each with its own source; None for settings of one source).
     """
 
     agent: str | None = None
@@ -54,20 +58,25 @@ class DatasetSettings:
     min_pass_at_k: tuple[tuple[int, float], ...] = ()
     min_metric: tuple[tuple[str, float], ...] = ()
     reward_range: RewardRange | None = None
+    source: GateSource | None = field(default=None, compare=False)
+    merged: tuple[Gate, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def gates(self) -> list[Gate]:
-        """The CI gates these settings ask for (empty when none)."""
-        from pytest_gym_eval.gates import Gate
+        """The CI gates these settings ask for (empty when none), each carrying its source; one gate per identity
+        (:func:`~pytest_gym_eval.gates.merge_gates`: of two ``min_metric=terse:...`` the later counts)."""
+        from pytest_gym_eval.gates import Gate, merge_gates
 
+        if self.merged is not None:
+            return list(self.merged)
         gates = []
         if self.min_mean_reward is not None:
-            gates.append(Gate("mean_reward", self.min_mean_reward))
+            gates.append(Gate("mean_reward", self.min_mean_reward, source=self.source))
         if self.min_pass_rate is not None:
-            gates.append(Gate("pass_rate", self.min_pass_rate))
-        gates.extend(Gate("pass_at_k", value, k) for k, value in self.min_pass_at_k)
-        gates.extend(Gate("custom", value, custom=name) for name, value in self.min_metric)
-        return gates
+            gates.append(Gate("pass_rate", self.min_pass_rate, source=self.source))
+        gates.extend(Gate("pass_at_k", value, k, source=self.source) for k, value in self.min_pass_at_k)
+        gates.extend(Gate("custom", value, custom=name, source=self.source) for name, value in self.min_metric)
+        return merge_gates(gates)
 
     @property
     def threshold(self) -> float:
@@ -75,12 +84,27 @@ class DatasetSettings:
         return 1.0 if self.pass_threshold is None else self.pass_threshold
 
     def over(self, other: DatasetSettings) -> DatasetSettings:
-        """These settings, with ``other``'s filling whatever is unset here."""
+        """These settings, with ``other``'s filling whatever is unset here: a gate of ``other`` stays unless these
+        settings have a gate of the same identity (:func:`~pytest_gym_eval.gates.merge_gates`: a pass@4 gate here
+        replaces ``other``'s pass@4 gate, never its pass@1 gate, a ``terse`` metric gate never ``other``'s
+        ``n_calls`` one). The result's gates keep their sources, in the order mean reward, pass rate, pass@k,
+        custom metrics."""
+        from pytest_gym_eval.gates import METRICS, merge_gates
+
         values: dict[str, Any] = {}
         for name in SETTING_KEYS:
             mine = getattr(self, name)
-            values[name] = mine if mine not in (None, ()) else getattr(other, name)
-        return DatasetSettings(**values)
+            if name not in GATE_KEYS:
+                values[name] = mine if mine not in (None, ()) else getattr(other, name)
+        gates = sorted(merge_gates(self.gates, other.gates), key=lambda gate: METRICS.index(gate.metric))
+        return DatasetSettings(
+            **values,
+            min_mean_reward=next((g.threshold for g in gates if g.metric == "mean_reward"), None),
+            min_pass_rate=next((g.threshold for g in gates if g.metric == "pass_rate"), None),
+            min_pass_at_k=tuple((g.k, g.threshold) for g in gates if g.k is not None),
+            min_metric=tuple((g.custom, g.threshold) for g in gates if g.custom is not None),
+            merged=tuple(gates),
+        )
 
 
 def dataset_name(path: Path, rootdir: Path) -> str:
@@ -154,6 +178,8 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
 
     Raises :class:`pytest.UsageError` quoting the line for an unknown key or a bad value.
     """
+    from pytest_gym_eval.gates import GateSource
+
     parsed: list[tuple[str, DatasetSettings]] = []
     for line in lines:
         pattern, sep, rest = line.partition(": ")
@@ -181,7 +207,7 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
                 values[key] = _fraction(text, f"{where}: {key}")
             else:
                 values[key] = _number(text, f"{where}: {key}")
-        parsed.append((pattern.strip(), DatasetSettings(**values)))
+        parsed.append((pattern.strip(), DatasetSettings(**values, source=GateSource.DATASET)))
     return parsed
 
 

@@ -55,7 +55,7 @@ def conclude_merged(
     options = GymOptions(
         rootdir=Path.cwd(), gate_mode=mode, inconclusive_passes=inconclusive, max_drop=max_drop,
         policies=tuple(Policy(name) for name in merged.policies), max_regression=merged.max_regression,
-        min_improvement=merged.min_improvement,
+        min_improvement=merged.min_improvement, comparison_sources=merged.comparison_sources,
     )  # fmt: skip
     thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
     gates = {entry.dataset: overrides.gates(entry.gates) for entry in merged.datasets}

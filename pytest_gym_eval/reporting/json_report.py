@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_gym_eval.comparison import gym_verdict
 from pytest_gym_eval.files import write_text_atomic
-from pytest_gym_eval.gates import Gate, GateMode, GateResult, Verdict
+from pytest_gym_eval.gates import Gate, GateMode, GateResult, GateSource, Verdict
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict
 from pytest_gym_eval.sequential import AdaptiveRecord
@@ -166,6 +166,11 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         "error_classes": dict(summary.error_classes),
         "wall_time": _finite(summary.wall_time),
         "gates": [_gate_json(result) for result in summary.gates],
+        **(
+            {"gates_not_applicable": [plan_gate_json(gate) for gate in summary.not_applicable]}
+            if summary.not_applicable
+            else {}
+        ),
         "verdict": None if verdict is None else verdict.value,
         "selected": summary.selected,
         "unreported": summary.unreported,
@@ -225,11 +230,24 @@ def _interval_json(interval: Interval) -> dict[str, Any]:
     }
 
 
+def plan_gate_json(gate: Gate) -> dict[str, Any]:
+    """A gate as the plan lists it (``$defs/planned_gate``): ``metric``, ``k``, ``threshold``, ``custom`` for a
+    custom metric's and ``source`` (``command line``, ``ini`` or ``dataset settings``) when known."""
+    return {
+        "metric": gate.metric,
+        "k": gate.k,
+        "threshold": gate.threshold,
+        **({"custom": gate.custom} if gate.custom is not None else {}),
+        **({"source": gate.source.value} if gate.source is not None else {}),
+    }
+
+
 def _gate_json(result: GateResult) -> dict[str, Any]:
     return {
         "metric": result.gate.metric,
         "k": result.gate.k,
         **({"custom": result.gate.custom} if result.gate.custom is not None else {}),
+        **({"source": result.gate.source.value} if result.gate.source is not None else {}),
         "threshold": result.gate.threshold,
         "label": result.gate.label,
         **_interval_json(result.interval),
@@ -424,11 +442,23 @@ def _interval_from_json(entry: Mapping[str, Any]) -> Interval:
     )
 
 
+def _gate_from_json(gate: Mapping[str, Any]) -> Gate:
+    """A gate as :func:`plan_gate_json` or a dataset's ``gates`` wrote it (``source`` absent in older reports)."""
+    source = gate.get("source")
+    return Gate(
+        str(gate["metric"]),
+        float(gate["threshold"]),
+        gate.get("k"),
+        gate.get("custom"),
+        None if source is None else GateSource(source),
+    )
+
+
 def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
     try:
         gates = [
             GateResult(
-                Gate(str(gate["metric"]), float(gate["threshold"]), gate.get("k"), gate.get("custom")),
+                _gate_from_json(gate),
                 _interval_from_json(gate),
                 Verdict(gate["verdict"]),
                 GateMode(gate["mode"]),
@@ -452,6 +482,7 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
             flaky_tasks=tuple(str(task) for task in entry.get("flaky_tasks", [])),
             wall_time=_number(entry.get("wall_time"), 0.0),
             gates=gates,
+            not_applicable=tuple(_gate_from_json(gate) for gate in entry.get("gates_not_applicable", [])),
             threshold=_number(entry.get("threshold"), 1.0),
             confidence=_number(entry.get("confidence"), 0.95),
             error_classes={str(k): int(v) for k, v in entry.get("error_classes", {}).items()},

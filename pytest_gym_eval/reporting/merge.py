@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from pytest_gym_eval.gates import Gate, GateMode
+from pytest_gym_eval.comparison import Hypothesis
+from pytest_gym_eval.gates import METRICS, Gate, GateMode, GateSource, merge_gates
 from pytest_gym_eval.models import Policy, agent_instance, item_id, policy_of
 from pytest_gym_eval.reporting.conclusion import Conclusion
+from pytest_gym_eval.reporting.json_report import plan_gate_json
 from pytest_gym_eval.reporting.shard_report import LISTED, MergeError, PlannedDataset, ShardReport, rollout_result
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.shard import SHARD_RULE, assign_shards
@@ -67,6 +69,7 @@ class MergedRun:
     policies: tuple[str, ...] = ()
     max_regression: float | None = None
     min_improvement: float | None = None
+    comparison_sources: Mapping[Hypothesis, GateSource] = field(default_factory=dict)
 
 
 def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
@@ -172,6 +175,7 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
         policies=policies,
         max_regression=first.max_regression,
         min_improvement=first.min_improvement,
+        comparison_sources=first.comparison_sources,
     )
 
 
@@ -244,22 +248,19 @@ class GateOverrides:
         return mode, inconclusive
 
     def gates(self, recorded: Sequence[Gate]) -> list[Gate]:
-        """A dataset's gates: each given option replaces the recorded gates of its metric (all pass@k gates
-        for ``--gym-min-pass-at-k``, all custom metric gates for ``--gym-min-metric``), as the command line beats
-        a dataset's own settings in a session."""
-        mean = [Gate("mean_reward", self.min_mean_reward)] if self.min_mean_reward is not None else None
-        rate = [Gate("pass_rate", self.min_pass_rate)] if self.min_pass_rate is not None else None
-        at_k = list(self.min_pass_at_k) or None
-        custom = list(self.min_metric) or None
-        by_metric = {
-            metric: [gate for gate in recorded if gate.metric == metric] for metric in ("mean_reward", "pass_rate")
-        }
-        return [
-            *(mean if mean is not None else by_metric["mean_reward"]),
-            *(rate if rate is not None else by_metric["pass_rate"]),
-            *(at_k if at_k is not None else [gate for gate in recorded if gate.metric == "pass_at_k"]),
-            *(custom if custom is not None else [gate for gate in recorded if gate.metric == "custom"]),
+        """A dataset's gates: the recorded ones merged with the given options by identity
+        (:func:`~pytest_gym_eval.gates.merge_gates`), as the command line merges with a dataset's own settings in
+        a session: ``--gym-min-pass-at-k=4:0.9`` replaces a recorded pass@4 gate and keeps a recorded pass@1 gate,
+        ``--gym-min-metric=boxed:0.9`` a recorded ``boxed`` gate and keeps a ``chars`` one. The given gates carry
+        the source ``command line``; the order is mean reward, pass rate, pass@k, custom metrics."""
+        given = [
+            *([Gate("mean_reward", self.min_mean_reward)] if self.min_mean_reward is not None else []),
+            *([Gate("pass_rate", self.min_pass_rate)] if self.min_pass_rate is not None else []),
+            *self.min_pass_at_k,
+            *self.min_metric,
         ]
+        given = [replace(gate, source=GateSource.COMMAND_LINE) for gate in given]
+        return sorted(merge_gates(given, recorded), key=lambda gate: METRICS.index(gate.metric))
 
 
 def exit_status(merged: MergedRun, conclusion: Conclusion) -> int:
@@ -309,15 +310,7 @@ def merged_plan(merged: MergedRun, overrides: GateOverrides) -> dict[str, Any]:
                 "tasks": list(entry.tasks),
                 "agents": dict(entry.agents),
                 "threshold": entry.threshold,
-                "gates": [
-                    {
-                        "metric": g.metric,
-                        "k": g.k,
-                        "threshold": g.threshold,
-                        **({"custom": g.custom} if g.custom else {}),
-                    }
-                    for g in overrides.gates(entry.gates)
-                ],
+                "gates": [plan_gate_json(g) for g in overrides.gates(entry.gates)],
                 "selected": {
                     task: sorted(merged.selected[entry.dataset][task])
                     for task in entry.tasks
@@ -331,6 +324,7 @@ def merged_plan(merged: MergedRun, overrides: GateOverrides) -> dict[str, Any]:
                 "policies": list(merged.policies),
                 "max_regression": merged.max_regression,
                 "min_improvement": merged.min_improvement,
+                "comparison_sources": {h.value: source.value for h, source in merged.comparison_sources.items()},
             }
             if merged.policies
             else {}

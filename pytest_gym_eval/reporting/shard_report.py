@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.gates import METRICS, Gate, GateMode
+from pytest_gym_eval.comparison import Hypothesis
+from pytest_gym_eval.gates import METRICS, Gate, GateMode, GateSource
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.shard import Shard
@@ -86,6 +87,8 @@ class ShardReport:
     policies: tuple[str, ...] = ()
     max_regression: float | None = None
     min_improvement: float | None = None
+    comparison_sources: Mapping[Hypothesis, GateSource] = field(default_factory=dict)
+    """Where each comparison gate was set (the plan's ``comparison_sources``; empty in older reports)."""
 
     @property
     def label(self) -> str:
@@ -137,6 +140,10 @@ def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) 
         policies=tuple(_str(name, "policies[]") for name in plan.get("policies", ())),
         max_regression=None if plan.get("max_regression") is None else float(plan["max_regression"]),
         min_improvement=None if plan.get("min_improvement") is None else float(plan["min_improvement"]),
+        comparison_sources={
+            Hypothesis(hypothesis): GateSource(source)
+            for hypothesis, source in plan.get("comparison_sources", {}).items()
+        },
     )
 
 
@@ -148,13 +155,14 @@ def _planned_dataset(entry: Mapping[str, Any]) -> PlannedDataset:
     for gate in entry["gates"]:
         if gate["metric"] not in METRICS:
             raise ValueError(f"{name}: unknown gate metric {gate['metric']!r}")
-        k, custom = gate["k"], gate.get("custom")
+        k, custom, source = gate["k"], gate.get("custom"), gate.get("source")
         gates.append(
             Gate(
                 gate["metric"],
                 float(gate["threshold"]),
                 None if k is None else int(k),
                 None if custom is None else str(custom),
+                None if source is None else GateSource(source),  # absent in older reports
             )
         )
     selected = {

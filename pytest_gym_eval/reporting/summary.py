@@ -25,6 +25,7 @@ from pytest_gym_eval.gates import (
     GateMode,
     GateResult,
     Verdict,
+    applies_to,
     custom_interval,
     evaluate,
     incomplete,
@@ -154,6 +155,9 @@ class DatasetSummary:
     """Each custom metric test functions recorded for the dataset's rollouts (by name, sorted): its mean over the
     rollouts that recorded it, with the mean reward's interval (:func:`~pytest_gym_eval.gates.custom_interval`;
     ``n`` counts tasks)."""
+    not_applicable: tuple[Gate, ...] = ()
+    """The session-wide custom metric gates not judged on this dataset: none of its rollouts recorded the metric
+    (:func:`~pytest_gym_eval.gates.applies_to`); they take no part in its verdict."""
 
     @property
     def gates_decide(self) -> bool:
@@ -245,27 +249,37 @@ def summarize(
     (:func:`~pytest_gym_eval.gates.incomplete`). ``adaptive[(dataset, agent or None)]`` says how
     ``--gym-adaptive`` ran a group: its gates are then judged on the confidence sequence of its waves
     (:func:`~pytest_gym_eval.sequential.judge_record`), unless that cannot be (errors, rollouts missing).
+    A command-line or ini custom metric gate on a dataset none of whose rollouts recorded the metric, while another
+    dataset's did, is not judged there (:func:`~pytest_gym_eval.gates.applies_to`; the summary lists it in
+    ``not_applicable``), unless selected rollouts of the group never reported (they might have recorded it).
     Datasets come in first-seen order (results first, then
     selected ones that never reported), and agents within a dataset. Raises ValueError for a bad
     ``confidence``.
     """
     summaries = []
+    recorded: dict[str, set[str]] = {}
+    for result in results:
+        recorded.setdefault(result.dataset, set()).update(name for name, _ in result.metrics)
+    anywhere = set().union(*recorded.values())
     for (dataset, agent), group in groups(results, selected).items():
         chosen = (selected or {}).get(dataset)
         count = None if chosen is None else (sum(chosen.values()) if agent is None else chosen.get(agent, 0))
-        summaries.append(
-            _summarize_group(
-                dataset,
-                agent,
-                group,
-                threshold=thresholds.get(dataset, DEFAULT_THRESHOLD),
-                gates=gates.get(dataset, ()),
-                mode=mode,
-                confidence=confidence,
-                selected=count,
-                adaptive=(adaptive or {}).get((dataset, agent)),
-            )
+        own = recorded.get(dataset, set())
+        cut_short = count is not None and len(group) < count  # the missing rollouts might record it
+        applying = [g for g in gates.get(dataset, ()) if cut_short or applies_to(g, own, anywhere)]
+        summary = _summarize_group(
+            dataset,
+            agent,
+            group,
+            threshold=thresholds.get(dataset, DEFAULT_THRESHOLD),
+            gates=applying,
+            mode=mode,
+            confidence=confidence,
+            selected=count,
+            adaptive=(adaptive or {}).get((dataset, agent)),
         )
+        skipped = tuple(g for g in gates.get(dataset, ()) if g not in applying)
+        summaries.append(replace(summary, not_applicable=skipped) if skipped else summary)
     return [with_usage(summary, results, price) for summary in summaries]
 
 

@@ -7,8 +7,8 @@ import math
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from pytest_gym_eval.comparison import gym_verdict
-from pytest_gym_eval.gates import GateMode
+from pytest_gym_eval.comparison import ComparisonGate, gym_verdict
+from pytest_gym_eval.gates import NOT_APPLICABLE, Gate, GateMode, GateSource
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, PolicyComparison, flips_count
 from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines
@@ -127,15 +127,31 @@ def _summary_lines(
     lines += gym_lines(summary, results, gym_metrics or {}, width)
     lines += fmt.labelled("flaky tasks", _flaky_text(summary), width)
     lines += usage_lines(summary, width)
+    if summary.gates or summary.not_applicable:
+        lines += fmt.labelled("gates", _gates_text(summary) if summary.gates else "none judged", width)
+    for result in summary.gates:
+        lines += fmt.wrap(result.describe() + set_where(result.gate), width, "    ", "      ")
+    for gate in summary.not_applicable:
+        lines += fmt.wrap(f"{gate.label}: {NOT_APPLICABLE}{set_where(gate)}", width, "    ", "      ")
     if summary.gates:
-        lines += fmt.labelled("gates", _gates_text(summary), width)
-        for result in summary.gates:
-            lines += fmt.wrap(result.describe(), width, "    ", "      ")
         verdict = summary.verdict
         assert verdict is not None  # there are gates
         why = f" ({fmt.plural(summary.errors, 'rollout')} errored)" if summary.errors else ""
         lines += fmt.labelled("verdict", verdict.value + why + selection_note(summary), width)
     return lines
+
+
+SET_WHERE = {
+    GateSource.COMMAND_LINE: "set on the command line",
+    GateSource.INI: "set in the ini file",
+    GateSource.DATASET: "set in gym_dataset_settings",
+}
+
+
+def set_where(gate: Gate | ComparisonGate) -> str:
+    """`` (set on the command line)``, `` (set in the ini file)`` or `` (set in gym_dataset_settings)``: where a
+    gate line's gate was set; "" when that is unknown (a report written before the plan recorded it)."""
+    return "" if gate.source is None else f" ({SET_WHERE[gate.source]})"
 
 
 def metric_lines(summary: DatasetSummary, width: int) -> list[str]:
@@ -336,7 +352,8 @@ def _policy_lines(item: PolicyComparison, width: int) -> list[str]:
         lines += _policy_usage_lines(item, width)
     note = "" if item.decides else " (judged on a selection: does not decide)"
     for result in item.comparison.results:
-        lines += fmt.labelled("gate", f"{result.describe()} (Gym: {gym_verdict(result)}){note}", width)
+        where = set_where(result.gate)
+        lines += fmt.labelled("gate", f"{result.describe()} (Gym: {gym_verdict(result)}){where}{note}", width)
     if item.sequential:  # --gym-adaptive: the gates' interval is the sequence's, not the delta line's
         lines += fmt.labelled("adaptive", item.describe_waves(), width)
     return lines

@@ -179,7 +179,7 @@ def test_merged_shards_carry_the_metric_and_its_gate(pytester: pytest.Pytester, 
     merged_report = json.loads((pytester.path / "merged.json").read_text())
     jsonschema.validate(merged_report, json.loads(SCHEMA_PATH.read_text()))
     assert merged_report["plan"]["datasets"][0]["gates"] == [
-        {"metric": "custom", "k": None, "threshold": 0.5, "custom": "boxed"}
+        {"metric": "custom", "k": None, "threshold": 0.5, "custom": "boxed", "source": "command line"}
     ]
     both = merged_report["datasets"][0]
     assert both["metrics"] == one["metrics"] and both["gates"] == one["gates"]
@@ -212,3 +212,90 @@ def test_the_history_keeps_each_rollouts_metrics(pytester: pytest.Pytester, fake
     assert len(by_pair) == 6
     assert by_pair[("q1", 0)] == {"boxed": 1.0, "chars": 9.0}
     assert by_pair[("q2", 1)] == {"boxed": 0.0, "chars": 11.0}
+
+
+TWO_METRICS = """
+import pytest
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", repeats=2)
+def test_shape(gym_rollout):
+    gym_rollout.record_metric("terse", len(gym_rollout.output_text) < 10)
+    gym_rollout.record_metric("n_calls", 3)
+"""
+"""``terse`` by task 1, 0, 1 (mean 0.67, as ``boxed``), ``n_calls`` 3 everywhere."""
+NO_METRIC = """
+
+@pytest.mark.gym_rollouts("other.jsonl")
+def test_other(gym_rollout):
+    assert gym_rollout.reward is not None
+"""
+"""A second dataset whose test records no metric."""
+
+
+def run_two(pytester: pytest.Pytester, fake_gym: FakeGym, *args: str, other: bool = True) -> pytest.RunResult:
+    """TWO_METRICS on mcqa.jsonl and, when ``other``, NO_METRIC on other.jsonl."""
+    write_dataset(pytester.path / "mcqa.jsonl")
+    write_dataset(pytester.path / "other.jsonl")
+    pytester.makepyfile(test_shape=TWO_METRICS + (NO_METRIC if other else ""))
+    common = [*fake_gym.args, "--gym-agent=mcqa_simple_agent", "--gym-run-dir=runs", "-p", "no:randomly"]
+    return pytester.runpytest_subprocess(*common, "test_shape.py", "--gym-report=r.json", *args)
+
+
+def gates_of(pytester: pytest.Pytester, dataset: str) -> list[dict[str, object]]:
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (entry,) = [d for d in report["datasets"] if d["dataset"] == dataset]
+    return [{key: gate.get(key) for key in ("custom", "source", "verdict")} for gate in entry["gates"]]
+
+
+def test_a_command_line_gate_never_removes_a_datasets_own_gate(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """Issue 35: ``--gym-min-metric=n_calls:3`` replaced the dataset's ``min_metric=terse:0.9`` whole (exit 0, the
+    terse gate gone from every report). Gates merge by identity; the plan and each gate line say where each came
+    from."""
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    mcqa.jsonl: min_metric=terse:0.9\n")
+    alone = run_two(pytester, fake_gym, other=False)
+    assert alone.ret == 1, alone.stdout.str()
+    both = run_two(pytester, fake_gym, "--gym-min-metric=n_calls:3", other=False)
+    assert both.ret == 1, both.stdout.str()
+    assert said(alone, f"metric terse {BOXED} < 0.90: FAIL (set in gym_dataset_settings)"), alone.stdout.str()
+    assert said(both, f"metric terse {BOXED} < 0.90: FAIL (set in gym_dataset_settings)"), both.stdout.str()
+    assert said(both, "metric n_calls 3.00 [3.00, 3.00] >= 3.00: PASS (set on the command line)"), both.stdout.str()
+    assert gates_of(pytester, "mcqa.jsonl") == [
+        {"custom": "n_calls", "source": "command line", "verdict": "PASS"},
+        {"custom": "terse", "source": "dataset settings", "verdict": "FAIL"},
+    ]
+    plan = json.loads((pytester.path / "r.json").read_text())["plan"]
+    assert {d["dataset"]: d["gates"] for d in plan["datasets"]}["mcqa.jsonl"] == [
+        {"metric": "custom", "k": None, "threshold": 3.0, "custom": "n_calls", "source": "command line"},
+        {"metric": "custom", "k": None, "threshold": 0.9, "custom": "terse", "source": "dataset settings"},
+    ]
+    # The command line's own gate of the same metric still wins over the dataset's.
+    stricter = run_two(pytester, fake_gym, "--gym-min-metric=terse:0.5", other=False)
+    assert stricter.ret == 0, stricter.stdout.str()
+    assert said(stricter, f"metric terse {BOXED} >= 0.50: PASS (set on the command line)"), stricter.stdout.str()
+
+
+def test_a_session_wide_metric_gate_applies_only_where_the_metric_is_recorded(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """other.jsonl's tests record no metric: ``--gym-min-metric=n_calls:3`` is not applicable there (listed, not
+    judged), instead of failing it as INCONCLUSIVE; a dataset's own gate on a metric it never records still is."""
+    result = run_two(pytester, fake_gym, "--gym-min-metric=n_calls:3")
+    assert result.ret == 0, result.stdout.str()
+    assert said(result, "metric n_calls >= 3.00: not applicable: no rollout of this dataset recorded the metric")
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    other = next(d for d in report["datasets"] if d["dataset"] == "other.jsonl")
+    assert other["gates"] == [] and other["verdict"] is None
+    assert other["gates_not_applicable"] == [
+        {"metric": "custom", "k": None, "threshold": 3.0, "custom": "n_calls", "source": "command line"}
+    ]
+    assert gates_of(pytester, "mcqa.jsonl") == [{"custom": "n_calls", "source": "command line", "verdict": "PASS"}]
+
+    pytester.makeini("[pytest]\ngym_dataset_settings =\n    other.jsonl: min_metric=n_calls:3\n")
+    named = run_two(pytester, fake_gym)
+    assert named.ret == 1, named.stdout.str()
+    assert gates_of(pytester, "other.jsonl") == [
+        {"custom": "n_calls", "source": "dataset settings", "verdict": "INCONCLUSIVE"}
+    ]

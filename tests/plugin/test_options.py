@@ -172,3 +172,27 @@ def test_a_dataset_settings_glob_that_matches_no_file_is_warned_about(pytester: 
     assert "quiz.jsonl::q[r1]" in output  # the matching line still applies (repeats=2)
     result = pytester.runpytest("--collect-only", "datasets/quiz.jsonl", "-W", "error::pytest.PytestConfigWarning")
     assert result.ret != pytest.ExitCode.OK and "matches no file" in result.stdout.str() + result.stderr.str()
+
+
+def test_gates_of_the_command_line_the_dataset_lines_and_the_ini_merge_gate_by_gate(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 35: a command-line gate list replaced a dataset's (and the ini's) whole; now each gate is kept unless
+    a setting of the same gate (metric, k, custom metric name) comes first, and each says where it was set."""
+    from pytest_gym_eval.gym_options import GymOptions
+
+    pytester.makeini(
+        "[pytest]\ngym_min_pass_at_k =\n    1:0.5\n    4:0.1\ngym_min_metric = chars:5\n"
+        "gym_dataset_settings =\n    *.jsonl: min_metric=terse:0.9 min_pass_at_k=4:0.6\n"
+        "    own.jsonl: min_metric=n_calls:2\n"
+    )
+    config = pytester.parseconfig("--gym-min-pass-at-k=4:0.9", "--gym-min-metric=n_calls:3")
+    options = GymOptions.from_config(config)
+    gates = options.dataset_settings(pytester.path / "own.jsonl").gates
+    assert [(g.name, g.threshold, g.source and g.source.value) for g in gates] == [
+        ("pass@4", 0.9, "command line"),
+        ("pass@1", 0.5, "ini"),
+        ("metric n_calls", 3.0, "command line"),
+        ("metric terse", 0.9, "dataset settings"),  # the first line's: the second line sets another metric
+        ("metric chars", 5.0, "ini"),
+    ]

@@ -156,6 +156,10 @@ def test_a_row_naming_its_own_agent_is_routed_to_each_policys_copy(
             "--gym-policy: policy 'base' is named twice",
         ),
         (
+            ["--gym-policy=base=replay:{rec}", "--gym-policy=Base=replay:{rec}"],
+            "--gym-policy: policies 'base' and 'Base' differ only by case: name them apart",
+        ),
+        (
             ["--gym-policy=a=replay:{rec}", "--gym-policy=b=replay:{rec}", "--gym-baseline-policy=z"],
             "baseline policy 'z' is not one of the policies named: a, b",
         ),
@@ -273,7 +277,7 @@ def test_the_candidate_is_compared_with_the_baseline_in_every_report(
         "    lost: t0",
         "    gained: t9",
         "  gate        non-inferiority: candidate - baseline 0.00 [-0.34, 0.34], lower",
-        "              bound -0.34 >= -0.40: PASS (Gym: PASS)",
+        "              bound -0.34 >= -0.40: PASS (Gym: PASS) (set on the command line)",
     ]
     start = result.outlines.index(block[0])
     assert result.outlines[start : start + len(block)] == block
@@ -387,16 +391,18 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_on
     verdicts: tuple[str, str],
 ) -> None:
     """Both gates set: non-inferiority at 0.1 passes either candidate; superiority at 0.1 passes the better one
-    (lower bound 0.23 > 0.10) and fails the equal one (upper bound 0.00 <= 0.10), which alone fails the session."""
+    (lower bound 0.23 > 0.10) and fails the equal one (upper bound 0.00 <= 0.10), which alone fails the session.
+    The ini file sets both, the command line superiority: merged by hypothesis, each says where it was set."""
     write_tasks(pytester, *rewards)
+    pytester.makeini("[pytest]\ngym_max_regression = 0.1\ngym_min_improvement = 0.3\n")
     result = pytester.runpytest_subprocess(
-        *policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.1", "--gym-min-improvement=0.1",
-        "--gym-report=r.json", "--junitxml=j.xml",
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-min-improvement=0.1", "--gym-report=r.json", "--junitxml=j.xml",
     )  # fmt: skip
     assert result.ret == status
     gates = [line.split(":")[0] for line in result.outlines if line.startswith("  gate")]
     assert gates == ["  gate        non-inferiority", "  gate        superiority"]
     reason = " ".join(" ".join(line.split()) for line in result.outlines)
+    assert "(Gym: PASS) (set in the ini file)" in reason and "(set on the command line)" in reason, reason
     if status:
         failures = reason.split("gym gates: FAIL - ")[1]
         assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline 0.00 [0.00, 0.00]")
@@ -412,6 +418,7 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_on
     ]
     assert entry["verdict"] == verdicts[0]
     assert report["plan"]["min_improvement"] == 0.1 and report["plan"]["max_regression"] == 0.1
+    assert report["plan"]["comparison_sources"] == {"non-inferiority": "ini", "superiority": "command line"}
     properties = junit_suite_properties(pytester.path / "j.xml")
     prefix = "gym::mcqa.jsonl::compare.cand."
     assert (properties[prefix + "verdict"], properties[prefix + "superiority.verdict"]) == verdicts

@@ -125,6 +125,7 @@ def test_the_baseline_comes_first() -> None:
     ("names", "baseline", "says"),
     [
         (["a", "b", "a"], None, "policy 'a' is named twice"),
+        (["base", "cand", "Base"], None, "policies 'base' and 'Base' differ only by case"),
         (["a"], None, "two or more"),
         (["a", "b"], "z", "baseline policy 'z' is not one of the policies named: a, b"),
     ],
