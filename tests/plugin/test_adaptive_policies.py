@@ -127,7 +127,8 @@ def test_a_comparison_undecided_at_the_ceiling_is_judged_on_the_sequence_and_rep
     assert all(entry["ends"] == [2, 4, CEILING] and entry["sequential"] for entry in groups)
     report = json.loads((pytester.path / "r.json").read_text())
     (entry,) = report["comparisons"]
-    assert entry["adaptive"] == {"waves": 3, "repeats": [2, 4, CEILING], "repeats_used": CEILING, "max_repeats": CEILING}
+    adaptive = {"waves": 3, "repeats": [2, 4, CEILING], "repeats_used": CEILING, "max_repeats": CEILING}
+    assert entry["adaptive"] == adaptive
     (gate,) = entry["gates"]
     assert (gate["verdict"], gate["sequential"]) == ("INCONCLUSIVE", True)
     assert gate["interval"]["low"] < -0.1 < 0.0 < gate["interval"]["high"]

@@ -147,7 +147,8 @@ def test_the_last_wave_judged_by_the_sessions_end_is_logged_once_on_the_sequence
     lines = (tmp_path / "waves.jsonl").read_text().splitlines()
     groups = [json.loads(line) for line in lines if '"group"' in line]
     assert [(g["group"][1], g["ends"], g["sequential"], g["reason"]) for g in groups] == [
-        ("agent", [2, 4], True, ""), ("agent__cand", [2, 4], True, "")
+        ("agent", [2, 4], True, ""),
+        ("agent__cand", [2, 4], True, ""),
     ]
     assert waves.after(wave) is None  # the run's thread, once Gym exited
     assert (tmp_path / "waves.jsonl").read_text().splitlines() == lines
