@@ -450,6 +450,26 @@ def comparison_gates(max_regression: float | None, min_improvement: float | None
     return [ComparisonGate(hypothesis, margin) for hypothesis, margin in given if margin is not None]
 
 
+def margin_problem(gate: ComparisonGate, reward_range: RewardRange) -> str | None:
+    """Why ``gate``'s margin makes no sense for rewards in ``reward_range`` (None when it does): a difference of two
+    mean rewards lies in [-w, w], w = the range's width, so at a margin δ >= w non-inferiority (Δ >= -δ) holds for
+    every candidate and superiority (Δ > δ) for none, whatever they score: the gate would judge nothing. E.g.
+    ``a margin of 1.5 is not below the width 1 of the reward range [0, 1]: every candidate would pass
+    non-inferiority whatever it scores``."""
+    width = reward_range.high - reward_range.low
+    if gate.margin < width:
+        return None
+    what = (
+        "every candidate would pass non-inferiority"
+        if gate.hypothesis is Hypothesis.NON_INFERIORITY
+        else "no candidate could pass superiority"
+    )
+    return (
+        f"a margin of {gate.margin:g} is not below the width {width:g} of the reward range {reward_range}: {what} "
+        "whatever it scores"
+    )
+
+
 def judge_paired_waves(
     baseline: Mapping[Key, float],
     candidate: Mapping[Key, float],

@@ -341,7 +341,11 @@ class GymSession:
 
     def check_before_start(self, plan: RunPlan) -> None:
         """Check ``plan``'s run before Gym starts (:meth:`pytest_gym_eval.launch.Launch.check_before_start`); raises
-        :class:`pytest.UsageError` with one message per problem."""
+        :class:`pytest.UsageError` with one message per problem. A comparison margin at or beyond the width of a
+        dataset's reward range is one too (:meth:`GymOptions.margin_problems`)."""
+        problems = self.options.margin_problems(rollout.dataset for rollout in plan.rollouts)
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
         self.launch.check_before_start(plan)
 
     def ending(self, interrupted: bool = False) -> None:

@@ -368,6 +368,28 @@ def test_a_negative_min_improvement_is_a_usage_error(pytester: pytest.Pytester, 
     assert "--gym-min-improvement: expected a margin >= 0, got -0.1" in result.stderr.str()
 
 
+@pytest.mark.parametrize(
+    ("option", "claim"),
+    [("max-regression=1.5", "every candidate would pass non-inferiority"), ("min-improvement=1", "no candidate could")],
+)
+def test_a_margin_as_wide_as_the_reward_range_is_a_usage_error(
+    pytester: pytest.Pytester, fake_gym: FakeGym, option: str, claim: str
+) -> None:
+    """Rewards in [0, 1] (the range when none is declared): a difference of mean rewards lies in [-1, 1], so a margin
+    of 1 or more judges nothing. Refused before Gym starts, naming the option and the dataset."""
+    write_dataset(pytester)
+    result = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", f"--gym-{option}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    name, margin = option.split("=")
+    assert (
+        f"--gym-{name}={margin} (ini gym_{name.replace('-', '_')}): a margin of {margin} is not below the width 1 of "
+        f"the reward range [0, 1]: {claim}" in result.stderr.str()
+    )
+    named = "(dataset mcqa.jsonl; declare its range with reward_range=LO:HI or --gym-reward-range)"
+    assert named in result.stderr.str()
+    assert fake_gym.calls() == []
+
+
 BETTER = ([0.0] * 6 + [1.0] * 4, [1.0] * 10)
 """The candidate gains six of ten tasks: difference +0.6 [0.23, 0.97] (0.6 ± 2.2622 · sqrt((4/15) / 10))."""
 EQUAL = ([1.0] * 5 + [0.0] * 5, [1.0] * 5 + [0.0] * 5)
@@ -434,13 +456,13 @@ def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, f
     )
 
 
-@pytest.mark.parametrize(("margin", "status"), [("0.1", 1), ("1.0", 0)])
+@pytest.mark.parametrize(("margin", "status"), [("0.1", 1), ("0.99", 0)])
 def test_merged_shards_compare_the_policies_as_one_session(
     pytester: pytest.Pytester, fake_gym: FakeGym, margin: str, status: int
 ) -> None:
     """The candidate loses six of ten tasks (difference -0.6 [-0.97, -0.23]): two shards merged give the
     comparison, the --gym-max-regression verdict and the exit status of one session over the same rollouts (FAIL at
-    margin 0.1, PASS at 1.0), in the terminal, the JSON report and JUnit."""
+    margin 0.1, PASS at 0.99), in the terminal, the JSON report and JUnit."""
     write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)
     args = [*policy_args(fake_gym), "mcqa.jsonl", f"--gym-max-regression={margin}"]
     alone = pytester.runpytest_subprocess(*args, "--gym-report=alone.json", "--junitxml=alone.xml")

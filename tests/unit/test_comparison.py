@@ -18,6 +18,7 @@ from pytest_gym_eval.comparison import (
     flip_decomposition,
     gym_verdict,
     judge_comparison,
+    margin_problem,
     paired_mean_difference,
     reason,
     simulate,
@@ -327,3 +328,20 @@ def test_clear_differences_are_decided_early_and_rarely_wrong() -> None:
     assert counts[Verdict.PASS] / runs >= 0.9 and spent < 0.75 * TASKS * 8
     counts, _ = _verdicts(BASELINE, SUPERIOR, runs, seed=3)  # equal models: "better" is the wrong verdict
     assert counts[Verdict.PASS] / runs <= ALPHA / 2 + _slack(ALPHA / 2, runs)
+
+
+def test_a_margin_must_lie_below_the_width_of_the_reward_range() -> None:
+    """A difference of two mean rewards in [lo, hi] lies in [-(hi - lo), hi - lo]: at a margin of the width or more
+    non-inferiority holds for every candidate and superiority for none."""
+    unit, wide = RewardRange(), RewardRange(-1.0, 2.0)
+    assert margin_problem(ComparisonGate(Hypothesis.NON_INFERIORITY, 0.99), unit) is None
+    assert margin_problem(ComparisonGate(Hypothesis.NON_INFERIORITY, 1.5), unit) == (
+        "a margin of 1.5 is not below the width 1 of the reward range [0, 1]: every candidate would pass "
+        "non-inferiority whatever it scores"
+    )
+    assert margin_problem(ComparisonGate(Hypothesis.SUPERIORITY, 1.0), unit) == (
+        "a margin of 1 is not below the width 1 of the reward range [0, 1]: no candidate could pass superiority "
+        "whatever it scores"
+    )
+    assert margin_problem(ComparisonGate(Hypothesis.NON_INFERIORITY, 1.5), wide) is None  # width 3
+    assert margin_problem(ComparisonGate(Hypothesis.SUPERIORITY, 3.0), wide) is not None

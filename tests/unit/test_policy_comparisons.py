@@ -23,6 +23,8 @@ from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
 from pytest_gym_eval.results import conclude
 from pytest_gym_eval.selection import Selection
+from pytest_gym_eval.sequential import RewardRange
+from pytest_gym_eval.settings import DatasetSettings
 
 AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
 
@@ -260,3 +262,24 @@ def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_
     prefix = "gym::mcqa.jsonl::compare.cand."
     assert (properties[prefix + "verdict"], properties[prefix + "superiority.verdict"]) == ("PASS", "FAIL")
     assert properties[prefix + "superiority.margin"] == "0"
+
+
+def test_a_margin_is_checked_against_each_datasets_reward_range(tmp_path: Path) -> None:
+    """A dataset's own reward_range (here [0, 3]: differences in [-3, 3]) allows a margin the default [0, 1] does
+    not; each problem names the option and the dataset."""
+    policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
+    wide = (("wide.jsonl", DatasetSettings(reward_range=RewardRange(0.0, 3.0))),)
+    options = GymOptions(rootdir=tmp_path, policies=policies, max_regression=1.5, datasets=wide)
+    paths = [tmp_path / "wide.jsonl", tmp_path / "unit.jsonl", tmp_path / "wide.jsonl"]
+    assert options.margin_problems(paths) == [
+        "--gym-max-regression=1.5 (ini gym_max_regression): a margin of 1.5 is not below the width 1 of the reward "
+        "range [0, 1]: every candidate would pass non-inferiority whatever it scores (dataset unit.jsonl; declare its "
+        "range with reward_range=LO:HI or --gym-reward-range)"
+    ]
+    assert options.margin_problems(paths[:1]) == []
+    assert replace(options, max_regression=0.5).margin_problems(paths) == []
+    assert replace(options, policies=()).margin_problems(paths) == []
+    superiority = replace(options, max_regression=None, min_improvement=3.0)
+    assert [p.split(":")[0] for p in superiority.margin_problems(paths)] == [
+        "--gym-min-improvement=3 (ini gym_min_improvement)"
+    ] * 2
