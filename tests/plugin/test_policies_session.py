@@ -392,16 +392,18 @@ def test_a_margin_as_wide_as_the_reward_range_is_a_usage_error(
 
 BETTER = ([0.0] * 6 + [1.0] * 4, [1.0] * 10)
 """The candidate gains six of ten tasks: difference +0.6 [0.23, 0.97] (0.6 ± 2.2622 · sqrt((4/15) / 10))."""
-EQUAL = ([1.0] * 5 + [0.0] * 5, [1.0] * 5 + [0.0] * 5)
-"""The candidate scores as the baseline on every task: difference 0 [0, 0]."""
+SLIGHTLY_WORSE = ([1.0] * 10, [0.98] * 5 + [0.96] * 5)
+"""The candidate scores 0.02 or 0.04 below the baseline on every task: difference -0.03 [-0.0375, -0.0225]
+(-0.03 ± 2.2622 · sqrt((1/9 · 10 · 0.0001) / 10)). (Equal scores on every task would show no spread between
+tasks: [-0.31, 0.31], both gates INCONCLUSIVE, tests/unit/test_comparison.py.)"""
 
 
 @pytest.mark.parametrize(
     ("rewards", "status", "verdicts"),
-    [(BETTER, 0, ("PASS", "PASS")), (EQUAL, 1, ("PASS", "FAIL"))],
-    ids=["better", "equal"],
+    [(BETTER, 0, ("PASS", "PASS")), (SLIGHTLY_WORSE, 1, ("PASS", "FAIL"))],
+    ids=["better", "slightly-worse"],
 )
-def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_one(
+def test_min_improvement_passes_a_clearly_better_candidate_and_fails_a_slightly_worse_one(
     pytester: pytest.Pytester,
     fake_gym: FakeGym,
     rewards: tuple[list[float], list[float]],
@@ -409,7 +411,8 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_on
     verdicts: tuple[str, str],
 ) -> None:
     """Both gates set: non-inferiority at 0.1 passes either candidate; superiority at 0.1 passes the better one
-    (lower bound 0.23 > 0.10) and fails the equal one (upper bound 0.00 <= 0.10), which alone fails the session."""
+    (lower bound 0.23 > 0.10) and fails the slightly worse one (upper bound -0.02 <= 0.10), which alone fails the
+    session."""
     write_tasks(pytester, *rewards)
     result = pytester.runpytest_subprocess(
         *policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.1", "--gym-min-improvement=0.1",
@@ -421,8 +424,8 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_on
     reason = " ".join(" ".join(line.split()) for line in result.outlines)
     if status:
         failures = reason.split("gym gates: FAIL - ")[1]
-        assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline 0.00 [0.00, 0.00]")
-        assert "upper bound 0.00 <= 0.10: FAIL" in failures and "non-inferiority" not in failures
+        assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline -0.03 [-0.04, -0.02]")
+        assert "upper bound -0.02 <= 0.10: FAIL" in failures and "non-inferiority" not in failures
     else:
         assert "lower bound 0.23 > 0.10: PASS (Gym: PASS)" in reason
     report = json.loads((pytester.path / "r.json").read_text())
