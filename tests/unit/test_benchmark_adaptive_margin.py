@@ -19,7 +19,7 @@ def test_the_cases_drop_by_exactly_the_margin() -> None:
         drop = sum(c - b for b, c in zip(case.baseline, case.candidate, strict=True)) / 20
         assert abs(drop + adaptive_margin.MARGIN) < 1e-12
     one_sided = adaptive_margin.cases(20)[1]
-    assert [b - c for b, c in zip(one_sided.baseline, one_sided.candidate, strict=True)] == [1.0] * 2 + [0.0] * 18
+    assert set(one_sided.baseline) == {1.0} and set(one_sided.candidate) == {0.9}  # differences 0 or -1 only
 
 
 def test_its_rows_are_computed_in_the_small_size(tmp_path: Path) -> None:
