@@ -21,12 +21,16 @@ options, runs the chosen ones and renders the table.
    adaptive_comparison  the same with two policies (``--gym-policy``): the rollouts the non-inferiority gate
                spends on the paired confidence sequence for a clear regression, a clear equivalence and a
                difference at the margin, against a fixed run of the ceiling;
+   adaptive_margin  the comparison's wrong-verdict rates with the candidate worse by exactly the margin (the
+               ceiling reached), a symmetric drop and rare one-sided drops, each simulated run through the wave
+               planner, its log and the session's comparison, with their Monte-Carlo intervals;
 9. warm        the mcqa example's session against a warm Gym (``--gym-keep-alive``) vs raw ``gym eval run
                --no-serve`` over the same input, and the first session's cost of keeping Gym alive;
 12. on_demand  the plugin's own time per on-demand rollout (``gym_run_row``) beyond the bare ``POST /run`` it makes.
 
 ``--quick`` scales everything down; ``--only`` picks benchmarks. The table is printed; a full run (neither
-``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``. See
+``--quick`` nor ``--only``) also writes it to ``benchmarks/results.md``, any run to ``--output``; ``--only NAME
+--write-rows`` puts its rows into the tables already written, with a note naming the run. See
 ``benchmarks/README.md``.
 """
 
@@ -43,11 +47,11 @@ import time
 from pathlib import Path
 
 from common import HERE, Row, byte_compile_plugin, pytest_with_peak
-from verdicts import METHOD, TABLE_BEGIN, TABLE_END, replace_between_markers, stamp
+from verdicts import METHOD, TABLE_BEGIN, TABLE_END, merge_rows, replace_between_markers, stamp
 
 BENCHMARKS = (
     "scale", "collection", "read", "latency", "html_page", "throughput", "merge", "adaptive",
-    "adaptive_comparison", "warm", "cold", "teardown", "plugin_cost", "on_demand",
+    "adaptive_comparison", "adaptive_margin", "warm", "cold", "teardown", "plugin_cost", "on_demand",
 )  # fmt: skip
 """The benchmark modules, in the table's order: each has ``NAME`` (its name in ``--only``), ``add_arguments(parser)``
 and ``run(work, args, quick) -> list[Row]``. A new benchmark is a module here and its name in this list."""
@@ -91,10 +95,14 @@ def render(rows: list[Row], settings: str, seconds: float, loads: tuple[float, f
         "| benchmark | pytest-gym-eval | baseline | ratio (interval) | goal | verdict |",
         "|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        cells = (r.benchmark if full else r.summary or r.benchmark, r.plugin, r.baseline, r.ratio, r.goal, r.verdict)
-        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
+    lines += [row_line(r, full) for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def row_line(r: Row, full: bool = True) -> str:
+    """``r`` as a line of the table (``full``: the long label, else the short one)."""
+    cells = (r.benchmark if full else r.summary or r.benchmark, r.plugin, r.baseline, r.ratio, r.goal, r.verdict)
+    return "| " + " | ".join(cell(c) for c in cells) + " |"
 
 
 RESULT_FILES = (HERE / "results.md",)
@@ -122,6 +130,12 @@ def main(argv: list[str]) -> int:
     for module in modules.values():
         module.add_arguments(parser)
     parser.add_argument("--output", type=Path, help="also write the full table to this file (any run)")
+    parser.add_argument(
+        "--write-rows",
+        action="store_true",
+        help="with --only (not --quick): put this run's rows into the tables of benchmarks/results.md and the "
+        "READMEs, replacing rows of the same label, with a note saying which run wrote them",
+    )
     parser.add_argument(
         "--no-write",
         action="store_true",
@@ -159,6 +173,14 @@ def main(argv: list[str]) -> int:
     if args.output is not None:
         args.output.write_text(f"# pytest-gym-eval benchmark results\n\n{table}")
         print(f"written to {args.output}")
+    if args.write_rows and not quick and only != full:
+        note = (
+            f"Rows of `--only {','.join(only)}`: written by `{settings}` (took {elapsed / 60:.1f} min; {stamp()}; "
+            f"{machine()}; load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end), not by the run above."
+        )
+        for path in RESULT_FILES + README_FILES:
+            if merge_rows(path, [row_line(r, path in RESULT_FILES) for r in rows], note):
+                print(f"rows written to {path}")
     if not quick and only == full and not args.no_write:
         short = render(rows, settings, elapsed, loads, full=False)
         for path, block in [*((p, table) for p in RESULT_FILES), *((p, short) for p in README_FILES)]:

@@ -14,6 +14,7 @@ within it but the upper end is not; **not met** otherwise.
 from __future__ import annotations
 
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -119,3 +120,46 @@ def replace_between_markers(path: Path, block: str) -> bool:
 def stamp() -> str:
     """The date and time a table was written (UTC)."""
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def merge_rows(path: Path, rows: Sequence[str], note: str) -> bool:
+    """Put the table rows ``rows`` (``| first cell | ... |`` lines) of a partial run (``run.py --only NAME
+    --write-rows``) into the table between the markers of ``path``, the rest of it kept: a row whose first cell is
+    one of the table's replaces it; any other goes after the last row whose first cell starts with the same first
+    word (``adaptive``, punctuation aside), else at the table's end. ``note``, one line saying which run wrote
+    them, goes below the table after a blank line, in place of an earlier note that starts with the same text up
+    to its first ``:``. A full run rewrites the whole block, notes included. Whether ``path`` has the markers
+    (else it is left alone). Raises :class:`OSError` when it cannot be read or written."""
+    text = path.read_text(encoding="utf-8")
+    begin, end = text.find(TABLE_BEGIN), text.find(TABLE_END)
+    if begin < 0 or end < begin:
+        return False
+    lines = text[begin + len(TABLE_BEGIN) : end].strip("\n").split("\n")
+    table = [i for i, line in enumerate(lines) if line.startswith("|")]
+    last = table[-1] if table else len(lines) - 1
+    for row in rows:
+        first = _first_cell(row)
+        same = [i for i in table if _first_cell(lines[i]) == first]
+        if same:
+            lines[same[0]] = row
+            continue
+        kin = [i for i in table if _first_word(lines[i]) == _first_word(row)]
+        at = (kin[-1] if kin else last) + 1
+        lines.insert(at, row)
+        table = [i for i, line in enumerate(lines) if line.startswith("|")]
+        last = table[-1]
+    key = note.split(":", 1)[0]
+    lines = [line for line in lines if not line.startswith(key)]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    block = "\n".join(lines) + f"\n\n{note}"
+    path.write_text(f"{text[: begin + len(TABLE_BEGIN)]}\n{block}\n{text[end:]}", encoding="utf-8")
+    return True
+
+
+def _first_cell(row: str) -> str:
+    return row.strip().strip("|").split(" | ", 1)[0].strip()
+
+
+def _first_word(row: str) -> str:
+    return re.split(r"[^\w-]", _first_cell(row), maxsplit=1)[0]

@@ -90,22 +90,55 @@ def paired_mean_difference(
     variation of the tasks' difficulty, which both models share: far narrower than two independent intervals.
 
     Edges, decided as :func:`~pytest_gym_eval.stats.mean_interval` decides them: no pair gives estimate nan and
-    bounds ±inf (``n`` 0); one task gives the estimate with bounds ±inf (no spread between tasks to estimate); all
-    per-task mean differences equal (e.g. two identical models) give a zero-width interval at that difference.
+    bounds ±inf (``n`` 0); one task gives the estimate with bounds ±inf (no spread between tasks to estimate).
     When every reward lies in [0, 1] finite bounds are clipped to [-1, 1], where a difference of two such means
-    lives. Raises ValueError for a non-finite reward or a confidence outside (0, 1).
+    lives.
+
+    **No spread between tasks** (every task's mean difference the same, e.g. two models that score alike, or 3 tasks
+    x 2 repeats whose pairs disagree +1 then -1): the t interval would have zero width, a "certain" verdict from a
+    handful of tasks. It is replaced by a distribution-free one (:func:`no_spread_interval`): with T tasks all at
+    the difference d̄, a share q = 1 - (alpha/2)^(1/T) of the tasks a dataset is drawn from may differ, by up to
+    the whole range of a difference, and a sample of T still misses every one of them with probability alpha/2
+    ((1 - q)^T = alpha/2, the "rule of three" of a proportion never observed), so the mean difference lies in
+    [d̄ - q (d̄ + w), d̄ + q (w - d̄)] (w: the width of the reward range, [0, 1] here when every reward lies in it,
+    else the span of the rewards seen; no span at all gives bounds ±inf). Its width does not collapse: 3 tasks
+    give ±0.71 around 0, 100 tasks ±0.036. A sample that shows any spread keeps the t interval (a tolerance of
+    1e-9 w absorbs rounding).
+
+    Raises ValueError for a non-finite reward or a confidence outside (0, 1).
     """
     pairs = paired_rewards(baseline, candidate)
     flat = [pair for task in pairs.values() for pair in task]
     if any(not (math.isfinite(b) and math.isfinite(c)) for b, c in flat):
         raise ValueError("rewards must be finite numbers (found NaN or infinity)")
     interval = mean_interval([[c - b for b, c in task] for task in pairs.values()], confidence)
-    if _in_unit_range(pairs) and math.isfinite(interval.low) and math.isfinite(interval.high):
+    unit = _in_unit_range(pairs)
+    if interval.n >= 2 and math.isfinite(interval.low) and math.isfinite(interval.high):
+        span = max(x for pair in flat for x in pair) - min(x for pair in flat for x in pair)
+        width = 1.0 if unit else span
+        if interval.high - interval.low <= 1e-9 * width or width == 0.0:
+            interval = no_spread_interval(interval.estimate, interval.n, width, confidence)
+    if unit and math.isfinite(interval.low) and math.isfinite(interval.high):
         interval = Interval(interval.estimate, max(interval.low, -1.0), min(interval.high, 1.0), interval.n)
     n = len(flat)
     base = math.fsum(b for b, _ in flat) / n if n else math.nan
     cand = math.fsum(c for _, c in flat) / n if n else math.nan
     return PairedDifference(interval, n, base, cand, confidence)
+
+
+def no_spread_interval(estimate: float, tasks: int, width: float, confidence: float = 0.95) -> Interval:
+    """The interval of a mean difference over ``tasks`` tasks that all showed the difference ``estimate``, for
+    rewards in a range of ``width`` (differences in [-width, width]): [d - q (d + w), d + q (w - d)] with q = 1 -
+    ((1 - confidence)/2)^(1/tasks), the largest share of tasks that T draws all miss with probability (1 -
+    confidence)/2 (:func:`paired_mean_difference` has the argument). E.g. 3 tasks at 0, width 1, 95%: q =
+    1 - 0.025^(1/3) = 0.7076, [-0.7076, 0.7076]. Bounds ±inf when ``width`` is 0 (nothing bounds an unseen
+    task's difference). Raises ValueError for fewer than one task or a confidence outside (0, 1)."""
+    if tasks < 1 or not 0.0 < confidence < 1.0:
+        raise ValueError(f"need tasks >= 1 and a confidence in (0, 1), got {tasks} and {confidence}")
+    if width <= 0.0:
+        return Interval(estimate, -math.inf, math.inf, tasks)
+    share = 1.0 - ((1.0 - confidence) / 2.0) ** (1.0 / tasks)
+    return Interval(estimate, estimate - share * (estimate + width), estimate + share * (width - estimate), tasks)
 
 
 @dataclass(frozen=True)
@@ -221,8 +254,8 @@ def judge_comparison(interval: Interval, gate: ComparisonGate) -> Verdict:
     upper bound is < -δ (they establish one), INCONCLUSIVE otherwise. This is :func:`~.gates.judge` in LOWER_BOUND
     mode with threshold -δ, the rule of every gate, so a lower bound exactly at -δ passes (the claim allows
     Δ = -δ; with a continuous interval the boundary has probability 0). Superiority, Δ > δ: PASS when the lower
-    bound is > δ, FAIL when the upper bound is <= δ (the candidate is not better: two identical models, interval
-    [0, 0], FAIL superiority and PASS non-inferiority at δ = 0), INCONCLUSIVE otherwise. With a two-sided interval
+    bound is > δ, FAIL when the upper bound is <= δ (the candidate is not better: an interval [-0.04, -0.02] FAILS
+    superiority and PASSES non-inferiority at δ = 0.1), INCONCLUSIVE otherwise. With a two-sided interval
     at confidence 1 - alpha each wrong verdict has probability about alpha/2 (the t interval is approximate; the
     sequence of :class:`PairedSequence` bounds it by alpha/2). Always judged on the interval, not the point
     estimate (a point difference alone cannot tell a regression from noise). No data (nan estimate), infinite
@@ -464,6 +497,26 @@ def comparison_gates(
         for hypothesis, margin in given
         if margin is not None
     ]
+
+
+def margin_problem(gate: ComparisonGate, reward_range: RewardRange) -> str | None:
+    """Why ``gate``'s margin makes no sense for rewards in ``reward_range`` (None when it does): a difference of two
+    mean rewards lies in [-w, w], w = the range's width, so at a margin δ >= w non-inferiority (Δ >= -δ) holds for
+    every candidate and superiority (Δ > δ) for none, whatever they score: the gate would judge nothing. E.g.
+    ``a margin of 1.5 is not below the width 1 of the reward range [0, 1]: every candidate would pass
+    non-inferiority whatever it scores``."""
+    width = reward_range.high - reward_range.low
+    if gate.margin < width:
+        return None
+    what = (
+        "every candidate would pass non-inferiority"
+        if gate.hypothesis is Hypothesis.NON_INFERIORITY
+        else "no candidate could pass superiority"
+    )
+    return (
+        f"a margin of {gate.margin:g} is not below the width {width:g} of the reward range {reward_range}: {what} "
+        "whatever it scores"
+    )
 
 
 def judge_paired_waves(

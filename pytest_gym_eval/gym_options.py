@@ -8,14 +8,14 @@ Resolved once per Gym session (:meth:`GymOptions.from_config`); the declarations
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, comparison_gates
+from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, comparison_gates, margin_problem
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
 from pytest_gym_eval.defaults import (
     DEFAULT_API_KEY_ENV,
@@ -28,6 +28,7 @@ from pytest_gym_eval.gates import GateMode, GateSource, merge_gates
 from pytest_gym_eval.history.urls import is_postgres_url
 from pytest_gym_eval.models import MODEL_FIELDS, Policy, PolicySpecError, order_policies, parse_policy
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
+from pytest_gym_eval.sequential import RewardRange
 from pytest_gym_eval.settings import (
     DatasetSettings,
     _count,
@@ -36,6 +37,7 @@ from pytest_gym_eval.settings import (
     _number,
     _positive_int,
     _reward_range,
+    dataset_name,
     glob_matches,
     parse_dataset_settings,
     parse_min_metric,
@@ -306,6 +308,33 @@ class GymOptions:
             if any(glob_matches(name, pattern) for name in names):
                 own = settings.over(own)
         return own
+
+    def margin_problems(self, datasets: Iterable[Path]) -> list[str]:
+        """One line per comparison gate (``--gym-max-regression``, ``--gym-min-improvement``) whose margin is not below
+        the width of a dataset's reward range (its ``reward_range``, [0, 1] when unset;
+        :func:`~pytest_gym_eval.comparison.margin_problem`): such a gate would judge nothing (every candidate passes,
+        or none can). ``datasets``: the paths of the session's datasets. Empty without policies or gates."""
+        if not self.policies:
+            return []
+        problems = []
+        given = (
+            ("max-regression", Hypothesis.NON_INFERIORITY, self.max_regression),
+            ("min-improvement", Hypothesis.SUPERIORITY, self.min_improvement),
+        )
+        paths = list(dict.fromkeys(datasets))
+        for option, hypothesis, margin in given:
+            if margin is None or margin < 0:  # a negative margin is refused as the option is read
+                continue
+            gate = ComparisonGate(hypothesis, margin)
+            for path in paths:
+                problem = margin_problem(gate, self.dataset_settings(path).reward_range or RewardRange())
+                if problem is not None:
+                    problems.append(
+                        f"--gym-{option}={gate.margin:g} (ini gym_{option.replace('-', '_')}): {problem} "
+                        f"(dataset {dataset_name(path, self.rootdir)}; declare its range with reward_range=LO:HI "
+                        "or --gym-reward-range)"
+                    )
+        return problems
 
     def dataset_settings(self, path: Path) -> DatasetSettings:
         """Effective settings of the dataset at ``path``: command line, then its own lines, then the ini file.

@@ -146,6 +146,24 @@ class GymRun:
                 return
             self._thread.join(min(FINISH_POLL, remaining))
 
+    def judge_last_wave(self, known: Collection[int] = ()) -> None:
+        """``--gym-adaptive``: judge the current wave now (:meth:`~pytest_gym_eval.waves.WavePlanner.judge`) when
+        Gym's files hold every rollout of it (``known``: as for :meth:`has_every_rollout`), so that the wave log
+        says how every group stopped before the reports read it. The run's thread judges a wave only once ``gym
+        eval run`` exited, which may be after the reports (:meth:`let_finish` returns once Gym's metrics are
+        written); whichever comes first judges it, once. Nothing without waves, or with a rollout of the wave
+        missing (a run cut short)."""
+        wave = self._wave
+        if self.waves is None or wave is None:
+            return
+        stamps = [rollout.stamp for rollout in wave.plan.rollouts]
+        if not all(stamp in known for stamp in stamps):
+            stride = wave.plan.stride
+            done = _stamps_in(wave.output, stride) | _stamps_in(wave.failures, stride)
+            if not all(stamp in done or stamp in known for stamp in stamps):
+                return
+        self.waves.judge(wave)
+
     def _aggregate_metrics_written(self) -> bool:
         """Whether ``gym eval run`` wrote its aggregate metrics (a whole JSON file) after its last rollout."""
         metrics = self.paths.aggregate_metrics

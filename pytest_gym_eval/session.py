@@ -346,15 +346,23 @@ class GymSession:
 
     def check_before_start(self, plan: RunPlan) -> None:
         """Check ``plan``'s run before Gym starts (:meth:`pytest_gym_eval.launch.Launch.check_before_start`); raises
-        :class:`pytest.UsageError` with one message per problem."""
+        :class:`pytest.UsageError` with one message per problem. A comparison margin at or beyond the width of a
+        dataset's reward range is one too (:meth:`GymOptions.margin_problems`)."""
+        problems = self.options.margin_problems(rollout.dataset for rollout in plan.rollouts)
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
         self.launch.check_before_start(plan)
 
     def ending(self, interrupted: bool = False) -> None:
         """The session's results are in (the start of ``pytest_sessionfinish``): nothing more is wanted from Gym
         but its stop, which comes after the reports; until it ends a Ctrl-C or SIGTERM kills Gym's processes at once
-        (:meth:`Stopping.ending`). Idempotent."""
+        (:meth:`Stopping.ending`). With ``--gym-adaptive`` the last wave is judged here when every rollout of it is
+        in (:meth:`GymRun.judge_last_wave`), so that the reports judge its groups on the confidence sequence.
+        Idempotent."""
         known = self._feed.records().keys() if self._feed is not None else ()
         self.stopping.ending(self._run, self.has_processes, interrupted, known)
+        if not interrupted and self._run is not None:  # --gym-adaptive: the last wave judged before the reports
+            self._run.judge_last_wave(known)
 
     @property
     def stop_seconds(self) -> float | None:

@@ -164,6 +164,8 @@ class WavePlanner:
         self.joints: list[_Joint] = []
         self.wave = 0
         self._lock = threading.Lock()
+        self._judging = threading.RLock()  # judging a wave and planning the next: one thread at a time
+        self._judged = 0  # the last wave judged
         compared = bool(comparing and comparing.gates)
         for key, rollouts in group_rollouts(plan).items():
             policy = policies.get(key[0], GroupPolicy((), 1.0))
@@ -258,8 +260,26 @@ class WavePlanner:
         return Wave(self.wave, plan, wave_input, output, failures)
 
     def after(self, wave: Wave) -> Wave | None:
-        """Judge every group that took part in ``wave`` from the files Gym wrote, log the groups that stop (and
-        the rollouts they skip), and return the next wave (None when every group is done)."""
+        """Judge every group that took part in ``wave`` (:meth:`judge`) and return the next wave (None when every
+        group is done)."""
+        with self._judging:
+            self.judge(wave)
+            return self._next()
+
+    def judge(self, wave: Wave) -> None:
+        """Judge every group that took part in ``wave`` from the files Gym wrote and log the groups that stop (and
+        the rollouts they skip): on the confidence sequences, the last wave (the ceiling) like every other, so
+        every group that ends there gets its entry too. Once per wave (a second call does nothing), and safe
+        from two threads: the session's end judges the last wave itself once every rollout of it is in
+        (:meth:`~pytest_gym_eval.run.GymRun.judge_last_wave`), since ``gym eval run`` may still be exiting when
+        the reports are written."""
+        with self._judging:
+            if wave.number <= self._judged:
+                return
+            self._judged = wave.number
+            self._judge_wave()
+
+    def _judge_wave(self) -> None:
         found = self._records()
         judged: set[int] = set()  # the groups of the joint datasets judged here (they left the loop below)
         for joint in self.joints:
@@ -274,7 +294,6 @@ class WavePlanner:
                 continue
             group.done += 1
             self._judge(group, found)
-        return self._next()
 
     def _records(self) -> dict[int, float | None]:
         """Every stamp Gym wrote so far, in any wave: its numeric reward, or None (a failure, no usable reward)."""

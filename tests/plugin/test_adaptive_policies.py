@@ -104,3 +104,34 @@ def test_equivalent_policies_pass_non_inferiority_after_two_waves(pytester: pyte
     assert [(g["verdict"], g["sequential"]) for g in entry["gates"]] == [("PASS", True)]
     assert entry["pairs"] == 40
     assert {s["policy"]: s["adaptive"]["rollouts"] for s in report["datasets"]} == {"base": 40, "cand": 40}
+
+
+def test_a_comparison_undecided_at_the_ceiling_is_judged_on_the_sequence_and_reported_so(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three tasks both policies score alike: 24 zero differences leave the sequence around 0 wider than the margin
+    0.1, so the comparison is undecided at the ceiling (waves of 2, 4, 8 repeats). Gym writes its metrics and
+    then takes a while to exit (as real Gym does, ~2 s): the reports are written meanwhile, and still judge the
+    last wave on the sequence (INCONCLUSIVE, marked sequential, with the waves), not on the fixed-sample interval
+    of 24 equal differences (a zero-width [0, 0] before issue 35: a "certain" PASS)."""
+    monkeypatch.setenv("FAKE_GYM_AGGREGATE_DELAY", "0")
+    monkeypatch.setenv("FAKE_GYM_EXIT_DELAY", "3")
+    write_tasks(pytester.path, [1.0, 0.0, 1.0], [1.0, 0.0, 1.0])
+    result = run(pytester, fake_gym, "--gym-max-regression=0.1")
+    assert result.ret == 1  # INCONCLUSIVE fails, as without --gym-adaptive
+    result.assert_outcomes(passed=2 * 2 * CEILING, failed=2 * CEILING, skipped=0)
+    (run_dir,) = sorted((pytester.path / "runs").iterdir())
+    log = [json.loads(line) for line in (run_dir / "waves.jsonl").read_text().splitlines()]
+    groups = [entry for entry in log if "group" in entry]
+    assert sorted(tuple(entry["group"]) for entry in groups) == [("mcqa.jsonl", BASE), ("mcqa.jsonl", CAND)]
+    assert all(entry["ends"] == [2, 4, CEILING] and entry["sequential"] for entry in groups)
+    report = json.loads((pytester.path / "r.json").read_text())
+    (entry,) = report["comparisons"]
+    adaptive = {"waves": 3, "repeats": [2, 4, CEILING], "repeats_used": CEILING, "max_repeats": CEILING}
+    assert entry["adaptive"] == adaptive
+    (gate,) = entry["gates"]
+    assert (gate["verdict"], gate["sequential"]) == ("INCONCLUSIVE", True)
+    assert gate["interval"]["low"] < -0.1 < 0.0 < gate["interval"]["high"]
+    assert {s["policy"]: s["adaptive"]["sequential"] for s in report["datasets"]} == {"base": True, "cand": True}
+    properties = junit_suite_properties(pytester.path / "j.xml")
+    assert properties["gym::mcqa.jsonl::compare.cand.sequential"] == "true"

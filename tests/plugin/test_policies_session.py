@@ -372,18 +372,42 @@ def test_a_negative_min_improvement_is_a_usage_error(pytester: pytest.Pytester, 
     assert "--gym-min-improvement: expected a margin >= 0, got -0.1" in result.stderr.str()
 
 
+@pytest.mark.parametrize(
+    ("option", "claim"),
+    [("max-regression=1.5", "every candidate would pass non-inferiority"), ("min-improvement=1", "no candidate could")],
+)
+def test_a_margin_as_wide_as_the_reward_range_is_a_usage_error(
+    pytester: pytest.Pytester, fake_gym: FakeGym, option: str, claim: str
+) -> None:
+    """Rewards in [0, 1] (the range when none is declared): a difference of mean rewards lies in [-1, 1], so a margin
+    of 1 or more judges nothing. Refused before Gym starts, naming the option and the dataset."""
+    write_dataset(pytester)
+    result = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", f"--gym-{option}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    name, margin = option.split("=")
+    assert (
+        f"--gym-{name}={margin} (ini gym_{name.replace('-', '_')}): a margin of {margin} is not below the width 1 of "
+        f"the reward range [0, 1]: {claim}" in result.stderr.str()
+    )
+    named = "(dataset mcqa.jsonl; declare its range with reward_range=LO:HI or --gym-reward-range)"
+    assert named in result.stderr.str()
+    assert fake_gym.calls() == []
+
+
 BETTER = ([0.0] * 6 + [1.0] * 4, [1.0] * 10)
 """The candidate gains six of ten tasks: difference +0.6 [0.23, 0.97] (0.6 ± 2.2622 · sqrt((4/15) / 10))."""
-EQUAL = ([1.0] * 5 + [0.0] * 5, [1.0] * 5 + [0.0] * 5)
-"""The candidate scores as the baseline on every task: difference 0 [0, 0]."""
+SLIGHTLY_WORSE = ([1.0] * 10, [0.98] * 5 + [0.96] * 5)
+"""The candidate scores 0.02 or 0.04 below the baseline on every task: difference -0.03 [-0.0375, -0.0225]
+(-0.03 ± 2.2622 · sqrt((1/9 · 10 · 0.0001) / 10)). (Equal scores on every task would show no spread between
+tasks: [-0.31, 0.31], both gates INCONCLUSIVE, tests/unit/test_comparison.py.)"""
 
 
 @pytest.mark.parametrize(
     ("rewards", "status", "verdicts"),
-    [(BETTER, 0, ("PASS", "PASS")), (EQUAL, 1, ("PASS", "FAIL"))],
-    ids=["better", "equal"],
+    [(BETTER, 0, ("PASS", "PASS")), (SLIGHTLY_WORSE, 1, ("PASS", "FAIL"))],
+    ids=["better", "slightly-worse"],
 )
-def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_one(
+def test_min_improvement_passes_a_clearly_better_candidate_and_fails_a_slightly_worse_one(
     pytester: pytest.Pytester,
     fake_gym: FakeGym,
     rewards: tuple[list[float], list[float]],
@@ -391,8 +415,8 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_on
     verdicts: tuple[str, str],
 ) -> None:
     """Both gates set: non-inferiority at 0.1 passes either candidate; superiority at 0.1 passes the better one
-    (lower bound 0.23 > 0.10) and fails the equal one (upper bound 0.00 <= 0.10), which alone fails the session.
-    The ini file sets both, the command line superiority: merged by hypothesis, each says where it was set."""
+    (lower bound 0.23 > 0.10) and fails the slightly worse one (upper bound -0.02 <= 0.10), which alone fails the
+    session. The ini file sets both, the command line superiority: merged by hypothesis, each says where it was set."""
     write_tasks(pytester, *rewards)
     pytester.makeini("[pytest]\ngym_max_regression = 0.1\ngym_min_improvement = 0.3\n")
     result = pytester.runpytest_subprocess(
@@ -402,11 +426,12 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_an_equal_on
     gates = [line.split(":")[0] for line in result.outlines if line.startswith("  gate")]
     assert gates == ["  gate        non-inferiority", "  gate        superiority"]
     reason = " ".join(" ".join(line.split()) for line in result.outlines)
-    assert "(Gym: PASS) (set in the ini file)" in reason and "(set on the command line)" in reason, reason
+    assert "non-inferiority: candidate" in reason and ") (set in the ini file)" in reason, reason
+    assert "(set on the command line)" in reason, reason
     if status:
         failures = reason.split("gym gates: FAIL - ")[1]
-        assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline 0.00 [0.00, 0.00]")
-        assert "upper bound 0.00 <= 0.10: FAIL" in failures and "non-inferiority" not in failures
+        assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline -0.03 [-0.04, -0.02]")
+        assert "upper bound -0.02 <= 0.10: FAIL" in failures and "non-inferiority" not in failures
     else:
         assert "lower bound 0.23 > 0.10: PASS (Gym: PASS)" in reason
     report = json.loads((pytester.path / "r.json").read_text())
@@ -441,13 +466,13 @@ def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, f
     )
 
 
-@pytest.mark.parametrize(("margin", "status"), [("0.1", 1), ("1.0", 0)])
+@pytest.mark.parametrize(("margin", "status"), [("0.1", 1), ("0.99", 0)])
 def test_merged_shards_compare_the_policies_as_one_session(
     pytester: pytest.Pytester, fake_gym: FakeGym, margin: str, status: int
 ) -> None:
     """The candidate loses six of ten tasks (difference -0.6 [-0.97, -0.23]): two shards merged give the
     comparison, the --gym-max-regression verdict and the exit status of one session over the same rollouts (FAIL at
-    margin 0.1, PASS at 1.0), in the terminal, the JSON report and JUnit."""
+    margin 0.1, PASS at 0.99), in the terminal, the JSON report and JUnit."""
     write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)
     args = [*policy_args(fake_gym), "mcqa.jsonl", f"--gym-max-regression={margin}"]
     alone = pytester.runpytest_subprocess(*args, "--gym-report=alone.json", "--junitxml=alone.xml")

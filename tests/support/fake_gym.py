@@ -27,7 +27,8 @@ It understands just what the plugin calls:
   dataset file, another reward each session),
   ``{"reward_by_agent": {"AGENT": x, ...}}`` the reward of the agent the row is routed to (``agent_ref``), and
   ``{"usage_by_agent": {"AGENT": {...}}}``, ``{"latency_ms_by_agent": {"AGENT": x}}`` its usage and latency. With
-  ``FAKE_GYM_AGGREGATE_DELAY=SECONDS`` it then writes ``OUT_aggregate_metrics.json`` as Gym does, that much later.
+  ``FAKE_GYM_AGGREGATE_DELAY=SECONDS`` it then writes ``OUT_aggregate_metrics.json`` as Gym does, that much later;
+  with ``FAKE_GYM_EXIT_DELAY=SECONDS`` it exits that much after its last write (Gym's interpreter takes ~2 s).
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
 """
 
@@ -266,6 +267,7 @@ def eval_run(argv: list[str]) -> int:
             handle.write(json.dumps(record) + "\n")
     if "FAKE_GYM_AGGREGATE_DELAY" in os.environ:
         _write_aggregate_metrics(output, stem + "_aggregate_metrics.json")
+    time.sleep(float(os.environ.get("FAKE_GYM_EXIT_DELAY", "0")))
     return 0
 
 

@@ -18,6 +18,8 @@ from pytest_gym_eval.comparison import (
     flip_decomposition,
     gym_verdict,
     judge_comparison,
+    margin_problem,
+    no_spread_interval,
     paired_mean_difference,
     reason,
     simulate,
@@ -95,17 +97,45 @@ def test_paired_difference_edges() -> None:
     assert (none.interval.low, none.interval.high, none.interval.n) == (-math.inf, math.inf, 0)
     one = paired_mean_difference(rewards({"a": [0.0, 1.0]}), rewards({"a": [1.0, 1.0]}))  # one task: no spread
     assert one.interval == Interval(0.5, -math.inf, math.inf, 1)
-    same = paired_mean_difference(BASE, BASE)  # two identical models
-    assert same.interval == Interval(0.0, 0.0, 0.0, 3)
-    shifted = paired_mean_difference(rewards({"a": [0.5, 0.25], "b": [0.0]}), rewards({"a": [0.75, 0.5], "b": [0.25]}))
-    assert shifted.interval == Interval(0.25, 0.25, 0.25, 2)  # every difference 0.25
-    # differences vary within a task but every task's mean difference is 0: no spread between tasks, zero width
-    cancelling = paired_mean_difference(rewards({"a": [0.0, 1.0], "b": [1.0]}), rewards({"a": [1.0, 0.0], "b": [1.0]}))
-    assert cancelling.interval == Interval(0.0, 0.0, 0.0, 2)
     with pytest.raises(ValueError, match="finite"):
         paired_mean_difference({("a", 0): math.nan}, {("a", 0): 1.0})
     with pytest.raises(ValueError, match="confidence"):
         paired_mean_difference(BASE, CAND, confidence=1.0)
+
+
+def test_no_spread_between_tasks_gives_no_zero_width_interval() -> None:
+    """Every task's mean difference equal: the t interval would be [d, d], a "certain" verdict. Instead q = 1 -
+    0.025^(1/T) of the tasks may differ by up to the range unseen: [d - q (d + w), d + q (w - d)], w = 1."""
+    q3, q2 = 1 - 0.025 ** (1 / 3), 1 - 0.025 ** (1 / 2)
+    assert (q3, q2) == pytest.approx((0.7075982, 0.8418861))
+    # 3 tasks x 2 repeats, every pair disagrees (+1 then -1): each task's mean difference is 0
+    base, cand = rewards({t: [1.0, 0.0] for t in "abc"}), rewards({t: [0.0, 1.0] for t in "abc"})
+    disagreeing = paired_mean_difference(base, cand).interval
+    assert (disagreeing.estimate, disagreeing.n) == (0.0, 3)
+    assert (disagreeing.low, disagreeing.high) == pytest.approx((-q3, q3))
+    gates = [ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1), ComparisonGate(Hypothesis.SUPERIORITY, 0.0)]
+    assert [r.verdict for r in compare(base, cand, gates).results] == [Verdict.INCONCLUSIVE] * 2
+    same = paired_mean_difference(BASE, BASE).interval  # two identical models
+    assert (same.low, same.high) == pytest.approx((-q3, q3))
+    shifted = paired_mean_difference(rewards({"a": [0.5, 0.25], "b": [0.0]}), rewards({"a": [0.75, 0.5], "b": [0.25]}))
+    assert shifted.interval.estimate == 0.25  # every difference 0.25: [0.25 - 1.25 q, 0.25 + 0.75 q]
+    assert (shifted.interval.low, shifted.interval.high) == pytest.approx((0.25 - 1.25 * q2, 0.25 + 0.75 * q2))
+    # differences vary within a task but every task's mean difference is 0: no spread between tasks
+    cancelling = paired_mean_difference(rewards({"a": [0.0, 1.0], "b": [1.0]}), rewards({"a": [1.0, 0.0], "b": [1.0]}))
+    assert (cancelling.interval.low, cancelling.interval.high) == pytest.approx((-q2, q2))
+    # 100 equal tasks: q = 1 - 0.025^(1/100) = 0.0362167, narrow but not zero
+    hundred = paired_mean_difference(
+        rewards({f"t{i}": [1.0] for i in range(100)}), rewards({f"t{i}": [1.0] for i in range(100)})
+    )
+    assert hundred.interval.high == pytest.approx(0.0362167, abs=1e-7)
+    # rewards outside [0, 1]: w is the span of the rewards seen (here 2), none at all leaves the bounds open
+    wide = paired_mean_difference(rewards({"a": [3.0], "b": [1.0]}), rewards({"a": [3.0], "b": [1.0]})).interval
+    assert (wide.low, wide.high) == pytest.approx((-2 * q2, 2 * q2))
+    flat = paired_mean_difference(rewards({"a": [3.0], "b": [3.0]}), rewards({"a": [3.0], "b": [3.0]})).interval
+    assert (flat.estimate, flat.low, flat.high) == (0.0, -math.inf, math.inf)
+    assert no_spread_interval(0.0, 3, 1.0) == Interval(0.0, pytest.approx(-q3), pytest.approx(q3), 3)
+    with pytest.raises(ValueError, match="tasks"):
+        no_spread_interval(0.0, 0, 1.0)
 
 
 # --- flips and McNemar -------------------------------------------------------------------------------------------
@@ -327,3 +357,20 @@ def test_clear_differences_are_decided_early_and_rarely_wrong() -> None:
     assert counts[Verdict.PASS] / runs >= 0.9 and spent < 0.75 * TASKS * 8
     counts, _ = _verdicts(BASELINE, SUPERIOR, runs, seed=3)  # equal models: "better" is the wrong verdict
     assert counts[Verdict.PASS] / runs <= ALPHA / 2 + _slack(ALPHA / 2, runs)
+
+
+def test_a_margin_must_lie_below_the_width_of_the_reward_range() -> None:
+    """A difference of two mean rewards in [lo, hi] lies in [-(hi - lo), hi - lo]: at a margin of the width or more
+    non-inferiority holds for every candidate and superiority for none."""
+    unit, wide = RewardRange(), RewardRange(-1.0, 2.0)
+    assert margin_problem(ComparisonGate(Hypothesis.NON_INFERIORITY, 0.99), unit) is None
+    assert margin_problem(ComparisonGate(Hypothesis.NON_INFERIORITY, 1.5), unit) == (
+        "a margin of 1.5 is not below the width 1 of the reward range [0, 1]: every candidate would pass "
+        "non-inferiority whatever it scores"
+    )
+    assert margin_problem(ComparisonGate(Hypothesis.SUPERIORITY, 1.0), unit) == (
+        "a margin of 1 is not below the width 1 of the reward range [0, 1]: no candidate could pass superiority "
+        "whatever it scores"
+    )
+    assert margin_problem(ComparisonGate(Hypothesis.NON_INFERIORITY, 1.5), wide) is None  # width 3
+    assert margin_problem(ComparisonGate(Hypothesis.SUPERIORITY, 3.0), wide) is not None

@@ -23,6 +23,8 @@ from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
 from pytest_gym_eval.results import conclude
 from pytest_gym_eval.selection import Selection
+from pytest_gym_eval.sequential import RewardRange
+from pytest_gym_eval.settings import DatasetSettings
 
 AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
 
@@ -93,8 +95,11 @@ def test_datasets_and_candidates_each_get_a_comparison_and_one_policy_none() -> 
 
 def test_the_max_regression_gate_fails_a_clear_regression_and_passes_a_small_one() -> None:
     """Per-task mean differences -1, -1, -1, -0.5 (two repeats): mean -0.875, s = 0.25, se = 0.125, t(0.975, 3) =
-    3.1824: upper bound -0.875 + 0.398 = -0.477 < -0.1, FAIL. A constant drop of 0.05 gives the interval [-0.05,
-    -0.05]: within 0.1, PASS, in Gym's words WARN (a real drop, within the tolerance)."""
+    3.1824: upper bound -0.875 + 0.398 = -0.477 < -0.1, FAIL. Drops of 0.04 and 0.06 (two tasks each): mean
+    -0.05, s = 0.011547, se = 0.0057735, [-0.05 -+ 0.018374] = [-0.0684, -0.0316]: within 0.1, PASS, in Gym's words
+    WARN (a real drop, within the tolerance). A constant drop of 0.05 on every task shows no spread: not [-0.05,
+    -0.05] but, q = 1 - 0.025^(1/4) = 0.602365, [-0.05 - 0.95 q, -0.05 + 1.05 q] = [-0.62225, 0.58248]:
+    INCONCLUSIVE (four tasks cannot rule out a share of tasks dropping far more)."""
     gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1)
     base = {t: [1.0, 1.0] for t in ("ta", "tb", "tc", "td")}
     worse = {"ta": [0.0, 0.0], "tb": [0.0, 0.0], "tc": [0.0, 0.0], "td": [0.0, 1.0]}
@@ -107,11 +112,16 @@ def test_the_max_regression_gate_fails_a_clear_regression_and_passes_a_small_one
         "-0.48 < -0.10: FAIL"
     )
 
-    close = {t: [0.95, 0.95] for t in base}
+    close = {"ta": [0.96, 0.96], "tb": [0.94, 0.94], "tc": [0.96, 0.96], "td": [0.94, 0.94]}
     (small,) = compare_policies(session(base, close), ["base", "cand"], [gate])
     assert small.result is not None and small.result.verdict is Verdict.PASS
+    assert (small.result.interval.low, small.result.interval.high) == pytest.approx((-0.068374, -0.031626), abs=1e-6)
     assert comparison_failures([small], inconclusive_passes=False) == []
     assert build_report([], [], {}, comparisons=[small])["comparisons"][0]["gym_verdict"] == "WARN"
+    constant = {t: [0.95, 0.95] for t in base}
+    (flat,) = compare_policies(session(base, constant), ["base", "cand"], [gate])
+    assert flat.result is not None and flat.result.verdict is Verdict.INCONCLUSIVE
+    assert (flat.result.interval.low, flat.result.interval.high) == pytest.approx((-0.62225, 0.58248), abs=1e-5)
 
 
 def test_inconclusive_fails_unless_counted_as_passing_and_nothing_paired_never_passes() -> None:
@@ -213,8 +223,10 @@ def test_summaries_are_labelled_by_policy_unless_two_would_share_a_label(tmp_pat
 def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_path: Path) -> None:
     """The candidate gains six of ten tasks: difference +0.6 with upper/lower bounds 0.6 ± 2.2622 · sqrt((4/15) /
     10) = [0.23, 0.97]. Superiority at 0.1: lower bound 0.23 > 0.1, PASS; at 0.5 the interval straddles it,
-    INCONCLUSIVE; at 1.0 the upper bound is at or below it, FAIL. An equal candidate ([0, 0]) FAILS superiority at 0
-    and PASSES non-inferiority: both gates are judged and shown, and the failing one alone fails the session."""
+    INCONCLUSIVE; at 1.0 the upper bound is at or below it, FAIL. A candidate slightly worse on every task (per-task
+    differences -0.02, -0.04, -0.02, -0.04: mean -0.03, se 0.0057735, [-0.0484, -0.0116]) FAILS superiority at 0 and
+    PASSES non-inferiority at 0.1: both gates are judged and shown, and the failing one alone fails the session. An
+    equal candidate on four tasks shows no spread: [-0.6024, 0.6024], both INCONCLUSIVE."""
     policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
     options = GymOptions(rootdir=tmp_path, policies=policies, min_improvement=0.1)
     better = session({f"t{i}": [0.0 if i < 6 else 1.0] for i in range(10)}, {f"t{i}": [1.0] for i in range(10)})
@@ -232,7 +244,12 @@ def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_
     assert failed.reason.startswith("gym gates: FAIL - mcqa.jsonl cand vs base: superiority: candidate - baseline")
     assert failed.reason.endswith(f"upper bound {superiority.interval.high:.2f} <= 1.00: FAIL")
 
-    same = session({f"t{i}": [1.0, 0.0] for i in range(4)}, {f"t{i}": [1.0, 0.0] for i in range(4)})
+    base = {f"t{i}": [1.0, 0.0] for i in range(4)}
+    equal_one = conclude(session(base, base), replace(options, max_regression=0.1, min_improvement=0.0)).policies[0]
+    assert {r.verdict for r in equal_one.comparison.results} == {Verdict.INCONCLUSIVE}
+    high = equal_one.comparison.difference.interval.high
+    assert high == pytest.approx(1 - 0.025**0.25) and equal_one.comparison.difference.interval.low == -high
+    same = session(base, {"t0": [0.96, 0.0], "t1": [0.92, 0.0], "t2": [0.96, 0.0], "t3": [0.92, 0.0]})
     both = conclude(same, replace(options, max_regression=0.1, min_improvement=0.0))
     (equal,) = both.policies
     assert [(r.gate.hypothesis, r.verdict) for r in equal.comparison.results] == [
@@ -241,8 +258,8 @@ def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_
     ]
     assert both.exit_status == 1
     assert both.reason == (
-        "gym gates: FAIL - mcqa.jsonl cand vs base: superiority: candidate - baseline 0.00 [0.00, 0.00], upper bound "
-        "0.00 <= 0.00: FAIL"
+        "gym gates: FAIL - mcqa.jsonl cand vs base: superiority: candidate - baseline -0.03 [-0.05, -0.01], upper "
+        "bound -0.01 <= 0.00: FAIL"
     )
     assert conclude(same, replace(options, max_regression=0.1, min_improvement=None)).exit_status == 0
 
@@ -253,10 +270,31 @@ def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_
     (entry,) = report["comparisons"]
     assert (entry["verdict"], entry["margin"]) == ("PASS", 0.1)  # the --gym-max-regression fields, as before
     assert entry["gates"] == [
-        {"hypothesis": "non-inferiority", "margin": 0.1, "verdict": "PASS", "gym_verdict": "PASS"},
+        {"hypothesis": "non-inferiority", "margin": 0.1, "verdict": "PASS", "gym_verdict": "WARN"},  # wholly below 0
         {"hypothesis": "superiority", "margin": 0.0, "verdict": "FAIL", "gym_verdict": "FAIL"},
     ]
     properties = dict(comparison_properties(equal))
     prefix = "gym::mcqa.jsonl::compare.cand."
     assert (properties[prefix + "verdict"], properties[prefix + "superiority.verdict"]) == ("PASS", "FAIL")
     assert properties[prefix + "superiority.margin"] == "0"
+
+
+def test_a_margin_is_checked_against_each_datasets_reward_range(tmp_path: Path) -> None:
+    """A dataset's own reward_range (here [0, 3]: differences in [-3, 3]) allows a margin the default [0, 1] does
+    not; each problem names the option and the dataset."""
+    policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
+    wide = (("wide.jsonl", DatasetSettings(reward_range=RewardRange(0.0, 3.0))),)
+    options = GymOptions(rootdir=tmp_path, policies=policies, max_regression=1.5, datasets=wide)
+    paths = [tmp_path / "wide.jsonl", tmp_path / "unit.jsonl", tmp_path / "wide.jsonl"]
+    assert options.margin_problems(paths) == [
+        "--gym-max-regression=1.5 (ini gym_max_regression): a margin of 1.5 is not below the width 1 of the reward "
+        "range [0, 1]: every candidate would pass non-inferiority whatever it scores (dataset unit.jsonl; declare its "
+        "range with reward_range=LO:HI or --gym-reward-range)"
+    ]
+    assert options.margin_problems(paths[:1]) == []
+    assert replace(options, max_regression=0.5).margin_problems(paths) == []
+    assert replace(options, policies=()).margin_problems(paths) == []
+    superiority = replace(options, max_regression=None, min_improvement=3.0)
+    assert [p.split(":")[0] for p in superiority.margin_problems(paths)] == [
+        "--gym-min-improvement=3 (ini gym_min_improvement)"
+    ] * 2

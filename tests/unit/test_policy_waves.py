@@ -131,6 +131,31 @@ def test_a_decided_policy_gate_waits_for_the_undecided_comparison(tmp_path: Path
     assert {r.ends for r in log.records(plan, lambda name: RewardRange()).values()} == {(2, 4, 8)}
 
 
+def test_the_last_wave_judged_by_the_sessions_end_is_logged_once_on_the_sequence(tmp_path: Path) -> None:
+    """Three equal tasks: the comparison is undecided at the ceiling. The session's end judges the last wave
+    before the run's thread does (``gym eval run`` still exiting): every group gets its entry then, on the
+    sequence with every wave's end, and the thread's later ``after`` logs nothing twice and plans no wave."""
+    plan = plan_of(tmp_path, 3, 4)
+    waves = planner(tmp_path, plan, (), NON_INFERIORITY)
+    wave = waves.first()
+    assert wave is not None
+    answer(wave, {"agent": 1.0, "agent__cand": 1.0})
+    wave = waves.after(wave)
+    assert wave is not None and wave.number == 2
+    answer(wave, {"agent": 1.0, "agent__cand": 1.0})
+    waves.judge(wave)  # the session's end
+    lines = (tmp_path / "waves.jsonl").read_text().splitlines()
+    groups = [json.loads(line) for line in lines if '"group"' in line]
+    assert [(g["group"][1], g["ends"], g["sequential"], g["reason"]) for g in groups] == [
+        ("agent", [2, 4], True, ""),
+        ("agent__cand", [2, 4], True, ""),
+    ]
+    assert waves.after(wave) is None  # the run's thread, once Gym exited
+    assert (tmp_path / "waves.jsonl").read_text().splitlines() == lines
+    records = WaveLog.read(tmp_path / "waves.jsonl").records(plan, lambda name: RewardRange())
+    assert {(r.ends, r.sequential) for r in records.values()} == {((2, 4), True)}
+
+
 def test_without_comparison_gates_each_policys_own_gates_decide_together(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, 3, 4)
     waves = planner(tmp_path, plan, (Gate("mean_reward", 0.01),))
