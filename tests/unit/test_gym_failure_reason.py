@@ -1,6 +1,7 @@
 """The line a failed Gym command's error quotes (:func:`pytest_gym_eval.server_logs.failure_reason`): the last
 traceback's exception line, Gym's own ``Error:`` line, and, when Gym says a server "finished unexpectedly", the
-dead server's own log. The logs here are written for the test in the shapes Gym and Python print."""
+dead server's own log. The logs here are written for the test in the shapes Gym and Python print (real Gym:
+tests/real_gym/test_server_death_real_gym.py)."""
 
 from __future__ import annotations
 
