@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -167,8 +167,17 @@ class Launch:
             ray_address=options.ray_address,
             attach=attach,
             servers_gone=self.warm.gone if self.warm is not None else None,
-            server_blocks=server_blocks(plan.agents, self.more_models, options.model_type) if self.more_models else {},
+            server_blocks=self._server_blocks(plan, checkout),
         )
+
+    def _server_blocks(self, plan: RunPlan, checkout: provision.GymCheckout) -> dict[str, Any]:
+        """The Gym config blocks serving every ``--gym-policy`` policy but the first (:func:`server_blocks`; none for
+        one policy model), with environment servers in front of the agent copies where the checkout's Gym has them
+        (:func:`provision.has_environment_servers`)."""
+        if not self.more_models:
+            return {}
+        fronted = provision.has_environment_servers(checkout.version)
+        return server_blocks(plan.agents, self.more_models, self.options.model_type, fronted)
 
     def agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
         """The Gym config file of each of ``plan``'s agents; raises :class:`GymStartError` for an agent no config

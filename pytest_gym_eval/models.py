@@ -10,7 +10,8 @@ another.
 In Gym (notes: ``gym-notes.md``, "Several policy models in one Gym") the first policy is Gym's ``policy_model``
 and each dataset's agent runs against it unchanged; every other policy ``NAME`` gets a model server instance
 ``NAME_policy_model``, a copy of each agent bound to it (``<agent>__NAME``) and, in front of that copy, its own
-``legacy_agent`` environment server (``<agent>__NAME_environment_server``).
+``legacy_agent`` environment server (``<agent>__NAME_environment_server``). Gym 0.6.x has no environment servers
+(its ``gym eval run`` posts each row to the agent named in its ``agent_ref``): there the copy alone serves.
 """
 
 from __future__ import annotations
@@ -209,7 +210,10 @@ def model_server_name(policy: str) -> str:
 
 
 def server_blocks(
-    agents: Sequence[str], endpoints: Sequence[tuple[str, str, str, str | None]], model_type: str
+    agents: Sequence[str],
+    endpoints: Sequence[tuple[str, str, str, str | None]],
+    model_type: str,
+    environment_servers: bool = True,
 ) -> dict[str, Any]:
     """The Gym config blocks that serve every policy but the first, for ``gym env start`` only (``gym eval run``
     cannot resolve the copies' references).
@@ -218,6 +222,8 @@ def server_blocks(
     served model name, API key environment variable or None)`` per policy but the first; ``model_type`` is
     Gym's model server type (a key of :data:`MODEL_FIELDS`, else :class:`PolicySpecError`). The key enters as
     ``${oc.env:VAR}``, resolved inside Gym's processes; without a variable the key is ``no-key``.
+    ``environment_servers``: whether the Gym checkout has environment servers (Gym 0.7.0 and later,
+    :func:`~pytest_gym_eval.provision.has_environment_servers`); without them no block fronts the copies.
     """
     if model_type not in MODEL_FIELDS:
         raise PolicySpecError(f"--gym-policy works with model types {', '.join(MODEL_FIELDS)}, not {model_type!r}")
@@ -236,6 +242,8 @@ def server_blocks(
                 "_copy": agent,
                 "responses_api_agents": {"simple_agent": {"model_server": model_server}},
             }
+            if not environment_servers:
+                continue
             legacy = {"entrypoint": "app.py", "agent_server": {"type": "responses_api_agents", "name": instance}}
             blocks[f"{instance}_environment_server"] = {"environment_servers": {"legacy_agent": legacy}}
     return blocks

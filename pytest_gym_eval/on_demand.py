@@ -2,10 +2,12 @@
 ``gym eval run`` (docs/hooks-and-api.md, "Rollouts on demand").
 
 Gym's head server lists its servers (``GET /server_instances``: ``process_name``, ``server_type``, ``url``, ...);
-an agent is fronted by an environment server (``server_type`` ``environment_servers``) whose ``POST /run`` takes a
-row (only ``responses_create_params`` is required, plus the environment's own fields) and answers the verifier's
-record: ``reward``, ``response`` and the environment's fields. This module finds that server, posts the row with
-its own timeout (standard library only) and turns the answer, or the failure, into a
+from Gym 0.7.0 an agent is fronted by an environment server (``server_type`` ``environment_servers``) whose
+``POST /run`` takes a row (only ``responses_create_params`` is required, plus the environment's own fields) and
+answers the verifier's record: ``reward``, ``response`` and the environment's fields. Gym 0.6.x has no environment
+servers: there the agent server's own ``POST /run`` takes the row and answers the same record (it is what that
+release's ``gym eval run`` posts each row to). This module finds the server, posts the row with its own timeout
+(standard library only) and turns the answer, or the failure, into a
 :class:`~pytest_gym_eval.rollout_value.Rollout` or an :class:`OnDemandError`.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +39,12 @@ class OnDemandError(Exception):
 @dataclass(frozen=True)
 class Servers:
     """What the head server's ``GET /server_instances`` says: ``agents`` (process names of the agent servers, in
-    order) and ``environments`` (environment server process name -> its base URL)."""
+    order), ``environments`` (environment server process name -> its base URL) and ``agent_urls`` (agent server
+    process name -> its base URL, where the head server gives one)."""
 
     agents: tuple[str, ...]
     environments: dict[str, str]
+    agent_urls: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, instances: Any) -> Servers:
@@ -49,20 +53,22 @@ class Servers:
             raise OnDemandError(f"Gym's head server listed no servers (GET /server_instances: {instances!r:.200})")
         agents: list[str] = []
         environments: dict[str, str] = {}
+        agent_urls: dict[str, str] = {}
         for instance in instances:
             if not isinstance(instance, Mapping):
                 continue
             name = str(instance.get("process_name") or instance.get("config_path") or "")
             kind = instance.get("server_type")
+            url = instance.get("url")
+            if not url and instance.get("port"):
+                url = f"http://{instance.get('host') or '127.0.0.1'}:{instance['port']}"
             if kind == AGENT_SERVERS and name:
                 agents.append(name)
-            elif kind == ENVIRONMENT_SERVERS and name:
-                url = instance.get("url")
-                if not url and instance.get("port"):
-                    url = f"http://{instance.get('host') or '127.0.0.1'}:{instance['port']}"
                 if url:
-                    environments[name] = str(url).rstrip("/")
-        return cls(tuple(agents), environments)
+                    agent_urls[name] = str(url).rstrip("/")
+            elif kind == ENVIRONMENT_SERVERS and name and url:
+                environments[name] = str(url).rstrip("/")
+        return cls(tuple(agents), environments, agent_urls)
 
     def agent_for(self, agent: str | None) -> str:
         """``agent``, checked to be one Gym runs; None: the only agent Gym runs. Raises :class:`OnDemandError`
@@ -80,9 +86,12 @@ class Servers:
         return agent
 
     def environment_for(self, agent: str) -> str:
-        """The base URL of the environment server that fronts ``agent``: the only one, or the one named as Gym's
-        configs name it (``<env>_simple_agent`` is fronted by ``<env>_environment_server``). Raises
-        :class:`OnDemandError` when none (or no single one) fits."""
+        """The base URL whose ``POST /run`` rolls a row out with ``agent``: the environment server that fronts it
+        (the only one, or the one named as Gym's configs name it: ``<env>_simple_agent`` is fronted by
+        ``<env>_environment_server``), or, when Gym runs no environment server at all (Gym 0.6.x), the agent
+        server itself. Raises :class:`OnDemandError` when none (or no single one) fits."""
+        if not self.environments and agent in self.agent_urls:
+            return self.agent_urls[agent]
         if len(self.environments) == 1:
             return next(iter(self.environments.values()))
         stem = agent.removesuffix("_agent").removesuffix("_simple")

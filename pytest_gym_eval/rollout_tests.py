@@ -330,10 +330,10 @@ class RunRow:
     ) -> Rollout:
         """Roll ``row`` (a dict as a dataset line holds it: ``responses_create_params`` and the environment's own
         fields) out with ``agent`` (None: the only agent Gym runs) against the session's Gym and policy model, by
-        ``POST``ing it to the agent's environment server (no ``gym eval run``); wait at most ``timeout`` seconds
-        (None: 600). The session's sampling options (``--gym-temperature``, ``--gym-max-output-tokens``,
-        ``--gym-seed``, ...) go into the request as into a dataset row's (repeat 0), with ``--gym-policy`` the
-        sampling of the policy the agent instance runs. Returns the :class:`Rollout`
+        ``POST``ing it to the agent's environment server (Gym 0.6.x: the agent server; no ``gym eval run``); wait
+        at most ``timeout`` seconds (None: 600). The session's sampling options (``--gym-temperature``,
+        ``--gym-max-output-tokens``, ``--gym-seed``, ...) go into the request as into a dataset row's (repeat 0),
+        with ``--gym-policy`` the sampling of the policy the agent instance runs. Returns the :class:`Rollout`
         (``task_id`` as given, else ``on-demand``; repeat 0; ``passed`` when the verifier's reward reaches the pass
         threshold, else ``failed``). Raises :class:`OnDemandError`
         (the test errors, it does not fail) when Gym cannot be reached, refuses the row, fails it or does not

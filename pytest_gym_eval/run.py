@@ -26,7 +26,7 @@ from pytest_gym_eval.gym_config import ray_temp_dir as ray_temp_dir
 from pytest_gym_eval.gym_config import write_gym_config as write_gym_config
 from pytest_gym_eval.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.plan import RunPlan, write_gym_input
-from pytest_gym_eval.processes import GymProcess, free_port, tail
+from pytest_gym_eval.processes import GymProcess, free_port
 from pytest_gym_eval.rollouts import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RunState, describe_error, record_stamp
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.servers import RAY_START_TIMEOUT as RAY_START_TIMEOUT
@@ -35,6 +35,7 @@ from pytest_gym_eval.servers import GymStartError as GymStartError
 from pytest_gym_eval.servers import RunSettings as RunSettings
 from pytest_gym_eval.servers import launch_servers as launch_servers
 from pytest_gym_eval.servers import probe_model as probe_model
+from pytest_gym_eval.servers import quote_failure
 from pytest_gym_eval.servers import record_process as record_process
 from pytest_gym_eval.servers import start_private_ray as start_private_ray
 from pytest_gym_eval.servers import start_servers as start_servers
@@ -434,8 +435,8 @@ class GymRun:
                 crashed = which_server_exited(self._servers_log)
                 raise GymServersExited(
                     f"Gym's servers exited during the run{f': {crashed}' if crashed else ''} (`gym env start` "
-                    f"exited with status {servers_status}); last lines of {self._servers_log}:\n"
-                    f"{self.servers.tail(10)}",
+                    f"exited with status {servers_status})"
+                    f"{quote_failure(self._servers_log, self.paths.server_logs, 10)}",
                     str(self._servers_log),
                 )
 
@@ -455,10 +456,8 @@ class GymRun:
             return "gym eval run did not run"
         described = ", then ".join(_describe_status(s) for s in statuses)
         resumed = " (resumed once with --resume)" if len(statuses) > 1 else ""
-        return (
-            f"gym eval run wrote no rollout for this item: it {described}{resumed}; "
-            f"last lines of {self._eval_log}:\n{tail(self._eval_log, 8)}"
-        )
+        why = quote_failure(self._eval_log, None, 8)
+        return f"gym eval run wrote no rollout for this item: it {described}{resumed}{why}"
 
 
 def _describe_status(status: int) -> str:

@@ -1,6 +1,6 @@
 """What Gym's server logs say about failed rollouts: :class:`ServerLogs` indexes each server's upstream HTTP
-failures and logged exceptions (for :func:`pytest_gym_eval.causes.diagnose`), and :func:`eval_progress` reads
-``gym eval run``'s progress line."""
+failures and logged exceptions (for :func:`pytest_gym_eval.causes.diagnose`), :func:`eval_progress` reads
+``gym eval run``'s progress line, and :func:`failure_reason` the line that says why a Gym command failed."""
 
 from __future__ import annotations
 
@@ -269,6 +269,100 @@ def eval_progress(log: Path) -> str:
     if not found:
         return ""
     return f"{found}{' ' + ', '.join(left) if left else ''} ({log}:{line_number})"
+
+
+SERVER_EXITED = re.compile(r"Process `(?P<name>[^`]+)` finished unexpectedly!|Head server finished unexpectedly!")
+"""What ``gym env start`` prints when one of its servers exits (``nemo_gym/cli/env.py``, ``poll``), then raises it
+as a ``RuntimeError``: the line says which server died, the server's own log says why."""
+_TRACEBACK = "Traceback (most recent call last):"
+_ANY_PREFIX = re.compile(r"^\([^()]*\) ")
+"""A prefix a line of another process carries in a log: Gym's ``(<server>) ``, Ray's ``(pid=1234) ``."""
+_GYM_ERROR = re.compile(r"^Error: \S")
+"""How Gym's commands print a configuration error they exit on (``[red]Error:[/red] <message>``, no traceback)."""
+REASON_LIMIT = 500
+"""Characters of a quoted reason line kept."""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a log: ``text`` (without a process prefix), at ``path``:``line`` (1-based)."""
+
+    text: str
+    path: Path
+    line: int
+
+    def __str__(self) -> str:
+        return f"{trim(self.text, REASON_LIMIT)} ({self.path}:{self.line})"
+
+
+def exception_line(path: Path) -> LogLine | None:
+    """The line of a log that says why its command failed: the exception line of the last Python traceback (the
+    first unindented line after ``Traceback (most recent call last):``, e.g. ``ModuleNotFoundError: No module
+    named 'x'``; of a chain, the last exception's), or Gym's own ``Error: <message>`` line when that comes later;
+    None when the log has neither (or cannot be read). Lines other processes wrote into the log keep working:
+    their ``(<server>) `` prefix is dropped first. Reads the log once, line by line."""
+    found: LogLine | None = None
+    in_traceback = False
+    try:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                text = _ANY_PREFIX.sub("", raw.decode("utf-8", "replace").rstrip("\r\n"), count=1)
+                if text.startswith(_TRACEBACK):
+                    in_traceback = True
+                elif in_traceback and text.strip() and not text[0].isspace():
+                    found, in_traceback = LogLine(text.strip(), path, number), False
+                elif not in_traceback and _GYM_ERROR.match(text):
+                    found = LogLine(text.strip(), path, number)
+    except OSError:
+        return None
+    return found
+
+
+def last_line(path: Path) -> LogLine | None:
+    """The last non-blank line of a log (its prefix dropped), or None."""
+    found: LogLine | None = None
+    try:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                text = _ANY_PREFIX.sub("", raw.decode("utf-8", "replace").strip(), count=1).strip()
+                if text:
+                    found = LogLine(text, path, number)
+    except OSError:
+        return None
+    return found
+
+
+def exited_server(log: Path) -> str | None:
+    """The process name of the last server ``log`` (a ``gym env start`` log) says finished unexpectedly (``""``: the
+    head server), or None when it says none did."""
+    found: str | None = None
+    try:
+        with log.open("rb") as handle:
+            for raw in handle:
+                match = SERVER_EXITED.search(raw.decode("utf-8", "replace"))
+                if match is not None:
+                    found = match["name"] or ""
+    except OSError:
+        return None
+    return found
+
+
+def failure_reason(log: Path, server_logs: Path | None = None) -> LogLine | None:
+    """Why the Gym command whose output is ``log`` failed, as the one line to quote (with its file and line), or
+    None when no line says (then quote the log's last lines). When the log says a server "finished unexpectedly",
+    the reason is in that server's own log (``server_logs/<name>.log``, Gym's ``nemo_gym_log_dir``; ``/`` in the
+    name becomes ``_``, as Gym names it): its last exception line (:func:`exception_line`), else its last line;
+    Gym's own ``RuntimeError`` saying the server finished is never the reason. Otherwise the command's own last
+    exception line."""
+    server = exited_server(log)
+    if server and server_logs is not None:
+        own = server_logs / f"{server.replace('/', '_')}.log"
+        if (found := exception_line(own) or last_line(own)) is not None:
+            return found
+    found = exception_line(log)
+    if found is None or SERVER_EXITED.search(found.text):
+        return None
+    return found
 
 
 def _comparable(text: str) -> str:

@@ -5,7 +5,7 @@ starts them with."""
 from __future__ import annotations
 
 import json
-import re
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +21,8 @@ from pytest_gym_eval.processes import GymProcess, tail
 from pytest_gym_eval.provision import RAY_START_WAIT
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sampling import Sampling
+from pytest_gym_eval.server_logs import SERVER_EXITED as SERVER_EXITED
+from pytest_gym_eval.server_logs import exited_server, failure_reason
 from pytest_gym_eval.watchdog import Watchdog
 
 READY_MARKER = "servers ready!"
@@ -56,24 +58,24 @@ class GymServersExited(GymStartError):
         self.log = log
 
 
-SERVER_EXITED = re.compile(r"Process `(?P<name>[^`]+)` finished unexpectedly!|Head server finished unexpectedly!")
-"""What ``gym env start`` prints when one of its servers exits (``nemo_gym/cli/env.py``, ``poll``)."""
-
-
 def which_server_exited(log: Path) -> str | None:
     """Which of Gym's servers exited, from the last line of ``gym env start``'s ``log`` that says so (``server
     `mcqa` exited``, ``the head server exited``), or None when the log does not say (Gym itself was killed)."""
-    found = None
-    try:
-        with log.open("rb") as handle:
-            for raw in handle:
-                match = SERVER_EXITED.search(raw.decode("utf-8", "replace"))
-                found = match or found
-    except OSError:
-        pass
-    if found is None:
+    name = exited_server(log)
+    if name is None:
         return None
-    return f"server `{found['name']}` exited" if found["name"] else "the head server exited"
+    return f"server `{name}` exited" if name else "the head server exited"
+
+
+def quote_failure(log: Path, server_logs: Path | None = None, lines: int = 15) -> str:
+    """What an error about a failed Gym command whose output is ``log`` quotes, to append to its first words: the
+    line that says why with its file and line (:func:`~pytest_gym_eval.server_logs.failure_reason`, from the dead
+    server's own log in ``server_logs`` when a server died), or, when no line says, ``log``'s last ``lines`` lines
+    (secrets redacted either way). The item's error names ``log`` itself (its run state's log)."""
+    reason = failure_reason(log, server_logs)
+    if reason is not None:
+        return f": {redact(str(reason))}"
+    return f"; last lines of {log}:\n{redact(tail(log, lines))}"
 
 
 @dataclass(frozen=True)
@@ -187,14 +189,31 @@ def probe_model(
         stopping.wait(1.0)
 
 
+GYM_START_TIMEOUTS = ("server_spinup_timeout_seconds", "model_endpoint_readiness_timeout_seconds")
+"""Gym's own bounds on its start, in seconds (both 600 by default): how long ``gym env start`` waits for its servers
+to answer (Gym 0.7.0; 0.6.x has no such bound) and then for the model endpoints its config names (0.6.0 and 0.7.0),
+before it gives up and exits. :func:`start_timeouts` sets both to ``--gym-startup-timeout``."""
+
+
+def start_timeouts(startup_timeout: float) -> list[str]:
+    """The ``gym env start`` overrides that set Gym's own start-up bounds (:data:`GYM_START_TIMEOUTS`) to
+    ``startup_timeout`` seconds (``--gym-startup-timeout``, rounded up), so that Gym's 600 s default never cuts a
+    longer one (the plugin's own deadline, counted from before Gym starts, ends first); at least 1 (Gym reads 0 as
+    no bound). ``++``: they win over any config file. A release that does not read a key ignores it (a plain
+    top-level value of Gym's config)."""
+    seconds = max(1, math.ceil(startup_timeout))
+    return [f"++{key}={seconds}" for key in GYM_START_TIMEOUTS]
+
+
 def launch_servers(
     settings: RunSettings, model_type: str, paths: RunPaths, log_path: Path, watchdog: Watchdog | None = None
 ) -> GymProcess:
     """Start ``gym env start`` with the run's Gym configs, model type and config file (``paths.config``).
 
     Gym's servers build missing venvs themselves (``+skip_venv_if_present=true`` keeps existing ones) and
-    write per-server logs under ``paths.server_logs``. The process is recorded in ``paths.processes`` and
-    its session handed to ``watchdog``.
+    write per-server logs under ``paths.server_logs``; Gym's own start-up bounds are ``settings.startup_timeout``
+    (:func:`start_timeouts`). The process is recorded in ``paths.processes`` and its session handed to
+    ``watchdog``.
     """
     argv = [str(settings.gym), "env", "start"]
     for config in settings.gym_configs:
@@ -204,6 +223,7 @@ def launch_servers(
         paths.servers_config.write_text(json.dumps(settings.server_blocks, indent=2) + "\n", encoding="utf-8")
         argv += ["--config", str(paths.servers_config)]
     argv += ["+skip_venv_if_present=true", f"+nemo_gym_log_dir={paths.server_logs}"]
+    argv += start_timeouts(settings.startup_timeout)
     process = GymProcess(argv, env=settings.env, cwd=settings.cwd, log_path=log_path, name="gym env start")
     record_process(paths, process, watchdog)
     return process
@@ -260,7 +280,8 @@ def start_servers(
         on_event(f"starting Gym's servers{on_ray} (log: {log_path})")
         servers = launch(log_path)
         try:
-            wait_until_ready(servers, deadline, stopping, settings.startup_timeout, head)
+            server_logs = RunPaths(logs.parent).server_logs
+            wait_until_ready(servers, deadline, stopping, settings.startup_timeout, head, server_logs)
             return servers
         except GymStartError as error:
             if stopping.is_set() or not ray_start_timed_out(log_path):
@@ -343,14 +364,16 @@ def wait_until_ready(
     stopping: threading.Event,
     timeout: float,
     head: tuple[str, int] | None = None,
+    server_logs: Path | None = None,
 ) -> None:
     """Wait until Gym's servers are ready: ``servers`` printed Gym's readiness line (``All N / N servers
     ready!``), or, given the ``head`` server's ``(host, port)``, every server it lists answers (:class:`ServerProbe`,
     which sees it up to 3 s sooner).
 
     ``deadline`` is a ``time.monotonic()`` value and ``timeout`` the seconds it stands for (for the message).
-    Raises :class:`GymStartError` with the log's last lines when Gym exits first, when ``stopping`` is set, or
-    when the deadline passes.
+    Raises :class:`GymStartError` when Gym exits first (quoting the line that says why, :func:`quote_failure`,
+    from the dead server's own log in ``server_logs`` when a server died), when ``stopping`` is set, or when the
+    deadline passes (with the log's last lines).
     """
     probe = ServerProbe(head) if head is not None else None
     offset = 0
@@ -374,8 +397,8 @@ def wait_until_ready(
         status = servers.poll()
         if status is not None:
             raise GymStartError(
-                f"`gym env start` exited with status {status} before its servers were ready; "
-                f"last lines of {servers.log_path}:\n{servers.tail(15)}"
+                f"`gym env start` exited with status {status} before its servers were ready"
+                f"{quote_failure(servers.log_path, server_logs)}"
             )
         if stopping.is_set():
             raise GymStartError("the session stopped while Gym was starting")

@@ -77,6 +77,27 @@ def require_supported_gym(version: str | None, where: str) -> None:
         )
 
 
+ENVIRONMENT_SERVERS_SINCE = (0, 7)
+"""The first Gym release series with environment servers (``environment_servers/legacy_agent``, ...). Gym 0.6.x has
+none: there the agent server's own ``POST /run`` takes a row (what that release's ``gym eval run`` posts to), and a
+config block naming an environment server fails ``gym env start``."""
+
+
+def has_environment_servers(version: str | None) -> bool:
+    """Whether Gym ``version`` (a checkout's, :class:`GymCheckout` ``.version``) has environment servers
+    (:data:`ENVIRONMENT_SERVERS_SINCE`, pre-releases of 0.7.0 included). A version that cannot be read (None, or no
+    release number) counts as the newest, as :func:`require_supported_gym` lets such a checkout through."""
+    from packaging.version import InvalidVersion, Version
+
+    if version is None:
+        return True
+    try:
+        release = Version(version).release
+    except InvalidVersion:
+        return True
+    return release[:2] >= ENVIRONMENT_SERVERS_SINCE
+
+
 def _specifiers(spec: str) -> list[Specifier]:
     """The clauses of ``spec`` in order, parsed by ``packaging``; raises ``ValueError`` for a clause it cannot
     parse (an empty one among them) and for one an interpreter's ``(major, minor, patch)`` cannot be judged by:

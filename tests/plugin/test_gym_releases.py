@@ -1,9 +1,12 @@
 """The Gym releases the plugin supports (``provision.SUPPORTED_GYM_VERSIONS``): a release outside the range is
 refused, by ``provision --gym-version`` before anything is downloaded and by ``--gym-checkout`` before Gym
-starts, with a message naming the range."""
+starts, with a message naming the range. What differs between the releases in the range: Gym 0.6.x has no
+environment servers (``--gym-policy`` and ``gym_run_row`` work without them), and Gym 0.7.0 bounds its own start
+(``server_spinup_timeout_seconds``), which ``--gym-startup-timeout`` sets."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import provision
-from pytest_gym_eval.provision import ProvisionError, gym_version_problem, require_supported_gym
+from pytest_gym_eval.provision import (
+    ProvisionError,
+    gym_version_problem,
+    has_environment_servers,
+    require_supported_gym,
+)
+from pytest_gym_eval.servers import start_timeouts
+from tests.plugin.test_policies_session import REWARDS, policy_args, write_dataset
+from tests.support.fakes import FakeGym
 
 RANGE = "NeMo Gym 0.6.0 to 0.7.x (>=0.6.0, <0.8)"
 
@@ -100,3 +111,95 @@ def test_a_session_with_a_checkout_outside_the_range_errors_naming_it(pytester: 
     assert f"--gym-checkout {checkout}: Gym 0.5.1 is not supported" in output, output
     assert RANGE in output
     assert not (checkout / ".venv" / "bin" / "ran").exists()  # Gym was never started
+
+
+@pytest.mark.parametrize(
+    ("version", "fronted"),
+    [("0.6.0", False), ("0.6.3.post1", False), ("0.7.0rc1", True), ("0.7.0", True), ("0.7.2", True), (None, True)],
+)
+def test_environment_servers_exist_from_gym_0_7_0(version: str | None, fronted: bool) -> None:
+    # 0.6.x has no environment servers (its agent servers take POST /run); a version that cannot be read counts
+    # as the newest, as such a checkout is let through.
+    assert has_environment_servers(version) is fronted
+
+
+@pytest.mark.parametrize(("timeout", "seconds"), [(900.0, 900), (1800.5, 1801), (30.0, 30), (0.0, 1)])
+def test_gyms_own_start_up_bounds_are_set_to_the_startup_timeout(timeout: float, seconds: int) -> None:
+    # Gym 0.7.0 gives its servers 600 s and the model endpoints 600 s by default, cutting any longer
+    # --gym-startup-timeout; 0 would mean no bound to Gym.
+    assert start_timeouts(timeout) == [
+        f"++server_spinup_timeout_seconds={seconds}",
+        f"++model_endpoint_readiness_timeout_seconds={seconds}",
+    ]
+
+
+def pretend(fake_gym: FakeGym, version: str) -> None:
+    """Make the stand-in Gym's checkout (and so the stand-in itself) Gym ``version``."""
+    (fake_gym.checkout / "pyproject.toml").write_text(f'[project]\nname = "nemo-gym"\nversion = "{version}"\n')
+
+
+def test_policies_on_gym_0_6_are_served_without_environment_servers(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    # The stand-in pretending 0.6.0 exits at start on a config naming an environment server, as 0.6.0 has none.
+    pretend(fake_gym, "0.6.0")
+    write_dataset(pytester)
+    result = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", "--gym-run-dir=runs", "-rA")
+    outcomes = {line.split()[1]: line.split()[0] for line in result.outlines if line.startswith(("PASSED ", "FAILED "))}
+    assert outcomes == {
+        f"mcqa.jsonl::{task}[r0-{policy}]": "PASSED" if reward == 1.0 else "FAILED"
+        for task, rewards in REWARDS.items()
+        for policy, reward in zip(("base", "cand"), rewards.values(), strict=True)
+    }, result.stdout.str()[-2000:]
+    (run_dir,) = (pytester.path / "runs").iterdir()
+    assert sorted(json.loads((run_dir / "gym-policies.yaml").read_text())) == [
+        "cand_policy_model",
+        "mcqa_simple_agent__cand",
+    ]
+
+
+ON_DEMAND = """
+def test_row(gym_run_row):
+    rollout = gym_run_row({"responses_create_params": {"input": "hi"}, "fake": {"reward": 1.0}})
+    assert rollout.reward == 1.0
+    assert rollout.output_text == "fake answer to /a/mcqa/run"  # the agent server's own /run
+"""
+
+
+def test_a_row_rolled_out_on_demand_on_gym_0_6_goes_to_the_agent_server(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    pretend(fake_gym, "0.6.0")
+    pytester.makepyfile(test_rows_on_demand=ON_DEMAND)
+    result = pytester.runpytest_subprocess(*fake_gym.args, "--gym-agent=mcqa_simple_agent", "-rA")
+    result.assert_outcomes(passed=1)
+
+
+def test_gym_env_start_gets_the_startup_timeout_as_its_own_start_up_bounds(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    pytester.makefile(".jsonl", mcqa='{"id": "a", "responses_create_params": {"input": "q"}}\n')
+    result = pytester.runpytest_subprocess(*fake_gym.args, "mcqa.jsonl", "--gym-startup-timeout=1800")
+    result.assert_outcomes(passed=1)
+    (start,) = [call["argv"] for call in fake_gym.calls() if call["argv"][:2] == ["env", "start"]]  # type: ignore[index]
+    assert "++server_spinup_timeout_seconds=1800" in start
+    assert "++model_endpoint_readiness_timeout_seconds=1800" in start
+    (run,) = [call["argv"] for call in fake_gym.calls() if call["argv"][:2] == ["eval", "run"]]  # type: ignore[index]
+    assert not [arg for arg in run if "timeout_seconds" in str(arg)]  # `gym eval run` starts no server
+
+
+def test_a_failed_start_quotes_the_exception_line_not_the_chatter_after_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GYM_START", "traceback")  # a traceback, then Gym's shutdown chatter
+    pytester.makefile(".jsonl", mcqa='{"id": "a", "responses_create_params": {"input": "q"}}\n')
+    result = pytester.runpytest_subprocess(*fake_gym.args, "mcqa.jsonl", "-rA")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*`gym env start` exited with status 1 before its servers were ready: ValueError: the policy model's "
+            "base URL has no scheme (*/logs/gym-env-start.log:5)",
+            "log: */logs/gym-env-start.log",
+        ]
+    )
+    assert "NeMo Gym finished!" not in result.stdout.str()

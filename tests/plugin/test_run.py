@@ -170,7 +170,8 @@ def test_a_second_ray_start_timeout_errors_every_item_with_advice(
             "Ray gives the raylet at most RAY_raylet_start_wait_time_s=60 s (never less than 30 s) to register; Ray's "
             "logs: *ray-start-2 (raylet.out says why the raylet stopped). Free some CPU, or set "
             "RAY_raylet_start_wait_time_s higher.",
-            "`gym env start` exited with status 1 before its servers were ready; last lines of *gym-env-start-2.log:",
+            "`gym env start` exited with status 1 before its servers were ready: Exception: The current node timed "
+            "out during startup. * (*gym-env-start-2.log:3)",
         ]
     )
     assert len(env_starts(fake_gym)) == 2

@@ -5,9 +5,10 @@ It understands just what the plugin calls:
   ``GET /readyz`` on the head server of its JSON ``--config`` file (as Gym's head server does), and
   ``GET /server_instances`` listing ``<env>_simple_agent`` and ``<env>_environment_server`` for each environment
   config, whose ``POST .../run`` answers a row as its ``fake`` object says (see ``serve_head``);
-  ``FAKE_GYM_START=fail`` makes it exit 3 before that, ``FAKE_GYM_START=hang`` never get ready,
+  ``FAKE_GYM_START=fail`` makes it exit 3 before that (``traceback``: exit 1 after a traceback and shutdown
+  lines), ``FAKE_GYM_START=hang`` never get ready,
   ``FAKE_GYM_START_DELAY=SECONDS`` get ready that much later, ``FAKE_GYM_STOP=slow`` never end after SIGINT
-  (SIGUSR1: exit 1 as Gym does when its server ``mcqa`` dies),
+  (SIGUSR1: exit 1 as Gym does when its server ``mcqa`` dies, leaving a traceback in that server's own log),
   ``FAKE_GYM_START=ray-timeout`` exit 1 with Ray's node start-up timeout (leaving Ray's ``raylet.out``),
   ``ray-timeout-once`` do that on the first ``env start`` of ``$FAKE_GYM_CALLS`` only. ``FAKE_GYM_WORKER=1`` also
   starts a child that ignores SIGINT in a process group of its own inside Gym's session (as Ray's idle workers do),
@@ -30,6 +31,9 @@ It understands just what the plugin calls:
   ``FAKE_GYM_AGGREGATE_DELAY=SECONDS`` it then writes ``OUT_aggregate_metrics.json`` as Gym does, that much later;
   with ``FAKE_GYM_EXIT_DELAY=SECONDS`` it exits that much after its last write (Gym's interpreter takes ~2 s).
 Every call appends its argv (and whether the API key variable was visible) to ``$FAKE_GYM_CALLS``.
+It pretends to be the Gym release its checkout's ``pyproject.toml`` names (its working folder; 0.7.0 without one):
+before 0.7.0 there are no environment servers, so ``/server_instances`` lists none (the agent servers' own
+``POST /run`` answers, as in Gym 0.6.x) and ``env start`` exits 1 on a config that names one.
 """
 
 from __future__ import annotations
@@ -69,6 +73,30 @@ def _first_env_start() -> bool:
     return len(starts) <= 1
 
 
+def pretended_version() -> tuple[int, ...]:
+    """The Gym release this stand-in pretends to be (see the module's docstring)."""
+    import re
+
+    try:
+        with open("pyproject.toml", encoding="utf-8") as handle:
+            found = re.search(r'^version = "(\d+)\.(\d+)', handle.read(), re.M)
+    except OSError:
+        found = None
+    return (int(found[1]), int(found[2])) if found else (0, 7)
+
+
+def _config_texts(argv: list[str]) -> list[str]:
+    texts = []
+    for index, arg in enumerate(argv[:-1]):
+        if arg == "--config":
+            try:
+                with open(argv[index + 1], encoding="utf-8") as handle:
+                    texts.append(handle.read())
+            except OSError:
+                continue
+    return texts
+
+
 def serve_head(argv: list[str]) -> None:
     """Answer ``GET /readyz`` with 200 on the head server named in a JSON ``--config`` file (in a daemon thread);
     with 503 for the first ``$FAKE_GYM_READYZ_503`` seconds, as Gym's head server does for a moment."""
@@ -102,6 +130,7 @@ def serve_head(argv: list[str]) -> None:
             {"process_name": f"{name}_environment_server", "server_type": "environment_servers",
              "url": f"{base}/env/{name}"},
         )
+        if instance["server_type"] != "environment_servers" or pretended_version() >= (0, 7)
     ]  # fmt: skip
 
     class Ready(BaseHTTPRequestHandler):
@@ -152,6 +181,19 @@ def _write_ray_logs() -> None:
         handle.write("[raylet] fake: the raylet did not register in time\n")
 
 
+def _write_server_log(argv: list[str], server: str, exception: str) -> None:
+    """Write server ``server``'s own log into Gym's ``+nemo_gym_log_dir`` as a server that died of ``exception``
+    leaves it: each line prefixed ``(<server>) ``, the traceback last."""
+    folder = next((arg.split("=", 1)[1] for arg in argv if arg.startswith("+nemo_gym_log_dir=")), None)
+    if folder is None:
+        return
+    os.makedirs(folder, exist_ok=True)
+    traceback = ["Traceback (most recent call last):", '  File "app.py", line 3, in verify', exception]
+    lines = ["INFO: Uvicorn running", *traceback]
+    with open(os.path.join(folder, f"{server}.log"), "a", encoding="utf-8") as handle:
+        handle.writelines(f"({server}) {line}\n" for line in lines)
+
+
 def env_start(argv: list[str]) -> int:
     mode = os.environ.get("FAKE_GYM_START", "")
     print("Starting fake servers", flush=True)
@@ -160,6 +202,19 @@ def env_start(argv: list[str]) -> int:
     if mode == "fail":
         print("Error: fake start failure", flush=True)
         return 3
+    if pretended_version() < (0, 7) and any("environment_servers" in text for text in _config_texts(argv)):
+        print("Traceback (most recent call last):", flush=True)
+        print('  File "nemo_gym/cli/env.py", line 1, in start', flush=True)
+        print("FileNotFoundError: no server folder environment_servers/legacy_agent in this Gym", flush=True)
+        print("NeMo Gym finished!", flush=True)
+        return 1
+    if mode == "traceback":
+        print(
+            'Traceback (most recent call last):\n  File "nemo_gym/cli/env.py", line 9, in start\n    go()', flush=True
+        )
+        print("ValueError: the policy model's base URL has no scheme", flush=True)
+        print("Sending interrupt signals to servers...\nNeMo Gym finished!", flush=True)
+        return 1
     if mode == "ray-timeout" or (mode == "ray-timeout-once" and _first_env_start()):
         _write_ray_logs()
         print("Traceback (most recent call last):", flush=True)
@@ -175,6 +230,7 @@ def env_start(argv: list[str]) -> int:
         print("All 1 / 1 servers ready! Polling every 60s", flush=True)
     while not stop:
         if crashed:
+            _write_server_log(argv, "mcqa", "MemoryError: fake: the verifier ran out of memory")
             print("Traceback (most recent call last):\nRuntimeError: Process `mcqa` finished unexpectedly!", flush=True)
             print("Process `mcqa` stderr:\nSegmentation fault", flush=True)
             return 1

@@ -34,12 +34,13 @@ class FakeGym:
         return [json.loads(line) for line in self.calls_path.read_text().splitlines()]
 
 
-def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",)) -> Path:
-    """Create a directory that looks like a Gym checkout whose ``gym`` is the stand-in script."""
+def make_fake_checkout(root: Path, environments: tuple[str, ...] = ("mcqa",), version: str = "0.7.0") -> Path:
+    """Create a directory that looks like a Gym checkout of Gym ``version`` whose ``gym`` is the stand-in script
+    (which pretends to be that release)."""
     checkout = root / "fake-gym-checkout"
     (checkout / "nemo_gym").mkdir(parents=True)
     (checkout / "nemo_gym" / "__init__.py").write_text("")
-    (checkout / "pyproject.toml").write_text('[project]\nname = "nemo-gym"\nversion = "0.7.0"\n')
+    (checkout / "pyproject.toml").write_text(f'[project]\nname = "nemo-gym"\nversion = "{version}"\n')
     gym = checkout / ".venv" / "bin" / "gym"
     gym.parent.mkdir(parents=True)
     gym.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SUPPORT / "fake_gym.py"}" "$@"\n')

@@ -178,6 +178,17 @@ def test_server_blocks_give_each_policy_a_model_server_an_agent_copy_and_its_env
     }
 
 
+def test_server_blocks_of_a_gym_without_environment_servers_serve_the_copy_alone() -> None:
+    # Gym 0.6.x: `gym eval run` posts each row to the agent its agent_ref names; no environment server exists.
+    agents = ["mcqa_simple_agent", "mcqa_simple_agent__cand"]
+    endpoints = [("cand", "http://h/v1", "m", None)]
+    blocks = server_blocks(agents, endpoints, "openai_model", environment_servers=False)
+    assert sorted(blocks) == ["cand_policy_model", "mcqa_simple_agent__cand"]
+    assert blocks == {
+        key: value for key, value in server_blocks(agents, endpoints, "openai_model").items() if key in blocks
+    }
+
+
 def test_server_blocks_know_only_the_model_types_whose_fields_they_know() -> None:
     with pytest.raises(PolicySpecError, match="not 'azure_openai_model'"):
         server_blocks([], [("cand", "http://h/v1", "m", None)], "azure_openai_model")

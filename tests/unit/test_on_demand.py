@@ -66,6 +66,24 @@ def test_the_only_agent_is_the_default_and_the_only_environment_server_fronts_it
     assert servers.environment_for("mcqa_simple_agent") == "http://127.0.0.1:4"
 
 
+# The shape of Gym 0.6.0's answer: no environment servers; the agent servers' own /run rolls a row out.
+INSTANCES_0_6 = [
+    instance("policy_model", "responses_api_models", "openai_model", url="http://127.0.0.1:1"),
+    instance("mcqa", "resources_servers", "mcqa", url="http://127.0.0.1:2"),
+    instance("mcqa_simple_agent", "responses_api_agents", "simple_agent", url="http://127.0.0.1:3/"),
+    instance("weather_simple_agent", "responses_api_agents", "simple_agent", host="127.0.0.1", port=5),
+]
+
+
+def test_without_environment_servers_the_agent_server_itself_rolls_the_row_out() -> None:
+    servers = Servers.parse(INSTANCES_0_6)
+    assert servers.agents == ("mcqa_simple_agent", "weather_simple_agent")
+    assert servers.environment_for("mcqa_simple_agent") == "http://127.0.0.1:3"
+    assert servers.environment_for("weather_simple_agent") == "http://127.0.0.1:5"
+    # With environment servers (Gym 0.7.0) the agent's own URL is never the one.
+    assert Servers.parse(INSTANCES).environment_for("mcqa_simple_agent") == "http://127.0.0.1:4"
+
+
 def test_an_unknown_or_unnamed_agent_is_an_error_naming_gyms_agents() -> None:
     servers = Servers.parse(INSTANCES)
     with pytest.raises(
