@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.credentials import config_url, has_secret, url_variable
 from pytest_gym_eval.sampling import POLICY_PRECEDENCE, Sampling, value_problem
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -194,6 +195,12 @@ def sampling_meta(policies: Sequence[Policy], session: Sampling) -> dict[str, ob
     return meta
 
 
+def policy_url_environment(endpoints: Sequence[tuple[str, str, str, str | None]]) -> dict[str, str]:
+    """What Gym's environment needs for the URLs :func:`server_blocks` writes of ``endpoints`` (same shape):
+    ``{PYTEST_GYM_EVAL_POLICY_URL_<policy>: url}`` for each URL holding a secret."""
+    return {url_variable(policy): url for policy, url, _, _ in endpoints if has_secret(url)}
+
+
 def model_server_name(policy: str) -> str:
     """The Gym model server instance serving a policy other than the first."""
     return f"{policy}_policy_model"
@@ -208,14 +215,16 @@ def server_blocks(
     ``agents`` are the agent instances of the run (copies included); ``endpoints`` one ``(policy, base URL,
     served model name, API key environment variable or None)`` per policy but the first; ``model_type`` is
     Gym's model server type (a key of :data:`MODEL_FIELDS`, else :class:`PolicySpecError`). The key enters as
-    ``${oc.env:VAR}``, resolved inside Gym's processes; without a variable the key is ``no-key``.
+    ``${oc.env:VAR}``, resolved inside Gym's processes; without a variable the key is ``no-key``. A URL holding a
+    password enters as ``${oc.env:PYTEST_GYM_EVAL_POLICY_URL_<policy>}`` (:func:`~pytest_gym_eval.credentials.config_url`;
+    Gym's environment needs :func:`policy_url_environment`).
     """
     if model_type not in MODEL_FIELDS:
         raise PolicySpecError(f"--gym-policy works with model types {', '.join(MODEL_FIELDS)}, not {model_type!r}")
     url_field, model_field, key_field = MODEL_FIELDS[model_type]
     blocks: dict[str, Any] = {}
     for policy, url, model, key_env in endpoints:
-        fields = {url_field: url, model_field: model, key_field: f"${{oc.env:{key_env}}}" if key_env else "no-key"}
+        fields = {url_field: config_url(url, url_variable(policy)), model_field: model, key_field: f"${{oc.env:{key_env}}}" if key_env else "no-key"}
         blocks[model_server_name(policy)] = {"_copy": "policy_model", "responses_api_models": {model_type: fields}}
         for instance in agents:
             suffix = f"{AGENT_SEPARATOR}{policy}"

@@ -135,7 +135,7 @@ class _Keeper:
         head = ("127.0.0.1", free_port())
         settings = RunSettings(
             gym=checkout.gym_executable,
-            env={**provision.gym_environment(checkout, ray_dir), MARKER: self.owner.marker},
+            env={**provision.gym_environment(checkout, ray_dir), **model.environment(), MARKER: self.owner.marker},
             cwd=checkout.path,
             model=model,
             gym_configs=tuple(Path(config) for config in spec.gym_configs),
