@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_gym_eval.credentials import redact_value
 from pytest_gym_eval.orphans import MARKER, Owner
 from pytest_gym_eval.processes import GymProcess, free_port
 from pytest_gym_eval.registry import (
@@ -167,7 +168,7 @@ class _Keeper:
             key=spec.key, home=self.home, head_server=head, keeper=self.owner.marker, boot=boot_id(),
             servers=servers.pid, idle_timeout=spec.idle_timeout, started=time.time(),
             ready_after=round(time.monotonic() - started, 1), configuration=spec.configuration,
-            model={"url": model.url, "model": model.model, "model_type": model.model_type,
+            model={"url": redact_value(model.url), "model": model.model, "model_type": model.model_type,
                    "api_key_env": model.api_key_env},
         )  # fmt: skip
 

@@ -108,7 +108,8 @@ def test_no_credential_of_an_option_in_files_reports_terminal_argv_or_the_resume
     command = next(line for line in output.splitlines() if line.startswith("gym: resume this run with: "))
     command = command.split(": ", 2)[2]
     variables = next(line for line in output.splitlines() if line.startswith("gym: the command reads the cred"))
-    names = [name for name in ("GYM_HISTORY_PASSWORD", "GYM_MODEL_URL_PASSWORD", "GYM_POLICY_PASSWORD") if name in command]
+    known = ("GYM_HISTORY_PASSWORD", "GYM_MODEL_URL_PASSWORD", "GYM_POLICY_PASSWORD")
+    names = [name for name in known if name in command]
     assert len(names) == 2 and all(name in variables for name in names), (command, variables)
     if kind == "policy":
         return  # a session comparing policies cannot be resumed (--gym-policy with --gym-resume: a usage error)
