@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
-from pytest_gym_eval.credentials import redact_value
+from pytest_gym_eval.credentials import redact_value, secret_spans
 
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
@@ -17,15 +17,9 @@ def redact_url(target: str) -> str:
 
 
 def _secrets(target: str) -> list[str]:
-    """The password(s) a URL holds, as written and percent-decoded (to scrub them from driver messages)."""
-    try:
-        parts = urlsplit(target)
-    except ValueError:
-        return []
-    found = []
-    if parts.password:
-        found.append(parts.password)
-    found += [value for key, value in parse_qsl(parts.query) if key.lower() == "password" and value]
+    """The password(s) a URL holds (:func:`~pytest_gym_eval.credentials.secret_spans`), as written,
+    percent-decoded and percent-encoded (to scrub them from driver messages)."""
+    found = [target[start:end] for start, end, _ in secret_spans(target)]
     return [variant for secret in found for variant in {secret, unquote(secret), quote(secret, safe="")} if variant]
 
 

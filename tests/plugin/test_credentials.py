@@ -6,6 +6,7 @@ command printed after Ctrl-C, which still resumes the run, reading the secrets f
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -159,3 +160,10 @@ def test_the_resume_command_names_a_variable_for_each_secret() -> None:
         "--gym-history", "postgresql://me:p 1@db/e", "--gym-policy=a=http://u:p2@h/v1,model=m",
         "--gym-policy=b=http://u:p$3@h/v1,model=m", "--gym-resume=/runs/b",
     ]  # fmt: skip
+
+
+def test_the_model_probe_sends_a_urls_userinfo_as_basic_credentials() -> None:
+    from pytest_gym_eval.servers import without_userinfo
+
+    assert without_userinfo("http://a:b%40c@h:1/v1") == ("http://h:1/v1", base64.b64encode(b"a:b@c").decode())
+    assert without_userinfo("http://h:1/v1") == ("http://h:1/v1", "")
