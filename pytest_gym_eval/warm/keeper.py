@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from pytest_gym_eval.credentials import redact_value
+from pytest_gym_eval.credentials import redact_value, url_variable
 from pytest_gym_eval.orphans import MARKER, Owner
 from pytest_gym_eval.processes import GymProcess, free_port
 from pytest_gym_eval.registry import (
@@ -127,7 +127,8 @@ class _Keeper:
             model = ModelEndpoint(self.replay.base_url, REPLAY_MODEL_NAME, spec.model_type, spec.api_key_env)
         else:
             assert spec.model_url and spec.model, "a warm Gym needs recordings or a model endpoint"
-            model = ModelEndpoint(spec.model_url, spec.model, spec.model_type, spec.api_key_env)
+            url = os.environ.get(url_variable()) or spec.model_url  # spec.json holds a URL's password redacted
+            model = ModelEndpoint(url, spec.model, spec.model_type, spec.api_key_env)
         try:
             checkout = provision.load_checkout(Path(spec.checkout))
         except provision.ProvisionError as error:
