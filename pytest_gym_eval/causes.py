@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.credentials import redact_value
 from pytest_gym_eval.server_logs import TRIP_LINE as TRIP_LINE
 from pytest_gym_eval.server_logs import TRIP_MARKER as TRIP_MARKER
 from pytest_gym_eval.server_logs import Claimant, LoggedException, UpstreamFailure, _repr_type, json_string, trim
@@ -89,8 +90,6 @@ _SECRET_PATTERNS = (
         r"\1[redacted]",
     ),
     (re.compile(r"(https?://[^\s?'\"]+)\?[^\s'\"]*"), r"\1?[redacted]"),
-    # a URL's user:password@
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/:@'\"]*):[^\s/@'\"]+@"), r"\1:[redacted]@"),
 )
 
 
@@ -135,6 +134,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "[redacted]")
+    text = redact_value(text, "[redacted]")  # a URL's user:password@ and ?password=, as every option value
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
     return text

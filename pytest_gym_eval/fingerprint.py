@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.credentials import redact_value
 from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.provision import GymCheckout, config_servers
 
@@ -124,7 +125,8 @@ class GymConfiguration:
         if replay:
             model_part["replay"] = [file_sha256(path) for path in replay]
         else:
-            model_part.update(url=model_url, name=model, api_key_env=api_key_env)
+            url = redact_value(model_url) if model_url is not None else None  # a manifest holds no password
+            model_part.update(url=url, name=model, api_key_env=api_key_env)
         components = {
             "format": FORMAT,
             "gym_checkout": str(root),

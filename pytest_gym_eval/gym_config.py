@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from glob import escape as glob_escape
 from pathlib import Path
 
+from pytest_gym_eval.credentials import config_url, has_secret, url_variable
+
 NO_KEY = "no-key"
 """The API key Gym gets when the key's environment variable is unset (loopback and keyless vLLM servers)."""
 
@@ -26,6 +28,12 @@ class ModelEndpoint:
     model: str
     model_type: str
     api_key_env: str
+
+    def environment(self, policy: str | None = None) -> dict[str, str]:
+        """What Gym's environment needs for the URL a config file holds
+        (:func:`~pytest_gym_eval.credentials.config_url`): ``{variable: url}`` when the URL holds a secret (a
+        ``user:password@``, a ``?password=``), else nothing. ``policy``: another ``--gym-policy`` than the first."""
+        return {url_variable(policy): self.url} if has_secret(self.url) else {}
 
     def api_key(self) -> str | None:
         """The key from the environment, or None when the variable is unset or empty."""
@@ -90,7 +98,9 @@ def write_gym_config(
     """Write the Gym config for this run (JSON, which Gym's YAML loader reads).
 
     The API key enters only as the interpolation ``${oc.env:<VAR>}``, resolved inside Gym's processes from
-    their environment, so it never appears in argv, in this file or in Gym's printed config. With
+    their environment, so it never appears in argv, in this file or in Gym's printed config; so does a URL holding
+    a password (:func:`~pytest_gym_eval.credentials.config_url`; Gym's environment needs
+    :meth:`ModelEndpoint.environment`). With
     ``capture_dir`` (an absolute folder) Gym's model-call observability is on (``observability_enabled``,
     ``model_call_capture_dir``): Gym then records each rollout's latency (``ng_perf.total_latency_ms``).
 
@@ -107,7 +117,7 @@ def write_gym_config(
     if ray_address is not None:
         config["ray_head_node_address"] = ray_address
     if model is not None:
-        config["policy_base_url"] = model.url
+        config["policy_base_url"] = config_url(model.url, url_variable())
         config["policy_model_name"] = model.model
         config["policy_api_key"] = f"${{oc.env:{model.api_key_env}}}" if model.api_key() else NO_KEY
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

@@ -20,7 +20,7 @@ import pytest
 from pytest_gym_eval import causes, preflight, provision
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.gym_options import GymOptions
-from pytest_gym_eval.models import Policy, base_agent, server_blocks
+from pytest_gym_eval.models import Policy, base_agent, policy_url_environment, server_blocks
 from pytest_gym_eval.plan import RunPlan
 from pytest_gym_eval.run import GymStartError, ModelEndpoint, RunSettings, find_agent_config, ray_temp_dir
 from pytest_gym_eval.rundir import RunPaths
@@ -151,9 +151,11 @@ class Launch:
         ray_dir, made = ray_temp_dir(run_dir)
         if made:
             self.cleanup.append(ray_dir)
+        env = provision.gym_environment(checkout, ray_dir)  # + the URLs holding a password, which no file holds
+        env.update({**(self.model.environment() if self.model else {}), **policy_url_environment(self.more_models)})
         return RunSettings(
             gym=checkout.gym_executable,
-            env=provision.gym_environment(checkout, ray_dir),
+            env=env,
             cwd=checkout.path,
             model=self.model,
             gym_configs=tuple(dict.fromkeys(configs)),

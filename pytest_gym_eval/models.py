@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.credentials import config_url, has_secret, redact_value, url_variable
 from pytest_gym_eval.sampling import POLICY_PRECEDENCE, Sampling, value_problem
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -67,22 +68,23 @@ def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
     Raises :class:`PolicySpecError` naming ``text`` for a missing ``=``, a bad name, an empty URL, an unknown or
     repeated ``key=value`` part, a URL without ``model=``, a sampling value that is not a number or out of its
     range (:func:`~pytest_gym_eval.sampling.value_problem`), or a replay file that does not exist."""
+    shown = redact_value(text)  # a URL's password never in a message
     name, equals, rest = text.partition("=")
     name = name.strip()
     if not equals or not rest.strip():
         raise PolicySpecError(
-            f"{text!r}: expected NAME=URL[,model=M][,key=VAR][,temperature=T][,top_p=P][,max_output_tokens=N] or "
+            f"{shown!r}: expected NAME=URL[,model=M][,key=VAR][,temperature=T][,top_p=P][,max_output_tokens=N] or "
             "NAME=replay:ROLLOUTS.jsonl"
         )
     if not NAME_PATTERN.match(name) or AGENT_SEPARATOR in name:
         raise PolicySpecError(
-            f"{text!r}: a policy's name is a letter then letters, digits or single underscores, got {name!r}"
+            f"{shown!r}: a policy's name is a letter then letters, digits or single underscores, got {name!r}"
         )
     rest = rest.strip()
     if rest.startswith(REPLAY_PREFIX):
         path = (base / Path(rest.removeprefix(REPLAY_PREFIX)).expanduser()).resolve()
         if not path.is_file():
-            raise PolicySpecError(f"{text!r}: no such recordings file: {path}")
+            raise PolicySpecError(f"{shown!r}: no such recordings file: {path}")
         return Policy(name, replay=path)
     url, *parts = (part.strip() for part in rest.split(","))
     fields: dict[str, str] = {}
@@ -90,12 +92,12 @@ def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
         key, eq, value = (piece.strip() for piece in part.partition("="))
         if not eq or key not in ("model", "key", *SAMPLING_FIELDS) or not value or key in fields:
             raise PolicySpecError(
-                f"{text!r}: {part!r} is not model=SERVED_NAME, key=ENV_VAR, {'=, '.join(SAMPLING_FIELDS)}= "
+                f"{shown!r}: {part!r} is not model=SERVED_NAME, key=ENV_VAR, {'=, '.join(SAMPLING_FIELDS)}= "
                 "(each at most once)"
             )
         fields[key] = value
     if not url or "model" not in fields:
-        raise PolicySpecError(f"{text!r}: an endpoint needs its URL and model=SERVED_NAME")
+        raise PolicySpecError(f"{shown!r}: an endpoint needs its URL and model=SERVED_NAME")
     values: dict[str, Any] = {key: _sampling_value(text, key, fields[key]) for key in SAMPLING_FIELDS if key in fields}
     sampling = Sampling(**values)
     return Policy(name, url=url, model=fields["model"], api_key_env=fields.get("key", api_key_env), sampling=sampling)
@@ -109,9 +111,9 @@ def _sampling_value(spec: str, key: str, text: str) -> float | int:
         value = kind(text)
     except ValueError:
         expected = "a whole number" if kind is int else "a number"
-        raise PolicySpecError(f"{spec!r}: {key}: expected {expected}, got {text!r}") from None
+        raise PolicySpecError(f"{redact_value(spec)!r}: {key}: expected {expected}, got {text!r}") from None
     if problem := value_problem(key, value):
-        raise PolicySpecError(f"{spec!r}: {key}: {problem}")
+        raise PolicySpecError(f"{redact_value(spec)!r}: {key}: {problem}")
     return value
 
 
@@ -204,6 +206,12 @@ def sampling_meta(policies: Sequence[Policy], session: Sampling) -> dict[str, ob
     return meta
 
 
+def policy_url_environment(endpoints: Sequence[tuple[str, str, str, str | None]]) -> dict[str, str]:
+    """What Gym's environment needs for the URLs :func:`server_blocks` writes of ``endpoints`` (same shape):
+    ``{PYTEST_GYM_EVAL_POLICY_URL_<policy>: url}`` for each URL holding a secret."""
+    return {url_variable(policy): url for policy, url, _, _ in endpoints if has_secret(url)}
+
+
 def model_server_name(policy: str) -> str:
     """The Gym model server instance serving a policy other than the first."""
     return f"{policy}_policy_model"
@@ -221,7 +229,9 @@ def server_blocks(
     ``agents`` are the agent instances of the run (copies included); ``endpoints`` one ``(policy, base URL,
     served model name, API key environment variable or None)`` per policy but the first; ``model_type`` is
     Gym's model server type (a key of :data:`MODEL_FIELDS`, else :class:`PolicySpecError`). The key enters as
-    ``${oc.env:VAR}``, resolved inside Gym's processes; without a variable the key is ``no-key``.
+    ``${oc.env:VAR}``, resolved inside Gym's processes; without a variable the key is ``no-key``. A URL holding a
+    password enters as ``${oc.env:PYTEST_GYM_EVAL_POLICY_URL_<policy>}``
+    (:func:`~pytest_gym_eval.credentials.config_url`; Gym's environment needs :func:`policy_url_environment`).
     ``environment_servers``: whether the Gym checkout has environment servers (Gym 0.7.0 and later,
     :func:`~pytest_gym_eval.provision.has_environment_servers`); without them no block fronts the copies.
     """
@@ -230,7 +240,8 @@ def server_blocks(
     url_field, model_field, key_field = MODEL_FIELDS[model_type]
     blocks: dict[str, Any] = {}
     for policy, url, model, key_env in endpoints:
-        fields = {url_field: url, model_field: model, key_field: f"${{oc.env:{key_env}}}" if key_env else "no-key"}
+        key = f"${{oc.env:{key_env}}}" if key_env else "no-key"
+        fields = {url_field: config_url(url, url_variable(policy)), model_field: model, key_field: key}
         blocks[model_server_name(policy)] = {"_copy": "policy_model", "responses_api_models": {model_type: fields}}
         for instance in agents:
             suffix = f"{AGENT_SEPARATOR}{policy}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -17,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.credentials import secret_spans
 from pytest_gym_eval.dataset import parse_row, row_digest, row_offsets
 from pytest_gym_eval.files import LineFollower, write_text_atomic
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
@@ -284,9 +286,51 @@ def pytest_program(argv0: str | None = None, executable: str | None = None) -> l
 
 def resume_command(args: Sequence[str], run_dir: Path, program: Sequence[str] | None = None) -> str:
     """The shell command that resumes ``run_dir``: this pytest's program and ``args`` (any earlier
-    ``--gym-resume`` replaced) plus ``--gym-resume=<run_dir>``."""
-    words = [*(program if program is not None else pytest_program()), *_without_resume(args)]
-    return shlex.join([*words, f"{RESUME_OPTION}={run_dir}"])
+    ``--gym-resume`` replaced) plus ``--gym-resume=<run_dir>``. A secret an argument's URL holds
+    (:func:`~pytest_gym_eval.credentials.secret_spans`) is not written in it: the command reads it from an
+    environment variable instead (``'--gym-history=postgresql://me:'"${GYM_HISTORY_PASSWORD}"'@db/evals'``),
+    which :func:`secret_variables` names."""
+    words, _ = _shell_words([*(program if program is not None else pytest_program()), *_without_resume(args)])
+    return " ".join([*words, shlex.quote(f"{RESUME_OPTION}={run_dir}")])
+
+
+def secret_variables(args: Sequence[str]) -> dict[str, str]:
+    """The environment variables :func:`resume_command` of ``args`` reads its secrets from, each with what it
+    must hold (``{"GYM_HISTORY_PASSWORD": "the password in --gym-history"}``); empty when none holds one."""
+    _, variables = _shell_words(_without_resume(args))
+    return {name: what for name, (what, _) in variables.items()}
+
+
+def _shell_words(args: Sequence[str]) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    """``args`` as shell words, each secret replaced by a reference to an environment variable named after its
+    option and kind (``GYM_HISTORY_PASSWORD``; ``_2``, ``_3`` for other values of the same name), and those
+    variables: name -> (what it holds, its value)."""
+    words: list[str] = []
+    variables: dict[str, tuple[str, str]] = {}
+    previous = ""
+    for arg in args:
+        if arg.startswith("--"):
+            option = arg.split("=", 1)[0]
+        else:
+            option = previous if previous.startswith("--") and "=" not in previous else ""
+        pieces, last = [], 0
+        for start, end, what in secret_spans(arg):
+            value = arg[start:end]
+            stem = re.sub(r"[^A-Za-z0-9]+", "_", f"{option.lstrip('-') or 'gym'}_{what}").strip("_").upper()
+            name, number = stem, 1
+            while name in variables and variables[name][1] != value:
+                number += 1
+                name = f"{stem}_{number}"
+            variables[name] = (f"the {what} in {option or 'an argument'}", value)
+            if arg[last:start]:
+                pieces.append(shlex.quote(arg[last:start]))
+            pieces.append(f'"${{{name}}}"')
+            last = end
+        if arg[last:] or not pieces:
+            pieces.append(shlex.quote(arg[last:]))
+        words.append("".join(pieces))
+        previous = arg
+    return words, variables
 
 
 def write_manifest(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gym_eval.credentials import redact_args
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.plan import RunPlan
@@ -18,6 +19,7 @@ from pytest_gym_eval.resume import (
     Resumption,
     manifest_path,
     resume_command,
+    secret_variables,
     task_digests,
     write_manifest,
 )
@@ -60,7 +62,7 @@ def prepare_run(
     :class:`ResumeError`, :class:`~pytest_gym_eval.dataset.DatasetError` or OSError."""
     digests = digests if digests is not None else task_digests(plan)
     args, directory = invocation
-    command = {"args": list(args), "dir": str(directory)}
+    command = {"args": redact_args(args), "dir": str(directory)}  # no password of a URL: see credentials
     to_run = plan
     if resumption is not None:
         to_run, reused = resumption.reuse(plan, run_dir)
@@ -80,6 +82,10 @@ def resume_hint(exitstatus: int, run_dir: Path | None, args: Sequence[str], run_
     if exitstatus != pytest.ExitCode.INTERRUPTED or run_dir is None or not manifest_path(run_dir).is_file():
         return []
     lines = [f"gym: resume this run with: {resume_command(args, run_dir)}"]
+    variables = secret_variables(args)
+    if variables:
+        named = ", ".join(f"{name} ({what})" for name, what in variables.items())
+        lines.append(f"gym: the command reads the credentials of its options from the environment: set {named}")
     if not run_dir_given:
         lines.append("gym: (the run directory is under pytest's basetemp, which keeps the last three sessions)")
     return lines

@@ -140,6 +140,21 @@ def unlisted_model(name: str, body: bytes) -> str | None:
     return f"does not list the model {name!r} (--gym-model) in GET /models ({shown}); the reports name {name!r}"
 
 
+def without_userinfo(url: str) -> tuple[str, str]:
+    """``url`` without its ``user:password@`` and that userinfo as HTTP Basic credentials (base64, percent-decoded
+    first), or ``(url, "")`` when it has none."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, ""
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    basic = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return urlunsplit(parts._replace(netloc=host)), basic
+
+
 def probe_model(
     model: ModelEndpoint,
     deadline: float,
@@ -153,10 +168,11 @@ def probe_model(
     import urllib.error  # here: importing urllib.request (http.client, ssl) took ~15 ms of every session's start
     import urllib.request
 
-    request = urllib.request.Request(model.url.rstrip("/") + "/models")
+    url, basic = without_userinfo(model.url)  # urllib takes a URL's user:password@ for part of the host name
+    request = urllib.request.Request(url.rstrip("/") + "/models")
     key = model.api_key()
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
+    if key or basic:
+        request.add_header("Authorization", f"Bearer {key}" if key else f"Basic {basic}")
     last = ""
     next_note = time.monotonic()
     shown = redact(model.url)  # the terminal, JUnit and the reports show these messages: no password or query

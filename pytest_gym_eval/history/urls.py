@@ -2,45 +2,24 @@
 
 from __future__ import annotations
 
-import re
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit
+
+from pytest_gym_eval.credentials import redact_value, secret_spans
 
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 def redact_url(target: str) -> str:
-    """``target`` with any password replaced by ``***``: the ``user:password@`` part of a URL and a ``password``
-    query parameter (libpq's). A path or a URL without a password is returned unchanged."""
-    try:
-        parts = urlsplit(target)
-    except ValueError:
-        return re.sub(r"://([^/@:]*):[^/@]*@", r"://\1:***@", target)
-    if not parts.scheme or not parts.netloc:
-        return target
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        if ":" in userinfo:
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}:***@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key.lower() == "password" for key, _ in pairs):
-            query = urlencode([(key, "***" if key.lower() == "password" else value) for key, value in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """``target`` with any password replaced by ``***``: the ``user:password@`` part of a URL and a query
+    parameter named like a credential (libpq's ``password``); :func:`pytest_gym_eval.credentials.redact_value`,
+    the one redaction of option values. A path or a URL without a password is returned unchanged."""
+    return redact_value(target)
 
 
 def _secrets(target: str) -> list[str]:
-    """The password(s) a URL holds, as written and percent-decoded (to scrub them from driver messages)."""
-    try:
-        parts = urlsplit(target)
-    except ValueError:
-        return []
-    found = []
-    if parts.password:
-        found.append(parts.password)
-    found += [value for key, value in parse_qsl(parts.query) if key.lower() == "password" and value]
+    """The password(s) a URL holds (:func:`~pytest_gym_eval.credentials.secret_spans`), as written,
+    percent-decoded and percent-encoded (to scrub them from driver messages)."""
+    found = [target[start:end] for start, end, _ in secret_spans(target)]
     return [variant for secret in found for variant in {secret, unquote(secret), quote(secret, safe="")} if variant]
 
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
+from pytest_gym_eval.credentials import has_secret, redact_value, url_variable
 from pytest_gym_eval.files import write_json_atomic
 from pytest_gym_eval.fingerprint import GymConfiguration
 from pytest_gym_eval.orphans import MARKER, Owner
@@ -143,6 +144,11 @@ class WarmGym:
         ours = os.environ.get(variable, "").encode()
         if theirs != ours:
             return f"it was started with another value of ${variable} (a warm Gym keeps the key it started with)"
+        url = self.spec.model_url or ""
+        prefix = url_variable().encode() + b"="
+        theirs = next((item[len(prefix) :] for item in environ if item.startswith(prefix)), b"")
+        if has_secret(url) and theirs != url.encode():
+            return "it was started with another password in its model URL (a warm Gym keeps the one it started with)"
         return None
 
     def _start(self, stopping: threading.Event, deadline: float, on_event: Callable[[str], None]) -> Entry:
@@ -150,12 +156,16 @@ class WarmGym:
         home = self.registry.new_home(self.spec.key)
         logs = RunPaths(home).logs
         logs.mkdir(mode=0o700)
-        spec = WarmSpec(**{**asdict(self.spec), "lease": self.owner.marker})
+        url = self.spec.model_url  # a password in it goes to the keeper in its environment, not in spec.json
+        shown = redact_value(url) if url is not None else None
+        spec = WarmSpec(**{**asdict(self.spec), "lease": self.owner.marker, "model_url": shown})
         spec.save(home / "spec.json")
         on_event(f"starting warm Gym {self.spec.key[:KEY_SHOWN]} (home {home}; keeper log {logs / 'keeper.log'})")
         env = {key: value for key, value in os.environ.items() if key != MARKER}
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        if url is not None and has_secret(url):
+            env[url_variable()] = url
         read_end, write_end = os.pipe()
         keeper_log = os.open(logs / "keeper.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:

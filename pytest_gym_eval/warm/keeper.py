@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from pytest_gym_eval.credentials import redact_value, url_variable
 from pytest_gym_eval.orphans import MARKER, Owner
 from pytest_gym_eval.processes import GymProcess, free_port
 from pytest_gym_eval.registry import (
@@ -126,7 +127,8 @@ class _Keeper:
             model = ModelEndpoint(self.replay.base_url, REPLAY_MODEL_NAME, spec.model_type, spec.api_key_env)
         else:
             assert spec.model_url and spec.model, "a warm Gym needs recordings or a model endpoint"
-            model = ModelEndpoint(spec.model_url, spec.model, spec.model_type, spec.api_key_env)
+            url = os.environ.get(url_variable()) or spec.model_url  # spec.json holds a URL's password redacted
+            model = ModelEndpoint(url, spec.model, spec.model_type, spec.api_key_env)
         try:
             checkout = provision.load_checkout(Path(spec.checkout))
         except provision.ProvisionError as error:
@@ -135,7 +137,7 @@ class _Keeper:
         head = ("127.0.0.1", free_port())
         settings = RunSettings(
             gym=checkout.gym_executable,
-            env={**provision.gym_environment(checkout, ray_dir), MARKER: self.owner.marker},
+            env={**provision.gym_environment(checkout, ray_dir), **model.environment(), MARKER: self.owner.marker},
             cwd=checkout.path,
             model=model,
             gym_configs=tuple(Path(config) for config in spec.gym_configs),
@@ -167,7 +169,7 @@ class _Keeper:
             key=spec.key, home=self.home, head_server=head, keeper=self.owner.marker, boot=boot_id(),
             servers=servers.pid, idle_timeout=spec.idle_timeout, started=time.time(),
             ready_after=round(time.monotonic() - started, 1), configuration=spec.configuration,
-            model={"url": model.url, "model": model.model, "model_type": model.model_type,
+            model={"url": redact_value(model.url), "model": model.model, "model_type": model.model_type,
                    "api_key_env": model.api_key_env},
         )  # fmt: skip
 

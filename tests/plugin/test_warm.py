@@ -159,6 +159,31 @@ def test_a_changed_api_key_starts_another_gym(
     assert len(env_starts(fake_gym)) == 2
 
 
+def test_a_password_in_the_model_url_is_in_no_file_of_the_registry_and_a_changed_one_starts_another_gym(
+    pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path, endpoint: ReplayServer
+) -> None:
+    """The keeper gets the model URL's password in its environment (spec.json, the entry and the warm Gym's config
+    file hold it redacted or as ``${oc.env:...}``); a session whose URL holds another password stops that warm Gym
+    and starts another, as for a changed API key."""
+    dataset = write_dataset(pytester.path)
+    url = endpoint.base_url.replace("http://", "http://alice:CanaryPw7f3e9d@")
+    args = [*endpoint_args(fake_gym, endpoint), f"--gym-model-url={url}", KEEP, "--gym-run-dir=runs", dataset]
+    pytester.runpytest(*args).assert_outcomes(passed=3)
+    (first,) = entries(warm_registry)
+    pytester.runpytest(*args).assert_outcomes(passed=3)
+    assert entries(warm_registry) == [first]  # the same URL: attached
+    for root in (warm_registry, pytester.path / "runs"):
+        assert [path for path in root.rglob("*") if path.is_file() and b"CanaryPw" in path.read_bytes()] == []
+    other = [*args[:-3], f"--gym-model-url={url.replace('CanaryPw7f3e9d', 'CanaryPw2')}", *args[-3:]]
+    result = pytester.runpytest(*other)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([f"gym: warm Gym {first.short}: it was started with another password in its model*"])
+    assert "CanaryPw" not in result.stdout.str()
+    (second,) = entries(warm_registry)
+    assert second.key == first.key and second.keeper != first.keeper
+    assert len(env_starts(fake_gym)) == 2
+
+
 def test_a_warm_gym_whose_model_client_stopped_calling_the_endpoint_is_replaced(
     pytester: pytest.Pytester, fake_gym: FakeGym, warm_registry: Path
 ) -> None:

@@ -1,0 +1,82 @@
+"""Credentials in option values: where a text's URLs hold a secret (:func:`secret_spans`: a URL's
+``user:password@`` and the values of query parameters named like a credential, ``?password=``, ``?api-key=``,
+``?token=``) and the one redaction of every option value the plugin records or echoes (:func:`redact_value`,
+:func:`redact_args`): the run directory's manifest, the resume command, the reports, the terminal. What users see:
+docs/warm-and-resume.md ("Credentials in options")."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import unquote
+
+REDACTED = "***"
+"""What stands in a recorded or echoed option value for each secret it held."""
+
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s'\"<>]*")
+_SECRET_PARAMETER = re.compile(r"(?i)pass|pwd|key|token|secret|auth|sig|credential")
+"""A query parameter whose name matches holds a secret (``password``, ``sslpassword``, ``api-key``, ``token``...)."""
+
+
+def secret_spans(text: str) -> list[tuple[int, int, str]]:
+    """Each secret in ``text``'s URLs (any scheme, anywhere in the text, e.g. inside a ``--gym-policy`` spec) as
+    ``(start, end, what)``: ``what`` is ``"password"`` for the password of a URL's ``user:password@``, else the
+    name of the query parameter whose value it is. Spans are in order and never empty or overlapping."""
+    spans: list[tuple[int, int, str]] = []
+    for found in _URL.finditer(text):
+        url, base = found.group(), found.start()
+        start = url.index("://") + 3
+        netloc_end = next((i for i in range(start, len(url)) if url[i] in "/?#"), len(url))
+        at = url.rfind("@", start, netloc_end)
+        colon = url.find(":", start, at) if at > 0 else -1
+        if colon >= 0 and at > colon + 1:
+            spans.append((base + colon + 1, base + at, "password"))
+        query = url.find("?", netloc_end)
+        if query < 0:
+            continue
+        end = url.find("#", query)
+        position = query + 1
+        for pair in url[query + 1 : end if end >= 0 else len(url)].split("&"):
+            name, equals, value = pair.partition("=")
+            value = value.split(",", 1)[0]  # a --gym-policy spec goes on after a comma
+            if equals and value and _SECRET_PARAMETER.search(unquote(name)):
+                spans.append((base + position + len(name) + 1, base + position + len(name) + 1 + len(value), name))
+            position += len(pair) + 1
+    return spans
+
+
+def has_secret(text: str) -> bool:
+    """Whether ``text`` holds a URL with a secret (:func:`secret_spans`)."""
+    return bool(secret_spans(text))
+
+
+def redact_value(text: str, marker: str = REDACTED) -> str:
+    """``text`` (an option's value, a command-line word, a message naming a URL) with each secret of its URLs
+    (:func:`secret_spans`) replaced by ``marker``: ``postgresql://me:***@db/evals``, ``...?password=***``."""
+    kept, last = [], 0
+    for start, end, _ in secret_spans(text):
+        kept += [text[last:start], marker]
+        last = end
+    return "".join([*kept, text[last:]])
+
+
+def redact_args(args: Iterable[str]) -> list[str]:
+    """Each of ``args`` (a command line) through :func:`redact_value`: what a manifest records of a command."""
+    return [redact_value(arg) for arg in args]
+
+
+URL_VARIABLE = "PYTEST_GYM_EVAL_POLICY_URL"
+"""The environment variable that hands Gym the policy model's URL when the URL holds a secret (:func:`config_url`);
+another policy ``NAME`` (``--gym-policy``) gets ``PYTEST_GYM_EVAL_POLICY_URL_NAME``."""
+
+
+def url_variable(policy: str | None = None) -> str:
+    """The environment variable of the URL of the first policy model (``policy`` None) or of policy ``policy``."""
+    return URL_VARIABLE if policy is None else f"{URL_VARIABLE}_{policy}"
+
+
+def config_url(url: str, variable: str) -> str:
+    """``url`` as a Gym config file holds it: itself, or when it holds a secret (:func:`has_secret`) the
+    interpolation ``${oc.env:<variable>}``, resolved inside Gym's processes from their environment (where the
+    plugin puts ``{variable: url}``), so that no file of the run holds the secret."""
+    return f"${{oc.env:{variable}}}" if has_secret(url) else url

@@ -1,0 +1,169 @@
+"""No credential an option's value holds (a URL's ``user:password@``, a ``?password=``, in ``--gym-history``,
+``--gym-model-url`` or a ``--gym-policy`` spec) in anything the plugin writes or starts: the run directory
+(``manifest.json``, Gym's config files), every report, the terminal, the argv of the processes it starts, and the
+command printed after Ctrl-C, which still resumes the run, reading the secrets from the environment
+(pytest_gym_eval/credentials.py); against the stand-in ``gym`` (tests/support/fake_gym.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval.credentials import redact_args, redact_value, secret_spans
+from pytest_gym_eval.replay import ReplayServer
+from pytest_gym_eval.resume import resume_command, secret_variables
+from tests.support.children import REPORT_ARGS, interrupt, run_until_reported
+from tests.support.fakes import FakeGym
+
+CANARY = "CanaryPw7f3e9d"
+ROW = {"responses_create_params": {"input": [{"role": "user", "content": "ping"}]}}
+
+
+@pytest.fixture
+def endpoint(fake_gym: FakeGym) -> Iterator[ReplayServer]:
+    """A model endpoint (the replay server, run by the test), named with a password in the URL."""
+    with ReplayServer([fake_gym.recording]) as server:
+        yield server
+
+
+def with_password(url: str) -> str:
+    return url.replace("http://", f"http://alice:{CANARY}@", 1)
+
+
+def options(kind: str, fake_gym: FakeGym, endpoint: ReplayServer) -> list[str]:
+    """The options of a session whose credentials are the canary: a model URL's password and a history URL's
+    ``?password=`` (``model-url``), or a policy spec's URL's password and a history URL's password (``policy``)."""
+    if kind == "model-url":
+        return [
+            f"--gym-model-url={with_password(endpoint.base_url)}", "--gym-model", "replay",
+            f"--gym-history=postgresql://bob@127.0.0.1:9/evals?sslmode=disable&password={CANARY}",
+        ]  # fmt: skip
+    return [
+        f"--gym-policy=base=replay:{fake_gym.recording}",
+        "--gym-policy", f"cand={with_password(endpoint.base_url)},model=replay",
+        f"--gym-history=postgresql://bob:{CANARY}@127.0.0.1:9/evals",
+    ]  # fmt: skip
+
+
+def descendants_argv(root: int) -> list[str]:
+    """The command lines of every running process below ``root`` (not ``root``'s own)."""
+    parents: dict[int, int] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except (OSError, ValueError):
+            continue
+        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    below, found = {root}, True
+    while found:
+        found = False
+        for pid, parent in parents.items():
+            if parent in below and pid not in below:
+                below.add(pid)
+                found = True
+    argv = []
+    for pid in below - {root}:
+        try:
+            argv.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return argv
+
+
+def files_holding(root: Path, text: str) -> list[Path]:
+    return [path for path in root.rglob("*") if path.is_file() and text.encode() in path.read_bytes()]
+
+
+@pytest.mark.parametrize("kind", ["model-url", "policy"])
+def test_no_credential_of_an_option_in_files_reports_terminal_argv_or_the_resume_command(
+    pytester: pytest.Pytester, fake_gym: FakeGym, endpoint: ReplayServer, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    rows = [{"id": f"t{i}", **ROW, **({"fake": {"hold": "FAKE_HOLD"}} if i == 2 else {})} for i in range(3)]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    monkeypatch.setenv("FAKE_HOLD", "1")  # t2 waits while it is set: the session is interrupted there
+    args = [f"--gym-checkout={fake_gym.checkout}", *options(kind, fake_gym, endpoint), "mcqa.jsonl"]
+    args += ["--gym-run-dir=runs", "--gym-startup-timeout=30", "-v", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    args += REPORT_ARGS
+    process, seen = run_until_reported(pytester.path, args, lambda line: "t1[r0" in line and "PASSED" in line)
+    started = descendants_argv(process.pid)  # while Gym runs: the processes the session started
+    output = interrupt(process, seen, timeout=120, sig=signal.SIGINT)
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    assert any("gym" in argv for argv in started), started
+    assert [argv for argv in started if CANARY in argv] == []
+    assert [call for call in fake_gym.calls() if CANARY in json.dumps(call)] == []
+    assert CANARY not in output
+    assert files_holding(pytester.path / "runs", CANARY) == []
+    for report in ("junit.xml", "report.json", "summary.md", "page.html"):
+        assert CANARY not in (pytester.path / report).read_text(), report
+    (old,) = (pytester.path / "runs").iterdir()
+    manifest = json.loads((old / "manifest.json").read_text())
+    assert any("bob:***@" in arg or "password=***" in arg for arg in manifest["command"]["args"])
+
+    command = next(line for line in output.splitlines() if line.startswith("gym: resume this run with: "))
+    command = command.split(": ", 2)[2]
+    variables = next(line for line in output.splitlines() if line.startswith("gym: the command reads the cred"))
+    known = ("GYM_HISTORY_PASSWORD", "GYM_MODEL_URL_PASSWORD", "GYM_POLICY_PASSWORD")
+    names = [name for name in known if name in command]
+    assert len(names) == 2 and all(name in variables for name in names), (command, variables)
+    if kind == "policy":
+        return  # a session comparing policies cannot be resumed (--gym-policy with --gym-resume: a usage error)
+    monkeypatch.delenv("FAKE_HOLD")
+    environment = {**os.environ, **dict.fromkeys(names, CANARY)}
+    resumed = subprocess.run(
+        ["bash", "-c", command], cwd=pytester.path, capture_output=True, text=True, timeout=120, env=environment
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert f"gym: resuming {old}: 2 of 3 rollouts reused, 1 to roll out" in resumed.stdout
+    assert "3 passed" in resumed.stdout.splitlines()[-1]
+    assert CANARY not in resumed.stdout + resumed.stderr
+    assert files_holding(pytester.path / "runs", CANARY) == []
+
+
+def test_secrets_of_urls_anywhere_in_a_value() -> None:
+    value = "cand=http://me:pw@h:1/v1?x=1&api-key=k2,model=m"
+    assert [value[start:end] for start, end, _ in secret_spans(value)] == ["pw", "k2"]
+    assert redact_value(value) == "cand=http://me:***@h:1/v1?x=1&api-key=***,model=m"
+    assert redact_value("postgresql://me@db/e?sslmode=require&password=p") == (
+        "postgresql://me@db/e?sslmode=require&password=***"
+    )
+    assert redact_value("postgresql://me@db/e") == "postgresql://me@db/e"  # a user without a password
+    assert redact_value("runs/a:b@c") == "runs/a:b@c"  # no URL
+    assert redact_args(["--gym-history", "sqlite:///h.db"]) == ["--gym-history", "sqlite:///h.db"]
+
+
+def test_the_resume_command_names_a_variable_for_each_secret() -> None:
+    args = ["--gym-history", "postgresql://me:p1@db/e", "--gym-policy=a=http://u:p2@h/v1,model=m"]
+    args += ["--gym-policy=b=http://u:p3@h/v1,model=m", "--gym-resume=/runs/a"]
+    command = resume_command(args, Path("/runs/b"), ["pytest"])
+    assert command == (
+        'pytest --gym-history postgresql://me:"${GYM_HISTORY_PASSWORD}"@db/e '
+        '--gym-policy=a=http://u:"${GYM_POLICY_PASSWORD}"@h/v1,model=m '
+        '--gym-policy=b=http://u:"${GYM_POLICY_PASSWORD_2}"@h/v1,model=m --gym-resume=/runs/b'
+    )
+    assert secret_variables(args) == {
+        "GYM_HISTORY_PASSWORD": "the password in --gym-history",
+        "GYM_POLICY_PASSWORD": "the password in --gym-policy",
+        "GYM_POLICY_PASSWORD_2": "the password in --gym-policy",
+    }
+    echoed = subprocess.run(
+        ["bash", "-c", command.replace("pytest", "printf '%s\\n'", 1)], capture_output=True, text=True, check=True,
+        env={"GYM_HISTORY_PASSWORD": "p 1", "GYM_POLICY_PASSWORD": "p2", "GYM_POLICY_PASSWORD_2": "p$3"},
+    )  # fmt: skip
+    assert echoed.stdout.splitlines() == [
+        "--gym-history", "postgresql://me:p 1@db/e", "--gym-policy=a=http://u:p2@h/v1,model=m",
+        "--gym-policy=b=http://u:p$3@h/v1,model=m", "--gym-resume=/runs/b",
+    ]  # fmt: skip
+
+
+def test_the_model_probe_sends_a_urls_userinfo_as_basic_credentials() -> None:
+    from pytest_gym_eval.servers import without_userinfo
+
+    assert without_userinfo("http://a:b%40c@h:1/v1") == ("http://h:1/v1", base64.b64encode(b"a:b@c").decode())
+    assert without_userinfo("http://h:1/v1") == ("http://h:1/v1", "")
