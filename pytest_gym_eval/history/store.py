@@ -241,9 +241,10 @@ class HistoryStore:
 
     # -- schema
 
-    def _check_readable(self) -> None:
-        """For a store opened for reading: refuse a database that is no history (no ``schema_version`` table, or no
-        version in it) or whose version is not this plugin's, without writing anything."""
+    def _check_readable(self, older: str) -> int:
+        """For a store opened for reading: its schema version. Refuses, without writing anything, a database that is
+        no history (no ``schema_version`` table, or no version in it), a newer one, and an older one unless ``older``
+        is "read" (the caller reads an upgraded copy); "refuse" says that reading does not upgrade it."""
         try:
             rows = list(self._execute("SELECT version FROM schema_version").fetchall())
         except self._errors as error:
@@ -261,11 +262,23 @@ class HistoryStore:
                 f"history {self.target} has schema version {found}, newer than this plugin's "
                 f"{SCHEMA_VERSION}: upgrade pytest-gym-eval to read it"
             )
-        if found < SCHEMA_VERSION:
+        if found < SCHEMA_VERSION and older != "read":
             raise SchemaMismatch(
                 f"history {self.target} has schema version {found}, older than this plugin's {SCHEMA_VERSION}: "
                 "reading does not upgrade it; the next session (or merge) writing to it with --gym-history does"
             )
+        return found
+
+    def _read_upgraded_copy(self, found: int) -> None:
+        """Read from here on an in-memory copy of this SQLite history, upgraded from version ``found`` by
+        :data:`MIGRATIONS`: the file stays as it is (reading never writes) and the views read the current layout."""
+        copy = sqlite3.connect(":memory:", isolation_level=None)
+        self._connection.backup(copy)  # type: ignore[attr-defined]
+        self._connection.close()
+        self._connection = copy
+        for version in range(found, SCHEMA_VERSION):
+            for statement in MIGRATIONS.get(version, []):
+                self._execute(statement)
 
     def _ensure_schema(self, tables: list[str], lock: str | None) -> None:
         """Create the tables of an empty database, upgrade an older one, refuse a newer one."""
@@ -486,9 +499,10 @@ class HistoryStore:
 def open_store(target: str | Path, *, write: bool = True) -> HistoryStore:
     """Open the history at ``target``: a ``postgresql://`` URL or a SQLite file path. To ``write`` (the default)
     its folder is created and its schema created or upgraded; for reading (``write=False``) nothing is written:
-    a SQLite file is opened read-only and must exist. Raises :class:`HistoryUnavailable` when it cannot be reached
-    or opened, or (reading) is no history; :class:`SchemaMismatch` when a newer plugin wrote it, or (reading) an
-    older one that a write has not upgraded yet."""
+    a SQLite file is opened read-only and must exist (one of an older schema is read through an upgraded copy in
+    memory). Raises :class:`HistoryUnavailable` when it cannot be reached or opened, or (reading) is no history;
+    :class:`SchemaMismatch` when a newer plugin wrote it, or (reading PostgreSQL) an older one that no write has
+    upgraded yet."""
     text = str(target)
     if is_postgres_url(text):
         return _open_postgres(text, write)
@@ -518,8 +532,9 @@ def _open_sqlite(path: Path, write: bool = True) -> HistoryStore:
     try:
         with store._failures():
             connection.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-            if not write:
-                store._check_readable()
+            if not write:  # an older history is read through an upgraded copy in memory
+                if (found := store._check_readable("read")) < SCHEMA_VERSION:
+                    store._read_upgraded_copy(found)
                 return store
             _use_wal(connection, time.monotonic() + SQLITE_BUSY_TIMEOUT_S)
             connection.execute("PRAGMA foreign_keys = ON")
@@ -573,7 +588,7 @@ def _open_postgres(url: str, write: bool = True) -> HistoryStore:
         if not write:
             with store._failures():
                 connection.execute("SET default_transaction_read_only = on")
-                store._check_readable()
+                store._check_readable("refuse")
             return store
         store._ensure_schema(
             _tables("BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),

@@ -23,6 +23,7 @@ from pytest_gym_eval.history.store import (
     RunRecord,
     SchemaMismatch,
     SeriesKey,
+    is_postgres_url,
     open_store,
     redact_url,
 )
@@ -221,8 +222,16 @@ def test_a_version_1_history_is_upgraded_and_its_runs_stay_in_their_series(targe
     with open_store(target) as store:
         store.append_run(_run(0), [_rollout("1", 0)])
     _downgrade_to_version_1(target)
-    with pytest.raises(SchemaMismatch, match="older than this plugin's 2: reading does not upgrade it"):
-        open_store(target, write=False)  # reading never writes, not even a migration
+    if is_postgres_url(target):
+        with pytest.raises(SchemaMismatch, match="older than this plugin's 2: reading does not upgrade it"):
+            open_store(target, write=False)  # reading never writes, not even a migration
+    else:  # a SQLite file is read through an upgraded copy in memory, and stays at version 1
+        with open_store(target, write=False) as store:
+            assert [(r.model, r.run_key) for r in store.runs()] == [("policy-a", None)]
+            assert len(store.series(SeriesKey("mcqa.jsonl", "d1", "policy-a"))) == 1
+        with sqlite3.connect(target) as connection:
+            assert connection.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        connection.close()
     with open_store(target) as store:
         assert store.schema_version() == 2
         [old] = store.runs()
