@@ -9,7 +9,7 @@ by the pure functions of :mod:`pytest_gym_eval.reporting`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -256,6 +256,7 @@ def conclude(
     adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
     selections: Mapping[str, Selection] | None = None,
     quarantine: Quarantine | None = None,
+    known_tasks: Iterable[tuple[str, str]] = (),
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
@@ -274,11 +275,12 @@ def conclude(
     from ``options`` and the dataset files (``python -m pytest_gym_eval merge`` takes them from the reports).
 
     ``quarantine`` (``--gym-quarantine``): the rollouts of a task an active entry names are left out of the
-    summaries and gates (``selected`` must already leave them out); ``Conclusion.quarantined`` says which, and
-    which entries expired, and ``reason`` counts them.
+    summaries and gates (``selected`` must already leave them out); ``Conclusion.quarantined`` says which, which
+    entries expired, and which name no task of the run (its rollouts' and ``known_tasks``, ``(dataset, task id)``:
+    every task collected, a selection may leave some out), and ``reason`` counts them.
     """
     held: list[rpt.RolloutResult] = []
-    tasks = {(r.dataset, str(r.task_id)) for r in results}
+    tasks = {(r.dataset, str(r.task_id)) for r in results} | set(known_tasks)
     if quarantine is not None:
         results, held = split_gated(results, quarantine)
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))

@@ -473,9 +473,16 @@ class GymSession:
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}
         self.conclusion = conclude(
             rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts,
-            quarantine=self.quarantine,
+            quarantine=self.quarantine, known_tasks=self._collected_tasks(),
         )  # fmt: skip
         return self.conclusion
+
+    def _collected_tasks(self) -> list[tuple[str, str]]:
+        """Every ``(dataset, task id)`` this session collected, before any selection (none when unknown)."""
+        collected = self.collected_plan()
+        if collected is None:
+            return []
+        return [(entry.dataset, task) for entry in [*collected.datasets, *collected.tested] for task in entry.tasks]
 
     # Terminal (pytest_gym_eval.notes).
 

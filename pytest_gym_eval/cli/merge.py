@@ -69,7 +69,11 @@ def conclude_merged(
             for policy in merged.policies or (None,):  # each policy's rollouts are a summary of their own
                 agent = agent_instance(entry.agent_of(task), options.policies, policy)
                 counts[agent] = counts.get(agent, 0) + len(repeats)
-    return conclude(merged.results, options, baseline, selected, policy=(thresholds, gates), quarantine=quarantine)
+    known = [(entry.dataset, task) for entry in merged.datasets for task in entry.tasks]
+    return conclude(
+        merged.results, options, baseline, selected, policy=(thresholds, gates), quarantine=quarantine,
+        known_tasks=known,
+    )  # fmt: skip
 
 
 def utc_today() -> date:

@@ -431,8 +431,11 @@ def test_a_quarantine_line_matching_no_task_of_the_run_is_a_warning(
     quarantine = pytester.path / "gym-quarantine.txt"
     quarantine.write_text(
         "mcqa.jsonl c 2999-12-31 known\ndata/mcqa.jsonl a 2999-12-31 written otherwise\nmcqa.jsonl 17 2999-12-31 gone\n"
+        "mcqa.jsonl b 2999-12-31 collected, though this session deselected it\n"
     )
-    result = session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-quarantine={quarantine}")
+    result = session(
+        pytester, fake_gym, monkeypatch, 1.0, f"--gym-quarantine={quarantine}", "--deselect=mcqa.jsonl::b[r0]"
+    )
     assert result.ret == 0
     warnings = [line for line in result.outlines if "matches nothing" in line]
     assert warnings == [
@@ -441,3 +444,20 @@ def test_a_quarantine_line_matching_no_task_of_the_run_is_a_warning(
         f"gym quarantine warning: {quarantine}:3: quarantine of task '17' of mcqa.jsonl matches nothing: no task "
         "'17' in mcqa.jsonl",
     ]
+
+
+def test_merging_the_report_of_a_session_that_wrote_its_run_writes_nothing_again(
+    pytester: pytest.Pytester,
+    fake_gym: FakeGym,
+    monkeypatch: pytest.MonkeyPatch,
+    alternating: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    history = pytester.path / "gym-history.db"
+    session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-history={history}", "--gym-report=report.json")
+    capsys.readouterr()
+    assert merge_main([str(pytester.path / "report.json"), f"--gym-history={history}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"gym history: run 1 is in {history} already (the same reports): not written again" in out
+    with open_store(history) as store:
+        assert len(store.runs()) == 1
