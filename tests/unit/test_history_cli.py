@@ -129,6 +129,7 @@ def test_export_writes_every_rollout_as_csv(history: Path, tmp_path: Path, capsy
     assert rows[0]["digest"] == "d1"
     assert rows[0]["reward"] == "1.0"
     assert rows[0]["metrics"] == '{"k": 1}'
+    assert (rows[0]["model"], rows[0]["policy"]) == ("policy-a", "")
     error_row = next(row for row in rows if row["status"] == "error")
     assert (error_row["run_id"], error_row["task_id"], error_row["reward"]) == ("5", "1", "")
 
