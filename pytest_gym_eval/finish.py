@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import uuid
 from datetime import datetime, timezone
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from pytest_gym_eval import causes
 from pytest_gym_eval.history.urls import redact_url
+from pytest_gym_eval.launch import REPLAY_MODEL_NAME
 from pytest_gym_eval.models import sampling_meta
 from pytest_gym_eval.report_facts import report_meta, report_plan
 from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
@@ -105,7 +107,8 @@ def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: b
     a history. A ``--gym-shard`` session does not write (``merge --gym-history`` writes the merged run once, so
     that a sharded run counts once in every task's series): its result only says so. Nor does an ``interrupted``
     session (Ctrl-C, SIGTERM): its part of the run would count as a whole run in every task's stability and in the
-    drift alarm, and ``--gym-resume`` finishes it in a session that writes the whole run once."""
+    drift alarm, and ``--gym-resume`` finishes it in a session that writes the whole run once. Nor does a session
+    whose Gym never started (:func:`run_history.never_started`): it rolled nothing out."""
     target = gym.options.history
     if target is None:
         return None
@@ -121,7 +124,11 @@ def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: b
             message=f"gym history: not written by shard {gym.options.shard}; `python -m pytest_gym_eval merge "
             "--gym-history` writes the merged run once",
         )
-    run, rollouts = run_history.run_records(gym.rollouts(), meta, repository=gym.options.rootdir)
+    results = gym.rollouts()
+    if run_history.never_started(results):
+        return Remembered(redact_url(target), message=run_history.NEVER_STARTED)
+    policies = [policy.name for policy in gym.options.policies]
+    run, rollouts = run_history.run_records(results, meta, repository=gym.options.rootdir, policies=policies)
     return run_history.remember(target, run, rollouts)
 
 
@@ -276,8 +283,10 @@ def run_meta(gym: GymSession) -> dict[str, object]:
         "head_server": gym.head_server,
         "run_dir": str(gym.run_dir) if gym.run_dir else None,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "session_id": uuid.uuid4().hex,  # the run's key in the history (run_history.run_key)
         **gym.options.sampling.meta(),
         **sampling_meta(gym.options.policies, gym.options.sampling),
+        **run_history.policy_meta([(p.name, p.model or REPLAY_MODEL_NAME) for p in gym.options.policies]),
         **(gym.options.price.meta() if gym.options.price is not None else {}),
         "warm_gym": warm.entry.key if (warm := gym.launch.warm) is not None and warm.entry is not None else None,
         "resumed_from": str(gym.options.resume) if gym.options.resume is not None else None,

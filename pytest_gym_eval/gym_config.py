@@ -121,3 +121,13 @@ def write_gym_config(
         config["policy_model_name"] = model.model
         config["policy_api_key"] = f"${{oc.env:{model.api_key_env}}}" if model.api_key() else NO_KEY
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def head_server_of(path: Path) -> str | None:
+    """``"host:port"`` of the head server the Gym config at ``path`` (:func:`write_gym_config`) names; None when
+    the file is missing or holds none (a pytest-xdist worker reads the address the controller's run uses)."""
+    try:
+        head = json.loads(path.read_text(encoding="utf-8"))["head_server"]
+        return f"{head['host']}:{int(head['port'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

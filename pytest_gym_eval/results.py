@@ -9,7 +9,7 @@ by the pure functions of :mod:`pytest_gym_eval.reporting`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -20,7 +20,14 @@ import pytest
 from pytest_gym_eval.custom_metrics import metrics_of
 from pytest_gym_eval.gates import Gate
 from pytest_gym_eval.gym_options import GymOptions
-from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read_quarantine, split_gated
+from pytest_gym_eval.history.quarantine import (
+    Quarantine,
+    QuarantineError,
+    read_quarantine,
+    split_gated,
+    unmatched,
+    unmatched_warning,
+)
 from pytest_gym_eval.plan import PlannedRollout
 from pytest_gym_eval.records import records_at
 from pytest_gym_eval.reporting import baseline as bl
@@ -248,6 +255,7 @@ def conclude(
     adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
     selections: Mapping[str, Selection] | None = None,
     quarantine: Quarantine | None = None,
+    known_tasks: Iterable[tuple[str, str]] = (),
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
@@ -266,10 +274,12 @@ def conclude(
     from ``options`` and the dataset files (``python -m pytest_gym_eval merge`` takes them from the reports).
 
     ``quarantine`` (``--gym-quarantine``): the rollouts of a task an active entry names are left out of the
-    summaries and gates (``selected`` must already leave them out); ``Conclusion.quarantined`` says which, and
-    which entries expired, and ``reason`` counts them.
+    summaries and gates (``selected`` must already leave them out); ``Conclusion.quarantined`` says which, which
+    entries expired, and which name no task of the run (its rollouts' and ``known_tasks``, ``(dataset, task id)``:
+    every task collected, a selection may leave some out), and ``reason`` counts them.
     """
     held: list[rpt.RolloutResult] = []
+    tasks = {(r.dataset, str(r.task_id)) for r in results} | set(known_tasks)
     if quarantine is not None:
         results, held = split_gated(results, quarantine)
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
@@ -304,7 +314,10 @@ def conclude(
     other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip or gated
     if status == -1 and not other_gates and not replay_error:
         return _quarantined(
-            Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries), policies=policies), quarantine, held
+            Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries), policies=policies),
+            quarantine,
+            held,
+            tasks,
         )
     failures = [replay_error] if replay_error else []
     if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
@@ -322,7 +335,8 @@ def conclude(
         status, reason = 1, "gym gates: FAIL - " + "; ".join(failures)
     else:
         status, reason = 0, reason or "gym gates: all gates pass"
-    return _quarantined(Conclusion(summaries, comparisons, flips, status, reason, policies=policies), quarantine, held)
+    concluded = Conclusion(summaries, comparisons, flips, status, reason, policies=policies)
+    return _quarantined(concluded, quarantine, held, tasks)
 
 
 def policy_comparisons(
@@ -390,10 +404,14 @@ def read_session_quarantine(path: Path | None, today: date | None = None) -> Qua
 
 
 def _quarantined(
-    conclusion: Conclusion, quarantine: Quarantine | None, held: Sequence[rpt.RolloutResult]
+    conclusion: Conclusion,
+    quarantine: Quarantine | None,
+    held: Sequence[rpt.RolloutResult],
+    tasks: set[tuple[str, str]],
 ) -> Conclusion:
     """``conclusion`` with the quarantine's lines (each applied entry: the task, its rollouts and passes, the
-    expiry and reason; each expired entry: gated again) and, when a task was held out, ``reason`` counting them."""
+    expiry and reason; each expired entry: gated again; each entry naming no task of the run's ``tasks``, ``(dataset,
+    task id)``: a warning naming the datasets there are) and, when a task was held out, ``reason`` counting them."""
     if quarantine is None:
         return conclusion
     lines = []
@@ -412,10 +430,12 @@ def _quarantined(
         f"[{entry.source}]"
         for entry in quarantine.expired
     ]
+    datasets = sorted({dataset for dataset, _ in tasks})
+    lines += [f"quarantine warning: {unmatched_warning(entry, datasets)}" for entry in unmatched(quarantine, tasks)]
     reason = conclusion.reason
-    tasks = len({(r.dataset, str(r.task_id)) for r in held})
-    if tasks and reason:
-        reason = f"{reason} ({tasks} quarantined task{'s' if tasks != 1 else ''} left out of the gates)"
+    count = len({(r.dataset, str(r.task_id)) for r in held})
+    if count and reason:
+        reason = f"{reason} ({count} quarantined task{'s' if count != 1 else ''} left out of the gates)"
     return replace(conclusion, reason=reason, quarantined=tuple(lines))
 
 

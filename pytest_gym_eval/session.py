@@ -25,6 +25,7 @@ import pytest
 from pytest_gym_eval import adaptive, causes, provision, resuming, selection, stash
 from pytest_gym_eval.dataset import DatasetError
 from pytest_gym_eval.diagnosis import Diagnosis
+from pytest_gym_eval.gym_config import head_server_of
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.item_protocol import PROGRESS_TICK as PROGRESS_TICK
 from pytest_gym_eval.item_protocol import GymItem as GymItem
@@ -76,7 +77,8 @@ class GymSession:
 
     Public attributes for tests and conftests: ``options`` (:class:`~pytest_gym_eval.options.GymOptions`),
     ``run_dir`` (this session's run directory, once Gym started), ``plan`` (the selected rollouts),
-    ``head_server`` (``"host:port"`` of Gym's head server once started).
+    ``head_server`` (``"host:port"`` of Gym's head server once started; on a pytest-xdist worker, the one the
+    controller's run uses, read from the run directory's Gym config once the run started).
     """
 
     def __init__(self, config: pytest.Config, options: GymOptions | None = None) -> None:
@@ -217,7 +219,10 @@ class GymSession:
 
     @property
     def model(self) -> ModelEndpoint | None:
-        """The policy model endpoint, once known (a warm Gym's once the run attached to it)."""
+        """The policy model endpoint, once known (a warm Gym's once the run attached to it, in whichever process
+        owns the run: the pytest-xdist controller runs no item, so it never waits in :meth:`start`)."""
+        if self.launch.model is None and self.launch.warm is not None:
+            return self.launch.warm.model
         return self.launch.model
 
     def make_run_dir(self) -> Path:
@@ -357,8 +362,10 @@ class GymSession:
         """The session's results are in (the start of ``pytest_sessionfinish``): nothing more is wanted from Gym
         but its stop, which comes after the reports; until it ends a Ctrl-C or SIGTERM kills Gym's processes at once
         (:meth:`Stopping.ending`). With ``--gym-adaptive`` the last wave is judged here when every rollout of it is
-        in (:meth:`GymRun.judge_last_wave`), so that the reports judge its groups on the confidence sequence.
-        Idempotent."""
+        in (:meth:`GymRun.judge_last_wave`), so that the reports judge its groups on the confidence sequence. The head
+        server and model attached to are noted now in every process (the pytest-xdist controller never waits in
+        :meth:`start`). Idempotent."""
+        self._note_attached()
         known = self._feed.records().keys() if self._feed is not None else ()
         self.stopping.ending(self._run, self.has_processes, interrupted, known)
         if not interrupted and self._run is not None:  # --gym-adaptive: the last wave judged before the reports
@@ -395,6 +402,8 @@ class GymSession:
         """After the run started: the head server and model it attached to (a warm Gym's are known only now)."""
         if self._run is not None:
             self.head_server = "{}:{}".format(*self._run.head_server)
+        elif self.run_dir is not None:  # a pytest-xdist worker: the controller's run wrote its Gym config
+            self.head_server = head_server_of(RunPaths(self.run_dir).config) or self.head_server
         if self.launch.warm is not None and self.launch.warm.model is not None:
             self.launch.model = self.launch.warm.model
 
@@ -483,9 +492,16 @@ class GymSession:
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}
         self.conclusion = conclude(
             rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts,
-            quarantine=self.quarantine,
+            quarantine=self.quarantine, known_tasks=self._collected_tasks(),
         )  # fmt: skip
         return self.conclusion
+
+    def _collected_tasks(self) -> list[tuple[str, str]]:
+        """Every ``(dataset, task id)`` this session collected, before any selection (none when unknown)."""
+        collected = self.collected_plan()
+        if collected is None:
+            return []
+        return [(entry.dataset, task) for entry in [*collected.datasets, *collected.tested] for task in entry.tasks]
 
     # Terminal (pytest_gym_eval.notes).
 

@@ -1,8 +1,10 @@
 """``python -m pytest_gym_eval history TARGET [runs | task ID | flaky | quarantined | drift | export --csv FILE]``:
 read the history store (a SQLite file or a ``postgresql://`` URL) as plain text for CI logs; no browser needed.
 
-Exit status: 0 when the history was read, 2 when it cannot be (no such file, a database that cannot be reached,
-a malformed quarantine file); the error is one line ``python -m pytest_gym_eval history: error: ...`` with any
+Reading never writes: the store is opened read-only (:func:`~pytest_gym_eval.history.store.open_store` with
+``write=False``), so a file that is no history gets no table. Exit status: 0 when the history was read, 2 when it
+cannot be (no such file, a file or database that is no history, one that cannot be reached, a malformed quarantine
+file); the error is one line ``python -m pytest_gym_eval history: error: ...`` with any
 password in the URL replaced by ``***``.
 """
 
@@ -19,9 +21,23 @@ from pathlib import Path
 from pytest_gym_eval import cli
 from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.history.drift import series_drift
-from pytest_gym_eval.history.quarantine import DEFAULT_FILE, QuarantineError, read_quarantine
+from pytest_gym_eval.history.quarantine import (
+    DEFAULT_FILE,
+    QuarantineError,
+    read_quarantine,
+    unmatched,
+    unmatched_warning,
+)
 from pytest_gym_eval.history.stability import DEFAULT_WINDOW, TaskStability, assess_series
-from pytest_gym_eval.history.store import HistoryError, HistoryStore, is_postgres_url, open_store, redact_url
+from pytest_gym_eval.history.store import (
+    HistoryError,
+    HistoryStore,
+    RunRollouts,
+    SeriesKey,
+    is_postgres_url,
+    open_store,
+    redact_url,
+)
 
 COMMAND = "history"
 EXIT_CANNOT_READ = 2
@@ -35,6 +51,7 @@ CSV_COLUMNS = (
     "task_id",
     "repeat",
     "model",
+    "policy",
     "status",
     "reward",
     "metrics",
@@ -75,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
 def _open(target: str) -> HistoryStore:
     if not is_postgres_url(target) and not Path(target).is_file():
         raise HistoryError(f"no history at {target} (a session writes it with --gym-history={target})")
-    return open_store(target)
+    return open_store(target, write=False)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -129,30 +146,49 @@ def runs_lines(store: HistoryStore) -> list[str]:
     return lines
 
 
-def _describe(result: TaskStability) -> str:
+def _describe(result: TaskStability, series: str | None = None) -> str:
     rate = result.pass_rate
     return (
-        f"{result.dataset}::{result.task_id}  {result.label}  {result.sparkline}  pass rate {rate.estimate:.2f}"
-        f" [{rate.low:.2f}, {rate.high:.2f}]  ({result.evidence})"
+        f"{series or result.dataset}::{result.task_id}  {result.label}  {result.sparkline}"
+        f"  pass rate {rate.estimate:.2f} [{rate.low:.2f}, {rate.high:.2f}]  ({result.evidence})"
     )
 
 
-def _stabilities(store: HistoryStore, last: int) -> list[TaskStability]:
-    return [result for series in store.latest_series(last).values() for result in assess_series(series)]
+def _labelled(store: HistoryStore, last: int | None) -> list[tuple[SeriesKey, str, list[RunRollouts]]]:
+    """Every series of :meth:`HistoryStore.latest_series` (its ``last`` runs; None: every run), each with its label:
+    the dataset, with the policy and model when the dataset has more than one series (none is left out or mixed
+    with another)."""
+    found = store.latest_series(last)
+    count: dict[str, int] = {}
+    for key in found:
+        count[key.dataset] = count.get(key.dataset, 0) + 1
+    return [(key, _label(key, count[key.dataset] > 1), series) for key, series in found.items()]
+
+
+def _label(key: SeriesKey, several: bool) -> str:
+    if key.policy or not several:
+        return key.label
+    return f"{key.dataset} [{key.model or 'no model'}]"
+
+
+def _stabilities(store: HistoryStore, last: int) -> list[tuple[str, TaskStability]]:
+    return [(label, result) for _, label, series in _labelled(store, last) for result in assess_series(series)]
 
 
 def task_lines(store: HistoryStore, task_id: str, *, dataset: str | None, last: int) -> list[str]:
     """A task's label and evidence, then its outcome in each run of the window. Raises HistoryError when no
     dataset's series has the task."""
     lines: list[str] = []
-    for name, series in store.latest_series(last).items():
-        if dataset is not None and name != dataset:
-            continue
-        found = [result for result in assess_series(series) if result.task_id == task_id]
+    for _, label, series in _labelled(store, last):
+        found = [
+            result
+            for result in assess_series(series)
+            if result.task_id == task_id and (dataset is None or result.dataset == dataset)
+        ]
         if not found:
             continue
         [result] = found
-        lines.append(_describe(result))
+        lines.append(_describe(result, label))
         started = {entry.run.id: entry.run for entry in series}
         for outcome in result.outcomes:
             run = started[outcome.run_id]
@@ -169,18 +205,21 @@ def task_lines(store: HistoryStore, task_id: str, *, dataset: str | None, last: 
 def flaky_lines(store: HistoryStore, *, last: int) -> list[str]:
     """Every task labelled flaky over its window, with the evidence; then the count."""
     results = _stabilities(store, last)
-    flaky = [result for result in results if result.label == "flaky"]
-    return [*map(_describe, flaky), f"{len(flaky)} flaky of {len(results)} tasks (last {last} runs)"]
+    flaky = [_describe(result, label) for label, result in results if result.label == "flaky"]
+    return [*flaky, f"{len(flaky)} flaky of {len(results)} tasks (last {last} runs)"]
 
 
 def quarantined_lines(store: HistoryStore, path: Path, *, last: int) -> list[str]:
     """The quarantine file's active entries with each task's current label, then expired entries (gated again).
     Raises QuarantineError for a malformed or missing file."""
     quarantine = read_quarantine(path, today=datetime.now(timezone.utc).date())
-    labels = {(result.dataset, result.task_id): result for result in _stabilities(store, last)}
+    results = [result for _, result in _stabilities(store, last)]
+    stored = store.tasks()
     lines = []
+    for entry in unmatched(quarantine, stored):
+        cli.warning(COMMAND, unmatched_warning(entry, sorted({dataset for dataset, _ in stored})))
     for entry in quarantine.active:
-        seen = [result for (dataset, task), result in labels.items() if entry.matches(dataset, task)]
+        seen = [result for result in results if entry.matches(result.dataset, result.task_id)]
         now = "; ".join(f"{result.label} {result.sparkline}" for result in seen) or "no history"
         lines.append(f"{entry.dataset}::{entry.task_id}  until {entry.expires}  {entry.reason}  [{now}]")
     for entry in quarantine.expired:
@@ -194,9 +233,9 @@ def drift_lines(store: HistoryStore, *, last: int) -> list[str]:
     """Per dataset: the drift alarm's verdict (run along every run of the series), then the last ``last`` runs'
     mean reward with its interval and the CUSUM, a run at which the alarm fired marked ``ALARM``."""
     lines = []
-    for dataset, series in store.latest_series(None).items():
-        drift = series_drift(series, dataset)
-        lines.append(f"{dataset}: {'DRIFT' if drift.alarm else 'ok'}: {drift.evidence}")
+    for key, label, series in _labelled(store, None):
+        drift = series_drift(series, key.dataset)
+        lines.append(f"{label}: {'DRIFT' if drift.alarm else 'ok'}: {drift.evidence}")
         if len(drift.points) > last:
             lines.append(f"  ({len(drift.points) - last} earlier runs not shown; --last N shows more)")
         for point in drift.points[-last:]:
@@ -230,6 +269,7 @@ def export_csv(store: HistoryStore, path: Path) -> int:
                 r.task_id,
                 r.repeat,
                 r.model,
+                r.policy,
                 r.status,
                 "" if r.reward is None else repr(r.reward),
                 json.dumps(r.metrics, sort_keys=True),

@@ -18,6 +18,7 @@ from pytest_gym_eval.files import write_text_atomic
 from pytest_gym_eval.gates import Gate, GateMode, parse_pass_at_k
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
+from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.models import Policy, agent_instance
 from pytest_gym_eval.reporting import github, json_report, junit, markdown, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
@@ -68,7 +69,11 @@ def conclude_merged(
             for policy in merged.policies or (None,):  # each policy's rollouts are a summary of their own
                 agent = agent_instance(entry.agent_of(task), options.policies, policy)
                 counts[agent] = counts.get(agent, 0) + len(repeats)
-    return conclude(merged.results, options, baseline, selected, policy=(thresholds, gates), quarantine=quarantine)
+    known = [(entry.dataset, task) for entry in merged.datasets for task in entry.tasks]
+    return conclude(
+        merged.results, options, baseline, selected, policy=(thresholds, gates), quarantine=quarantine,
+        known_tasks=known,
+    )  # fmt: skip
 
 
 def utc_today() -> date:
@@ -180,6 +185,17 @@ def _write_markdown(
     return lines
 
 
+def remember_merged(target: str, merged: MergedRun, meta: dict[str, object]) -> run_history.Remembered:
+    """Append the merged run to the history at ``target`` once: its key is that of the reports merged
+    (:func:`run_history.run_key`), so merging the same reports again writes nothing; a merge of reports whose Gym
+    never started writes nothing either (:func:`run_history.never_started`)."""
+    if run_history.never_started(merged.results):
+        return run_history.Remembered(redact_url(target), message=run_history.NEVER_STARTED)
+    key = run_history.run_key([report.meta for report in merged.reports])
+    run, rollouts = run_history.run_records(merged.results, meta, policies=merged.policies, run_id=key)
+    return run_history.remember(target, run, rollouts)
+
+
 def main(argv: Sequence[str]) -> int:
     """``python -m pytest_gym_eval merge``: merge, print the reward summary, write the outputs asked for, and
     return the exit status (:func:`exit_status`; 2 when the reports cannot be merged)."""
@@ -214,7 +230,7 @@ def main(argv: Sequence[str]) -> int:
     meta = merged_meta(merged, mode)
     remembered = None
     if args.gym_history:  # the merged run, written once (docs/history.md: shard sessions do not write)
-        remembered = run_history.remember(args.gym_history, *run_history.run_records(merged.results, meta))
+        remembered = remember_merged(args.gym_history, merged, meta)
         conclusion = replace(conclusion, history=tuple(remembered.lines()))
     lines += [f"gym {line}" for line in conclusion.quarantined]
     lines += conclusion.history

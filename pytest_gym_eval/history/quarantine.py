@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -129,3 +129,25 @@ def split_gated(results: Iterable[ResultT], quarantine: Quarantine) -> tuple[lis
     for result in results:
         (quarantined if quarantine.entry_for(result.dataset, str(result.task_id)) else gated).append(result)
     return gated, quarantined
+
+
+def unmatched(quarantine: Quarantine, tasks: Iterable[tuple[str, str]]) -> list[QuarantineEntry]:
+    """The entries (active and expired, in file order of each) that name no ``(dataset, task_id)`` of ``tasks``:
+    a dataset or task spelled otherwise than the reports name it quarantines nothing, and must be said."""
+    known = set(tasks)
+    return [
+        entry
+        for entry in (*quarantine.active, *quarantine.expired)
+        if not any(entry.matches(dataset, task_id) for dataset, task_id in known)
+    ]
+
+
+def unmatched_warning(entry: QuarantineEntry, datasets: Sequence[str]) -> str:
+    """The warning for an entry that matches no task: where it is, what it names, and the dataset names there are
+    (``datasets``, as the reports name them) to write instead."""
+    names = ", ".join(datasets[:10]) + (f" and {len(datasets) - 10} more" if len(datasets) > 10 else "")
+    if entry.dataset != ANY_DATASET and entry.dataset not in datasets:
+        why = f"no dataset is named {entry.dataset!r} (datasets: {names or 'none'})"
+    else:
+        why = f"no task {entry.task_id!r} in {'any dataset' if entry.dataset == ANY_DATASET else entry.dataset}"
+    return f"{entry.source}: quarantine of task {entry.task_id!r} of {entry.dataset} matches nothing: {why}"

@@ -14,7 +14,10 @@ class RunRecord:
     """One session (or one merged run) as written to the history.
 
     ``started_at`` is timezone-aware (converted to UTC when stored); ``datasets`` maps each dataset name to its
-    file's sha256; ``options`` holds only options that change results (JSON-serialisable values).
+    file's sha256; ``options`` holds only options that change results (JSON-serialisable values); ``run_key``
+    identifies the run (the same reports give the same key, :func:`pytest_gym_eval.reporting.run_history.run_key`):
+    a history holds a run of one key once. ``model`` is the run's policy model as the reports name it (with
+    several policies, the baseline's); each rollout carries its own model and policy.
     """
 
     started_at: datetime
@@ -23,13 +26,15 @@ class RunRecord:
     datasets: Mapping[str, str]
     git_commit: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    run_key: str | None = None
 
 
 @dataclass(frozen=True)
 class RolloutRecord:
     """One rollout: ``status`` is "passed", "failed" or "error"; ``reward`` None for an error; ``metrics`` the
     custom metrics the rollout's test recorded (``rollout.record_metric``: name -> float); tokens counts of the
-    policy model; ``latency_s`` in seconds."""
+    policy model; ``latency_s`` in seconds; ``policy`` the ``--gym-policy`` name that rolled it out ("" without
+    policies) and ``model`` that policy's model."""
 
     dataset: str
     task_id: str
@@ -41,6 +46,7 @@ class RolloutRecord:
     input_tokens: int | None = None
     output_tokens: int | None = None
     latency_s: float | None = None
+    policy: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class StoredRun:
     git_commit: str | None
     options: dict[str, Any]
     rollouts: int
+    run_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,23 @@ class StoredRollout:
     input_tokens: int | None
     output_tokens: int | None
     latency_s: float | None
+    policy: str = ""
+
+
+@dataclass(frozen=True, order=True)
+class SeriesKey:
+    """What makes runs comparable: one ``dataset`` file (its ``digest``) rolled out by one policy ``model`` under
+    one ``policy`` name ("" without ``--gym-policy``). A run holds one series per (dataset, model, policy)."""
+
+    dataset: str
+    digest: str
+    model: str
+    policy: str = ""
+
+    @property
+    def label(self) -> str:
+        """The dataset, with the policy and model when there is a policy (``mcqa.jsonl [cand: gpt-x]``)."""
+        return f"{self.dataset} [{self.policy}: {self.model}]" if self.policy else self.dataset
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_gym_eval.history.records import RolloutRecord, RunRecord, RunRollouts, StoredRollout, StoredRun
+from pytest_gym_eval.history.records import (
+    RolloutRecord,
+    RunRecord,
+    RunRollouts,
+    SeriesKey,
+    StoredRollout,
+    StoredRun,
+)
 from pytest_gym_eval.history.urls import is_postgres_url, redact_url, scrub
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "RunRecord",
     "RunRollouts",
     "SchemaMismatch",
+    "SeriesKey",
     "StoredRollout",
     "StoredRun",
     "is_postgres_url",
@@ -42,12 +50,20 @@ __all__ = [
     "redact_url",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The layout this code reads and writes; bump it with an entry in :data:`MIGRATIONS`."""
 
-MIGRATIONS: dict[int, list[str]] = {}
-"""``version -> statements`` that upgrade a database at ``version`` to ``version + 1`` (none yet: version 1 is
-the first layout)."""
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        # 2: a run's key (a run is stored once), each rollout's policy (one series per model and policy). Runs of
+        # version 1 keep no key (NULL: the unique index allows many) and their rollouts the policy "".
+        "ALTER TABLE runs ADD COLUMN run_key TEXT",
+        "CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (run_key)",
+        "ALTER TABLE rollouts ADD COLUMN policy TEXT NOT NULL DEFAULT ''",
+    ],
+}
+"""``version -> statements`` that upgrade a database at ``version`` to ``version + 1`` (the same SQL for SQLite and
+PostgreSQL)."""
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 """How long a SQLite writer waits for another's lock before failing (seconds)."""
@@ -89,7 +105,8 @@ def _tables(identity: str) -> list[str]:
             git_commit TEXT,
             model TEXT NOT NULL,
             gym_version TEXT NOT NULL,
-            options TEXT NOT NULL)""",
+            options TEXT NOT NULL,
+            run_key TEXT)""",
         """CREATE TABLE IF NOT EXISTS run_datasets (
             run_id INTEGER NOT NULL REFERENCES runs(id),
             dataset TEXT NOT NULL,
@@ -106,7 +123,9 @@ def _tables(identity: str) -> list[str]:
             metrics TEXT NOT NULL,
             input_tokens INTEGER,
             output_tokens INTEGER,
-            latency_s DOUBLE PRECISION)""",
+            latency_s DOUBLE PRECISION,
+            policy TEXT NOT NULL DEFAULT '')""",
+        "CREATE UNIQUE INDEX IF NOT EXISTS runs_by_key ON runs (run_key)",
         "CREATE INDEX IF NOT EXISTS rollouts_by_run ON rollouts (run_id, dataset)",
         "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (dataset, task_id)",
         "CREATE INDEX IF NOT EXISTS run_datasets_by_digest ON run_datasets (dataset, digest)",
@@ -137,18 +156,24 @@ class HistoryStore:
 
     - ``runs``: ``id`` (ascending in order of insertion), ``started_at`` (ISO 8601 UTC text,
       ``YYYY-MM-DDTHH:MM:SS.ffffffZ``), ``git_commit`` (40 hex digits or NULL outside a repository), ``model``,
-      ``gym_version``, ``options`` (JSON object of the options that change results).
+      ``gym_version``, ``options`` (JSON object of the options that change results), ``run_key`` (unique; NULL
+      for runs written before version 2).
     - ``run_datasets``: ``(run_id, dataset, digest)``: the sha256 of each dataset file the run evaluated.
     - ``rollouts``: ``run_id, dataset, task_id, repeat, model, status`` ("passed", "failed" or "error"), ``reward``
       (NULL for an error), ``metrics`` (JSON object of the custom metrics the rollout's test recorded, name ->
-      number), ``input_tokens``, ``output_tokens`` (policy model tokens or NULL), ``latency_s`` (seconds or NULL).
+      number), ``input_tokens``, ``output_tokens`` (policy model tokens or NULL), ``latency_s`` (seconds or NULL),
+      ``policy`` (the ``--gym-policy`` name, "" without).
+
+    A *series* (:class:`SeriesKey`) is the runs with rollouts of one dataset digest, model and policy.
 
     Guarantees: :meth:`HistoryStore.append_run` writes a run, its datasets and all its rollouts in one transaction
-    (all or nothing; concurrent writers serialise on the database's own lock, none is lost). A file or database with
+    (all or nothing; concurrent writers serialise on the database's own lock, none is lost), and a run whose
+    ``run_key`` is already stored not again (a retried merge of the same reports). A file or database with
     an older schema is upgraded in place by :data:`MIGRATIONS`; a newer one is refused (:class:`SchemaMismatch`,
     naming the target and both versions) rather than written with an older layout. A target that cannot be reached
     raises :class:`HistoryUnavailable`; every message and ``repr`` carries the target through :func:`redact_url`, so
-    a password never leaves this module.
+    a password never leaves this module. A store opened for reading (``open_store(target, write=False)``) never
+    writes: no table created, no migration.
     """
 
     def __init__(
@@ -216,6 +241,45 @@ class HistoryStore:
 
     # -- schema
 
+    def _check_readable(self, older: str) -> int:
+        """For a store opened for reading: its schema version. Refuses, without writing anything, a database that is
+        no history (no ``schema_version`` table, or no version in it), a newer one, and an older one unless ``older``
+        is "read" (the caller reads an upgraded copy); "refuse" says that reading does not upgrade it."""
+        try:
+            rows = list(self._execute("SELECT version FROM schema_version").fetchall())
+        except self._errors as error:
+            if "schema_version" not in str(error) and "not a database" not in str(error):
+                raise
+            raise HistoryUnavailable(
+                f"history {self.target}: not a pytest-gym-eval history (no schema_version table); "
+                "a session writes one with --gym-history"
+            ) from None
+        if not rows:
+            raise HistoryUnavailable(f"history {self.target}: not a pytest-gym-eval history (no schema version)")
+        found = int(max(row[0] for row in rows))
+        if found > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"history {self.target} has schema version {found}, newer than this plugin's "
+                f"{SCHEMA_VERSION}: upgrade pytest-gym-eval to read it"
+            )
+        if found < SCHEMA_VERSION and older != "read":
+            raise SchemaMismatch(
+                f"history {self.target} has schema version {found}, older than this plugin's {SCHEMA_VERSION}: "
+                "reading does not upgrade it; the next session (or merge) writing to it with --gym-history does"
+            )
+        return found
+
+    def _read_upgraded_copy(self, found: int) -> None:
+        """Read from here on an in-memory copy of this SQLite history, upgraded from version ``found`` by
+        :data:`MIGRATIONS`: the file stays as it is (reading never writes) and the views read the current layout."""
+        copy = sqlite3.connect(":memory:", isolation_level=None)
+        self._connection.backup(copy)  # type: ignore[attr-defined]
+        self._connection.close()
+        self._connection = copy
+        for version in range(found, SCHEMA_VERSION):
+            for statement in MIGRATIONS.get(version, []):
+                self._execute(statement)
+
     def _ensure_schema(self, tables: list[str], lock: str | None) -> None:
         """Create the tables of an empty database, upgrade an older one, refuse a newer one."""
         with self._transaction():
@@ -247,9 +311,15 @@ class HistoryStore:
 
     # -- writing
 
+    def run_with_key(self, run_key: str) -> int | None:
+        """The id of the stored run whose key is ``run_key``, or None."""
+        rows = self._rows("SELECT id FROM runs WHERE run_key = ?", (run_key,))
+        return int(rows[0][0]) if rows else None
+
     def append_run(self, run: RunRecord, rollouts: Sequence[RolloutRecord]) -> int:
-        """Append ``run``, its datasets and ``rollouts`` in one transaction; returns the run's id. Raises
-        ValueError for a status outside :data:`STATUSES`, a naive ``started_at`` or a value JSON cannot hold."""
+        """Append ``run``, its datasets and ``rollouts`` in one transaction; returns the run's id. A run whose
+        ``run_key`` is stored already is not written again: its id is returned. Raises ValueError for a status
+        outside :data:`STATUSES`, a naive ``started_at`` or a value JSON cannot hold."""
         for rollout in rollouts:
             if rollout.status not in STATUSES:
                 raise ValueError(f"rollout status must be one of {STATUSES}, got {rollout.status!r}")
@@ -267,14 +337,19 @@ class HistoryStore:
                 r.input_tokens,
                 r.output_tokens,
                 _finite_or_none(r.latency_s),
+                r.policy,
             )
             for r in rollouts
         ]
         with self._transaction():
+            if run.run_key is not None:
+                found = list(self._execute("SELECT id FROM runs WHERE run_key = ?", (run.run_key,)).fetchall())
+                if found:
+                    return int(found[0][0])
             cursor = self._execute(
-                "INSERT INTO runs (started_at, git_commit, model, gym_version, options) VALUES (?, ?, ?, ?, ?)"
-                + (" RETURNING id" if self._placeholder != "?" else ""),
-                (started, run.git_commit, run.model, run.gym_version, options),
+                "INSERT INTO runs (started_at, git_commit, model, gym_version, options, run_key)"
+                " VALUES (?, ?, ?, ?, ?, ?)" + (" RETURNING id" if self._placeholder != "?" else ""),
+                (started, run.git_commit, run.model, run.gym_version, options, run.run_key),
             )
             run_id = int(cursor.fetchone()[0] if self._placeholder != "?" else cursor.lastrowid)
             for dataset, digest in sorted(run.datasets.items()):
@@ -284,7 +359,7 @@ class HistoryStore:
             if rows:
                 self._executemany(
                     "INSERT INTO rollouts (run_id, dataset, task_id, repeat, model, status, reward, metrics,"
-                    " input_tokens, output_tokens, latency_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " input_tokens, output_tokens, latency_s, policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(run_id, *row) for row in rows],
                 )
         return run_id
@@ -301,7 +376,7 @@ class HistoryStore:
 
     _RUN_COLUMNS = (
         "runs.id, runs.started_at, runs.model, runs.gym_version, runs.git_commit, runs.options,"
-        " (SELECT count(*) FROM rollouts WHERE rollouts.run_id = runs.id)"
+        " (SELECT count(*) FROM rollouts WHERE rollouts.run_id = runs.id), runs.run_key"
     )
 
     def _runs_from(self, rows: list[tuple[Any, ...]]) -> list[StoredRun]:
@@ -324,6 +399,7 @@ class HistoryStore:
                 options=json.loads(row[5]),
                 datasets=dict(sorted(datasets[int(row[0])].items())),
                 rollouts=int(row[6]),
+                run_key=row[7],
             )
             for row in rows
         ]
@@ -334,9 +410,16 @@ class HistoryStore:
         rows = self._rows(sql + (f" LIMIT {int(last)}" if last is not None else ""))
         return list(reversed(self._runs_from(rows)))
 
-    def rollouts(self, run_ids: Sequence[int] | None = None, *, dataset: str | None = None) -> list[StoredRollout]:
-        """Rollouts of the given runs (all runs when None), optionally of one dataset, in run, dataset, task,
-        repeat order."""
+    def rollouts(
+        self,
+        run_ids: Sequence[int] | None = None,
+        *,
+        dataset: str | None = None,
+        model: str | None = None,
+        policy: str | None = None,
+    ) -> list[StoredRollout]:
+        """Rollouts of the given runs (all runs when None), optionally of one dataset, model and policy, in run,
+        dataset, task, repeat order."""
         clauses: list[str] = []
         parameters: list[object] = []
         if run_ids is not None:
@@ -344,13 +427,14 @@ class HistoryStore:
                 return []
             clauses.append(f"run_id IN ({', '.join('?' for _ in run_ids)})")
             parameters += [int(run_id) for run_id in run_ids]
-        if dataset is not None:
-            clauses.append("dataset = ?")
-            parameters.append(dataset)
+        for column, value in (("dataset", dataset), ("model", model), ("policy", policy)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                parameters.append(value)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._rows(
             "SELECT run_id, dataset, task_id, repeat, model, status, reward, metrics, input_tokens, output_tokens,"
-            f" latency_s FROM rollouts{where} ORDER BY run_id, dataset, task_id, repeat",
+            f" latency_s, policy FROM rollouts{where} ORDER BY run_id, dataset, task_id, repeat, policy",
             parameters,
         )
         return [
@@ -366,60 +450,77 @@ class HistoryStore:
                 input_tokens=row[8],
                 output_tokens=row[9],
                 latency_s=None if row[10] is None else float(row[10]),
+                policy=row[11],
             )
             for row in rows
         ]
 
-    def series(self, dataset: str, *, digest: str, model: str, last: int | None = 20) -> list[RunRollouts]:
-        """The ``last`` runs (oldest first; None: every run) that evaluated ``dataset`` with file digest ``digest``
-        and policy model ``model``, each with its rollouts of that dataset: the window of :mod:`.stability`, and
-        (every run) the series :mod:`.drift` runs along."""
+    def tasks(self) -> set[tuple[str, str]]:
+        """Every ``(dataset, task_id)`` any stored run has a rollout of."""
+        return {(row[0], row[1]) for row in self._rows("SELECT DISTINCT dataset, task_id FROM rollouts")}
+
+    def series(self, key: SeriesKey, *, last: int | None = 20) -> list[RunRollouts]:
+        """The ``last`` runs (oldest first; None: every run) of the series ``key``: those that evaluated its dataset
+        with its file digest and have rollouts of it by its model and policy, each with those rollouts only: the
+        window of :mod:`.stability`, and (every run) the series :mod:`.drift` runs along."""
         if last is not None and last < 1:
             raise ValueError(f"last must be at least 1, got {last}")
         limit = "" if last is None else f" LIMIT {int(last)}"
         rows = self._rows(
             f"SELECT {self._RUN_COLUMNS} FROM runs JOIN run_datasets ON run_datasets.run_id = runs.id"
-            " WHERE run_datasets.dataset = ? AND run_datasets.digest = ? AND runs.model = ?"
+            " WHERE run_datasets.dataset = ? AND run_datasets.digest = ? AND EXISTS (SELECT 1 FROM rollouts"
+            " WHERE rollouts.run_id = runs.id AND rollouts.dataset = ? AND rollouts.model = ? AND rollouts.policy = ?)"
             f" ORDER BY runs.started_at DESC, runs.id DESC{limit}",
-            (dataset, digest, model),
+            (key.dataset, key.digest, key.dataset, key.model, key.policy),
         )
         runs = list(reversed(self._runs_from(rows)))
         by_run: dict[int, list[StoredRollout]] = {run.id: [] for run in runs}
-        for rollout in self.rollouts([run.id for run in runs], dataset=dataset):
+        for rollout in self.rollouts([run.id for run in runs], dataset=key.dataset, model=key.model, policy=key.policy):
             by_run[rollout.run_id].append(rollout)
         return [RunRollouts(run, by_run[run.id]) for run in runs]
 
-    def latest_series(self, last: int | None = 20) -> dict[str, list[RunRollouts]]:
-        """Per dataset (by name), the series of its most recent run: the ``last`` runs (None: every run) with that
-        run's dataset digest and policy model (:meth:`series`). A dataset whose file changed starts a new series."""
+    def latest_series(self, last: int | None = 20) -> dict[SeriesKey, list[RunRollouts]]:
+        """Every series of the history's latest dataset files, sorted: per (dataset, model, policy) the series of
+        the digest its most recent run evaluated (a dataset whose file changed starts a new series), with its
+        ``last`` runs (None: every run; :meth:`series`). Every model and policy keeps its own series: none is left
+        out."""
         rows = self._rows(
-            "SELECT run_datasets.dataset, run_datasets.digest, runs.model FROM run_datasets"
-            " JOIN runs ON runs.id = run_datasets.run_id ORDER BY runs.started_at, runs.id"
+            "SELECT DISTINCT run_datasets.dataset, run_datasets.digest, rollouts.model, rollouts.policy, runs.id,"
+            " runs.started_at FROM run_datasets JOIN runs ON runs.id = run_datasets.run_id JOIN rollouts"
+            " ON rollouts.run_id = runs.id AND rollouts.dataset = run_datasets.dataset"
+            " ORDER BY runs.started_at, runs.id"
         )
-        newest = {dataset: (digest, model) for dataset, digest, model in rows}
-        return {
-            dataset: self.series(dataset, digest=digest, model=model, last=last)
-            for dataset, (digest, model) in sorted(newest.items())
-        }
+        newest = {(dataset, model, policy): digest for dataset, digest, model, policy, _, _ in rows}
+        keys = sorted(SeriesKey(dataset, digest, model, policy) for (dataset, model, policy), digest in newest.items())
+        return {key: self.series(key, last=last) for key in keys}
 
 
 # --- Opening ------------------------------------------------------------------------------------------------
 
 
-def open_store(target: str | Path) -> HistoryStore:
-    """Open (creating or upgrading its schema) the history at ``target``: a ``postgresql://`` URL or a SQLite
-    file path (its folder is created). Raises :class:`HistoryUnavailable` when it cannot be reached or opened,
-    :class:`SchemaMismatch` when a newer plugin wrote it."""
+def open_store(target: str | Path, *, write: bool = True) -> HistoryStore:
+    """Open the history at ``target``: a ``postgresql://`` URL or a SQLite file path. To ``write`` (the default)
+    its folder is created and its schema created or upgraded; for reading (``write=False``) nothing is written:
+    a SQLite file is opened read-only and must exist (one of an older schema is read through an upgraded copy in
+    memory). Raises :class:`HistoryUnavailable` when it cannot be reached or opened, or (reading) is no history;
+    :class:`SchemaMismatch` when a newer plugin wrote it, or (reading PostgreSQL) an older one that no write has
+    upgraded yet."""
     text = str(target)
     if is_postgres_url(text):
-        return _open_postgres(text)
-    return _open_sqlite(Path(text))
+        return _open_postgres(text, write)
+    return _open_sqlite(Path(text), write)
 
 
-def _open_sqlite(path: Path) -> HistoryStore:
+def _open_sqlite(path: Path, write: bool = True) -> HistoryStore:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+        if write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+        else:
+            if not path.is_file():
+                raise HistoryUnavailable(f"history {path}: no such file (a session writes it with --gym-history)")
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+            connection = sqlite3.connect(uri, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, uri=True)
     except (OSError, sqlite3.Error) as error:
         raise HistoryUnavailable(f"history {path}: cannot open the SQLite file: {error}") from None
     store = HistoryStore(
@@ -433,6 +534,10 @@ def _open_sqlite(path: Path) -> HistoryStore:
     try:
         with store._failures():
             connection.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+            if not write:  # an older history is read through an upgraded copy in memory
+                if (found := store._check_readable("read")) < SCHEMA_VERSION:
+                    store._read_upgraded_copy(found)
+                return store
             _use_wal(connection, time.monotonic() + SQLITE_BUSY_TIMEOUT_S)
             connection.execute("PRAGMA foreign_keys = ON")
         store._ensure_schema(_tables("INTEGER PRIMARY KEY AUTOINCREMENT"), lock=None)
@@ -460,7 +565,7 @@ def _use_wal(connection: sqlite3.Connection, deadline: float) -> None:
         delay = min(delay * 2, 0.5)
 
 
-def _open_postgres(url: str) -> HistoryStore:
+def _open_postgres(url: str, write: bool = True) -> HistoryStore:
     shown = redact_url(url)
     try:
         import psycopg
@@ -482,6 +587,11 @@ def _open_postgres(url: str) -> HistoryStore:
         raw_target=url,
     )
     try:
+        if not write:
+            with store._failures():
+                connection.execute("SET default_transaction_read_only = on")
+                store._check_readable("refuse")
+            return store
         store._ensure_schema(
             _tables("BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
             lock=f"SELECT pg_advisory_xact_lock({_POSTGRES_LOCK_KEY})",

@@ -32,7 +32,9 @@ CONFIG_META_KEYS = ("gym_version", "model", "model_type")
 """Report ``meta`` keys every shard must agree on (where it has them). ``model_url`` is not among them: a
 replay model listens on a different port in every session."""
 
-PER_SESSION_META_KEYS = ("run_dir", "head_server", "created", "shard", "gym_checkout", "model_url", "startup_seconds")
+PER_SESSION_META_KEYS = (
+    "run_dir", "head_server", "created", "shard", "gym_checkout", "model_url", "startup_seconds", "session_id",
+)  # fmt: skip
 """Report ``meta`` keys that describe one session, left out of the merged report's meta."""
 
 COMPACT_ABOVE = 10_000

@@ -8,18 +8,29 @@ result carries one line saying so (the target's password redacted), and the eval
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.causes import GYM_START
 from pytest_gym_eval.history.drift import Drift
 from pytest_gym_eval.history.records import RolloutRecord, RunRecord
 from pytest_gym_eval.history.stability import DEFAULT_WINDOW
 from pytest_gym_eval.history.store import HistoryError, open_store
-from pytest_gym_eval.history.summary import DatasetHistory, git_commit, summarize, summary_json, summary_lines
+from pytest_gym_eval.history.summary import (
+    DatasetHistory,
+    git_commit,
+    run_series,
+    summarize,
+    summary_json,
+    summary_lines,
+)
 from pytest_gym_eval.history.urls import redact_url
+from pytest_gym_eval.models import policy_of
 from pytest_gym_eval.reporting.summary import RolloutResult
 
 RESULT_OPTIONS = ("gate_mode", "sampling.")
@@ -29,6 +40,9 @@ TREND_RUNS = 10
 """Runs whose mean reward the trend line shows (the JSON report carries the whole window)."""
 
 _DIGEST_PREFIX = "dataset_sha256."
+RUN_KEY_FACTS = ("session_id", "run_dir", "created", "head_server")
+"""The ``meta`` facts of a session that tell its run from every other (:func:`run_key`): its ``session_id`` (a
+random id each session draws), and for reports written before there was one, where and when it ran."""
 
 
 @dataclass(frozen=True)
@@ -42,17 +56,25 @@ class Remembered:
     histories: tuple[DatasetHistory, ...] = ()
     message: str = ""
 
+    stored_before: bool = False
+    """The run (its key) was in the history already: nothing was written again."""
+
     def lines(self) -> list[str]:
         """The terminal's lines: the message, or where the run was written and the history's summary."""
         if self.message:
             return [self.message]
-        lines = [f"gym history: run {self.run_id} appended to {self.target}", *summary_lines(self.histories)]
+        said = (
+            f"gym history: run {self.run_id} is in {self.target} already (the same reports): not written again"
+            if self.stored_before
+            else f"gym history: run {self.run_id} appended to {self.target}"
+        )
+        lines = [said, *summary_lines(self.histories)]
         for history in self.histories:
             means = " ".join(
                 "n/a" if point.interval.estimate != point.interval.estimate else f"{point.interval.estimate:.2f}"
                 for point in history.drift.points[-TREND_RUNS:]
             )
-            lines.append(f"  {history.dataset} mean reward, last {min(history.runs, TREND_RUNS)} runs: {means}")
+            lines.append(f"  {history.label} mean reward, last {min(history.runs, TREND_RUNS)} runs: {means}")
         return lines
 
     def report_block(self) -> dict[str, Any]:
@@ -70,14 +92,36 @@ class Remembered:
         return [history.drift for history in self.histories]
 
 
+def run_key(metas: Sequence[Mapping[str, object]]) -> str:
+    """The key of the run made of the sessions whose report ``meta`` are ``metas`` (one session, or every shard a
+    merge read, in any order): a sha256 of their :data:`RUN_KEY_FACTS`. The same reports give the same key (a
+    retried merge job), and a merge of one unsharded report the key its session wrote."""
+    facts = sorted(json.dumps([meta.get(name) for name in RUN_KEY_FACTS], default=str) for meta in metas)
+    return "sha256:" + hashlib.sha256("\n".join(facts).encode()).hexdigest()
+
+
+def policy_meta(policies: Sequence[tuple[str, str | None]]) -> dict[str, object]:
+    """``policy.<name>.model`` for each ``(name, served model)`` of a session comparing policies: the model each
+    policy's rollouts are stored under in the history (a series per model and policy)."""
+    return {f"policy.{name}.model": model for name, model in policies if model}
+
+
 def run_records(
-    results: Sequence[RolloutResult], meta: Mapping[str, object], *, repository: str | Path | None = None
+    results: Sequence[RolloutResult],
+    meta: Mapping[str, object],
+    *,
+    repository: str | Path | None = None,
+    policies: Sequence[str] = (),
+    run_id: str | None = None,
 ) -> tuple[RunRecord, list[RolloutRecord]]:
     """The history's records of one run: its time (``meta["created"]`` when it is an ISO time, else now, UTC),
     the git commit of ``repository`` (None outside one), the policy model (``meta["model"]``, "" when there is
-    none, e.g. a replay), Gym's version, each dataset's sha256 (``meta["dataset_sha256.NAME"]``; "" when the
-    report has none), :data:`RESULT_OPTIONS`; and per rollout its dataset, task, repeat, status, reward, the
-    custom metrics its test recorded (``rollout.record_metric``: name -> value), tokens and latency (seconds)."""
+    none, e.g. a run attached to servers), Gym's version, each dataset's sha256 (``meta["dataset_sha256.NAME"]``;
+    "" when the report has none), :data:`RESULT_OPTIONS`, its key (``run_id``, else :func:`run_key` of ``meta``); and
+    per rollout its dataset, task, repeat, status, reward, the custom metrics its test recorded
+    (``rollout.record_metric``: name -> value), tokens and latency (seconds), and with ``policies`` (names,
+    baseline first) the policy that rolled it out (:func:`~pytest_gym_eval.models.policy_of`) and that policy's
+    model (``meta["policy.NAME.model"]``, else ``meta["model"]``)."""
     model = str(meta.get("model") or "")
     started = _started(meta.get("created"))
     datasets = {r.dataset: str(meta.get(_DIGEST_PREFIX + r.dataset) or "") for r in results}
@@ -90,14 +134,17 @@ def run_records(
         gym_version=str(meta.get("gym_version") or ""),
         datasets=datasets,
         git_commit=git_commit(repository) if repository is not None else None,
-        options={key: value for key, value in meta.items() if value is not None and _changes_results(key)},
+        options={name: value for name, value in meta.items() if value is not None and _changes_results(name)},
+        run_key=run_id if run_id is not None else run_key([meta]),
     )
+    policy = {r.agent: policy_of(r.agent, policies) if policies else "" for r in results}
     rollouts = [
         RolloutRecord(
             dataset=r.dataset,
             task_id=str(r.task_id),
             repeat=r.repeat,
-            model=model,
+            model=str(meta.get(f"policy.{policy[r.agent]}.model") or model) if policy[r.agent] else model,
+            policy=policy[r.agent],
             status=r.status if r.status in ("passed", "failed") else "error",
             reward=r.reward if r.status != "error" else None,
             metrics=dict(r.metrics),
@@ -125,6 +172,19 @@ def _started(created: object) -> datetime:
     return datetime.now(timezone.utc)
 
 
+def never_started(results: Sequence[RolloutResult]) -> bool:
+    """Whether Gym never started for these results: no rollout, or every one an error of failure class
+    ``gym_start`` (:data:`pytest_gym_eval.causes.GYM_START`). Such a run says nothing of the policy model."""
+    return all(r.status == "error" and r.failure_class == GYM_START for r in results)
+
+
+NEVER_STARTED = (
+    "gym history: not written: Gym never started (no rollout was rolled out), and a run without outcomes would "
+    "count in no task's stability yet start every series' window"
+)
+"""What a session (or merge) whose Gym never started says instead of writing the run."""
+
+
 def remember(
     target: str, run: RunRecord, rollouts: Sequence[RolloutRecord], *, last: int = DEFAULT_WINDOW
 ) -> Remembered:
@@ -135,10 +195,11 @@ def remember(
     shown = redact_url(target)
     try:
         with open_store(target) as store:
-            run_id = store.append_run(run, rollouts)
-            histories = summarize(store, {name: d for name, d in run.datasets.items() if d}, run.model, last=last)
+            before = store.run_with_key(run.run_key) if run.run_key is not None else None
+            run_id = before if before is not None else store.append_run(run, rollouts)
+            histories = summarize(store, run_series(run, rollouts), last=last)
     except HistoryError as error:
         return Remembered(shown, message=f"gym history: not written: {error}")
     except ValueError as error:  # a record the schema cannot hold (a bug of ours, not the evaluation's)
         return Remembered(shown, message=f"gym history {shown}: not written: {error}")
-    return Remembered(shown, run_id, tuple(histories))
+    return Remembered(shown, run_id, tuple(histories), stored_before=before is not None)

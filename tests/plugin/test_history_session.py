@@ -323,3 +323,141 @@ def test_under_xdist_the_controller_writes_the_run_once_and_workers_honour_the_q
     with open_store(history) as store:
         [run] = store.runs()
     assert run.rollouts == 6
+
+
+HEAD_SERVER_SEEN = """
+import pathlib
+from pytest_gym_eval.session import SESSION_KEY
+
+def pytest_runtest_teardown(item):
+    worker = getattr(item.config, "workerinput", {}).get("workerid", "main")
+    pathlib.Path(f"head-{worker}.txt").write_text(str(item.config.stash[SESSION_KEY].head_server))
+"""
+
+
+def test_an_xdist_session_adds_to_the_series_of_one_process_and_its_workers_know_the_head_server(
+    pytester: pytest.Pytester, fake_gym: FakeGym, alternating: str, warm_registry: Path
+) -> None:
+    history = pytester.path / "gym-history.db"
+    pytester.makeconftest(HEAD_SERVER_SEEN)
+    common = (*fake_gym.args, "--gym-keep-alive=600", "mcqa.jsonl", f"--gym-history={history}")
+    one = pytester.runpytest_subprocess(*common, "--gym-report=one.json")
+    assert one.ret == 0, one.stdout.str()[-3000:]
+    two = pytester.runpytest_subprocess(*common, "-n", "2", "--gym-report=two.json")
+    assert two.ret == 0, two.stdout.str()[-3000:]
+    two.stdout.fnmatch_lines([f"gym history: run 2 appended to {history}", "history mcqa.jsonl: 2 runs, 3 stable;*"])
+    with open_store(history) as store:
+        assert [run.model for run in store.runs()] == ["replay", "replay"]
+        [(key, series)] = store.latest_series().items()
+    assert (key.model, len(series)) == ("replay", 2)
+    head = report(pytester, "two.json")["meta"]["head_server"]  # type: ignore[index]
+    seen = {path.name: path.read_text() for path in pytester.path.glob("head-gw*.txt")}
+    assert seen and set(seen.values()) == {head}, (seen, head)
+
+
+def test_each_policy_is_a_series_of_its_own_so_their_disagreement_is_no_flake(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    rewards = {"mcqa_simple_agent": 1.0, "mcqa_simple_agent__cand": 0.0}  # base passes the task, cand fails it
+    row = {"id": "t", "responses_create_params": {"input": "Q"}, "fake": {"reward_by_agent": rewards}}
+    (pytester.path / "mcqa.jsonl").write_text(json.dumps(row) + "\n")
+    history = pytester.path / "gym-history.db"
+    policies = [f"--gym-policy=base=replay:{fake_gym.recording}", f"--gym-policy=cand=replay:{fake_gym.recording}"]
+    for _ in range(2):
+        result = pytester.runpytest_subprocess(
+            f"--gym-checkout={fake_gym.checkout}", "-p", "no:cacheprovider", *policies, "mcqa.jsonl",
+            f"--gym-history={history}", "--gym-report=report.json",
+        )  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "history mcqa.jsonl [[]base: replay]: 2 runs, 1 stable; no drift",
+            "history mcqa.jsonl [[]cand: replay]: 2 runs, 1 broken; no drift",  # always failing
+        ]
+    )
+    assert "flaky" not in "\n".join(line for line in result.outlines if "history" in line)
+    with open_store(history) as store:
+        found = store.latest_series()
+    assert [(key.policy, key.model) for key in found] == [("base", "replay"), ("cand", "replay")]
+    outcomes = {key.policy: [r.status for entry in series for r in entry.rollouts] for key, series in found.items()}
+    assert outcomes == {"base": ["passed", "passed"], "cand": ["failed", "failed"]}
+    block = report(pytester)["history"]["datasets"]  # type: ignore[index]
+    assert {name: data["tasks"]["t"]["label"] for name, data in block.items()} == {
+        "mcqa.jsonl [base: replay]": "stable",
+        "mcqa.jsonl [cand: replay]": "broken",
+    }
+
+
+def test_merging_the_same_reports_twice_stores_the_run_once(
+    pytester: pytest.Pytester,
+    fake_gym: FakeGym,
+    monkeypatch: pytest.MonkeyPatch,
+    alternating: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    history = pytester.path / "gym-history.db"
+    for index in (1, 2):
+        session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-shard={index}/2", f"--gym-report=shard{index}.json")
+    shards = [str(pytester.path / "shard1.json"), str(pytester.path / "shard2.json"), f"--gym-history={history}"]
+    capsys.readouterr()
+    assert merge_main(shards) == 0
+    assert f"gym history: run 1 appended to {history}" in capsys.readouterr().out.splitlines()
+    assert merge_main(list(reversed(shards[:2])) + shards[2:]) == 0  # a retried job, its reports in another order
+    out = capsys.readouterr().out.splitlines()
+    assert f"gym history: run 1 is in {history} already (the same reports): not written again" in out
+    assert "history mcqa.jsonl: 1 runs, 3 stable; no drift" in out
+    with open_store(history) as store:
+        assert [(run.id, run.rollouts) for run in store.runs()] == [(1, 3)]
+
+
+def test_a_session_whose_gym_never_started_stores_nothing_and_says_so(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    history = pytester.path / "gym-history.db"
+    monkeypatch.setenv("FAKE_GYM_START", "fail")
+    result = session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-history={history}", "--gym-report=report.json")
+    assert result.ret == 1
+    said = [line for line in result.outlines if line.startswith("gym history:")]
+    assert said == [
+        "gym history: not written: Gym never started (no rollout was rolled out), and a run without outcomes would "
+        "count in no task's stability yet start every series' window"
+    ]
+    assert report(pytester)["history"]["error"] == said[0]  # type: ignore[index]
+    assert not history.exists()
+
+
+def test_a_quarantine_line_matching_no_task_of_the_run_is_a_warning(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, alternating: str
+) -> None:
+    quarantine = pytester.path / "gym-quarantine.txt"
+    quarantine.write_text(
+        "mcqa.jsonl c 2999-12-31 known\ndata/mcqa.jsonl a 2999-12-31 written otherwise\nmcqa.jsonl 17 2999-12-31 gone\n"
+        "mcqa.jsonl b 2999-12-31 collected, though this session deselected it\n"
+    )
+    result = session(
+        pytester, fake_gym, monkeypatch, 1.0, f"--gym-quarantine={quarantine}", "--deselect=mcqa.jsonl::b[r0]"
+    )
+    assert result.ret == 0
+    warnings = [line for line in result.outlines if "matches nothing" in line]
+    assert warnings == [
+        f"gym quarantine warning: {quarantine}:2: quarantine of task 'a' of data/mcqa.jsonl matches nothing: no "
+        "dataset is named 'data/mcqa.jsonl' (datasets: mcqa.jsonl)",
+        f"gym quarantine warning: {quarantine}:3: quarantine of task '17' of mcqa.jsonl matches nothing: no task "
+        "'17' in mcqa.jsonl",
+    ]
+
+
+def test_merging_the_report_of_a_session_that_wrote_its_run_writes_nothing_again(
+    pytester: pytest.Pytester,
+    fake_gym: FakeGym,
+    monkeypatch: pytest.MonkeyPatch,
+    alternating: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    history = pytester.path / "gym-history.db"
+    session(pytester, fake_gym, monkeypatch, 1.0, f"--gym-history={history}", "--gym-report=report.json")
+    capsys.readouterr()
+    assert merge_main([str(pytester.path / "report.json"), f"--gym-history={history}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"gym history: run 1 is in {history} already (the same reports): not written again" in out
+    with open_store(history) as store:
+        assert len(store.runs()) == 1

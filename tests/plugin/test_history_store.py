@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -21,6 +22,8 @@ from pytest_gym_eval.history.store import (
     RolloutRecord,
     RunRecord,
     SchemaMismatch,
+    SeriesKey,
+    is_postgres_url,
     open_store,
     redact_url,
 )
@@ -70,12 +73,20 @@ def _run(minutes: int = 0, model: str = "policy-a", digest: str = "d1") -> RunRe
     )
 
 
-def _rollout(task: str, repeat: int, status: str = "passed", reward: float | None = 1.0) -> RolloutRecord:
+def _rollout(
+    task: str,
+    repeat: int,
+    status: str = "passed",
+    reward: float | None = 1.0,
+    model: str = "policy-a",
+    policy: str = "",
+) -> RolloutRecord:
     return RolloutRecord(
         dataset="mcqa.jsonl",
         task_id=task,
         repeat=repeat,
-        model="policy-a",
+        model=model,
+        policy=policy,
         status=status,
         reward=reward,
         metrics={"extracted": "A"},
@@ -109,9 +120,9 @@ def test_a_run_and_its_rollouts_read_back_as_written(target: str) -> None:
 def test_series_keeps_the_last_runs_of_one_digest_and_model_oldest_first(target: str) -> None:
     with open_store(target) as store:
         ids = [store.append_run(_run(minutes), [_rollout("1", 0)]) for minutes in range(5)]
-        store.append_run(_run(10, model="policy-b"), [_rollout("1", 0)])
+        store.append_run(_run(10, model="policy-b"), [_rollout("1", 0, model="policy-b")])
         store.append_run(_run(11, digest="d2"), [_rollout("1", 0)])
-        series = store.series("mcqa.jsonl", digest="d1", model="policy-a", last=3)
+        series = store.series(SeriesKey("mcqa.jsonl", "d1", "policy-a"), last=3)
         later = store.runs(last=2)
     assert [entry.run.id for entry in series] == ids[2:]
     assert all(len(entry.rollouts) == 1 for entry in series)
@@ -184,13 +195,95 @@ def test_a_newer_schema_is_refused_naming_the_file_and_both_versions(target: str
 def test_an_older_schema_is_upgraded_by_its_migrations(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with open_store(target) as store:
         store.append_run(_run(), [_rollout("1", 0)])
-    # A layout 2 that adds a column: the file at version 1 is upgraded and keeps its data.
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store_module, "MIGRATIONS", {1: ["ALTER TABLE runs ADD COLUMN note TEXT"]})
+    # A layout 3 that adds a column: the file at version 2 is upgraded and keeps its data.
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(
+        store_module, "MIGRATIONS", {**store_module.MIGRATIONS, 2: ["ALTER TABLE runs ADD COLUMN note TEXT"]}
+    )
     with open_store(target) as store:
-        assert store.schema_version() == 2
+        assert store.schema_version() == 3
         assert len(store.runs()) == 1
         assert store._rows("SELECT note FROM runs") == [(None,)]
+
+
+def _downgrade_to_version_1(target: str) -> None:
+    """The history at ``target`` as version 1 wrote it: no run key, no rollout policy."""
+    with open_store(target) as store:
+        for statement in (
+            "DROP INDEX runs_by_key",
+            "ALTER TABLE runs DROP COLUMN run_key",
+            "ALTER TABLE rollouts DROP COLUMN policy",
+            "UPDATE schema_version SET version = 1",
+        ):
+            store._execute(statement)
+
+
+def test_a_version_1_history_is_upgraded_and_its_runs_stay_in_their_series(target: str) -> None:
+    with open_store(target) as store:
+        store.append_run(_run(0), [_rollout("1", 0)])
+    _downgrade_to_version_1(target)
+    if is_postgres_url(target):
+        with pytest.raises(SchemaMismatch, match="older than this plugin's 2: reading does not upgrade it"):
+            open_store(target, write=False)  # reading never writes, not even a migration
+    else:  # a SQLite file is read through an upgraded copy in memory, and stays at version 1
+        with open_store(target, write=False) as store:
+            assert [(r.model, r.run_key) for r in store.runs()] == [("policy-a", None)]
+            assert len(store.series(SeriesKey("mcqa.jsonl", "d1", "policy-a"))) == 1
+        with sqlite3.connect(target) as connection:
+            assert connection.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        connection.close()
+    with open_store(target) as store:
+        assert store.schema_version() == 2
+        [old] = store.runs()
+        assert old.run_key is None
+        new = store.append_run(_run(1), [_rollout("1", 0, "failed", 0.0)])
+        series = store.series(SeriesKey("mcqa.jsonl", "d1", "policy-a"))
+    assert [entry.run.id for entry in series] == [old.id, new]
+    assert [rollout.policy for entry in series for rollout in entry.rollouts] == ["", ""]
+
+
+def test_a_run_is_stored_once_by_its_key(target: str) -> None:
+    run = dataclasses.replace(_run(), run_key="sha256:abc")
+    with open_store(target) as store:
+        first = store.append_run(run, [_rollout("1", 0)])
+        again = store.append_run(dataclasses.replace(run, started_at=T0 + timedelta(hours=1)), [_rollout("1", 0)])
+        other = store.append_run(dataclasses.replace(run, run_key="sha256:def"), [_rollout("1", 0)])
+        assert (again, store.run_with_key("sha256:abc"), store.run_with_key("nope")) == (first, first, None)
+        assert [(r.id, r.run_key, r.rollouts) for r in store.runs()] == [
+            (first, "sha256:abc", 1),
+            (other, "sha256:def", 1),
+        ]
+
+
+def test_each_policy_of_a_run_is_a_series_of_its_own(target: str) -> None:
+    rollouts = [_rollout("1", 0, model="m-a", policy="base"), _rollout("1", 0, "failed", 0.0, "m-b", "cand")]
+    with open_store(target) as store:
+        run_id = store.append_run(_run(0, model="m-a"), rollouts)
+        found = store.latest_series()
+    base, cand = SeriesKey("mcqa.jsonl", "d1", "m-a", "base"), SeriesKey("mcqa.jsonl", "d1", "m-b", "cand")
+    assert sorted(found) == [base, cand]
+    assert [(r.run_id, r.status, r.policy) for entry in found[base] for r in entry.rollouts] == [
+        (run_id, "passed", "base")
+    ]
+    assert [(r.run_id, r.status, r.policy) for entry in found[cand] for r in entry.rollouts] == [
+        (run_id, "failed", "cand")
+    ]
+
+
+def test_reading_a_sqlite_file_that_is_no_history_writes_nothing_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE users (name TEXT)")
+    connection.close()
+    with pytest.raises(HistoryUnavailable, match=r"app\.db: not a pytest-gym-eval history \(no schema_version table\)"):
+        open_store(path, write=False)
+    with sqlite3.connect(path) as connection:
+        tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master ORDER BY name")]
+    connection.close()
+    assert tables == ["users"]
+    with pytest.raises(HistoryUnavailable, match="no such file"):
+        open_store(tmp_path / "missing" / "gym.db", write=False)
+    assert not (tmp_path / "missing").exists()
 
 
 def test_a_sqlite_file_that_cannot_be_created_is_unavailable(tmp_path: Path) -> None:
@@ -298,8 +391,9 @@ def test_five_runs_with_one_alternating_task_give_the_same_labels_on_each_backen
             rollouts = [_rollout("1", 0), _rollout("2", 0, alternating, float(index % 2 == 0)), _rollout("3", 0)]
             store.append_run(_run(index), rollouts)
         series = store.latest_series()
-    assert list(series) == ["mcqa.jsonl"]
-    labels = [(result.task_id, result.label, result.sparkline) for result in assess_series(series["mcqa.jsonl"])]
+    key = SeriesKey("mcqa.jsonl", "d1", "policy-a")
+    assert list(series) == [key]
+    labels = [(result.task_id, result.label, result.sparkline) for result in assess_series(series[key])]
     assert labels == [("1", "stable", "PPPPP"), ("2", "flaky", "PFPFP"), ("3", "stable", "PPPPP")]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.history.store import RolloutRecord, RunRecord, open_store
+from pytest_gym_eval.history.store import RolloutRecord, RunRecord, SeriesKey, open_store
 from pytest_gym_eval.history.summary import git_commit, record_run, summarize, summary_json, summary_lines
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
@@ -58,7 +58,7 @@ def test_new_flakes_and_new_failures_are_those_the_latest_run_made(tmp_path: Pat
     target = tmp_path / "history.db"
     _append(target, {"1": "PPPPP", "2": "PPPFP", "3": "PPPPF", "4": "PFPFP"})
     with open_store(target) as store:
-        [history] = summarize(store, {"mcqa.jsonl": "d1"}, "policy-a")
+        [history] = summarize(store, [SeriesKey("mcqa.jsonl", "d1", "policy-a")])
     assert history.runs == 5
     assert [(t.task_id, t.label) for t in history.tasks] == [
         ("1", "stable"),
@@ -87,8 +87,8 @@ def test_a_dataset_with_another_digest_or_model_has_no_series(tmp_path: Path) ->
     target = tmp_path / "history.db"
     _append(target, {"1": "PP"})
     with open_store(target) as store:
-        assert summarize(store, {"mcqa.jsonl": "other"}, "policy-a") == []
-        assert summarize(store, {"mcqa.jsonl": "d1"}, "policy-b") == []
+        assert summarize(store, [SeriesKey("mcqa.jsonl", "other", "policy-a")]) == []
+        assert summarize(store, [SeriesKey("mcqa.jsonl", "d1", "policy-b")]) == []
 
 
 @pytest.mark.parametrize("runs", [1, 2])
@@ -96,7 +96,7 @@ def test_one_task_gives_null_bounds_not_infinity(tmp_path: Path, runs: int) -> N
     target = tmp_path / "history.db"
     _append(target, {"1": "P" * runs})
     with open_store(target) as store:
-        report = summary_json(summarize(store, {"mcqa.jsonl": "d1"}, "policy-a"))
+        report = summary_json(summarize(store, [SeriesKey("mcqa.jsonl", "d1", "policy-a")]))
     point = report["datasets"]["mcqa.jsonl"]["drift"]["runs"][0]
     assert (point["mean"], point["low"], point["high"]) == (1.0, None, None)
     json.dumps(report, allow_nan=False)

@@ -631,6 +631,8 @@ def test_each_policy_sends_its_own_sampling_in_gyms_input_and_reports_it(
         "policy.cand.top_p": 1.0,
         "policy.cand.max_output_tokens": 64,
         "sampling.precedence": "policy over option over row",
+        "policy.base.model": "replay",  # each policy's model, as the history stores its rollouts
+        "policy.cand.model": "replay",
     }
     properties = junit_suite_properties(pytester.path / "j.xml")
     assert (properties["gym.policy.cand.temperature"], properties["gym.sampling.precedence"]) == (

@@ -16,7 +16,9 @@ from pytest_gym_eval.processes import session_members
 from tests.support.children import assert_interrupted, child_pytest_argv, outcomes
 from tests.support.fakes import FakeGym
 
-VOLATILE = ("gym.created", "gym.run_dir", "gym.head_server", "gym.model_url", "gym.startup_seconds")
+VOLATILE = (
+    "gym.created", "gym.run_dir", "gym.head_server", "gym.model_url", "gym.startup_seconds", "gym.session_id",
+)  # fmt: skip
 
 
 def dataset(pytester: pytest.Pytester) -> str:

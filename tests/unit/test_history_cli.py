@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sqlite3
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -128,6 +129,7 @@ def test_export_writes_every_rollout_as_csv(history: Path, tmp_path: Path, capsy
     assert rows[0]["digest"] == "d1"
     assert rows[0]["reward"] == "1.0"
     assert rows[0]["metrics"] == '{"k": 1}'
+    assert (rows[0]["model"], rows[0]["policy"]) == ("policy-a", "")
     error_row = next(row for row in rows if row["status"] == "error")
     assert (error_row["run_id"], error_row["task_id"], error_row["reward"]) == ("5", "1", "")
 
@@ -146,3 +148,39 @@ def test_an_unreachable_database_is_one_line_without_the_password(capsys: pytest
     assert "hunter2" not in err
     assert len(err.strip().splitlines()) == 1
     assert err.startswith("python -m pytest_gym_eval history: error: history postgresql://gym:***@127.0.0.1:1/evals")
+
+
+def test_a_sqlite_file_that_is_no_history_is_an_error_and_gets_no_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE users (name TEXT)")
+    connection.close()
+    before = path.read_bytes()
+    status, out, err = _run(capsys, str(path), "runs")
+    assert (status, out) == (2, "")
+    assert f"history: error: history {path}: not a pytest-gym-eval history (no schema_version table)" in err
+    assert path.read_bytes() == before  # reading wrote nothing: no table, no journal mode switched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_a_quarantine_line_that_matches_no_stored_task_is_a_warning(
+    history: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quarantine = tmp_path / "gym-quarantine.txt"
+    quarantine.write_text(
+        "mcqa.jsonl 2 2999-01-01 known flake\n"
+        "data/mcqa.jsonl 3 2999-01-01 the dataset as written elsewhere\n"
+        "mcqa.jsonl 17 2999-01-01 a task no run has\n"
+        "* 2 2999-01-01 any dataset's task 2\n"
+    )
+    status, _, err = _run(capsys, str(history), "quarantined", "--file", str(quarantine))
+    assert status == 0
+    warnings = [line for line in err.splitlines() if "matches nothing" in line]
+    assert warnings == [
+        f"python -m pytest_gym_eval history: warning: {quarantine}:2: quarantine of task '3' of data/mcqa.jsonl "
+        "matches nothing: no dataset is named 'data/mcqa.jsonl' (datasets: mcqa.jsonl)",
+        f"python -m pytest_gym_eval history: warning: {quarantine}:3: quarantine of task '17' of mcqa.jsonl "
+        "matches nothing: no task '17' in mcqa.jsonl",
+    ]
