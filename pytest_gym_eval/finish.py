@@ -17,9 +17,9 @@ from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.models import sampling_meta
 from pytest_gym_eval.report_facts import report_meta, report_plan
 from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
+from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.run_history import Remembered
-from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.results import final_status, gates_not_passing
 from pytest_gym_eval.session import GymSession
 from pytest_gym_eval.shard import shard_meta

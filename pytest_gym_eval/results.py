@@ -378,17 +378,31 @@ def with_gym_records(
 
 
 def in_collection_order(
-    found: Sequence[rpt.RolloutResult], planned: Sequence[PlannedRollout], eval_started: float | None
+    found: Sequence[rpt.RolloutResult],
+    planned: Sequence[PlannedRollout],
+    eval_started: float | None,
+    landed: Mapping[str, float] | None = None,
 ) -> list[rpt.RolloutResult]:
     """``found`` (the reported rollouts) in the order of ``planned`` (the run plan's rollouts; unplanned ones last, by
     node id), since xdist reports arrive in any order and the summary must not depend on it. With ``eval_started``
     (``time.time()`` when the first ``gym eval run`` started) no rollout starts earlier: an item starts waiting before
-    Gym has started, and the dataset whose item ran first would otherwise count Gym's start-up as its wall time."""
+    Gym has started, and the dataset whose item ran first would otherwise count Gym's start-up as its wall time.
+
+    With ``landed`` (node id -> ``time.time()`` when Gym's record of it landed, as the owner's feed saw it) a
+    rollout's time is Gym's, not its item's: from ``eval_started`` to its landing. So a dataset's wall time is what
+    Gym took for its rollouts, whatever pytest ran before its items (a test file named first on the command line
+    made it the few milliseconds its items took to read rollouts that had landed long before)."""
     order = {rollout.nodeid: rollout.stamp for rollout in planned}
     ordered = sorted(found, key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
     if eval_started is None:
         return ordered
-    return [r if r.start >= eval_started else replace(r, start=eval_started) for r in ordered]
+    times = landed or {}
+    return [
+        replace(r, start=eval_started, stop=times[r.nodeid])
+        if r.nodeid in times
+        else (r if r.start >= eval_started else replace(r, start=eval_started))
+        for r in ordered
+    ]
 
 
 def selected_counts(selected: Sequence[PlannedRollout], quarantine: Quarantine | None) -> dict[str, dict[str, int]]:
@@ -456,9 +470,11 @@ def gates_not_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_p
             continue
         lenient = inconclusive_passes and not summary.unreported
         failing = [result for result in summary.gates if not result.passed(lenient)]
-        if failing or summary.verdict is Verdict.FAIL:  # (errored rollouts fail the gates they leave passing)
+        verdict = summary.verdict
+        if failing or verdict is Verdict.FAIL:  # (errored rollouts fail the gates they leave passing)
             why = "; ".join(result.describe() for result in failing) or f"{summary.errors} rollouts errored"
-            found.setdefault(summary.dataset, []).append(f"{summary.title} {summary.verdict}: {why}")
+            label = verdict.value if verdict is not None else ""
+            found.setdefault(summary.dataset, []).append(f"{summary.title} {label}: {why}")
     return {dataset: "the session's verdict on these gates: " + "; ".join(texts) for dataset, texts in found.items()}
 
 

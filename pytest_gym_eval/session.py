@@ -122,7 +122,9 @@ class GymSession:
         """Per dataset name, the part of it this session selected (:mod:`pytest_gym_eval.selection`)."""
         self._digests: dict[tuple[str, str], str] | None = None
         self._gym_rollouts: list[report.RolloutResult] | None = None
-        """Every rollout Gym wrote, as the reports count them: set once the session's results are in (:meth:`ending`)."""
+        """Every rollout Gym wrote, as the reports count them (set by :meth:`ending`)."""
+        self._landed: dict[str, float] = {}
+        """When each rollout Gym wrote landed, by node id (``time.time()``; set by :meth:`ending`)."""
         self.resumption: Resumption | None = None
         if self.options.resume is not None:
             try:
@@ -315,6 +317,8 @@ class GymSession:
         waves = adaptive.wave_planner(self.options, plan, run_dir, pass_hook=hooked, on_event=self.note)
         self._run = GymRun(plan, paths, settings, on_event=self.notes.on_run_event, waves=waves).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
+        if self.is_controller and self._feed is None:  # it runs no item: its feed sees when each rollout lands
+            self._feed = self._new_feed(run_dir).start()
 
     # --gym-adaptive: waves (pytest_gym_eval.adaptive).
 
@@ -361,8 +365,9 @@ class GymSession:
 
     def gym_wrote(self) -> dict[int, RolloutRecord]:
         """Every rollout Gym has written to the run directory's output files (and, with ``--gym-resume``, reused), by
-        plan stamp: the feed's last look at them now (the feed is stopped: nothing waits for a rollout any more); a
-        process with no feed (the pytest-xdist controller not showing progress) looks once. Empty without a run."""
+        plan stamp: the last look of the feed that followed the run (stopped now: nothing waits for a rollout any
+        more), which also says when each landed (kept for :meth:`rollouts`); without one (the run never got as far
+        as being followed) one look now. Empty without a run."""
         if self.run_dir is None or not self.plan.rollouts:
             return {}
         if self._feed is None:
@@ -370,6 +375,8 @@ class GymSession:
             feed.look()
             return feed.records()
         self._feed.stop()  # its last look collects every line written until now
+        landed = self._feed.landed()
+        self._landed = {r.nodeid: landed[r.stamp] for r in self.plan.rollouts if r.stamp in landed}
         return self._feed.records()
 
     def _judged(self, rollout: PlannedRollout, record: RolloutRecord) -> report.RolloutResult:
@@ -480,7 +487,7 @@ class GymSession:
         (:func:`~pytest_gym_eval.results.with_gym_records`), before that the items' reports."""
         started = self._run.eval_started if self._run is not None else None
         found = self._gym_rollouts if self._gym_rollouts is not None else self.results.rollouts()
-        return in_collection_order(found, self.plan.rollouts, started)
+        return in_collection_order(found, self.plan.rollouts, started, self._landed)
 
     def startup_seconds(self) -> float | None:
         """Seconds from the start of the run (this process, the owner, began starting Gym or attaching) to the

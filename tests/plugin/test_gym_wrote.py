@@ -127,3 +127,43 @@ def test_a_gym_gate_testcase_never_passes_when_its_gate_does_not(
     assert failure is not None and "FAIL" in (failure.get("message") or ""), ET.tostring(case)
     suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
     assert suite is not None and int(suite.get("failures", "0")) >= 1
+
+
+WAIT_FOR_GYM = """
+import time
+from pathlib import Path
+
+import pytest
+
+
+def test_waits_until_gym_scored_every_rollout():
+    # pytest runs this before or after the dataset's items, as the command line orders them
+    for _ in range(600):
+        found = list(Path("runs").glob("*/gym-output/rollouts.jsonl"))
+        if found and len(found[0].read_text().splitlines()) == 3:
+            return
+        time.sleep(0.05)  # polling Gym's output file
+    pytest.fail("Gym did not score 3 rollouts")
+"""
+
+
+def test_a_datasets_wall_time_is_gyms_whatever_ran_before_its_items(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """Gym takes >= 0.9 s for the dataset's 3 rollouts (0.3 s each): its wall time says so whether the dataset or a
+    test file that waits for Gym's last rollout comes first on the command line (with the test file first, the
+    items read rollouts that had landed and the wall time was their few milliseconds)."""
+    pytester.makepyfile(test_wait=WAIT_FOR_GYM)
+    rows = [{"id": f"t{i}", "responses_create_params": {"input": f"Q{i}?"}, "fake": {"delay": 0.3}} for i in range(3)]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    walls = {}
+    for order in (["mcqa.jsonl", "test_wait.py"], ["test_wait.py", "mcqa.jsonl"]):
+        for old in (pytester.path / "runs").glob("*/gym-output/rollouts.jsonl"):
+            old.unlink()  # (each session makes a run directory of its own; the test file reads the one file)
+        args = [*fake_gym.args, *order, "--gym-run-dir=runs", "--gym-report=report.json", "-p", "no:randomly"]
+        result = pytester.runpytest_subprocess(*args)
+        assert result.ret == 0, result.stdout.str()[-3000:]
+        (dataset,) = json.loads((pytester.path / "report.json").read_text())["datasets"]
+        walls[order[0]] = dataset["wall_time"]
+    assert all(wall >= 0.9 for wall in walls.values()), walls
+    assert abs(walls["mcqa.jsonl"] - walls["test_wait.py"]) < 1.0, walls

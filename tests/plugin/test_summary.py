@@ -106,7 +106,7 @@ def test_a_gate_on_a_cut_short_evaluation_is_never_green(
     # b[r1] fails; -x stops there while Gym holds c (it never scores c, d, e), and the gate passes over what Gym
     # scored (mean 3/4 >= 0.4).
     fakes = {"a": {}, "b": {"rewards": [1.0, 0.0]}, "c": {"hold": True}, "d": {}, "e": {}}
-    lines = [{"id": task, "responses_create_params": {"input": f"Q {task}"}, "fake": fake} for task, fake in fakes.items()]
+    lines = [{"id": t, "responses_create_params": {"input": f"Q {t}"}, "fake": fake} for t, fake in fakes.items()]
     (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     gate = ["--gym-min-mean-reward=0.4", f"--gym-inconclusive={inconclusive}", "--gym-report=report.json"]
     result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", *gate, *stop)
