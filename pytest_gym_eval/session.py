@@ -122,7 +122,7 @@ class GymSession:
         """Per dataset name, the part of it this session selected (:mod:`pytest_gym_eval.selection`)."""
         self._digests: dict[tuple[str, str], str] | None = None
         self._gym_rollouts: list[report.RolloutResult] | None = None
-        """Every rollout Gym wrote, as the reports count them (set by :meth:`ending`)."""
+        """Every rollout Gym wrote as the reports count them, in collection order (set by :meth:`ending`)."""
         self._landed: dict[str, float] = {}
         """When each rollout Gym wrote landed, by node id (``time.time()``; set by :meth:`ending`)."""
         self.resumption: Resumption | None = None
@@ -359,9 +359,8 @@ class GymSession:
         known = self._feed.records().keys() if self._feed is not None else ()
         self.stopping.ending(self._run, self.has_processes, interrupted, known)
         if self._gym_rollouts is None and self.owns_run:
-            self._gym_rollouts = with_gym_records(
-                self.results.rollouts(), self.selected_rollouts(), self.gym_wrote(), self._judged
-            )
+            found = with_gym_records(self.results.rollouts(), self.selected_rollouts(), self.gym_wrote(), self._judged)
+            self._gym_rollouts = self._in_order(found)  # final: computed once (20,000 rollouts are sorted once)
 
     def gym_wrote(self) -> dict[int, RolloutRecord]:
         """Every rollout Gym has written to the run directory's output files (and, with ``--gym-resume``, reused), by
@@ -485,8 +484,14 @@ class GymSession:
         """The rollouts the reports count, in collection order (xdist reports arrive in any order; the summary must
         not depend on it): once the session's results are in (:meth:`ending`), every rollout Gym wrote
         (:func:`~pytest_gym_eval.results.with_gym_records`), before that the items' reports."""
+        if self._gym_rollouts is not None:
+            return list(self._gym_rollouts)
+        return self._in_order(self.results.rollouts())
+
+    def _in_order(self, found: Sequence[report.RolloutResult]) -> list[report.RolloutResult]:
+        """``found`` in collection order, each with Gym's time for it when known
+        (:func:`~pytest_gym_eval.results.in_collection_order`)."""
         started = self._run.eval_started if self._run is not None else None
-        found = self._gym_rollouts if self._gym_rollouts is not None else self.results.rollouts()
         return in_collection_order(found, self.plan.rollouts, started, self._landed)
 
     def startup_seconds(self) -> float | None:
