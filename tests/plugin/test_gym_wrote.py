@@ -43,14 +43,18 @@ def gate_case(path: Path) -> ET.Element:
     return case
 
 
-def test_ctrl_c_in_an_early_item_reports_every_rollout_gym_scored(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_ctrl_c_in_an_early_item_reports_every_rollout_gym_scored(
+    pytester: pytest.Pytester, fake_gym: FakeGym, xdist: list[str]
+) -> None:
     """One rollout item reports, then the gate item waits for the held rollout while Gym scores the 8 others: after
     Ctrl-C the terminal summary, the JSON report and JUnit count the 8 (they counted 1 and called the other 8
-    "never reported"), and the gate is judged on 8 of 9 (INCONCLUSIVE: Gym never scored the held one)."""
+    "never reported"), and the gate is judged on 8 of 9 (INCONCLUSIVE: Gym never scored the held one). Under
+    pytest-xdist the controller, which runs no item, reports what Gym wrote the same way."""
     pytester.makeconftest(GATE_SECOND)
     name = write_dataset(pytester.path, QUICK)
-    args = [*fake_gym.args, "-v", name, "--gym-run-dir=runs", "--gym-min-mean-reward=0.5", *REPORT_ARGS]
-    process, seen = run_until_reported(pytester.path, args, lambda line: "q0[r0] PASSED" in line)
+    args = [*fake_gym.args, "-v", name, "--gym-run-dir=runs", "--gym-min-mean-reward=0.5", *REPORT_ARGS, *xdist]
+    process, seen = run_until_reported(pytester.path, args, lambda line: "PASSED" in line and "q0[r0]" in line)
     wait_until(lambda: output_lines(pytester.path) == QUICK, f"Gym scored {QUICK} rollouts")
     output = interrupt(process, seen, timeout=60)
     assert_interrupted(process.returncode, output)
