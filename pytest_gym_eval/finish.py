@@ -19,9 +19,10 @@ from pytest_gym_eval.launch import REPLAY_MODEL_NAME
 from pytest_gym_eval.models import sampling_meta
 from pytest_gym_eval.report_facts import report_meta, report_plan
 from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
+from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.run_history import Remembered
-from pytest_gym_eval.results import final_status
+from pytest_gym_eval.results import final_status, gates_not_passing
 from pytest_gym_eval.session import GymSession
 from pytest_gym_eval.shard import shard_meta
 
@@ -63,6 +64,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
             xml.add_global_property(name, value)
         for nodeid in gym.results.unjudged_gates():  # a JUnit file without them would read green
             junit.add_unjudged_gate(xml, nodeid, reason)
+        fail_gates_the_session_failed(gym, xml, conclusion)
     written: list[str] = []
     if gym.options.report is not None:
         report_data = json_report.build_report(
@@ -100,6 +102,18 @@ def empty_share_reason(gym: GymSession) -> str:
         f"shard {gym.options.shard} has no task of this run (more shards than tasks): nothing to run; "
         "its report tells the merge so"
     )
+
+
+def fail_gates_the_session_failed(gym: GymSession, xml: Any, conclusion: Conclusion) -> None:
+    """Make the JUnit testcase of every ``gym-gate`` item that passed a failure when the session's verdict on its
+    dataset's gates is not PASS (:func:`~pytest_gym_eval.results.gates_not_passing`): the item judged what it could
+    when it ran (not a custom metric's gate, which only the session's end can judge), the session judges last."""
+    cases = getattr(gym.config.pluginmanager.get_plugin("gym-eval-junit"), "gate_cases", {})
+    failing = gates_not_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
+    for nodeid, case in cases.items():
+        text = failing.get(nodeid.split("::", 1)[0])
+        if text is not None:
+            junit.fail_passed_gate(xml, case, text)
 
 
 def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: bool = False) -> Remembered | None:

@@ -9,7 +9,7 @@ by the pure functions of :mod:`pytest_gym_eval.reporting`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from pytest_gym_eval.causes import SESSION_STOPPED
 from pytest_gym_eval.custom_metrics import metrics_of
-from pytest_gym_eval.gates import Gate
+from pytest_gym_eval.gates import Gate, Verdict
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import (
     Quarantine,
@@ -29,7 +30,7 @@ from pytest_gym_eval.history.quarantine import (
     unmatched_warning,
 )
 from pytest_gym_eval.plan import PlannedRollout
-from pytest_gym_eval.records import records_at
+from pytest_gym_eval.records import RolloutRecord, records_at
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
@@ -365,18 +366,56 @@ def policy_comparisons(
     return tuple(replace(item, decides=item.dataset not in biased) for item in found)
 
 
+def with_gym_records(
+    reported: Sequence[rpt.RolloutResult],
+    selected: Sequence[PlannedRollout],
+    records: Mapping[int, RolloutRecord],
+    judged: Callable[[PlannedRollout, RolloutRecord], rpt.RolloutResult],
+) -> list[rpt.RolloutResult]:
+    """Every rollout Gym wrote, whether or not its item reported it: ``reported`` (the items' results), and for
+    each of the ``selected`` rollouts that Gym wrote (``records``, by plan stamp: what the run directory's output
+    files hold at report time) but whose item never reported it, or reported only that the session stopped before
+    it arrived, the result ``judged`` makes of its record. So a session cut short (Ctrl-C while pytest waits in an
+    early item, ``-x``, an xdist worker killed) reports every rollout Gym scored, and a selected rollout is
+    *unreported* only when Gym never wrote it. Results in ``reported``'s order, the added ones after them in
+    ``selected``'s order."""
+    by_nodeid = {result.nodeid: result for result in reported}
+    for rollout in selected:
+        record = records.get(rollout.stamp)
+        if record is None:
+            continue
+        known = by_nodeid.get(rollout.nodeid)
+        if known is None or (known.status == "error" and known.failure_class == SESSION_STOPPED):
+            by_nodeid[rollout.nodeid] = judged(rollout, record)
+    return list(by_nodeid.values())
+
+
 def in_collection_order(
-    found: Sequence[rpt.RolloutResult], planned: Sequence[PlannedRollout], eval_started: float | None
+    found: Sequence[rpt.RolloutResult],
+    planned: Sequence[PlannedRollout],
+    eval_started: float | None,
+    landed: Mapping[str, float] | None = None,
 ) -> list[rpt.RolloutResult]:
     """``found`` (the reported rollouts) in the order of ``planned`` (the run plan's rollouts; unplanned ones last, by
     node id), since xdist reports arrive in any order and the summary must not depend on it. With ``eval_started``
     (``time.time()`` when the first ``gym eval run`` started) no rollout starts earlier: an item starts waiting before
-    Gym has started, and the dataset whose item ran first would otherwise count Gym's start-up as its wall time."""
+    Gym has started, and the dataset whose item ran first would otherwise count Gym's start-up as its wall time.
+
+    With ``landed`` (node id -> ``time.time()`` when Gym's record of it landed, as the owner's feed saw it) a
+    rollout's time is Gym's, not its item's: from ``eval_started`` to its landing. So a dataset's wall time is what
+    Gym took for its rollouts, whatever pytest ran before its items (a test file named first on the command line
+    made it the few milliseconds its items took to read rollouts that had landed long before)."""
     order = {rollout.nodeid: rollout.stamp for rollout in planned}
     ordered = sorted(found, key=lambda r: (order.get(r.nodeid, len(order)), r.nodeid))
     if eval_started is None:
         return ordered
-    return [r if r.start >= eval_started else replace(r, start=eval_started) for r in ordered]
+    times = landed or {}
+    return [
+        replace(r, start=eval_started, stop=times[r.nodeid])
+        if r.nodeid in times
+        else (r if r.start >= eval_started else replace(r, start=eval_started))
+        for r in ordered
+    ]
 
 
 def selected_counts(selected: Sequence[PlannedRollout], quarantine: Quarantine | None) -> dict[str, dict[str, int]]:
@@ -437,6 +476,25 @@ def _quarantined(
     if count and reason:
         reason = f"{reason} ({count} quarantined task{'s' if count != 1 else ''} left out of the gates)"
     return replace(conclusion, reason=reason, quarantined=tuple(lines))
+
+
+def gates_not_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_passes: bool) -> dict[str, str]:
+    """Per dataset (node-id path) whose gates decide and do not pass in the session's verdict
+    (:func:`~pytest_gym_eval.reporting.summary.session_verdict`: a FAIL, an INCONCLUSIVE unless
+    ``inconclusive_passes``, and always one judged on fewer rollouts than were selected), a one-line text naming
+    the gates that did not pass: the ``gym-gate`` item of such a dataset never passes."""
+    found: dict[str, list[str]] = {}
+    for summary in summaries:
+        if not summary.gates or not summary.gates_decide:
+            continue
+        lenient = inconclusive_passes and not summary.unreported
+        failing = [result for result in summary.gates if not result.passed(lenient)]
+        verdict = summary.verdict
+        if failing or verdict is Verdict.FAIL:  # (errored rollouts fail the gates they leave passing)
+            why = "; ".join(result.describe() for result in failing) or f"{summary.errors} rollouts errored"
+            label = verdict.value if verdict is not None else ""
+            found.setdefault(summary.dataset, []).append(f"{summary.title} {label}: {why}")
+    return {dataset: "the session's verdict on these gates: " + "; ".join(texts) for dataset, texts in found.items()}
 
 
 def _not_judged(summaries: Sequence[rpt.DatasetSummary]) -> str:

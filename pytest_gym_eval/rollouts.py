@@ -218,6 +218,7 @@ class RolloutFeed:
         self._state_path = state
         self._poll_interval = poll_interval
         self._records: dict[int, RolloutRecord] = {}
+        self._landed: dict[int, float] = {}  # time.time() when each stamp's record (the one kept) was seen
         self._failed = 0  # records in _records that are failures
         self._state: RunState | None = None
         self._progress_at: float | None = None  # monotonic time of the last progress, once the run is running
@@ -259,6 +260,13 @@ class RolloutFeed:
         """A snapshot of every rollout seen so far, by stamp."""
         with self._changed:
             return dict(self._records)
+
+    def landed(self) -> dict[int, float]:
+        """When each rollout seen so far landed, by stamp: ``time.time()`` of the look that found the record kept for it
+        (within ``poll_interval`` of Gym writing it while the feed runs; a rollout reused from an earlier run lands at
+        the first look)."""
+        with self._changed:
+            return dict(self._landed)
 
     def counts(self) -> tuple[int, int]:
         """``(rollouts seen, failures among them)`` so far, without copying the records (for progress)."""
@@ -405,12 +413,14 @@ class RolloutFeed:
                     found.append(record)
         if not found and not grew and not skipped and state == self._state:
             return
+        now = time.time()
         with self._changed:
             self._skipped.update(skipped)
             for record in found:
                 earlier = self._records.get(record.stamp)
                 if earlier is None or earlier.failure_class is not None:
                     self._records[record.stamp] = record
+                    self._landed[record.stamp] = now
                     self._failed += (record.failure_class is not None) - (earlier is not None)
             if state is not None and not (self._state is not None and self._state.done and not state.done):
                 self._state = state

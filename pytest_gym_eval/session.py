@@ -33,6 +33,7 @@ from pytest_gym_eval.item_protocol import ItemProtocol, RolloutLike, wait_until_
 from pytest_gym_eval.launch import REPLAY_MODEL_NAME as REPLAY_MODEL_NAME
 from pytest_gym_eval.launch import Launch, new_run_dir, shared_tasks_allowed, whole_tasks_allowed
 from pytest_gym_eval.notes import Notes
+from pytest_gym_eval.outcome import judge
 from pytest_gym_eval.plan import PlannedRollout, RunPlan
 from pytest_gym_eval.progress import progress_for
 from pytest_gym_eval.reporting import json_report
@@ -44,6 +45,7 @@ from pytest_gym_eval.results import (
     in_collection_order,
     read_session_quarantine,
     selected_counts,
+    with_gym_records,
 )
 from pytest_gym_eval.resume import (
     ResumeError,
@@ -121,6 +123,10 @@ class GymSession:
         self.selections: dict[str, selection.Selection] = {}
         """Per dataset name, the part of it this session selected (:mod:`pytest_gym_eval.selection`)."""
         self._digests: dict[tuple[str, str], str] | None = None
+        self._gym_rollouts: list[report.RolloutResult] | None = None
+        """Every rollout Gym wrote as the reports count them, in collection order (set by :meth:`ending`)."""
+        self._landed: dict[str, float] = {}
+        """When each rollout Gym wrote landed, by node id (``time.time()``; set by :meth:`ending`)."""
         self.resumption: Resumption | None = None
         if self.options.resume is not None:
             try:
@@ -321,6 +327,8 @@ class GymSession:
         waves = adaptive.wave_planner(self.options, plan, run_dir, pass_hook=hooked, on_event=self.note)
         self._run = GymRun(plan, paths, settings, on_event=self.notes.on_run_event, waves=waves).start()
         self.head_server = "{}:{}".format(*self._run.head_server)
+        if self.is_controller and self._feed is None:  # it runs no item: its feed sees when each rollout lands
+            self._feed = self._new_feed(run_dir).start()
 
     # --gym-adaptive: waves (pytest_gym_eval.adaptive).
 
@@ -370,6 +378,37 @@ class GymSession:
         self.stopping.ending(self._run, self.has_processes, interrupted, known)
         if not interrupted and self._run is not None:  # --gym-adaptive: the last wave judged before the reports
             self._run.judge_last_wave(known)
+        if self._gym_rollouts is None and self.owns_run:
+            found = with_gym_records(self.results.rollouts(), self.selected_rollouts(), self.gym_wrote(), self._judged)
+            self._gym_rollouts = self._in_order(found)  # final: computed once (20,000 rollouts are sorted once)
+
+    def gym_wrote(self) -> dict[int, RolloutRecord]:
+        """Every rollout Gym has written to the run directory's output files (and, with ``--gym-resume``, reused), by
+        plan stamp: the last look of the feed that followed the run (stopped now: nothing waits for a rollout any
+        more), which also says when each landed (kept for :meth:`rollouts`); without one (the run never got as far
+        as being followed) one look now. Empty without a run."""
+        if self.run_dir is None or not self.plan.rollouts:
+            return {}
+        if self._feed is None:
+            feed = self._new_feed(self.run_dir)
+            feed.look()
+            return feed.records()
+        self._feed.stop()  # its last look collects every line written until now
+        landed = self._feed.landed()
+        self._landed = {r.nodeid: landed[r.stamp] for r in self.plan.rollouts if r.stamp in landed}
+        return self._feed.records()
+
+    def _judged(self, rollout: PlannedRollout, record: RolloutRecord) -> report.RolloutResult:
+        """The result of a rollout Gym wrote whose item never reported it, judged as its item would have judged it
+        (its dataset's pass threshold, the pass hook when this process has the item, the cause of a failure)."""
+        item = self.item_protocol.items.get(rollout.nodeid)
+        hook = self.item_protocol.pass_hook(item) if item is not None else None
+        threshold = self.options.dataset_settings(rollout.dataset).threshold
+        outcome = judge(record, threshold, hook, self.item_protocol.explain)
+        return report.RolloutResult(
+            rollout.nodeid, rollout.nodeid.split("::", 1)[0], rollout.task_id, rollout.repeat, rollout.agent,
+            outcome.status, outcome.reward, outcome.failure_class, f"{record.path}:{record.line}", usage=record.usage,
+        )  # fmt: skip
 
     @property
     def stop_seconds(self) -> float | None:
@@ -464,10 +503,18 @@ class GymSession:
     # End of the session (the only process, or the xdist controller).
 
     def rollouts(self) -> list[report.RolloutResult]:
-        """The reported rollouts in collection order (xdist reports arrive in any order; the summary must not
-        depend on it)."""
+        """The rollouts the reports count, in collection order (xdist reports arrive in any order; the summary must
+        not depend on it): once the session's results are in (:meth:`ending`), every rollout Gym wrote
+        (:func:`~pytest_gym_eval.results.with_gym_records`), before that the items' reports."""
+        if self._gym_rollouts is not None:
+            return list(self._gym_rollouts)
+        return self._in_order(self.results.rollouts())
+
+    def _in_order(self, found: Sequence[report.RolloutResult]) -> list[report.RolloutResult]:
+        """``found`` in collection order, each with Gym's time for it when known
+        (:func:`~pytest_gym_eval.results.in_collection_order`)."""
         started = self._run.eval_started if self._run is not None else None
-        return in_collection_order(self.results.rollouts(), self.plan.rollouts, started)
+        return in_collection_order(found, self.plan.rollouts, started, self._landed)
 
     def startup_seconds(self) -> float | None:
         """Seconds from the start of the run (this process, the owner, began starting Gym or attaching) to the

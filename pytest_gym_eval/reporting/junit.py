@@ -510,14 +510,34 @@ def end_reason(session: pytest.Session, exitstatus: int) -> str:
     return said or f"exit status {int(exitstatus)}"
 
 
+def fail_passed_gate(xml: Any, case: Any, message: str) -> bool:
+    """Turn the testcase of a ``gym-gate`` item that passed into a failure with ``message`` (the session's verdict on
+    its dataset's gates, which was not PASS): ``case`` is the item's node reporter in pytest's JUnit writer ``xml``
+    (:attr:`RolloutValuesInJunit.gate_cases`), the suite's counts follow. Returns whether it changed anything (not
+    for a testcase that failed, errored or was skipped already)."""
+    from xml.etree import ElementTree
+
+    element = case.to_xml()  # (a finished testcase's element is kept, and written as it is at the session's end)
+    if any(element.find(tag) is not None for tag in ("failure", "error", "skipped")):
+        return False
+    failure = ElementTree.Element("failure", message=message)
+    failure.text = message
+    element.insert(1 if len(element) and element[0].tag == "properties" else 0, failure)
+    xml.stats["passed"] -= 1
+    xml.stats["failure"] += 1
+    return True
+
+
 class RolloutValuesInJunit:
     """A plugin object (registered by the plugin once it makes the session, after pytest's JUnit writer
     registered itself in its ``pytest_configure``) that applies :func:`move_rollout_values` to every report before
     pytest's JUnit writer sees it and :func:`on_demand_error_as_error` after, and :func:`close_unfinished` at the
-    session's end."""
+    session's end; it keeps each ``gym-gate`` item's testcase (``gate_cases``) for :func:`fail_passed_gate`."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.gate_cases: dict[str, Any] = {}
+        """The node reporter of each ``gym-gate`` item that reported, by node id."""
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
@@ -526,6 +546,8 @@ class RolloutValuesInJunit:
         xml = junit_xml(self.config)
         if xml is not None:
             move_rollout_values(xml, report)
+            if report.when == "teardown" and report.nodeid.endswith("::gym-gate"):
+                self.gate_cases[report.nodeid] = xml.node_reporter(report)
         yield
         if xml is not None:
             on_demand_error_as_error(xml, report)

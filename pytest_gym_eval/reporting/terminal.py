@@ -90,7 +90,7 @@ def _summary_lines(
         lines += fmt.labelled(
             "unreported",
             f"{summary.unreported} of {summary.selected} selected rollouts never reported (the session stopped "
-            "before they did: -x, --maxfail, an interrupt or a crash)",
+            "before Gym scored them: -x, --maxfail, an interrupt or a crash)",
             width,
         )
     if summary.adaptive is not None:  # --gym-adaptive: the waves, the rollouts spent against the ceiling

@@ -274,7 +274,7 @@ def test_shard_reports_of_test_functions_alone_merge(pytester: pytest.Pytester, 
 
 def test_dash_x_stops_after_the_first_failing_test_function(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     """``-x``: q2's answer is not boxed, so its test fails and q3's test never runs; pytest says it stopped."""
-    write_dataset(pytester.path / "mcqa.jsonl")
+    write_dataset(pytester.path / "mcqa.jsonl", {"q3": {"hold": True}})  # Gym never scores q3
     pytester.makepyfile(test_answers=TESTS)
     result = run(pytester, fake_gym, "test_answers.py", "-x")
     assert outcomes(result) == {
@@ -283,10 +283,11 @@ def test_dash_x_stops_after_the_first_failing_test_function(pytester: pytest.Pyt
     }, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*stopping after 1 failures*", "*1 failed, 1 passed*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    # The summary counts what the tests got and names q3's rollout as never reported, not as an error.
+    # The summary counts what Gym scored and names q3's rollout, which Gym never scored, as never reported (not as
+    # an error).
     summary = " ".join(dataset_summary(result).split())
     assert "2 of 3 selected rollouts reported (2 scored, 0 errors)" in summary, summary
-    assert "1 of 3 selected rollouts never reported (the session stopped before they did: -x" in summary
+    assert "1 of 3 selected rollouts never reported (the session stopped before Gym scored them: -x" in summary
 
 
 def test_junit_xml_of_test_functions_is_valid_xunit2(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:

@@ -103,17 +103,20 @@ def test_an_errored_rollout_fails_a_gated_session(pytester: pytest.Pytester, fak
 def test_a_gate_on_a_cut_short_evaluation_is_never_green(
     pytester: pytest.Pytester, fake_gym: FakeGym, stop: list[str], inconclusive: str
 ) -> None:
-    # b[r0] fails; -x stops there, and the gate passes over what did report (mean 2/3 >= 0.4).
-    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0, "e": 1.0}))
+    # b[r1] fails; -x stops there while Gym holds c (it never scores c, d, e), and the gate passes over what Gym
+    # scored (mean 3/4 >= 0.4).
+    fakes = {"a": {}, "b": {"rewards": [1.0, 0.0]}, "c": {"hold": True}, "d": {}, "e": {}}
+    lines = [{"id": t, "responses_create_params": {"input": f"Q {t}"}, "fake": fake} for t, fake in fakes.items()]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     gate = ["--gym-min-mean-reward=0.4", f"--gym-inconclusive={inconclusive}", "--gym-report=report.json"]
     result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-repeats=2", *gate, *stop)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            "  2 tasks, 3 of 10 selected rollouts reported (3 scored, 0 errors)*",
-            "*unreported  7 of 10 selected rollouts never reported*",
-            "*mean reward 0.67 * >= 0.40: INCONCLUSIVE (judged on 3 of 10*",
-            "gym gates: INCONCLUSIVE - mcqa.jsonl mean reward 0.67 judged on 3 of 10 selected",
+            "  2 tasks, 4 of 10 selected rollouts reported (4 scored, 0 errors)*",
+            "*unreported  6 of 10 selected rollouts never reported*",
+            "*mean reward 0.75 * >= 0.40: INCONCLUSIVE (judged on 4 of 10*",
+            "gym gates: INCONCLUSIVE - mcqa.jsonl mean reward 0.75 judged on 4 of 10 selected",
         ]
     )
     report = json.loads((pytester.path / "report.json").read_text())

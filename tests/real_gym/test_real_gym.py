@@ -372,15 +372,23 @@ def test_a_failed_tool_calling_rollout_shows_its_steps(
 def test_a_gate_on_a_run_cut_short_by_x_is_never_green(
     pytester: pytest.Pytester, shared_gym: SharedGym, gym_example: GymExample
 ) -> None:
-    # A gate that any reported rollout passes (mean reward >= 0); -x stops at the first failed rollout, so some
-    # selected rollouts never report: the gate is INCONCLUSIVE and the session fails, whatever was reported.
+    # A gate that any scored rollout passes (mean reward >= 0); -x stops at the first failed rollout, while Gym (one
+    # rollout at a time) has not scored them all: the reports count every rollout Gym wrote, the others never
+    # reported, so the gate is INCONCLUSIVE and the session fails, whatever was scored.
     dataset = copy_example(pytester, gym_example)
     args = [dataset, "--gym-repeats=2", "-x", "--gym-min-mean-reward=0", "--gym-inconclusive=pass"]
+    args.append("--gym-concurrency=1")
     result = pytester.runpytest(*shared_gym.args, *args, "--gym-report=report.json", "--junitxml=junit.xml")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
     report = json.loads((pytester.path / "report.json").read_text())
     (summary,) = report["datasets"]
-    assert summary["selected"] == 10 and 0 < summary["rollouts"] < 10
+    output = Path(report["meta"]["run_dir"]) / "gym-output"
+    written = sum(
+        len(path.read_text().splitlines()) for path in output.glob("rollouts*.jsonl") if "materialized" not in path.name
+    )
+    assert summary["selected"] == 10 and summary["rollouts"] == written and summary["unreported"] == 10 - written
+    if written == 10:  # Gym scored every rollout before the session ended: no evaluation was cut short
+        pytest.skip("Gym scored every rollout before -x ended the session")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert summary["verdict"] == "INCONCLUSIVE" and summary["gates"][0]["note"].startswith("judged on ")
     assert report["session"]["exit_status"] == 1 and "never reported" in report["session"]["reason"]
     validate_junit(pytester.path / "junit.xml")

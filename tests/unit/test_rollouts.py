@@ -171,3 +171,21 @@ def test_the_run_finishing_without_a_rollout_names_gym_not_a_timeout(tmp_path: P
     RunState("failed", "Gym's servers exited (status -9) during the run", "log.txt").write(tmp_path / "state.json")
     missing = feed.wait(9, timeout=60)
     assert isinstance(missing, Missing) and missing.failure_class == "gym_exited" and missing.log == "log.txt"
+
+
+def test_each_rollout_lands_when_the_feed_first_sees_the_record_it_keeps(tmp_path: Path) -> None:
+    """A failure then Gym's retried success: the rollout lands with the success (the record kept)."""
+    output, failures = tmp_path / "rollouts.jsonl", tmp_path / "rollouts_failures.jsonl"
+    feed = RolloutFeed(output, failures, tmp_path / "state.json")
+    RunState("running").write(tmp_path / "state.json")
+    append(failures, {"_ng_task_index": 0, "_ng_failure_class": "agent_run_error"})
+    before = time.time()
+    feed.look()
+    failed_at = feed.landed()[0]
+    append(output, {"_ng_task_index": 1, "reward": 1.0})
+    feed.look()
+    assert before <= failed_at <= feed.landed()[1]
+    append(output, {"_ng_task_index": 0, "reward": 1.0})
+    feed.look()
+    landed = feed.landed()
+    assert landed[0] >= landed[1] >= failed_at and set(landed) == {0, 1}

@@ -8,10 +8,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from pytest_gym_eval.gates import Gate, GateMode
 from pytest_gym_eval.history.quarantine import parse_quarantine
 from pytest_gym_eval.plan import PlannedRollout
-from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.results import in_collection_order, selected_counts
+from pytest_gym_eval.records import RolloutRecord
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.results import gates_not_passing, in_collection_order, selected_counts, with_gym_records
 from pytest_gym_eval.stopping import Stopping
 
 
@@ -38,6 +40,16 @@ def test_rollouts_follow_the_plan_unplanned_last_by_node_id_and_none_starts_befo
     assert [r.start for r in in_collection_order(found, plan, eval_started=None)] == [8.0, 20.0, 30.0, 5.0]
 
 
+def test_a_rollout_gym_was_seen_to_write_takes_gyms_time_not_its_items() -> None:
+    """Its item ran late (a test file came first) or early: its time is from `gym eval run`'s start to its landing."""
+    plan = [planned(0, "x", 0), planned(1, "x", 1)]
+    found = [result("d.jsonl::x[0]", 50.0), result("d.jsonl::x[1]", 5.0)]
+
+    ordered = in_collection_order(found, plan, eval_started=10.0, landed={"d.jsonl::x[0]": 12.5})
+
+    assert [(r.start, r.stop) for r in ordered] == [(10.0, 12.5), (10.0, 6.0)]
+
+
 def test_selected_counts_per_dataset_and_agent_leave_out_quarantined_tasks() -> None:
     selected = [
         planned(0, "1", 0),
@@ -50,6 +62,45 @@ def test_selected_counts_per_dataset_and_agent_leave_out_quarantined_tasks() -> 
 
     assert selected_counts(selected, None) == {"d.jsonl": {"a": 3, "b": 1}, "e.jsonl": {"a": 1}}
     assert selected_counts(selected, quarantine) == {"d.jsonl": {"a": 2, "b": 1}, "e.jsonl": {"a": 1}}
+
+
+def test_every_rollout_gym_wrote_counts_whether_or_not_its_item_reported() -> None:
+    """x[0] reported; x[1] never did (the session stopped while pytest waited elsewhere) yet Gym wrote it; y[0]
+    reported that the session stopped before it arrived, yet Gym wrote it; z[0] Gym never wrote (unreported)."""
+    plan = [planned(0, "x", 0), planned(1, "x", 1), planned(2, "y", 0), planned(3, "z", 0)]
+    reported = [
+        RolloutResult("d.jsonl::x[0]", "d.jsonl", "x", 0, "a", "failed", 0.0),
+        RolloutResult("d.jsonl::y[0]", "d.jsonl", "y", 0, "a", "error", None, failure_class="session_stopped"),
+    ]
+    records = {stamp: RolloutRecord(stamp, 1.0, Path("out.jsonl"), stamp + 1) for stamp in (0, 1, 2)}
+    judged: list[int] = []
+
+    def judge(rollout: PlannedRollout, record: RolloutRecord) -> RolloutResult:
+        judged.append(rollout.stamp)
+        return RolloutResult(rollout.nodeid, "d.jsonl", rollout.task_id, rollout.repeat, "a", "passed", 1.0)
+
+    found = with_gym_records(reported, plan, records, judge)
+
+    assert [(r.nodeid, r.status) for r in found] == [
+        ("d.jsonl::x[0]", "failed"),  # the item's own verdict stands (a pass hook may have decided it)
+        ("d.jsonl::y[0]", "passed"),
+        ("d.jsonl::x[1]", "passed"),
+    ]
+    assert judged == [1, 2]
+
+
+def test_a_gate_that_does_not_pass_in_the_sessions_verdict_is_named_with_its_gates() -> None:
+    results = [RolloutResult(f"d.jsonl::t{i}[0]", "d.jsonl", f"t{i}", 0, "a", "passed", 1.0) for i in range(3)]
+    gates = {"d.jsonl": [Gate("mean_reward", 0.5)], "e.jsonl": [Gate("mean_reward", 0.5)]}
+    e_results = [RolloutResult("e.jsonl::u[0]", "e.jsonl", "u", 0, "a", "passed", 1.0)]
+    summaries = summarize(
+        results + e_results, thresholds={}, gates=gates, mode=GateMode.POINT, selected={"e.jsonl": {"a": 2}}
+    )
+
+    for lenient in (False, True):  # one rollout of e.jsonl never came: not green even when INCONCLUSIVE passes
+        failing = gates_not_passing(summaries, inconclusive_passes=lenient)
+        assert list(failing) == ["e.jsonl"]
+        assert "e.jsonl INCONCLUSIVE: mean reward" in failing["e.jsonl"]
 
 
 class FakeServer:
