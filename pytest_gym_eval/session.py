@@ -379,7 +379,8 @@ class GymSession:
         if not interrupted and self._run is not None:  # --gym-adaptive: the last wave judged before the reports
             self._run.judge_last_wave(known)
         if self._gym_rollouts is None and self.owns_run:
-            found = with_gym_records(self.results.rollouts(), self.selected_rollouts(), self.gym_wrote(), self._judged)
+            judged = self._judged if not interrupted else self._judged_without_hooks
+            found = with_gym_records(self.results.rollouts(), self.selected_rollouts(), self.gym_wrote(), judged)
             self._gym_rollouts = self._in_order(found)  # final: computed once (20,000 rollouts are sorted once)
 
     def gym_wrote(self) -> dict[int, RolloutRecord]:
@@ -398,11 +399,17 @@ class GymSession:
         self._landed = {r.nodeid: landed[r.stamp] for r in self.plan.rollouts if r.stamp in landed}
         return self._feed.records()
 
-    def _judged(self, rollout: PlannedRollout, record: RolloutRecord) -> report.RolloutResult:
+    def _judged_without_hooks(self, rollout: PlannedRollout, record: RolloutRecord) -> report.RolloutResult:
+        """:meth:`_judged` after Ctrl-C or SIGTERM: by the pass threshold alone, no ``pytest_gym_eval_rollout_passed``
+        asked (the user asked the session to stop running code; the reports must still be written)."""
+        return self._judged(rollout, record, ask_hook=False)
+
+    def _judged(self, rollout: PlannedRollout, record: RolloutRecord, *, ask_hook: bool = True) -> report.RolloutResult:
         """The result of a rollout Gym wrote whose item never reported it, judged as its item would have judged it
-        (its dataset's pass threshold, the pass hook when this process has the item, the cause of a failure)."""
+        (its dataset's pass threshold, the pass hook when this process has the item and ``ask_hook``, the cause of a
+        failure)."""
         item = self.item_protocol.items.get(rollout.nodeid)
-        hook = self.item_protocol.pass_hook(item) if item is not None else None
+        hook = self.item_protocol.pass_hook(item) if item is not None and ask_hook else None
         threshold = self.options.dataset_settings(rollout.dataset).threshold
         outcome = judge(record, threshold, hook, self.item_protocol.explain)
         return report.RolloutResult(
