@@ -57,7 +57,8 @@ def test_a_python_dataset_is_rolled_out_as_a_dataset_of_its_own(pytester: pytest
     write_dataset(pytester.path / "mcqa.jsonl")
     pytester.makepyfile(test_weather=WEATHER)
     pytester.makeini(INI)
-    result = run(pytester, fake_gym, "test_weather.py", "mcqa.jsonl", "--gym-report=r.json")
+    reports = ["--gym-report=r.json", "--gym-html=r.html", "--gym-markdown=r.md", "--junitxml=j.xml"]
+    result = run(pytester, fake_gym, "test_weather.py", "mcqa.jsonl", *reports)
     assert outcomes(result) == {
         "test_weather.py::test_weather[0-r0]": "PASSED",
         "test_weather.py::test_weather[1-r0]": "FAILED",
@@ -79,6 +80,8 @@ def test_a_python_dataset_is_rolled_out_as_a_dataset_of_its_own(pytester: pytest
     assert entry["metrics"]["mentions_sun"]["estimate"] == 1.0
     nodeids = sorted(r["nodeid"] for r in report["rollouts"] if r["nodeid"].startswith(NAME))
     assert nodeids == [f"{NAME}::0[r0]", f"{NAME}::1[r0]", f"{NAME}::rome[r0]"]
+    assert NAME in (pytester.path / "r.html").read_text() and NAME in (pytester.path / "r.md").read_text()
+    assert f'name="gym::{NAME}::metric.mentions_sun"' in (pytester.path / "j.xml").read_text()
 
 
 def test_under_xdist_a_python_dataset_is_the_same(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
