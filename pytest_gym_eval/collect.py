@@ -25,6 +25,7 @@ from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.models import agent_instance, item_id
 from pytest_gym_eval.on_demand import OnDemandError
 from pytest_gym_eval.outcome import RolloutOutcome
+from pytest_gym_eval.python_dataset import label_of
 from pytest_gym_eval.rollout_value import RolloutRequest
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
 from pytest_gym_eval.run import GymStartError
@@ -67,7 +68,8 @@ def dataset_default_agent(options: GymOptions, dataset: Path) -> str:
         index = len(parts) - 1 - parts[::-1].index("resources_servers")
         if index + 2 < len(parts):
             return parts[index + 1] + SIMPLE_AGENT_SUFFIX
-    return dataset.stem + SIMPLE_AGENT_SUFFIX
+    label = label_of(dataset)  # a Python dataset's file: by the name it was given
+    return (label.rpartition(":")[2] if label is not None else dataset.stem) + SIMPLE_AGENT_SUFFIX
 
 
 def timeout_marker(config: pytest.Config) -> pytest.MarkDecorator | None:

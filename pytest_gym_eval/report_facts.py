@@ -16,6 +16,7 @@ from pytest_gym_eval.files import file_sha256
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.models import base_agent
 from pytest_gym_eval.plan import PlannedRollout
+from pytest_gym_eval.python_dataset import file_of
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.shard import SHARD_RULE, CollectedPlan, dataset_name
@@ -27,8 +28,11 @@ def report_meta(
     """Facts for the JSON report and the JUnit suite: ``run`` (gym version, checkout, model name and URL, run
     directory) plus each dataset's sha256. Never holds a secret: the API key is read only by Gym."""
     meta: dict[str, object] = {key: value for key, value in run.items() if value is not None}
+    run_dir = run.get("run_dir")
     for dataset in dict.fromkeys(r.dataset for r in results):
         path = options.rootdir / dataset
+        if not path.is_file() and run_dir:  # a Python dataset's rows are in the run directory
+            path = file_of(Path(str(run_dir)), dataset)
         if path.is_file():
             meta[f"dataset_sha256.{dataset}"] = file_sha256(path)
     meta["gate_mode"] = options.gate_mode.value

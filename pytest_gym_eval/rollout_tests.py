@@ -35,6 +35,7 @@ from pytest_gym_eval.on_demand import (
     server_instances,
 )
 from pytest_gym_eval.outcome import RolloutOutcome
+from pytest_gym_eval.python_dataset import Dataset, materialise
 from pytest_gym_eval.rollout_value import Rollout, RolloutRequest
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sampling import apply_sampling
@@ -46,11 +47,13 @@ ROLLOUTS_MARK = "gym_rollouts"
 FIXTURE = "gym_rollout"
 MARK_HELP = (
     f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None): parametrize the test's {FIXTURE} fixture over the dataset's "
-    "(task, repeat) pairs (dataset relative to the test file's folder; tasks: a -k-like expression over task ids, "
-    "globs allowed, or a list of ids)"
+    "(task, repeat) pairs (dataset: a path relative to the test file's folder, or a pytest_gym_eval.Dataset of rows "
+    "built in Python; tasks: a -k-like expression over task ids, globs allowed, or a list of ids)"
 )
 TASKS_KEY = pytest.StashKey[dict[Path, tuple[list[Task], str]]]()
 """Per dataset path, its tasks and default agent, read once per session however many tests name it."""
+PYTHON_TEXTS_KEY = pytest.StashKey[dict[str, str]]()
+"""Per Python dataset's label, the text of its rows (two Datasets of one name must hold the same rows)."""
 
 TEST_ROLLOUT = "gym_rollout"
 """The ``user_properties`` key naming the node id of the rollout a test function got (the results read it)."""
@@ -60,10 +63,11 @@ TEST_ROLLOUT_AGENT = "gym_rollout_agent"
 
 @dataclass(frozen=True)
 class MarkArguments:
-    """A ``gym_rollouts`` mark's arguments, checked: ``dataset`` (as written), ``repeats`` (None: the dataset's
-    own setting), ``tasks`` (None: every task; a string: an expression; a tuple: task ids)."""
+    """A ``gym_rollouts`` mark's arguments, checked: ``dataset`` (a path as written, or a Python
+    :class:`~pytest_gym_eval.python_dataset.Dataset`), ``repeats`` (None: the dataset's own setting), ``tasks``
+    (None: every task; a string: an expression; a tuple: task ids)."""
 
-    dataset: str
+    dataset: str | Dataset
     repeats: int | None = None
     tasks: str | tuple[str, ...] | None = None
 
@@ -79,8 +83,8 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
         what = f"unknown argument {', '.join(unknown)}" if unknown else f"{len(args)} datasets"
         raise ValueError(f"{where}: {ROLLOUTS_MARK} takes one dataset path, repeats= and tasks= ({what} given)")
     dataset = args[0]
-    if not isinstance(dataset, (str, os.PathLike)) or not str(dataset):
-        raise ValueError(f"{where}: {ROLLOUTS_MARK}: the dataset must be a path, got {dataset!r}")
+    if not isinstance(dataset, (str, os.PathLike, Dataset)) or not str(dataset):
+        raise ValueError(f"{where}: {ROLLOUTS_MARK}: the dataset must be a path or a Dataset, got {dataset!r}")
     repeats = kwargs.get("repeats")
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
         raise ValueError(f"{where}: {ROLLOUTS_MARK}: repeats must be a whole number >= 1, got {repeats!r}")
@@ -91,7 +95,7 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
                 f"{where}: {ROLLOUTS_MARK}: tasks must be an expression or a list of task ids, got {tasks!r}"
             )
         tasks = tuple(tasks)
-    return MarkArguments(os.fspath(dataset), repeats, tasks)
+    return MarkArguments(dataset if isinstance(dataset, Dataset) else os.fspath(dataset), repeats, tasks)
 
 
 def task_filter(tasks: str | tuple[str, ...] | None, where: str) -> Callable[[str], bool]:
@@ -210,14 +214,34 @@ def parametrize(metafunc: pytest.Metafunc, mark: pytest.Mark) -> None:
             raise ValueError(f"{where}: the {ROLLOUTS_MARK} mark needs a {FIXTURE} argument to give each rollout to")
         args = mark_arguments(mark, where)
         gym = metafunc.config.stash[SESSION_KEY]
-        path = dataset_path(args.dataset, metafunc.definition.path)
+        if isinstance(args.dataset, Dataset):
+            path, name = python_dataset_file(metafunc.config, gym, args.dataset, where)
+        else:
+            path = dataset_path(args.dataset, metafunc.definition.path)
+            name = dataset_name(path, gym.options.rootdir)
         tasks, default_agent = dataset_tasks(metafunc.config, gym, path, where)
+        if isinstance(args.dataset, Dataset) and args.dataset.agent and not gym.options.own_settings(path).agent:
+            default_agent = args.dataset.agent
         repeats = args.repeats or gym.options.dataset_settings(path).repeats or 1
-        name = dataset_name(path, gym.options.rootdir)
         requests = requests_for(tasks, args, name, path, default_agent, repeats, where)
     except (ValueError, DatasetError) as error:
         raise pytest.Collector.CollectError(str(error)) from None
     metafunc.parametrize(FIXTURE, requests, ids=[request.test_id for request in requests], indirect=True)
+
+
+def python_dataset_file(config: pytest.Config, gym: GymSession, dataset: Dataset, where: str) -> tuple[Path, str]:
+    """The file a Python dataset is rolled out from (written into the session's run directory, made now if need be)
+    and its name in node ids and reports (:meth:`Dataset.label`). Raises ValueError naming ``where`` (the test)
+    when the file cannot be written, or when another Dataset of different rows has the same name."""
+    label = dataset.label(gym.options.rootdir)
+    texts = config.stash.setdefault(PYTHON_TEXTS_KEY, {})
+    if texts.setdefault(label, dataset.text()) != dataset.text():
+        raise ValueError(f"{where}: two Datasets are named {label} but hold different rows: give each its own name")
+    try:
+        path = materialise(dataset, gym.make_run_dir(), gym.options.rootdir)
+    except OSError as error:
+        raise ValueError(f"{where}: Dataset {label}: cannot write its rows to the run directory: {error}") from None
+    return path, label
 
 
 def dataset_tasks(config: pytest.Config, gym: GymSession, path: Path, where: str) -> tuple[list[Task], str]:

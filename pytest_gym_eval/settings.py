@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gym_eval.python_dataset import label_of
+
 if TYPE_CHECKING:
     from pytest_gym_eval.gates import Gate, GateSource
     from pytest_gym_eval.sequential import RewardRange
@@ -144,7 +146,12 @@ def matches_no_file(pattern: str, rootdir: Path) -> bool:
 
     Only the folder before the glob's first wildcard is searched (``datasets/**/*.jsonl`` searches ``datasets/``),
     at most :data:`MAX_FILES_SEARCHED` files of it; a search that stops there counts as a match, so a large tree
-    never costs more than that and never gives a false alarm. A ``../`` glob is resolved from ``rootdir``."""
+    never costs more than that and never gives a false alarm. A ``../`` glob is resolved from ``rootdir``. A glob
+    of Python datasets (``tests/test_weather.py:weather-*``, see :mod:`pytest_gym_eval.python_dataset`) matches when
+    its module part matches a file."""
+    module, python, _ = pattern.partition(".py:")
+    if python:
+        return matches_no_file(module + ".py", rootdir)
     parts = Path(pattern).parts
     fixed = next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), len(parts))
     base = rootdir / Path(*parts[:fixed]) if fixed else rootdir
@@ -165,8 +172,12 @@ def matches_no_file(pattern: str, rootdir: Path) -> bool:
 
 
 def _match_names(path: Path, rootdir: Path) -> list[str]:
-    """The names a glob may match a dataset by: as found and, when that differs, as resolved (symlinks)."""
+    """The names a glob may match a dataset by: as found and, when that differs, as resolved (symlinks); a Python
+    dataset's file also by its label (:func:`~pytest_gym_eval.python_dataset.label_of`)."""
     found = [dataset_name(path, rootdir), Path(os.path.abspath(path)).as_posix()]
+    label = label_of(path)
+    if label is not None:
+        found.insert(0, label)
     real = path.resolve()
     if real != Path(os.path.abspath(path)):
         found += [dataset_name(real, rootdir.resolve()), real.as_posix()]
