@@ -318,15 +318,16 @@ def test_boxed(gym_rollout):
 """
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_a_metric_s_reason_shows_in_the_failure_json_junit_and_page(
-    pytester: pytest.Pytester, fake_gym: FakeGym
+    pytester: pytest.Pytester, fake_gym: FakeGym, workers: list[str]
 ) -> None:
     # Issue 39: a metric recorded as 0 said nowhere why, and the page did not show each rollout's value.
     write_dataset(pytester.path / "mcqa.jsonl")
     pytester.makepyfile(test_reason=REASON_TESTS)
     common = [*fake_gym.args, "--gym-agent=mcqa_simple_agent", "--gym-run-dir=runs", "-p", "no:randomly"]
     result = pytester.runpytest_subprocess(
-        *common, "test_reason.py", "--gym-report=r.json", "--junitxml=j.xml", "--gym-html=p.html"
+        *common, "test_reason.py", "--gym-report=r.json", "--junitxml=j.xml", "--gym-html=p.html", *workers
     )
     out = result.stdout.str()
     # q2 answers "no box here": 3 words. Both failures list the metrics with their reasons.
