@@ -1,7 +1,9 @@
 """Custom metrics: named numbers a test function records for its rollout (``rollout.record_metric("boxed", 1.0)``).
 
 A metric travels as a ``user_properties`` entry of the test (``gym_metric.<name>``, its value a float), beside the
-``gym_rollout`` entry naming the rollout, so pytest-xdist's controller and JUnit see it as they see the reward.
+``gym_rollout`` entry naming the rollout, so pytest-xdist's controller and JUnit see it as they see the reward. A
+metric's reason (why it has its value: ``record_metric("terse", 0, reason="3 sentences, not 1")``) travels the same
+way as a sibling entry (``gym_metric_reason.<name>``, a short string).
 Each dataset's summary shows each metric's mean with the mean reward's interval (clustered by task), and
 ``--gym-min-metric=NAME:BOUND`` gates it. This module holds the rules for names and values (pure, standard
 library only).
@@ -16,6 +18,15 @@ from collections.abc import Iterable
 
 PROPERTY_PREFIX = "gym_metric."
 """The ``user_properties`` name of a metric is this prefix and the metric's name (``gym_metric.boxed``)."""
+
+REASON_PREFIX = "gym_metric_reason."
+"""The ``user_properties`` name of a metric's reason is this prefix and the metric's name."""
+
+REASON_LIMIT = 200
+"""The most characters a reason keeps (a longer one is cut, ending in ``…``): a reason is a short explanation,
+shown beside the value in the failure text, the terminal, JSON, JUnit and the page."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 """A metric name: a letter or ``_``, then up to 63 letters, digits, ``_``, ``.`` or ``-`` (no ``:``, which
@@ -53,6 +64,52 @@ def metric_value(name: str, value: object) -> float:
 def property_name(name: str) -> str:
     """The ``user_properties`` name a metric travels under (``gym_metric.<name>``)."""
     return PROPERTY_PREFIX + name
+
+
+def reason_property_name(name: str) -> str:
+    """The ``user_properties`` name a metric's reason travels under (``gym_metric_reason.<name>``)."""
+    return REASON_PREFIX + name
+
+
+def metric_reason(name: str, reason: object) -> str:
+    """``reason`` as a metric's reason is kept: control characters (newlines, tabs, escapes) each run replaced by
+    one space, outer spaces stripped, cut to :data:`REASON_LIMIT` characters (the last one ``…``). Raises
+    TypeError for a non-string, naming the metric."""
+    if not isinstance(reason, str):
+        raise TypeError(f"metric {name!r}: the reason must be a string, got {type(reason).__name__} {reason!r}")
+    text = _CONTROL.sub(" ", reason).strip()
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
+
+
+def reasons_of(properties: Iterable[tuple[str, object]]) -> dict[str, str]:
+    """The metric reasons among a test's ``user_properties`` (metric name -> reason); a name given twice keeps its
+    last reason, and an empty reason takes an earlier one back (the metric was recorded again without one).
+    Entries that are not strings, or whose name is no metric name, are left out."""
+    found: dict[str, str] = {}
+    for key, value in properties:
+        if isinstance(key, str) and key.startswith(REASON_PREFIX):
+            name = key[len(REASON_PREFIX) :]
+            try:
+                text = metric_reason(check_name(name), value)
+            except (TypeError, ValueError):
+                continue
+            if text:
+                found[name] = text
+            else:
+                found.pop(name, None)
+    return found
+
+
+def metrics_text(metrics: dict[str, float], reasons: dict[str, str]) -> str | None:
+    """The failure text's lines of a test's recorded metrics (None when it recorded none): ``metrics:``, then one
+    line a metric, sorted by name, ``  terse = 0 (3 sentences, not 1)`` (the reason in brackets when given)."""
+    if not metrics:
+        return None
+    lines = ["metrics:"]
+    for name, value in sorted(metrics.items()):
+        reason = reasons.get(name)
+        lines.append(f"  {name} = {value:g}" + (f" ({reason})" if reason else ""))
+    return "\n".join(lines)
 
 
 def metrics_of(properties: Iterable[tuple[str, object]]) -> dict[str, float]:

@@ -294,7 +294,7 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Report a rollout's failure or error by its message alone, without a traceback into the plugin; a rollout
     that errored because Gym could not start gets the failure class ``gym_start``. A test that failed of its own
-    also shows its failed soft expectations."""
+    also shows its failed soft expectations, and a failed test the custom metrics it recorded with their reasons."""
     report: pytest.TestReport = yield
     gym = gym_of(item.config)
     if gym is not None and call.excinfo is not None:
@@ -307,6 +307,10 @@ def pytest_runtest_makereport(
         text = soft_failure(item)
         if text is not None and text not in str(call.excinfo.value):
             report.sections.append(("soft expectations", text))
+    if call.when == "call" and call.excinfo is not None and item.user_properties:
+        from pytest_gym_eval.rollout_tests import add_metrics_to_failure
+
+        add_metrics_to_failure(item, report, str(call.excinfo.value))
     return report
 
 

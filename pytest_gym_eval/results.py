@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval.causes import SESSION_STOPPED
-from pytest_gym_eval.custom_metrics import metrics_of
+from pytest_gym_eval.custom_metrics import metrics_of, reasons_of
 from pytest_gym_eval.gates import Gate, Verdict
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import (
@@ -141,6 +141,8 @@ class ResultsCollector:
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     """Custom metrics test functions recorded (``rollout.record_metric``): ``metrics[rollout node id][test node id]``
     maps name -> value, as the test's latest report carries them."""
+    metric_reasons: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    """The reasons given with them (``record_metric(..., reason=...)``), the same way: name -> text."""
     stopped_by_maxfail: bool = False
     """pytest-xdist ended the session for ``-x``/``--maxfail`` (with its own ``Interrupted``, a KeyboardInterrupt):
     pytest's status then says "interrupted", though nobody interrupted anything."""
@@ -177,6 +179,8 @@ class ResultsCollector:
         found = metrics_of(report.user_properties)
         if isinstance(rollout, str) and found:
             self.metrics.setdefault(rollout, {})[report.nodeid] = found
+            reasons = {name: text for name, text in reasons_of(report.user_properties).items() if name in found}
+            self.metric_reasons.setdefault(rollout, {})[report.nodeid] = reasons
 
     def rollout_metrics(self, nodeid: str) -> tuple[tuple[str, float], ...]:
         """The custom metrics of one rollout, sorted by name: a metric several test functions recorded for it is
@@ -187,6 +191,16 @@ class ResultsCollector:
                 by_name.setdefault(name, []).append(value)
         return tuple((name, math.fsum(values) / len(values)) for name, values in sorted(by_name.items()))
 
+    def rollout_metric_reasons(self, nodeid: str) -> tuple[tuple[str, str], ...]:
+        """The reasons given with one rollout's custom metrics, sorted by name: when several test functions gave
+        one for the same metric, their distinct reasons joined by ``; `` (test order)."""
+        by_name: dict[str, list[str]] = {}
+        for recorded in self.metric_reasons.get(nodeid, {}).values():
+            for name, text in recorded.items():
+                if text not in by_name.setdefault(name, []):
+                    by_name[name].append(text)
+        return tuple((name, "; ".join(texts)) for name, texts in sorted(by_name.items()))
+
     def unjudged_gates(self) -> list[str]:
         """Node ids of selected ``gym-gate`` items that never reported (the session ended before they ran), sorted."""
         return sorted(self.gates_expected - self.gates_reported)
@@ -194,7 +208,13 @@ class ResultsCollector:
     def rollouts(self) -> list[rpt.RolloutResult]:
         """The reported rollouts (skipped ones left out), in report order, each with its custom metrics."""
         return [
-            replace(r, metrics=self.rollout_metrics(r.nodeid)) if r.nodeid in self.metrics else r
+            replace(
+                r,
+                metrics=self.rollout_metrics(r.nodeid),
+                metric_reasons=self.rollout_metric_reasons(r.nodeid),
+            )
+            if r.nodeid in self.metrics
+            else r
             for r in self.results.values()
             if r.status in ("passed", "failed", "error")
         ]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval.collect import ON_DEMAND_FIXTURE, RolloutError, dataset_default_agent
-from pytest_gym_eval.custom_metrics import property_name
+from pytest_gym_eval.custom_metrics import metrics_of, metrics_text, property_name, reason_property_name, reasons_of
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.item_protocol import read_row
 from pytest_gym_eval.models import instance_sampling
@@ -297,22 +297,46 @@ def rollout_for(request: pytest.FixtureRequest) -> Rollout:
     rollout = rollout_of(outcome, wanted, outcome.record.read_full(), read_row(wanted.path, wanted.task.line))
     properties = request.node.user_properties
     failed = request.node.stash.setdefault(SOFT_FAILURES_KEY, [])
-    return replace(
-        rollout,
-        recorder=lambda name, value: properties.append((property_name(name), value)),
-        failed_expectations=failed,
-    )
+
+    def record(name: str, value: float, reason: str | None) -> None:
+        properties.append((property_name(name), value))
+        if reason is not None:
+            properties.append((reason_property_name(name), reason))
+
+    return replace(rollout, recorder=record, failed_expectations=failed)
+
+
+def recorded_metrics(item: pytest.Item) -> str | None:
+    """The failure text's lines of the metrics ``item`` recorded (``rollout.record_metric``) with their reasons
+    (:func:`~pytest_gym_eval.custom_metrics.metrics_text`), or None when it recorded none."""
+    properties = item.user_properties
+    return metrics_text(metrics_of(properties), reasons_of(properties))
+
+
+def add_metrics_to_failure(item: pytest.Item, report: pytest.TestReport, raised: str) -> None:
+    """Add to a failed test's ``report`` the metrics it recorded with their reasons (:func:`recorded_metrics`),
+    unless the failure's text ``raised`` already lists them (a soft expectation's): as a ``metrics`` section of
+    the traceback, which the terminal and the JUnit failure text show, or as more lines of a text failure."""
+    text = recorded_metrics(item)
+    if not report.failed or text is None or text in raised:
+        return
+    longrepr = report.longrepr
+    if isinstance(longrepr, str):
+        report.longrepr = f"{longrepr}\n{text}"
+    elif callable(add := getattr(longrepr, "addsection", None)):  # a traceback's (ExceptionRepr)
+        add("metrics", text)
 
 
 def soft_failure(item: pytest.Item) -> str | None:
     """The failure text of ``item``'s failed soft expectations (``rollout.expect``), or None when none failed: one
-    line naming the rollout, then each message."""
+    line naming the rollout, then each message, then the metrics the test recorded (:func:`recorded_metrics`)."""
     failed = item.stash.get(SOFT_FAILURES_KEY, None)
     if not failed:
         return None
     count = len(failed)
     head = f"{count} soft expectation{'s' if count != 1 else ''} failed"
-    return "\n".join([f"{head}:", *(f"  - {message}" for message in failed)])
+    metrics = recorded_metrics(item)
+    return "\n".join([f"{head}:", *(f"  - {message}" for message in failed), *([metrics] if metrics else [])])
 
 
 def rollout_of(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_gym_eval.custom_metrics import check_name, metric_value
+from pytest_gym_eval.custom_metrics import check_name, metric_reason, metric_value
 from pytest_gym_eval.dataset import Task
 from pytest_gym_eval.outcome import output_text
 from pytest_gym_eval.usage import Usage, record_usage
@@ -85,7 +85,8 @@ class Rollout:
       stamps (mcqa: ``expected_answer``, ``extracted_answer``); ``record``: the whole Gym record.
     - ``record_path``/``record_line``: where the record is (1-based line of Gym's output file); None when it is
       in no file.
-    - ``metrics``: the custom metrics this test recorded for the rollout (:meth:`record_metric`), name -> value.
+    - ``metrics``: the custom metrics this test recorded for the rollout (:meth:`record_metric`), name -> value;
+      ``metric_reasons``: the reasons given with them, name -> text.
     """
 
     task_id: str
@@ -104,23 +105,30 @@ class Rollout:
     agent: str = ""
     dataset: str = ""
     metrics: dict[str, float] = field(default_factory=dict, compare=False)
-    recorder: Callable[[str, float], None] | None = field(default=None, repr=False, compare=False)
-    """Where :meth:`record_metric` sends a metric (the ``gym_rollout`` fixture sets it); None: nowhere."""
+    metric_reasons: dict[str, str] = field(default_factory=dict, compare=False)
+    recorder: Callable[[str, float, str | None], None] | None = field(default=None, repr=False, compare=False)
+    """Where :meth:`record_metric` sends a metric: name, value and reason (None: no reason, "" takes back an
+    earlier one); the ``gym_rollout`` fixture sets it. None: nowhere."""
     failed_expectations: list[str] | None = field(default=None, repr=False, compare=False)
     """Where :meth:`expect` notes a failed expectation (the ``gym_rollout`` fixture sets it to the test's list, which
     fails the test at its end); None: :meth:`expect` raises at once."""
 
-    def expect(self, condition: object, message: str = "", *, metric: str | None = None) -> bool:
+    def expect(
+        self, condition: object, message: str = "", *, metric: str | None = None, reason: str | None = None
+    ) -> bool:
         """A soft expectation: note whether ``condition`` holds and go on, e.g. ``rollout.expect("\\boxed" in
         rollout.output_text, "no boxed answer", metric="boxed")``. Every expectation runs, and so does every
         ``record_metric`` after it; once the test function has returned, the test fails listing each failed
         expectation's ``message``, as an assertion would have, but after the rest of the
         test had its say. With ``metric``, also records the metric ``metric`` as 1.0 (held) or 0.0 (see
-        :meth:`record_metric`), so the expectation's pass rate is a gateable metric. Returns whether it held.
-        Outside a ``gym_rollout`` test a failed expectation raises AssertionError at once."""
+        :meth:`record_metric`), so the expectation's pass rate is a gateable metric; the metric's reason is
+        ``reason`` when given, else ``message`` when the expectation failed (a held one has none). Returns whether
+        it held. Outside a ``gym_rollout`` test a failed expectation raises AssertionError at once."""
         held = bool(condition)
         if metric is not None:
-            self.record_metric(metric, held)
+            if reason is None and not held:
+                reason = message or "expectation failed"
+            self.record_metric(metric, held, reason=reason)
         if not held:
             text = message or "expectation failed"
             if self.failed_expectations is None:
@@ -128,25 +136,36 @@ class Rollout:
             self.failed_expectations.append(text)
         return held
 
-    def record_metric(self, name: str, value: float | bool) -> None:
+    def record_metric(self, name: str, value: float | bool, reason: str | None = None) -> None:
         """Record a custom metric of this rollout, e.g. ``rollout.record_metric("boxed", 1.0)``.
 
         ``name``: a letter or ``_``, then up to 63 letters, digits, ``_``, ``.`` or ``-``. ``value``: a finite
         number (int, float, a numpy scalar), or a bool, recorded as 1.0/0.0. Recording a name again replaces its
-        value. Each dataset's summary (terminal, JSON, JUnit, HTML, ``merge``) shows each metric's mean over the
-        rollouts that recorded it, with the mean reward's interval (clustered by task), and
-        ``--gym-min-metric=NAME:BOUND`` gates it. Raises TypeError for a value that is no number (or a name that is
-        no string), ValueError for NaN, infinity or a bad name, and RuntimeError for a rollout no ``gym_rollout``
-        fixture gave (nothing would report it).
+        value (and its reason). ``reason``: why it has this value, a short text (``record_metric("terse", 0,
+        reason="3 sentences, not 1")``): control characters become spaces and it is cut to 200 characters. The
+        failure text of a failed test lists the metrics it recorded with their reasons, and the JSON report, JUnit
+        and the HTML page's rollout view show each rollout's values and reasons. Each dataset's summary
+        (terminal, JSON, JUnit, HTML, ``merge``) shows each metric's mean over the rollouts that recorded it, with
+        the mean reward's interval (clustered by task), and ``--gym-min-metric=NAME:BOUND`` gates it. Raises
+        TypeError for a value that is no number (or a name or reason that is no string), ValueError for NaN,
+        infinity or a bad name, and RuntimeError for a rollout no ``gym_rollout`` fixture gave (nothing would
+        report it).
         """
         number = metric_value(check_name(name), value)
+        text = None if reason is None else metric_reason(name, reason)
         if self.recorder is None:
             raise RuntimeError(
                 f"record_metric({name!r}): this rollout did not come from the gym_rollout fixture, so no report "
                 "would carry the metric"
             )
-        self.recorder(name, number)
+        if text is None and name in self.metric_reasons:
+            text = ""  # recorded again without a reason: the earlier one no longer holds
+        self.recorder(name, number, text)
         self.metrics[name] = number
+        if text:
+            self.metric_reasons[name] = text
+        else:
+            self.metric_reasons.pop(name, None)
 
     @property
     def passed(self) -> bool:

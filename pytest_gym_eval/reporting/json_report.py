@@ -270,6 +270,7 @@ def _rollout_json(result: RolloutResult) -> dict[str, Any]:
         "record": result.record,
         **_usage_rollout_json(result),
         **({"metrics": dict(result.metrics)} if result.metrics else {}),
+        **({"metric_reasons": dict(result.metric_reasons)} if result.metric_reasons else {}),
     }
 
 
@@ -407,6 +408,7 @@ def results_from_report(report: Mapping[str, Any]) -> list[RolloutResult]:
         values = {key: value for key, value in entry.items() if key in names}
         values["reward"] = None if values.get("reward") is None else float(values["reward"])
         values["metrics"] = _metrics_from_json(values.get("metrics"))
+        values["metric_reasons"] = _reasons_from_json(values.get("metric_reasons"))
         try:
             results.append(RolloutResult(**values))
         except TypeError as error:
@@ -424,6 +426,14 @@ def _metrics_from_json(value: object) -> tuple[tuple[str, float], ...]:
         for name, number in sorted(value.items())
         if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number)
     )
+
+
+def _reasons_from_json(value: object) -> tuple[tuple[str, str], ...]:
+    """A rollout's ``metric_reasons`` object as ``RolloutResult.metric_reasons``, sorted by name; entries that are
+    not strings are left out."""
+    if not isinstance(value, Mapping):
+        return ()
+    return tuple((str(name), text) for name, text in sorted(value.items()) if isinstance(text, str))
 
 
 def _number(value: object, default: float) -> float:

@@ -48,6 +48,7 @@ import pytest
 
 from pytest_gym_eval.comparison import Hypothesis, gym_verdict
 from pytest_gym_eval.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
+from pytest_gym_eval.custom_metrics import REASON_PREFIX
 from pytest_gym_eval.gates import GateResult
 from pytest_gym_eval.on_demand import ON_DEMAND_PROPERTY
 from pytest_gym_eval.reporting.conclusion import Conclusion, PolicyComparison
@@ -66,7 +67,8 @@ when Gym recorded them)."""
 
 TEST_PROPERTIES = frozenset({"gym_rollout", "gym_rollout_status", "gym_rollout_agent", ON_DEMAND_PROPERTY})
 """The ``user_properties`` names of a test function's rollout (the ``gym_rollout`` fixture's, beside
-:data:`ROLLOUT_PROPERTIES` and its custom metrics, ``gym_metric.<name>``; :mod:`pytest_gym_eval.rollout_tests`) and
+:data:`ROLLOUT_PROPERTIES` and its custom metrics, ``gym_metric.<name>``, with their reasons,
+``gym_metric_reason.<name>``; :mod:`pytest_gym_eval.rollout_tests`) and
 of its on-demand rollouts' rewards."""
 
 GATE_PROPERTY = "gate"
@@ -421,9 +423,10 @@ def move_rollout_values(xml: Any, report: pytest.TestReport) -> None:
     the teardown ``report``'s ``user_properties``, from which pytest would write ``<properties>`` that the xunit2
     schema does not allow: every property of a dataset item (:func:`is_dataset_item`: whatever the session added,
     whichever way it ended, skipped by a selection or not), and the plugin's own of a test function (a
-    ``gym_rollout`` test's rollout values and custom metrics, on-demand rewards). Call on the teardown report
-    before pytest's JUnit writer sees it. Does nothing under xunit1 and legacy (properties are valid there), nor
-    for a test function without the plugin's properties (its own ``record_property`` values stay the user's).
+    ``gym_rollout`` test's rollout values and custom metrics with their reasons, on-demand rewards). Call on the
+    teardown report before pytest's JUnit writer sees it. Does nothing under xunit1 and legacy (properties are
+    valid there), nor for a test function without the plugin's properties (its own ``record_property`` values stay
+    the user's).
     """
     if report.when != "teardown" or getattr(xml, "family", "xunit1") in ("xunit1", "legacy"):
         return
@@ -440,7 +443,7 @@ def move_rollout_values(xml: Any, report: pytest.TestReport) -> None:
             whole
             or name in ROLLOUT_PROPERTIES
             or name in TEST_PROPERTIES
-            or (isinstance(name, str) and name.startswith(METRIC_PREFIX))
+            or (isinstance(name, str) and name.startswith((METRIC_PREFIX, REASON_PREFIX)))
         )
 
     values = [(name, value) for name, value in report.user_properties if ours(name)]

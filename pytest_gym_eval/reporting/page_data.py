@@ -45,10 +45,11 @@ def page_data(
     """What the page's script draws its grids from, as JSON data.
 
     ``rollouts``: one array per result, ``[nodeid, group, status, reward, failure_class, record, colour,
-    extras, recorded]``: ``group`` indexes ``groups``; ``colour`` the palette class (-1 for an error);
+    extras, recorded, metrics]``: ``group`` indexes ``groups``; ``colour`` the palette class (-1 for an error);
     ``extras`` the result's fields beyond the base ones that hold a value (token counts, latency, a cause line:
     whatever :class:`RolloutResult` carries) or null; ``recorded`` the rewards a replayed recording holds when
-    the rollout's reward flipped against them, else null.
+    the rollout's reward flipped against them, else null; ``metrics`` the custom metrics test functions recorded
+    for the rollout, ``[[name, value, reason or null], ...]`` sorted by name, or null when none.
 
     ``groups``: per summary (dataset, or dataset and agent), ``title``, ``threshold``, ``repeats`` (columns)
     and ``tasks``, each ``{"id", "c": [rollout index or -1 per repeat], "m": mean scored reward or null,
@@ -135,7 +136,15 @@ def _rollout_row(
         palette_index(score, low, high) if score is not None else -1,
         extras or None,
         recorded,
+        _metrics_cell(result),
     ]
+
+
+def _metrics_cell(result: RolloutResult) -> list[list[Any]] | None:
+    """A rollout's custom metrics as the page's rollout view shows them: ``[name, value, reason or None]`` each,
+    sorted by name (a reason given for no recorded value left out), or None when it has none."""
+    reasons = dict(result.metric_reasons)
+    return [[name, value, reasons.get(name)] for name, value in result.metrics] or None
 
 
 def transcripts_of(results: Sequence[RolloutResult]) -> tuple[list[dict[str, Any] | None], list[str]]:

@@ -217,7 +217,7 @@ def rollout_result(rollout: object, report: ShardReport, index: int) -> RolloutR
             nodeid, dataset, task, repeat, agent, status, None if reward is None else float(reward),
             rollout.get("failure_class") or None, rollout.get("record") or None,
             _seconds(rollout.get("start")), _seconds(rollout.get("stop")), usage=_usage(rollout),
-            metrics=_metrics(rollout.get("metrics")),
+            metrics=_metrics(rollout.get("metrics")), metric_reasons=_reasons(rollout.get("metric_reasons")),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
         raise MergeError(f"{report.label}: rollouts[{index}] is malformed: {error}") from None
@@ -254,6 +254,19 @@ def _metrics(value: object) -> tuple[tuple[str, float], ...]:
         if type(number) not in (int, float) or not math.isfinite(number):
             raise ValueError(f"metric {name!r} {number!r} is not a finite number")
     return tuple((name, float(number)) for name, number in sorted(value.items()))
+
+
+def _reasons(value: object) -> tuple[tuple[str, str], ...]:
+    """The reasons given with a report's rollout's custom metrics (absent: none), sorted by name; raises
+    ValueError for a ``metric_reasons`` that is not an object of strings."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError(f"metric_reasons {value!r} is not an object")
+    for name, text in value.items():
+        if type(text) is not str:
+            raise ValueError(f"the reason of metric {name!r} {text!r} is not a string")
+    return tuple((name, text) for name, text in sorted(value.items()))
 
 
 def _seconds(value: object) -> float:

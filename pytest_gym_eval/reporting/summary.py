@@ -75,8 +75,9 @@ class RolloutResult:
     ``path:LINE`` of the full rollout record; ``start``/``stop`` are epoch seconds of the item's run (0.0 when
     unknown); ``usage`` the policy model's tokens and the rollout's latency as Gym recorded them
     (:mod:`pytest_gym_eval.usage`); ``metrics`` the custom metrics test functions recorded for it, as
-    ``(name, value)`` pairs sorted by name (:mod:`pytest_gym_eval.custom_metrics`). A rollout is *scored* when it
-    passed or failed with a finite reward; only scored rollouts enter the statistics.
+    ``(name, value)`` pairs sorted by name (:mod:`pytest_gym_eval.custom_metrics`), and ``metric_reasons`` the
+    reasons given with them, ``(name, text)`` pairs sorted by name (only the metrics given one). A rollout is
+    *scored* when it passed or failed with a finite reward; only scored rollouts enter the statistics.
     """
 
     nodeid: str
@@ -92,6 +93,7 @@ class RolloutResult:
     stop: float = 0.0
     usage: Usage = NO_USAGE
     metrics: tuple[tuple[str, float], ...] = ()
+    metric_reasons: tuple[tuple[str, str], ...] = ()
 
     @property
     def score(self) -> float | None:

@@ -320,6 +320,25 @@ def test_tool_calling_transcript_shows_every_turn(
     WebDriverWait(chromium, 30).until(lambda d: one(d, ".drawer-title").text == results[7].nodeid)
 
 
+def test_a_rollouts_custom_metrics_and_their_reasons_show_in_its_view(chromium: Any, tmp_path: Path) -> None:
+    # Issue 39: a metric recorded as 0 said nowhere why, and the rollout view did not show its value.
+    records = tmp_path / "rollouts.jsonl"
+    records.write_text(json.dumps({"response": {"output": []}, "reward": 0.0}) + "\n")
+    result = RolloutResult(
+        "d.jsonl::q1[r0]", "d.jsonl", "q1", 0, "a", "failed", 0.0, record=f"{records}:1",
+        metrics=(("boxed", 1.0), ("terse", 0.0)), metric_reasons=(("terse", "3 sentences, not 1"),),
+    )  # fmt: skip
+    summaries = summarize([result], thresholds={}, gates={}, mode=GateMode.POINT)
+    conclusion = Conclusion(summaries, [], None, *session_verdict(summaries, inconclusive_passes=False))
+    page = tmp_path / "metrics.html"
+    assert html.write_page(page, conclusion, [result], {}) == []
+    open_page(chromium, page)
+    click(chromium, f'.cell[data-nodeid="{result.nodeid}"]')
+    metrics = one(chromium, "#drawer .metrics")
+    assert metrics.text.splitlines() == ["Custom metrics", "boxed", "1", "terse", "0 \u2014 3 sentences, not 1"]
+    shot(chromium, tmp_path, "metrics")
+
+
 # --- The history section (--gym-history) ------------------------------------------------------------------
 
 

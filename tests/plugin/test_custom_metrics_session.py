@@ -299,3 +299,61 @@ def test_a_session_wide_metric_gate_applies_only_where_the_metric_is_recorded(
     assert gates_of(pytester, "other.jsonl") == [
         {"custom": "n_calls", "source": "dataset settings", "verdict": "INCONCLUSIVE"}
     ]
+
+
+REASON_TESTS = """
+import pytest
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl")
+def test_terse(gym_rollout):
+    sentences = gym_rollout.output_text.count(" ") + 1
+    gym_rollout.record_metric("terse", sentences == 1, reason=f"{sentences} sentences, not 1")
+    assert sentences == 1
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl")
+def test_boxed(gym_rollout):
+    gym_rollout.expect("boxed" in gym_rollout.output_text, "no boxed answer", metric="boxed")
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_metric_s_reason_shows_in_the_failure_json_junit_and_page(
+    pytester: pytest.Pytester, fake_gym: FakeGym, workers: list[str]
+) -> None:
+    # Issue 39: a metric recorded as 0 said nowhere why, and the page did not show each rollout's value.
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_reason=REASON_TESTS)
+    common = [*fake_gym.args, "--gym-agent=mcqa_simple_agent", "--gym-run-dir=runs", "-p", "no:randomly"]
+    result = pytester.runpytest_subprocess(
+        *common, "test_reason.py", "--gym-report=r.json", "--junitxml=j.xml", "--gym-html=p.html", *workers
+    )
+    out = result.stdout.str()
+    # q2 answers "no box here": 3 words. Both failures list the metrics with their reasons.
+    assert "metrics:\n  terse = 0 (3 sentences, not 1)" in out, out
+    assert "1 soft expectation failed:\n  - no boxed answer\nmetrics:\n  boxed = 0 (no boxed answer)" in out, out
+
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (q2,) = [r for r in report["rollouts"] if r["task_id"] == "q2"]
+    assert q2["metrics"] == {"boxed": 0.0, "terse": 0.0}
+    assert q2["metric_reasons"] == {"boxed": "no boxed answer", "terse": "3 sentences, not 1"}
+    (q1,) = [r for r in report["rollouts"] if r["task_id"] == "q1"]
+    assert q1["metric_reasons"] == {"terse": "1 sentences, not 1"} and q1["metrics"]["terse"] == 1.0
+
+    cases = junit_rollouts(pytester.path / "j.xml")
+    (terse,) = [case for name, case in cases.items() if name.startswith("test_terse") and "q2" in name]
+    assert terse["gym_metric_reason.terse"] == "3 sentences, not 1"
+    failures = {
+        case.get("name"): (case.find("failure").text or "")  # type: ignore[union-attr]
+        for case in ET.parse(pytester.path / "j.xml").getroot().iter("testcase")
+        if case.find("failure") is not None
+    }
+    assert any("terse = 0 (3 sentences, not 1)" in text for text in failures.values()), failures
+    validate_junit(pytester.path / "j.xml")
+
+    page = (pytester.path / "p.html").read_text()
+    data = json.loads(page.split('id="gym-data">', 1)[1].split("</script>", 1)[0])
+    by_node = {row[0]: row for row in data["rollouts"]}
+    assert by_node[q2["nodeid"]][9] == [["boxed", 0.0, "no boxed answer"], ["terse", 0.0, "3 sentences, not 1"]]

@@ -11,9 +11,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_gym_eval.custom_metrics import check_name, metric_value, metrics_of, parse_bound, property_name
+from pytest_gym_eval.custom_metrics import (
+    REASON_LIMIT,
+    check_name,
+    metric_reason,
+    metric_value,
+    metrics_of,
+    metrics_text,
+    parse_bound,
+    property_name,
+    reason_property_name,
+    reasons_of,
+)
 from pytest_gym_eval.gates import NOT_RECORDED, Gate, GateMode, Verdict, custom_interval, evaluate
-from pytest_gym_eval.reporting import json_report
+from pytest_gym_eval.reporting import json_report, page_data, shard_report
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
 from pytest_gym_eval.results import ResultsCollector
 from pytest_gym_eval.rollout_value import Rollout
@@ -190,7 +201,7 @@ def test_record_metric() -> None:
         rollout.record_metric("boxed", 1.0)
     import dataclasses
 
-    given = dataclasses.replace(rollout, recorder=lambda name, value: sent.append((name, value)))
+    given = dataclasses.replace(rollout, recorder=lambda name, value, reason: sent.append((name, value)))
     given.record_metric("boxed", True)
     given.record_metric("chars", 9)
     assert sent == [("boxed", 1.0), ("chars", 9.0)] and given.metrics == {"boxed": 1.0, "chars": 9.0}
@@ -205,7 +216,9 @@ def test_a_soft_expectation_notes_a_failure_and_records_its_metric() -> None:
     recorded: list[tuple[str, float]] = []
     failed: list[str] = []
     rollout = Rollout.from_record({}, task_id="t", repeat=0, status="passed", reward=1.0)
-    bound = replace(rollout, recorder=lambda name, value: recorded.append((name, value)), failed_expectations=failed)
+    bound = replace(
+        rollout, recorder=lambda name, value, reason: recorded.append((name, value)), failed_expectations=failed
+    )
     assert bound.expect(1 + 1 == 2, "arithmetic", metric="sane") is True
     assert bound.expect([], "empty is false", metric="nonempty") is False
     assert bound.expect(0) is False
@@ -214,3 +227,111 @@ def test_a_soft_expectation_notes_a_failure_and_records_its_metric() -> None:
     # Outside a gym_rollout test nothing would fail the test later: it is an assertion at once.
     with pytest.raises(AssertionError, match="at once"):
         rollout.expect(False, "at once")
+
+
+# --- Reasons: why a metric has its value (issue 39) --------------------------------------------------------
+
+
+def test_a_reason_is_a_short_clean_string() -> None:
+    assert metric_reason("terse", "  3 sentences,\nnot 1\t\x1b[31m ") == "3 sentences, not 1 [31m"
+    long = metric_reason("terse", "x" * 1000)
+    assert len(long) == REASON_LIMIT and long.endswith("…")
+    with pytest.raises(TypeError, match="metric 'terse': the reason must be a string, got int 3"):
+        metric_reason("terse", 3)
+
+
+def test_reasons_travel_as_sibling_properties() -> None:
+    props = [
+        (property_name("terse"), 0.0),
+        (reason_property_name("terse"), "3 sentences, not 1"),
+        (property_name("boxed"), 1.0),
+        (reason_property_name("boxed"), "had one"),
+        (reason_property_name("boxed"), ""),  # recorded again without a reason: taken back
+        (reason_property_name("bad name"), "x"),
+        (reason_property_name("odd"), 5),
+    ]
+    assert reasons_of(props) == {"terse": "3 sentences, not 1"}
+    text = metrics_text(metrics_of(props), reasons_of(props))
+    assert text == "metrics:\n  boxed = 1\n  terse = 0 (3 sentences, not 1)"
+    assert metrics_text({}, {}) is None
+
+
+def test_record_metric_sends_its_reason() -> None:
+    sent: list[tuple[str, float, str | None]] = []
+    rollout = Rollout.from_record({}, task_id="q1", repeat=0, status="passed", reward=1.0)
+    given = replace(rollout, recorder=lambda name, value, reason: sent.append((name, value, reason)))
+    given.record_metric("terse", 0, reason="3 sentences,\nnot 1")
+    given.record_metric("boxed", 1.0)
+    assert given.metric_reasons == {"terse": "3 sentences, not 1"}
+    given.record_metric("terse", 1)  # again, without a reason: the old one no longer holds
+    assert sent == [("terse", 0.0, "3 sentences, not 1"), ("boxed", 1.0, None), ("terse", 1.0, "")]
+    assert given.metric_reasons == {}
+    with pytest.raises(TypeError, match="reason must be a string"):
+        given.record_metric("terse", 0, reason=3)  # type: ignore[arg-type]
+    assert len(sent) == 3  # nothing sent for a bad reason
+
+
+def test_a_failed_expectation_gives_its_metric_its_message_as_reason() -> None:
+    sent: list[tuple[str, float, str | None]] = []
+    rollout = Rollout.from_record({}, task_id="t", repeat=0, status="passed", reward=1.0)
+    bound = replace(
+        rollout, recorder=lambda name, value, reason: sent.append((name, value, reason)), failed_expectations=[]
+    )
+    bound.expect(True, "no boxed answer", metric="boxed")
+    bound.expect(False, "no boxed answer", metric="boxed2")
+    bound.expect(False, metric="bare")
+    bound.expect(False, "too long", metric="terse", reason="3 sentences, not 1")
+    assert sent == [
+        ("boxed", 1.0, None),
+        ("boxed2", 0.0, "no boxed answer"),
+        ("bare", 0.0, "expectation failed"),
+        ("terse", 0.0, "3 sentences, not 1"),
+    ]
+
+
+def test_the_collector_takes_reasons_with_the_metrics() -> None:
+    collector = ResultsCollector()
+    pair = [("gym_rollout", "d.jsonl::q1[r0]"), ("gym_rollout_status", "passed"), ("gym_rollout_agent", "a")]
+    pair += [("reward", 1.0)]
+    collector.pytest_runtest_logreport(report("t.py::test_a[q1-r0]", "setup", pair))  # type: ignore[arg-type]
+    a = [*pair, (property_name("terse"), 0.0), (reason_property_name("terse"), "3 sentences, not 1")]
+    collector.pytest_runtest_logreport(report("t.py::test_a[q1-r0]", "call", a))  # type: ignore[arg-type]
+    b = [*pair, (property_name("terse"), 0.0), (reason_property_name("terse"), "a list, not a sentence")]
+    b += [(property_name("boxed"), 1.0)]
+    collector.pytest_runtest_logreport(report("t.py::test_b[q1-r0]", "call", b))  # type: ignore[arg-type]
+    (rollout,) = collector.rollouts()
+    assert rollout.metrics == (("boxed", 1.0), ("terse", 0.0))
+    assert rollout.metric_reasons == (("terse", "3 sentences, not 1; a list, not a sentence"),)
+
+
+def test_the_json_report_round_trips_the_reasons() -> None:
+    results = [
+        replace(RESULTS[2], metric_reasons=(("boxed", "no \\boxed{} in the answer"),)),
+        RESULTS[0],
+    ]
+    (summary,) = summarize(results, thresholds={}, gates={}, mode=GateMode.POINT)
+    written = json_report.build_report([summary], results, {})
+    assert written["rollouts"][0]["metric_reasons"] == {"boxed": "no \\boxed{} in the answer"}
+    assert "metric_reasons" not in written["rollouts"][1]
+    import jsonschema
+
+    jsonschema.validate(written, __import__("json").loads(json_report.SCHEMA_PATH.read_text()))
+    assert json_report.conclusion_from_report(written)[1] == results  # what `html` reads back
+    merged = shard_report.rollout_result(
+        written["rollouts"][0], SimpleNamespace(label="a.json"), 0
+    )  # what `merge` reads
+    assert merged.metric_reasons == (("boxed", "no \\boxed{} in the answer"),)
+    with pytest.raises(shard_report.MergeError, match="reason of metric 'boxed'"):
+        shard_report.rollout_result(
+            {**written["rollouts"][0], "metric_reasons": {"boxed": 3}}, SimpleNamespace(label="a.json"), 0
+        )
+
+
+def test_the_page_shows_each_rollouts_metrics_and_reasons() -> None:
+    results = [replace(RESULTS[2], metric_reasons=(("boxed", "no boxed answer"),)), RESULTS[0], RESULTS[3]]
+    (summary,) = summarize(results, thresholds={}, gates={}, mode=GateMode.POINT)
+    conclusion = json_report.conclusion_from_report(json_report.build_report([summary], results, {}))[0]
+    rows = page_data.page_data(conclusion, results)["rollouts"]
+    assert rows[0][9] == [["boxed", 0.0, "no boxed answer"]]
+    assert rows[1][9] == [["boxed", 1.0, None]]
+    assert rows[2][9] is None  # recorded no metric

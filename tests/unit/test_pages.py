@@ -218,7 +218,18 @@ def test_page_data_marks_each_task_for_the_filters() -> None:
     assert tasks["flaky"]["m"] == 0.5 and tasks["flaky"]["b"] == 1.0
     assert tasks["broken"]["f"] == html.ERRORED | html.FAILED and tasks["broken"]["m"] == 0.5
     assert tasks["once"]["c"] == [6, -1] and tasks["once"]["b"] is None
-    assert data["rollouts"][4] == [f"{DATA}::broken[r0]", 0, "error", None, "agent_run_error", None, -1, None, None]
+    assert data["rollouts"][4] == [
+        f"{DATA}::broken[r0]",
+        0,
+        "error",
+        None,
+        "agent_run_error",
+        None,
+        -1,
+        None,
+        None,
+        None,
+    ]
     assert (
         data["rollouts"][3][2:4] == ["failed", 0.0] and data["rollouts"][3][6] == 0 and data["rollouts"][3][8] == [1.0]
     )

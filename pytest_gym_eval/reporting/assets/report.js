@@ -5,8 +5,9 @@
 (function () {
   "use strict";
 
-  // A rollout: [nodeid, group, status, reward, failure_class, record, colour, extras, recorded].
-  var NODEID = 0, GROUP = 1, STATUS = 2, REWARD = 3, CLASS = 4, RECORD = 5, COLOUR = 6, EXTRAS = 7, RECORDED = 8;
+  // A rollout: [nodeid, group, status, reward, failure_class, record, colour, extras, recorded, metrics].
+  var NODEID = 0, GROUP = 1, STATUS = 2, REWARD = 3, CLASS = 4, RECORD = 5, COLOUR = 6, EXTRAS = 7, RECORDED = 8,
+    METRICS = 9;
   // Task flags, as html.py sets them.
   var FLAGS = { all: 0, failed: 1, errored: 2, flaky: 4, flipped: 8, dropped: 16 };
 
@@ -279,6 +280,16 @@
       ["record", rollout[RECORD]],
     ]));
     if (Object.keys(other).length) body.appendChild(keyValues(other));
+    if (rollout[METRICS]) {  // [[name, value, reason or null], ...]: what the test functions recorded, and why
+      var metrics = box("metrics", "Custom metrics");
+      var list = el("dl", "kv");
+      rollout[METRICS].forEach(function (metric) {
+        list.appendChild(el("dt", "", metric[0]));
+        list.appendChild(el("dd", "", String(metric[1]) + (metric[2] ? " \u2014 " + metric[2] : "")));
+      });
+      metrics.appendChild(list);
+      body.appendChild(metrics);
+    }
     if (rollout[STATUS] === "error") {
       var failure = box("failure", "Error: " + (rollout[CLASS] || "unknown"));
       if (Object.keys(cause).length) failure.appendChild(keyValues(cause));
