@@ -22,10 +22,12 @@ from _pytest._code.code import ReprFileLocation, TerminalRepr
 from pytest_gym_eval.causes import GYM_EXITED, unexpected_error
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.item_protocol import RolloutLike
 from pytest_gym_eval.models import agent_instance, item_id
 from pytest_gym_eval.on_demand import OnDemandError
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.python_dataset import label_of
+from pytest_gym_eval.results import TEST_ROLLOUT_COUNTED
 from pytest_gym_eval.rollout_value import RolloutRequest
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
 from pytest_gym_eval.run import GymStartError
@@ -319,7 +321,8 @@ def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> Collect
                     every = list(request.dataset_tasks)
                     test = tested[request.dataset] = DatasetTasks(request.dataset, str(request.path), 0, every)
                 test.agents.setdefault(request.task_id, request.agent)
-                test.repeats = max(test.repeats, request.repeat + 1)
+                if request.counted:  # a pair beyond the dataset's repeats is no repeat of its statistics
+                    test.repeats = max(test.repeats, request.repeat + 1)
             continue
         if item.parent is not parent:
             parent = item.parent
@@ -418,13 +421,22 @@ def plan_selected(session: pytest.Session) -> None:
         selected = [item for item in by_nodeid.values() if not never_runs(item)]
         rows = [(item.nodeid, item.path, item.task.line, item.task_id, item.repeat, item.agent) for item in selected]
         planned = {row[0] for row in rows}
+        counting = set(planned)
         for item, request in tests:
-            if request.nodeid not in planned and not never_runs(item):
+            # Named from collection on, so that the results know the test's rollout even when it skips before it
+            # got it (:meth:`pytest_gym_eval.results.ResultsCollector.take_use`).
+            item.user_properties += [(TEST_ROLLOUT_PARAM, request.nodeid), (TEST_ROLLOUT_COUNTED, request.counted)]
+            if never_runs(item):
+                continue
+            if request.nodeid not in planned:
                 planned.add(request.nodeid)
                 rows.append(request.planned_row())
+            if request.counted:
+                counting.add(request.nodeid)
         on_demand = any(ON_DEMAND_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items)
         serve = (gym.options.agent,) if on_demand and gym.options.agent else ()
-        gym.plan_rollouts(rows, {item.nodeid: item for item in selected}, selecting_options(session.config), serve)
+        items: dict[str, RolloutLike] = {item.nodeid: item for item in selected}
+        gym.plan_rollouts(rows, items, selecting_options(session.config), serve, frozenset(planned - counting))
     gym.results.gates_expected.update(item.nodeid for item in session.items if isinstance(item, GateItem))
 
 

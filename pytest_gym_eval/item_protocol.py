@@ -173,7 +173,9 @@ class ItemProtocol:
         assert feed is not None, "gym_session was not started"
         run.notes.flush()
         dataset = item.nodeid.split("::", 1)[0]
-        planned = [r for r in run.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset]
+        planned = [
+            r for r in run.plan.rollouts if r.nodeid.split("::", 1)[0] == dataset and r.nodeid not in run.plan.uncounted
+        ]
         found = feed.wait_all([r.stamp for r in planned], run.options.rollout_timeout)
         if run.options.adaptive and run.run_dir is not None:
             timeout = run.options.rollout_timeout

@@ -86,6 +86,9 @@ class RunPlan:
     these, Gym starts even when no rollout is planned."""
     shared: int = 1
     """S in shared-task mode (the rollouts of each task, one row each, under one ``_ng_task_index``); 1 otherwise."""
+    uncounted: frozenset[str] = frozenset()
+    """Node ids of the rollouts only test functions asked for beyond their dataset's repeats: rolled out, not
+    counted in the dataset's statistics (:func:`pytest_gym_eval.results.counts_in_dataset`)."""
 
     @property
     def stride(self) -> int:
@@ -144,6 +147,7 @@ class RunPlan:
             "row_repeats": self.row_repeats,
             "serve_agents": list(self.serve_agents),
             "shared": self.shared,
+            "uncounted": sorted(self.uncounted),
         }
         write_json_atomic(path, data, indent=None)
 
@@ -159,6 +163,7 @@ class RunPlan:
             int(data.get("row_repeats", 1)),
             tuple(str(agent) for agent in data.get("serve_agents", ())),
             int(data.get("shared", 1)),
+            frozenset(str(nodeid) for nodeid in data.get("uncounted", ())),
         )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -119,6 +119,96 @@ def rollout_from_test_report(report: pytest.TestReport) -> rpt.RolloutResult | N
     )
 
 
+TEST_ROLLOUT_COUNTED = "gym_rollout_counted"
+"""``user_properties`` key of a test function over a rollout: whether its pair counts in the dataset's statistics
+(:func:`counts_in_dataset`); with ``gym_rollout`` it is on the test from collection on, so that even a test skipped
+before it got its rollout names it."""
+
+
+def counts_in_dataset(repeat: int, dataset_repeats: int, count: bool = False) -> bool:
+    """Whether a test function's (task, ``repeat``) pair counts in its dataset's statistics (reward summary, gates,
+    reports): the one rule, with :func:`count_rollout` for skips.
+
+    A pair counts when it is one of the dataset's own pairs, ``repeat < dataset_repeats`` (the repeats its items
+    have: ``--gym-repeats``, ini ``gym_repeats``, ``repeats=`` in ``gym_dataset_settings``; 1 by default), so that
+    a task weighs as much as its dataset items would make it weigh, whichever tests ask for it. A pair beyond them
+    (a mark's ``repeats=3`` over a dataset of 1) is a diagnostic: rolled out, reported on the test, not counted.
+    ``count=True`` (the mark's opt-in) counts every pair of the mark."""
+    return count or repeat < dataset_repeats
+
+
+@dataclass(frozen=True)
+class TestUse:
+    """One test function's use of a rollout, as its reports say: ``test`` its node id, ``counts`` the verdict of
+    :func:`counts_in_dataset` on its pair, ``skipped`` whether it reported skipped (``pytest.skip``; an xfail is no
+    skip), ``result`` the rollout's own verdict once the test got it (None before)."""
+
+    __test__ = False  # not a pytest test class
+
+    test: str
+    counts: bool
+    skipped: bool = False
+    result: rpt.RolloutResult | None = None
+
+
+CountReason = Literal["counted", "skipped", "beyond", "unreported"]
+
+
+def count_rollout(
+    item: rpt.RolloutResult | None, uses: Sequence[TestUse]
+) -> tuple[CountReason, rpt.RolloutResult | None]:
+    """Whether one rollout counts in its dataset's statistics, given its dataset item's result (None when no dataset
+    item reported it) and the test functions that used it; returns ``(why, result)``, ``result`` the one counted.
+
+    - ``counted``: the dataset item reported it, not skipped (its result: the pass hook decides it), or else a test
+      function that counts it (:func:`counts_in_dataset`) got it and did not skip (the rollout's own verdict);
+    - ``unreported``: a counting test function has not got it yet (it errored before, or never ran);
+    - ``skipped``: every item that would count it skipped (``pytest.skip``, in the dataset item's fixtures or in the
+      test function after it got the rollout): left out as a skipped dataset item is;
+    - ``beyond``: only test functions whose pair lies beyond the dataset's repeats used it: a diagnostic."""
+    if item is not None and item.status != "skipped":
+        return "counted", item
+    counting = [use for use in sorted(uses, key=lambda use: use.test) if use.counts and not use.skipped]
+    if got := [use.result for use in counting if use.result is not None]:
+        return "counted", got[0]
+    if counting or (item is None and not uses):
+        return "unreported", None
+    if item is not None or any(use.counts for use in uses):
+        return "skipped", None
+    return "beyond", None
+
+
+def not_counted_note(uses: Mapping[str, Sequence[TestUse]], reasons: Mapping[str, CountReason], repeats: int) -> str:
+    """The summary's line of what a dataset's statistics left out of its test functions' rollouts (``uses`` and
+    ``reasons`` by rollout node id, ``repeats`` the dataset's own), "" when nothing: "6 rollouts of test functions
+    beyond the dataset's 1 repeat (test_x.py::test_a: repeats=3; count=True in the mark counts them); 1 skipped
+    by its test (test_x.py::test_b[q1-r0])"."""
+    beyond: dict[str, int] = {}  # test function -> the most repeats of its pairs
+    count_beyond = 0
+    skipped: list[str] = []
+    for nodeid, why in reasons.items():
+        if why == "beyond":
+            count_beyond += 1
+            for use in uses.get(nodeid, ()):
+                function = use.test.split("[", 1)[0]
+                repeat = int(nodeid.rpartition("[r")[2].rstrip("]") or 0)
+                beyond[function] = max(beyond.get(function, 0), repeat + 1)
+        elif why == "skipped":
+            skipped += sorted(use.test for use in uses.get(nodeid, ()) if use.skipped)
+    parts = []
+    if count_beyond:
+        marks = "; ".join(f"{name}: repeats={most}" for name, most in sorted(beyond.items()))
+        parts.append(
+            f"{count_beyond} rollout{'s' if count_beyond != 1 else ''} of test functions beyond the dataset's "
+            f"{repeats} repeat{'s' if repeats != 1 else ''} ({marks}; count=True in the mark counts them)"
+        )
+    if skipped:
+        parts.append(
+            f"{len(skipped)} skipped by {'its test' if len(skipped) == 1 else 'their tests'} ({', '.join(skipped)})"
+        )
+    return "; ".join(parts)
+
+
 @dataclass(eq=False)  # hashable by identity: pytest < 9.1 keeps registered plugins in a set
 class ResultsCollector:
     """Every rollout item reported in this process, by node id (skipped items are left out).
@@ -138,6 +228,8 @@ class ResultsCollector:
     gate_failures: set[str] = field(default_factory=set)
     """Node ids of the ``gym-gate`` items that failed or errored (their gates, or a crash: the session's exit
     status then cannot be 0, as their JUnit testcase is a failure)."""
+    uses: dict[str, dict[str, TestUse]] = field(default_factory=dict)
+    """Test functions' uses of rollouts: ``uses[rollout node id][test node id]`` (:meth:`take_use`)."""
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     """Custom metrics test functions recorded (``rollout.record_metric``): ``metrics[rollout node id][test node id]``
     maps name -> value, as the test's latest report carries them."""
@@ -155,9 +247,7 @@ class ResultsCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Take one phase's report (registered as a plugin, this is a pytest hook)."""
         self.starts.setdefault(report.nodeid, report.start)  # setup: waiting for the rollout counts too
-        tested = rollout_from_test_report(report)
-        if tested is not None:  # counted once: the dataset's own item, when it reports, replaces it
-            self.results.setdefault(tested.nodeid, tested)
+        self.take_use(report)
         self.take_metrics(report)
         result = rollout_result(report, self.results.get(report.nodeid))
         if result is not None:
@@ -168,6 +258,50 @@ class ResultsCollector:
                 self.gate_failures.add(report.nodeid)
         elif report.failed and report.nodeid not in self.results:
             self.other_failures.add(report.nodeid)
+
+    def take_use(self, report: pytest.TestReport) -> None:
+        """Note a test function's use of a rollout (its ``gym_rollout`` property): whether its pair counts, whether
+        it skipped, and the rollout's verdict once its setup got it (:func:`count_rollout` decides at the end)."""
+        if not report.user_properties:
+            return
+        props = dict(report.user_properties)
+        rollout = props.get(TEST_ROLLOUT_KEYS[0])
+        if not isinstance(rollout, str) or "::" not in rollout or all(key in props for key in ROLLOUT_KEYS):
+            return
+        uses = self.uses.setdefault(rollout, {})
+        use = uses.get(report.nodeid) or TestUse(report.nodeid, bool(props.get(TEST_ROLLOUT_COUNTED, True)))
+        skipped = report.skipped and not hasattr(report, "wasxfail")
+        uses[report.nodeid] = replace(
+            use, skipped=use.skipped or skipped, result=rollout_from_test_report(report) or use.result
+        )
+
+    def counting(self) -> dict[str, tuple[CountReason, rpt.RolloutResult | None]]:
+        """Per rollout node id any item reported, in report order, whether it counts (:func:`count_rollout`)."""
+        return {
+            nodeid: count_rollout(self.results.get(nodeid), list(self.uses.get(nodeid, {}).values()))
+            for nodeid in dict.fromkeys([*self.results, *self.uses])
+        }
+
+    def left_out(self, nodeid: str) -> bool:
+        """Whether the rollout ``nodeid`` reported and is left out of its dataset's statistics: every item that
+        would count it skipped, or only test functions beyond the dataset's repeats used it (:func:`count_rollout`)."""
+        if nodeid not in self.results and nodeid not in self.uses:
+            return False
+        why, _ = count_rollout(self.results.get(nodeid), list(self.uses.get(nodeid, {}).values()))
+        return why in ("skipped", "beyond")
+
+    def not_counted(self, repeats: Callable[[str], int]) -> dict[str, str]:
+        """Per dataset, the summary's line of its test functions' rollouts left out (:func:`not_counted_note`;
+        ``repeats`` gives a dataset's own repeats by name); datasets with nothing left out have no key."""
+        reasons: dict[str, dict[str, CountReason]] = {}
+        for nodeid, (why, _) in self.counting().items():
+            if why in ("skipped", "beyond") and nodeid in self.uses:
+                reasons.setdefault(nodeid.split("::", 1)[0], {})[nodeid] = why
+        notes = {
+            dataset: not_counted_note({n: list(self.uses[n].values()) for n in found}, found, repeats(dataset))
+            for dataset, found in reasons.items()
+        }
+        return {dataset: note for dataset, note in notes.items() if note}
 
     def take_metrics(self, report: pytest.TestReport) -> None:
         """Note the custom metrics a test function's report carries for its rollout (``gym_rollout``): every phase's
@@ -206,7 +340,9 @@ class ResultsCollector:
         return sorted(self.gates_expected - self.gates_reported)
 
     def rollouts(self) -> list[rpt.RolloutResult]:
-        """The reported rollouts (skipped ones left out), in report order, each with its custom metrics."""
+        """The reported rollouts that count in their datasets' statistics (:func:`count_rollout`: skipped ones and
+        test functions' diagnostics left out), in report order, each with its custom metrics."""
+        counted = [r for why, r in self.counting().values() if why == "counted" and r is not None]
         return [
             replace(
                 r,
@@ -215,7 +351,7 @@ class ResultsCollector:
             )
             if r.nodeid in self.metrics
             else r
-            for r in self.results.values()
+            for r in counted
             if r.status in ("passed", "failed", "error")
         ]
 
@@ -277,6 +413,7 @@ def conclude(
     selections: Mapping[str, Selection] | None = None,
     quarantine: Quarantine | None = None,
     known_tasks: Iterable[tuple[str, str]] = (),
+    not_counted: Mapping[str, str] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
@@ -298,6 +435,9 @@ def conclude(
     summaries and gates (``selected`` must already leave them out); ``Conclusion.quarantined`` says which, which
     entries expired, and which name no task of the run (its rollouts' and ``known_tasks``, ``(dataset, task id)``:
     every task collected, a selection may leave some out), and ``reason`` counts them.
+
+    ``not_counted[dataset]``: the line saying which test functions' rollouts its statistics left out
+    (:meth:`ResultsCollector.not_counted`), shown with its summary.
     """
     held: list[rpt.RolloutResult] = []
     tasks = {(r.dataset, str(r.task_id)) for r in results} | set(known_tasks)
@@ -316,6 +456,8 @@ def conclude(
     )
     if selections:
         summaries = [replace(s, selection=selections.get(s.dataset)) for s in summaries]
+    if not_counted:
+        summaries = [replace(s, not_counted=not_counted.get(s.dataset, "")) for s in summaries]
     summaries = label_policies(summaries, [policy.name for policy in options.policies])
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     policies = policy_comparisons(results, options, selections, adaptive)

@@ -36,6 +36,7 @@ from pytest_gym_eval.on_demand import (
 )
 from pytest_gym_eval.outcome import RolloutOutcome
 from pytest_gym_eval.python_dataset import Dataset, materialise
+from pytest_gym_eval.results import counts_in_dataset
 from pytest_gym_eval.rollout_value import Rollout, RolloutRequest
 from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.sampling import apply_sampling
@@ -46,9 +47,10 @@ from pytest_gym_eval.stash import SOFT_FAILURES_KEY
 ROLLOUTS_MARK = "gym_rollouts"
 FIXTURE = "gym_rollout"
 MARK_HELP = (
-    f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None): parametrize the test's {FIXTURE} fixture over the dataset's "
-    "(task, repeat) pairs (dataset: a path relative to the test file's folder, or a pytest_gym_eval.Dataset of rows "
-    "built in Python; tasks: a -k-like expression over task ids, globs allowed, or a list of ids)"
+    f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None, count=False): parametrize the test's {FIXTURE} fixture over "
+    "the dataset's (task, repeat) pairs (dataset: a path relative to the test file's folder, or a "
+    "pytest_gym_eval.Dataset of rows built in Python; tasks: a -k-like expression over task ids, globs allowed, or a "
+    "list of ids; count=True: pairs beyond the dataset's own repeats count in its statistics too)"
 )
 TASKS_KEY = pytest.StashKey[dict[Path, tuple[list[Task], str]]]()
 """Per dataset path, its tasks and default agent, read once per session however many tests name it."""
@@ -65,11 +67,13 @@ TEST_ROLLOUT_AGENT = "gym_rollout_agent"
 class MarkArguments:
     """A ``gym_rollouts`` mark's arguments, checked: ``dataset`` (a path as written, or a Python
     :class:`~pytest_gym_eval.python_dataset.Dataset`), ``repeats`` (None: the dataset's own setting), ``tasks``
-    (None: every task; a string: an expression; a tuple: task ids)."""
+    (None: every task; a string: an expression; a tuple: task ids), ``count`` (whether pairs beyond the dataset's
+    own repeats count in its statistics: :func:`~pytest_gym_eval.results.counts_in_dataset`)."""
 
     dataset: str | Dataset
     repeats: int | None = None
     tasks: str | tuple[str, ...] | None = None
+    count: bool = False
 
 
 def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
@@ -78,10 +82,10 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
     args = list(mark.args)
     if "dataset" in kwargs:
         args.insert(0, kwargs.pop("dataset"))
-    unknown = sorted(set(kwargs) - {"repeats", "tasks"})
+    unknown = sorted(set(kwargs) - {"repeats", "tasks", "count"})
     if len(args) != 1 or unknown:
         what = f"unknown argument {', '.join(unknown)}" if unknown else f"{len(args)} datasets"
-        raise ValueError(f"{where}: {ROLLOUTS_MARK} takes one dataset path, repeats= and tasks= ({what} given)")
+        raise ValueError(f"{where}: {ROLLOUTS_MARK} takes one dataset path, repeats=, tasks= and count= ({what} given)")
     dataset = args[0]
     if not isinstance(dataset, (str, os.PathLike, Dataset)) or not str(dataset):
         raise ValueError(f"{where}: {ROLLOUTS_MARK}: the dataset must be a path or a Dataset, got {dataset!r}")
@@ -95,7 +99,10 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
                 f"{where}: {ROLLOUTS_MARK}: tasks must be an expression or a list of task ids, got {tasks!r}"
             )
         tasks = tuple(tasks)
-    return MarkArguments(dataset if isinstance(dataset, Dataset) else os.fspath(dataset), repeats, tasks)
+    count = kwargs.get("count", False)
+    if not isinstance(count, bool):
+        raise ValueError(f"{where}: {ROLLOUTS_MARK}: count must be True or False, got {count!r}")
+    return MarkArguments(dataset if isinstance(dataset, Dataset) else os.fspath(dataset), repeats, tasks, count)
 
 
 def task_filter(tasks: str | tuple[str, ...] | None, where: str) -> Callable[[str], bool]:
@@ -182,11 +189,20 @@ def dataset_path(dataset: str, test_file: Path) -> Path:
 
 
 def requests_for(
-    tasks: Sequence[Task], args: MarkArguments, name: str, path: Path, default_agent: str, repeats: int, where: str
+    tasks: Sequence[Task],
+    args: MarkArguments,
+    name: str,
+    path: Path,
+    default_agent: str,
+    repeats: int,
+    where: str,
+    dataset_repeats: int | None = None,
 ) -> list[RolloutRequest]:
     """The (task, repeat) pairs a mark selects of a dataset's ``tasks``, task by task in the file's order, each
-    with ``repeats`` repeats. Raises ValueError naming ``where`` for a task id the dataset lacks, or a filter that
-    selects nothing."""
+    with ``repeats`` repeats, each marked counted or not in the dataset's statistics by
+    :func:`~pytest_gym_eval.results.counts_in_dataset` against ``dataset_repeats`` (the dataset's own; None:
+    ``repeats``). Raises ValueError naming ``where`` for a task id the dataset lacks, or a filter that selects
+    nothing."""
     if isinstance(args.tasks, tuple):
         known = {task.task_id for task in tasks}
         missing = [task for task in args.tasks if task not in known]
@@ -194,8 +210,11 @@ def requests_for(
             raise ValueError(f"{where}: {ROLLOUTS_MARK}: {path} has no task {', '.join(map(repr, missing))}")
     wanted = task_filter(args.tasks, where)
     every = tuple(task.task_id for task in tasks)
+    own = repeats if dataset_repeats is None else dataset_repeats
     requests = [
-        RolloutRequest(name, path, task, repeat, task.agent or default_agent, every)
+        RolloutRequest(
+            name, path, task, repeat, task.agent or default_agent, every, counts_in_dataset(repeat, own, args.count)
+        )
         for task in tasks
         if wanted(task.task_id)
         for repeat in range(repeats)
@@ -222,8 +241,8 @@ def parametrize(metafunc: pytest.Metafunc, mark: pytest.Mark) -> None:
         tasks, default_agent = dataset_tasks(metafunc.config, gym, path, where)
         if isinstance(args.dataset, Dataset) and args.dataset.agent and not gym.options.own_settings(path).agent:
             default_agent = args.dataset.agent
-        repeats = args.repeats or gym.options.dataset_settings(path).repeats or 1
-        requests = requests_for(tasks, args, name, path, default_agent, repeats, where)
+        own = gym.options.dataset_settings(path).repeats or 1
+        requests = requests_for(tasks, args, name, path, default_agent, args.repeats or own, where, own)
     except (ValueError, DatasetError) as error:
         raise pytest.Collector.CollectError(str(error)) from None
     metafunc.parametrize(FIXTURE, requests, ids=[request.test_id for request in requests], indirect=True)
@@ -286,16 +305,16 @@ def rollout_for(request: pytest.FixtureRequest) -> Rollout:
     gym: GymSession = request.getfixturevalue("gym_session")
     waiter = Waiter(wanted, wanted.path, wanted.task)
     outcome = gym.item_protocol.outcome_of(waiter)
-    request.node.user_properties.extend(
-        [(TEST_ROLLOUT, wanted.nodeid), (TEST_ROLLOUT_STATUS, outcome.status), (TEST_ROLLOUT_AGENT, wanted.agent)]
-    )
+    properties = request.node.user_properties
+    if (TEST_ROLLOUT, wanted.nodeid) not in properties:  # collection put it there (collect.plan_selected)
+        properties.append((TEST_ROLLOUT, wanted.nodeid))
+    properties.extend([(TEST_ROLLOUT_STATUS, outcome.status), (TEST_ROLLOUT_AGENT, wanted.agent)])
     request.node.user_properties.extend(waiter.user_properties)
     if outcome.status == "error" or outcome.record is None:
         error = RolloutError(outcome.message + (f"\nlog: {outcome.log}" if outcome.log else ""))
         error.outcome = outcome  # type: ignore[attr-defined]
         raise error
     rollout = rollout_of(outcome, wanted, outcome.record.read_full(), read_row(wanted.path, wanted.task.line))
-    properties = request.node.user_properties
     failed = request.node.stash.setdefault(SOFT_FAILURES_KEY, [])
 
     def record(name: str, value: float, reason: str | None) -> None:

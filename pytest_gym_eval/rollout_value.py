@@ -235,7 +235,8 @@ class RolloutRequest:
 
     ``dataset`` is the dataset's name (its path relative to the rootdir, as in a dataset item's node id), ``path``
     the file, ``agent`` the agent it is rolled out by. ``dataset_tasks`` holds every task id of the dataset (for
-    ``--gym-shard``, whose rule sees the whole set).
+    ``--gym-shard``, whose rule sees the whole set); ``counted`` whether the pair counts in the dataset's statistics
+    (a pair beyond the dataset's own repeats does not, unless the mark says ``count=True``).
     """
 
     dataset: str
@@ -244,6 +245,8 @@ class RolloutRequest:
     repeat: int
     agent: str
     dataset_tasks: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    counted: bool = True
+    """Whether the pair counts in the dataset's statistics (:func:`pytest_gym_eval.results.counts_in_dataset`)."""
 
     @property
     def task_id(self) -> str:

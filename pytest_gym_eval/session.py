@@ -183,20 +183,27 @@ class GymSession:
         return bool(settings.gates)
 
     def plan_rollouts(
-        self, rows: Sequence[PlannedRow], items: dict[str, RolloutLike], how: str, serve_agents: Sequence[str] = ()
+        self,
+        rows: Sequence[PlannedRow],
+        items: dict[str, RolloutLike],
+        how: str,
+        serve_agents: Sequence[str] = (),
+        uncounted: frozenset[str] = frozenset(),
     ) -> None:
         """Stamp the selected rollouts (``pytest_collection_finish``): ``rows`` in collection order, ``items`` the
         rollout item of each node id (for the pass hook), ``how`` the pytest options that selected (a label, see
         :mod:`pytest_gym_eval.selection`), ``serve_agents`` the agents on-demand rollouts need (Gym then starts even
-        with no row planned). A worker also saves the plan for the controller; the owner checks the run's
-        configuration and makes its run directory (one usage error, not N errors)."""
+        with no row planned), ``uncounted`` the node ids of rows only test functions beyond the dataset's repeats
+        asked for (rolled out, not counted: :func:`pytest_gym_eval.results.counts_in_dataset`). A worker also saves
+        the plan for the controller; the owner checks the run's configuration and makes its run directory (one
+        usage error, not N errors)."""
         self.plan = RunPlan.build(
             rows,
             whole_tasks=bool(rows) and whole_tasks_allowed(self.options),
             shared_tasks=shared_tasks_allowed(self.options),
         )
-        if serve_agents:
-            self.plan = dataclasses.replace(self.plan, serve_agents=tuple(serve_agents))
+        if serve_agents or uncounted:
+            self.plan = dataclasses.replace(self.plan, serve_agents=tuple(serve_agents), uncounted=uncounted)
         self.item_protocol.expect(self.plan, items)
         if self.collected is not None:
             self.selections = selection.selections(self.collected, self._deselected, how, self.options.shard)
@@ -337,20 +344,24 @@ class GymSession:
         return adaptive.adaptive_records(self.options, self.plan, self.run_dir)
 
     def reported_skipped(self, nodeid: str) -> bool:
-        """Whether the rollout item ``nodeid`` has reported skipped (``pytest.skip`` in a fixture, say): its
-        rollout is no selected one that never reported, and no gate counts it."""
-        result = self.results.results.get(nodeid)
-        return result is not None and result.status == "skipped"
+        """Whether the rollout ``nodeid`` reported and is left out of its dataset's statistics: every item that would
+        count it reported skipped (``pytest.skip`` in a fixture, or in a test function after it got the rollout),
+        or only test functions beyond the dataset's repeats used it (:func:`pytest_gym_eval.results.count_rollout`):
+        it is no selected one that never reported, and no gate counts it."""
+        return self.results.left_out(nodeid)
 
     def selected_rollouts(self) -> list[PlannedRollout]:
-        """The plan's rollouts that count as selected: all but those whose item reported skipped (see
-        :meth:`reported_skipped`) and, with ``--gym-adaptive``, those the waves never asked for. What the gates
-        judge, the summary's ``selected`` counts and a shard report's plan hold."""
+        """The plan's rollouts that count as selected: all but those left out (see :meth:`reported_skipped`),
+        those only test functions beyond the dataset's repeats asked for (``plan.uncounted``) and, with
+        ``--gym-adaptive``, those the waves never asked for. What the gates judge, the summary's ``selected``
+        counts and a shard report's plan hold."""
         never_asked = adaptive.skipped_stamps(self.options, self.run_dir)
         return [
             rollout
             for rollout in self.plan.rollouts
-            if rollout.stamp not in never_asked and not self.reported_skipped(rollout.nodeid)
+            if rollout.stamp not in never_asked
+            and rollout.nodeid not in self.plan.uncounted
+            and not self.reported_skipped(rollout.nodeid)
         ]
 
     def _owner_failure(self) -> RunState | None:
@@ -546,9 +557,15 @@ class GymSession:
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}
         self.conclusion = conclude(
             rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts,
-            quarantine=self.quarantine, known_tasks=self._collected_tasks(),
+            quarantine=self.quarantine, known_tasks=self._collected_tasks(), not_counted=self.not_counted(),
         )  # fmt: skip
         return self.conclusion
+
+    def not_counted(self) -> dict[str, str]:
+        """Per dataset name, the summary's line of the test functions' rollouts its statistics left out
+        (:meth:`ResultsCollector.not_counted`)."""
+        rootdir = self.options.rootdir
+        return self.results.not_counted(lambda name: self.options.dataset_settings(rootdir / name).repeats or 1)
 
     def _collected_tasks(self) -> list[tuple[str, str]]:
         """Every ``(dataset, task id)`` this session collected, before any selection (none when unknown)."""

@@ -65,7 +65,9 @@ ROLLOUT_PROPERTIES = (
 """The per-rollout values a rollout item carries in its ``user_properties`` (the last four: tokens and latency,
 when Gym recorded them)."""
 
-TEST_PROPERTIES = frozenset({"gym_rollout", "gym_rollout_status", "gym_rollout_agent", ON_DEMAND_PROPERTY})
+TEST_PROPERTIES = frozenset(
+    {"gym_rollout", "gym_rollout_status", "gym_rollout_agent", "gym_rollout_counted", ON_DEMAND_PROPERTY}
+)
 """The ``user_properties`` names of a test function's rollout (the ``gym_rollout`` fixture's, beside
 :data:`ROLLOUT_PROPERTIES` and its custom metrics, ``gym_metric.<name>``, with their reasons,
 ``gym_metric_reason.<name>``; :mod:`pytest_gym_eval.rollout_tests`) and

@@ -160,6 +160,9 @@ class DatasetSummary:
     not_applicable: tuple[Gate, ...] = ()
     """The session-wide custom metric gates not judged on this dataset: none of its rollouts recorded the metric
     (:func:`~pytest_gym_eval.gates.applies_to`); they take no part in its verdict."""
+    not_counted: str = ""
+    """What the statistics left out of test functions' rollouts of the dataset (pairs beyond its repeats, rollouts
+    their tests skipped: :func:`~pytest_gym_eval.results.count_rollout`), "" when nothing."""
 
     @property
     def gates_decide(self) -> bool:

@@ -93,6 +93,8 @@ def _summary_lines(
             "before Gym scored them: -x, --maxfail, an interrupt or a crash)",
             width,
         )
+    if summary.not_counted:  # test functions' rollouts beyond the dataset's repeats, or skipped by their tests
+        lines += fmt.labelled("not counted", summary.not_counted, width)
     if summary.adaptive is not None:  # --gym-adaptive: the waves, the rollouts spent against the ceiling
         lines += fmt.labelled("adaptive", summary.adaptive.describe(), width)
     if summary.errors:

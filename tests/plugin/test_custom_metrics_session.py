@@ -31,7 +31,7 @@ TESTS = """
 import pytest
 
 
-@pytest.mark.gym_rollouts("mcqa.jsonl", repeats=2)
+@pytest.mark.gym_rollouts("mcqa.jsonl", repeats=2, count=True)  # both repeats count, beyond the dataset's 1
 def test_shape(gym_rollout):
     gym_rollout.record_metric("boxed", "\\\\boxed{" in gym_rollout.output_text)
     gym_rollout.record_metric("chars", len(gym_rollout.output_text))

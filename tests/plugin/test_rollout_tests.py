@@ -364,3 +364,95 @@ def test_soft_expectations_fail_the_test_at_its_end_and_keep_every_metric(
         "q2": {"boxed": 0.0, "terse": 1.0},
         "q3": {"boxed": 1.0, "terse": 1.0},
     }
+
+
+EXTRA_REPEATS = """
+import pytest
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", repeats=3, tasks=["q2"])
+def test_q2_thrice(gym_rollout) -> None:
+    pass
+"""
+
+SKIPS = """
+import pytest
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", tasks=["q1", "q2"])
+def test_skips_q1(gym_rollout) -> None:
+    if gym_rollout.task_id == "q1":
+        pytest.skip("not this one")
+"""
+
+
+@pytest.mark.parametrize("with_items", [False, True])
+def test_a_test_functions_extra_repeats_do_not_weigh_its_task_more(
+    pytester: pytest.Pytester, fake_gym: FakeGym, with_items: bool
+) -> None:
+    """``repeats=3`` on q2 (reward 0) rolls q2 out three times, but the dataset's statistics count its own 1 repeat:
+    q2 weighs as q1 and q3 do, and the summary says what it left out."""
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_diag=EXTRA_REPEATS)
+    files = ["mcqa.jsonl", "test_diag.py"] if with_items else ["test_diag.py"]
+    result = run(pytester, fake_gym, *files, "--gym-report=r.json")
+    tests = {nodeid: outcome for nodeid, outcome in outcomes(result).items() if nodeid.startswith("test_diag.py")}
+    assert tests == {f"test_diag.py::test_q2_thrice[q2-r{k}]": "PASSED" for k in range(3)}  # rolled out, reported
+    summary = " ".join(dataset_summary(result).split())
+    if with_items:  # q1 (1.0), q2 (0.0), q3 (1.0): each once
+        assert "3 tasks, 3 rollouts (3 scored, 0 errors)" in summary and "mean reward 0.67" in summary, summary
+    else:
+        assert "1 task, 1 rollout (1 scored, 0 errors)" in summary, summary
+    assert (
+        "not counted 2 rollouts of test functions beyond the dataset's 1 repeat (test_diag.py::test_q2_thrice: "
+        "repeats=3; count=True in the mark counts them)" in summary
+    ), summary
+    assert "never reported" not in summary, summary
+    (dataset,) = json.loads((pytester.path / "r.json").read_text())["datasets"]
+    assert (dataset["rollouts"], dataset["unreported"]) == ((3, 0) if with_items else (1, 0))
+
+
+@pytest.mark.parametrize("with_items", [False, True])
+def test_a_test_function_that_skips_leaves_its_rollout_out(
+    pytester: pytest.Pytester, fake_gym: FakeGym, with_items: bool
+) -> None:
+    """A test function that calls ``pytest.skip()`` after getting q1's rollout leaves it out of the statistics, as a
+    skipped dataset item does, unless another item counts it: with the dataset's items selected, q1's item does."""
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_diag=SKIPS)
+    files = ["mcqa.jsonl", "test_diag.py"] if with_items else ["test_diag.py"]
+    result = run(pytester, fake_gym, *files)
+    summary = " ".join(dataset_summary(result).split())
+    if with_items:
+        assert "3 tasks, 3 rollouts (3 scored, 0 errors)" in summary and "not counted" not in summary, summary
+    else:  # q2 (0.0) alone
+        assert "1 task, 1 rollout (1 scored, 0 errors)" in summary and "mean reward 0.00" in summary, summary
+        assert "not counted 1 skipped by its test (test_diag.py::test_skips_q1[q1-r0])" in summary, summary
+        assert "never reported" not in summary, summary
+
+
+def test_count_true_counts_a_test_functions_extra_repeats(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(
+        test_counted="""
+import pytest
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", repeats=3, tasks=["q2"], count=True)
+def test_q2_thrice(gym_rollout) -> None:
+    pass
+"""
+    )
+    result = run(pytester, fake_gym, "test_counted.py")
+    summary = " ".join(dataset_summary(result).split())
+    assert "1 task, 3 rollouts (3 scored, 0 errors)" in summary and "not counted" not in summary, summary
+
+
+def test_under_xdist_a_test_functions_diagnostics_are_left_out_alike(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_repeats=EXTRA_REPEATS, test_skips=SKIPS)
+    result = run(pytester, fake_gym, "test_repeats.py", "test_skips.py", "-n", "2")
+    summary = " ".join(dataset_summary(result).split())
+    assert "1 task, 1 rollout (1 scored, 0 errors)" in summary, summary  # q2's r0, which both tests got, once
+    assert "1 skipped by its test" in summary and "2 rollouts of test functions beyond" in summary, summary

@@ -4,6 +4,7 @@ count a test function's rollout."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,7 +12,15 @@ import pytest
 
 import pytest_gym_eval
 from pytest_gym_eval.dataset import Task
-from pytest_gym_eval.results import ResultsCollector, rollout_from_test_report
+from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.results import (
+    ResultsCollector,
+    TestUse,
+    count_rollout,
+    counts_in_dataset,
+    not_counted_note,
+    rollout_from_test_report,
+)
 from pytest_gym_eval.rollout_tests import MarkArguments, dataset_path, mark_arguments, requests_for, task_filter
 from pytest_gym_eval.rollout_value import Rollout, RolloutRequest, ToolCall
 
@@ -75,6 +84,7 @@ def test_mark_arguments_are_checked() -> None:
     assert mark_arguments(mark(dataset=Path("d.jsonl"), repeats=3, tasks=["a", "b"]), "t") == MarkArguments(
         "d.jsonl", 3, ("a", "b")
     )
+    assert mark_arguments(mark("d.jsonl", repeats=3, count=True), "t") == MarkArguments("d.jsonl", 3, count=True)
     for bad, says in [
         (mark(), "0 datasets"),
         (mark("a.jsonl", "b.jsonl"), "2 datasets"),
@@ -82,6 +92,7 @@ def test_mark_arguments_are_checked() -> None:
         (mark("d.jsonl", repeats=0), "repeats must be a whole number >= 1, got 0"),
         (mark("d.jsonl", repeats=True), "repeats must be"),
         (mark("d.jsonl", tasks=[1]), "tasks must be an expression or a list of task ids"),
+        (mark("d.jsonl", count="yes"), "count must be True or False, got 'yes'"),
         (mark(3), "the dataset must be a path"),
     ]:
         with pytest.raises(ValueError, match=r"^test_x\.py::test_a: ") as error:
@@ -185,3 +196,100 @@ def test_collection_finds_a_test_functions_request_on_its_parametrization() -> N
     assert rollout_request(SimpleNamespace(callspec=SimpleNamespace(params={"gym_rollout": one}))) is one  # type: ignore[arg-type]
     assert rollout_request(SimpleNamespace(callspec=SimpleNamespace(params={"gym_rollout": 3}))) is None  # type: ignore[arg-type]
     assert rollout_request(SimpleNamespace()) is None  # type: ignore[arg-type]
+
+
+def test_a_test_functions_pair_counts_within_the_datasets_own_repeats_unless_the_mark_opts_in() -> None:
+    assert [counts_in_dataset(repeat, 1) for repeat in range(3)] == [True, False, False]
+    assert [counts_in_dataset(repeat, 2) for repeat in range(3)] == [True, True, False]
+    assert [counts_in_dataset(repeat, 1, count=True) for repeat in range(3)] == [True, True, True]
+
+
+def test_requests_beyond_the_datasets_repeats_are_not_counted() -> None:
+    args = MarkArguments("d.jsonl", repeats=3, tasks=("q1",))
+    requests = requests_for(TASKS, args, "d.jsonl", Path("/d.jsonl"), "a", 3, "t", dataset_repeats=2)
+    assert [(r.repeat, r.counted) for r in requests] == [(0, True), (1, True), (2, False)]
+    opted = requests_for(TASKS, replace(args, count=True), "d.jsonl", Path("/d.jsonl"), "a", 3, "t", 1)
+    assert all(r.counted for r in opted)
+
+
+def result(status: str, nodeid: str = "d.jsonl::q1[r0]") -> RolloutResult:
+    return RolloutResult(nodeid, "d.jsonl", "q1", 0, "a", status, 1.0 if status == "passed" else None)
+
+
+@pytest.mark.parametrize(
+    ("item", "uses", "expected"),
+    [
+        # The dataset item's own report counts, whatever the tests did.
+        ("passed", [TestUse("t::a", True, skipped=True, result=result("failed"))], ("counted", "passed")),
+        # No item: a counting test that got it and did not skip counts the rollout's own verdict.
+        (None, [TestUse("t::a", True, result=result("failed"))], ("counted", "failed")),
+        # Another counting test that skipped does not take it out.
+        (None, [TestUse("t::a", True, True, result("passed")), TestUse("t::b", True, result=result("passed"))],
+         ("counted", "passed")),
+        # Every counting item skipped: left out, as a skipped dataset item is.
+        (None, [TestUse("t::a", True, skipped=True, result=result("passed"))], ("skipped", None)),
+        ("skipped", [TestUse("t::a", True, skipped=True)], ("skipped", None)),
+        ("skipped", [], ("skipped", None)),
+        ("skipped", [TestUse("t::a", False, result=result("passed"))], ("skipped", None)),
+        # A skipped item, a counting test that got it: counted.
+        ("skipped", [TestUse("t::a", True, result=result("passed"))], ("counted", "passed")),
+        # Only tests beyond the dataset's repeats: a diagnostic, skipped or not.
+        (None, [TestUse("t::a", False, result=result("passed")), TestUse("t::b", False, True)], ("beyond", None)),
+        # A counting test that has not got it yet (it errored before, or never ran): unreported.
+        (None, [TestUse("t::a", True)], ("unreported", None)),
+        (None, [], ("unreported", None)),
+    ],
+)  # fmt: skip
+def test_count_rollout_is_the_one_rule(item: str | None, uses: list[TestUse], expected: tuple[str, str | None]) -> None:
+    why, counted = count_rollout(result(item) if item is not None else None, uses)
+    assert (why, counted.status if counted is not None else None) == expected
+
+
+def test_the_note_says_which_rollouts_of_test_functions_were_not_counted() -> None:
+    beyond = {f"d.jsonl::q2[r{k}]": [TestUse(f"t.py::test_a[q2-r{k}]", False)] for k in (1, 2)}
+    skipped = {"d.jsonl::q1[r0]": [TestUse("t.py::test_b[q1-r0]", True, skipped=True)]}
+    reasons = {**dict.fromkeys(beyond, "beyond"), **dict.fromkeys(skipped, "skipped")}
+    note = not_counted_note({**beyond, **skipped}, reasons, 1)  # type: ignore[arg-type]
+    assert note == (
+        "2 rollouts of test functions beyond the dataset's 1 repeat (t.py::test_a: repeats=3; count=True in the mark "
+        "counts them); 1 skipped by its test (t.py::test_b[q1-r0])"
+    )
+    assert not_counted_note({}, {}, 2) == ""
+
+
+ITEM = [("task_id", "q-1"), ("repeat", 1), ("agent", "d_agent"), ("reward", 1.0)]
+
+
+def test_a_test_function_that_skips_after_its_rollout_leaves_it_out_unless_another_item_counts_it() -> None:
+    for order in ("test first", "item first"):
+        results = ResultsCollector()
+        test = [
+            report("test_x.py::test_a[q-1-r1]", "setup", "passed", [*TESTED, ("gym_rollout_counted", True)]),
+            report("test_x.py::test_a[q-1-r1]", "call", "skipped", [*TESTED, ("gym_rollout_counted", True)]),
+        ]
+        for one in test:
+            results.pytest_runtest_logreport(one)
+        assert results.rollouts() == [] and results.left_out("data/d.jsonl::q-1[r1]")
+        item = [report("data/d.jsonl::q-1[r1]", when, "passed", ITEM) for when in ("setup", "call")]
+        results = ResultsCollector()
+        for one in (test + item) if order == "test first" else (item + test):
+            results.pytest_runtest_logreport(one)
+        (only,) = results.rollouts()
+        assert (only.nodeid, only.status) == ("data/d.jsonl::q-1[r1]", "passed") and not results.left_out(only.nodeid)
+
+
+def test_a_test_skipped_before_it_got_its_rollout_names_it_from_collection() -> None:
+    results = ResultsCollector()
+    props = [("gym_rollout", "data/d.jsonl::q-1[r1]"), ("gym_rollout_counted", True)]
+    results.pytest_runtest_logreport(report("test_x.py::test_a[q-1-r1]", "setup", "skipped", props))
+    assert results.rollouts() == [] and results.left_out("data/d.jsonl::q-1[r1]")
+
+
+def test_a_run_plan_keeps_its_uncounted_rollouts(tmp_path: Path) -> None:
+    from pytest_gym_eval.plan import RunPlan
+
+    plan = RunPlan.build([("d.jsonl::q1[r0]", Path("/d.jsonl"), 1, "q1", 0, "a"),
+                          ("d.jsonl::q1[r1]", Path("/d.jsonl"), 1, "q1", 1, "a")])  # fmt: skip
+    plan = replace(plan, uncounted=frozenset({"d.jsonl::q1[r1]"}))
+    plan.save(tmp_path / "plan.json")
+    assert RunPlan.load(tmp_path / "plan.json") == plan
