@@ -335,7 +335,30 @@ def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> Collect
     for name, entry in datasets.items():
         entry.tasks.sort(key=lines[name].__getitem__)
     only_tested = [tested[name] for name in sorted(tested) if name not in datasets]
-    return CollectedPlan(shard, [datasets[name] for name in sorted(datasets)], only_tested)
+    return CollectedPlan(shard, [datasets[name] for name in sorted(datasets)], only_tested, mark_gates(items))
+
+
+def mark_gates(items: Iterable[pytest.Item]) -> dict[str, dict[str, tuple[float, str]]]:
+    """The gates the ``gym_rollouts`` marks of ``items`` declare (``min_metric={"terse": 0.9}``): per dataset name,
+    per custom metric, ``(minimum mean, node id of the declaring test without its parametrization)``. Several tests
+    may declare the same gate for a dataset (the first is named); raises ValueError naming both tests when two
+    declare different bounds for the same metric of the same dataset."""
+    marks: dict[str, dict[str, tuple[float, str]]] = {}
+    for item in items:
+        request = rollout_request(item)
+        if request is None or not request.min_metric:
+            continue
+        test = item.nodeid.partition("[")[0]
+        declared = marks.setdefault(request.dataset, {})
+        for metric, bound in request.min_metric:
+            known = declared.setdefault(metric, (bound, test))
+            if known[0] != bound:
+                raise ValueError(
+                    f"gym_rollouts marks disagree on the gate of metric {metric!r} on {request.dataset}: {known[1]} "
+                    f"declares min_metric={{{metric!r}: {known[0]:g}}} and {test} min_metric={{{metric!r}: {bound:g}}}"
+                    " (declare it once, or set it in gym_dataset_settings for the dataset)"
+                )
+    return marks
 
 
 def select_shard(items: list[pytest.Item], shard: Shard, plan: CollectedPlan) -> tuple[list[Any], list[Any]]:
@@ -367,7 +390,10 @@ def record_collected(config: pytest.Config, items: list[pytest.Item]) -> None:
     ``--gym-shard``, keep only this shard's items and report the others as deselected (as ``-k`` does)."""
     gym = config.stash[SESSION_KEY]
     shard = gym.options.shard
-    plan = collected_plan(items, shard)
+    try:
+        plan = collected_plan(items, shard)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     gym.record_collected(plan)
     if shard is None:
         return

@@ -10,6 +10,7 @@ dataset's own item has, so a pair both need is rolled out once whatever the orde
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval.collect import ON_DEMAND_FIXTURE, RolloutError, dataset_default_agent
-from pytest_gym_eval.custom_metrics import property_name
+from pytest_gym_eval.custom_metrics import check_name, property_name
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.item_protocol import read_row
 from pytest_gym_eval.models import instance_sampling
@@ -45,9 +46,10 @@ from pytest_gym_eval.stash import SOFT_FAILURES_KEY
 ROLLOUTS_MARK = "gym_rollouts"
 FIXTURE = "gym_rollout"
 MARK_HELP = (
-    f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None): parametrize the test's {FIXTURE} fixture over the dataset's "
-    "(task, repeat) pairs (dataset relative to the test file's folder; tasks: a -k-like expression over task ids, "
-    "globs allowed, or a list of ids)"
+    f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None, min_metric=None): parametrize the test's {FIXTURE} fixture "
+    "over the dataset's (task, repeat) pairs (dataset relative to the test file's folder; tasks: a -k-like expression "
+    "over task ids, globs allowed, or a list of ids; min_metric: {name: minimum mean}, gates on the custom metrics "
+    "the test records, for this dataset)"
 )
 TASKS_KEY = pytest.StashKey[dict[Path, tuple[list[Task], str]]]()
 """Per dataset path, its tasks and default agent, read once per session however many tests name it."""
@@ -61,11 +63,13 @@ TEST_ROLLOUT_AGENT = "gym_rollout_agent"
 @dataclass(frozen=True)
 class MarkArguments:
     """A ``gym_rollouts`` mark's arguments, checked: ``dataset`` (as written), ``repeats`` (None: the dataset's
-    own setting), ``tasks`` (None: every task; a string: an expression; a tuple: task ids)."""
+    own setting), ``tasks`` (None: every task; a string: an expression; a tuple: task ids), ``min_metric`` the
+    ``(custom metric, minimum mean)`` gates the mark declares for the dataset (:func:`min_metric_of`)."""
 
     dataset: str
     repeats: int | None = None
     tasks: str | tuple[str, ...] | None = None
+    min_metric: tuple[tuple[str, float], ...] = ()
 
 
 def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
@@ -74,10 +78,12 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
     args = list(mark.args)
     if "dataset" in kwargs:
         args.insert(0, kwargs.pop("dataset"))
-    unknown = sorted(set(kwargs) - {"repeats", "tasks"})
+    unknown = sorted(set(kwargs) - {"repeats", "tasks", "min_metric"})
     if len(args) != 1 or unknown:
         what = f"unknown argument {', '.join(unknown)}" if unknown else f"{len(args)} datasets"
-        raise ValueError(f"{where}: {ROLLOUTS_MARK} takes one dataset path, repeats= and tasks= ({what} given)")
+        raise ValueError(
+            f"{where}: {ROLLOUTS_MARK} takes one dataset path, repeats=, tasks= and min_metric= ({what} given)"
+        )
     dataset = args[0]
     if not isinstance(dataset, (str, os.PathLike)) or not str(dataset):
         raise ValueError(f"{where}: {ROLLOUTS_MARK}: the dataset must be a path, got {dataset!r}")
@@ -91,7 +97,30 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
                 f"{where}: {ROLLOUTS_MARK}: tasks must be an expression or a list of task ids, got {tasks!r}"
             )
         tasks = tuple(tasks)
-    return MarkArguments(os.fspath(dataset), repeats, tasks)
+    return MarkArguments(os.fspath(dataset), repeats, tasks, min_metric_of(kwargs.get("min_metric"), where))
+
+
+def min_metric_of(given: object, where: str) -> tuple[tuple[str, float], ...]:
+    """A mark's ``min_metric`` (a dict ``{custom metric: minimum mean}``, None: no gate) as ``(name, bound)`` pairs
+    in its order; a name is checked as :meth:`Rollout.record_metric <pytest_gym_eval.rollout_value.Rollout.
+    record_metric>` checks it, a bound is a finite number (bool is not). Raises ValueError naming ``where``."""
+    if given is None:
+        return ()
+    if not isinstance(given, Mapping) or not given:
+        raise ValueError(
+            f"{where}: {ROLLOUTS_MARK}: min_metric must be a dict of custom metric -> minimum mean, e.g. "
+            f"{{'terse': 0.9}}, got {given!r}"
+        )
+    pairs = []
+    for name, bound in given.items():
+        try:
+            check_name(name)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: {ROLLOUTS_MARK}: min_metric: {error}") from None
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            raise ValueError(f"{where}: {ROLLOUTS_MARK}: min_metric[{name!r}] must be a finite number, got {bound!r}")
+        pairs.append((name, float(bound)))
+    return tuple(pairs)
 
 
 def task_filter(tasks: str | tuple[str, ...] | None, where: str) -> Callable[[str], bool]:
@@ -214,7 +243,10 @@ def parametrize(metafunc: pytest.Metafunc, mark: pytest.Mark) -> None:
         tasks, default_agent = dataset_tasks(metafunc.config, gym, path, where)
         repeats = args.repeats or gym.options.dataset_settings(path).repeats or 1
         name = dataset_name(path, gym.options.rootdir)
-        requests = requests_for(tasks, args, name, path, default_agent, repeats, where)
+        requests = [
+            replace(request, min_metric=args.min_metric)
+            for request in requests_for(tasks, args, name, path, default_agent, repeats, where)
+        ]
     except (ValueError, DatasetError) as error:
         raise pytest.Collector.CollectError(str(error)) from None
     metafunc.parametrize(FIXTURE, requests, ids=[request.test_id for request in requests], indirect=True)

@@ -216,7 +216,8 @@ class RolloutRequest:
 
     ``dataset`` is the dataset's name (its path relative to the rootdir, as in a dataset item's node id), ``path``
     the file, ``agent`` the agent it is rolled out by. ``dataset_tasks`` holds every task id of the dataset (for
-    ``--gym-shard``, whose rule sees the whole set).
+    ``--gym-shard``, whose rule sees the whole set); ``min_metric`` the ``(custom metric, minimum mean)`` gates the
+    test's mark declares for the dataset.
     """
 
     dataset: str
@@ -225,6 +226,7 @@ class RolloutRequest:
     repeat: int
     agent: str
     dataset_tasks: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    min_metric: tuple[tuple[str, float], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def task_id(self) -> str:
