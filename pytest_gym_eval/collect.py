@@ -338,6 +338,16 @@ def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> Collect
     return CollectedPlan(shard, [datasets[name] for name in sorted(datasets)], only_tested, mark_gates(items))
 
 
+def disagreement(dataset: str, metric: str, first: tuple[float, str], second: tuple[float, str]) -> str:
+    """The error of two ``gym_rollouts`` marks declaring different bounds (``(bound, test)`` each) for ``metric``
+    of ``dataset``."""
+    return (
+        f"gym_rollouts marks disagree on the gate of metric {metric!r} on {dataset}: {first[1]} declares "
+        f"min_metric={{{metric!r}: {first[0]:g}}} and {second[1]} min_metric={{{metric!r}: {second[0]:g}}} "
+        "(declare it once, or set it in gym_dataset_settings for the dataset)"
+    )
+
+
 def mark_gates(items: Iterable[pytest.Item]) -> dict[str, dict[str, tuple[float, str]]]:
     """The gates the ``gym_rollouts`` marks of ``items`` declare (``min_metric={"terse": 0.9}``): per dataset name,
     per custom metric, ``(minimum mean, node id of the declaring test without its parametrization)``. Several tests
@@ -352,12 +362,8 @@ def mark_gates(items: Iterable[pytest.Item]) -> dict[str, dict[str, tuple[float,
         declared = marks.setdefault(request.dataset, {})
         for metric, bound in request.min_metric:
             known = declared.setdefault(metric, (bound, test))
-            if known[0] != bound:
-                raise ValueError(
-                    f"gym_rollouts marks disagree on the gate of metric {metric!r} on {request.dataset}: {known[1]} "
-                    f"declares min_metric={{{metric!r}: {known[0]:g}}} and {test} min_metric={{{metric!r}: {bound:g}}}"
-                    " (declare it once, or set it in gym_dataset_settings for the dataset)"
-                )
+            if known[0] != bound:  # collection reports it first (rollout_tests.check_declared)
+                raise ValueError(disagreement(request.dataset, metric, known, (bound, test)))
     return marks
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.collect import ON_DEMAND_FIXTURE, RolloutError, dataset_default_agent
+from pytest_gym_eval.collect import ON_DEMAND_FIXTURE, RolloutError, dataset_default_agent, disagreement
 from pytest_gym_eval.custom_metrics import check_name, property_name
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.item_protocol import read_row
@@ -53,6 +53,8 @@ MARK_HELP = (
 )
 TASKS_KEY = pytest.StashKey[dict[Path, tuple[list[Task], str]]]()
 """Per dataset path, its tasks and default agent, read once per session however many tests name it."""
+MARK_GATES_KEY = pytest.StashKey[dict[tuple[str, str], tuple[float, str]]]()
+"""Per (dataset name, custom metric), the bound a ``gym_rollouts`` mark declared and the test that declared it."""
 
 TEST_ROLLOUT = "gym_rollout"
 """The ``user_properties`` key naming the node id of the rollout a test function got (the results read it)."""
@@ -247,9 +249,24 @@ def parametrize(metafunc: pytest.Metafunc, mark: pytest.Mark) -> None:
             replace(request, min_metric=args.min_metric)
             for request in requests_for(tasks, args, name, path, default_agent, repeats, where)
         ]
+        declared = metafunc.config.stash.setdefault(MARK_GATES_KEY, {})
+        check_declared(declared, name, args.min_metric, metafunc.definition.nodeid)
     except (ValueError, DatasetError) as error:
         raise pytest.Collector.CollectError(str(error)) from None
     metafunc.parametrize(FIXTURE, requests, ids=[request.test_id for request in requests], indirect=True)
+
+
+def check_declared(
+    declared: dict[tuple[str, str], tuple[float, str]], dataset: str, min_metric: Sequence[tuple[str, float]], test: str
+) -> None:
+    """Note the gates ``test``'s mark declares for ``dataset`` in ``declared`` (per (dataset, metric): bound and
+    test); raises ValueError naming both tests when an earlier test declared another bound for the same metric of
+    the same dataset (the same bound twice is one gate). Checked as each test is collected, so that the mistake is
+    a collection error in every process (a pytest-xdist worker's included)."""
+    for metric, bound in min_metric:
+        known = declared.setdefault((dataset, metric), (bound, test))
+        if known[0] != bound:
+            raise ValueError(disagreement(dataset, metric, known, (bound, test)))
 
 
 def dataset_tasks(config: pytest.Config, gym: GymSession, path: Path, where: str) -> tuple[list[Task], str]:

@@ -100,8 +100,9 @@ def test_the_command_line_and_dataset_settings_override_a_mark_and_the_ini_does_
     ]
 
 
-def test_two_marks_with_different_bounds_are_a_usage_error_naming_both(
-    pytester: pytest.Pytester, fake_gym: FakeGym
+@pytest.mark.parametrize("workers", [0, 2], ids=["one process", "-n 2"])
+def test_two_marks_with_different_bounds_are_an_error_naming_both(
+    pytester: pytest.Pytester, fake_gym: FakeGym, workers: int
 ) -> None:
     stricter = (
         TESTS
@@ -112,16 +113,19 @@ def test_strict(gym_rollout):
     gym_rollout.record_metric("boxed", 1)
 """
     )
-    result = run(pytester, fake_gym, tests=stricter)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
-    result.stderr.fnmatch_lines(
-        [
-            "*gym_rollouts marks disagree on the gate of metric 'boxed' on mcqa.jsonl: test_marked.py::test_boxed "
-            "declares min_metric={'boxed': 0.9} and test_marked.py::test_strict min_metric={'boxed': 0.95}*"
-        ]
+    result = run(pytester, fake_gym, *(["-n", str(workers)] if workers else []), tests=stricter)
+    # A collection error: no test runs (pytest stops with 2; pytest-xdist's controller reports a worker's with 1).
+    expected = pytest.ExitCode.TESTS_FAILED if workers else pytest.ExitCode.INTERRUPTED
+    assert result.ret == expected and result.parseoutcomes() == {"errors": 1}, result.stdout.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str(), result.stdout.str()
+    says = (
+        "gym_rollouts marks disagree on the gate of metric 'boxed' on mcqa.jsonl: test_marked.py::test_boxed "
+        "declares min_metric={'boxed': 0.9} and test_marked.py::test_strict min_metric={'boxed': 0.95}"
     )
-    same = run(pytester, fake_gym, tests=stricter.replace("0.95", "0.9"))  # the same gate twice is one gate
-    assert same.ret == 1 and said(same, MARK_SAYS), same.stdout.str()
+    assert said(result, says), result.stdout.str()
+    if not workers:
+        same = run(pytester, fake_gym, tests=stricter.replace("0.95", "0.9"))  # the same gate twice is one gate
+        assert same.ret == 1 and said(same, MARK_SAYS), same.stdout.str()
 
 
 def test_a_bad_min_metric_is_the_test_files_collection_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:

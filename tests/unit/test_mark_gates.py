@@ -15,7 +15,7 @@ from pytest_gym_eval.gates import Gate, GateSource
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting.terminal import set_where
-from pytest_gym_eval.rollout_tests import mark_arguments
+from pytest_gym_eval.rollout_tests import check_declared, mark_arguments
 from pytest_gym_eval.settings import DatasetSettings, parse_dataset_settings
 from pytest_gym_eval.shard import CollectedPlan, DatasetTasks
 
@@ -100,6 +100,19 @@ def test_marks_are_gathered_per_dataset_and_two_bounds_of_one_gate_name_both_tes
     items.append(FakeItem("test_e.py::test_strict", "mcqa.jsonl", (("terse", 0.95),)))
     with pytest.raises(ValueError, match=r"test_a.py::test_terse .*0.9.* and test_e.py::test_strict .*0.95"):
         mark_gates(items)  # type: ignore[arg-type]
+
+
+def test_collection_checks_each_marks_gates_against_the_earlier_ones() -> None:
+    declared: dict[tuple[str, str], tuple[float, str]] = {}
+    check_declared(declared, "mcqa.jsonl", [("terse", 0.9)], "test_a.py::test_terse")
+    check_declared(declared, "mcqa.jsonl", [("terse", 0.9)], "test_b.py::test_terse")  # the same gate again
+    check_declared(declared, "other.jsonl", [("terse", 0.5)], "test_c.py::test_terse")  # another dataset's
+    assert declared == {
+        ("mcqa.jsonl", "terse"): (0.9, "test_a.py::test_terse"),
+        ("other.jsonl", "terse"): (0.5, "test_c.py::test_terse"),
+    }
+    with pytest.raises(ValueError, match=r"on mcqa.jsonl: test_a.py::test_terse .* and test_d.py::test_x "):
+        check_declared(declared, "mcqa.jsonl", [("terse", 0.95)], "test_d.py::test_x")
 
 
 def test_a_marks_min_metric_is_checked() -> None:
