@@ -348,12 +348,12 @@ def disagreement(dataset: str, metric: str, first: tuple[float, str], second: tu
     )
 
 
-def mark_gates(items: Iterable[pytest.Item]) -> dict[str, dict[str, tuple[float, str]]]:
+def mark_gates(items: Iterable[pytest.Item]) -> dict[str, dict[str, tuple[float, tuple[str, ...]]]]:
     """The gates the ``gym_rollouts`` marks of ``items`` declare (``min_metric={"terse": 0.9}``): per dataset name,
-    per custom metric, ``(minimum mean, node id of the declaring test without its parametrization)``. Several tests
-    may declare the same gate for a dataset (the first is named); raises ValueError naming both tests when two
-    declare different bounds for the same metric of the same dataset."""
-    marks: dict[str, dict[str, tuple[float, str]]] = {}
+    per custom metric, ``(minimum mean, node ids of the declaring tests without their parametrization)``, tests in
+    the order of ``items``. Several tests may declare the same gate for a dataset; raises ValueError naming both
+    tests when two declare different bounds for the same metric of the same dataset."""
+    marks: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = {}
     for item in items:
         request = rollout_request(item)
         if request is None or not request.min_metric:
@@ -361,9 +361,10 @@ def mark_gates(items: Iterable[pytest.Item]) -> dict[str, dict[str, tuple[float,
         test = item.nodeid.partition("[")[0]
         declared = marks.setdefault(request.dataset, {})
         for metric, bound in request.min_metric:
-            known = declared.setdefault(metric, (bound, test))
-            if known[0] != bound:  # collection reports it first (rollout_tests.check_declared)
-                raise ValueError(disagreement(request.dataset, metric, known, (bound, test)))
+            known, tests = declared.get(metric, (bound, ()))
+            if known != bound:  # collection reports it first (rollout_tests.check_declared)
+                raise ValueError(disagreement(request.dataset, metric, (known, tests[0]), (bound, test)))
+            declared[metric] = (bound, tests if test in tests else (*tests, test))
     return marks
 
 

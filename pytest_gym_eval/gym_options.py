@@ -8,7 +8,7 @@ Resolved once per Gym session (:meth:`GymOptions.from_config`); the declarations
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,9 @@ class GymOptions:
     symlinks: ~0.5 ms a call, 0.1 s of a session of 200 rollouts)."""
     _marks: dict[str, DatasetSettings] = field(default_factory=dict, init=False, repr=False, compare=False)
     """The gates test functions' ``gym_rollouts`` marks declare, by dataset name (:meth:`declare_marks`)."""
+    _declaring: dict[tuple[str, str], tuple[str, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GymOptions:
@@ -353,23 +356,31 @@ class GymOptions:
             settings = self._settings[path] = self.cli.over(self.own_settings(path).over(marked.over(self.ini)))
         return settings
 
-    def declare_marks(self, marks: Mapping[str, Mapping[str, tuple[float, str]]]) -> None:
+    def declare_marks(self, marks: Mapping[str, Mapping[str, tuple[float, Sequence[str]]]]) -> None:
         """Take the gates test functions' ``gym_rollouts`` marks declare (``min_metric=``; per dataset name, per
-        custom metric, ``(minimum mean, declaring test)``, as :attr:`~pytest_gym_eval.shard.CollectedPlan.marks`
+        custom metric, ``(minimum mean, declaring tests)``, as :attr:`~pytest_gym_eval.shard.CollectedPlan.marks`
         holds them) as the mark layer of :meth:`dataset_settings`: each gate scoped to its dataset, with the source
-        ``test mark`` and the test that declared it. Replaces any marks declared before."""
+        ``test mark`` and the first test that declared it (:meth:`declaring_tests` gives them all). Replaces any
+        marks declared before."""
         self._marks.clear()
+        self._declaring.clear()
         for name, declared in marks.items():
             gates = tuple(
-                Gate("custom", bound, custom=metric, source=GateSource.MARK, declared_by=test)
-                for metric, (bound, test) in declared.items()
+                Gate("custom", bound, custom=metric, source=GateSource.MARK, declared_by=tests[0])
+                for metric, (bound, tests) in declared.items()
             )
+            self._declaring.update({(name, metric): tuple(tests) for metric, (_, tests) in declared.items()})
             self._marks[name] = DatasetSettings(
                 min_metric=tuple((metric, bound) for metric, (bound, _) in declared.items()),
                 source=GateSource.MARK,
                 merged=gates,
             )
         self._settings.clear()
+
+    def declaring_tests(self, dataset: str, metric: str) -> tuple[str, ...]:
+        """The node ids (without parametrization) of the tests whose ``gym_rollouts`` mark declares a gate on the
+        custom ``metric`` of ``dataset`` (its name), as :meth:`declare_marks` took them; empty for none."""
+        return self._declaring.get((dataset, metric), ())
 
 
 COMPARISON_OPTIONS = (

@@ -9,7 +9,7 @@ by the pure functions of :mod:`pytest_gym_eval.reporting`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval.custom_metrics import metrics_of
-from pytest_gym_eval.gates import Gate
+from pytest_gym_eval.gates import Gate, GateSource
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import (
     Quarantine,
@@ -140,6 +140,9 @@ class ResultsCollector:
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     """Custom metrics test functions recorded (``rollout.record_metric``): ``metrics[rollout node id][test node id]``
     maps name -> value, as the test's latest report carries them."""
+    tests_reported: set[str] = field(default_factory=set)
+    """Node ids, without their parametrization, of the test functions over a rollout (``gym_rollouts``) that
+    reported: whether a ``gym_rollouts`` mark's gate applies (:func:`marks_of_tests_run`)."""
     stopped_by_maxfail: bool = False
     """pytest-xdist ended the session for ``-x``/``--maxfail`` (with its own ``Interrupted``, a KeyboardInterrupt):
     pytest's status then says "interrupted", though nobody interrupted anything."""
@@ -173,6 +176,8 @@ class ResultsCollector:
             return
         props = dict(report.user_properties)
         rollout = props.get(TEST_ROLLOUT_KEYS[0])
+        if isinstance(rollout, str):
+            self.tests_reported.add(report.nodeid.partition("[")[0])
         found = metrics_of(report.user_properties)
         if isinstance(rollout, str) and found:
             self.metrics.setdefault(rollout, {})[report.nodeid] = found
@@ -208,6 +213,24 @@ def dataset_policy(options: GymOptions, datasets: Sequence[str]) -> tuple[dict[s
         thresholds[dataset] = settings.threshold
         gates[dataset] = settings.gates
     return thresholds, gates
+
+
+def marks_of_tests_run(
+    gates: Mapping[str, Sequence[Gate]], options: GymOptions, tests_run: Collection[str]
+) -> dict[str, list[Gate]]:
+    """Each dataset's ``gates`` without the ``gym_rollouts`` marks' gates none of whose declaring tests
+    (:meth:`GymOptions.declaring_tests`) ran (``tests_run``: node ids without parametrization): a gate its test
+    declares goes with the test, so that ``-k other_test`` is not failed by the gate of a test it did not select."""
+    return {
+        dataset: [
+            gate
+            for gate in dataset_gates
+            if gate.source is not GateSource.MARK
+            or gate.custom is None
+            or any(test in tests_run for test in options.declaring_tests(dataset, gate.custom))
+        ]
+        for dataset, dataset_gates in gates.items()
+    }
 
 
 def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path]) -> list[Flip]:
@@ -256,6 +279,7 @@ def conclude(
     selections: Mapping[str, Selection] | None = None,
     quarantine: Quarantine | None = None,
     known_tasks: Iterable[tuple[str, str]] = (),
+    tests_run: Collection[str] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
@@ -277,6 +301,9 @@ def conclude(
     summaries and gates (``selected`` must already leave them out); ``Conclusion.quarantined`` says which, which
     entries expired, and which name no task of the run (its rollouts' and ``known_tasks``, ``(dataset, task id)``:
     every task collected, a selection may leave some out), and ``reason`` counts them.
+
+    ``tests_run`` (node ids without parametrization of the test functions that reported; None: keep every gate)
+    drops each ``gym_rollouts`` mark's gate none of whose declaring tests ran (:func:`marks_of_tests_run`).
     """
     held: list[rpt.RolloutResult] = []
     tasks = {(r.dataset, str(r.task_id)) for r in results} | set(known_tasks)
@@ -284,6 +311,8 @@ def conclude(
         results, held = split_gated(results, quarantine)
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
     thresholds, gates = dataset_policy(options, datasets) if policy is None else policy
+    if tests_run is not None:
+        gates = marks_of_tests_run(gates, options, tests_run)
     summaries = rpt.summarize(
         results,
         thresholds=thresholds,

@@ -497,7 +497,8 @@ class GymSession:
         parts = {name: part for name in selected if (part := self.selection_of(name)) is not None}
         self.conclusion = conclude(
             rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts,
-            quarantine=self.quarantine, known_tasks=self._collected_tasks(),
+            quarantine=self.quarantine, known_tasks=self._collected_tasks(),  # (also declares the marks' gates)
+            tests_run=self.results.tests_reported,
         )  # fmt: skip
         return self.conclusion
 

@@ -111,13 +111,13 @@ class CollectedPlan:
     in the report's plan, so that a merge places their rollouts, but not in the selection counts of ``datasets``.
 
     ``marks`` holds the gates test functions' ``gym_rollouts`` marks declare (``min_metric=``): per dataset name,
-    per custom metric, ``(minimum mean, the declaring test's node id)``; a pytest-xdist controller learns them
-    from here, since it collects nothing itself."""
+    per custom metric, ``(minimum mean, the node ids of the tests declaring it)``, whatever the selection; a
+    pytest-xdist controller learns them from here, since it collects nothing itself."""
 
     shard: Shard | None
     datasets: list[DatasetTasks]
     tested: list[DatasetTasks] = field(default_factory=list)
-    marks: dict[str, dict[str, tuple[float, str]]] = field(default_factory=dict)
+    marks: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         """Write the plan as JSON atomically (a pytest-xdist worker hands it to the controller this way)."""
@@ -128,7 +128,8 @@ class CollectedPlan:
             "datasets": [vars(entry) for entry in self.datasets],
             "tested": [vars(entry) for entry in self.tested],
             "marks": {
-                name: {metric: list(gate) for metric, gate in marked.items()} for name, marked in self.marks.items()
+                name: {metric: [bound, list(tests)] for metric, (bound, tests) in marked.items()}
+                for name, marked in self.marks.items()
             },
         }
         write_json_atomic(path, data, indent=None)
@@ -140,7 +141,7 @@ class CollectedPlan:
         shard = Shard(*data["shard"]) if data.get("shard") else None
         tested = [DatasetTasks(**entry) for entry in data.get("tested", [])]
         marks = {
-            name: {metric: (float(bound), str(test)) for metric, (bound, test) in gates.items()}
+            name: {metric: (float(bound), tuple(map(str, tests))) for metric, (bound, tests) in gates.items()}
             for name, gates in data.get("marks", {}).items()
         }
         return cls(shard, [DatasetTasks(**entry) for entry in data["datasets"]], tested, marks)

@@ -128,6 +128,29 @@ def test_strict(gym_rollout):
         assert same.ret == 1 and said(same, MARK_SAYS), same.stdout.str()
 
 
+def test_a_selection_without_the_declaring_test_leaves_its_gate_out(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """``-k test_plain`` runs every pair of mcqa.jsonl without test_boxed: its gate on ``boxed`` goes with it (it
+    was INCONCLUSIVE, "no rollout recorded this metric", and failed the session), while the report's plan, the
+    record of the collected plan a merge reads, still names it."""
+    plain = (
+        TESTS
+        + """
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", repeats=2)
+def test_plain(gym_rollout):
+    assert gym_rollout.reward is not None
+"""
+    )
+    result = run(pytester, fake_gym, "-k", "test_plain", "--gym-report=r.json", tests=plain)
+    assert result.ret == 0, result.stdout.str()
+    assert "metric boxed" not in result.stdout.str()
+    data = report(pytester)
+    assert by_dataset(data, "gates")["mcqa.jsonl"] == []
+    assert by_dataset(data, "plan")["mcqa.jsonl"] == [PLANNED]
+
+
 def test_a_bad_min_metric_is_the_test_files_collection_error(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
     result = run(pytester, fake_gym, tests=TESTS.replace('{"boxed": 0.9}', '{"boxed": "high"}'))
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()

@@ -19,7 +19,7 @@ from pytest_gym_eval.rollout_tests import check_declared, mark_arguments
 from pytest_gym_eval.settings import DatasetSettings, parse_dataset_settings
 from pytest_gym_eval.shard import CollectedPlan, DatasetTasks
 
-MARKS = {"mcqa.jsonl": {"terse": (0.9, "test_x.py::test_terse")}}
+MARKS = {"mcqa.jsonl": {"terse": (0.9, ("test_x.py::test_terse", "test_y.py::test_terse"))}}
 
 
 def options(tmp_path: Path, *, cli: str = "", ini: str = "", own: str = "") -> GymOptions:
@@ -93,9 +93,13 @@ def test_marks_are_gathered_per_dataset_and_two_bounds_of_one_gate_name_both_tes
         FakeItem("test_c.py::test_terse", "other.jsonl", (("terse", 0.5),)),
         FakeItem("test_d.py::test_plain", "mcqa.jsonl", ()),
     ]
+    items.append(FakeItem("test_a.py::test_terse", "mcqa.jsonl", (("terse", 0.9),)))  # another of its pairs
     assert mark_gates(items) == {  # type: ignore[arg-type]
-        "mcqa.jsonl": {"terse": (0.9, "test_a.py::test_terse"), "n_calls": (3.0, "test_b.py::test_terse")},
-        "other.jsonl": {"terse": (0.5, "test_c.py::test_terse")},
+        "mcqa.jsonl": {
+            "terse": (0.9, ("test_a.py::test_terse", "test_b.py::test_terse")),
+            "n_calls": (3.0, ("test_b.py::test_terse",)),
+        },
+        "other.jsonl": {"terse": (0.5, ("test_c.py::test_terse",))},
     }
     items.append(FakeItem("test_e.py::test_strict", "mcqa.jsonl", (("terse", 0.95),)))
     with pytest.raises(ValueError, match=r"test_a.py::test_terse .*0.9.* and test_e.py::test_strict .*0.95"):
@@ -113,6 +117,19 @@ def test_collection_checks_each_marks_gates_against_the_earlier_ones() -> None:
     }
     with pytest.raises(ValueError, match=r"on mcqa.jsonl: test_a.py::test_terse .* and test_d.py::test_x "):
         check_declared(declared, "mcqa.jsonl", [("terse", 0.95)], "test_d.py::test_x")
+
+
+def test_a_marks_gate_goes_with_its_tests_when_none_of_them_ran(tmp_path: Path) -> None:
+    from pytest_gym_eval.results import marks_of_tests_run
+
+    opts = options(tmp_path, ini="chars:5")
+    opts.declare_marks(MARKS)
+    gates = {"mcqa.jsonl": opts.dataset_settings(tmp_path / "mcqa.jsonl").gates}
+    kept = [(g.custom, g.source) for g in marks_of_tests_run(gates, opts, {"test_y.py::test_terse"})["mcqa.jsonl"]]
+    assert kept == [("terse", GateSource.MARK), ("chars", GateSource.INI)]  # one of its two tests ran
+    dropped = marks_of_tests_run(gates, opts, {"test_z.py::test_other"})["mcqa.jsonl"]
+    assert [(g.custom, g.source) for g in dropped] == [("chars", GateSource.INI)]
+    assert opts.declaring_tests("other.jsonl", "terse") == ()
 
 
 def test_a_marks_min_metric_is_checked() -> None:
