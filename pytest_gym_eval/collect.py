@@ -340,7 +340,37 @@ def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> Collect
     for name, entry in datasets.items():
         entry.tasks.sort(key=lines[name].__getitem__)
     only_tested = [tested[name] for name in sorted(tested) if name not in datasets]
-    return CollectedPlan(shard, [datasets[name] for name in sorted(datasets)], only_tested)
+    return CollectedPlan(shard, [datasets[name] for name in sorted(datasets)], only_tested, mark_gates(items))
+
+
+def disagreement(dataset: str, metric: str, first: tuple[float, str], second: tuple[float, str]) -> str:
+    """The error of two ``gym_rollouts`` marks declaring different bounds (``(bound, test)`` each) for ``metric``
+    of ``dataset``."""
+    return (
+        f"gym_rollouts marks disagree on the gate of metric {metric!r} on {dataset}: {first[1]} declares "
+        f"min_metric={{{metric!r}: {first[0]:g}}} and {second[1]} min_metric={{{metric!r}: {second[0]:g}}} "
+        "(declare it once, or set it in gym_dataset_settings for the dataset)"
+    )
+
+
+def mark_gates(items: Iterable[pytest.Item]) -> dict[str, dict[str, tuple[float, tuple[str, ...]]]]:
+    """The gates the ``gym_rollouts`` marks of ``items`` declare (``min_metric={"terse": 0.9}``): per dataset name,
+    per custom metric, ``(minimum mean, node ids of the declaring tests without their parametrization)``, tests in
+    the order of ``items``. Several tests may declare the same gate for a dataset; raises ValueError naming both
+    tests when two declare different bounds for the same metric of the same dataset."""
+    marks: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = {}
+    for item in items:
+        request = rollout_request(item)
+        if request is None or not request.min_metric:
+            continue
+        test = item.nodeid.partition("[")[0]
+        declared = marks.setdefault(request.dataset, {})
+        for metric, bound in request.min_metric:
+            known, tests = declared.get(metric, (bound, ()))
+            if known != bound:  # collection reports it first (rollout_tests.check_declared)
+                raise ValueError(disagreement(request.dataset, metric, (known, tests[0]), (bound, test)))
+            declared[metric] = (bound, tests if test in tests else (*tests, test))
+    return marks
 
 
 def select_shard(items: list[pytest.Item], shard: Shard, plan: CollectedPlan) -> tuple[list[Any], list[Any]]:
@@ -372,7 +402,10 @@ def record_collected(config: pytest.Config, items: list[pytest.Item]) -> None:
     ``--gym-shard``, keep only this shard's items and report the others as deselected (as ``-k`` does)."""
     gym = config.stash[SESSION_KEY]
     shard = gym.options.shard
-    plan = collected_plan(items, shard)
+    try:
+        plan = collected_plan(items, shard)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     gym.record_collected(plan)
     if shard is None:
         return

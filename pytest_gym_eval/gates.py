@@ -35,12 +35,15 @@ class GateMode(str, Enum):
 
 
 class GateSource(str, Enum):
-    """Where a gate was set: the command line (``--gym-min-*``, also ``merge``'s), the ini file (``gym_min_*``) or
-    the dataset's own ``gym_dataset_settings`` line. The reports' plan names it for every gate."""
+    """Where a gate was set: the command line (``--gym-min-*``, also ``merge``'s), the ini file (``gym_min_*``),
+    the dataset's own ``gym_dataset_settings`` line, or a test function's ``gym_rollouts`` mark
+    (``min_metric={"terse": 0.9}``, the gate's ``declared_by`` names the test). The reports' plan names it for
+    every gate."""
 
     COMMAND_LINE = "command line"
     INI = "ini"
     DATASET = "dataset settings"
+    MARK = "test mark"
 
 
 SESSION_WIDE = frozenset({GateSource.COMMAND_LINE, GateSource.INI})
@@ -52,7 +55,8 @@ class Gate:
     """``metric`` must reach ``threshold``; ``k`` is given exactly when metric is "pass_at_k", ``custom`` (a
     custom metric's name) exactly when metric is "custom" (its mean must reach ``threshold``). ``source`` says
     where it was set (None: not known, e.g. a report written before the plan recorded it); it is no part of the
-    gate's equality.
+    gate's equality; nor is ``declared_by``, the test function whose ``gym_rollouts`` mark declared it (its node
+    id without the parametrization, e.g. ``tests/test_x.py::test_terse``; None for a gate of any other source).
 
     Raises ValueError for an unknown metric, a missing or unexpected ``k`` or ``custom``, ``k`` < 1, a non-finite
     threshold, or a pass_rate / pass_at_k threshold outside [0, 1] (those metrics are probabilities).
@@ -63,6 +67,7 @@ class Gate:
     k: int | None = None
     custom: str | None = None
     source: GateSource | None = field(default=None, compare=False)
+    declared_by: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
@@ -116,9 +121,10 @@ def merge_gates(*layers: Iterable[G]) -> list[G]:
     """The gates of several settings layers, merged by identity (:attr:`Gate.identity`: the metric, k of pass@k, a
     custom metric's name; a comparison's hypothesis), never replaced by a whole layer.
 
-    ``layers`` come in precedence order, first wins (the command line, then a dataset's own settings, then the ini
-    file): a gate's setting is taken from the first layer that has a gate of its identity, and a gate no earlier
-    layer has stays, so adding ``--gym-min-metric=n_calls:3`` never drops a dataset's ``min_metric=terse:0.9``.
+    ``layers`` come in precedence order, first wins (the command line, then a dataset's own settings, then the
+    ``gym_rollouts`` marks of the tests over the dataset, then the ini file): a gate's setting is taken from the
+    first layer that has a gate of its identity, and a gate no earlier layer has stays, so adding
+    ``--gym-min-metric=n_calls:3`` never drops a dataset's ``min_metric=terse:0.9``.
     Within one layer a later gate of the same identity wins (``--gym-min-pass-at-k=4:0.5 --gym-min-pass-at-k=4:0.6``
     is one pass@4 >= 0.6 gate). Returns the gates in first-seen order over the layers.
     """

@@ -8,7 +8,7 @@ Resolved once per Gym session (:meth:`GymOptions.from_config`); the declarations
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from pytest_gym_eval.defaults import (
     DEFAULT_ROLLOUT_TIMEOUT,
     DEFAULT_STARTUP_TIMEOUT,
 )
-from pytest_gym_eval.gates import GateMode, GateSource, merge_gates
+from pytest_gym_eval.gates import Gate, GateMode, GateSource, merge_gates
 from pytest_gym_eval.history.urls import is_postgres_url
 from pytest_gym_eval.models import MODEL_FIELDS, Policy, PolicySpecError, order_policies, parse_policy
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
@@ -109,6 +109,11 @@ class GymOptions:
     _settings: dict[Path, DatasetSettings] = field(default_factory=dict, init=False, repr=False, compare=False)
     """:meth:`dataset_settings` by path: every item asks for its dataset's (matching the globs, resolving
     symlinks: ~0.5 ms a call, 0.1 s of a session of 200 rollouts)."""
+    _marks: dict[str, DatasetSettings] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The gates test functions' ``gym_rollouts`` marks declare, by dataset name (:meth:`declare_marks`)."""
+    _declaring: dict[tuple[str, str], tuple[str, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GymOptions:
@@ -337,15 +342,45 @@ class GymOptions:
         return problems
 
     def dataset_settings(self, path: Path) -> DatasetSettings:
-        """Effective settings of the dataset at ``path``: command line, then its own lines, then the ini file.
+        """Effective settings of the dataset at ``path``: command line, then its own lines, then the gates the
+        ``gym_rollouts`` marks of the tests over it declare (:meth:`declare_marks`), then the ini file; gates merge
+        by identity (:func:`~pytest_gym_eval.gates.merge_gates`).
 
         (The agent is the exception: a dataset's own ``agent=`` beats ``--gym-agent``, see
-        :func:`~pytest_gym_eval.collect.dataset_default_agent`.) Computed once per path and session.
+        :func:`~pytest_gym_eval.collect.dataset_default_agent`.) Computed once per path and session (again after
+        :meth:`declare_marks`).
         """
         settings = self._settings.get(path)
         if settings is None:
-            settings = self._settings[path] = self.cli.over(self.own_settings(path).over(self.ini))
+            marked = self._marks.get(dataset_name(path, self.rootdir), DatasetSettings())
+            settings = self._settings[path] = self.cli.over(self.own_settings(path).over(marked.over(self.ini)))
         return settings
+
+    def declare_marks(self, marks: Mapping[str, Mapping[str, tuple[float, Sequence[str]]]]) -> None:
+        """Take the gates test functions' ``gym_rollouts`` marks declare (``min_metric=``; per dataset name, per
+        custom metric, ``(minimum mean, declaring tests)``, as :attr:`~pytest_gym_eval.shard.CollectedPlan.marks`
+        holds them) as the mark layer of :meth:`dataset_settings`: each gate scoped to its dataset, with the source
+        ``test mark`` and the first test that declared it (:meth:`declaring_tests` gives them all). Replaces any
+        marks declared before."""
+        self._marks.clear()
+        self._declaring.clear()
+        for name, declared in marks.items():
+            gates = tuple(
+                Gate("custom", bound, custom=metric, source=GateSource.MARK, declared_by=tests[0])
+                for metric, (bound, tests) in declared.items()
+            )
+            self._declaring.update({(name, metric): tuple(tests) for metric, (_, tests) in declared.items()})
+            self._marks[name] = DatasetSettings(
+                min_metric=tuple((metric, bound) for metric, (bound, _) in declared.items()),
+                source=GateSource.MARK,
+                merged=gates,
+            )
+        self._settings.clear()
+
+    def declaring_tests(self, dataset: str, metric: str) -> tuple[str, ...]:
+        """The node ids (without parametrization) of the tests whose ``gym_rollouts`` mark declares a gate on the
+        custom ``metric`` of ``dataset`` (its name), as :meth:`declare_marks` took them; empty for none."""
+        return self._declaring.get((dataset, metric), ())
 
 
 COMPARISON_OPTIONS = (

@@ -9,7 +9,7 @@ by the pure functions of :mod:`pytest_gym_eval.reporting`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -19,7 +19,7 @@ import pytest
 
 from pytest_gym_eval.causes import SESSION_STOPPED
 from pytest_gym_eval.custom_metrics import metrics_of, reasons_of
-from pytest_gym_eval.gates import Gate, Verdict
+from pytest_gym_eval.gates import Gate, GateSource, Verdict
 from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.quarantine import (
     Quarantine,
@@ -235,6 +235,9 @@ class ResultsCollector:
     maps name -> value, as the test's latest report carries them."""
     metric_reasons: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     """The reasons given with them (``record_metric(..., reason=...)``), the same way: name -> text."""
+    tests_reported: set[str] = field(default_factory=set)
+    """Node ids, without their parametrization, of the test functions over a rollout (``gym_rollouts``) that
+    reported: whether a ``gym_rollouts`` mark's gate applies (:func:`marks_of_tests_run`)."""
     stopped_by_maxfail: bool = False
     """pytest-xdist ended the session for ``-x``/``--maxfail`` (with its own ``Interrupted``, a KeyboardInterrupt):
     pytest's status then says "interrupted", though nobody interrupted anything."""
@@ -310,6 +313,8 @@ class ResultsCollector:
             return
         props = dict(report.user_properties)
         rollout = props.get(TEST_ROLLOUT_KEYS[0])
+        if isinstance(rollout, str):
+            self.tests_reported.add(report.nodeid.partition("[")[0])
         found = metrics_of(report.user_properties)
         if isinstance(rollout, str) and found:
             self.metrics.setdefault(rollout, {})[report.nodeid] = found
@@ -367,6 +372,24 @@ def dataset_policy(options: GymOptions, datasets: Sequence[str]) -> tuple[dict[s
     return thresholds, gates
 
 
+def marks_of_tests_run(
+    gates: Mapping[str, Sequence[Gate]], options: GymOptions, tests_run: Collection[str]
+) -> dict[str, list[Gate]]:
+    """Each dataset's ``gates`` without the ``gym_rollouts`` marks' gates none of whose declaring tests
+    (:meth:`GymOptions.declaring_tests`) ran (``tests_run``: node ids without parametrization): a gate its test
+    declares goes with the test, so that ``-k other_test`` is not failed by the gate of a test it did not select."""
+    return {
+        dataset: [
+            gate
+            for gate in dataset_gates
+            if gate.source is not GateSource.MARK
+            or gate.custom is None
+            or any(test in tests_run for test in options.declaring_tests(dataset, gate.custom))
+        ]
+        for dataset, dataset_gates in gates.items()
+    }
+
+
 def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path]) -> list[Flip]:
     """Replayed rollouts whose reward differs from the recording the replay model served them.
 
@@ -414,6 +437,7 @@ def conclude(
     quarantine: Quarantine | None = None,
     known_tasks: Iterable[tuple[str, str]] = (),
     not_counted: Mapping[str, str] | None = None,
+    tests_run: Collection[str] | None = None,
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
@@ -438,6 +462,8 @@ def conclude(
 
     ``not_counted[dataset]``: the line saying which test functions' rollouts its statistics left out
     (:meth:`ResultsCollector.not_counted`), shown with its summary.
+    ``tests_run`` (node ids without parametrization of the test functions that reported; None: keep every gate)
+    drops each ``gym_rollouts`` mark's gate none of whose declaring tests ran (:func:`marks_of_tests_run`).
     """
     held: list[rpt.RolloutResult] = []
     tasks = {(r.dataset, str(r.task_id)) for r in results} | set(known_tasks)
@@ -445,6 +471,8 @@ def conclude(
         results, held = split_gated(results, quarantine)
     datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
     thresholds, gates = dataset_policy(options, datasets) if policy is None else policy
+    if tests_run is not None:
+        gates = marks_of_tests_run(gates, options, tests_run)
     summaries = rpt.summarize(
         results,
         thresholds=thresholds,

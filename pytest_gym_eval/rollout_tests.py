@@ -10,6 +10,7 @@ dataset's own item has, so a pair both need is rolled out once whatever the orde
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,8 +20,15 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.collect import ON_DEMAND_FIXTURE, RolloutError, dataset_default_agent
-from pytest_gym_eval.custom_metrics import metrics_of, metrics_text, property_name, reason_property_name, reasons_of
+from pytest_gym_eval.collect import ON_DEMAND_FIXTURE, RolloutError, dataset_default_agent, disagreement
+from pytest_gym_eval.custom_metrics import (
+    check_name,
+    metrics_of,
+    metrics_text,
+    property_name,
+    reason_property_name,
+    reasons_of,
+)
 from pytest_gym_eval.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.item_protocol import read_row
 from pytest_gym_eval.models import instance_sampling
@@ -47,15 +55,18 @@ from pytest_gym_eval.stash import SOFT_FAILURES_KEY
 ROLLOUTS_MARK = "gym_rollouts"
 FIXTURE = "gym_rollout"
 MARK_HELP = (
-    f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None, count=False): parametrize the test's {FIXTURE} fixture over "
-    "the dataset's (task, repeat) pairs (dataset: a path relative to the test file's folder, or a "
-    "pytest_gym_eval.Dataset of rows built in Python; tasks: a -k-like expression over task ids, globs allowed, or a "
-    "list of ids; count=True: pairs beyond the dataset's own repeats count in its statistics too)"
+    f"{ROLLOUTS_MARK}(dataset, repeats=None, tasks=None, count=False, min_metric=None): parametrize the test's "
+    f"{FIXTURE} fixture over the dataset's (task, repeat) pairs (dataset: a path relative to the test file's folder, "
+    "or a pytest_gym_eval.Dataset of rows built in Python; tasks: a -k-like expression over task ids, globs allowed, "
+    "or a list of ids; count=True: pairs beyond the dataset's own repeats count in its statistics too; min_metric: "
+    "{name: minimum mean}, gates on the custom metrics the test records, for this dataset)"
 )
 TASKS_KEY = pytest.StashKey[dict[Path, tuple[list[Task], str]]]()
 """Per dataset path, its tasks and default agent, read once per session however many tests name it."""
 PYTHON_TEXTS_KEY = pytest.StashKey[dict[str, str]]()
 """Per Python dataset's label, the text of its rows (two Datasets of one name must hold the same rows)."""
+MARK_GATES_KEY = pytest.StashKey[dict[tuple[str, str], tuple[float, str]]]()
+"""Per (dataset name, custom metric), the bound a ``gym_rollouts`` mark declared and the test that declared it."""
 
 TEST_ROLLOUT = "gym_rollout"
 """The ``user_properties`` key naming the node id of the rollout a test function got (the results read it)."""
@@ -68,12 +79,14 @@ class MarkArguments:
     """A ``gym_rollouts`` mark's arguments, checked: ``dataset`` (a path as written, or a Python
     :class:`~pytest_gym_eval.python_dataset.Dataset`), ``repeats`` (None: the dataset's own setting), ``tasks``
     (None: every task; a string: an expression; a tuple: task ids), ``count`` (whether pairs beyond the dataset's
-    own repeats count in its statistics: :func:`~pytest_gym_eval.results.counts_in_dataset`)."""
+    own repeats count in its statistics: :func:`~pytest_gym_eval.results.counts_in_dataset`), ``min_metric`` the
+    ``(custom metric, minimum mean)`` gates the mark declares for the dataset (:func:`min_metric_of`)."""
 
     dataset: str | Dataset
     repeats: int | None = None
     tasks: str | tuple[str, ...] | None = None
     count: bool = False
+    min_metric: tuple[tuple[str, float], ...] = ()
 
 
 def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
@@ -82,10 +95,12 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
     args = list(mark.args)
     if "dataset" in kwargs:
         args.insert(0, kwargs.pop("dataset"))
-    unknown = sorted(set(kwargs) - {"repeats", "tasks", "count"})
+    unknown = sorted(set(kwargs) - {"repeats", "tasks", "count", "min_metric"})
     if len(args) != 1 or unknown:
         what = f"unknown argument {', '.join(unknown)}" if unknown else f"{len(args)} datasets"
-        raise ValueError(f"{where}: {ROLLOUTS_MARK} takes one dataset path, repeats=, tasks= and count= ({what} given)")
+        raise ValueError(
+            f"{where}: {ROLLOUTS_MARK} takes one dataset path, repeats=, tasks=, count= and min_metric= ({what} given)"
+        )
     dataset = args[0]
     if not isinstance(dataset, (str, os.PathLike, Dataset)) or not str(dataset):
         raise ValueError(f"{where}: {ROLLOUTS_MARK}: the dataset must be a path or a Dataset, got {dataset!r}")
@@ -102,7 +117,31 @@ def mark_arguments(mark: pytest.Mark, where: str) -> MarkArguments:
     count = kwargs.get("count", False)
     if not isinstance(count, bool):
         raise ValueError(f"{where}: {ROLLOUTS_MARK}: count must be True or False, got {count!r}")
-    return MarkArguments(dataset if isinstance(dataset, Dataset) else os.fspath(dataset), repeats, tasks, count)
+    path = dataset if isinstance(dataset, Dataset) else os.fspath(dataset)
+    return MarkArguments(path, repeats, tasks, count, min_metric_of(kwargs.get("min_metric"), where))
+
+
+def min_metric_of(given: object, where: str) -> tuple[tuple[str, float], ...]:
+    """A mark's ``min_metric`` (a dict ``{custom metric: minimum mean}``, None: no gate) as ``(name, bound)`` pairs
+    in its order; a name is checked as :meth:`Rollout.record_metric <pytest_gym_eval.rollout_value.Rollout.
+    record_metric>` checks it, a bound is a finite number (bool is not). Raises ValueError naming ``where``."""
+    if given is None:
+        return ()
+    if not isinstance(given, Mapping) or not given:
+        raise ValueError(
+            f"{where}: {ROLLOUTS_MARK}: min_metric must be a dict of custom metric -> minimum mean, e.g. "
+            f"{{'terse': 0.9}}, got {given!r}"
+        )
+    pairs = []
+    for name, bound in given.items():
+        try:
+            check_name(name)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: {ROLLOUTS_MARK}: min_metric: {error}") from None
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            raise ValueError(f"{where}: {ROLLOUTS_MARK}: min_metric[{name!r}] must be a finite number, got {bound!r}")
+        pairs.append((name, float(bound)))
+    return tuple(pairs)
 
 
 def task_filter(tasks: str | tuple[str, ...] | None, where: str) -> Callable[[str], bool]:
@@ -242,7 +281,12 @@ def parametrize(metafunc: pytest.Metafunc, mark: pytest.Mark) -> None:
         if isinstance(args.dataset, Dataset) and args.dataset.agent and not gym.options.own_settings(path).agent:
             default_agent = args.dataset.agent
         own = gym.options.dataset_settings(path).repeats or 1
-        requests = requests_for(tasks, args, name, path, default_agent, args.repeats or own, where, own)
+        requests = [
+            replace(request, min_metric=args.min_metric)
+            for request in requests_for(tasks, args, name, path, default_agent, args.repeats or own, where, own)
+        ]
+        declared = metafunc.config.stash.setdefault(MARK_GATES_KEY, {})
+        check_declared(declared, name, args.min_metric, metafunc.definition.nodeid)
     except (ValueError, DatasetError) as error:
         raise pytest.Collector.CollectError(str(error)) from None
     metafunc.parametrize(FIXTURE, requests, ids=[request.test_id for request in requests], indirect=True)
@@ -261,6 +305,19 @@ def python_dataset_file(config: pytest.Config, gym: GymSession, dataset: Dataset
     except OSError as error:
         raise ValueError(f"{where}: Dataset {label}: cannot write its rows to the run directory: {error}") from None
     return path, label
+
+
+def check_declared(
+    declared: dict[tuple[str, str], tuple[float, str]], dataset: str, min_metric: Sequence[tuple[str, float]], test: str
+) -> None:
+    """Note the gates ``test``'s mark declares for ``dataset`` in ``declared`` (per (dataset, metric): bound and
+    test); raises ValueError naming both tests when an earlier test declared another bound for the same metric of
+    the same dataset (the same bound twice is one gate). Checked as each test is collected, so that the mistake is
+    a collection error in every process (a pytest-xdist worker's included)."""
+    for metric, bound in min_metric:
+        known = declared.setdefault((dataset, metric), (bound, test))
+        if known[0] != bound:
+            raise ValueError(disagreement(dataset, metric, known, (bound, test)))
 
 
 def dataset_tasks(config: pytest.Config, gym: GymSession, path: Path, where: str) -> tuple[list[Task], str]:

@@ -236,7 +236,8 @@ class RolloutRequest:
     ``dataset`` is the dataset's name (its path relative to the rootdir, as in a dataset item's node id), ``path``
     the file, ``agent`` the agent it is rolled out by. ``dataset_tasks`` holds every task id of the dataset (for
     ``--gym-shard``, whose rule sees the whole set); ``counted`` whether the pair counts in the dataset's statistics
-    (a pair beyond the dataset's own repeats does not, unless the mark says ``count=True``).
+    (a pair beyond the dataset's own repeats does not, unless the mark says ``count=True``); ``min_metric`` the
+    ``(custom metric, minimum mean)`` gates the test's mark declares for the dataset.
     """
 
     dataset: str
@@ -247,6 +248,7 @@ class RolloutRequest:
     dataset_tasks: tuple[str, ...] = field(default=(), compare=False, repr=False)
     counted: bool = True
     """Whether the pair counts in the dataset's statistics (:func:`pytest_gym_eval.results.counts_in_dataset`)."""
+    min_metric: tuple[tuple[str, float], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def task_id(self) -> str:

@@ -154,8 +154,10 @@ class GymSession:
 
     def record_collected(self, collected: CollectedPlan) -> None:
         """Keep every collected (task, repeat) pair (``pytest_collection_modifyitems``, before any selection); a
-        pytest-xdist worker also saves it in the run directory for the controller, which collects nothing."""
+        pytest-xdist worker also saves it in the run directory for the controller, which collects nothing. The gates
+        its tests' ``gym_rollouts`` marks declare join the options' settings (:meth:`GymOptions.declare_marks`)."""
         self.collected = collected
+        self.options.declare_marks(collected.marks)
         if self.is_worker and self.run_dir is not None:
             collected.save(RunPaths(self.run_dir).collected)
 
@@ -166,12 +168,15 @@ class GymSession:
 
     def collected_plan(self) -> CollectedPlan | None:
         """This session's collected plan: its own, or on the pytest-xdist controller the one a worker saved; None
-        when there is none (nothing collected, or no worker got that far)."""
+        when there is none (nothing collected, or no worker got that far). The controller takes the gates of the
+        loaded plan's marks into its options (:meth:`GymOptions.declare_marks`)."""
         if self.collected is None and self.run_dir is not None:
             try:
-                return CollectedPlan.load(RunPaths(self.run_dir).collected)
+                loaded = CollectedPlan.load(RunPaths(self.run_dir).collected)
             except (OSError, ValueError, KeyError, TypeError):
                 return None
+            self.options.declare_marks(loaded.marks)
+            return loaded
         return self.collected
 
     def deselected(self, pairs: Sequence[tuple[str, str, int]]) -> None:
@@ -558,6 +563,7 @@ class GymSession:
         self.conclusion = conclude(
             rollouts, self.options, self.baseline, selected, adaptive=self.adaptive_records(), selections=parts,
             quarantine=self.quarantine, known_tasks=self._collected_tasks(), not_counted=self.not_counted(),
+            tests_run=self.results.tests_reported,  # (known_tasks also declares the marks' gates)
         )  # fmt: skip
         return self.conclusion
 

@@ -108,11 +108,16 @@ class CollectedPlan:
 
     ``tested`` lists the datasets only test functions name (``gym_rollouts``, no dataset item collected): every task
     of the file (the shard rule sees the whole set), the repeats and agents of the pairs the tests ask for. They are
-    in the report's plan, so that a merge places their rollouts, but not in the selection counts of ``datasets``."""
+    in the report's plan, so that a merge places their rollouts, but not in the selection counts of ``datasets``.
+
+    ``marks`` holds the gates test functions' ``gym_rollouts`` marks declare (``min_metric=``): per dataset name,
+    per custom metric, ``(minimum mean, the node ids of the tests declaring it)``, whatever the selection; a
+    pytest-xdist controller learns them from here, since it collects nothing itself."""
 
     shard: Shard | None
     datasets: list[DatasetTasks]
     tested: list[DatasetTasks] = field(default_factory=list)
+    marks: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         """Write the plan as JSON atomically (a pytest-xdist worker hands it to the controller this way)."""
@@ -122,6 +127,10 @@ class CollectedPlan:
             "shard": None if self.shard is None else [self.shard.index, self.shard.count],
             "datasets": [vars(entry) for entry in self.datasets],
             "tested": [vars(entry) for entry in self.tested],
+            "marks": {
+                name: {metric: [bound, list(tests)] for metric, (bound, tests) in marked.items()}
+                for name, marked in self.marks.items()
+            },
         }
         write_json_atomic(path, data, indent=None)
 
@@ -131,7 +140,11 @@ class CollectedPlan:
         data = json.loads(path.read_text(encoding="utf-8"))
         shard = Shard(*data["shard"]) if data.get("shard") else None
         tested = [DatasetTasks(**entry) for entry in data.get("tested", [])]
-        return cls(shard, [DatasetTasks(**entry) for entry in data["datasets"]], tested)
+        marks = {
+            name: {metric: (float(bound), tuple(map(str, tests))) for metric, (bound, tests) in gates.items()}
+            for name, gates in data.get("marks", {}).items()
+        }
+        return cls(shard, [DatasetTasks(**entry) for entry in data["datasets"]], tested, marks)
 
 
 def dataset_name(nodeid: str) -> str:

@@ -232,13 +232,15 @@ def _interval_json(interval: Interval) -> dict[str, Any]:
 
 def plan_gate_json(gate: Gate) -> dict[str, Any]:
     """A gate as the plan lists it (``$defs/planned_gate``): ``metric``, ``k``, ``threshold``, ``custom`` for a
-    custom metric's and ``source`` (``command line``, ``ini`` or ``dataset settings``) when known."""
+    custom metric's, ``source`` (``command line``, ``ini``, ``dataset settings`` or ``test mark``) when known and
+    ``declared_by`` (the test whose ``gym_rollouts`` mark declared it) for a mark's."""
     return {
         "metric": gate.metric,
         "k": gate.k,
         "threshold": gate.threshold,
         **({"custom": gate.custom} if gate.custom is not None else {}),
         **({"source": gate.source.value} if gate.source is not None else {}),
+        **({"declared_by": gate.declared_by} if gate.declared_by is not None else {}),
     }
 
 
@@ -248,6 +250,7 @@ def _gate_json(result: GateResult) -> dict[str, Any]:
         "k": result.gate.k,
         **({"custom": result.gate.custom} if result.gate.custom is not None else {}),
         **({"source": result.gate.source.value} if result.gate.source is not None else {}),
+        **({"declared_by": result.gate.declared_by} if result.gate.declared_by is not None else {}),
         "threshold": result.gate.threshold,
         "label": result.gate.label,
         **_interval_json(result.interval),
@@ -461,6 +464,7 @@ def _gate_from_json(gate: Mapping[str, Any]) -> Gate:
         gate.get("k"),
         gate.get("custom"),
         None if source is None else GateSource(source),
+        gate.get("declared_by"),
     )
 
 

@@ -163,6 +163,7 @@ def _planned_dataset(entry: Mapping[str, Any]) -> PlannedDataset:
                 None if k is None else int(k),
                 None if custom is None else str(custom),
                 None if source is None else GateSource(source),  # absent in older reports
+                gate.get("declared_by"),
             )
         )
     selected = {

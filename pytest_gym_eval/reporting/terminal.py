@@ -147,13 +147,18 @@ SET_WHERE = {
     GateSource.COMMAND_LINE: "set on the command line",
     GateSource.INI: "set in the ini file",
     GateSource.DATASET: "set in gym_dataset_settings",
+    GateSource.MARK: "set by a gym_rollouts mark",
 }
 
 
 def set_where(gate: Gate | ComparisonGate) -> str:
     """`` (set on the command line)``, `` (set in the ini file)`` or `` (set in gym_dataset_settings)``: where a
-    gate line's gate was set; "" when that is unknown (a report written before the plan recorded it)."""
-    return "" if gate.source is None else f" ({SET_WHERE[gate.source]})"
+    gate line's gate was set, `` (set by the gym_rollouts mark of tests/test_x.py::test_terse)`` for a test's mark;
+    "" when that is unknown (a report written before the plan recorded it)."""
+    if gate.source is None:
+        return ""
+    declared_by = getattr(gate, "declared_by", None)
+    return f" ({SET_WHERE[gate.source]}" + (f" of {declared_by})" if declared_by else ")")
 
 
 def metric_lines(summary: DatasetSummary, width: int) -> list[str]:
