@@ -474,7 +474,7 @@ def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, f
 def test_merged_shards_compare_the_policies_as_one_session(
     pytester: pytest.Pytester, fake_gym: FakeGym, margin: str, status: int
 ) -> None:
-    """The candidate loses six of ten tasks (difference -0.6 [-0.97, -0.23]): two shards merged give the
+    """The candidate loses six of ten tasks (difference -0.6 [-0.97, -0.19]): two shards merged give the
     comparison, the --gym-max-regression verdict and the exit status of one session over the same rollouts (FAIL at
     margin 0.1, PASS at 0.99), in the terminal, the JSON report and JUnit."""
     write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)
