@@ -23,6 +23,18 @@ flaky (a steady pass probability drawn from [0.2, 0.8]), regressed (0.9, then 0.
 and fixed (the reverse); the share labelled right, and for the steady kinds the share wrongly labelled regressed or
 fixed (the change test's level, goal <= 5 %).
 
+Gates at the margin (fixed sample, 95 % two-sided intervals, so each wrong verdict should happen at most alpha/2 =
+2.5 % of the time): the paired comparison's non-inferiority gate at delta = 0.1
+(:func:`pytest_gym_eval.comparison.paired_mean_difference`, Hall's skewness-corrected t since issue 38) with the
+candidate exactly 0.1 worse, three shapes of that drop: symmetric (tasks at 0.9 and 0.6, every task 0.1 worse),
+heterogeneous (half the tasks 0.2 worse, half unchanged) and rare one-sided drops (the baseline passes every rollout,
+the candidate fails one in ten: every pair's difference 0 or -1), at 12 to 40 tasks and 2 to 8 repeats; beside each
+the plain t interval on the same runs (before issue 38), and the power (PASS rate) with the candidate as good as the
+baseline. The dataset's tasks are fixed (the same pass probabilities in every simulated run), as when one dataset is
+run again and again. Single-policy gates (mean reward through :func:`pytest_gym_eval.stats.mean_interval`, pass
+rate through :func:`pytest_gym_eval.stats.wilson_interval`) with the true mean exactly at the threshold, same three
+shapes.
+
 Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
 interval's upper end is within it.
 """
@@ -30,6 +42,7 @@ interval's upper end is within it.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -40,6 +53,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from pytest_gym_eval.comparison import (  # noqa: E402
+    ComparisonGate,
+    Hypothesis,
+    judge_comparison,
+    paired_mean_difference,
+)
+from pytest_gym_eval.gates import GateMode, Verdict, judge  # noqa: E402
 from pytest_gym_eval.history.drift import (  # noqa: E402
     DEFAULT_H,
     DEFAULT_MIN_SKEW,
@@ -48,7 +68,7 @@ from pytest_gym_eval.history.drift import (  # noqa: E402
     self_starting_cusum,
 )
 from pytest_gym_eval.history.stability import DEFAULT_ALPHA, RunOutcome, assess  # noqa: E402
-from pytest_gym_eval.stats import wilson_interval  # noqa: E402
+from pytest_gym_eval.stats import Interval, mean_interval, wilson_interval  # noqa: E402
 
 SEED = 2026
 HISTORIES = 1000
@@ -198,6 +218,143 @@ def label_rows(histories: int) -> list[Row]:
     return rows
 
 
+MARGIN = 0.1
+"""The non-inferiority margin of the paired rows; the candidate is worse by exactly this."""
+PAIRED_SIZES = ((12, 2), (12, 4), (12, 8), (20, 8), (40, 4))
+"""(tasks, repeats) of the paired rows: the sizes users run."""
+DROPS: dict[str, Callable[[int], tuple[float, float]]] = {
+    "symmetric": lambda t: (0.9, 0.8) if t % 2 else (0.6, 0.5),
+    "heterogeneous": lambda t: ((0.6, 0.4), (0.9, 0.7), (0.9, 0.9), (0.6, 0.6))[t % 4],
+    "rare one-sided": lambda t: (1.0, 0.9),
+}
+"""Per shape of a drop of exactly :data:`MARGIN` on average, task t's pass probability under (baseline, candidate)."""
+LIMIT = 0.025
+"""alpha/2: the most each wrong verdict of a 95 % two-sided interval may happen."""
+
+
+def gate_verdict(counts: list[int], n: int, goal: float = LIMIT) -> str:
+    """The verdict of a gate row whose wrong verdicts happened ``counts`` times in ``n`` runs: ``met`` when every
+    Monte-Carlo interval's upper end is within ``goal``, ``not met`` when some interval's lower end is above it (the
+    rate exceeds the goal beyond the simulation's error), ``unclear`` otherwise (within the error of the goal: a
+    method exactly at alpha/2 lands here, 1,000 runs cannot tell 2.5 % from 3.5 %)."""
+    intervals = [wilson_interval(count, n) for count in counts]
+    if all(interval.high <= goal for interval in intervals):
+        return "met"
+    return "not met" if any(interval.low > goal for interval in intervals) else "unclear"
+
+
+Rewards = dict[tuple[str, int], float]
+"""One model's rewards keyed (task id, repeat), the comparison's input."""
+
+
+def paired_run(
+    rng: random.Random, shape: str, tasks: int, repeats: int, equal: bool = False
+) -> tuple[Rewards, Rewards]:
+    """One simulated pair of runs, Bernoulli rewards keyed (task id, repeat); ``equal``: the candidate as the
+    baseline."""
+    baseline: Rewards = {}
+    candidate: Rewards = {}
+    for t in range(tasks):
+        p, q = DROPS[shape](t)
+        for r in range(repeats):
+            baseline[(f"t{t}", r)] = 1.0 if rng.random() < p else 0.0
+            candidate[(f"t{t}", r)] = 1.0 if rng.random() < (p if equal else q) else 0.0
+    return baseline, candidate
+
+
+def plain_t(baseline: Rewards, candidate: Rewards) -> Interval:
+    """The interval before issue 38: the task-clustered t interval of the differences (no skewness correction)."""
+    tasks: dict[str, list[float]] = {}
+    for key, reward in baseline.items():
+        tasks.setdefault(key[0], []).append(candidate[key] - reward)
+    interval = mean_interval(list(tasks.values()))
+    return paired_mean_difference(baseline, candidate).interval if interval.low == interval.high else interval
+
+
+def paired_rows(histories: int) -> list[Row]:
+    gate = ComparisonGate(Hypothesis.NON_INFERIORITY, MARGIN)
+    rows = []
+    for shape in DROPS:
+        for tasks, repeats in PAIRED_SIZES:
+            rng = random.Random(f"{SEED}-paired-{shape}-{tasks}-{repeats}")
+            counts = {"pass": 0, "fail": 0, "t pass": 0, "t fail": 0, "power": 0, "t power": 0}
+            for _ in range(histories):
+                baseline, candidate = paired_run(rng, shape, tasks, repeats)
+                for prefix, interval in (("", paired_mean_difference(baseline, candidate).interval),
+                                         ("t ", plain_t(baseline, candidate))):  # fmt: skip
+                    verdict = judge_comparison(interval, gate)
+                    counts[prefix + "pass"] += verdict is Verdict.PASS
+                    counts[prefix + "fail"] += verdict is Verdict.FAIL
+                baseline, candidate = paired_run(rng, shape, tasks, repeats, equal=True)
+                counts["power"] += (
+                    judge_comparison(paired_mean_difference(baseline, candidate).interval, gate) is Verdict.PASS
+                )
+                counts["t power"] += judge_comparison(plain_t(baseline, candidate), gate) is Verdict.PASS
+            wrong_pass, _ = share(counts["pass"], histories)
+            wrong_fail, _ = share(counts["fail"], histories)
+            rows.append(
+                Row(
+                    f"paired non-inferiority at the margin (candidate exactly {MARGIN:g} worse), {shape} drops: "
+                    f"{tasks} tasks x {repeats} repeats; {histories} histories",
+                    f"wrong PASS {wrong_pass}, wrong FAIL {wrong_fail}; plain t (before): wrong PASS "
+                    f"{share(counts['t pass'], histories)[0]}, wrong FAIL {share(counts['t fail'], histories)[0]}; "
+                    f"power (PASS with the candidate as good): {100 * counts['power'] / histories:.1f} % "
+                    f"(plain t {100 * counts['t power'] / histories:.1f} %)",
+                    f"each wrong verdict <= {100 * LIMIT:.1f} %",
+                    gate_verdict([counts["pass"], counts["fail"]], histories),
+                )
+            )
+    return rows
+
+
+SINGLE_SHAPES: dict[str, Callable[[int], float]] = {
+    "symmetric": lambda t: 0.9 if t % 2 else 0.6,
+    "heterogeneous": lambda t: (1.0, 0.95, 0.6, 0.45)[t % 4],
+    "rare failures": lambda t: 0.9,
+}
+"""Per shape, task t's pass probability; every shape's mean over tasks is 0.75 or 0.9 (:func:`single_threshold`)."""
+
+
+def single_threshold(shape: str, tasks: int) -> float:
+    """The true mean over the tasks, where the gate's threshold is set."""
+    return math.fsum(SINGLE_SHAPES[shape](t) for t in range(tasks)) / tasks
+
+
+def single_rows(histories: int) -> list[Row]:
+    rows = []
+    for metric in ("mean_reward", "pass_rate"):
+        for shape in SINGLE_SHAPES:
+            for tasks, repeats in ((12, 4), (40, 4)):
+                rng = random.Random(f"{SEED}-single-{metric}-{shape}-{tasks}-{repeats}")
+                threshold = single_threshold(shape, tasks)
+                wrong_pass = wrong_fail = 0
+                for _ in range(histories):
+                    rewards = [
+                        [1.0 if rng.random() < SINGLE_SHAPES[shape](t) else 0.0 for _ in range(repeats)]
+                        for t in range(tasks)
+                    ]
+                    if metric == "mean_reward":
+                        interval = mean_interval(rewards, clip=True)
+                    else:
+                        flat = [x for task in rewards for x in task]
+                        interval = wilson_interval(int(sum(flat)), len(flat))
+                    verdict = judge(interval, threshold, GateMode.LOWER_BOUND)
+                    wrong_pass += verdict is Verdict.PASS
+                    wrong_fail += verdict is Verdict.FAIL
+                pass_text, _ = share(wrong_pass, histories)
+                fail_text, _ = share(wrong_fail, histories)
+                rows.append(
+                    Row(
+                        f"{metric} gate at the threshold (the true mean, {threshold:.3g}), {shape}: {tasks} tasks x "
+                        f"{repeats} repeats; {histories} histories",
+                        f"wrong PASS {pass_text}, wrong FAIL {fail_text}",
+                        f"each wrong verdict <= {100 * LIMIT:.1f} %",
+                        gate_verdict([wrong_pass, wrong_fail], histories),
+                    )
+                )
+    return rows
+
+
 def render(rows: list[Row], histories: int) -> str:
     lines = [
         f"Seed {SEED}, {histories} histories a row, drift defaults h = {DEFAULT_H:g}, k = 0.5, 5 reference runs, "
@@ -225,7 +382,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
     args = parser.parse_args(argv)
     histories = HISTORIES // 10 if args.quick else HISTORIES
-    block = render(false_alarm_rows(histories) + detection_rows(histories) + label_rows(histories), histories)
+    rows = false_alarm_rows(histories) + detection_rows(histories) + label_rows(histories)
+    block = render(rows + paired_rows(histories) + single_rows(histories), histories)
     print(block)
     if args.write:
         write(block)

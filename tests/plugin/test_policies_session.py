@@ -324,8 +324,10 @@ def flipping_transcripts(page: str, report: dict[str, object]) -> dict[str, list
 def test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_the_margin(
     pytester: pytest.Pytester, fake_gym: FakeGym
 ) -> None:
-    """The candidate loses six of ten tasks: difference -0.6, upper bound -0.6 + 2.2622 · sqrt((4/15) / 10) =
-    -0.231 < -0.1: FAIL, exit 1."""
+    """The candidate loses six of ten tasks: difference -0.6, the t interval's upper bound -0.6 + 2.2622 ·
+    sqrt((4/15) / 10) = -0.231; the differences' skewness is 0.048 / (4/15)^1.5 = 0.3486 (a = 0.1102), so Hall's
+    upper bound reaches further: g⁻¹(-2.2622) = 3/a ((1 - a (2.2622 + a/6))^(1/3) - 1) = -2.5034, -0.6 + 0.1633 ·
+    2.5034 = -0.191 < -0.1: FAIL, exit 1."""
     write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)
     result = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.1")
     assert result.ret == 1
@@ -333,10 +335,10 @@ def test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_th
     assert "    lost: t0, t1, t2, t3, t4, t5" in result.outlines
     reason = " ".join(" ".join(line.split()) for line in result.outlines)
     assert (
-        "gym gates: FAIL - mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.60 [-0.97, -0.23]"
+        "gym gates: FAIL - mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.60 [-0.97, -0.19]"
         in reason
     )
-    assert "upper bound -0.23 < -0.10: FAIL" in reason and "< -0.10: FAIL" in reason
+    assert "upper bound -0.19 < -0.10: FAIL" in reason and "< -0.10: FAIL" in reason
 
 
 def merge_two_shards(
@@ -395,7 +397,9 @@ def test_a_margin_as_wide_as_the_reward_range_is_a_usage_error(
 
 
 BETTER = ([0.0] * 6 + [1.0] * 4, [1.0] * 10)
-"""The candidate gains six of ten tasks: difference +0.6 [0.23, 0.97] (0.6 ± 2.2622 · sqrt((4/15) / 10))."""
+"""The candidate gains six of ten tasks: difference +0.6 [0.19, 0.97] (the t interval 0.6 ± 2.2622 · sqrt((4/15) / 10)
+= [0.23, 0.97], its lower side reaching to 0.19 by Hall's skewness correction: the mirror of the six lost tasks of
+``test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_the_margin``)."""
 SLIGHTLY_WORSE = ([1.0] * 10, [0.98] * 5 + [0.96] * 5)
 """The candidate scores 0.02 or 0.04 below the baseline on every task: difference -0.03 [-0.0375, -0.0225]
 (-0.03 ± 2.2622 · sqrt((1/9 · 10 · 0.0001) / 10)). (Equal scores on every task would show no spread between
@@ -415,7 +419,7 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_a_slightly_
     verdicts: tuple[str, str],
 ) -> None:
     """Both gates set: non-inferiority at 0.1 passes either candidate; superiority at 0.1 passes the better one
-    (lower bound 0.23 > 0.10) and fails the slightly worse one (upper bound -0.02 <= 0.10), which alone fails the
+    (lower bound 0.19 > 0.10) and fails the slightly worse one (upper bound -0.02 <= 0.10), which alone fails the
     session. The ini file sets both, the command line superiority: merged by hypothesis, each says where it was set."""
     write_tasks(pytester, *rewards)
     pytester.makeini("[pytest]\ngym_max_regression = 0.1\ngym_min_improvement = 0.3\n")
@@ -433,7 +437,7 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_a_slightly_
         assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline -0.03 [-0.04, -0.02]")
         assert "upper bound -0.02 <= 0.10: FAIL" in failures and "non-inferiority" not in failures
     else:
-        assert "lower bound 0.23 > 0.10: PASS (Gym: PASS)" in reason
+        assert "lower bound 0.19 > 0.10: PASS (Gym: PASS)" in reason
     report = json.loads((pytester.path / "r.json").read_text())
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
     (entry,) = report["comparisons"]
@@ -470,7 +474,7 @@ def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, f
 def test_merged_shards_compare_the_policies_as_one_session(
     pytester: pytest.Pytester, fake_gym: FakeGym, margin: str, status: int
 ) -> None:
-    """The candidate loses six of ten tasks (difference -0.6 [-0.97, -0.23]): two shards merged give the
+    """The candidate loses six of ten tasks (difference -0.6 [-0.97, -0.19]): two shards merged give the
     comparison, the --gym-max-regression verdict and the exit status of one session over the same rollouts (FAIL at
     margin 0.1, PASS at 0.99), in the terminal, the JSON report and JUnit."""
     write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)

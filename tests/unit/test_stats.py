@@ -12,6 +12,7 @@ import pytest
 
 from pytest_gym_eval.stats import (
     Interval,
+    hall_t_bounds,
     mean_interval,
     paired_difference,
     pass_at_k,
@@ -443,3 +444,60 @@ def test_mcnemar_exact_against_hand_worked_binomial_tails(worse: int, better: in
     assert mcnemar_exact(better, worse) == pytest.approx(p, rel=1e-12)
     with pytest.raises(ValueError):
         mcnemar_exact(-1, 2)
+
+
+# --- Hall's skewness-corrected t -------------------------------------------------------------------------
+
+
+def _hall_g(t: float, a: float) -> float:
+    """Hall (1992)'s transform g(T) = T + a T^2/3 + a^2 T^3/27 + a/6, written out as in the paper."""
+    return t + a * t * t / 3 + a * a * t**3 / 27 + a / 6
+
+
+def test_hall_bounds_hand_worked() -> None:
+    # mean -0.1, se 0.05, skewness -1.5, 12 values: a = -1.5 / sqrt(12) = -0.4330127, q = t_{0.975, 11} = 2.2009852
+    # g^-1(q): 1 + a (q - a/6) = 1 - 0.4330127 * 2.2731540 = 0.0156955, cube root 0.2503753, 3/a (0.2503753 - 1) =
+    # 5.1935525, low = -0.1 - 0.05 * 5.1935525 = -0.3596776
+    # g^-1(-q): 1 + a (-q - a/6) = 1.9218045, cube root 1.2432823, 3/a * 0.2432823 = -1.6855090, high = -0.0157245
+    low, high = hall_t_bounds(-0.1, 0.05, -1.5, 12)
+    assert (low, high) == pytest.approx((-0.3596776, -0.0157245), abs=1e-6)
+    a, q = -1.5 / math.sqrt(12), student_t_ppf(0.975, 11)
+    assert _hall_g((-0.1 - low) / 0.05, a) == pytest.approx(q)  # the bounds invert g at ±q
+    assert _hall_g((-0.1 - high) / 0.05, a) == pytest.approx(-q)
+
+
+def test_hall_bounds_without_skew_are_the_t_interval_and_skew_widens_its_long_side() -> None:
+    t = student_t_ppf(0.975, 11) * 0.05
+    assert hall_t_bounds(-0.1, 0.05, 0.0, 12) == pytest.approx((-0.1 - t, -0.1 + t))
+    low, high = hall_t_bounds(0.0, 1.0, -0.8, 20)  # a long lower tail: the interval reaches further down
+    mirrored = hall_t_bounds(0.0, 1.0, 0.8, 20)
+    assert -low > high > 0.0
+    assert mirrored == pytest.approx((-high, -low))
+    assert hall_t_bounds(0.3, 0.0, -2.0, 5) == (0.3, 0.3)
+
+
+@pytest.mark.parametrize(
+    ("n", "se", "skew", "confidence"),
+    [(1, 0.1, 0.0, 0.95), (5, -0.1, 0.0, 0.95), (5, 0.1, math.nan, 0.95), (5, 0.1, 0.0, 1.0)],
+)
+def test_hall_bounds_reject_bad_input(n: int, se: float, skew: float, confidence: float) -> None:
+    with pytest.raises(ValueError):
+        hall_t_bounds(0.0, se, skew, n, confidence)
+
+
+def test_skew_corrected_mean_interval_widens_only_a_skewed_side() -> None:
+    # Per-task means 0 (eight tasks), -1/2 and -1 (a rare one-sided drop, two repeats): mean -0.15; deviations 0.15
+    # (x8), -0.35, -0.85: s^2 = (8 * 0.0225 + 0.1225 + 0.7225) / 9 = 0.1138889, se = sqrt(0.1138889 / 10) = 0.1067187;
+    # m3 = (8 * 0.003375 - 0.042875 - 0.614125) / 10 = -0.063, skewness = -0.063 / 0.1138889^1.5 = -1.6391
+    tasks = [[0.0, 0.0]] * 8 + [[0.0, -1.0], [-1.0, -1.0]]
+    plain = mean_interval(tasks)
+    corrected = mean_interval(tasks, skew_corrected=True)
+    skewness = -0.063 / 0.1138889**1.5
+    assert skewness == pytest.approx(-1.6391, abs=1e-4)
+    hall = hall_t_bounds(-0.15, math.sqrt(0.1138889 / 10), skewness, 10)
+    assert (corrected.low, corrected.high) == pytest.approx((hall[0], plain.high), abs=1e-6)
+    assert corrected.low < plain.low - 0.1
+    # symmetric per-task means keep the t interval exactly; under SKEW_MIN_TASKS (10) tasks no correction at all
+    symmetric = [[0.0], [1.0], [0.5], [0.25], [0.75]] * 2
+    assert mean_interval(symmetric, skew_corrected=True) == mean_interval(symmetric)
+    assert mean_interval(tasks[2:], skew_corrected=True) == mean_interval(tasks[2:])
