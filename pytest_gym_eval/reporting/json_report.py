@@ -254,7 +254,13 @@ def _gate_json(result: GateResult) -> dict[str, Any]:
         "verdict": result.verdict.value,
         "mode": result.mode.value,
         "note": result.note,
-    }
+        "familywise": None if (f := result.familywise) is None else {
+            "method": f.method, "family": f.family, "p_value": f.p_value, "level": f.level,
+        },
+        "inconclusive_hint": None if (h := result.hint) is None else {
+            "more": h.more, "unit": h.unit, "repeats_per_task": h.repeats, "text": h.text,
+        },
+    }  # fmt: skip
 
 
 def _rollout_json(result: RolloutResult) -> dict[str, Any]:
