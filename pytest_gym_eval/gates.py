@@ -19,6 +19,7 @@ from pytest_gym_eval.stats import (
     pass_at_k,
     pass_at_k_interval,
     score_test_p,
+    student_t_ppf,
     t_test_p,
     wilson_interval,
 )
@@ -291,7 +292,7 @@ def evaluate(
     results: list[GateResult] = []
     for gate in gates:
         if gate.custom is not None:
-            results.append(custom_gate(gate, (custom or {}).get(gate.custom), mode))
+            results.append(custom_gate(gate, (custom or {}).get(gate.custom), mode, confidence))
             continue
         basis = Basis(gate.metric, tuple(tuple(task) for task in rewards_by_task), tuple(counts), gate.k)
         interval = basis.interval(confidence)
@@ -390,20 +391,13 @@ class Basis:
             estimate, error, units = clustered_standard_error(self._values())
             spread, unit = error * error * units, "tasks"
         effect = abs(estimate - threshold)
-        if effect == 0.0:
-            return Hint(None, unit, None, "the estimate is the threshold: more data would not likely decide it")
-        if not spread > 0.0:  # nan: a single task, no spread to extrapolate from
-            return Hint(None, unit, None, "too few tasks to tell how much more data would decide it")
-        needed = power.tasks_needed(spread, effect, HINT_POWER, alpha)
-        more = max(1, needed - units)
-        text = f"about {more:,} more {unit if more > 1 else unit[:-1]} would likely decide it"
-        if unit == "rollouts":
-            return Hint(more, unit, None, text)
-        if self.metric != "mean_reward":
-            return Hint(more, unit, None, text)
+        hint = _more_data(spread, effect, units, unit, alpha)
+        if hint.more is None or self.metric != "mean_reward":
+            return hint
         repeats, why = self._repeats_needed(effect, alpha)
-        text += " (same repeats)" + (f", or about {repeats} repeats a task on the same tasks" if repeats else why)
-        return Hint(more, unit, repeats, text)
+        text = hint.text + " (same repeats)"
+        text += f", or about {repeats} repeats a task on the same tasks" if repeats else why
+        return Hint(hint.more, unit, repeats, text)
 
     def _repeats_needed(self, effect: float, alpha: float) -> tuple[int | None, str]:
         """The repeats per task that would decide it on the same tasks, or None and why not."""
@@ -421,6 +415,27 @@ class Basis:
 def _p_value(result: GateResult) -> float:
     assert result.basis is not None
     return result.basis.p_value(result.gate.threshold)
+
+
+def _more_data(spread: float, effect: float, units: int, unit: str, alpha: float) -> Hint:
+    """The :class:`Hint` of ``units`` ``unit`` with one unit's variance ``spread`` at the observed ``effect``."""
+    if effect == 0.0:
+        return Hint(None, unit, None, "the estimate is the threshold: more data would not likely decide it")
+    if not spread > 0.0:  # nan: a single task, no spread to extrapolate from
+        return Hint(None, unit, None, f"too few {unit} to tell how much more data would decide it")
+    more = max(1, power.tasks_needed(spread, effect, HINT_POWER, alpha) - units)
+    return Hint(more, unit, None, f"about {more:,} more {unit if more > 1 else unit[:-1]} would likely decide it")
+
+
+def interval_hint(interval: Interval, threshold: float, confidence: float) -> Hint:
+    """:meth:`Basis.hint` (tasks only) from a Student t interval over ``interval.n`` tasks alone, for a gate whose
+    data is not at hand (a custom metric's, a policy comparison's): the standard error is its wider half-width
+    (the side clipping left alone) over t_{(1+c)/2, n-1}; approximate when both sides were clipped."""
+    estimate, n = interval.estimate, interval.n
+    if n < 2 or not (math.isfinite(interval.low) and math.isfinite(interval.high)) or math.isnan(estimate):
+        return _more_data(math.nan, abs(estimate - threshold), n, "tasks", 1.0 - confidence)
+    error = max(estimate - interval.low, interval.high - estimate) / student_t_ppf((1.0 + confidence) / 2.0, n - 1)
+    return _more_data(error * error * n, abs(estimate - threshold), n, "tasks", 1.0 - confidence)
 
 
 HOLM = "holm"
@@ -486,13 +501,16 @@ def custom_interval(values_by_task: Sequence[Sequence[float]], confidence: float
     return mean_interval(values_by_task, confidence, clip=True)
 
 
-def custom_gate(gate: Gate, interval: Interval | None, mode: GateMode) -> GateResult:
+def custom_gate(gate: Gate, interval: Interval | None, mode: GateMode, confidence: float = 0.95) -> GateResult:
     """The verdict of a custom metric's ``gate`` on the metric's ``interval`` (:func:`custom_interval`), by the
     rules of every gate (:func:`judge`); None (no rollout recorded the metric) is INCONCLUSIVE with the note
     :data:`NOT_RECORDED`, which never passes."""
     if interval is None:
         return GateResult(gate, Interval(math.nan, -math.inf, math.inf, 0), Verdict.INCONCLUSIVE, mode, NOT_RECORDED)
-    return GateResult(gate, interval, judge(interval, gate.threshold, mode), mode)
+    verdict = judge(interval, gate.threshold, mode)
+    straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
+    hint = interval_hint(interval, gate.threshold, confidence) if straddles else None
+    return GateResult(gate, interval, verdict, mode, hint=hint)
 
 
 def incomplete(results: Sequence[GateResult], reported: int, selected: int) -> list[GateResult]:

@@ -9,10 +9,13 @@ from statistics import NormalDist
 import pytest
 
 from pytest_gym_eval import gates as g
+from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, compare
 from pytest_gym_eval.stats import (
+    Interval,
     clustered_standard_error,
     holm_levels,
     score_test_p,
+    student_t_ppf,
     t_test_p,
     wilson_interval,
 )
@@ -163,3 +166,28 @@ def test_holm_leaves_point_gates_and_cut_short_ones_out() -> None:
     assert judged[0] == point and judged[0][0].familywise is None
     assert judged[1] == cut and judged[1][0].familywise is None
     assert judged[2][0].familywise == g.Familywise("Holm", 1, pytest.approx(0.0164, abs=1e-4), pytest.approx(0.05))
+
+
+def test_interval_hint_from_a_t_interval_alone() -> None:
+    # 10 tasks, estimate 0.6, standard error 0.1: one task's variance 0.1; against 0.5, ceil(Z^2 0.1 / 0.01) = 79
+    # tasks, 69 more. With the upper bound clipped (to 0.8) the lower half still gives the standard error.
+    half = student_t_ppf(0.975, 9) * 0.1
+    assert math.ceil(Z * Z * 0.1 / 0.01) == 79
+    for high in (0.6 + half, 0.8):
+        hint = g.interval_hint(Interval(0.6, 0.6 - half, high, 10), 0.5, 0.95)
+        assert hint == g.Hint(69, "tasks", None, "about 69 more tasks would likely decide it")
+    assert g.interval_hint(Interval(0.6, -math.inf, math.inf, 1), 0.5, 0.95).more is None
+
+
+def test_a_custom_metric_gate_and_a_policy_comparison_say_what_would_decide_them() -> None:
+    custom = g.custom_gate(g.Gate("custom", 0.5, custom="terse"), Interval(0.6, 0.6 - 0.2262, 0.8, 10),
+                           g.GateMode.LOWER_BOUND)  # fmt: skip
+    assert custom.verdict is g.Verdict.INCONCLUSIVE and custom.hint is not None
+    assert custom.describe().endswith("; about 69 more tasks would likely decide it")
+    # 6 tasks, the candidate 0 or 0.5 worse a task: difference -0.17 [-0.40, 0.07] against the margin -0.1.
+    baseline = {(f"t{i}", 0): 1.0 for i in range(6)}
+    candidate = {(f"t{i}", 0): 1.0 if i % 3 else 0.5 for i in range(6)}
+    gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1)
+    (result,) = compare(baseline, candidate, [gate]).results
+    assert result.verdict is g.Verdict.INCONCLUSIVE and result.hint is not None
+    assert result.describe().endswith(f"; {result.hint.text}") and result.hint.unit == "tasks"
