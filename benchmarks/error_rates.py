@@ -28,7 +28,8 @@ Family-wise gates (:func:`pytest_gym_eval.gates.holm`, ``--gym-familywise=holm``
 reward is exactly 0.5),
 every dataset gated ``mean reward >= 0.5`` on the lower bound; the share of sessions in which any of the 5 gates is
 decided (PASS or FAIL) although the truth sits on the threshold (either verdict is wrong for a truth just on its
-other side), each gate judged alone at 95 % and the 5 judged as one family by Holm's procedure (goal <= 5 %).
+other side), each gate judged alone at 95 % and the 5 judged as one family by Holm's procedure (goal <= 5 %; the t
+interval on 20 tasks of 0/1 rewards errs a little more than 5 % alone, which Holm's family inherits).
 
 Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
 interval's upper end is within it.
@@ -209,7 +210,7 @@ def label_rows(histories: int) -> list[Row]:
 def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
     rng = random.Random(f"{SEED}-familywise-{datasets}")
     gate = gates.Gate("mean_reward", 0.5)
-    alone = family = 0
+    alone = family = single = 0
     for _ in range(histories):
         judged = []
         for _ in range(datasets):
@@ -219,6 +220,7 @@ def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
             judged.append(gates.evaluate([gate], rewards, passed, gates.GateMode.LOWER_BOUND))
         decided = [r.verdict is not gates.Verdict.INCONCLUSIVE for results in judged for r in results]
         alone += any(decided)
+        single += sum(decided)
         family += any(r.verdict is not gates.Verdict.INCONCLUSIVE for rs in gates.holm(judged, 0.95) for r in rs)
     alone_text, _ = share(alone, histories)
     family_text, _ = share(family, histories)
@@ -230,8 +232,8 @@ def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
     return [
         Row(
             f"{what}: each gate alone at 95 %",
-            f"some gate decided in {alone_text}",
-            f"(measured; 1 - 0.95^{datasets} = {100 * (1 - 0.95**datasets):.1f} % expected)",
+            f"some gate decided in {alone_text}; each gate in {share(single, histories * datasets)[0]}",
+            f"(measured; 1 - 0.95^{datasets} = {100 * (1 - 0.95**datasets):.1f} % if each gate erred 5 %)",
             "",
         ),
         Row(
