@@ -312,8 +312,8 @@ class Hint:
     """How much more data would likely decide an INCONCLUSIVE gate at the observed effect (estimate - threshold)
     and spread, at the level it was judged at, with probability :data:`HINT_POWER` (:meth:`Basis.hint`).
 
-    ``more`` more ``unit`` ("tasks": same repeats; "rollouts" for the pass rate, which counts rollouts; None: no
-    effect was observed, so more data would not likely decide it); ``repeats``: the repeats per task that would
+    ``more`` more ``unit`` ("tasks": same repeats; "rollouts" for the pass rate, which counts rollouts; None: the
+    estimate is the threshold, or too few tasks to extrapolate from); ``repeats``: the repeats per task that would
     decide it on the same tasks (mean reward only), None when more repeats would not (the spread lies between
     tasks) or cannot be told (one rollout a task). ``text`` says it in words."""
 
