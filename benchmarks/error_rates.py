@@ -35,6 +35,13 @@ run again and again. Single-policy gates (mean reward through :func:`pytest_gym_
 rate through :func:`pytest_gym_eval.stats.wilson_interval`) with the true mean exactly at the threshold, same three
 shapes.
 
+Family-wise gates (:func:`pytest_gym_eval.gates.holm`, ``--gym-familywise=holm``): sessions of 5 datasets, each of
+20 tasks x 2 repeats (each task drawn from a population whose pass probabilities are uniform on [0, 1]: the true mean
+reward is exactly 0.5), every dataset gated ``mean reward >= 0.5`` on the lower bound; the share of sessions in which
+any of the 5 gates is decided (PASS or FAIL) although the truth sits on the threshold, each gate judged alone at 95 %
+and the 5 judged as one family by Holm's procedure (goal <= 5 %; the t interval on 20 tasks of 0/1 rewards errs a
+little more than 5 % alone, which Holm's family inherits).
+
 Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
 interval's upper end is within it.
 """
@@ -53,6 +60,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from pytest_gym_eval import gates  # noqa: E402
 from pytest_gym_eval.comparison import (  # noqa: E402
     ComparisonGate,
     Hypothesis,
@@ -355,6 +363,43 @@ def single_rows(histories: int) -> list[Row]:
     return rows
 
 
+def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
+    rng = random.Random(f"{SEED}-familywise-{datasets}")
+    gate = gates.Gate("mean_reward", 0.5)
+    alone = family = single = 0
+    for _ in range(histories):
+        judged = []
+        for _ in range(datasets):
+            probabilities = [rng.random() for _ in range(20)]
+            rewards = [[1.0 if rng.random() < p else 0.0 for _ in range(2)] for p in probabilities]
+            passed = [[r >= 1.0 for r in task] for task in rewards]
+            judged.append(gates.evaluate([gate], rewards, passed, gates.GateMode.LOWER_BOUND))
+        decided = [r.verdict is not gates.Verdict.INCONCLUSIVE for results in judged for r in results]
+        alone += any(decided)
+        single += sum(decided)
+        family += any(r.verdict is not gates.Verdict.INCONCLUSIVE for rs in gates.holm(judged, 0.95) for r in rs)
+    alone_text, _ = share(alone, histories)
+    family_text, _ = share(family, histories)
+    what = (
+        f"family-wise error, {datasets} datasets all exactly at the margin (20 tasks x 2 repeats, gates mean reward "
+        f">= 0.5 on the lower bound); {histories} histories"
+    )
+    return [
+        Row(
+            f"{what}: each gate alone at 95 %",
+            f"some gate decided in {alone_text}; each gate in {share(single, histories * datasets)[0]}",
+            f"(measured; 1 - 0.95^{datasets} = {100 * (1 - 0.95**datasets):.1f} % if each gate erred 5 %)",
+            "",
+        ),
+        Row(
+            f"{what}: --gym-familywise=holm",
+            f"some gate decided in {family_text}",
+            "family-wise error <= 5 % (Holm's bound, tight when every gate sits on its threshold)",
+            gate_verdict([family], histories, goal=0.05),
+        ),
+    ]
+
+
 def render(rows: list[Row], histories: int) -> str:
     lines = [
         f"Seed {SEED}, {histories} histories a row, drift defaults h = {DEFAULT_H:g}, k = 0.5, 5 reference runs, "
@@ -383,7 +428,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     histories = HISTORIES // 10 if args.quick else HISTORIES
     rows = false_alarm_rows(histories) + detection_rows(histories) + label_rows(histories)
-    block = render(rows + paired_rows(histories) + single_rows(histories), histories)
+    block = render(rows + paired_rows(histories) + single_rows(histories) + familywise_rows(histories), histories)
     print(block)
     if args.write:
         write(block)

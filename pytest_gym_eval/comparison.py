@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from pytest_gym_eval import number_text
-from pytest_gym_eval.gates import GateMode, GateSource, Verdict, judge
+from pytest_gym_eval.gates import GateMode, GateSource, Hint, Verdict, interval_hint, judge
 from pytest_gym_eval.sequential import DEFAULT_ALPHA, BettingSequence, RewardRange, wave_ends
 from pytest_gym_eval.stats import Interval, mcnemar_exact, mean_interval
 
@@ -285,16 +285,20 @@ class ComparisonResult:
     interval: Interval
     verdict: Verdict
     sequential: bool = False
+    hint: Hint | None = None
+    """For an INCONCLUSIVE verdict on the fixed-sample interval: how many more tasks would likely decide it."""
 
     def describe(self) -> str:
         """One line, e.g. ``non-inferiority: candidate - baseline -0.02 [-0.06, 0.03], lower bound -0.06 >= -0.10:
-        PASS`` (``... n/a (no paired rollouts): INCONCLUSIVE`` without data)."""
+        PASS`` (``... n/a (no paired rollouts): INCONCLUSIVE`` without data); an INCONCLUSIVE one adds its
+        :attr:`hint` (``; about 40 more tasks would likely decide it``)."""
         iv = self.interval
         head = f"{self.gate.hypothesis.value}: candidate - baseline"
         if math.isnan(iv.estimate):
             return f"{head} n/a (no paired rollouts): {self.verdict.value}"
         interval = f"{number_text.interval(iv.estimate, iv.low, iv.high)}"
-        return f"{head} {interval}, {self.because}: {self.verdict.value}"
+        text = f"{head} {interval}, {self.because}: {self.verdict.value}"
+        return f"{text}; {self.hint.text}" if self.hint is not None else text
 
     @property
     def because(self) -> str:
@@ -346,8 +350,17 @@ def compare(
     """The fixed-sample comparison: :func:`paired_mean_difference`, :func:`flip_decomposition` and every gate judged
     on the difference's interval (:func:`judge_comparison`). Raises ValueError as those do."""
     difference = paired_mean_difference(baseline, candidate, confidence)
-    results = tuple(ComparisonResult(g, difference.interval, judge_comparison(difference.interval, g)) for g in gates)
+    results = tuple(_judged(difference.interval, g, confidence) for g in gates)
     return Comparison(difference, flip_decomposition(baseline, candidate), results)
+
+
+def _judged(interval: Interval, gate: ComparisonGate, confidence: float) -> ComparisonResult:
+    """``gate`` judged on the fixed-sample ``interval``, with the planner's hint when INCONCLUSIVE
+    (:func:`~pytest_gym_eval.gates.interval_hint`: about how many more tasks, the same repeats)."""
+    verdict = judge_comparison(interval, gate)
+    straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
+    hint = interval_hint(interval, gate.threshold, confidence) if straddles else None
+    return ComparisonResult(gate, interval, verdict, hint=hint)
 
 
 # --- Anytime-valid: judged after every wave ------------------------------------------------------------------

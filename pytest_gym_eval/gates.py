@@ -5,12 +5,24 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
+from statistics import NormalDist
 from typing import Protocol, TypeVar
 
-from pytest_gym_eval import number_text
-from pytest_gym_eval.stats import Interval, mean_interval, pass_at_k_interval, wilson_interval
+from pytest_gym_eval import number_text, power
+from pytest_gym_eval.stats import (
+    Interval,
+    clustered_standard_error,
+    holm_levels,
+    mean_interval,
+    pass_at_k,
+    pass_at_k_interval,
+    score_test_p,
+    student_t_ppf,
+    t_test_p,
+    wilson_interval,
+)
 
 METRICS = ("mean_reward", "pass_rate", "pass_at_k", "custom")
 """What a gate may judge: the three reward statistics, or a custom metric tests record (``custom``, named by the
@@ -192,6 +204,12 @@ class GateResult:
     verdict: Verdict
     mode: GateMode
     note: str = ""
+    basis: Basis | None = field(default=None, compare=False, repr=False)
+    """The data the interval came from (None: a custom metric's, a confidence sequence's, a report's)."""
+    familywise: Familywise | None = None
+    """How :func:`holm` judged it as one of a family (None: on its own, at the session's confidence)."""
+    hint: Hint | None = None
+    """For an INCONCLUSIVE verdict on a fixed-sample interval: how much more data would likely decide it."""
 
     def passed(self, inconclusive_passes: bool) -> bool:
         """True for PASS, and for INCONCLUSIVE when ``inconclusive_passes``, unless the gate was judged on fewer
@@ -202,11 +220,18 @@ class GateResult:
         judged = not self.note and not math.isnan(self.interval.estimate)  # "n/a (no data)" is not a straddle
         return inconclusive_passes and self.verdict is Verdict.INCONCLUSIVE and judged
 
-    def describe(self) -> str:
+    def describe(self, suffix: str = "") -> str:
         """One line, e.g. ``mean reward 0.80 [0.54, 1.00] >= 0.70: PASS`` (point mode) or
-        ``mean reward 0.80 [0.74, 0.90]: lower bound 0.74 >= 0.70: PASS`` (lower-bound mode)."""
+        ``mean reward 0.80 [0.74, 0.90]: lower bound 0.74 >= 0.70: PASS`` (lower-bound mode); a family-wise
+        verdict adds its level (``(Holm over 5 gates: 99.5% interval, p 0.0031)``), then ``suffix`` (e.g. where
+        the gate was set), then an INCONCLUSIVE one's :attr:`hint` (``; about 12 more tasks would ...``)."""
         text = self._describe()
-        return f"{text} ({self.note})" if self.note else text
+        if self.note:
+            text = f"{text} ({self.note})"
+        if self.familywise is not None:
+            text = f"{text} ({self.familywise.describe()})"
+        text += suffix
+        return f"{text}; {self.hint.text}" if self.hint is not None else text
 
     def _describe(self) -> str:
         iv, threshold = self.interval, number_text.threshold(self.gate.threshold)
@@ -273,11 +298,181 @@ def evaluate(
     results: list[GateResult] = []
     for gate in gates:
         if gate.custom is not None:
-            results.append(custom_gate(gate, (custom or {}).get(gate.custom), mode))
+            results.append(custom_gate(gate, (custom or {}).get(gate.custom), mode, confidence))
             continue
-        interval = metric_interval(gate.metric, rewards_by_task, counts, confidence, gate.k)
-        results.append(GateResult(gate, interval, judge(interval, gate.threshold, mode), mode))
+        basis = Basis(gate.metric, tuple(tuple(task) for task in rewards_by_task), tuple(counts), gate.k)
+        interval = basis.interval(confidence)
+        verdict = judge(interval, gate.threshold, mode)
+        straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
+        hint = basis.hint(gate.threshold, confidence) if straddles else None
+        results.append(GateResult(gate, interval, verdict, mode, basis=basis, hint=hint))
     return results
+
+
+HINT_POWER = 0.8
+"""The chance at which an INCONCLUSIVE gate's hint says more data would "likely" decide it (the planner's)."""
+
+
+@dataclass(frozen=True)
+class Hint:
+    """How much more data would likely decide an INCONCLUSIVE gate at the observed effect (estimate - threshold)
+    and spread, at the level it was judged at, with probability :data:`HINT_POWER` (:meth:`Basis.hint`).
+
+    ``more`` more ``unit`` ("tasks": same repeats; "rollouts" for the pass rate, which counts rollouts; None: the
+    estimate is the threshold, or too few tasks to extrapolate from); ``repeats``: the repeats per task that would
+    decide it on the same tasks (mean reward only), None when more repeats would not (the spread lies between
+    tasks) or cannot be told (one rollout a task). ``text`` says it in words."""
+
+    more: int | None
+    unit: str
+    repeats: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Familywise:
+    """A gate judged as one of ``family`` gates by Holm's step-down procedure (:func:`holm`): its p-value against
+    its threshold, and the level (alpha) its interval was computed at, 1 - ``level`` its confidence."""
+
+    method: str
+    family: int
+    p_value: float
+    level: float
+
+    def describe(self) -> str:
+        """E.g. ``Holm over 5 gates: 99.5% interval, p 0.0031``."""
+        confidence = f"{100 * (1 - self.level):.4g}%"
+        return f"{self.method} over {self.family} gates: {confidence} interval, p {self.p_value:.2g}"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a reward gate's interval was computed from (as :func:`evaluate` takes it), so that the gate can be
+    judged again at another level (:func:`holm`) and say how much more data would decide it (:meth:`hint`)."""
+
+    metric: str
+    rewards_by_task: tuple[tuple[float, ...], ...]
+    counts: tuple[tuple[int, int], ...]
+    k: int | None = None
+
+    def interval(self, confidence: float) -> Interval:
+        """The gate's :func:`metric_interval` at ``confidence``."""
+        return metric_interval(self.metric, self.rewards_by_task, self.counts, confidence, self.k)
+
+    def _values(self) -> list[list[float]]:
+        """The per-task values a t interval is taken over (the rewards; one pass@k per task with >= k rollouts)."""
+        if self.metric == "pass_at_k":
+            assert self.k is not None
+            return [[pass_at_k(n, c, self.k)] for n, c in self.counts if n >= self.k]
+        return [list(task) for task in self.rewards_by_task]
+
+    def p_value(self, threshold: float) -> float:
+        """Two-sided p-value of the statistic against ``threshold``: twice the one-sided p in the direction of the
+        estimate (:func:`~pytest_gym_eval.stats.t_test_p` for the mean reward and pass@k, the score test
+        :func:`~pytest_gym_eval.stats.score_test_p` for the pass rate), so the interval at confidence c excludes
+        the threshold exactly when p <= 1 - c."""
+        if self.metric == "pass_rate":
+            one_sided = score_test_p(sum(c for _, c in self.counts), sum(n for n, _ in self.counts), threshold)
+        else:
+            mean, error, tasks = clustered_standard_error(self._values())
+            one_sided = 1.0 if math.isnan(error) else t_test_p(mean, threshold, error, tasks - 1)
+        return min(1.0, 2.0 * one_sided)
+
+    def hint(self, threshold: float, confidence: float) -> Hint:
+        """How much more data would likely (power :data:`HINT_POWER`) make the interval at ``confidence`` exclude
+        ``threshold`` if the effect (estimate - threshold) and the spread stay as observed: the planner's
+        :func:`~pytest_gym_eval.power.tasks_needed` with one task's variance (the standard error squared times the
+        tasks) at two-sided alpha 1 - ``confidence``. For the mean reward also the repeats per task that would do
+        it on the same tasks: n d^2 / z^2 = var_between + var_within / K solved for K (the variance components of
+        :func:`~pytest_gym_eval.power.variance_components`), impossible when the between-task variance alone is
+        too large."""
+        alpha = 1.0 - confidence
+        if self.metric == "pass_rate":
+            trials = sum(n for n, _ in self.counts)
+            estimate = sum(c for _, c in self.counts) / trials if trials else math.nan
+            spread, units, unit = estimate * (1.0 - estimate), trials, "rollouts"
+            if spread == 0.0:
+                spread = threshold * (1.0 - threshold)
+        else:
+            estimate, error, units = clustered_standard_error(self._values())
+            spread, unit = error * error * units, "tasks"
+        effect = abs(estimate - threshold)
+        hint = _more_data(spread, effect, units, unit, alpha)
+        if hint.more is None or self.metric != "mean_reward":
+            return hint
+        repeats, why = self._repeats_needed(effect, alpha)
+        text = hint.text + " (same repeats)"
+        text += f", or about {repeats} repeats a task on the same tasks" if repeats else why
+        return Hint(hint.more, unit, repeats, text)
+
+    def _repeats_needed(self, effect: float, alpha: float) -> tuple[int | None, str]:
+        """The repeats per task that would decide it on the same tasks, or None and why not."""
+        tasks = [task for task in self.rewards_by_task if task]
+        variance = power.variance_components(tasks)  # >= 2 tasks: the caller had a standard error
+        if variance.within is None:
+            return None, ""  # one rollout a task: the within-task spread is unknown
+        z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(HINT_POWER)
+        room = len(tasks) * effect * effect / (z * z) - variance.between
+        if room <= 0.0 or variance.within == 0.0:
+            return None, "; more repeats alone would not: the spread lies between tasks"
+        return max(math.ceil(variance.repeats) + 1, math.ceil(variance.within / room - 1e-9)), ""
+
+
+def _p_value(result: GateResult) -> float:
+    assert result.basis is not None
+    return result.basis.p_value(result.gate.threshold)
+
+
+def _more_data(spread: float, effect: float, units: int, unit: str, alpha: float) -> Hint:
+    """The :class:`Hint` of ``units`` ``unit`` with one unit's variance ``spread`` at the observed ``effect``."""
+    if effect == 0.0:
+        return Hint(None, unit, None, "the estimate is the threshold: more data would not likely decide it")
+    if not spread > 0.0:  # nan: a single task, no spread to extrapolate from
+        return Hint(None, unit, None, f"too few {unit} to tell how much more data would decide it")
+    more = max(1, power.tasks_needed(spread, effect, HINT_POWER, alpha) - units)
+    return Hint(more, unit, None, f"about {more:,} more {unit if more > 1 else unit[:-1]} would likely decide it")
+
+
+def interval_hint(interval: Interval, threshold: float, confidence: float) -> Hint:
+    """:meth:`Basis.hint` (tasks only) from a Student t interval over ``interval.n`` tasks alone, for a gate whose
+    data is not at hand (a custom metric's, a policy comparison's): the standard error is its wider half-width
+    (the side clipping left alone) over t_{(1+c)/2, n-1}; approximate when both sides were clipped."""
+    estimate, n = interval.estimate, interval.n
+    if n < 2 or not (math.isfinite(interval.low) and math.isfinite(interval.high)) or math.isnan(estimate):
+        return _more_data(math.nan, abs(estimate - threshold), n, "tasks", 1.0 - confidence)
+    error = max(estimate - interval.low, interval.high - estimate) / student_t_ppf((1.0 + confidence) / 2.0, n - 1)
+    return _more_data(error * error * n, abs(estimate - threshold), n, "tasks", 1.0 - confidence)
+
+
+HOLM = "holm"
+"""The one family-wise method (``--gym-familywise=holm``)."""
+
+
+def holm(families: Sequence[Sequence[GateResult]], confidence: float) -> list[list[GateResult]]:
+    """The gates of ``families`` (one list a dataset summary) judged as one family by Holm's step-down procedure
+    at alpha = 1 - ``confidence``: every gate judged on a fixed-sample interval in lower-bound mode, with a
+    :class:`Basis` and no ``note`` (not cut short) is a member; each member's interval is computed again at
+    confidence 1 - its :func:`~pytest_gym_eval.stats.holm_levels` level and judged there (:func:`judge`), so the
+    chance that any member's PASS or FAIL is wrong is at most alpha (each one at 95% alone: up to m x 5%). Other
+    gates are returned as they are. Same shape as ``families``."""
+    members = [
+        (i, j)
+        for i, results in enumerate(families)
+        for j, r in enumerate(results)
+        if r.basis is not None and not r.note and r.mode is GateMode.LOWER_BOUND
+    ]
+    p_values = [_p_value(families[i][j]) for i, j in members]
+    levels = holm_levels(p_values, 1.0 - confidence) if members else []
+    judged = [list(results) for results in families]
+    for (i, j), p_value, level in zip(members, p_values, levels, strict=True):
+        r = families[i][j]
+        assert r.basis is not None
+        interval = r.basis.interval(1.0 - level)
+        verdict = judge(interval, r.gate.threshold, r.mode)
+        hint = r.basis.hint(r.gate.threshold, 1.0 - level) if verdict is Verdict.INCONCLUSIVE else None
+        family = Familywise("Holm", len(members), p_value, level)
+        judged[i][j] = replace(r, interval=interval, verdict=verdict, familywise=family, hint=hint)
+    return judged
 
 
 NOT_RECORDED = "no rollout recorded this metric"
@@ -312,13 +507,16 @@ def custom_interval(values_by_task: Sequence[Sequence[float]], confidence: float
     return mean_interval(values_by_task, confidence, clip=True)
 
 
-def custom_gate(gate: Gate, interval: Interval | None, mode: GateMode) -> GateResult:
+def custom_gate(gate: Gate, interval: Interval | None, mode: GateMode, confidence: float = 0.95) -> GateResult:
     """The verdict of a custom metric's ``gate`` on the metric's ``interval`` (:func:`custom_interval`), by the
     rules of every gate (:func:`judge`); None (no rollout recorded the metric) is INCONCLUSIVE with the note
     :data:`NOT_RECORDED`, which never passes."""
     if interval is None:
         return GateResult(gate, Interval(math.nan, -math.inf, math.inf, 0), Verdict.INCONCLUSIVE, mode, NOT_RECORDED)
-    return GateResult(gate, interval, judge(interval, gate.threshold, mode), mode)
+    verdict = judge(interval, gate.threshold, mode)
+    straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
+    hint = interval_hint(interval, gate.threshold, confidence) if straddles else None
+    return GateResult(gate, interval, verdict, mode, hint=hint)
 
 
 def incomplete(results: Sequence[GateResult], reported: int, selected: int) -> list[GateResult]:

@@ -24,7 +24,7 @@ from pytest_gym_eval.defaults import (
     DEFAULT_ROLLOUT_TIMEOUT,
     DEFAULT_STARTUP_TIMEOUT,
 )
-from pytest_gym_eval.gates import Gate, GateMode, GateSource, merge_gates
+from pytest_gym_eval.gates import HOLM, Gate, GateMode, GateSource, merge_gates
 from pytest_gym_eval.history.urls import is_postgres_url
 from pytest_gym_eval.models import MODEL_FIELDS, Policy, PolicySpecError, order_policies, parse_policy
 from pytest_gym_eval.sampling import Sampling, SamplingError, parse_params
@@ -74,6 +74,8 @@ class GymOptions:
     id_fields: tuple[str, ...] = DEFAULT_ID_FIELDS
     gate_mode: GateMode = GateMode.POINT
     inconclusive_passes: bool = False
+    familywise: str | None = None
+    """``--gym-familywise``: "holm" judges the session's lower-bound gates as one family (:func:`gates.holm`)."""
     report: Path | None = None
     baseline: Path | None = None
     max_drop: float | None = None
@@ -185,6 +187,9 @@ class GymOptions:
         inconclusive = value("gym_inconclusive") or "fail"
         if inconclusive not in ("fail", "pass"):
             raise pytest.UsageError(f"gym_inconclusive: expected fail or pass, got {inconclusive!r}")
+        familywise = value("gym_familywise") or "off"
+        if familywise not in ("off", HOLM):
+            raise pytest.UsageError(f"gym_familywise: expected off or holm, got {familywise!r}")
         fail_on_flip = config.getoption("gym_fail_on_flip", default=None)
         adaptive = config.getoption("gym_adaptive", default=None)
         min_repeats = number("gym_min_repeats", _positive_int)
@@ -258,6 +263,7 @@ class GymOptions:
             concurrency=concurrency,
             gate_mode=GateMode(gate_on),
             inconclusive_passes=inconclusive == "pass",
+            familywise=None if familywise == "off" else familywise,
             report=path_option("gym_report"),
             baseline=baseline,
             max_drop=number("gym_max_drop"),

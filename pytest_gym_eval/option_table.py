@@ -255,6 +255,13 @@ OPTIONS: tuple[Option, ...] = (
         choices=("fail", "pass"),
     ),
     Option(
+        "--gym-familywise",
+        "holm: judge every lower-bound gate of the session (all datasets, agents and policies) as one family by "
+        "Holm's step-down procedure, so the chance of any wrong PASS or FAIL is at most 5% (off: each at 95%)",
+        default="off",
+        choices=("off", "holm"),
+    ),
+    Option(
         "--gym-report",
         "Write the reward summary and every rollout's reward and record location as JSON",
         metavar="PATH.json",

@@ -395,3 +395,75 @@ def fisher_exact_less(before: tuple[int, int], after: tuple[int, int]) -> float:
     lowest = max(0, nb - (total - passes))
     tail = sum(math.comb(passes, x) * math.comb(total - passes, nb - x) for x in range(lowest, b + 1))
     return min(1.0, tail / math.comb(total, nb))
+
+
+def t_test_p(estimate: float, threshold: float, standard_error: float, df: float) -> float:
+    """One-sided p-value of Student's t test of ``estimate`` against ``threshold``, in the direction the estimate
+    lies: P(T_df >= |estimate - threshold| / standard_error). A gate's two-sided interval at confidence c excludes
+    the threshold exactly when 2 p <= 1 - c. ``standard_error`` 0 (identical values) gives 0.0, or 1.0 when the
+    estimate is the threshold; a nan estimate or df < 1 (fewer than two tasks) gives 1.0 (no evidence). Raises
+    ValueError for a negative standard error."""
+    if standard_error < 0.0:
+        raise ValueError(f"standard error must be >= 0, got {standard_error!r}")
+    if math.isnan(estimate) or not df >= 1:
+        return 1.0
+    effect = abs(estimate - threshold)
+    if standard_error == 0.0:
+        return 0.0 if effect > 0.0 else 1.0
+    return _t_upper_tail(effect / standard_error, df)
+
+
+def score_test_p(successes: int, n: int, p0: float) -> float:
+    """One-sided p-value of the score test of a binomial proportion against ``p0``, in the direction of the
+    estimate: P(Z >= |successes/n - p0| / sqrt(p0 (1 - p0) / n)) (the test the Wilson interval inverts, so the
+    Wilson interval at confidence c excludes p0 exactly when 2 p <= 1 - c). n == 0 gives 1.0; p0 of 0 or 1 gives
+    0.0 when the estimate differs from it, else 1.0. Raises ValueError as :func:`wilson_interval`, or for p0
+    outside [0, 1]."""
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if not 0.0 <= p0 <= 1.0:
+        raise ValueError(f"p0 must lie in [0, 1], got {p0!r}")
+    if n == 0:
+        return 1.0
+    effect = abs(successes / n - p0)
+    if p0 in (0.0, 1.0):
+        return 0.0 if effect > 0.0 else 1.0
+    return 1.0 - NormalDist().cdf(effect / math.sqrt(p0 * (1.0 - p0) / n))
+
+
+def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:
+    """The level each of m hypotheses is judged at under Holm's step-down procedure (Holm 1979, "A simple
+    sequentially rejective multiple test procedure", Scand. J. Statist. 6(2)), in the order given: sorted by p, the
+    i-th smallest (i = 1..m) is tested at alpha / (m - i + 1) while every smaller one was rejected; from the first
+    that is not rejected on, each is judged at that first one's level (so none of them is rejected: their p is at
+    least as large). Rejecting exactly the hypotheses with p <= their level keeps the chance of rejecting any true
+    one at most alpha, whatever their dependence. Ties keep the given order. Raises ValueError for alpha outside
+    (0, 1)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    levels = [0.0] * m
+    stopped: float | None = None
+    for rank, index in enumerate(order):
+        level = alpha / (m - rank) if stopped is None else stopped
+        if stopped is None and p_values[index] > level:
+            stopped = level
+        levels[index] = level
+    return levels
+
+
+def clustered_standard_error(rewards_by_task: Sequence[Sequence[float]]) -> tuple[float, float, int]:
+    """(mean, standard error, tasks) of :func:`mean_interval`: the mean over all rollouts and its CR1 standard
+    error clustered by task (nan when fewer than two tasks); empty tasks are skipped. With one value per task it
+    is the plain s / sqrt(n)."""
+    tasks = [list(task) for task in rewards_by_task if len(task) > 0]
+    flat = [x for task in tasks for x in task]
+    if not tasks:
+        return math.nan, math.nan, 0
+    mean = math.fsum(flat) / len(flat)
+    if len(tasks) < 2:
+        return mean, math.nan, len(tasks)
+    cluster_sum_squares = math.fsum(math.fsum(x - mean for x in task) ** 2 for task in tasks)
+    variance = len(tasks) / (len(tasks) - 1) * cluster_sum_squares / len(flat) ** 2
+    return mean, math.sqrt(variance), len(tasks)

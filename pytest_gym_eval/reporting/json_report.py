@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_gym_eval.comparison import gym_verdict
 from pytest_gym_eval.files import write_text_atomic
-from pytest_gym_eval.gates import Gate, GateMode, GateResult, GateSource, Verdict
+from pytest_gym_eval.gates import Gate, GateMode, GateResult, GateSource, Hint, Verdict
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict
 from pytest_gym_eval.sequential import AdaptiveRecord
@@ -105,6 +105,7 @@ def comparison_json(item: PolicyComparison) -> dict[str, Any]:
                 "verdict": r.verdict.value,
                 "gym_verdict": gym_verdict(r),
                 **({"sequential": True, "interval": _interval_json(r.interval)} if r.sequential else {}),
+                **({"inconclusive_hint": _hint_json(r.hint)} if r.hint is not None else {}),
             }
             for r in item.comparison.results
         ],
@@ -257,7 +258,15 @@ def _gate_json(result: GateResult) -> dict[str, Any]:
         "verdict": result.verdict.value,
         "mode": result.mode.value,
         "note": result.note,
-    }
+        "familywise": None if (f := result.familywise) is None else {
+            "method": f.method, "family": f.family, "p_value": f.p_value, "level": f.level,
+        },
+        "inconclusive_hint": None if result.hint is None else _hint_json(result.hint),
+    }  # fmt: skip
+
+
+def _hint_json(hint: Hint) -> dict[str, Any]:
+    return {"more": hint.more, "unit": hint.unit, "repeats_per_task": hint.repeats, "text": hint.text}
 
 
 def _rollout_json(result: RolloutResult) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from pytest_gym_eval.gates import (
     applies_to,
     custom_interval,
     evaluate,
+    holm,
     incomplete,
     metric_interval,
 )
@@ -288,6 +289,17 @@ def summarize(
     return [with_usage(summary, results, price) for summary in summaries]
 
 
+def familywise_judged(summaries: Sequence[DatasetSummary], confidence: float) -> list[DatasetSummary]:
+    """``summaries`` with the gates of those whose gates decide judged as one family by Holm's procedure at alpha
+    1 - ``confidence`` (:func:`~pytest_gym_eval.gates.holm`); the others' gates as they were."""
+    deciding = [i for i, summary in enumerate(summaries) if summary.gates_decide and summary.gates]
+    judged = holm([summaries[i].gates for i in deciding], confidence)
+    out = list(summaries)
+    for i, gates in zip(deciding, judged, strict=True):
+        out[i] = replace(out[i], gates=gates)
+    return out
+
+
 def usage_summary(
     results: Sequence[RolloutResult], price: Price | None
 ) -> tuple[TokenTotals, LatencySummary, float | None]:
@@ -473,12 +485,14 @@ def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes:
     if unreported:
         selected = sum(summary.selected or 0 for summary in cut_short)
         problems.append(f"{unreported} of {selected} selected rollouts never reported (the session stopped early)")
+    family = next((r.familywise for _, r in judged if r.familywise is not None), None)
+    prefix = "gym gates" if family is None else f"gym gates (family-wise, {family.method} over {family.family})"
     if failing:
         head = "FAIL" if any(result.verdict is Verdict.FAIL for _, result in failing) else "INCONCLUSIVE"
-        return 1, f"gym gates: {head} - " + "; ".join(problems)
+        return 1, f"{prefix}: {head} - " + "; ".join(problems)
     if problems:
-        return 1, "gym gates: " + "; ".join(problems)
-    return 0, "gym gates: " + _all_pass(judged)
+        return 1, f"{prefix}: " + "; ".join(problems)
+    return 0, f"{prefix}: " + _all_pass(judged)
 
 
 def _all_pass(judged: Sequence[tuple[DatasetSummary, GateResult]]) -> str:

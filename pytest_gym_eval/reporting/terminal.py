@@ -132,15 +132,24 @@ def _summary_lines(
     if summary.gates or summary.not_applicable:
         lines += fmt.labelled("gates", _gates_text(summary) if summary.gates else "none judged", width)
     for result in summary.gates:
-        lines += fmt.wrap(result.describe() + set_where(result.gate), width, "    ", "      ")
+        lines += fmt.wrap(result.describe(set_where(result.gate)), width, "    ", "      ")
     for gate in summary.not_applicable:
         lines += fmt.wrap(f"{gate.label}: {NOT_APPLICABLE}{set_where(gate)}", width, "    ", "      ")
     if summary.gates:
         verdict = summary.verdict
         assert verdict is not None  # there are gates
         why = f" ({fmt.plural(summary.errors, 'rollout')} errored)" if summary.errors else ""
-        lines += fmt.labelled("verdict", verdict.value + why + selection_note(summary), width)
+        lines += fmt.labelled(
+            "verdict", verdict.value + why + selection_note(summary) + familywise_note(summary), width
+        )
     return lines
+
+
+def familywise_note(summary: DatasetSummary) -> str:
+    """`` (family-wise: Holm over 6 gates of the session)`` after a verdict some of whose gates were judged as one
+    family (``--gym-familywise``), "" otherwise."""
+    family = next((r.familywise for r in summary.gates if r.familywise is not None), None)
+    return "" if family is None else f" (family-wise: {family.method} over {family.family} gates of the session)"
 
 
 SET_WHERE = {
@@ -220,6 +229,8 @@ def _gates_text(summary: DatasetSummary) -> str:
         confidence = fmt.percent(summary.confidence)
         return f"{len(summary.gates)} judged on the anytime-valid {confidence} confidence sequence (--gym-adaptive)"
     judged = "on the estimate" if mode is GateMode.POINT else f"on the {fmt.percent(summary.confidence)} interval"
+    if any(result.familywise is not None for result in summary.gates):
+        judged = "on intervals Holm adjusted for the session's family of gates"
     return f"{len(summary.gates)} judged {judged} ({mode.value} mode)"
 
 

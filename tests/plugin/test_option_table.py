@@ -105,6 +105,7 @@ SAMPLE = {
     "--gym-min-metric": "boxed:0.9",
     "--gym-gate-on": "lower-bound",
     "--gym-inconclusive": "pass",
+    "--gym-familywise": "holm",
     "--gym-report": "out.json",
     "--gym-baseline": "base.json",
     "--gym-max-drop": "0.1",

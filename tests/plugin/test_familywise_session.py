@@ -1,0 +1,67 @@
+"""``--gym-familywise=holm`` in a session against the stand-in gym: the session's gates judged as one family (Holm),
+reported as such, and the hint every INCONCLUSIVE verdict carries."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
+from tests.plugin.test_summary import rows
+from tests.support.fakes import FakeGym
+
+
+@pytest.fixture
+def two_datasets(pytester: pytest.Pytester) -> list[str]:
+    """Two datasets of 24 tasks, 17 of which pass: mean reward 0.71 against 0.5 has two-sided p 0.038 (t, 23 df),
+    so each passes at 95% alone but not at Holm's first level, 0.05 / 2."""
+    rewards: dict[str, float | str] = {f"t{i}": 1.0 if i < 17 else 0.0 for i in range(24)}
+    (pytester.path / "more").mkdir()
+    for name in ("mcqa.jsonl", "more/mcqa.jsonl"):
+        (pytester.path / name).write_text(rows(rewards))
+    return ["mcqa.jsonl", "more/mcqa.jsonl"]
+
+
+GATE = ["--gym-min-mean-reward=0.5", "--gym-gate-on=lower-bound", "--gym-report=report.json"]
+
+
+def test_each_gate_alone_passes(pytester: pytest.Pytester, fake_gym: FakeGym, two_datasets: list[str]) -> None:
+    result = pytester.runpytest(*fake_gym.args, *two_datasets, *GATE)
+    assert result.ret == 0  # 7 rollouts of each fail, but the gates decide: both PASS
+    result.stdout.fnmatch_lines(["*gym gates: all 2 gates pass*"])
+    gates = [gate for d in json.loads((pytester.path / "report.json").read_text())["datasets"] for gate in d["gates"]]
+    assert [gate["verdict"] for gate in gates] == ["PASS", "PASS"]
+    assert [gate["familywise"] for gate in gates] == [None, None]
+
+
+def test_holm_judges_the_sessions_gates_as_one_family(
+    pytester: pytest.Pytester, fake_gym: FakeGym, two_datasets: list[str]
+) -> None:
+    result = pytester.runpytest(*fake_gym.args, *two_datasets, *GATE, "--gym-familywise=holm")
+    assert result.ret == 1
+    text = " ".join(result.stdout.str().split())  # the summary wraps at 80 columns
+    assert "gates 1 judged on intervals Holm adjusted for the session's family of gates (lower-bound mode)" in text
+    assert (
+        "mean reward 0.71 [0.48, 0.94]: interval straddles 0.50: INCONCLUSIVE (Holm over 2 gates: 97.5% interval, "
+        "p 0.038) (set on the command line); about 24 more tasks would likely decide it (same repeats)"
+    ) in text
+    assert text.count("verdict INCONCLUSIVE (family-wise: Holm over 2 gates of the session)") == 2
+    assert "gym gates (family-wise, Holm over 2): INCONCLUSIVE - mcqa.jsonl mean reward" in text
+    report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    gates = [gate for d in report["datasets"] for gate in d["gates"]]
+    assert [gate["verdict"] for gate in gates] == ["INCONCLUSIVE", "INCONCLUSIVE"]
+    assert gates[0]["familywise"] == {"method": "Holm", "family": 2, "p_value": pytest.approx(0.0383, abs=1e-4),
+                                      "level": pytest.approx(0.025)}  # fmt: skip
+    hint = gates[0]["inconclusive_hint"]
+    assert hint == {"more": 24, "unit": "tasks", "repeats_per_task": None, "text": hint["text"]}
+    assert hint["text"] in text
+    assert "family-wise, Holm over 2" in report["session"]["reason"]
+
+
+def test_bad_familywise_value_is_a_usage_error(pytester: pytest.Pytester, two_datasets: list[str]) -> None:
+    pytester.makeini("[pytest]\ngym_familywise = bonferroni\n")
+    result = pytester.runpytest(*two_datasets)
+    result.stderr.fnmatch_lines(["*gym_familywise: expected off or holm, got 'bonferroni'*"])
