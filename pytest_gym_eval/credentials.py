@@ -14,6 +14,8 @@ REDACTED = "***"
 """What stands in a recorded or echoed option value for each secret it held."""
 
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s'\"<>]*")
+_SPEC_GOES_ON = re.compile(r",(?=[A-Za-z_][A-Za-z0-9_-]*=)")
+"""Where a query value ends inside a ``--gym-policy`` spec: at a comma followed by the spec's next ``key=``."""
 _SECRET_PARAMETER = re.compile(r"(?i)pass|pwd|key|token|secret|auth|sig|credential")
 """A query parameter whose name matches holds a secret (``password``, ``sslpassword``, ``api-key``, ``token``...)."""
 
@@ -38,7 +40,9 @@ def secret_spans(text: str) -> list[tuple[int, int, str]]:
         position = query + 1
         for pair in url[query + 1 : end if end >= 0 else len(url)].split("&"):
             name, equals, value = pair.partition("=")
-            value = value.split(",", 1)[0]  # a --gym-policy spec goes on after a comma
+            value = _SPEC_GOES_ON.split(value, 1)[
+                0
+            ]  # a --gym-policy spec goes on after ",key=" (a password may hold a comma)
             if equals and value and _SECRET_PARAMETER.search(unquote(name)):
                 spans.append((base + position + len(name) + 1, base + position + len(name) + 1 + len(value), name))
             position += len(pair) + 1

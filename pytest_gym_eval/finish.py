@@ -22,7 +22,7 @@ from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, 
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.run_history import Remembered
-from pytest_gym_eval.results import final_status, gates_not_passing
+from pytest_gym_eval.results import final_status, gates_judged_passing, gates_not_passing
 from pytest_gym_eval.session import GymSession
 from pytest_gym_eval.shard import shard_meta
 
@@ -62,8 +62,12 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final, conclusion.policies):
             xml.add_global_property(name, value)
+        judged = gates_judged_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
         for nodeid in gym.results.unjudged_gates():  # a JUnit file without them would read green
-            junit.add_unjudged_gate(xml, nodeid, reason)
+            if nodeid.split("::", 1)[0] in judged and exitstatus != pytest.ExitCode.INTERRUPTED:
+                junit.add_session_judged_gate(xml, nodeid)  # -x stopped it; the session judged every rollout
+            else:
+                junit.add_unjudged_gate(xml, nodeid, reason)
         fail_gates_the_session_failed(gym, xml, conclusion)
     written: list[str] = []
     if gym.options.report is not None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, comparison_gates, margin_problem
+from pytest_gym_eval.credentials import redact_value
 from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS
 from pytest_gym_eval.defaults import (
     DEFAULT_API_KEY_ENV,
@@ -484,12 +485,26 @@ def price_from_config(config: pytest.Config) -> Price | None:
 
 
 def _host_port(text: str | None) -> tuple[str, int] | None:
+    """``--gym-head-server``: ``HOST:PORT``, a host name or address (no scheme, path or credentials: Gym's head
+    server takes none). Raises :class:`pytest.UsageError` naming the option, its value shown without a password."""
     if not text:
         return None
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise pytest.UsageError(f"--gym-head-server: expected HOST:PORT, got {text!r}")
+    if not sep or not host or not port.isdigit() or any(c in host for c in "/@"):
+        raise pytest.UsageError(
+            f"--gym-head-server: expected HOST:PORT (no scheme or credentials), got {_without_userinfo(text)!r}"
+        )
     return host, int(port)
+
+
+def _without_userinfo(text: str) -> str:
+    """``text`` with whatever could be a password masked: a URL's secrets (:func:`redact_value`), and the
+    ``user:password@`` of a bare ``user:password@host:port``."""
+    shown = redact_value(text)
+    scheme, sep, rest = shown.rpartition("://")
+    if "@" in rest:
+        rest = "***@" + rest.rsplit("@", 1)[1]
+    return f"{scheme}{sep}{rest}"
 
 
 def _shard(text: str | None) -> Shard | None:
@@ -510,8 +525,11 @@ def _ray_address(text: str | None, head_server: tuple[str, int] | None) -> str |
         return None
     address = str(text).strip()
     host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise pytest.UsageError(f"--gym-ray-address (ini gym_ray_address): expected HOST:PORT, got {address!r}")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in "/@"):
+        raise pytest.UsageError(
+            "--gym-ray-address (ini gym_ray_address): expected HOST:PORT (no credentials), got "
+            f"{_without_userinfo(address)!r}"
+        )
     if head_server is not None:
         raise pytest.UsageError(
             "--gym-ray-address cannot be combined with --gym-head-server: attached Gym servers already run on the "

@@ -670,6 +670,17 @@ def _quarantined(
     return replace(conclusion, reason=reason, quarantined=tuple(lines))
 
 
+def gates_judged_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_passes: bool) -> set[str]:
+    """The datasets (node-id paths) whose gates decide and pass in the session's verdict, judged on every selected
+    rollout (none unreported): the complement, among gated datasets, of :func:`gates_not_passing`."""
+    failing = gates_not_passing(summaries, inconclusive_passes=inconclusive_passes)
+    return {
+        summary.dataset
+        for summary in summaries
+        if summary.gates and summary.gates_decide and not summary.unreported and summary.dataset not in failing
+    }
+
+
 def gates_not_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_passes: bool) -> dict[str, str]:
     """Per dataset (node-id path) whose gates decide and do not pass in the session's verdict
     (:func:`~pytest_gym_eval.reporting.summary.session_verdict`: a FAIL, an INCONCLUSIVE unless

@@ -471,6 +471,17 @@ def add_unjudged_gate(xml: Any, nodeid: str, reason: str) -> None:
         xml.pytest_runtest_logreport(report)
 
 
+def add_session_judged_gate(xml: Any, nodeid: str) -> None:
+    """Add to pytest's JUnit writer ``xml`` a passed testcase for the ``gym-gate`` item ``nodeid``, selected but never
+    run (``-x`` stopped the session first), whose gates the session's end judged on every selected rollout and found
+    passing: the file then agrees with the exit status the gates set (0), as :func:`add_unjudged_gate`'s error does
+    when they did not pass."""
+    path = nodeid.split("::", 1)[0]
+    location = (path, 0, "gym-gate")
+    for when in ("setup", "call", "teardown"):
+        xml.pytest_runtest_logreport(pytest.TestReport(nodeid, location, {}, "passed", None, when, duration=0.0))
+
+
 def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
     """Turn the ``<failure>`` pytest's JUnit writer ``xml`` just wrote for ``report`` into an ``<error>`` (and count
     it among the suite's ``errors``) when ``report`` is the call of a test whose on-demand rollout had no verdict

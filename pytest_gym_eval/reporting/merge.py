@@ -276,15 +276,18 @@ def exit_status(merged: MergedRun, conclusion: Conclusion) -> int:
 
 
 def merged_meta(merged: MergedRun, conclusion_mode: GateMode) -> dict[str, object]:
-    """The merged report's meta: the facts every report agrees on (not the per-session ones), each dataset's
-    sha256, the gate mode, when the merge ran, and which shards it merged."""
+    """The merged report's meta: the facts the reports agree on where they have them (not the per-session ones: an
+    empty shard, which started no Gym, has no model or Gym version and takes nothing away), each dataset's sha256,
+    the gate mode, when the merge ran, and which shards it merged."""
     reports = merged.reports
     meta: dict[str, object] = {}
-    for key, value in reports[0].meta.items():
+    keys = dict.fromkeys(key for report in reports for key in report.meta)
+    for key in keys:
         if key in PER_SESSION_META_KEYS or key.startswith("dataset_sha256."):
             continue
-        if all(report.meta.get(key) == value for report in reports[1:]):
-            meta[key] = value
+        values = [report.meta[key] for report in reports if key in report.meta]
+        if all(value == values[0] for value in values[1:]):
+            meta[key] = values[0]
     for entry in merged.datasets:
         if entry.sha256 is not None:
             meta[f"dataset_sha256.{entry.dataset}"] = entry.sha256

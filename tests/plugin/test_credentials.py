@@ -136,6 +136,26 @@ def test_secrets_of_urls_anywhere_in_a_value() -> None:
     assert redact_value("postgresql://me@db/e") == "postgresql://me@db/e"  # a user without a password
     assert redact_value("runs/a:b@c") == "runs/a:b@c"  # no URL
     assert redact_args(["--gym-history", "sqlite:///h.db"]) == ["--gym-history", "sqlite:///h.db"]
+    # A password may hold a comma (libpq reads "ab,Canary2"): only a spec's ",key=" ends it.
+    assert redact_value("postgresql://bob@h:9/evals?password=ab,Canary2") == "postgresql://bob@h:9/evals?password=***"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--gym-head-server", "http://u:CanaryA@127.0.0.1:1"),
+        ("--gym-head-server", "u:CanaryA@127.0.0.1:1"),
+        ("--gym-ray-address", "ray://u:CanaryC@127.0.0.1:6379"),
+    ],
+)
+def test_an_address_with_credentials_is_a_usage_error_that_does_not_echo_them(
+    pytester: pytest.Pytester, option: str, value: str
+) -> None:
+    # Gym's head server and Ray take no credentials: a value holding some is a mistake, said without the secret.
+    result = pytester.runpytest(f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{option}" in result.stderr.str() and "no " in result.stderr.str()
+    assert "Canary" not in result.stdout.str() + result.stderr.str()
 
 
 def test_the_resume_command_names_a_variable_for_each_secret() -> None:

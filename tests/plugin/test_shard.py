@@ -149,8 +149,13 @@ def test_an_empty_shard_passes_and_writes_a_report_the_merge_takes(
     merged = pytester.run(sys.executable, "-m", "pytest_gym_eval", "merge", "r1.json", "r2.json", "--gym-report=m.json")
     assert merged.ret == 0, merged.stdout.str() + merged.stderr.str()
     assert "has no report" not in merged.stdout.str()
-    (dataset,) = json.loads((pytester.path / "m.json").read_text())["datasets"]
+    merged_report = json.loads((pytester.path / "m.json").read_text())
+    (dataset,) = merged_report["datasets"]
     assert dataset["rollouts"] == 1
+    # The empty shard started no Gym, so its report has no model or Gym version: the merged run keeps the other's.
+    full_meta = json.loads((pytester.path / f"r{owner}.json").read_text())["meta"]
+    assert "gym_version" not in report["meta"] and merged_report["meta"]["gym_version"] == full_meta["gym_version"]
+    assert merged_report["meta"].get("model") == full_meta.get("model")
 
 
 def test_a_k_selecting_nothing_in_a_shard_is_still_no_tests(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:

@@ -380,3 +380,18 @@ def test_no_rollout_starts_before_gym_eval_run_so_wall_time_leaves_gyms_start_up
     report = json.loads((pytester.path / "report.json").read_text())
     starts = [rollout["start"] for rollout in report["rollouts"]]
     assert len(starts) == 2 and min(starts) >= eval_started
+
+
+def test_a_gate_the_session_judged_after_x_stopped_its_item_agrees_with_the_exit_status(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    # -x stops after b's failure, but Gym scored every rollout: the session's end judges the gate on all of them
+    # (PASS, exit 0), and the gate item's JUnit testcase, which never ran, says the same.
+    (pytester.path / "mcqa.jsonl").write_text(rows({"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0, "e": 1.0}))
+    result = run(pytester, fake_gym, "mcqa.jsonl", "--gym-min-mean-reward=0.5", "-x", "--junitxml=j.xml")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    suite = ET.parse(pytester.path / "j.xml").getroot().find("testsuite")
+    assert suite is not None
+    (gate,) = [case for case in suite.iter("testcase") if case.get("name") == "gym-gate"]
+    assert [child.tag for child in gate if child.tag in ("failure", "error", "skipped")] == []
+    assert suite.get("errors") == "0"
