@@ -351,7 +351,10 @@ def history_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
         RolloutResult("mcqa.jsonl::b[r0]", "mcqa.jsonl", "b", 0, "mcqa_simple_agent", "failed", 0.0),
     ]
     runs = [(run, {"a": [1.0], "b": [1.0 if run < 14 else 0.0]}) for run in (11, 12, 13, 14)]
-    drift = cusum_drift("mcqa.jsonl", runs, reference_runs=3)
+    # The drift alarm's own runs: one task of two passing in each of runs 11-13, then neither (a pass-or-fail
+    # series that never varied would be too skewed to judge); with h = 0.5 it fires at run 14.
+    means = [(11, {"a": [1.0], "b": [0.0]}), (12, {"a": [0.0], "b": [1.0]}), (13, {"a": [1.0], "b": [0.0]})]
+    drift = cusum_drift("mcqa.jsonl", [*means, (14, {"a": [0.0], "b": [0.0]})], reference_runs=3, h=0.5)
     tasks = tuple(
         assess("mcqa.jsonl", task, [RunOutcome(run, int(rewards[task][0]), 1) for run, rewards in runs])
         for task in ("a", "b")
@@ -392,7 +395,7 @@ def test_the_history_section_reads_without_the_script(chromium: Any, history_pag
     chromium.get(history_page.resolve().as_uri())
     assert by_css(chromium, ".grid-body tr") == []  # the script did not run: it draws the grids
     assert one(chromium, ".trend circle.mean.alarm").is_displayed()
-    assert "mean reward moved down: 0.500 at run 14" in one(chromium, ".drift-evidence").text
+    assert "mean reward moved down: 0.000 at run 14" in one(chromium, ".drift-evidence").text
     assert one(chromium, 'tr.history-task[data-task="b"] .sparkline').is_displayed()
 
 

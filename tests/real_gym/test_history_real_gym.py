@@ -114,11 +114,16 @@ def test_five_sessions_label_the_alternating_task_flaky_and_quarantine_lets_its_
     assert (block["target"], block["run_id"], block["error"]) == (shown, 5, None)
     tasks = block["datasets"][DATASET]["tasks"]
     labels = {task: entry["label"] for task, entry in tasks.items()}
-    assert labels == {task: "flaky" if task == TASK else "stable" for task in labels} and len(labels) == 12
+    broken = ("mcqa-004", "mcqa-009", "mcqa-011")  # wrong every time
+    expected = {task: "flaky" if task == TASK else "broken" if task in broken else "stable" for task in labels}
+    assert labels == expected and len(labels) == 12
     assert tasks[TASK]["sparkline"] == "PFPFP"
-    assert tasks[TASK]["evidence"] == "outcomes P F P F P over 5 runs, 4 changes, passed 6 of 10 rollouts"
-    assert {tasks[t]["sparkline"] for t in ("mcqa-004", "mcqa-009", "mcqa-011")} == {"FFFFF"}  # wrong every time
-    result.stdout.fnmatch_lines([f"history {DATASET}: 5 runs, 1 flaky, 11 stable; *"])
+    # Replayed answers: a task's two repeats always agree, so each run is one trial (stability-2).
+    assert tasks[TASK]["evidence"] == (
+        "outcomes P F P F P over 5 runs, 4 changes, passed 3 of 5 runs (its repeats agree: copies, one trial a run)"
+    )
+    assert {tasks[t]["sparkline"] for t in broken} == {"FFFFF"}
+    result.stdout.fnmatch_lines([f"history {DATASET}: 5 runs, 3 broken, 1 flaky, 8 stable; *"])
 
     quarantined = session(wrong, 6, f"--gym-quarantine={quarantine}")
     text = quarantined.stdout.str()
