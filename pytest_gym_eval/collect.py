@@ -32,7 +32,7 @@ from pytest_gym_eval.rollout_value import RolloutRequest
 from pytest_gym_eval.rollouts import Missing, RolloutRecord
 from pytest_gym_eval.run import GymStartError
 from pytest_gym_eval.session import SESSION_KEY, GymSession
-from pytest_gym_eval.shard import CollectedPlan, DatasetTasks, Shard, assign_shards, dataset_name, shard_tasks
+from pytest_gym_eval.shard import CollectedPlan, DatasetTasks, Shard, dataset_name, shard_tasks, tasks_of_shard
 
 try:  # the class pytest builds parametrizations with (renamed in pytest 9)
     from _pytest.python import CallSpec
@@ -388,8 +388,7 @@ def select_shard(items: list[pytest.Item], shard: Shard, plan: CollectedPlan) ->
             keep = bool(mine.get(dataset_name(item.nodeid)))
         elif (request := rollout_request(item)) is not None:
             if request.dataset not in mine:  # a dataset only test functions name: the same rule on its tasks
-                assigned = assign_shards(request.dataset, request.dataset_tasks, shard.count)
-                mine[request.dataset] = {task for task, index in assigned.items() if index == shard.index}
+                mine[request.dataset] = tasks_of_shard(request.dataset, request.dataset_tasks, shard)
             keep = request.task_id in mine[request.dataset]
         else:
             keep = True

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -395,7 +396,7 @@ class GymSession:
         if not interrupted and self._run is not None:  # --gym-adaptive: the last wave judged before the reports
             self._run.judge_last_wave(known)
         if self._gym_rollouts is None and self.owns_run:
-            judged = self._judged if not interrupted else self._judged_without_hooks
+            judged = functools.partial(self._judged, ask_hook=not interrupted)  # after Ctrl-C: no user hook runs
             found = with_gym_records(self.results.rollouts(), self.selected_rollouts(), self.gym_wrote(), judged)
             self._gym_rollouts = self._in_order(found)  # final: computed once (20,000 rollouts are sorted once)
 
@@ -414,11 +415,6 @@ class GymSession:
         landed = self._feed.landed()
         self._landed = {r.nodeid: landed[r.stamp] for r in self.plan.rollouts if r.stamp in landed}
         return self._feed.records()
-
-    def _judged_without_hooks(self, rollout: PlannedRollout, record: RolloutRecord) -> report.RolloutResult:
-        """:meth:`_judged` after Ctrl-C or SIGTERM: by the pass threshold alone, no ``pytest_gym_eval_rollout_passed``
-        asked (the user asked the session to stop running code; the reports must still be written)."""
-        return self._judged(rollout, record, ask_hook=False)
 
     def _judged(self, rollout: PlannedRollout, record: RolloutRecord, *, ask_hook: bool = True) -> report.RolloutResult:
         """The result of a rollout Gym wrote whose item never reported it, judged as its item would have judged it

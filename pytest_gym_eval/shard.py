@@ -152,13 +152,14 @@ def dataset_name(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def tasks_of_shard(dataset: str, task_ids: Iterable[str], shard: Shard) -> set[str]:
+    """The task ids of ``dataset`` that :func:`assign_shards` gives ``shard``."""
+    return {task for task, index in assign_shards(dataset, task_ids, shard.count).items() if index == shard.index}
+
+
 def shard_tasks(plan: CollectedPlan, shard: Shard) -> dict[str, set[str]]:
     """Per collected dataset (by name), the task ids :func:`assign_shards` gives ``shard``."""
-    mine: dict[str, set[str]] = {}
-    for entry in plan.datasets:
-        assigned = assign_shards(entry.dataset, entry.tasks, shard.count)
-        mine[entry.dataset] = {task for task, index in assigned.items() if index == shard.index}
-    return mine
+    return {entry.dataset: tasks_of_shard(entry.dataset, entry.tasks, shard) for entry in plan.datasets}
 
 
 def empty_share(plan: CollectedPlan | None) -> bool:
@@ -169,13 +170,7 @@ def empty_share(plan: CollectedPlan | None) -> bool:
     if plan is None or plan.shard is None:
         return False
     datasets = [*plan.datasets, *plan.tested]
-    if not datasets:
-        return False
-    return not any(
-        index == plan.shard.index
-        for entry in datasets
-        for index in assign_shards(entry.dataset, entry.tasks, plan.shard.count).values()
-    )
+    return bool(datasets) and not any(tasks_of_shard(e.dataset, e.tasks, plan.shard) for e in datasets)
 
 
 def shard_meta(shard: Shard | None) -> Mapping[str, object]:
