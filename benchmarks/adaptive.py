@@ -29,8 +29,8 @@ def run(work: Path, args: argparse.Namespace, quick: bool) -> list[Row]:
 
 
 def bench_adaptive(tasks: int, runs: int, max_repeats: int, min_repeats: int) -> list[Row]:
-    from pytest_gym_eval.gates import Gate, Verdict
-    from pytest_gym_eval.sequential import simulate, wave_ends
+    from pytest_gym_eval.stats.gates import Gate, Verdict
+    from pytest_gym_eval.stats.sequential import simulate, wave_ends
 
     threshold = 0.7
     gate = Gate("mean_reward", threshold)
@@ -71,8 +71,8 @@ def spend_row(
     """Print one simulated case's line (``case``: what it is; ``start``: its ``time.perf_counter()`` start) and
     return its row: the rollouts the gate spent (mean of ``spent``, one count a run) against ``fixed`` (a run of
     ``max_repeats`` each), the verdicts' shares, and "met" when at most 5% of the runs got a ``wrong`` verdict.
-    ``verdicts`` counts each :class:`~pytest_gym_eval.gates.Verdict` over the runs."""
-    from pytest_gym_eval.gates import Verdict
+    ``verdicts`` counts each :class:`~pytest_gym_eval.stats.gates.Verdict` over the runs."""
+    from pytest_gym_eval.stats.gates import Verdict
 
     runs = len(spent)
     share = statistics.fmean(spent) / fixed

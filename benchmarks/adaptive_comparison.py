@@ -36,9 +36,9 @@ def run(work: Path, args: argparse.Namespace, quick: bool) -> list[Row]:
 
 
 def bench_adaptive_comparison(tasks: int, runs: int, max_repeats: int, min_repeats: int) -> list[Row]:
-    from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, simulate
-    from pytest_gym_eval.gates import Verdict
-    from pytest_gym_eval.sequential import wave_ends
+    from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, simulate
+    from pytest_gym_eval.stats.gates import Verdict
+    from pytest_gym_eval.stats.sequential import wave_ends
 
     margin = 0.1
     gate = ComparisonGate(Hypothesis.NON_INFERIORITY, margin)

@@ -5,11 +5,13 @@ rare one-sided drops (the baseline passes every rollout, the candidate fails one
 0 or -1), a skewed difference.
 
 Each simulated run goes through the plugin's own code as a session does: the wave planner
-(:class:`~pytest_gym_eval.waves.WavePlanner`) reads each wave's rewards from Gym-shaped output files in a scratch
-folder and writes the wave log, and the session's comparison (:func:`~pytest_gym_eval.results.policy_comparisons`)
+(:class:`~pytest_gym_eval.gym.waves.WavePlanner`) reads each wave's rewards from Gym-shaped output files in a scratch
+folder and writes the wave log, and the session's comparison
+(:func:`~pytest_gym_eval.session.results.policy_comparisons`)
 judges the rollouts reported against the log's records. Beside it, the rule sessions followed before issue 35:
-a run that reached the ceiling judged on the fixed-sample interval (:func:`~pytest_gym_eval.comparison.compare`).
-The rates come with their Monte-Carlo 95% interval (Wilson, :func:`~pytest_gym_eval.stats.wilson_interval`); the
+a run that reached the ceiling judged on the fixed-sample interval (:func:`~pytest_gym_eval.stats.comparison.compare`).
+The rates come with their Monte-Carlo 95% interval (Wilson, :func:`~pytest_gym_eval.stats.intervals.wilson_interval`);
+the
 goal, each wrong verdict at most alpha/2 = 2.5%, is met when the interval's upper end is within it.
 
 Run alone: ``.venv/bin/python benchmarks/run.py --only adaptive_margin`` (~4 min at 1,000 runs a case on 2
@@ -90,15 +92,15 @@ class Outcome:
 def simulate_session(case: Case, max_repeats: int, min_repeats: int, rng: random.Random, root: Path) -> Outcome:
     """One run of ``case`` through the wave planner and the session's comparison, in the scratch folder ``root``
     (made and removed here)."""
-    from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, compare
-    from pytest_gym_eval.gym_options import GymOptions
-    from pytest_gym_eval.models import Policy
-    from pytest_gym_eval.plan import RunPlan
+    from pytest_gym_eval.core.rundir import RunPaths
+    from pytest_gym_eval.gym.waves import Comparing, GroupPolicy, WaveLog, WavePlanner
+    from pytest_gym_eval.options.gym_options import GymOptions
     from pytest_gym_eval.reporting.summary import RolloutResult
-    from pytest_gym_eval.results import policy_comparisons
-    from pytest_gym_eval.rundir import RunPaths
-    from pytest_gym_eval.sequential import RewardRange
-    from pytest_gym_eval.waves import Comparing, GroupPolicy, WaveLog, WavePlanner
+    from pytest_gym_eval.session.results import policy_comparisons
+    from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, compare
+    from pytest_gym_eval.stats.sequential import RewardRange
+    from pytest_gym_eval.tasks.models import Policy
+    from pytest_gym_eval.tasks.plan import RunPlan
 
     gate = ComparisonGate(Hypothesis.NON_INFERIORITY, MARGIN)
     data = root / "d.jsonl"
@@ -151,7 +153,7 @@ def simulate_session(case: Case, max_repeats: int, min_repeats: int, rng: random
 
 def rate_text(count: int, runs: int) -> tuple[str, float]:
     """``count`` of ``runs`` as ``1.2% (0.7-2.0%)`` with its Wilson 95% interval, and the interval's upper end."""
-    from pytest_gym_eval.stats import wilson_interval
+    from pytest_gym_eval.stats.intervals import wilson_interval
 
     interval = wilson_interval(count, runs)
     return f"{count / runs:.1%} ({interval.low:.1%}-{interval.high:.1%})", interval.high
@@ -163,7 +165,7 @@ def bench_adaptive_margin(
     """One row per case of :func:`cases` (``tasks`` tasks, ``runs`` simulated runs each, waves from
     ``min_repeats`` doubling to ``max_repeats``), simulated in a scratch folder under ``work`` (None: in memory,
     /dev/shm, where there is one)."""
-    from pytest_gym_eval.sequential import wave_ends
+    from pytest_gym_eval.stats.sequential import wave_ends
 
     rng = random.Random(35)
     ends = wave_ends(min_repeats, max_repeats)

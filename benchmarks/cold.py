@@ -19,7 +19,7 @@ from common import AGENT, MCQA_EXAMPLE, Row, fmt_list, raw_gym_run, warm_session
 from verdicts import median_ratio
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.gym_config import ModelEndpoint
+    from pytest_gym_eval.gym.config import ModelEndpoint
     from pytest_gym_eval.provision import GymCheckout
 
 NAME = "cold"
@@ -47,10 +47,10 @@ def raw_cold(
     ``servers ready!`` line, ``gym eval run --no-serve`` over ``raw_input``, then Ctrl-C (SIGINT to its process
     group, as a terminal sends) and the wait until ``gym env start`` has exited. Returns the seconds of each
     phase's end: ``ready``, ``rollouts``, ``stopped``."""
-    from pytest_gym_eval.gym_config import find_agent_config, ray_temp_dir, write_gym_config
-    from pytest_gym_eval.processes import GymProcess, free_port
+    from pytest_gym_eval.gym.config import find_agent_config, ray_temp_dir, write_gym_config
+    from pytest_gym_eval.gym.processes import GymProcess, free_port
+    from pytest_gym_eval.gym.servers import READY_MARKER
     from pytest_gym_eval.provision import gym_environment
-    from pytest_gym_eval.servers import READY_MARKER
 
     root.mkdir(parents=True)
     head = ("127.0.0.1", free_port())
@@ -90,8 +90,8 @@ def bench_cold(work: Path, rounds: int) -> list[Row]:
     input such a session hands Gym, against the same replay model (started once, outside the raw side's
     time). Median wall times and their ratio with its paired interval."""
     from pytest_gym_eval import provision
+    from pytest_gym_eval.gym.run import ModelEndpoint
     from pytest_gym_eval.replay import ReplayServer
-    from pytest_gym_eval.run import ModelEndpoint
 
     root = work / "cold"
     project = root / "project"

@@ -101,7 +101,7 @@ def bench_collection(work: Path, rows: int, rounds: int) -> list[Row]:
 def input_child(dataset: Path, rows: int) -> None:
     """In a fresh process: write Gym's input for every row of ``dataset`` (one repeat) as a session does when
     its run starts; prints JSON with the seconds and the peak RSS."""
-    from pytest_gym_eval.plan import RunPlan, write_gym_input
+    from pytest_gym_eval.tasks.plan import RunPlan, write_gym_input
 
     selected = ((f"{dataset.name}::bench-{i:06d}[r0]", dataset, i + 1, f"bench-{i:06d}", 0, AGENT) for i in range(rows))
     plan = RunPlan.build(selected)

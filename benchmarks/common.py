@@ -304,9 +304,9 @@ def started_gym(root: Path, recordings: Path, delay: float = 0.0) -> Iterator[tu
     """The replay model (answering after ``delay`` seconds) and Gym's mcqa servers, started once; yields
     (checkout, head server) and stops both, also on failure."""
     from pytest_gym_eval import provision
+    from pytest_gym_eval.gym.run import ModelEndpoint
+    from pytest_gym_eval.gym.standalone import serving
     from pytest_gym_eval.replay import ReplayServer
-    from pytest_gym_eval.run import ModelEndpoint
-    from pytest_gym_eval.serving import serving
 
     checkout = provision.provision()  # instant when cached
     servers = root / "servers"
@@ -322,8 +322,8 @@ def started_gym(root: Path, recordings: Path, delay: float = 0.0) -> Iterator[tu
 def raw_gym_run(checkout: Any, root: Path, raw_input: Path, config: Path, repeats: int, expected: int) -> float:
     """One ``gym eval run --no-serve`` over ``raw_input`` (in a session of its own, stopped afterwards)."""
     from pytest_gym_eval import provision
-    from pytest_gym_eval.processes import GymProcess
-    from pytest_gym_eval.run import ray_temp_dir
+    from pytest_gym_eval.gym.processes import GymProcess
+    from pytest_gym_eval.gym.run import ray_temp_dir
 
     root.mkdir(parents=True)
     output = root / "gym-output" / "rollouts.jsonl"

@@ -25,17 +25,19 @@ fixed (the change test's level, goal <= 5 %).
 
 Gates at the margin (fixed sample, 95 % two-sided intervals, so each wrong verdict should happen at most alpha/2 =
 2.5 % of the time): the paired comparison's non-inferiority gate at delta = 0.1
-(:func:`pytest_gym_eval.comparison.paired_mean_difference`, Hall's skewness-corrected t since issue 38) with the
+(:func:`pytest_gym_eval.stats.comparison.paired_mean_difference`, Hall's skewness-corrected t since issue 38) with the
 candidate exactly 0.1 worse, three shapes of that drop: symmetric (tasks at 0.9 and 0.6, every task 0.1 worse),
 heterogeneous (half the tasks 0.2 worse, half unchanged) and rare one-sided drops (the baseline passes every rollout,
 the candidate fails one in ten: every pair's difference 0 or -1), at 12 to 40 tasks and 2 to 8 repeats; beside each
 the plain t interval on the same runs (before issue 38), and the power (PASS rate) with the candidate as good as the
 baseline. The dataset's tasks are fixed (the same pass probabilities in every simulated run), as when one dataset is
-run again and again. Single-policy gates (mean reward through :func:`pytest_gym_eval.stats.mean_interval`, pass
-rate through :func:`pytest_gym_eval.stats.wilson_interval`) with the true mean exactly at the threshold, same three
+run again and again. Single-policy gates (mean reward through :func:`pytest_gym_eval.stats.intervals.mean_interval`,
+pass
+rate through :func:`pytest_gym_eval.stats.intervals.wilson_interval`) with the true mean exactly at the threshold, same
+three
 shapes.
 
-Family-wise gates (:func:`pytest_gym_eval.gates.holm`, ``--gym-familywise=holm``): sessions of 5 datasets, each of
+Family-wise gates (:func:`pytest_gym_eval.stats.gates.holm`, ``--gym-familywise=holm``): sessions of 5 datasets, each of
 20 tasks x 2 repeats (each task drawn from a population whose pass probabilities are uniform on [0, 1]: the true mean
 reward is exactly 0.5), every dataset gated ``mean reward >= 0.5`` on the lower bound; the share of sessions in which
 any of the 5 gates is decided (PASS or FAIL) although the truth sits on the threshold, each gate judged alone at 95 %
@@ -60,14 +62,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pytest_gym_eval import gates  # noqa: E402
-from pytest_gym_eval.comparison import (  # noqa: E402
-    ComparisonGate,
-    Hypothesis,
-    judge_comparison,
-    paired_mean_difference,
-)
-from pytest_gym_eval.gates import GateMode, Verdict, judge  # noqa: E402
 from pytest_gym_eval.history.drift import (  # noqa: E402
     DEFAULT_H,
     DEFAULT_MIN_SKEW,
@@ -76,7 +70,15 @@ from pytest_gym_eval.history.drift import (  # noqa: E402
     self_starting_cusum,
 )
 from pytest_gym_eval.history.stability import DEFAULT_ALPHA, RunOutcome, assess  # noqa: E402
-from pytest_gym_eval.stats import Interval, mean_interval, wilson_interval  # noqa: E402
+from pytest_gym_eval.stats import gates  # noqa: E402
+from pytest_gym_eval.stats.comparison import (  # noqa: E402
+    ComparisonGate,
+    Hypothesis,
+    judge_comparison,
+    paired_mean_difference,
+)
+from pytest_gym_eval.stats.gates import GateMode, Verdict, judge  # noqa: E402
+from pytest_gym_eval.stats.intervals import Interval, mean_interval, wilson_interval  # noqa: E402
 
 SEED = 2026
 HISTORIES = 1000

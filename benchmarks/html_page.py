@@ -91,11 +91,11 @@ def synthetic_session(folder: Path, rollouts: int) -> tuple[Any, list[Any], dict
     """A finished session of ``rollouts`` mcqa rollouts (4 repeats a task; each task right with its own
     probability, so some are flaky; 1 in 100 errored), its records written as Gym writes them, a gate, a
     baseline report of the same tasks and a replay flip: (conclusion, results, baseline report)."""
-    from pytest_gym_eval.gates import Gate, GateMode
     from pytest_gym_eval.reporting.baseline import compare_to_baseline
     from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
     from pytest_gym_eval.reporting.json_report import build_report
     from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
+    from pytest_gym_eval.stats.gates import Gate, GateMode
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(13)

@@ -86,7 +86,7 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 def idle_feed_cpu(work: Path, seconds: float) -> float:
     """Percent of one core a :class:`RolloutFeed` uses following files that do not change (this process is
     otherwise asleep)."""
-    from pytest_gym_eval.rollouts import POLL_INTERVAL, RolloutFeed, RunState
+    from pytest_gym_eval.gym.feed import POLL_INTERVAL, RolloutFeed, RunState
 
     folder = work / "idle-feed"
     folder.mkdir()

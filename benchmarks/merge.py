@@ -45,10 +45,10 @@ def write_shard_reports(folder: Path, tasks: int, repeats: int, shards: int, see
     Each task has a difficulty p ~ Beta(2, 1); each rollout's reward is 1.0 with probability p, else 0.0, and
     1 rollout in 200 is an error (``agent_run_error``), so every statistic has work to do.
     """
-    from pytest_gym_eval.gates import Gate, GateMode
     from pytest_gym_eval.reporting.json_report import build_report, write_report
     from pytest_gym_eval.reporting.summary import RolloutResult, summarize
-    from pytest_gym_eval.shard import SHARD_RULE, assign_shards
+    from pytest_gym_eval.stats.gates import Gate, GateMode
+    from pytest_gym_eval.tasks.shard import SHARD_RULE, assign_shards
 
     rng = random.Random(seed)
     dataset = "datasets/synthetic.jsonl"

@@ -40,7 +40,7 @@ def run(work: Path, args: argparse.Namespace, quick: bool) -> list[Row]:
 def follow_child(output: Path, count: int) -> None:
     """In a fresh process: follow ``output`` with :class:`RolloutFeed` until all ``count`` records are in;
     prints JSON with the seconds, the peak RSS before and after, and the time of ``read_full()`` on the last."""
-    from pytest_gym_eval.rollouts import RolloutFeed, RolloutRecord, RunState
+    from pytest_gym_eval.gym.feed import RolloutFeed, RolloutRecord, RunState
 
     state = output.with_name("state.json")
     RunState("running").write(state)

@@ -41,7 +41,7 @@ def bench_warm(work: Path, rounds: int) -> list[Row]:
     session hands Gym, against the same servers (median of ``rounds`` each)."""
     from pytest_gym_eval import provision
     from pytest_gym_eval.cli.stop import main as stop_main
-    from pytest_gym_eval.registry import Registry, write_private
+    from pytest_gym_eval.warm.registry import Registry, write_private
 
     root = work / "warm"
     project = root / "project"

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gym_eval.collect import is_gym_item
+from pytest_gym_eval.session.collect import is_gym_item
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.session import GymSession
+    from pytest_gym_eval.session.gym_session import GymSession
 
 RERUN_MESSAGE = (
     "pytest-rerunfailures: Gym items are not rerun (a rerun would report the same rollout again, not a new one); "

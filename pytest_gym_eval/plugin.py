@@ -1,5 +1,5 @@
 """pytest-gym-eval's pytest hooks. Each is a few lines handing over to the session object
-(:class:`~pytest_gym_eval.session.GymSession`) or to collection (:mod:`pytest_gym_eval.collect`).
+(:class:`~pytest_gym_eval.session.gym_session.GymSession`) or to collection (:mod:`pytest_gym_eval.session.collect`).
 
 Installing the plugin costs a pytest run without Gym datasets nothing but this module, the hookspecs and the
 options: the session, collection and everything below them are imported (and the session made) only once a
@@ -17,21 +17,22 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_gym_eval import hookspecs
-from pytest_gym_eval.config_source import check_config_source
-from pytest_gym_eval.options import add_options
-from pytest_gym_eval.stash import SESSION_KEY, SOFT_FAILURES_KEY
+from pytest_gym_eval.core.stash import SESSION_KEY, SOFT_FAILURES_KEY
+from pytest_gym_eval.options.config_source import check_config_source
+from pytest_gym_eval.options.register import add_options
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.collect import DatasetFile
-    from pytest_gym_eval.gym_options import GymOptions
-    from pytest_gym_eval.rollout_tests import RunRow
-    from pytest_gym_eval.rollout_value import Rollout
-    from pytest_gym_eval.session import GymSession
+    from pytest_gym_eval.options.gym_options import GymOptions
+    from pytest_gym_eval.outcomes.rollout import Rollout
+    from pytest_gym_eval.session.collect import DatasetFile
+    from pytest_gym_eval.session.gym_session import GymSession
+    from pytest_gym_eval.session.rollout_tests import RunRow
 
 GYM_MARK = "gym"
-"""The mark on every dataset file (so on all its items); :data:`pytest_gym_eval.collect.GYM_MARK` is the same."""
+"""The mark on every dataset file (so on all its items); :data:`pytest_gym_eval.session.collect.GYM_MARK` is the
+same."""
 ROLLOUTS_MARK = "gym_rollouts"
-"""The mark that gives a test function a dataset's rollouts (:mod:`pytest_gym_eval.rollout_tests`)."""
+"""The mark that gives a test function a dataset's rollouts (:mod:`pytest_gym_eval.session.rollout_tests`)."""
 OPTIONS_KEY = pytest.StashKey["GymOptions"]()
 """The session's options, resolved (and checked) by :func:`options_of`."""
 
@@ -42,7 +43,7 @@ def options_of(config: pytest.Config) -> GymOptions:
     pytest run without Gym options or datasets never imports their resolution (only defaults could apply)."""
     options = config.stash.get(OPTIONS_KEY, None)
     if options is None:
-        from pytest_gym_eval.gym_options import GymOptions
+        from pytest_gym_eval.options.gym_options import GymOptions
 
         options = config.stash[OPTIONS_KEY] = GymOptions.from_config(config)
     return options
@@ -60,14 +61,14 @@ def make_gym(config: pytest.Config) -> GymSession:
     ``pytest_runtest_logreport``: this process's own and, on the xdist controller, every worker's), the JUnit
     values, ``StopGymLast``, the parts for pytest-timeout, pytest-rerunfailures and pytest-html
     (:mod:`pytest_gym_eval.integrations`) and the terminal's index of teardown reports (a FAILURES section of many
-    failed rollouts in linear time: :class:`~pytest_gym_eval.finish.TeardownReportIndex`). Raises
+    failed rollouts in linear time: :class:`~pytest_gym_eval.session.finish.TeardownReportIndex`). Raises
     :class:`pytest.UsageError` for a bad option."""
     gym = gym_of(config)
     if gym is None:
         from pytest_gym_eval import integrations
-        from pytest_gym_eval.finish import StopGymLast, index_teardown_reports
         from pytest_gym_eval.reporting.junit import RolloutValuesInJunit
-        from pytest_gym_eval.session import GymSession
+        from pytest_gym_eval.session.finish import StopGymLast, index_teardown_reports
+        from pytest_gym_eval.session.gym_session import GymSession
 
         gym = config.stash[SESSION_KEY] = GymSession(config, options_of(config))
         config.pluginmanager.register(gym.results, "gym-eval-results")
@@ -83,7 +84,7 @@ def make_gym(config: pytest.Config) -> GymSession:
 def warn_unmatched_settings(config: pytest.Config, options: GymOptions) -> None:
     """Warn (``PytestConfigWarning``, so ``-W error`` makes it fatal) about each ``gym_dataset_settings`` glob that
     matches no file: its settings, a CI gate among them, would silently apply to nothing."""
-    from pytest_gym_eval.settings import matches_no_file
+    from pytest_gym_eval.options.settings import matches_no_file
 
     for pattern, settings in options.datasets:
         if matches_no_file(pattern, options.rootdir):
@@ -102,7 +103,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Add the ``--gym-*`` options and ``gym_*`` ini settings (:mod:`pytest_gym_eval.options`)."""
+    """Add the ``--gym-*`` options and ``gym_*`` ini settings (:mod:`pytest_gym_eval.options.register`)."""
     add_options(parser)
 
 
@@ -160,8 +161,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFil
     options = options_of(parent.config)
     if parent.session.isinitpath(file_path) or options.is_dataset(file_path):
         make_gym(parent.config)
-        from pytest_gym_eval.collect import DatasetFile
-        from pytest_gym_eval.settings import dataset_name
+        from pytest_gym_eval.options.settings import dataset_name
+        from pytest_gym_eval.session.collect import DatasetFile
 
         return DatasetFile.from_parent(parent, path=file_path, nodeid=dataset_name(file_path, options.rootdir))
     return None
@@ -169,11 +170,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> DatasetFil
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize a test marked ``gym_rollouts`` over the dataset's (task, repeat) pairs
-    (:func:`pytest_gym_eval.rollout_tests.parametrize`)."""
+    (:func:`pytest_gym_eval.session.rollout_tests.parametrize`)."""
     mark = metafunc.definition.get_closest_marker(ROLLOUTS_MARK)
     if mark is not None:
         make_gym(metafunc.config)
-        from pytest_gym_eval.rollout_tests import parametrize
+        from pytest_gym_eval.session.rollout_tests import parametrize
 
         parametrize(metafunc, mark)
 
@@ -181,19 +182,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Record every collected (task, repeat) pair for the report; with ``--gym-shard``, deselect the other
-    shards' items (:func:`pytest_gym_eval.collect.record_collected`)."""
+    shards' items (:func:`pytest_gym_eval.session.collect.record_collected`)."""
     # tryfirst: the record must see every collected item, before -k, -m, --deselect and --lf deselect some.
     if gym_of(config) is not None:
-        from pytest_gym_eval.collect import record_collected
+        from pytest_gym_eval.session.collect import record_collected
 
         record_collected(config, items)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     """Note the rollout items ``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw`` or the shard left out: a gate is
-    labelled with the part of its dataset it was judged on (:mod:`pytest_gym_eval.selection`)."""
+    labelled with the part of its dataset it was judged on (:mod:`pytest_gym_eval.tasks.selection`)."""
     if items and gym_of(items[0].config) is not None:
-        from pytest_gym_eval.collect import deselected
+        from pytest_gym_eval.session.collect import deselected
 
         deselected(items)
 
@@ -203,7 +204,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Plan the Gym run from the selected items (after ``-k``, ``-m``, ``--lf`` and ``--deselect``)."""
     # tryfirst: under xdist a worker must save the plan before it reports its collection to the controller.
     if gym_of(session.config) is not None:
-        from pytest_gym_eval.collect import plan_selected
+        from pytest_gym_eval.session.collect import plan_selected
 
         plan_selected(session)
 
@@ -230,8 +231,8 @@ def gym_session(request: pytest.FixtureRequest) -> GymSession:
     reports are written, it stops everything it started. Under pytest-xdist the controller owns Gym and the
     workers follow it.
 
-    Returns the :class:`~pytest_gym_eval.session.GymSession`: ``run_dir``, ``head_server``, ``plan``,
-    ``options``. Raises :class:`~pytest_gym_eval.run.GymStartError` when Gym cannot start.
+    Returns the :class:`~pytest_gym_eval.session.gym_session.GymSession`: ``run_dir``, ``head_server``, ``plan``,
+    ``options``. Raises :class:`~pytest_gym_eval.gym.run.GymStartError` when Gym cannot start.
     """
     gym = make_gym(request.config)
     gym.start()
@@ -244,11 +245,11 @@ def gym_rollout(request: pytest.FixtureRequest) -> Rollout:
     ``@pytest.mark.gym_rollouts("data.jsonl", repeats=None, tasks=None)``: the mark runs the test once per pair
     (``test_x[<task>-r<k>]``), and the pairs are rolled out in the session's one ``gym eval run``.
 
-    Returns a :class:`~pytest_gym_eval.rollout_value.Rollout` (task id, repeat, row, reward, status, output items,
+    Returns a :class:`~pytest_gym_eval.outcomes.rollout.Rollout` (task id, repeat, row, reward, status, output items,
     output text, tool calls, usage, latency, the verifier's fields, where the record is). A rollout that has no
     verdict (Gym failed it, it never came, its reward is unusable) errors the test with its cause.
     """
-    from pytest_gym_eval.rollout_tests import rollout_for
+    from pytest_gym_eval.session.rollout_tests import rollout_for
 
     return rollout_for(request)
 
@@ -258,13 +259,13 @@ def gym_run_row(request: pytest.FixtureRequest) -> RunRow:
     """Roll out a row the test builds itself, now, against the session's Gym and policy model (no ``gym eval
     run``): ``rollout = gym_run_row({"responses_create_params": {...}, ...}, agent=None, timeout=None)``.
 
-    Returns a :class:`~pytest_gym_eval.rollout_value.Rollout` with the verifier's reward. ``agent`` defaults to
+    Returns a :class:`~pytest_gym_eval.outcomes.rollout.Rollout` with the verifier's reward. ``agent`` defaults to
     the only agent Gym runs (``--gym-agent``, or the selected datasets'). Gym starts for the session (once) when a
     selected test uses this fixture and ``--gym-agent`` names an agent. A rollout with no verdict (Gym refused or
     failed the row, a timeout, Gym unreachable) errors the test with its cause
-    (:class:`~pytest_gym_eval.on_demand.OnDemandError`); a reward of 0 is a rollout like any other.
+    (:class:`~pytest_gym_eval.gym.on_demand.OnDemandError`); a reward of 0 is a rollout like any other.
     """
-    from pytest_gym_eval.rollout_tests import RunRow
+    from pytest_gym_eval.session.rollout_tests import RunRow
 
     return RunRow(request)
 
@@ -281,7 +282,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """Fail a test whose soft expectations (``rollout.expect``) failed, once its function has returned."""
     result = yield
     if SOFT_FAILURES_KEY in item.stash:
-        from pytest_gym_eval.rollout_tests import soft_failure
+        from pytest_gym_eval.session.rollout_tests import soft_failure
 
         if (text := soft_failure(item)) is not None:
             pytest.fail(text, pytrace=False)
@@ -298,17 +299,17 @@ def pytest_runtest_makereport(
     report: pytest.TestReport = yield
     gym = gym_of(item.config)
     if gym is not None and call.excinfo is not None:
-        from pytest_gym_eval.collect import shape_report
+        from pytest_gym_eval.session.collect import shape_report
 
         shape_report(gym, item, call, report)
     if call.when == "call" and call.excinfo is not None and SOFT_FAILURES_KEY in item.stash:
-        from pytest_gym_eval.rollout_tests import soft_failure
+        from pytest_gym_eval.session.rollout_tests import soft_failure
 
         text = soft_failure(item)
         if text is not None and text not in str(call.excinfo.value):
             report.sections.append(("soft expectations", text))
     if call.when == "call" and call.excinfo is not None and item.user_properties:
-        from pytest_gym_eval.rollout_tests import add_metrics_to_failure
+        from pytest_gym_eval.session.rollout_tests import add_metrics_to_failure
 
         add_metrics_to_failure(item, report, str(call.excinfo.value))
     return report
@@ -317,29 +318,29 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Summarise the rewards, let the gates set the exit status, and write the reports
-    (:func:`pytest_gym_eval.finish.finish_session`). Gym is stopped only after these and pytest's JUnit file
+    (:func:`pytest_gym_eval.session.finish.finish_session`). Gym is stopped only after these and pytest's JUnit file
     (``StopGymLast``)."""
     # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
     gym = gym_of(session.config)
     if gym is not None:
-        from pytest_gym_eval.finish import finish_session
+        from pytest_gym_eval.session.finish import finish_session
 
         session.exitstatus = finish_session(gym, exitstatus)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    """The ``gym reward summary`` section (:func:`pytest_gym_eval.finish.write_summary`)."""
+    """The ``gym reward summary`` section (:func:`pytest_gym_eval.session.finish.write_summary`)."""
     gym = gym_of(config)
     if gym is not None:
-        from pytest_gym_eval.finish import write_summary
+        from pytest_gym_eval.session.finish import write_summary
 
         write_summary(gym, terminalreporter, exitstatus)
 
 
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> list[str] | None:
     """Explain a failed ``rollout.tool_calls == expect_tool_calls(...)`` (either side) call by call
-    (:func:`pytest_gym_eval.tool_matchers.explain`); None (pytest's own diff) for any other comparison."""
-    matchers = sys.modules.get("pytest_gym_eval.tool_matchers")  # not imported: no expectation was ever made
+    (:func:`pytest_gym_eval.outcomes.tool_matchers.explain`); None (pytest's own diff) for any other comparison."""
+    matchers = sys.modules.get("pytest_gym_eval.outcomes.tool_matchers")  # not imported: no expectation was ever made
     if matchers is None or op != "==":
         return None
     for expectation, actual in ((right, left), (left, right)):

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.plan import RunPlan
-from pytest_gym_eval.results import GATE_SUFFIX
-from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.rundir import RunPaths
-from pytest_gym_eval.session import PROGRESS_TICK, RUN_DIR_INPUT, GymSession
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.feed import RunState
+from pytest_gym_eval.session.gym_session import PROGRESS_TICK, RUN_DIR_INPUT, GymSession
+from pytest_gym_eval.session.results import GATE_SUFFIX
+from pytest_gym_eval.tasks.plan import RunPlan
 
 PROGRESS_EVENT = "gym_eval_progress"
 """The name of the controller's progress event in pytest-xdist's queue (handled by ``worker_<name>``)."""
@@ -33,9 +33,11 @@ class ProgressTicker:
     controller's main thread (which waits on that queue) calls ``show``. Not started when this pytest-xdist has no
     such queue (nothing shows then, as before).
 
-    The controller's terminal shows the run's progress as one process does (:mod:`pytest_gym_eval.progress`): its main
+    The controller's terminal shows the run's progress as one process does (:mod:`pytest_gym_eval.session.progress`):
+    its main
     thread waits on pytest-xdist's event queue, so a ticker thread puts a progress event there every
-    :data:`~pytest_gym_eval.session.PROGRESS_TICK` seconds, which the main thread handles between the workers' events;
+    :data:`~pytest_gym_eval.session.gym_session.PROGRESS_TICK` seconds, which the main thread handles between the
+    workers' events;
     the progress is erased before each hook that writes to the terminal.
     """
 

@@ -1,5 +1,5 @@
 """``python -m pytest_gym_eval cleanup``: list, then stop, what pytest sessions that died left running (finding
-and stopping it: :mod:`pytest_gym_eval.orphans`)."""
+and stopping it: :mod:`pytest_gym_eval.gym.orphans`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_gym_eval.orphans import CLEANUP_COMMAND, find_leftovers, stop_leftovers
-from pytest_gym_eval.processes import DEFAULT_GRACE, grace_seconds
-from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.orphans import CLEANUP_COMMAND, find_leftovers, stop_leftovers
+from pytest_gym_eval.gym.processes import DEFAULT_GRACE, grace_seconds
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.files import write_text_atomic
+from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.history.drift import series_drift
 from pytest_gym_eval.history.quarantine import (
     DEFAULT_FILE,

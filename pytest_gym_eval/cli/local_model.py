@@ -1,6 +1,6 @@
 """``python -m pytest_gym_eval local-model [MODEL.gguf] [--port N] [--name NAME] [--ctx N] [--parallel N] [--threads
 N]``: serve a GGUF model with llama.cpp's OpenAI-compatible server on 127.0.0.1 (see
-:mod:`pytest_gym_eval.local_model`)."""
+:mod:`pytest_gym_eval.gym.local_model`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.local_model import (
+from pytest_gym_eval.gym.local_model import (
     DEFAULT_CTX,
     DEFAULT_PARALLEL,
     DEFAULT_THREADS,

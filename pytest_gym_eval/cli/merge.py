@@ -13,13 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.custom_metrics import parse_bound
-from pytest_gym_eval.files import write_text_atomic
-from pytest_gym_eval.gates import Gate, GateMode, parse_pass_at_k
-from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
 from pytest_gym_eval.history.urls import redact_url
-from pytest_gym_eval.models import Policy, agent_instance
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.outcomes.custom_metrics import parse_bound
 from pytest_gym_eval.reporting import github, json_report, junit, markdown, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.merge import (
@@ -37,7 +35,9 @@ from pytest_gym_eval.reporting.merge import (
 )
 from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
 from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.results import conclude
+from pytest_gym_eval.session.results import conclude
+from pytest_gym_eval.stats.gates import Gate, GateMode, parse_pass_at_k
+from pytest_gym_eval.tasks.models import Policy, agent_instance
 
 
 def conclude_merged(
@@ -47,7 +47,7 @@ def conclude_merged(
     max_drop: float | None = None,
     quarantine: Quarantine | None = None,
 ) -> Conclusion:
-    """The plugin's own :func:`~pytest_gym_eval.results.conclude` over the merged rollouts, with each
+    """The plugin's own :func:`~pytest_gym_eval.session.results.conclude` over the merged rollouts, with each
     dataset's recorded pass threshold and gates (``overrides`` applied) and the tasks of ``quarantine`` left out of
     them; a session comparing policy models compares them again (its policies and ``--gym-max-regression`` and
     ``--gym-min-improvement`` margins as the reports recorded). Raises ValueError for a bad ``max_drop``."""

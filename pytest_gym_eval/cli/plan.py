@@ -1,5 +1,5 @@
 """``python -m pytest_gym_eval plan REPORT.json --detect-drop D``: how many tasks and repeats a paired comparison
-needs to detect a drop of D in mean reward (the power analysis: :mod:`pytest_gym_eval.power`)."""
+needs to detect a drop of D in mean reward (the power analysis: :mod:`pytest_gym_eval.stats.power`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.power import plan_lines
 from pytest_gym_eval.reporting.json_report import load_report
+from pytest_gym_eval.stats.power import plan_lines
 
 
 def main(argv: Sequence[str]) -> int:

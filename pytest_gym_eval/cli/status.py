@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from pytest_gym_eval.registry import Registry
 from pytest_gym_eval.warm import describe, describe_starting, starting
+from pytest_gym_eval.warm.registry import Registry
 
 
 def main(argv: Sequence[str]) -> int:

@@ -8,9 +8,9 @@ import time
 from collections.abc import Sequence
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.orphans import find_leftovers, stop_leftovers
-from pytest_gym_eval.processes import DEFAULT_GRACE, grace_seconds
-from pytest_gym_eval.registry import Registry, live_leases, stop_warm
+from pytest_gym_eval.gym.orphans import find_leftovers, stop_leftovers
+from pytest_gym_eval.gym.processes import DEFAULT_GRACE, grace_seconds
+from pytest_gym_eval.warm.registry import Registry, live_leases, stop_warm
 
 
 def main(argv: Sequence[str]) -> int:

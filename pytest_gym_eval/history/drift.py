@@ -2,7 +2,7 @@
 
 Input: a series (every run of one dataset with one file digest and one policy model, oldest first); for each run,
 each task's mean reward over its scored rollouts (:func:`task_means`). Output: each run's mean reward with its
-task-clustered 95 % interval (:func:`pytest_gym_eval.stats.mean_interval`) and the CUSUM below.
+task-clustered 95 % interval (:func:`pytest_gym_eval.stats.intervals.mean_interval`) and the CUSUM below.
 
 The alarm (:func:`self_starting_cusum`, whose docstring has the rule of version :data:`RULE`, its sources, its
 measured false-alarm rate and the alternatives rejected) is a self-starting lower CUSUM run once along the whole
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_gym_eval.history.store import RunRollouts
-from pytest_gym_eval.stats import Interval, mean_interval
+from pytest_gym_eval.stats.intervals import Interval, mean_interval
 
 RULE = "self-starting-cusum-lower-2"
 DEFAULT_REFERENCE_RUNS = 5

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_gym_eval.history.store import RunRollouts, StoredRollout
-from pytest_gym_eval.stats import Interval, fisher_exact_less, wilson_interval
+from pytest_gym_eval.stats.intervals import Interval, fisher_exact_less, wilson_interval
 
 RULE = "stability-2"
 DEFAULT_WINDOW = 20
@@ -96,7 +96,8 @@ class Change:
 
 def change_test(trials: Sequence[tuple[int, int]]) -> Change | None:
     """The split of ``trials`` (per run ``(passed, trials)``, oldest first) with the smallest one-sided Fisher exact
-    p for a fall or a rise of the pass probability (:func:`pytest_gym_eval.stats.fisher_exact_less`), Bonferroni-
+    p for a fall or a rise of the pass probability (:func:`pytest_gym_eval.stats.intervals.fisher_exact_less`),
+    Bonferroni-
     adjusted over the ``len(trials) - 1`` splits; None for fewer than two runs. A scan over change points with a
     Bonferroni bound is conservative (the splits' tests are positively correlated), which is the side a label that
     says "regressed" should err on."""
@@ -140,7 +141,7 @@ def assess(
        :func:`assess_series` measures) each run is one trial, passed when its repeats passed. Counting copies as
        trials would make every interval 2-3x too narrow.
     3. *Pass rate* = passed / trials over the window, with the Wilson score interval (95 %,
-       :func:`pytest_gym_eval.stats.wilson_interval`).
+       :func:`pytest_gym_eval.stats.intervals.wilson_interval`).
     4. *Change test* (:func:`change_test`): the split of the window with the smallest one-sided Fisher exact p of a
        fall (or rise) of the pass probability, Bonferroni-adjusted over the splits.
     5. The label, first rule that applies:

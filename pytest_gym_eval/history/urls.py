@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from urllib.parse import quote, unquote, urlsplit
 
-from pytest_gym_eval.credentials import redact_value, secret_spans
+from pytest_gym_eval.core.credentials import redact_value, secret_spans
 
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 def redact_url(target: str) -> str:
     """``target`` with any password replaced by ``***``: the ``user:password@`` part of a URL and a query
-    parameter named like a credential (libpq's ``password``); :func:`pytest_gym_eval.credentials.redact_value`,
+    parameter named like a credential (libpq's ``password``); :func:`pytest_gym_eval.core.credentials.redact_value`,
     the one redaction of option values. A path or a URL without a password is returned unchanged."""
     return redact_value(target)
 
 
 def _secrets(target: str) -> list[str]:
-    """The password(s) a URL holds (:func:`~pytest_gym_eval.credentials.secret_spans`), as written,
+    """The password(s) a URL holds (:func:`~pytest_gym_eval.core.credentials.secret_spans`), as written,
     percent-decoded and percent-encoded (to scrub them from driver messages)."""
     found = [target[start:end] for start, end, _ in secret_spans(target)]
     return [variant for secret in found for variant in {secret, unquote(secret), quote(secret, safe="")} if variant]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.files import write_json_atomic
+from pytest_gym_eval.core.files import write_json_atomic
 
 MANIFEST_FORMAT = 1
 STATE_DIR = ".pytest-gym-eval"

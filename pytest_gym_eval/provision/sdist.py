@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pytest_gym_eval.files import file_sha256
+from pytest_gym_eval.core.files import file_sha256
 from pytest_gym_eval.provision.errors import ProvisionError
 from pytest_gym_eval.provision.steps import Step
 

@@ -13,7 +13,6 @@ The modules: ``content`` (content parts in normal form), ``normal`` (conversatio
 
 from __future__ import annotations
 
-from pytest_gym_eval.plan import REPEAT_TAG
 from pytest_gym_eval.replay.answers import chat_answer, responses_answer
 from pytest_gym_eval.replay.content import canonical_arguments, content_normal, content_text, display, part_normal
 from pytest_gym_eval.replay.index import ReplayIndex, explain_unmatched
@@ -43,6 +42,7 @@ from pytest_gym_eval.replay.recordings import (
     split_turns,
 )
 from pytest_gym_eval.replay.server import ReplayServer
+from pytest_gym_eval.tasks.plan import REPEAT_TAG
 
 __all__ = [
     "REPEAT_TAG",

@@ -7,10 +7,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_gym_eval.outcomes.usage import record_usage
 from pytest_gym_eval.replay.content import content_text
 from pytest_gym_eval.replay.normal import item_type
 from pytest_gym_eval.replay.recordings import Turn
-from pytest_gym_eval.usage import record_usage
 
 
 def turn_text(turn: Turn) -> str:

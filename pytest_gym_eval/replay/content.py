@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_gym_eval.files import file_sha256
+from pytest_gym_eval.core.files import file_sha256
 
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 MARK = "\x00"

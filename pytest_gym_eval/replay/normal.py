@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gym_eval.plan import REPEAT_TAG
 from pytest_gym_eval.replay.content import canonical, canonical_arguments, content_normal
+from pytest_gym_eval.tasks.plan import REPEAT_TAG
 
 NormItem = tuple[str, ...]
 """One normalised conversation item, e.g. ``("message", "user", "Hi")``."""

@@ -17,7 +17,7 @@ from typing import Any
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison
 from pytest_gym_eval.reporting.summary import MAX_LISTED, SCORED_STATUSES, RolloutResult, by_task, groups, scores
-from pytest_gym_eval.stats import PairedComparison, mcnemar_exact, paired_difference
+from pytest_gym_eval.stats.intervals import PairedComparison, mcnemar_exact, paired_difference
 
 # --- Baseline comparison ----------------------------------------------------------------------------------
 
@@ -30,7 +30,7 @@ def compare_to_baseline(
     For each dataset of ``results`` (each (dataset, agent) when a dataset has several agents, grouped as by
     :func:`summarize`), the tasks are those with at least one scored rollout in both runs, matched by dataset
     and task id; each task's value is the mean of its scored rewards. The change is
-    :func:`~pytest_gym_eval.stats.paired_difference`, a paired t-test on those per-task means (Student 1908;
+    :func:`~pytest_gym_eval.stats.intervals.paired_difference`, a paired t-test on those per-task means (Student 1908;
     Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §4): pairing by task removes the variation
     between tasks' difficulty, so it is much more sensitive than comparing two independent means. A dataset
     the baseline lacks gets a comparison over 0 tasks. Raises ValueError when ``baseline`` has no

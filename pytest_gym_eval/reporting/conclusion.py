@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pytest_gym_eval.comparison import Comparison, ComparisonResult, Hypothesis
+from pytest_gym_eval.outcomes.usage import SideUsage
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
-from pytest_gym_eval.sequential import DEFAULT_ALPHA
-from pytest_gym_eval.stats import PairedComparison
-from pytest_gym_eval.usage import SideUsage
+from pytest_gym_eval.stats.comparison import Comparison, ComparisonResult, Hypothesis
+from pytest_gym_eval.stats.intervals import PairedComparison
+from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class BaselineComparison:
     for each shared task whose mean fell, largest fall first; ``confidence`` is the interval's level.
     ``regressed`` lists the shared tasks that passed on every scored baseline repeat and fail on every scored
     current one, ``improved`` the reverse; ``mcnemar_p`` is McNemar's exact two-sided p-value over those two
-    counts (:func:`~pytest_gym_eval.stats.mcnemar_exact`: is there a direction to the tasks that flipped?).
+    counts (:func:`~pytest_gym_eval.stats.intervals.mcnemar_exact`: is there a direction to the tasks that flipped?).
     """
 
     dataset: str

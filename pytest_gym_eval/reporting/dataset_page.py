@@ -12,12 +12,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_gym_eval.gates import GateMode, Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.charts import histogram_svg, reward_range, short
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
 from pytest_gym_eval.reporting.page_data import FILTERS
 from pytest_gym_eval.reporting.summary import MAX_LISTED, DatasetSummary, RolloutResult, selection_note, shown_pass_at_k
+from pytest_gym_eval.stats.gates import GateMode, Verdict
 
 
 def badge(verdict: str | None) -> str:

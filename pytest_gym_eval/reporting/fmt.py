@@ -7,10 +7,10 @@ import math
 import textwrap
 import unicodedata
 
-from pytest_gym_eval import number_text
-from pytest_gym_eval.number_text import number as number
-from pytest_gym_eval.number_text import threshold as threshold
-from pytest_gym_eval.stats import Interval, PairedComparison
+from pytest_gym_eval.core import number_text
+from pytest_gym_eval.core.number_text import number as number
+from pytest_gym_eval.core.number_text import threshold as threshold
+from pytest_gym_eval.stats.intervals import Interval, PairedComparison
 
 MIN_WIDTH = 40
 """Narrowest width the terminal text is laid out for."""
@@ -30,7 +30,7 @@ def plural(count: int, noun: str) -> str:
 
 
 def interval(interval: Interval) -> str:
-    """``0.80 [0.24, 1.36]``; infinite bounds print as n/a (:func:`pytest_gym_eval.number_text.interval`)."""
+    """``0.80 [0.24, 1.36]``; infinite bounds print as n/a (:func:`pytest_gym_eval.core.number_text.interval`)."""
     return number_text.interval(interval.estimate, interval.low, interval.high)
 
 

@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gym_eval.gates import Verdict
-from pytest_gym_eval.outcome import clean_gym_message
+from pytest_gym_eval.outcomes.outcome import clean_gym_message
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.summary import RolloutResult, selection_note
 from pytest_gym_eval.reporting.transcripts import read_records
+from pytest_gym_eval.stats.gates import Verdict
 
 MAX_PER_LEVEL = 10
 """Annotations of one level (error, warning) printed at most; GitHub shows 10 of each per step."""

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_gym_eval.core.rundir import RunPaths
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
-from pytest_gym_eval.rundir import RunPaths
 
 MAX_SHOWN = 8
 """Figures of each kind a summary line shows before "… and N more"."""

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.causes import redact
-from pytest_gym_eval.files import write_text_atomic
+from pytest_gym_eval.core.files import write_text_atomic
+from pytest_gym_eval.outcomes.causes import redact
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.charts import PALETTE_STEPS as PALETTE_STEPS
 from pytest_gym_eval.reporting.charts import colour as colour
@@ -242,7 +242,8 @@ def api_key_of(meta: Mapping[str, object]) -> tuple[str, ...]:
 
 def redacted(value: Any, secrets: Sequence[str]) -> Any:
     """``value`` (JSON-like: dicts, lists, strings, numbers) with every string passed through
-    :func:`~pytest_gym_eval.causes.redact`: Gym's records hold what endpoints answered, and an endpoint may echo
+    :func:`~pytest_gym_eval.outcomes.causes.redact`: Gym's records hold what endpoints answered, and an endpoint may
+    echo
     the request's ``Authorization`` header in an error body."""
     if isinstance(value, str):
         return redact(value, secrets)

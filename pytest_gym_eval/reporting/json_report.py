@@ -10,19 +10,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.comparison import gym_verdict
-from pytest_gym_eval.files import write_text_atomic
-from pytest_gym_eval.gates import Gate, GateMode, GateResult, GateSource, Hint, Verdict
+from pytest_gym_eval.core.files import write_text_atomic
+from pytest_gym_eval.outcomes.usage import LatencySummary, SideUsage, TokenTotals, ratio
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict
-from pytest_gym_eval.sequential import AdaptiveRecord
-from pytest_gym_eval.stats import Interval
-from pytest_gym_eval.usage import LatencySummary, SideUsage, TokenTotals, ratio
+from pytest_gym_eval.stats.comparison import gym_verdict
+from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Hint, Verdict
+from pytest_gym_eval.stats.intervals import Interval
+from pytest_gym_eval.stats.sequential import AdaptiveRecord
 
 REPORT_SCHEMA_VERSION = 1
 """Version of the JSON report's layout (``schema_version``); :func:`load_report` reads only this one."""
 
-SCHEMA_PATH = Path(__file__).parent.parent / "report.schema.json"
+SCHEMA_PATH = Path(__file__).parent / "report.schema.json"
 """The JSON Schema (draft 2020-12) of the report :func:`build_report` makes."""
 
 
@@ -41,7 +41,7 @@ def build_report(
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all),
     ``flips`` when a recording was replayed (``flips`` not None, possibly empty), and ``plan`` when given: what
-    the session collected and selected (:func:`pytest_gym_eval.report_facts.report_plan`), which
+    the session collected and selected (:func:`pytest_gym_eval.session.report_facts.report_plan`), which
     ``python -m pytest_gym_eval merge`` needs, and ``comparisons`` when a session compared policies (non-empty
     ``comparisons``: each candidate against the baseline per dataset, :func:`comparison_json`).
 

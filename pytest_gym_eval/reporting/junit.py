@@ -46,14 +46,14 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.comparison import Hypothesis, gym_verdict
-from pytest_gym_eval.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
-from pytest_gym_eval.custom_metrics import REASON_PREFIX
-from pytest_gym_eval.gates import GateResult
-from pytest_gym_eval.on_demand import ON_DEMAND_PROPERTY
+from pytest_gym_eval.gym.on_demand import ON_DEMAND_PROPERTY
+from pytest_gym_eval.outcomes.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
+from pytest_gym_eval.outcomes.custom_metrics import REASON_PREFIX
+from pytest_gym_eval.outcomes.usage import ratio
 from pytest_gym_eval.reporting.conclusion import Conclusion, PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
-from pytest_gym_eval.usage import ratio
+from pytest_gym_eval.stats.comparison import Hypothesis, gym_verdict
+from pytest_gym_eval.stats.gates import GateResult
 
 SYSTEM_OUT_PREFIX = "gym-eval: "
 """How the line that carries a rollout's values in an xunit2 testcase's ``<system-out>`` starts."""
@@ -70,7 +70,7 @@ TEST_PROPERTIES = frozenset(
 )
 """The ``user_properties`` names of a test function's rollout (the ``gym_rollout`` fixture's, beside
 :data:`ROLLOUT_PROPERTIES` and its custom metrics, ``gym_metric.<name>``, with their reasons,
-``gym_metric_reason.<name>``; :mod:`pytest_gym_eval.rollout_tests`) and
+``gym_metric_reason.<name>``; :mod:`pytest_gym_eval.session.rollout_tests`) and
 of its on-demand rollouts' rewards."""
 
 GATE_PROPERTY = "gate"
@@ -485,7 +485,8 @@ def add_session_judged_gate(xml: Any, nodeid: str) -> None:
 def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
     """Turn the ``<failure>`` pytest's JUnit writer ``xml`` just wrote for ``report`` into an ``<error>`` (and count
     it among the suite's ``errors``) when ``report`` is the call of a test whose on-demand rollout had no verdict
-    (``gym_on_demand_error``, set by :func:`pytest_gym_eval.collect.shape_report`): pytest writes every failed call
+    (``gym_on_demand_error``, set by :func:`pytest_gym_eval.session.collect.shape_report`): pytest writes every failed
+    call
     as a failure, but this is the error a dataset item's infrastructure failure is (raised in its setup). Call after
     the writer saw the report; does nothing for any other report."""
     if report.when != "call" or not report.failed or not getattr(report, "gym_on_demand_error", False):

@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_gym_eval.gates import Verdict
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
 from pytest_gym_eval.reporting.summary import (
@@ -24,6 +23,7 @@ from pytest_gym_eval.reporting.summary import (
     selection_note,
     shown_pass_at_k,
 )
+from pytest_gym_eval.stats.gates import Verdict
 
 WORST_TASKS = 5
 """Tasks listed under "worst tasks" per dataset."""

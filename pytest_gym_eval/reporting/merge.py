@@ -13,14 +13,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from pytest_gym_eval.comparison import Hypothesis
-from pytest_gym_eval.gates import METRICS, Gate, GateMode, GateSource, merge_gates
-from pytest_gym_eval.models import Policy, agent_instance, item_id, policy_of
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.json_report import plan_gate_json
 from pytest_gym_eval.reporting.shard_report import LISTED, MergeError, PlannedDataset, ShardReport, rollout_result
 from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.shard import SHARD_RULE, assign_shards
+from pytest_gym_eval.stats.comparison import Hypothesis
+from pytest_gym_eval.stats.gates import METRICS, Gate, GateMode, GateSource, merge_gates
+from pytest_gym_eval.tasks.models import Policy, agent_instance, item_id, policy_of
+from pytest_gym_eval.tasks.shard import SHARD_RULE, assign_shards
 
 EXIT_CANNOT_MERGE = 2
 """Exit status when the reports cannot be merged or the command line is wrong."""
@@ -82,7 +82,8 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     rollout is not in its report's plan or shard, or a (task, repeat) pair appears twice.
 
     The merge reads every report's ``plan`` (what its session collected and selected, see
-    :func:`pytest_gym_eval.report_facts.report_plan`) and checks that the reports belong together: the same assignment
+    :func:`pytest_gym_eval.session.report_facts.report_plan`) and checks that the reports belong together: the same
+    assignment
     rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
     agents), the same pass thresholds, gates and gate settings, the same Gym version and model, the same policies,
     ``--gym-max-regression`` and ``--gym-min-improvement`` margins (a session comparing policy models, whose pairs
@@ -95,7 +96,8 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     is in a session. Then everything is recomputed from the rollouts, never from the shards' summaries: the
     rollouts are put in the order one session over all of them would report them (datasets and tasks in
     collection order, repeats ascending) and handed to the plugin's own
-    :func:`~pytest_gym_eval.results.conclude`, so the summary, the gate verdicts and the exit status are those of
+    :func:`~pytest_gym_eval.session.results.conclude`, so the summary, the gate verdicts and the exit status are those
+    of
     one unsharded session over the same rollouts.
     """
     if not reports:
@@ -251,7 +253,7 @@ class GateOverrides:
 
     def gates(self, recorded: Sequence[Gate]) -> list[Gate]:
         """A dataset's gates: the recorded ones merged with the given options by identity
-        (:func:`~pytest_gym_eval.gates.merge_gates`), as the command line merges with a dataset's own settings in
+        (:func:`~pytest_gym_eval.stats.gates.merge_gates`), as the command line merges with a dataset's own settings in
         a session: ``--gym-min-pass-at-k=4:0.9`` replaces a recorded pass@4 gate and keeps a recorded pass@1 gate,
         ``--gym-min-metric=boxed:0.9`` a recorded ``boxed`` gate and keeps a ``chars`` one. The given gates carry
         the source ``command line``; the order is mean reward, pass rate, pass@k, custom metrics."""

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.files import write_text_atomic
+from pytest_gym_eval.core.files import write_text_atomic
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.feed import RunState
 from pytest_gym_eval.reporting import github, html, markdown
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.rundir import RunPaths
 
 
 def write_pages(

@@ -2,10 +2,11 @@
 on the rollouts both rolled out, and the failures of its comparison gates (``--gym-max-regression``,
 ``--gym-min-improvement``).
 
-The statistics are :mod:`pytest_gym_eval.comparison`'s (:func:`~pytest_gym_eval.comparison.compare`: the paired
+The statistics are :mod:`pytest_gym_eval.stats.comparison`'s (:func:`~pytest_gym_eval.stats.comparison.compare`: the
+paired
 difference in mean reward, clustered by task; the flips with McNemar's exact test; the gates). This module only
 turns the session's rollout results into its input: ``{(task id, repeat): reward}`` of each policy, a rollout
-attributed to its policy by the agent instance that ran it (:func:`~pytest_gym_eval.models.policy_of`), and each
+attributed to its policy by the agent instance that ran it (:func:`~pytest_gym_eval.tasks.models.policy_of`), and each
 side's tokens and latency over the same pairs (:func:`paired_usage`).
 """
 
@@ -15,13 +16,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from pytest_gym_eval.comparison import ComparisonGate, Key, compare, judge_paired_waves
-from pytest_gym_eval.gates import Verdict
-from pytest_gym_eval.models import policy_of
+from pytest_gym_eval.outcomes.usage import SideUsage
 from pytest_gym_eval.reporting.conclusion import PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, usage_summary
-from pytest_gym_eval.sequential import AdaptiveRecord
-from pytest_gym_eval.usage import SideUsage
+from pytest_gym_eval.stats.comparison import ComparisonGate, Key, compare, judge_paired_waves
+from pytest_gym_eval.stats.gates import Verdict
+from pytest_gym_eval.stats.sequential import AdaptiveRecord
+from pytest_gym_eval.tasks.models import policy_of
 
 
 def compare_policies(
@@ -32,7 +33,7 @@ def compare_policies(
     adaptive: Mapping[str, AdaptiveRecord] | None = None,
 ) -> list[PolicyComparison]:
     """Per dataset (first-seen order), each candidate (``policies[1:]``, in order) against the baseline
-    (``policies[0]``): :func:`~pytest_gym_eval.comparison.compare` of their scored rewards keyed by (task id,
+    (``policies[0]``): :func:`~pytest_gym_eval.stats.comparison.compare` of their scored rewards keyed by (task id,
     repeat), with every gate in ``gates`` judged, and each side's tokens and latency over the pairs
     (:func:`paired_usage`).
 
@@ -43,9 +44,9 @@ def compare_policies(
 
     ``adaptive[dataset]`` (``--gym-adaptive``): how the waves ran the dataset's policies; when they ran it
     sequentially, the gates are judged on the paired confidence sequence of those waves
-    (:func:`~pytest_gym_eval.comparison.judge_paired_waves`, the verdicts the run stopped on), and on the
+    (:func:`~pytest_gym_eval.stats.comparison.judge_paired_waves`, the verdicts the run stopped on), and on the
     fixed-sample interval when that cannot be (a pair missing: an errored rollout). Raises ValueError as
-    :func:`~pytest_gym_eval.comparison.compare` does (a bad ``confidence``; scored rewards are finite).
+    :func:`~pytest_gym_eval.stats.comparison.compare` does (a bad ``confidence``; scored rewards are finite).
     """
     if len(policies) < 2:
         return []
@@ -88,7 +89,7 @@ def paired_usage(
     """Each side's tokens and latency (:func:`~pytest_gym_eval.reporting.summary.usage_summary`: token sums, median
     and p95 seconds of the recorded latencies) over its rollouts of the pairs: the (task, repeat) keys both sides
     hold a result for (compare_policies passes scored results only, so the same rollouts as the paired difference).
-    ``(baseline's, candidate's)``; empty :class:`~pytest_gym_eval.usage.SideUsage` when no key is shared."""
+    ``(baseline's, candidate's)``; empty :class:`~pytest_gym_eval.outcomes.usage.SideUsage` when no key is shared."""
     keys = [key for key in baseline if key in candidate]
     sides = []
     for side in (baseline, candidate):
@@ -122,7 +123,7 @@ def comparison_failures(comparisons: Sequence[PolicyComparison], *, inconclusive
     ``--gym-min-improvement``'s superiority, in that order), e.g. ``mcqa.jsonl cand vs base: non-inferiority:
     candidate - baseline -0.50 [-0.81, -0.19], upper bound -0.19 < -0.10: FAIL``.
 
-    As every gate (:meth:`~pytest_gym_eval.gates.GateResult.passed`): FAIL never passes; INCONCLUSIVE passes only
+    As every gate (:meth:`~pytest_gym_eval.stats.gates.GateResult.passed`): FAIL never passes; INCONCLUSIVE passes only
     with ``inconclusive_passes`` (``--gym-inconclusive=pass``), and never when nothing was paired. Empty: every gate
     passes (or none is set)."""
     lines = []

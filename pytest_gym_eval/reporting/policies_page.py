@@ -16,9 +16,9 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_gym_eval.models import policy_of
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.tasks.models import policy_of
 
 OPEN_TASK_TABLE_UP_TO = 50
 """A dataset's per-task table is open when it has at most this many tasks (folded away past that)."""
@@ -50,7 +50,7 @@ def policies_section(comparisons: Sequence[Mapping[str, Any]] | None, results: S
 
 def sides_of(results: Sequence[RolloutResult], dataset: str, policies: Sequence[str]) -> dict[str, Side]:
     """Each policy's rollouts of ``dataset``: policy name -> :data:`Side`, a rollout attributed to its policy by its
-    agent instance (:func:`~pytest_gym_eval.models.policy_of`; ``policies`` baseline first, non-empty)."""
+    agent instance (:func:`~pytest_gym_eval.tasks.models.policy_of`; ``policies`` baseline first, non-empty)."""
     sides: dict[str, Side] = {name: {} for name in policies}
     for index, result in enumerate(results):
         if result.dataset == dataset:

@@ -16,7 +16,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.causes import GYM_START
 from pytest_gym_eval.history.drift import Drift
 from pytest_gym_eval.history.records import RolloutRecord, RunRecord
 from pytest_gym_eval.history.stability import DEFAULT_WINDOW
@@ -30,8 +29,9 @@ from pytest_gym_eval.history.summary import (
     summary_lines,
 )
 from pytest_gym_eval.history.urls import redact_url
-from pytest_gym_eval.models import policy_of
+from pytest_gym_eval.outcomes.causes import GYM_START
 from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.tasks.models import policy_of
 
 RESULT_OPTIONS = ("gate_mode", "sampling.")
 """The ``meta`` keys (or key prefixes, ending in ``.``) kept as the run's options that change results."""
@@ -120,7 +120,7 @@ def run_records(
     "" when the report has none), :data:`RESULT_OPTIONS`, its key (``run_id``, else :func:`run_key` of ``meta``); and
     per rollout its dataset, task, repeat, status, reward, the custom metrics its test recorded
     (``rollout.record_metric``: name -> value), tokens and latency (seconds), and with ``policies`` (names,
-    baseline first) the policy that rolled it out (:func:`~pytest_gym_eval.models.policy_of`) and that policy's
+    baseline first) the policy that rolled it out (:func:`~pytest_gym_eval.tasks.models.policy_of`) and that policy's
     model (``meta["policy.NAME.model"]``, else ``meta["model"]``)."""
     model = str(meta.get("model") or "")
     started = _started(meta.get("created"))
@@ -174,7 +174,7 @@ def _started(created: object) -> datetime:
 
 def never_started(results: Sequence[RolloutResult]) -> bool:
     """Whether Gym never started for these results: no rollout, or every one an error of failure class
-    ``gym_start`` (:data:`pytest_gym_eval.causes.GYM_START`). Such a run says nothing of the policy model."""
+    ``gym_start`` (:data:`pytest_gym_eval.outcomes.causes.GYM_START`). Such a run says nothing of the policy model."""
     return all(r.status == "error" and r.failure_class == GYM_START for r in results)
 
 

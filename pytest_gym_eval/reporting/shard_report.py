@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.comparison import Hypothesis
-from pytest_gym_eval.gates import METRICS, Gate, GateMode, GateSource
+from pytest_gym_eval.outcomes.usage import Usage
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.shard import Shard
-from pytest_gym_eval.usage import Usage
+from pytest_gym_eval.stats.comparison import Hypothesis
+from pytest_gym_eval.stats.gates import METRICS, Gate, GateMode, GateSource
+from pytest_gym_eval.tasks.shard import Shard
 
 _STATUSES = ("passed", "failed", "error")
 LISTED = 10

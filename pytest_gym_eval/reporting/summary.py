@@ -4,12 +4,12 @@ session reports with them (comparisons, flips, the exit status): :mod:`pytest_gy
 
 Everything here is a pure function of the per-rollout results the plugin collects from its items' reports.
 Rewards are whatever the verifier returns (usually in [0, 1], not always); times are seconds. The statistics
-come from :mod:`pytest_gym_eval.stats`, where the formulas are written out with their sources:
+come from :mod:`pytest_gym_eval.stats.intervals`, where the formulas are written out with their sources:
 
-- mean reward: :func:`~pytest_gym_eval.stats.mean_interval`, Student t with a standard error clustered by
+- mean reward: :func:`~pytest_gym_eval.stats.intervals.mean_interval`, Student t with a standard error clustered by
   task (CR1; Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §2);
-- pass rate: :func:`~pytest_gym_eval.stats.wilson_interval`, the Wilson score interval (Wilson 1927);
-- pass@k: :func:`~pytest_gym_eval.stats.pass_at_k_interval`, the unbiased estimator of Chen et al. 2021
+- pass rate: :func:`~pytest_gym_eval.stats.intervals.wilson_interval`, the Wilson score interval (Wilson 1927);
+- pass@k: :func:`~pytest_gym_eval.stats.intervals.pass_at_k_interval`, the unbiased estimator of Chen et al. 2021
   (arXiv:2107.03374, eq. 1) averaged over tasks, with a Student t interval over tasks.
 """
 
@@ -20,7 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_gym_eval.gates import (
+from pytest_gym_eval.outcomes.usage import (
+    NO_USAGE,
+    LatencySummary,
+    Price,
+    TokenTotals,
+    Usage,
+    latency_summary,
+    token_totals,
+)
+from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.stats.gates import (
     Gate,
     GateMode,
     GateResult,
@@ -32,21 +42,11 @@ from pytest_gym_eval.gates import (
     incomplete,
     metric_interval,
 )
-from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.sequential import AdaptiveRecord, judge_record
-from pytest_gym_eval.stats import Interval
-from pytest_gym_eval.usage import (
-    NO_USAGE,
-    LatencySummary,
-    Price,
-    TokenTotals,
-    Usage,
-    latency_summary,
-    token_totals,
-)
+from pytest_gym_eval.stats.intervals import Interval
+from pytest_gym_eval.stats.sequential import AdaptiveRecord, judge_record
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.selection import Selection
+    from pytest_gym_eval.tasks.selection import Selection
 
 DEFAULT_THRESHOLD = 1.0
 """Pass threshold of a dataset :func:`summarize` is given none for."""
@@ -72,11 +72,11 @@ class RolloutResult:
     """One reported rollout item.
 
     ``status`` is "passed", "failed" or "error"; ``reward`` is the verifier's reward (None for an error);
-    ``failure_class`` names an error's cause (:data:`pytest_gym_eval.causes.CLASSES`); ``record`` is
+    ``failure_class`` names an error's cause (:data:`pytest_gym_eval.outcomes.causes.CLASSES`); ``record`` is
     ``path:LINE`` of the full rollout record; ``start``/``stop`` are epoch seconds of the item's run (0.0 when
     unknown); ``usage`` the policy model's tokens and the rollout's latency as Gym recorded them
-    (:mod:`pytest_gym_eval.usage`); ``metrics`` the custom metrics test functions recorded for it, as
-    ``(name, value)`` pairs sorted by name (:mod:`pytest_gym_eval.custom_metrics`), and ``metric_reasons`` the
+    (:mod:`pytest_gym_eval.outcomes.usage`); ``metrics`` the custom metrics test functions recorded for it, as
+    ``(name, value)`` pairs sorted by name (:mod:`pytest_gym_eval.outcomes.custom_metrics`), and ``metric_reasons`` the
     reasons given with them, ``(name, text)`` pairs sorted by name (only the metrics given one). A rollout is
     *scored* when it passed or failed with a finite reward; only scored rollouts enter the statistics.
     """
@@ -152,18 +152,18 @@ class DatasetSummary:
     cost: float | None = None
     adaptive: AdaptiveRecord | None = None
     selection: Selection | None = None
-    """The part of the dataset the session selected (:mod:`pytest_gym_eval.selection`; None when unknown)."""
+    """The part of the dataset the session selected (:mod:`pytest_gym_eval.tasks.selection`; None when unknown)."""
     metrics: dict[str, Interval] = field(default_factory=dict)
     policy: str | None = None
     """Each custom metric test functions recorded for the dataset's rollouts (by name, sorted): its mean over the
-    rollouts that recorded it, with the mean reward's interval (:func:`~pytest_gym_eval.gates.custom_interval`;
+    rollouts that recorded it, with the mean reward's interval (:func:`~pytest_gym_eval.stats.gates.custom_interval`;
     ``n`` counts tasks)."""
     not_applicable: tuple[Gate, ...] = ()
     """The session-wide custom metric gates not judged on this dataset: none of its rollouts recorded the metric
-    (:func:`~pytest_gym_eval.gates.applies_to`); they take no part in its verdict."""
+    (:func:`~pytest_gym_eval.stats.gates.applies_to`); they take no part in its verdict."""
     not_counted: str = ""
     """What the statistics left out of test functions' rollouts of the dataset (pairs beyond its repeats, rollouts
-    their tests skipped: :func:`~pytest_gym_eval.results.count_rollout`), "" when nothing."""
+    their tests skipped: :func:`~pytest_gym_eval.session.results.count_rollout`), "" when nothing."""
 
     @property
     def gates_decide(self) -> bool:
@@ -188,7 +188,7 @@ class DatasetSummary:
         when any gate is inconclusive (also when selected rollouts never reported), else PASS; None without
         gates.
 
-        :class:`~pytest_gym_eval.gates.Verdict` is a ``str`` enum, so this compares equal to "PASS" etc.
+        :class:`~pytest_gym_eval.stats.gates.Verdict` is a ``str`` enum, so this compares equal to "PASS" etc.
         """
         if not self.gates:
             return None
@@ -224,7 +224,7 @@ def shown_pass_at_k(summary: DatasetSummary) -> list[tuple[int, Interval]]:
 
 def selection_note(summary: DatasetSummary) -> str:
     """`` (judged on a -k selection: 2 of 8 tasks, not on the dataset: ...)`` after a verdict judged on part
-    of its dataset (:mod:`pytest_gym_eval.selection`), "" after one judged on all of it."""
+    of its dataset (:mod:`pytest_gym_eval.tasks.selection`), "" after one judged on all of it."""
     part = summary.selection
     if part is None or not part.partial:
         return ""
@@ -248,15 +248,15 @@ def summarize(
 
     ``thresholds`` and ``gates`` are keyed by dataset (as in the node ids); a dataset missing from them has
     threshold :data:`DEFAULT_THRESHOLD` and no gates. Gates are judged in ``mode`` by
-    :func:`~pytest_gym_eval.gates.evaluate`. ``price`` (the user's ``--gym-price-per-mtok``) gives each
+    :func:`~pytest_gym_eval.stats.gates.evaluate`. ``price`` (the user's ``--gym-price-per-mtok``) gives each
     summary a cost estimate. ``selected[dataset][agent]`` counts the rollouts the session
     selected: a dataset or agent with selected rollouts but no result still gets a summary (its gates have no
     data), and gates judged on fewer rollouts than selected are at best INCONCLUSIVE
-    (:func:`~pytest_gym_eval.gates.incomplete`). ``adaptive[(dataset, agent or None)]`` says how
+    (:func:`~pytest_gym_eval.stats.gates.incomplete`). ``adaptive[(dataset, agent or None)]`` says how
     ``--gym-adaptive`` ran a group: its gates are then judged on the confidence sequence of its waves
-    (:func:`~pytest_gym_eval.sequential.judge_record`), unless that cannot be (errors, rollouts missing).
+    (:func:`~pytest_gym_eval.stats.sequential.judge_record`), unless that cannot be (errors, rollouts missing).
     A command-line or ini custom metric gate on a dataset none of whose rollouts recorded the metric, while another
-    dataset's did, is not judged there (:func:`~pytest_gym_eval.gates.applies_to`; the summary lists it in
+    dataset's did, is not judged there (:func:`~pytest_gym_eval.stats.gates.applies_to`; the summary lists it in
     ``not_applicable``), unless selected rollouts of the group never reported (they might have recorded it).
     Datasets come in first-seen order (results first, then
     selected ones that never reported), and agents within a dataset. Raises ValueError for a bad
@@ -291,7 +291,7 @@ def summarize(
 
 def familywise_judged(summaries: Sequence[DatasetSummary], confidence: float) -> list[DatasetSummary]:
     """``summaries`` with the gates of those whose gates decide judged as one family by Holm's procedure at alpha
-    1 - ``confidence`` (:func:`~pytest_gym_eval.gates.holm`); the others' gates as they were."""
+    1 - ``confidence`` (:func:`~pytest_gym_eval.stats.gates.holm`); the others' gates as they were."""
     deciding = [i for i, summary in enumerate(summaries) if summary.gates_decide and summary.gates]
     judged = holm([summaries[i].gates for i in deciding], confidence)
     out = list(summaries)
@@ -303,8 +303,8 @@ def familywise_judged(summaries: Sequence[DatasetSummary], confidence: float) ->
 def usage_summary(
     results: Sequence[RolloutResult], price: Price | None
 ) -> tuple[TokenTotals, LatencySummary, float | None]:
-    """Token totals (:func:`~pytest_gym_eval.usage.token_totals`) over every result, the median and p95 of the
-    latencies that are known (:func:`~pytest_gym_eval.usage.latency_summary`), and the cost at ``price``."""
+    """Token totals (:func:`~pytest_gym_eval.outcomes.usage.token_totals`) over every result, the median and p95 of the
+    latencies that are known (:func:`~pytest_gym_eval.outcomes.usage.latency_summary`), and the cost at ``price``."""
     tokens = token_totals(result.usage for result in results)
     latencies = [result.usage.latency for result in results if result.usage.latency is not None]
     return tokens, latency_summary(latencies), tokens.cost(price)

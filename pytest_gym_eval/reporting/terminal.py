@@ -7,8 +7,7 @@ import math
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from pytest_gym_eval.comparison import ComparisonGate, gym_verdict
-from pytest_gym_eval.gates import NOT_APPLICABLE, Gate, GateMode, GateSource
+from pytest_gym_eval.outcomes.usage import ratio
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, PolicyComparison, flips_count
 from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines
@@ -21,7 +20,8 @@ from pytest_gym_eval.reporting.summary import (
     selection_note,
     shown_pass_at_k,
 )
-from pytest_gym_eval.usage import ratio
+from pytest_gym_eval.stats.comparison import ComparisonGate, gym_verdict
+from pytest_gym_eval.stats.gates import NOT_APPLICABLE, Gate, GateMode, GateSource
 
 _MAX_ID_CHARS = 40
 
@@ -324,7 +324,8 @@ def render_policies(comparisons: Sequence[PolicyComparison], width: int = 80) ->
     flips (McNemar's exact p when every reward is 0 or 1) with the tasks each side alone passes (at most
     :data:`MAX_LISTED`, then "… and N more"), and each comparison gate's verdict (``--gym-max-regression``,
     ``--gym-min-improvement``), one ``gate`` line each, with Gym's word for it
-    (:func:`~pytest_gym_eval.comparison.gym_verdict`), then with ``--gym-adaptive`` an ``adaptive`` line saying the
+    (:func:`~pytest_gym_eval.stats.comparison.gym_verdict`), then with ``--gym-adaptive`` an ``adaptive`` line saying
+    the
     gates were judged on the confidence sequence after how many waves and repeats; when the paired rollouts
     recorded them, a ``tokens`` line (each side's total and mean per rollout, with candidate / baseline of the
     means) and a ``latency`` line (each side's median, with candidate / baseline, and p95). No line is longer than
@@ -380,7 +381,8 @@ def _policy_lines(item: PolicyComparison, width: int) -> list[str]:
 def _policy_usage_lines(item: PolicyComparison, width: int) -> list[str]:
     """``tokens`` (``420 base, 600 cand; 140, 200 per rollout (x1.43)``) and ``latency`` (``median 2.0 s base, 3.0 s
     cand (x1.50); p95 3.8 s, 4.8 s``) over the pairs, each only when either side recorded it; ``xR`` is candidate /
-    baseline (:func:`~pytest_gym_eval.usage.ratio`), left out when it makes no sense; "-" for a side without it."""
+    baseline (:func:`~pytest_gym_eval.outcomes.usage.ratio`), left out when it makes no sense; "-" for a side without
+    it."""
     base, cand = item.baseline_usage, item.candidate_usage
     lines: list[str] = []
     if base.tokens.rollouts or cand.tokens.rollouts:

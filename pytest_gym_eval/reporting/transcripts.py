@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.files import iter_json_lines
-from pytest_gym_eval.outcome import clean_gym_message, expected_answer, message_text
+from pytest_gym_eval.core.files import iter_json_lines
+from pytest_gym_eval.outcomes.outcome import clean_gym_message, expected_answer, message_text
 
 TEXT_LIMIT = 20_000
 """Characters of any one text (message, tool result, verifier value) a transcript keeps."""

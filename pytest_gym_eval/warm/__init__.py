@@ -1,9 +1,9 @@
 """Keeping Gym warm between sessions (``--gym-keep-alive[=SECONDS]``).
 
-A session with ``--gym-keep-alive`` looks up its Gym configuration's key (:mod:`pytest_gym_eval.fingerprint`) in
-the per-user registry (:mod:`pytest_gym_eval.registry`), holding the key's lock: it attaches to a live warm Gym
+A session with ``--gym-keep-alive`` looks up its Gym configuration's key (:mod:`pytest_gym_eval.gym.fingerprint`) in
+the per-user registry (:mod:`pytest_gym_eval.warm.registry`), holding the key's lock: it attaches to a live warm Gym
 of that key as ``--gym-head-server`` does (:mod:`~pytest_gym_eval.warm.attach`), stops and unregisters a stale one
-(:meth:`~pytest_gym_eval.registry.Entry.problem`), and otherwise starts a *keeper*,
+(:meth:`~pytest_gym_eval.warm.registry.Entry.problem`), and otherwise starts a *keeper*,
 ``python -m pytest_gym_eval.warm HOME`` (a process in a process session of its own;
 :mod:`~pytest_gym_eval.warm.keeper`, whose ``_Keeper`` docstring has its life cycle and the API-key rule), and
 waits, still holding the lock, until the keeper's Gym is ready.

@@ -17,12 +17,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
-from pytest_gym_eval.credentials import has_secret, redact_value, url_variable
-from pytest_gym_eval.files import write_json_atomic
-from pytest_gym_eval.fingerprint import GymConfiguration
-from pytest_gym_eval.orphans import MARKER, Owner
-from pytest_gym_eval.processes import DEFAULT_GRACE
-from pytest_gym_eval.registry import (
+from pytest_gym_eval.core.credentials import has_secret, redact_value, url_variable
+from pytest_gym_eval.core.files import write_json_atomic
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.fingerprint import GymConfiguration
+from pytest_gym_eval.gym.orphans import MARKER, Owner
+from pytest_gym_eval.gym.processes import DEFAULT_GRACE
+from pytest_gym_eval.gym.run import (
+    GymStartError,
+    ModelEndpoint,
+    probe_model,
+)
+from pytest_gym_eval.warm.registry import (
     KEY_SHOWN,
     Entry,
     Registry,
@@ -31,12 +37,6 @@ from pytest_gym_eval.registry import (
     remove_lease,
     stop_warm,
 )
-from pytest_gym_eval.run import (
-    GymStartError,
-    ModelEndpoint,
-    probe_model,
-)
-from pytest_gym_eval.rundir import RunPaths
 from pytest_gym_eval.warm.spec import (
     HEAD_PATIENCE,
     KEEPER_MODULE,
@@ -202,7 +202,7 @@ class WarmGym:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
-                from pytest_gym_eval.processes import tail
+                from pytest_gym_eval.gym.processes import tail
 
                 raise GymStartError(f"the warm Gym's keeper exited before its Gym was ready; last lines of {log}:\n"
                                     f"{tail(log, 15)}")  # fmt: skip

@@ -16,20 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from pytest_gym_eval.credentials import redact_value, url_variable
-from pytest_gym_eval.orphans import MARKER, Owner
-from pytest_gym_eval.processes import GymProcess, free_port
-from pytest_gym_eval.registry import (
-    KEY_SHOWN,
-    Entry,
-    Registry,
-    RegistryError,
-    add_lease,
-    boot_id,
-    live_leases,
-    write_private,
-)
-from pytest_gym_eval.run import (
+from pytest_gym_eval.core.credentials import redact_value, url_variable
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.orphans import MARKER, Owner
+from pytest_gym_eval.gym.processes import GymProcess, free_port
+from pytest_gym_eval.gym.run import (
     GymStartError,
     ModelEndpoint,
     RunSettings,
@@ -39,7 +30,16 @@ from pytest_gym_eval.run import (
     start_servers,
     write_gym_config,
 )
-from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.warm.registry import (
+    KEY_SHOWN,
+    Entry,
+    Registry,
+    RegistryError,
+    add_lease,
+    boot_id,
+    live_leases,
+    write_private,
+)
 from pytest_gym_eval.warm.spec import (
     HEAD_PATIENCE,
     LOCK_FOR_IDLE_STOP,
@@ -55,7 +55,7 @@ class _Keeper:
     The keeper owns the warm Gym. It starts the replay model server in its own process when the session replays
     recordings (so the model outlives the session too), then ``gym env start`` exactly as a session does (same
     config files, model, one retry of Ray's start-up timeout, 127.0.0.1 only); every process it starts carries its
-    own :data:`~pytest_gym_eval.orphans.MARKER`, so while it runs no session calls them a dead session's leftovers.
+    own :data:`~pytest_gym_eval.gym.orphans.MARKER`, so while it runs no session calls them a dead session's leftovers.
     Once Gym is ready it writes the starting session's lease and the registry entry and reports the entry on its
     standard output; until then, the end of its standard input (the starting session died or stopped) makes it stop
     what it started and exit. Then it watches, once a second:

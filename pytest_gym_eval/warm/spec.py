@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.defaults import DEFAULT_KEEP_ALIVE
-from pytest_gym_eval.processes import DEFAULT_GRACE
-from pytest_gym_eval.registry import (
+from pytest_gym_eval.core.defaults import DEFAULT_KEEP_ALIVE
+from pytest_gym_eval.gym.processes import DEFAULT_GRACE
+from pytest_gym_eval.warm.registry import (
     write_private,
 )
 
@@ -35,7 +35,7 @@ class WarmSpec:
     checkout; ``gym_configs`` the config files of the agents; ``model_type`` Gym's model server; either
     ``replay`` (recordings the keeper's own replay model serves) or ``model_url``/``model``/``api_key_env`` (an
     endpoint, the key read from that variable); times in seconds; ``lease`` the starting session's
-    :data:`~pytest_gym_eval.orphans.MARKER` value (its lease is written when Gym is ready); ``record_latency``
+    :data:`~pytest_gym_eval.gym.orphans.MARKER` value (its lease is written when Gym is ready); ``record_latency``
     (``--gym-latency``) turns on the servers' model-call observability, which records each rollout's latency.
     """
 

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.orphans import Owner
-from pytest_gym_eval.registry import (
+from pytest_gym_eval.gym.orphans import Owner
+from pytest_gym_eval.warm.registry import (
     KEY_SHOWN,
     Entry,
     Registry,

@@ -25,19 +25,19 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
 from pytest_gym_eval.__main__ import main as cli
-from pytest_gym_eval.gates import Gate, GateMode
-from pytest_gym_eval.gym_options import GymOptions
 from pytest_gym_eval.history.drift import cusum_drift
 from pytest_gym_eval.history.stability import RunOutcome, assess
 from pytest_gym_eval.history.summary import DatasetHistory, summary_json
-from pytest_gym_eval.models import Policy
-from pytest_gym_eval.outcome import output_text
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.outcomes.outcome import output_text
 from pytest_gym_eval.reporting import fmt, html, policies_page
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
 from pytest_gym_eval.reporting.json_report import build_report
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
-from pytest_gym_eval.results import conclude
+from pytest_gym_eval.session.results import conclude
+from pytest_gym_eval.stats.gates import Gate, GateMode
+from pytest_gym_eval.tasks.models import Policy
 from tests.support.browser import open_page
 from tests.support.real_gym import GymExample, SharedGym
 
@@ -137,7 +137,7 @@ def test_page_shows_the_numbers_of_the_json_report(chromium: Any, gym_page: GymP
 
 
 def html_interval(entry: dict[str, Any]) -> Any:
-    from pytest_gym_eval.stats import Interval
+    from pytest_gym_eval.stats.intervals import Interval
 
     return Interval(entry["estimate"], entry["low"], entry["high"], entry["n"])
 

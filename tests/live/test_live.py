@@ -21,8 +21,8 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval import provision
-from pytest_gym_eval.local_model import LocalModelServer
-from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.gym.local_model import LocalModelServer
+from pytest_gym_eval.gym.processes import session_members
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.children import gym_commands, started_processes
 from tests.support.fault_proxy import FaultProxy

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.gates import Gate
-from pytest_gym_eval.plan import RunPlan
-from pytest_gym_eval.waves import GroupPolicy, WaveLog, WavePlanner, rectangular
+from pytest_gym_eval.gym.waves import GroupPolicy, WaveLog, WavePlanner, rectangular
+from pytest_gym_eval.stats.gates import Gate
+from pytest_gym_eval.tasks.plan import RunPlan
 from tests.support.fakes import FakeGym
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import provision
-from pytest_gym_eval.shard import assign_shards
+from pytest_gym_eval.tasks.shard import assign_shards
 from tests.support.fakes import make_fake_checkout, write_recording
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.dataset import DatasetError, canonical_json, read_tasks
+from pytest_gym_eval.tasks.dataset import DatasetError, canonical_json, read_tasks
 
 
 def row(text: str, **extra: object) -> dict[str, object]:
@@ -383,7 +383,7 @@ def test_rows_parse_exactly_as_jsonlines_reads_them(tmp_path: Path, raw: bytes) 
     with the dataset reader's JSON decoder, which refuses what is not JSON)."""
     import jsonlines
 
-    from pytest_gym_eval.dataset import _describe_invalid_line, _loads, parse_row
+    from pytest_gym_eval.tasks.dataset import _describe_invalid_line, _loads, parse_row
 
     path = tmp_path / "d.jsonl"
     try:

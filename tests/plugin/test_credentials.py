@@ -2,7 +2,7 @@
 ``--gym-model-url`` or a ``--gym-policy`` spec) in anything the plugin writes or starts: the run directory
 (``manifest.json``, Gym's config files), every report, the terminal, the argv of the processes it starts, and the
 command printed after Ctrl-C, which still resumes the run, reading the secrets from the environment
-(pytest_gym_eval/credentials.py); against the stand-in ``gym`` (tests/support/fake_gym.py)."""
+(pytest_gym_eval/core/credentials.py); against the stand-in ``gym`` (tests/support/fake_gym.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.credentials import redact_args, redact_value, secret_spans
+from pytest_gym_eval.core.credentials import redact_args, redact_value, secret_spans
+from pytest_gym_eval.gym.resume import resume_command, secret_variables
 from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.resume import resume_command, secret_variables
 from tests.support.children import REPORT_ARGS, interrupt, run_until_reported
 from tests.support.fakes import FakeGym
 
@@ -183,7 +183,7 @@ def test_the_resume_command_names_a_variable_for_each_secret() -> None:
 
 
 def test_the_model_probe_sends_a_urls_userinfo_as_basic_credentials() -> None:
-    from pytest_gym_eval.servers import without_userinfo
+    from pytest_gym_eval.gym.servers import without_userinfo
 
     assert without_userinfo("http://a:b%40c@h:1/v1") == ("http://h:1/v1", base64.b64encode(b"a:b@c").decode())
     assert without_userinfo("http://h:1/v1") == ("http://h:1/v1", "")

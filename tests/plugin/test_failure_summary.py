@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from pytest_gym_eval.finish import index_teardown_reports
+from pytest_gym_eval.session.finish import index_teardown_reports
 
 
 @pytest.hookimpl(trylast=True)

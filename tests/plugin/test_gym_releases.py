@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval import provision
+from pytest_gym_eval.gym.servers import start_timeouts
 from pytest_gym_eval.provision import (
     ProvisionError,
     gym_version_problem,
     has_environment_servers,
     require_supported_gym,
 )
-from pytest_gym_eval.servers import start_timeouts
 from tests.plugin.test_policies_session import REWARDS, policy_args, write_dataset
 from tests.support.fakes import FakeGym
 

@@ -327,7 +327,7 @@ def test_under_xdist_the_controller_writes_the_run_once_and_workers_honour_the_q
 
 HEAD_SERVER_SEEN = """
 import pathlib
-from pytest_gym_eval.session import SESSION_KEY
+from pytest_gym_eval.session.gym_session import SESSION_KEY
 
 def pytest_runtest_teardown(item):
     worker = getattr(item.config, "workerinput", {}).get("workerid", "main")

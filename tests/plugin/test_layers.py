@@ -52,14 +52,14 @@ def test_the_package_keeps_its_layers(tmp_path: Path) -> None:
 def test_the_session_importing_collection_again_breaks_the_contract(tmp_path: Path) -> None:
     done = lint_copy(tmp_path, "session", "def _late() -> None:\n    from pytest_gym_eval import collect  # noqa: F401")
     assert done.returncode != 0
-    assert "pytest_gym_eval.session is not allowed to import pytest_gym_eval.collect" in done.stdout
-    assert "- pytest_gym_eval.session -> pytest_gym_eval.collect" in done.stdout
+    assert "pytest_gym_eval.session.gym_session is not allowed to import pytest_gym_eval.session.collect" in done.stdout
+    assert "- pytest_gym_eval.session.gym_session -> pytest_gym_eval.session.collect" in done.stdout
 
 
 def test_a_leaf_importing_the_plugin_breaks_the_contract(tmp_path: Path) -> None:
     done = lint_copy(tmp_path, "files", "import pytest_gym_eval.plugin  # noqa: E402, F401")
     assert done.returncode != 0
-    assert "pytest_gym_eval.files is not allowed to import pytest_gym_eval.plugin" in done.stdout
+    assert "pytest_gym_eval.core.files is not allowed to import pytest_gym_eval.plugin" in done.stdout
 
 
 def test_a_module_without_a_layer_breaks_the_contract(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval.cli import local_model as local_model_command
-from pytest_gym_eval.local_model import INSTALL_HINT, LocalModelError, LocalModelServer, bundled_model
+from pytest_gym_eval.gym.local_model import INSTALL_HINT, LocalModelError, LocalModelServer, bundled_model
 
 
 def test_a_missing_model_package_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:

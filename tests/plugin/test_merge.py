@@ -27,7 +27,7 @@ from pytest_gym_eval.reporting.merge import (
     merge_reports,
 )
 from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
-from pytest_gym_eval.shard import assign_shards
+from pytest_gym_eval.tasks.shard import assign_shards
 from tests.support.fakes import make_fake_checkout, write_recording
 from tests.support.junit import junit_aggregates, junit_suite_properties
 

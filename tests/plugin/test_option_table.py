@@ -10,8 +10,8 @@ import sys
 import pytest
 from _pytest.config.argparsing import Parser
 
-from pytest_gym_eval.gates import GateMode
-from pytest_gym_eval.options import INI_ONLY, NUMBER, OPTIONS, WHOLE, Option, add_options
+from pytest_gym_eval.options.register import INI_ONLY, NUMBER, OPTIONS, WHOLE, Option, add_options
+from pytest_gym_eval.stats.gates import GateMode
 
 
 def test_every_option_has_its_ini_twin_or_says_why_not() -> None:
@@ -60,20 +60,21 @@ def test_importing_the_options_imports_no_evaluation_or_gym_module() -> None:
     """Every pytest run in an environment with the plugin declares the options; that must not import the
     statistics, gates, sampling or Gym modules (they are imported when a Gym session resolves its options)."""
     code = (
-        "import json, sys; import pytest_gym_eval.options; "
+        "import json, sys; import pytest_gym_eval.options.register; "
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_gym_eval'))))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout)
     assert loaded == [
         "pytest_gym_eval",
-        "pytest_gym_eval.defaults",
-        "pytest_gym_eval.option_table",
-        "pytest_gym_eval.options",
+        "pytest_gym_eval.core.defaults",
+        "pytest_gym_eval.options.table",
+        "pytest_gym_eval.options.register",
     ]
 
 
 def test_names_moved_out_of_options_still_import_from_it() -> None:
-    from pytest_gym_eval import config_source, gym_options, options, settings
+    from pytest_gym_eval.options import config_source, gym_options, settings
+    from pytest_gym_eval.options import register as options
 
     assert options.GymOptions is gym_options.GymOptions
     assert options.DatasetSettings is settings.DatasetSettings
@@ -151,7 +152,7 @@ def test_every_twin_has_a_sample() -> None:
 def test_a_value_resolves_the_same_from_the_command_line_and_from_the_ini_file(
     pytester: pytest.Pytester, option: Option
 ) -> None:
-    from pytest_gym_eval.gym_options import GymOptions
+    from pytest_gym_eval.options.gym_options import GymOptions
 
     (pytester.path / "base.json").write_text(json.dumps({"schema_version": 1, "datasets": [], "rollouts": []}))
     (pytester.path / "rec.jsonl").write_text("{}\n")

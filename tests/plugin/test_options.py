@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_gym_eval.options import DatasetSettings, parse_dataset_settings
+from pytest_gym_eval.options.register import DatasetSettings, parse_dataset_settings
 
 
 def test_dataset_settings_lines_parse() -> None:
@@ -47,7 +47,7 @@ def test_precedence_command_line_then_dataset_then_ini(pytester: pytest.Pytester
         """
 def pytest_collection_finish(session):
     from pathlib import Path
-    from pytest_gym_eval.session import SESSION_KEY
+    from pytest_gym_eval.session.gym_session import SESSION_KEY
     options = session.config.stash[SESSION_KEY].options
     for name in ("own.jsonl", "plain.jsonl"):
         s = options.dataset_settings(Path(session.config.rootpath) / name)
@@ -118,7 +118,7 @@ def test_every_option_a_team_would_pin_has_an_ini_equivalent(
     pytester.makeconftest(
         """
 def pytest_collection_finish(session):
-    from pytest_gym_eval.session import SESSION_KEY
+    from pytest_gym_eval.session.gym_session import SESSION_KEY
     o = session.config.stash[SESSION_KEY].options
     print("OPTIONS", o.startup_timeout, o.rollout_timeout, o.concurrency, o.max_drop)
     print("PATHS", o.run_dir, o.report, o.baseline, *o.replay)
@@ -179,7 +179,7 @@ def test_gates_of_the_command_line_the_dataset_lines_and_the_ini_merge_gate_by_g
 ) -> None:
     """Issue 35: a command-line gate list replaced a dataset's (and the ini's) whole; now each gate is kept unless
     a setting of the same gate (metric, k, custom metric name) comes first, and each says where it was set."""
-    from pytest_gym_eval.gym_options import GymOptions
+    from pytest_gym_eval.options.gym_options import GymOptions
 
     pytester.makeini(
         "[pytest]\ngym_min_pass_at_k =\n    1:0.5\n    4:0.1\ngym_min_metric = chars:5\n"

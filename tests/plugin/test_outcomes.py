@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.gym.processes import session_members
 from tests.support.children import assert_interrupted, interrupt_once_reported, run_until_reported, wait_until
 from tests.support.fakes import FakeGym
 
@@ -398,7 +398,7 @@ HOLD_SESSION_END = """
 import json, os, time
 from pathlib import Path
 import pytest
-from pytest_gym_eval.processes import is_running
+from pytest_gym_eval.gym.processes import is_running
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
@@ -685,7 +685,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_disk_that_fills_up_during_the_run_is_one_clear_error_per_item(
     pytester: pytest.Pytester, fake_gym: FakeGym, full_disk: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_gym_eval import causes
+    from pytest_gym_eval.outcomes import causes
 
     monkeypatch.setattr(causes, "MIN_FREE", 0)  # past the start-up check: the disk fills while Gym writes
     rows = [{**task(t), "padding": "x" * 20_000} for t in "abcde"]

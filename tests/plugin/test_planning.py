@@ -1,4 +1,4 @@
-"""``python -m pytest_gym_eval plan``: tasks and repeats a paired comparison needs (pytest_gym_eval.power)."""
+"""``python -m pytest_gym_eval plan``: tasks and repeats a paired comparison needs (pytest_gym_eval.stats.power)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.power import detectable, difference_variance, plan_lines, tasks_needed, variance_components
+from pytest_gym_eval.stats.power import detectable, difference_variance, plan_lines, tasks_needed, variance_components
 
 
 def report(rewards: dict[str, list[float]], dataset: str = "data/mcqa.jsonl") -> dict[str, Any]:

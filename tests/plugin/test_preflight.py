@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval import preflight
+from pytest_gym_eval.session import preflight
 from tests.support.fakes import FakeGym, make_fake_checkout
 
 

@@ -1,5 +1,5 @@
-"""SIGTERM handled as Ctrl-C while Gym runs (:class:`pytest_gym_eval.processes.SigtermAsCtrlC`), and Gym's
-commands stopped by SIGINT also when pytest ignores it (:class:`pytest_gym_eval.processes.GymProcess`).
+"""SIGTERM handled as Ctrl-C while Gym runs (:class:`pytest_gym_eval.gym.processes.SigtermAsCtrlC`), and Gym's
+commands stopped by SIGINT also when pytest ignores it (:class:`pytest_gym_eval.gym.processes.GymProcess`).
 
 These tests change this process's SIGTERM (or SIGINT) handler and put the previous one back.
 ``signal.raise_signal`` runs the Python handler before it returns, so no waiting is needed.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval import processes
-from pytest_gym_eval.processes import (
+from pytest_gym_eval.gym import processes
+from pytest_gym_eval.gym.processes import (
     MARKER,
     CtrlCKillsGym,
     GymProcess,

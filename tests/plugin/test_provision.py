@@ -850,7 +850,7 @@ def test_default_checkout_path_respects_xdg_cache_home(monkeypatch: pytest.Monke
 
 
 def test_the_plugin_finds_an_agents_config_whatever_it_is_named() -> None:
-    from pytest_gym_eval.run import find_agent_config
+    from pytest_gym_eval.gym.run import find_agent_config
 
     configs = FAKE_SOURCE / "resources_servers"
     lc = configs / "equivalence_rule/configs/lc.yaml"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.run import ModelEndpoint, write_gym_config
+from pytest_gym_eval.gym.run import ModelEndpoint, write_gym_config
 from tests.support.fakes import FakeGym
 
 
@@ -65,7 +65,7 @@ def test_bad_ray_addresses_are_usage_errors(pytester: pytest.Pytester, args: lis
 def test_a_ray_client_address_passes(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         "def pytest_sessionstart(session):\n"
-        "    from pytest_gym_eval.session import SESSION_KEY\n"
+        "    from pytest_gym_eval.session.gym_session import SESSION_KEY\n"
         "    print('ray address:', session.config.stash[SESSION_KEY].options.ray_address)\n"
     )
     result = pytester.runpytest("--gym-ray-address=ray://10.0.0.5:10001", "-s")

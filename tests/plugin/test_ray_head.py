@@ -1,4 +1,4 @@
-"""The private Ray head started for Gym's servers (:mod:`pytest_gym_eval.ray_head`) by whatever starts them (a
+"""The private Ray head started for Gym's servers (:mod:`pytest_gym_eval.gym.ray_head`) by whatever starts them (a
 session, a warm Gym's keeper, ``serving()``), against a stand-in Python in the fake checkout's venv; with real Gym
 and Ray, every session of tests/real_gym/ starts one."""
 
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval.cli.stop import main as stop_main
-from pytest_gym_eval.processes import GymProcess, session_members
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.processes import GymProcess, session_members
+from pytest_gym_eval.gym.ray_head import RayHeadFailed, ray_python, start_ray_head
+from pytest_gym_eval.gym.run import ModelEndpoint
+from pytest_gym_eval.gym.standalone import serving
 from pytest_gym_eval.provision import GymCheckout
-from pytest_gym_eval.ray_head import RayHeadFailed, ray_python, start_ray_head
-from pytest_gym_eval.registry import Registry
-from pytest_gym_eval.run import ModelEndpoint
-from pytest_gym_eval.rundir import RunPaths
-from pytest_gym_eval.serving import serving
+from pytest_gym_eval.warm.registry import Registry
 from tests.support.children import started_processes
 from tests.support.fakes import FakeGym
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.resume import RESUMED_FROM_KEY, pytest_program, resume_command
+from pytest_gym_eval.gym.resume import RESUMED_FROM_KEY, pytest_program, resume_command
 from tests.support.children import PYTEST_INTERRUPT_CRASH, assert_interrupted, interrupt_once_reported
 from tests.support.fakes import FakeGym
 

@@ -1,4 +1,4 @@
-"""Starting Gym: probing the policy model's endpoint first (:func:`pytest_gym_eval.run.probe_model`), and the one
+"""Starting Gym: probing the policy model's endpoint first (:func:`pytest_gym_eval.gym.run.probe_model`), and the one
 retry of ``gym env start`` after Ray's node start-up timeout (against the stand-in ``gym``; with real Gym and Ray
 in tests/real_gym/test_gym_lifecycle.py)."""
 
@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval import provision
-from pytest_gym_eval.processes import GymProcess, free_port, session_members
-from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.run import (
+from pytest_gym_eval.gym.processes import GymProcess, free_port, session_members
+from pytest_gym_eval.gym.run import (
     GymStartError,
     ModelEndpoint,
     probe_model,
@@ -29,8 +28,9 @@ from pytest_gym_eval.run import (
     unlisted_model,
     wait_until_ready,
 )
-from pytest_gym_eval.servers import ServerProbe
-from pytest_gym_eval.serving import serving
+from pytest_gym_eval.gym.servers import ServerProbe
+from pytest_gym_eval.gym.standalone import serving
+from pytest_gym_eval.replay import ReplayServer
 from tests.support.children import started_processes, wait_until
 from tests.support.fakes import FakeGym, make_fake_checkout, write_recording
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.plan import REPEAT_TAG
-from pytest_gym_eval.sampling import PRECEDENCE
+from pytest_gym_eval.tasks.plan import REPEAT_TAG
+from pytest_gym_eval.tasks.sampling import PRECEDENCE
 from tests.support.fakes import FakeGym
 
 

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_gym_eval.selection import Selection
+from pytest_gym_eval.tasks.selection import Selection
 from tests.support.fakes import FakeGym
 
 

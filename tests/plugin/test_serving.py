@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.processes import session_members
+from pytest_gym_eval.gym.run import GymStartError, ModelEndpoint
+from pytest_gym_eval.gym.standalone import serving
 from pytest_gym_eval.provision import GymCheckout
-from pytest_gym_eval.run import GymStartError, ModelEndpoint
-from pytest_gym_eval.rundir import RunPaths
-from pytest_gym_eval.serving import serving
 from tests.support.children import started_processes
 from tests.support.fakes import FakeGym
 

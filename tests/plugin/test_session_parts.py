@@ -1,6 +1,7 @@
 """The pieces of the session, each without a pytest session: the run directory and the policy model endpoint
-(:mod:`pytest_gym_eval.launch`), the end of a session (:mod:`pytest_gym_eval.finish`), the texts of the items' errors
-(:mod:`pytest_gym_eval.diagnosis`), the shard's tasks and the
+(:mod:`pytest_gym_eval.session.launch`), the end of a session (:mod:`pytest_gym_eval.session.finish`), the texts of the
+items' errors
+(:mod:`pytest_gym_eval.session.diagnosis`), the shard's tasks and the
 selection record (pure), and when the plugin makes the session at all (:mod:`pytest_gym_eval.plugin`)."""
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval import causes, collect, finish, launch, selection
-from pytest_gym_eval.causes import Cause
-from pytest_gym_eval.diagnosis import Diagnosis
-from pytest_gym_eval.options import GymOptions
-from pytest_gym_eval.outcome import RolloutOutcome
-from pytest_gym_eval.plan import RunPlan
+from pytest_gym_eval.gym.feed import Missing
+from pytest_gym_eval.gym.run import GymStartError
+from pytest_gym_eval.options.register import GymOptions
+from pytest_gym_eval.outcomes import causes
+from pytest_gym_eval.outcomes.causes import Cause
+from pytest_gym_eval.outcomes.outcome import RolloutOutcome
 from pytest_gym_eval.plugin import gym_configured
-from pytest_gym_eval.rollouts import Missing
-from pytest_gym_eval.run import GymStartError
-from pytest_gym_eval.shard import CollectedPlan, DatasetTasks, Shard, assign_shards, shard_tasks
+from pytest_gym_eval.session import collect, finish, launch
+from pytest_gym_eval.session.diagnosis import Diagnosis
+from pytest_gym_eval.tasks import selection
+from pytest_gym_eval.tasks.plan import RunPlan
+from pytest_gym_eval.tasks.shard import CollectedPlan, DatasetTasks, Shard, assign_shards, shard_tasks
 
 # --- launch: the run directory ----------------------------------------------------------------------------
 
@@ -203,7 +206,11 @@ def test_a_plain_pytest_run_imports_neither_the_session_nor_collection(tmp_path:
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("LOADED")]
     loaded = set(line.split()[1:])
     assert "pytest_gym_eval.plugin" in loaded  # the plugin is installed and loaded
-    assert not loaded & {"pytest_gym_eval.session", "pytest_gym_eval.collect", "pytest_gym_eval.run"}, loaded
+    assert not loaded & {
+        "pytest_gym_eval.session.gym_session",
+        "pytest_gym_eval.session.collect",
+        "pytest_gym_eval.gym.run",
+    }, loaded
 
 
 # --- diagnosis: the texts of the items' errors -----------------------------------------------------------

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
-from pytest_gym_eval.shard import SHARD_RULE, assign_shards
+from pytest_gym_eval.tasks.shard import SHARD_RULE, assign_shards
 from tests.support.fakes import FakeGym
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.gym.processes import session_members
 from tests.support.children import (
     DOCKER_STOP,
     GITHUB_CANCEL,

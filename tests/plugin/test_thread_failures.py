@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval import rollouts, run
-from pytest_gym_eval.rollouts import Missing, RolloutFeed, RunState
+from pytest_gym_eval.gym import feed as feed_module
+from pytest_gym_eval.gym import run
+from pytest_gym_eval.gym.feed import STATE_RESERVE, Missing, RolloutFeed, RunState
 from tests.support.fakes import FakeGym
 
 STARTUP_TIMEOUT = 600
@@ -135,7 +136,7 @@ def test_a_final_state_goes_into_the_reserve_when_no_new_file_can_be_written(
     RunState("failed", "x" * 10_000, "log").write(path)
     state = RunState.read(path)
     assert state is not None and state.phase == "failed" and state.message.startswith("xxx")
-    assert path.stat().st_size == rollouts.STATE_RESERVE
+    assert path.stat().st_size == STATE_RESERVE
     with pytest.raises(OSError):
         RunState("finished").write(path)  # the reserve is used up
 
@@ -157,7 +158,7 @@ def test_a_feed_that_dies_ends_every_wait_with_its_error(tmp_path: Path, monkeyp
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("a bug while reading a line")
 
-    monkeypatch.setattr(rollouts, "parse_record", broken)
+    monkeypatch.setattr(feed_module, "parse_record", broken)
     feed = RolloutFeed(output, failures, state).start()
     try:
         found = wait_in_thread(feed, 0)

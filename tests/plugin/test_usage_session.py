@@ -8,11 +8,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_gym_eval.reporting.junit import SYSTEM_OUT_PREFIX as PREFIX
-from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.usage import (
+from pytest_gym_eval.outcomes.usage import (
     Usage,
 )
+from pytest_gym_eval.reporting.junit import SYSTEM_OUT_PREFIX as PREFIX
+from pytest_gym_eval.reporting.summary import RolloutResult
 from tests.support.fakes import FakeGym
 
 

@@ -20,11 +20,11 @@ import pytest
 
 from pytest_gym_eval import provision
 from pytest_gym_eval.cli.stop import main as stop_main
-from pytest_gym_eval.fingerprint import GymConfiguration
-from pytest_gym_eval.orphans import find_leftovers, run_processes
-from pytest_gym_eval.processes import is_running, session_members
-from pytest_gym_eval.registry import Entry, Registry, boot_id, idle_since, stop_warm
+from pytest_gym_eval.gym.fingerprint import GymConfiguration
+from pytest_gym_eval.gym.orphans import find_leftovers, run_processes
+from pytest_gym_eval.gym.processes import is_running, session_members
 from pytest_gym_eval.replay import ReplayServer
+from pytest_gym_eval.warm.registry import Entry, Registry, boot_id, idle_since, stop_warm
 from tests.support.children import child_pytest_argv, started_processes, stranger_and_dead_owner, wait_until
 from tests.support.fakes import FakeGym
 
@@ -396,7 +396,7 @@ def test_stop_without_all_leaves_a_gym_in_use_running(
     pytester.makeconftest(
         """
 import subprocess, sys
-from pytest_gym_eval.registry import Registry
+from pytest_gym_eval.warm.registry import Registry
 def pytest_runtest_call(item):
     if item.name.startswith("t0"):
         (entry,) = Registry().entries()
@@ -452,7 +452,7 @@ def test_keep_alive_seconds_from_the_command_line_or_the_ini_file(pytester: pyte
     pytester.makeconftest(
         """
 def pytest_sessionstart(session):
-    from pytest_gym_eval.session import SESSION_KEY
+    from pytest_gym_eval.session.gym_session import SESSION_KEY
     print("KEEP", session.config.stash[SESSION_KEY].options.keep_alive)
 """
     )

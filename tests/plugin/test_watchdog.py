@@ -1,5 +1,5 @@
-"""No orphans, even when pytest is SIGKILLed: the watchdog (:mod:`pytest_gym_eval.watchdog`) and the report and
-clean-up of what a dead session left (:mod:`pytest_gym_eval.orphans`), against the stand-in ``gym``
+"""No orphans, even when pytest is SIGKILLed: the watchdog (:mod:`pytest_gym_eval.gym.watchdog`) and the report and
+clean-up of what a dead session left (:mod:`pytest_gym_eval.gym.orphans`), against the stand-in ``gym``
 (tests/support/fake_gym.py, whose ``FAKE_GYM_WORKER=1`` child ignores SIGINT in a process group of its own, as
 Ray's idle workers do). The same with real Gym and Ray: tests/real_gym/test_gym_lifecycle.py.
 
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.orphans import MARKER, Leftovers, Owner, find_leftovers, run_processes
-from pytest_gym_eval.processes import GymProcess, is_running, session_members
-from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.watchdog import Watchdog, stop_run
+from pytest_gym_eval.gym.feed import RunState
+from pytest_gym_eval.gym.orphans import MARKER, Leftovers, Owner, find_leftovers, run_processes
+from pytest_gym_eval.gym.processes import GymProcess, is_running, session_members
+from pytest_gym_eval.gym.watchdog import Watchdog, stop_run
 from tests.support.children import child_pytest_argv, stop_dead_runs, stranger_and_dead_owner, wait_until
 from tests.support.fakes import FakeGym, make_fake_checkout
 
@@ -65,12 +65,12 @@ def test_an_owner_is_alive_only_while_its_pid_runs_the_same_process(tmp_path: Pa
 OWNER_SCRIPT = """
 import json, os, sys, time
 from pathlib import Path
-from pytest_gym_eval.orphans import MARKER, Owner
-from pytest_gym_eval.processes import GymProcess
-from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.run import record_process
-from pytest_gym_eval.rundir import RunPaths
-from pytest_gym_eval.watchdog import Watchdog
+from pytest_gym_eval.gym.orphans import MARKER, Owner
+from pytest_gym_eval.gym.processes import GymProcess
+from pytest_gym_eval.gym.feed import RunState
+from pytest_gym_eval.gym.run import record_process
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.watchdog import Watchdog
 
 run_dir, checkout = Path(sys.argv[1]), Path(sys.argv[2])
 owner = Owner.current(run_dir)

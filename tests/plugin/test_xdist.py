@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.gym.processes import session_members
 from tests.support.children import assert_interrupted, child_pytest_argv, outcomes
 from tests.support.fakes import FakeGym
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.gym.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from tests.support.fault_proxy import RESPONSES_FIELDS_GYM_NEEDS, FaultProxy, Rule, openai_error
 from tests.support.real_gym import GymExample

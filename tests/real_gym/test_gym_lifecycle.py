@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.orphans import find_leftovers, run_processes
-from pytest_gym_eval.processes import is_running, session_members
+from pytest_gym_eval.gym.feed import RunState
+from pytest_gym_eval.gym.orphans import find_leftovers, run_processes
+from pytest_gym_eval.gym.processes import is_running, session_members
+from pytest_gym_eval.gym.run import RAY_START_TIMEOUT
 from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.run import RAY_START_TIMEOUT
 from tests.support.children import (
     child_pytest_argv,
     gym_commands,
@@ -84,7 +84,7 @@ def reported(line: str) -> bool:
 
 
 def test_gyms_servers_run_on_the_sessions_own_ray_head(pytester: pytest.Pytester, gym_example: GymExample) -> None:
-    # The session starts Ray's head without its dashboard (pytest_gym_eval/ray_head.py) and Gym connects to it
+    # The session starts Ray's head without its dashboard (pytest_gym_eval/gym/ray_head.py) and Gym connects to it
     # instead of starting Ray itself; only a head that Ray's own start-up timeout stopped (a loaded machine) leaves
     # Ray to Gym, with a note.
     dataset = copy_example(pytester.path, gym_example)
@@ -181,7 +181,8 @@ def test_cleanup_stops_what_a_dead_session_left_of_gym_and_ray(
 # untouched.
 FIRST_START_TIMES_OUT = """
 import dataclasses
-from pytest_gym_eval import ray_head, run
+from pytest_gym_eval.gym import ray_head
+from pytest_gym_eval.gym import run
 
 ray_head.ray_python = lambda gym: None  # Gym starts Ray itself, as when the session's own Ray head fails
 _launch = run.launch_servers

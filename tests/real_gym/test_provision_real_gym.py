@@ -46,7 +46,7 @@ def test_real_checkout_runs_gym_version(
 
 
 def test_real_environments_not_named_after_their_configs_are_provisioned(gym_checkout: GymCheckout) -> None:
-    from pytest_gym_eval.run import find_agent_config
+    from pytest_gym_eval.gym.run import find_agent_config
 
     path = gym_checkout.path
     environments = ["equivalence_rule", "format_verification"]

@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.gym.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.children import (
@@ -332,7 +332,7 @@ def test_tool_calling_conversations_replay_turn_by_turn(
 ) -> None:
     # Gym will not reverify this environment (its reward depends on the live tool calls), so the expected rewards
     # are the recorded ones: the replayed conversations, with real tool results, must score the same.
-    from pytest_gym_eval.dataset import row_digest
+    from pytest_gym_eval.tasks.dataset import row_digest
 
     rows = {row["responses_create_params"]["input"][-1]["content"]: row for row in read_jsonl(tool_example.dataset)}
     expected = {

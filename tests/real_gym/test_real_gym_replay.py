@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.dataset import row_digest
-from pytest_gym_eval.plan import REPEAT_TAG
 from pytest_gym_eval.replay import explain_unmatched
+from pytest_gym_eval.tasks.dataset import row_digest
+from pytest_gym_eval.tasks.plan import REPEAT_TAG
 from tests.support.junit import junit_rollouts
 from tests.support.real_gym import GymExample, SharedGym
 

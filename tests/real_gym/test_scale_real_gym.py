@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval import provision
-from pytest_gym_eval.processes import session_members
+from pytest_gym_eval.gym.processes import session_members
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support import PROJECT_EXAMPLE
 from tests.support.children import started_processes

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval import provision, serving
-from pytest_gym_eval.gym_config import ModelEndpoint, find_agent_config
-from pytest_gym_eval.servers import GymStartError
+from pytest_gym_eval import provision
+from pytest_gym_eval.gym import standalone
+from pytest_gym_eval.gym.config import ModelEndpoint, find_agent_config
+from pytest_gym_eval.gym.servers import GymStartError
 
 
 def test_a_server_dying_at_start_is_explained_by_its_own_log(
@@ -23,11 +24,11 @@ def test_a_server_dying_at_start_is_explained_by_its_own_log(
     def configs(checkout: Path, agent: str) -> Path | None:
         return broken if agent == "broken" else find_agent_config(checkout, agent)
 
-    monkeypatch.setattr(serving, "find_agent_config", configs)
+    monkeypatch.setattr(standalone, "find_agent_config", configs)
     model = ModelEndpoint("http://127.0.0.1:9/v1", "m", "openai_model", "PYTEST_GYM_EVAL_TEST_NO_KEY")
     with (
         pytest.raises(GymStartError) as info,
-        serving.serving(gym_checkout, model, ["mcqa_simple_agent", "broken"], tmp_path / "run", 300),
+        standalone.serving(gym_checkout, model, ["mcqa_simple_agent", "broken"], tmp_path / "run", 300),
     ):
         pytest.fail("Gym's servers were ready with a server that cannot start")
     message = str(info.value)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.orphans import run_processes
-from pytest_gym_eval.processes import session_members
-from pytest_gym_eval.registry import Entry, Registry
+from pytest_gym_eval.gym.orphans import run_processes
+from pytest_gym_eval.gym.processes import session_members
 from pytest_gym_eval.replay import ReplayServer
+from pytest_gym_eval.warm.registry import Entry, Registry
 from tests.support.children import (
     assert_interrupted,
     gym_commands,

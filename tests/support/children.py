@@ -19,7 +19,7 @@ import pytest
 from tests.support.junit import junit_suite_properties
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.orphans import Owner
+    from pytest_gym_eval.gym.orphans import Owner
 
 CHILD_ADDOPTS = "-p no:randomly -p no:sugar"
 """What every pytest the tests start leaves out unless asked for (``-p randomly``, ``-p sugar``): pytest-randomly
@@ -53,7 +53,7 @@ def started_processes(run_dir: Path) -> list[dict[str, Any]]:
 def gym_commands(run_dir: Path) -> list[str]:
     """The names of the Gym commands a run started (``gym env start``, ``gym eval run``), in order: what
     ``processes.jsonl`` lists less the Ray head that comes first when the run started one (when it could not, Gym
-    starts Ray itself: pytest_gym_eval/ray_head.py)."""
+    starts Ray itself: pytest_gym_eval/gym/ray_head.py)."""
     names = [process["name"] for process in started_processes(run_dir)]
     return names[1:] if names[:1] == ["ray head"] else names
 
@@ -80,7 +80,7 @@ def stop_dead_runs(run_dir: Path) -> None:
     """Teardown: stop whatever a run in ``run_dir`` whose owner a test killed left running (the way ``python -m
     pytest_gym_eval cleanup --run-dir`` does, without a grace period). Only its sessions that still hold a process
     carrying its marker are touched, never an id recorded earlier that may now be someone else's."""
-    from pytest_gym_eval.orphans import find_leftovers, stop_leftovers
+    from pytest_gym_eval.gym.orphans import find_leftovers, stop_leftovers
 
     for leftovers in find_leftovers(run_dir):
         stop_leftovers(leftovers, grace=0)
@@ -90,8 +90,8 @@ def stranger_and_dead_owner(run_dir: Path) -> tuple[subprocess.Popen[bytes], Own
     """A process in a session of its own that is no run's, recorded in ``run_dir``'s ``processes.jsonl`` as if
     its session id had been a run's (as after the run's session ended and Linux gave the id to a new process),
     and the run's owner, which has died."""
-    from pytest_gym_eval.orphans import MARKER, Owner
-    from pytest_gym_eval.rundir import RunPaths
+    from pytest_gym_eval.core.rundir import RunPaths
+    from pytest_gym_eval.gym.orphans import MARKER, Owner
 
     stranger = subprocess.Popen(
         ["sleep", "600"], start_new_session=True, env={k: v for k, v in os.environ.items() if k != MARKER}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_gym_eval.local_model import LocalModelServer
+    from pytest_gym_eval.gym.local_model import LocalModelServer
 
 # The live-model tier (tests marked ``live``): a real small instruction-tuned model (SmolLM2-135M-Instruct)
 # behind llama.cpp's own OpenAI-compatible server on 127.0.0.1, evaluated by real Gym. Needs the ``live`` extra
@@ -22,7 +22,7 @@ def local_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModel
     Fails (never skips) with the install command when the server or the model is not installed: a tier that
     silently skipped would prove nothing.
     """
-    from pytest_gym_eval.local_model import LocalModelError, LocalModelServer
+    from pytest_gym_eval.gym.local_model import LocalModelError, LocalModelServer
 
     log = tmp_path_factory.mktemp("local-model") / "llama-server.log"
     try:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.processes import free_port, session_members
+from pytest_gym_eval.gym.processes import free_port, session_members
 
 SECOND_NODE = Path(__file__).with_name("ray_second_node.py")
 

@@ -95,9 +95,9 @@ def tool_example(gym_examples: dict[str, GymExample]) -> GymExample:
 def shared_gym(
     gym_checkout: provision.GymCheckout, gym_examples: dict[str, GymExample], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SharedGym]:
+    from pytest_gym_eval.gym.run import ModelEndpoint
+    from pytest_gym_eval.gym.standalone import serving
     from pytest_gym_eval.replay import ReplayServer
-    from pytest_gym_eval.run import ModelEndpoint
-    from pytest_gym_eval.serving import serving
 
     root = tmp_path_factory.mktemp("shared-gym")
     replay_log = root / "replay-model.jsonl"
@@ -126,9 +126,9 @@ def gym_verdicts(
     import shutil
 
     from pytest_gym_eval import provision
-    from pytest_gym_eval.dataset import DEFAULT_ID_FIELDS, own_task_id, row_digest
-    from pytest_gym_eval.processes import GymProcess, free_port
-    from pytest_gym_eval.run import find_agent_config, ray_temp_dir
+    from pytest_gym_eval.gym.processes import GymProcess, free_port
+    from pytest_gym_eval.gym.run import find_agent_config, ray_temp_dir
+    from pytest_gym_eval.tasks.dataset import DEFAULT_ID_FIELDS, own_task_id, row_digest
 
     root = tmp_path_factory.mktemp("reverify")
     task_ids = []

@@ -1,4 +1,4 @@
-"""The root-cause finder (:mod:`pytest_gym_eval.causes`) on hand-written failure records and server logs.
+"""The root-cause finder (:mod:`pytest_gym_eval.outcomes.causes`) on hand-written failure records and server logs.
 
 The shapes mirror what real Gym 0.7.0 wrote when its policy model's endpoint (the replay model behind the test
 fault proxy) answered 429, 500, 400 ``invalid_prompt``, a replay 404, a Responses body missing fields, or a body
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.causes import (
+from pytest_gym_eval.outcomes.causes import (
     CLASSES,
     MODEL_BAD_RESPONSE,
     REPLAY_NO_RECORDING,
@@ -407,7 +407,7 @@ def test_a_recording_with_chat_completion_token_counts_points_to_vllm_model(tmp_
 def test_an_unexpected_error_gets_a_documented_class_and_an_os_error_one_line() -> None:
     import errno
 
-    from pytest_gym_eval.causes import CLASSES, unexpected_error
+    from pytest_gym_eval.outcomes.causes import CLASSES, unexpected_error
 
     full = OSError(errno.ENOSPC, "No space left on device", "/runs/gym-run-1/state.json")
     assert unexpected_error(full) == (

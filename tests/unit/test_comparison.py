@@ -1,4 +1,4 @@
-"""The paired A/B comparison (pytest_gym_eval.comparison) against hand-worked values."""
+"""The paired A/B comparison (pytest_gym_eval.stats.comparison) against hand-worked values."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pytest_gym_eval.comparison import (
+from pytest_gym_eval.stats.comparison import (
     ComparisonGate,
     ComparisonResult,
     Hypothesis,
@@ -25,9 +25,9 @@ from pytest_gym_eval.comparison import (
     simulate,
     task_passes,
 )
-from pytest_gym_eval.gates import Verdict
-from pytest_gym_eval.sequential import BettingSequence, RewardRange
-from pytest_gym_eval.stats import Interval, mcnemar_exact
+from pytest_gym_eval.stats.gates import Verdict
+from pytest_gym_eval.stats.intervals import Interval, mcnemar_exact
+from pytest_gym_eval.stats.sequential import BettingSequence, RewardRange
 
 ALPHA = 0.05
 NON_INFERIOR = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1)

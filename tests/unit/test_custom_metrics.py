@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_gym_eval.custom_metrics import (
+from pytest_gym_eval.outcomes.custom_metrics import (
     REASON_LIMIT,
     check_name,
     metric_reason,
@@ -23,11 +23,11 @@ from pytest_gym_eval.custom_metrics import (
     reason_property_name,
     reasons_of,
 )
-from pytest_gym_eval.gates import NOT_RECORDED, Gate, GateMode, Verdict, custom_interval, evaluate
+from pytest_gym_eval.outcomes.rollout import Rollout
 from pytest_gym_eval.reporting import json_report, page_data, shard_report
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
-from pytest_gym_eval.results import ResultsCollector
-from pytest_gym_eval.rollout_value import Rollout
+from pytest_gym_eval.session.results import ResultsCollector
+from pytest_gym_eval.stats.gates import NOT_RECORDED, Gate, GateMode, Verdict, custom_interval, evaluate
 
 # t quantile of 0.975 on 2 degrees of freedom (tables: 4.302653).
 T_2 = 4.302652729911275

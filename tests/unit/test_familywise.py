@@ -8,9 +8,9 @@ from statistics import NormalDist
 
 import pytest
 
-from pytest_gym_eval import gates as g
-from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, compare
-from pytest_gym_eval.stats import (
+from pytest_gym_eval.stats import gates as g
+from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, compare
+from pytest_gym_eval.stats.intervals import (
     Interval,
     clustered_standard_error,
     holm_levels,

@@ -1,4 +1,4 @@
-"""Unit tests of the leaf file helpers (:mod:`pytest_gym_eval.files`)."""
+"""Unit tests of the leaf file helpers (:mod:`pytest_gym_eval.core.files`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonlines
 import pytest
 
-from pytest_gym_eval.files import LineFollower, iter_json_lines, write_json_atomic, write_text_atomic
+from pytest_gym_eval.core.files import LineFollower, iter_json_lines, write_json_atomic, write_text_atomic
 
 
 def test_write_text_atomic_mode_is_set_whatever_the_umask(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gym_eval.finish import cut_to_last_visible_entry
+from pytest_gym_eval.session.finish import cut_to_last_visible_entry
 
 
 def _shown() -> None:

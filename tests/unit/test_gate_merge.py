@@ -1,4 +1,5 @@
-"""Tests of the one merge of gate settings (:func:`pytest_gym_eval.gates.merge_gates`): gates from the command line,
+"""Tests of the one merge of gate settings (:func:`pytest_gym_eval.stats.gates.merge_gates`): gates from the command
+line,
 the ini file and a dataset's own settings merge by identity (metric, k of pass@k, custom metric name, comparison
 hypothesis), precedence deciding only between two settings of the same gate; and where it is used (the session's
 dataset settings, ``merge``'s gate options) and when a session-wide metric gate applies to a dataset."""
@@ -10,12 +11,12 @@ import json
 import jsonschema
 import pytest
 
-from pytest_gym_eval.comparison import ComparisonGate, Hypothesis, comparison_gates
-from pytest_gym_eval.gates import Gate, GateMode, GateSource, Verdict, applies_to, merge_gates
+from pytest_gym_eval.options.settings import DatasetSettings, parse_dataset_settings
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting.merge import GateOverrides
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
-from pytest_gym_eval.settings import DatasetSettings, parse_dataset_settings
+from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, comparison_gates
+from pytest_gym_eval.stats.gates import Gate, GateMode, GateSource, Verdict, applies_to, merge_gates
 
 CLI, INI, OWN = GateSource.COMMAND_LINE, GateSource.INI, GateSource.DATASET
 

@@ -1,4 +1,4 @@
-"""Tests of pytest_gym_eval.gates: gate parsing, verdicts in both modes and evaluation of datasets."""
+"""Tests of pytest_gym_eval.stats.gates: gate parsing, verdicts in both modes and evaluation of datasets."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_gym_eval.gates import (
+from pytest_gym_eval.stats.gates import (
     Gate,
     GateMode,
     GateResult,
@@ -15,7 +15,7 @@ from pytest_gym_eval.gates import (
     judge,
     parse_pass_at_k,
 )
-from pytest_gym_eval.stats import Interval
+from pytest_gym_eval.stats.intervals import Interval
 
 POINT, LOWER = GateMode.POINT, GateMode.LOWER_BOUND
 
@@ -276,7 +276,7 @@ def test_evaluate_rejects_mismatched_shapes(passed: list[list[bool]]) -> None:
 
 
 def test_a_gate_judged_on_part_of_the_selected_rollouts_is_at_best_inconclusive() -> None:
-    from pytest_gym_eval.gates import incomplete
+    from pytest_gym_eval.stats.gates import incomplete
 
     interval = Interval(0.9, 0.8, 1.0, 3)
     passing = GateResult(Gate("mean_reward", 0.5), interval, Verdict.PASS, GateMode.POINT)

@@ -1,4 +1,4 @@
-"""The line a failed Gym command's error quotes (:func:`pytest_gym_eval.server_logs.failure_reason`): the last
+"""The line a failed Gym command's error quotes (:func:`pytest_gym_eval.outcomes.server_logs.failure_reason`): the last
 traceback's exception line, Gym's own ``Error:`` line, and, when Gym says a server "finished unexpectedly", the
 dead server's own log. The logs here are written for the test in the shapes Gym and Python print (real Gym:
 tests/real_gym/test_server_death_real_gym.py)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_gym_eval.server_logs import exception_line, failure_reason
-from pytest_gym_eval.servers import quote_failure
+from pytest_gym_eval.gym.servers import quote_failure
+from pytest_gym_eval.outcomes.server_logs import exception_line, failure_reason
 
 START_CHATTER = [
     "Starting Ray cluster...",

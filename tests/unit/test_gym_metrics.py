@@ -7,10 +7,10 @@ from pathlib import Path
 
 from test_report import results_for
 
-from pytest_gym_eval.gates import GateMode
 from pytest_gym_eval.reporting import terminal
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.summary import summarize
+from pytest_gym_eval.stats.gates import GateMode
 
 MRCR_REWARDS = {"t0": [0.9613], "t1": [0.9765], "t2": [0.9940], "t3": [0.9735], "t4": [0.9449]}
 

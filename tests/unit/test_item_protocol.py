@@ -1,4 +1,4 @@
-"""The item protocol (:class:`pytest_gym_eval.item_protocol.ItemProtocol`) without a pytest session: a stand-in
+"""The item protocol (:class:`pytest_gym_eval.session.item_protocol.ItemProtocol`) without a pytest session: a stand-in
 run (options, plan, feed, notes) and stand-in items."""
 
 from __future__ import annotations
@@ -12,15 +12,17 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval import causes, dataset, item_protocol
-from pytest_gym_eval.diagnosis import Diagnosis
-from pytest_gym_eval.item_protocol import ItemProtocol
-from pytest_gym_eval.notes import Notes
-from pytest_gym_eval.options import GymOptions
-from pytest_gym_eval.outcome import RolloutOutcome
-from pytest_gym_eval.plan import RunPlan
-from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.run import GymStartError
+from pytest_gym_eval.gym.feed import RunState
+from pytest_gym_eval.gym.run import GymStartError
+from pytest_gym_eval.options.register import GymOptions
+from pytest_gym_eval.outcomes import causes
+from pytest_gym_eval.outcomes.outcome import RolloutOutcome
+from pytest_gym_eval.session import item_protocol
+from pytest_gym_eval.session.diagnosis import Diagnosis
+from pytest_gym_eval.session.item_protocol import ItemProtocol
+from pytest_gym_eval.session.notes import Notes
+from pytest_gym_eval.tasks import dataset
+from pytest_gym_eval.tasks.plan import RunPlan
 
 
 class NoHook:

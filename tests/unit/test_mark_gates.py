@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.collect import mark_gates
-from pytest_gym_eval.gates import Gate, GateSource
-from pytest_gym_eval.gym_options import GymOptions
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.options.settings import DatasetSettings, parse_dataset_settings
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting.terminal import set_where
-from pytest_gym_eval.rollout_tests import check_declared, mark_arguments
-from pytest_gym_eval.settings import DatasetSettings, parse_dataset_settings
-from pytest_gym_eval.shard import CollectedPlan, DatasetTasks
+from pytest_gym_eval.session.collect import mark_gates
+from pytest_gym_eval.session.rollout_tests import check_declared, mark_arguments
+from pytest_gym_eval.stats.gates import Gate, GateSource
+from pytest_gym_eval.tasks.shard import CollectedPlan, DatasetTasks
 
 MARKS = {"mcqa.jsonl": {"terse": (0.9, ("test_x.py::test_terse", "test_y.py::test_terse"))}}
 
@@ -78,8 +78,8 @@ class FakeItem:
     """What :func:`mark_gates` reads of a collected test function: its node id and its ``gym_rollout`` param."""
 
     def __init__(self, nodeid: str, dataset: str, min_metric: tuple[tuple[str, float], ...]) -> None:
-        from pytest_gym_eval.dataset import Task
-        from pytest_gym_eval.rollout_value import RolloutRequest
+        from pytest_gym_eval.outcomes.rollout import RolloutRequest
+        from pytest_gym_eval.tasks.dataset import Task
 
         request = RolloutRequest(dataset, Path(dataset), Task("q1", 1, None), 0, "agent", min_metric=min_metric)
         self.nodeid = f"{nodeid}[q1-r0]"
@@ -120,7 +120,7 @@ def test_collection_checks_each_marks_gates_against_the_earlier_ones() -> None:
 
 
 def test_a_marks_gate_goes_with_its_tests_when_none_of_them_ran(tmp_path: Path) -> None:
-    from pytest_gym_eval.results import marks_of_tests_run
+    from pytest_gym_eval.session.results import marks_of_tests_run
 
     opts = options(tmp_path, ini="chars:5")
     opts.declare_marks(MARKS)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.models import (
+from pytest_gym_eval.tasks.models import (
     Policy,
     PolicySpecError,
     agent_instance,
@@ -19,7 +19,7 @@ from pytest_gym_eval.models import (
     sampling_meta,
     server_blocks,
 )
-from pytest_gym_eval.sampling import POLICY_PRECEDENCE, Sampling, apply_sampling
+from pytest_gym_eval.tasks.sampling import POLICY_PRECEDENCE, Sampling, apply_sampling
 
 
 def test_an_endpoint_spec_names_its_url_model_and_key_variable(tmp_path: Path) -> None:

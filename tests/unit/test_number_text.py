@@ -1,4 +1,5 @@
-"""Tests of pytest_gym_eval.number_text: the one way an estimate, a bound and a threshold print, and that the gates,
+"""Tests of pytest_gym_eval.core.number_text: the one way an estimate, a bound and a threshold print, and that the
+gates,
 the comparisons and the reports all print through it."""
 
 from __future__ import annotations
@@ -7,11 +8,11 @@ import math
 
 import pytest
 
-from pytest_gym_eval import number_text
-from pytest_gym_eval.comparison import ComparisonGate, ComparisonResult, Hypothesis, judge_comparison
-from pytest_gym_eval.gates import Gate, GateMode, GateResult, judge
+from pytest_gym_eval.core import number_text
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.stats import Interval
+from pytest_gym_eval.stats.comparison import ComparisonGate, ComparisonResult, Hypothesis, judge_comparison
+from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, judge
+from pytest_gym_eval.stats.intervals import Interval
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Rollouts on demand, the pure parts (:mod:`pytest_gym_eval.on_demand`): which environment server fronts an agent
+"""Rollouts on demand, the pure parts (:mod:`pytest_gym_eval.gym.on_demand`): which environment server fronts an agent
 in the head server's ``/server_instances`` answer, the :class:`Rollout` of a ``/run`` answer, and the wording of
 each error (against a small HTTP server in this process)."""
 
@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_gym_eval.on_demand import (
+from pytest_gym_eval.gym.on_demand import (
     OnDemandError,
     Servers,
     head_server_of,

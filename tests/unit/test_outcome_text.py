@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.outcome import (
+from pytest_gym_eval.gym.feed import Missing, RolloutRecord
+from pytest_gym_eval.outcomes.outcome import (
     clean_gym_message,
     failure_report,
     judge,
@@ -16,7 +17,6 @@ from pytest_gym_eval.outcome import (
     steps,
     trim,
 )
-from pytest_gym_eval.rollouts import Missing, RolloutRecord
 
 
 def record_at(tmp_path: Path, record: dict[str, object], reward: object = 0.0) -> RolloutRecord:
@@ -151,7 +151,7 @@ def test_gym_messages_lose_their_nested_escaping() -> None:
 
 
 def test_a_traced_failure_puts_the_cause_first_then_its_log_then_gyms_record() -> None:
-    from pytest_gym_eval.causes import Cause
+    from pytest_gym_eval.outcomes.causes import Cause
 
     failed = RolloutRecord(3, None, Path("f.jsonl"), 7, "agent_run_error", "500, message='Internal Server Error'")
     cause = Cause("policy model: HTTP 429 rate_limit_exceeded: slow down", "model_http_429", "policy_model.log:12")

@@ -19,14 +19,14 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval.__main__ import main as cli
-from pytest_gym_eval.gates import Gate, GateMode
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.feed import RunState
 from pytest_gym_eval.reporting import github, html, markdown, transcripts
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, conclusion_from_report, write_report
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
-from pytest_gym_eval.rollouts import RunState
-from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.stats.gates import Gate, GateMode
 from tests.support.pages import DATA, result, transcripts_in
 
 

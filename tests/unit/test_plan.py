@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.dataset import LONE_SURROGATE, DatasetError
-from pytest_gym_eval.plan import RunPlan, write_gym_input
-from pytest_gym_eval.rollouts import RolloutFeed, RolloutRecord, RunState, parse_record, record_stamp
-from pytest_gym_eval.run import _stamps_in
+from pytest_gym_eval.gym.feed import RolloutFeed, RolloutRecord, RunState, parse_record, record_stamp
+from pytest_gym_eval.gym.run import _stamps_in
+from pytest_gym_eval.tasks.dataset import LONE_SURROGATE, DatasetError
+from pytest_gym_eval.tasks.plan import RunPlan, write_gym_input
 
 
 def selection(path: Path, tasks: int, repeats: int) -> list[tuple[str, Path, int, str, int, str]]:

@@ -10,14 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_gym_eval.__main__ import main as cli
-from pytest_gym_eval.gym_options import GymOptions
-from pytest_gym_eval.models import Policy
+from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.reporting import html
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.json_report import build_report, comparison_json, write_report
 from pytest_gym_eval.reporting.policies_page import OPEN_FLIPS_UP_TO, policies_section
 from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.results import conclude
+from pytest_gym_eval.session.results import conclude
+from pytest_gym_eval.tasks.models import Policy
 
 AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
 BASE = {"ta": [1.0, 1.0], "tb": [0.0, 0.0], "tc": [1.0, 1.0]}

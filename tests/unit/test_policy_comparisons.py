@@ -12,19 +12,19 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pytest_gym_eval.comparison import ComparisonGate, Hypothesis
-from pytest_gym_eval.gates import Verdict
-from pytest_gym_eval.gym_options import GymOptions
-from pytest_gym_eval.models import Policy, policy_of
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.options.settings import DatasetSettings
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.junit import comparison_properties
 from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
-from pytest_gym_eval.results import conclude
-from pytest_gym_eval.selection import Selection
-from pytest_gym_eval.sequential import RewardRange
-from pytest_gym_eval.settings import DatasetSettings
+from pytest_gym_eval.session.results import conclude
+from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis
+from pytest_gym_eval.stats.gates import Verdict
+from pytest_gym_eval.stats.sequential import RewardRange
+from pytest_gym_eval.tasks.models import Policy, policy_of
+from pytest_gym_eval.tasks.selection import Selection
 
 AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
 

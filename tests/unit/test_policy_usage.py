@@ -10,6 +10,7 @@ import math
 import jsonschema
 import pytest
 
+from pytest_gym_eval.outcomes.usage import SideUsage, TokenTotals, Usage, ratio
 from pytest_gym_eval.reporting.conclusion import PolicyComparison
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.junit import comparison_properties
@@ -17,7 +18,6 @@ from pytest_gym_eval.reporting.policies import compare_policies, paired_usage
 from pytest_gym_eval.reporting.policies_page import policies_section
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
-from pytest_gym_eval.usage import SideUsage, TokenTotals, Usage, ratio
 
 AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
 PREFIX = "gym::mcqa.jsonl::compare.cand."

@@ -1,6 +1,6 @@
 """``--gym-adaptive`` with several policies, without a pytest session: the comparison gates a session sets, the gates
-judged again on the waves a run rolled out (pytest_gym_eval.comparison), the planner's joint datasets
-(pytest_gym_eval.waves) and how a comparison says it was judged on the sequence (reporting). End to end:
+judged again on the waves a run rolled out (pytest_gym_eval.stats.comparison), the planner's joint datasets
+(pytest_gym_eval.gym.waves) and how a comparison says it was judged on the sequence (reporting). End to end:
 tests/plugin/test_adaptive_policies.py."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.comparison import (
+from pytest_gym_eval.gym.waves import Comparing, GroupPolicy, Wave, WaveLog, WavePlanner
+from pytest_gym_eval.reporting.conclusion import PolicyComparison
+from pytest_gym_eval.stats.comparison import (
     ComparisonGate,
     Hypothesis,
     PairedSequence,
@@ -19,11 +21,9 @@ from pytest_gym_eval.comparison import (
     comparison_gates,
     judge_paired_waves,
 )
-from pytest_gym_eval.gates import Gate, Verdict
-from pytest_gym_eval.plan import RunPlan
-from pytest_gym_eval.reporting.conclusion import PolicyComparison
-from pytest_gym_eval.sequential import RewardRange
-from pytest_gym_eval.waves import Comparing, GroupPolicy, Wave, WaveLog, WavePlanner
+from pytest_gym_eval.stats.gates import Gate, Verdict
+from pytest_gym_eval.stats.sequential import RewardRange
+from pytest_gym_eval.tasks.plan import RunPlan
 
 NON_INFERIORITY = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1)
 POLICIES = {"base": "agent", "cand": "agent__cand"}

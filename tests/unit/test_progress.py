@@ -4,7 +4,7 @@ tests/plugin/test_progress_session.py)."""
 
 from __future__ import annotations
 
-from pytest_gym_eval.progress import Counts, Progress, rollouts_text
+from pytest_gym_eval.session.progress import Counts, Progress, rollouts_text
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""``pytest_gym_eval.python_dataset``: a Dataset's checks, its label, its file's text and path, and the label told
+"""``pytest_gym_eval.tasks.python_dataset``: a Dataset's checks, its label, its file's text and path, and the label told
 back from the path (which ``gym_dataset_settings`` globs match)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.collect import dataset_default_agent
-from pytest_gym_eval.gym_options import GymOptions
-from pytest_gym_eval.python_dataset import FOLDER, Dataset, label_of, materialise
-from pytest_gym_eval.settings import matches_no_file, parse_dataset_settings
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.options.settings import matches_no_file, parse_dataset_settings
+from pytest_gym_eval.session.collect import dataset_default_agent
+from pytest_gym_eval.tasks.python_dataset import FOLDER, Dataset, label_of, materialise
 
 ROW = {"responses_create_params": {"input": "hi"}}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.records import read_record_line, records_at
+from pytest_gym_eval.outcomes.records import read_record_line, records_at
 
 
 def test_known_lines_are_read_in_file_order_and_only_they_are_parsed(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import jsonlines
 import pytest
 
 from pytest_gym_eval.cli.replay import main
+from pytest_gym_eval.outcomes.usage import Usage, record_usage, token_totals
 from pytest_gym_eval.replay import (
     Conversation,
     RecordingError,
@@ -39,7 +40,6 @@ from pytest_gym_eval.replay import (
     split_turns,
 )
 from pytest_gym_eval.replay.server import _HttpServer
-from pytest_gym_eval.usage import Usage, record_usage, token_totals
 from tests.support.replay import (
     WEATHER_INPUT,
     WEATHER_OUTPUT,
@@ -965,8 +965,8 @@ def test_departure_message_stays_one_short_line_for_long_items(tmp_path: Path) -
 
 
 def test_gym_rows_carry_their_repeat_only_when_asked_and_keep_the_rest(tmp_path: Path) -> None:
-    from pytest_gym_eval.dataset import row_digest
-    from pytest_gym_eval.plan import REPEAT_TAG, RunPlan, gym_row, write_gym_input
+    from pytest_gym_eval.tasks.dataset import row_digest
+    from pytest_gym_eval.tasks.plan import REPEAT_TAG, RunPlan, gym_row, write_gym_input
 
     row = {"responses_create_params": {"input": "Q", "metadata": {"extra_body": "{}"}}, "expected": "A"}
     before = json.dumps(row, sort_keys=True)
@@ -990,7 +990,7 @@ def test_gym_rows_carry_their_repeat_only_when_asked_and_keep_the_rest(tmp_path:
 
 def test_flips_compare_each_repeat_with_the_recording_it_was_served(tmp_path: Path) -> None:
     from pytest_gym_eval.reporting.summary import RolloutResult
-    from pytest_gym_eval.results import find_flips
+    from pytest_gym_eval.session.results import find_flips
 
     first, second = rollout("Flip a coin.", [said("heads")]), rollout("Flip a coin.", [said("tails")])
     second["reward"] = 0.0
@@ -1015,9 +1015,9 @@ def test_flips_compare_each_repeat_with_the_recording_it_was_served(tmp_path: Pa
 def test_flips_read_gyms_records_file_once_and_keep_the_results_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_gym_eval import records as records_module
+    from pytest_gym_eval.outcomes import records as records_module
     from pytest_gym_eval.reporting.summary import RolloutResult
-    from pytest_gym_eval.results import find_flips
+    from pytest_gym_eval.session.results import find_flips
 
     recordings = write_rollouts(tmp_path / "coin_rollouts.jsonl", [rollout("Flip a coin.", [said("heads")])])
     records = tmp_path / "gym_rollouts.jsonl"

@@ -16,8 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_gym_eval.files import write_text_atomic
-from pytest_gym_eval.gates import Gate, GateMode, Verdict
+from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.baseline import compare_to_baseline, max_drop_gate
 from pytest_gym_eval.reporting.conclusion import BaselineComparison
@@ -31,6 +30,7 @@ from pytest_gym_eval.reporting.json_report import (
 from pytest_gym_eval.reporting.junit import suite_properties
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict, summarize
 from pytest_gym_eval.reporting.terminal import render_baseline, render_summary
+from pytest_gym_eval.stats.gates import Gate, GateMode, Verdict
 
 MCQA = "datasets/mcqa.jsonl"
 LONG_PATH = "very/" * 28 + "long.jsonl"  # 150 characters
@@ -767,7 +767,7 @@ def test_a_dataset_selected_but_never_reported_gets_a_summary_whose_gates_have_n
 
 def test_final_status_keeps_pytests_own_status_unless_the_gates_decide() -> None:
     from pytest_gym_eval.reporting.conclusion import Conclusion
-    from pytest_gym_eval.results import final_status
+    from pytest_gym_eval.session.results import final_status
 
     gated = Conclusion([], [], None, 0, "gym gates: the gate passes")
     assert final_status(1, gated) == (0, "gym gates: the gate passes")  # failed rollouts, passing gate

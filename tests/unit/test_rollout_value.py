@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 import pytest_gym_eval
-from pytest_gym_eval.dataset import Task
+from pytest_gym_eval.outcomes.rollout import Rollout, RolloutRequest, ToolCall
 from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.results import (
+from pytest_gym_eval.session.results import (
     ResultsCollector,
     TestUse,
     count_rollout,
@@ -21,8 +21,8 @@ from pytest_gym_eval.results import (
     not_counted_note,
     rollout_from_test_report,
 )
-from pytest_gym_eval.rollout_tests import MarkArguments, dataset_path, mark_arguments, requests_for, task_filter
-from pytest_gym_eval.rollout_value import Rollout, RolloutRequest, ToolCall
+from pytest_gym_eval.session.rollout_tests import MarkArguments, dataset_path, mark_arguments, requests_for, task_filter
+from pytest_gym_eval.tasks.dataset import Task
 
 TOOL_RECORD = {
     "_ng_task_index": 3,
@@ -189,7 +189,7 @@ def test_the_dataset_items_own_report_wins_over_a_test_functions() -> None:
 
 
 def test_collection_finds_a_test_functions_request_on_its_parametrization() -> None:
-    from pytest_gym_eval.collect import rollout_request
+    from pytest_gym_eval.session.collect import rollout_request
 
     one = RolloutRequest("d.jsonl", Path("/d.jsonl"), TASKS[0], 0, "a", ("q1",))
     assert one == RolloutRequest("d.jsonl", Path("/d.jsonl"), TASKS[0], 0, "a") and "dataset_tasks" not in repr(one)
@@ -286,7 +286,7 @@ def test_a_test_skipped_before_it_got_its_rollout_names_it_from_collection() -> 
 
 
 def test_a_run_plan_keeps_its_uncounted_rollouts(tmp_path: Path) -> None:
-    from pytest_gym_eval.plan import RunPlan
+    from pytest_gym_eval.tasks.plan import RunPlan
 
     plan = RunPlan.build([("d.jsonl::q1[r0]", Path("/d.jsonl"), 1, "q1", 0, "a"),
                           ("d.jsonl::q1[r1]", Path("/d.jsonl"), 1, "q1", 1, "a")])  # fmt: skip

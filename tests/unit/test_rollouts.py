@@ -1,4 +1,4 @@
-"""Following Gym's output files (:class:`pytest_gym_eval.rollouts.RolloutFeed`) directly, without a session."""
+"""Following Gym's output files (:class:`pytest_gym_eval.gym.feed.RolloutFeed`) directly, without a session."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.rollouts import Missing, RolloutFeed, RolloutRecord, RunState
+from pytest_gym_eval.gym.feed import Missing, RolloutFeed, RolloutRecord, RunState
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Whether every planned rollout is in before the session lets ``gym eval run`` write its aggregate metrics
-(:meth:`pytest_gym_eval.run.GymRun.has_every_rollout`): from the stamps the session's feed has already read when
+(:meth:`pytest_gym_eval.gym.run.GymRun.has_every_rollout`): from the stamps the session's feed has already read when
 they cover the plan, from Gym's files otherwise."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_gym_eval.plan import PlannedRollout, RunPlan
-from pytest_gym_eval.records import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
-from pytest_gym_eval.run import GymRun, RunSettings
-from pytest_gym_eval.rundir import RunPaths
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.run import GymRun, RunSettings
+from pytest_gym_eval.outcomes.records import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY
+from pytest_gym_eval.tasks.plan import PlannedRollout, RunPlan
 
 
 def run_of(tmp_path: Path, rollouts: int) -> GymRun:

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.sampling import PRECEDENCE, Sampling, SamplingError, apply_sampling, parse_param, parse_params
+from pytest_gym_eval.tasks.sampling import (
+    PRECEDENCE,
+    Sampling,
+    SamplingError,
+    apply_sampling,
+    parse_param,
+    parse_params,
+)
 
 ROW: dict[str, Any] = {
     "id": "q1",

@@ -1,4 +1,4 @@
-"""The betting confidence sequence behind ``--gym-adaptive`` (pytest_gym_eval.sequential)."""
+"""The betting confidence sequence behind ``--gym-adaptive`` (pytest_gym_eval.stats.sequential)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from pytest_gym_eval.gates import Gate, Verdict
-from pytest_gym_eval.sequential import (
+from pytest_gym_eval.stats.gates import Gate, Verdict
+from pytest_gym_eval.stats.sequential import (
     HEDGE,
     TRUNCATION,
     BettingSequence,

@@ -1,4 +1,4 @@
-"""The session's terminal lines (:class:`pytest_gym_eval.notes.Notes`) without a pytest session: a stand-in
+"""The session's terminal lines (:class:`pytest_gym_eval.session.notes.Notes`) without a pytest session: a stand-in
 terminal reporter, capture manager, progress tail and feed."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from pytest_gym_eval.notes import Notes
-from pytest_gym_eval.progress import Counts
-from pytest_gym_eval.rollouts import RunState
+from pytest_gym_eval.gym.feed import RunState
+from pytest_gym_eval.session.notes import Notes
+from pytest_gym_eval.session.progress import Counts
 
 
 class Reporter:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval import settings
-from pytest_gym_eval.settings import matches_no_file
+from pytest_gym_eval.options import settings
+from pytest_gym_eval.options.settings import matches_no_file
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from pytest_gym_eval.shard import Shard, assign_shards, parse_shard
+from pytest_gym_eval.tasks.shard import Shard, assign_shards, parse_shard
 
 
 @pytest.mark.parametrize(("text", "shard"), [("1/3", Shard(1, 3)), (" 3 / 3 ", Shard(3, 3)), ("1/1", Shard(1, 1))])

@@ -1,4 +1,4 @@
-"""Tests of pytest_gym_eval.stats against hand-worked values from the published definitions."""
+"""Tests of pytest_gym_eval.stats.intervals against hand-worked values from the published definitions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from statistics import NormalDist, mean, stdev
 
 import pytest
 
-from pytest_gym_eval.stats import (
+from pytest_gym_eval.stats.intervals import (
     Interval,
     hall_t_bounds,
     mean_interval,
@@ -438,7 +438,7 @@ def test_paired_difference_edges() -> None:
     ],
 )
 def test_mcnemar_exact_against_hand_worked_binomial_tails(worse: int, better: int, p: float) -> None:
-    from pytest_gym_eval.stats import mcnemar_exact
+    from pytest_gym_eval.stats.intervals import mcnemar_exact
 
     assert mcnemar_exact(worse, better) == pytest.approx(p, rel=1e-12)
     assert mcnemar_exact(better, worse) == pytest.approx(p, rel=1e-12)

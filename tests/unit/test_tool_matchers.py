@@ -1,4 +1,5 @@
-"""Tool-call matchers (pytest_gym_eval.tool_matchers): names, arguments contained or exact, results, order, no other
+"""Tool-call matchers (pytest_gym_eval.outcomes.tool_matchers): names, arguments contained or exact, results, order, no
+other
 call, and the explanation of a mismatch."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gym_eval import ToolCall, call, expect_tool_calls
-from pytest_gym_eval.tool_matchers import explain
+from pytest_gym_eval.outcomes.tool_matchers import explain
 
 WEATHER = ToolCall("get_weather", {"city": "Paris", "units": "C"}, "c1", {"temp": 12, "sky": "rain"})
 EMAIL = ToolCall("send_email", {"to": "ana@example.com", "body": {"text": "hi", "lang": "en"}}, "c2", "sent")

@@ -11,12 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_gym_eval.gates import GateMode
-from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
-from pytest_gym_eval.reporting.junit import suite_properties
-from pytest_gym_eval.reporting.summary import RolloutResult, summarize
-from pytest_gym_eval.reporting.terminal import render_summary
-from pytest_gym_eval.usage import (
+from pytest_gym_eval.outcomes.usage import (
     NO_USAGE,
     Price,
     Usage,
@@ -27,6 +22,11 @@ from pytest_gym_eval.usage import (
     token_totals,
     usage_from_properties,
 )
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
+from pytest_gym_eval.reporting.junit import suite_properties
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.reporting.terminal import render_summary
+from pytest_gym_eval.stats.gates import GateMode
 
 
 def test_responses_usage_and_gyms_latency_are_read() -> None:

@@ -1,0 +1,105 @@
+"""Every file a run directory holds, by name: :class:`RunPaths`.
+
+A leaf module (standard library only). Code that reads or writes a run directory asks :class:`RunPaths` for the
+path instead of spelling the file name; the contract itself is described in ``docs/how-it-works.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one run keeps its files (all inside ``root``, a fresh directory per session)."""
+
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def collected(self) -> Path:
+        """Every collected (task, repeat) pair, before any selection (a pytest-xdist worker's, for the controller)."""
+        return self.root / "collected.json"
+
+    @property
+    def selection(self) -> Path:
+        """The part of each dataset the session selected (a pytest-xdist worker's, for the controller)."""
+        return self.root / "selection.json"
+
+    @property
+    def waves(self) -> Path:
+        """The wave log of ``--gym-adaptive`` (:mod:`pytest_gym_eval.gym.waves`)."""
+        return self.root / "waves.jsonl"
+
+    @property
+    def config(self) -> Path:
+        """Gym config with the model endpoint and head server (the API key only as ``${oc.env:VAR}``)."""
+        return self.root / "gym-config.yaml"
+
+    @property
+    def servers_config(self) -> Path:
+        """The extra Gym config only ``gym env start`` gets: the servers of every policy but the first
+        (``--gym-policy``, :func:`pytest_gym_eval.tasks.models.server_blocks`)."""
+        return self.root / "gym-policies.yaml"
+
+    @property
+    def input(self) -> Path:
+        return self.root / "gym-input.jsonl"
+
+    @property
+    def output(self) -> Path:
+        return self.root / "gym-output" / "rollouts.jsonl"
+
+    @property
+    def failures(self) -> Path:
+        return self.root / "gym-output" / "rollouts_failures.jsonl"
+
+    @property
+    def replay_log(self) -> Path:
+        """The replay model server's log of every request and answer (with ``--gym-replay``)."""
+        return self.logs / "replay-model.jsonl"
+
+    @property
+    def materialized(self) -> Path:
+        return self.root / "gym-output" / "rollouts_materialized_inputs.jsonl"
+
+    @property
+    def aggregate_metrics(self) -> Path:
+        return self.root / "gym-output" / "rollouts_aggregate_metrics.json"
+
+    @property
+    def model_calls(self) -> Path:
+        """Gym's model-call captures, with ``--gym-latency`` (Gym's ``model_call_capture_dir``)."""
+        return self.root / "gym-output" / "model-calls"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def server_logs(self) -> Path:
+        """Gym's per-server logs, ``<server>.log`` each (Gym's ``nemo_gym_log_dir``, :mod:`.server_logs`)."""
+        return self.logs / "gym-servers"
+
+    @property
+    def manifest(self) -> Path:
+        """What the run asked for, written at its start (:mod:`pytest_gym_eval.gym.resume`)."""
+        return self.root / "manifest.json"
+
+    @property
+    def resumed(self) -> Path:
+        """The records a ``--gym-resume`` run reused from the earlier run, restamped."""
+        return self.root / "resumed" / "rollouts.jsonl"
+
+    @property
+    def processes(self) -> Path:
+        """One JSON line per process session the run started: ``{"name", "pid", "sid"}``."""
+        return self.root / "processes.jsonl"

@@ -1,0 +1,135 @@
+"""What an item's error says about its cause (:class:`Diagnosis`): the root cause of a rollout Gym recorded as
+failed, what Gym was doing when a wait was given up, where the replay model logged a request it had no recording
+for, and the long messages every pending item would repeat, shown whole once. The API key's value never gets out.
+No pytest session here: it takes the options, the run directory, the feed and the plan as arguments."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.feed import Missing, RolloutFeed, RolloutRecord
+from pytest_gym_eval.gym.processes import tail
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.outcomes import causes
+from pytest_gym_eval.outcomes.outcome import RolloutOutcome
+from pytest_gym_eval.tasks.plan import RunPlan
+
+STALL_LISTED = 5
+"""Pending rollouts a stalled run's error message names (the rest are counted)."""
+
+
+RECORD_HINT = (
+    "to record it: run the dataset once against a live model with --gym-run-dir; that run's "
+    'gym-output/rollouts.jsonl is a --gym-replay file (docs/replay.md, "Recording your own")'
+)
+"""The line after a ``replay_no_recording`` error: how to give the replay model an answer for the prompt."""
+
+
+class Diagnosis:
+    """The error texts of one process's items; ``server_logs`` (Gym's servers' logs, read once asked)."""
+
+    def __init__(self, options: GymOptions) -> None:
+        self.options = options
+        self.server_logs: causes.ServerLogs | None = None
+        self._stall_lines: tuple[object, list[str]] | None = None
+        self._start_failure_shown: str | None = None  # the node id whose error showed Gym's start failure
+        self._errors_shown: dict[str, str] = {}  # a long error message -> the node id whose error showed it
+
+    def start_failure(self, nodeid: str, message: str) -> str:
+        """The text of an item that errored because Gym could not start: the whole ``message`` (with the log's
+        last lines) on the first such item of this process, one line pointing to it on every other."""
+        if self._start_failure_shown is None:
+            self._start_failure_shown = nodeid
+            return message
+        first = message.splitlines()[0] if message else "Gym could not start"
+        return f"{first} (the whole message and the log: the error of {self._start_failure_shown} above)"
+
+    def error_once(self, nodeid: str, message: str) -> str:
+        """The text of an item's error when Gym ended without its rollout (``gym_exited``: its servers crashed,
+        and every pending rollout errors alike): the whole ``message`` on the first item of this process to show
+        it, and when another item shows the same message of three lines or more, its first line and a pointer to
+        the first item."""
+        lines = message.splitlines()
+        first_shown = self._errors_shown.setdefault(message, nodeid)
+        if first_shown == nodeid or len(lines) < 3:
+            return message
+        return f"{lines[0]} (the whole message: the error of {first_shown} above)"
+
+    def explain(self, record: RolloutRecord, run_dir: Path | None) -> causes.Cause:
+        """The root cause of a rollout Gym recorded as failed, from its record and this run's server logs
+        (:func:`pytest_gym_eval.outcomes.causes.diagnose`), with the API key's value redacted."""
+        if self.server_logs is None and run_dir is not None:
+            self.server_logs = causes.ServerLogs(RunPaths(run_dir).server_logs)
+        try:
+            full = record.read_full()
+        except (OSError, ValueError):
+            full = {}
+        full.setdefault("_ng_failure_class", record.failure_class)
+        if record.failure_message:
+            full.setdefault("_ng_failure_message", record.failure_message)
+        return causes.diagnose(full, self.server_logs, self.secrets())
+
+    def secrets(self) -> tuple[str, ...]:
+        key = os.environ.get(self.options.api_key_env)
+        return (key,) if key else ()
+
+    def error_context(
+        self,
+        found: RolloutRecord | Missing,
+        outcome: RolloutOutcome,
+        run_dir: Path | None,
+        feed: RolloutFeed | None,
+        plan: RunPlan,
+    ) -> list[str]:
+        """Lines that follow an error's own message: what Gym was doing when a wait was given up, where the
+        replay model logged a request it had no recording for."""
+        if isinstance(found, Missing) and found.failure_class == causes.ROLLOUT_TIMEOUT:
+            return self.stall_report(run_dir, feed, plan)
+        replaying = self.options.replay and self.options.head_server is None and run_dir is not None
+        if not replaying or outcome.cause is None:
+            return []
+        assert run_dir is not None
+        log = RunPaths(run_dir).replay_log
+        if outcome.cause.failure_class == causes.REPLAY_NO_RECORDING:
+            return [f"the replay model's requests: {log}", RECORD_HINT]
+        if not outcome.cause.found:
+            # Gym's wrapper alone: a prompt with no recording reaches Gym as the agent's HTTP 500.
+            return [f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"]
+        return []
+
+    def stall_report(self, run_dir: Path | None, feed: RolloutFeed | None, plan: RunPlan) -> list[str]:
+        """Which rollouts were still pending when the run stalled and what Gym was doing then: the last
+        progress ``gym eval run`` logged, its servers' last retries (computed once per stall)."""
+        assert feed is not None
+        stall = feed.stall
+        if self._stall_lines is not None and self._stall_lines[0] is stall:
+            return self._stall_lines[1]
+        landed = feed.records()
+        pending = [r.nodeid for r in plan.rollouts if r.stamp not in landed]
+        lines = []
+        if pending:
+            shown = ", ".join(pending[:STALL_LISTED]) + (
+                f" and {len(pending) - STALL_LISTED} more" if len(pending) > STALL_LISTED else ""
+            )
+            lines.append(f"still pending ({len(pending)} of {len(plan.rollouts)}): {shown}")
+        if run_dir is not None:
+            eval_log = RunPaths(run_dir).logs / "gym-eval-run.log"
+            progress = causes.eval_progress(eval_log)
+            if progress:
+                lines.append(f"gym eval run's last progress: {progress}")
+            else:
+                last = tail(eval_log, 3)
+                if last:
+                    lines.append(f"last lines of {eval_log}:")
+                    lines += [f"  {causes.redact(line, self.secrets())[:300]}" for line in last.splitlines()]
+            if self.server_logs is None:
+                self.server_logs = causes.ServerLogs(RunPaths(run_dir).server_logs)
+            self.server_logs.refresh()
+            activity = self.server_logs.recent_activity()
+            if activity:
+                lines.append("Gym's servers keep retrying:")
+                lines += [f"  {causes.redact(line, self.secrets())}" for line in activity]
+        self._stall_lines = (stall, lines)
+        return lines

@@ -1,0 +1,315 @@
+"""The end of a session: :func:`finish_session` (``pytest_sessionfinish``: conclude, the exit status, the JUnit
+suite properties, the report files), :func:`write_summary` (the terminal's ``gym reward summary``) and
+:class:`StopGymLast` (Gym stopped after every report). Called by the plugin's hooks on the session's
+:class:`~pytest_gym_eval.session.gym_session.GymSession`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from pytest_gym_eval.history.urls import redact_url
+from pytest_gym_eval.outcomes import causes
+from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
+from pytest_gym_eval.reporting.conclusion import Conclusion
+from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
+from pytest_gym_eval.reporting.run_history import Remembered
+from pytest_gym_eval.session.gym_session import GymSession
+from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
+from pytest_gym_eval.session.report_facts import report_meta, report_plan
+from pytest_gym_eval.session.results import final_status, gates_judged_passing, gates_not_passing
+from pytest_gym_eval.tasks.models import sampling_meta
+from pytest_gym_eval.tasks.shard import shard_meta
+
+
+def finish_session(gym: GymSession, exitstatus: int) -> int:
+    """The end of the session (``pytest_sessionfinish``, before pytest's JUnit file is written): let Gym finish
+    (:meth:`GymSession.ending`; it is stopped later, after every report, by :class:`StopGymLast`), conclude, let
+    the gates set the exit status, append the run to ``--gym-history`` (:func:`remember_session`; never changes
+    the exit status), add the JUnit suite properties, and write the ``--gym-report`` file, the ``--gym-html`` page
+    and the Markdown summaries (``gym.pages`` says where). Returns the session's exit status
+    (``exitstatus`` unchanged when nothing was concluded). A report file that cannot be written is said on the
+    terminal, never a crash that would also lose the summary and the JUnit XML."""
+    gym.ending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    if exitstatus == pytest.ExitCode.USAGE_ERROR:  # e.g. a run directory that cannot be made: nothing ran
+        return exitstatus
+    conclusion = gym.conclude()
+    if conclusion is None:
+        return exitstatus
+    if exitstatus == pytest.ExitCode.INTERRUPTED and gym.results.stopped_by_maxfail:
+        exitstatus = pytest.ExitCode.TESTS_FAILED  # -x under pytest-xdist: as without it, the gates decide
+    status, reason = final_status(
+        exitstatus, conclusion, len(gym.results.other_failures), len(gym.results.gate_failures)
+    )
+    empty = status == pytest.ExitCode.NO_TESTS_COLLECTED and gym.empty_share()
+    if empty:
+        status, reason = int(pytest.ExitCode.OK), empty_share_reason(gym)
+    gym.final = (status, reason)
+    if conclusion.exit_status != -1 or empty:  # the terminal's last line says what decided the exit status
+        gym.conclusion = dataclasses.replace(conclusion, reason=reason)
+    meta = {**run_meta(gym), **shard_meta(gym.options.shard)}
+    remembered = remember_session(gym, meta, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    if remembered is not None:  # the terminal and the pages show what the history says of this run
+        conclusion = dataclasses.replace(conclusion, history=tuple(remembered.lines()))
+        if gym.conclusion is not None:
+            gym.conclusion = dataclasses.replace(gym.conclusion, history=conclusion.history)
+    xml = junit.junit_xml(gym.config)
+    if xml is not None:
+        for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final, conclusion.policies):
+            xml.add_global_property(name, value)
+        judged = gates_judged_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
+        for nodeid in gym.results.unjudged_gates():  # a JUnit file without them would read green
+            if nodeid.split("::", 1)[0] in judged and exitstatus != pytest.ExitCode.INTERRUPTED:
+                junit.add_session_judged_gate(xml, nodeid)  # -x stopped it; the session judged every rollout
+            else:
+                junit.add_unjudged_gate(xml, nodeid, reason)
+        fail_gates_the_session_failed(gym, xml, conclusion)
+    written: list[str] = []
+    if gym.options.report is not None:
+        report_data = json_report.build_report(
+            conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips,
+            plan=report_plan_of(gym, meta), comparisons=conclusion.policies,
+        )  # fmt: skip
+        if remembered is not None:
+            report_data["history"] = remembered.report_block()
+        try:
+            json_report.write_report(gym.options.report, report_data)
+        except OSError as error:
+            written.append(f"gym report: could not write {gym.options.report}: {error}")
+        else:
+            written.append(f"gym report: {gym.options.report}")
+    final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
+    opts = gym.options
+    written += outputs.write_pages(
+        final,
+        gym.rollouts(),
+        meta,
+        html_path=opts.html,
+        markdown_path=opts.markdown,
+        json_path=opts.report,
+        baseline=gym.baseline,
+        environ=os.environ,
+        history=remembered.report_block() if remembered is not None else None,
+    )
+    gym.pages = written
+    return status
+
+
+def empty_share_reason(gym: GymSession) -> str:
+    """The reason an empty shard's session passes (see :func:`pytest_gym_eval.tasks.shard.empty_share`)."""
+    return (
+        f"shard {gym.options.shard} has no task of this run (more shards than tasks): nothing to run; "
+        "its report tells the merge so"
+    )
+
+
+def fail_gates_the_session_failed(gym: GymSession, xml: Any, conclusion: Conclusion) -> None:
+    """Make the JUnit testcase of every ``gym-gate`` item that passed a failure when the session's verdict on its
+    dataset's gates is not PASS (:func:`~pytest_gym_eval.session.results.gates_not_passing`): the item judged what it
+    could
+    when it ran (not a custom metric's gate, which only the session's end can judge), the session judges last."""
+    cases = getattr(gym.config.pluginmanager.get_plugin("gym-eval-junit"), "gate_cases", {})
+    failing = gates_not_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
+    for nodeid, case in cases.items():
+        text = failing.get(nodeid.split("::", 1)[0])
+        if text is not None:
+            junit.fail_passed_gate(xml, case, text)
+
+
+def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: bool = False) -> Remembered | None:
+    """Append the session's run to ``--gym-history`` and judge it (:func:`run_history.remember`); None without
+    a history. A ``--gym-shard`` session does not write (``merge --gym-history`` writes the merged run once, so
+    that a sharded run counts once in every task's series): its result only says so. Nor does an ``interrupted``
+    session (Ctrl-C, SIGTERM): its part of the run would count as a whole run in every task's stability and in the
+    drift alarm, and ``--gym-resume`` finishes it in a session that writes the whole run once. Nor does a session
+    whose Gym never started (:func:`run_history.never_started`): it rolled nothing out."""
+    target = gym.options.history
+    if target is None:
+        return None
+    if interrupted:
+        return Remembered(
+            redact_url(target),
+            message="gym history: not written: the session was interrupted, and part of a run would count as a "
+            "whole one in stability and drift (a session resuming it with --gym-resume writes the whole run)",
+        )
+    if gym.options.shard is not None:
+        return Remembered(
+            redact_url(target),
+            message=f"gym history: not written by shard {gym.options.shard}; `python -m pytest_gym_eval merge "
+            "--gym-history` writes the merged run once",
+        )
+    results = gym.rollouts()
+    if run_history.never_started(results):
+        return Remembered(redact_url(target), message=run_history.NEVER_STARTED)
+    policies = [policy.name for policy in gym.options.policies]
+    run, rollouts = run_history.run_records(results, meta, repository=gym.options.rootdir, policies=policies)
+    return run_history.remember(target, run, rollouts)
+
+
+def report_plan_of(gym: GymSession, meta: dict[str, object]) -> dict[str, Any] | None:
+    """The JSON report's ``plan`` (:func:`pytest_gym_eval.session.report_facts.report_plan`; None when the session
+    collected
+    no rollout item); ``meta`` is the report's, whose dataset digests are reused."""
+    collected = gym.collected_plan()
+    if collected is None:
+        return None
+    # A pair whose item reported skipped (``pytest.skip`` at run time) or that --gym-adaptive's waves never asked
+    # for was not selected: a merge must not count it as a rollout the shard lost.
+    return report_plan(collected, gym.selected_rollouts(), gym.options, meta)
+
+
+def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    """The ``gym reward summary`` section (``pytest_terminal_summary``): per dataset (and agent), the rewards,
+    pass@k and gate verdicts; the reports written; on GitHub Actions, annotations for gates that did not pass
+    and errored rollouts. Last, after Ctrl-C or SIGTERM, the command that resumes the run (``--gym-resume``)."""
+    resume_hint = gym.resume_hint(gym.final[0] if gym.final is not None else exitstatus)
+    if gym.conclusion is not None:
+        reporter.write_sep("=", "gym reward summary")
+        width = min(reporter._tw.fullwidth, 100)
+        lines = terminal.render_conclusion(
+            gym.conclusion,
+            verbose=gym.config.get_verbosity() > 0,
+            results=gym.rollouts(),
+            width=width,
+            gym_metrics=read_gym_metrics(gym.run_dir),
+        )
+        lines += [f"gym {line}" for line in gym.conclusion.quarantined]
+        lines += gym.conclusion.history
+        if gym.run_dir is not None:
+            lines.append(f"gym run directory: {gym.run_dir}")
+        lines += gym.pages
+        opts = gym.options
+        annotations = outputs.annotation_lines(
+            gym.conclusion,
+            gym.rollouts(),
+            os.environ,
+            inconclusive_passes=opts.inconclusive_passes,
+            max_drop=opts.max_drop,
+            fail_on_flip=opts.fail_on_flip,
+            rootdir=opts.rootdir,
+        )
+        if annotations and opts.shard is not None:
+            # A shard's gates judge its share only, and the merge annotates every errored rollout again: an
+            # ::error here would stay red on a run whose merge passed.
+            annotations = [f"gym GitHub annotations: left to the merge of the shards (shard {opts.shard})"]
+        lines += annotations
+        for line in lines:
+            reporter.write_line(line)
+    elif not (gym.is_worker or gym.plan.needs_gym or gym.config.option.collectonly):  # asked for, nothing to say
+        for line in outputs.nothing_to_report([gym.options.report, gym.options.html, gym.options.markdown]):
+            reporter.write_line(line)
+    for line in resume_hint:
+        reporter.write_line(line)
+
+
+def cut_to_last_visible_entry(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Cut ``excinfo``'s traceback to its last entry that pytest shows, the one its crash line names.
+
+    That is the last entry not hidden by ``__tracebackhide__`` (pluggy's and pytest's own frames hide
+    themselves), not simply the last: a Ctrl-C that lands in a hidden frame would otherwise leave pytest a traceback
+    with nothing to show, and pytest's terminal reporter fails on it (``assert excrepr.reprcrash is not None``,
+    exit status 1 instead of 2). A traceback with no visible entry, or one entry, is left as it is."""
+    visible = excinfo.traceback.filter(excinfo)
+    if len(excinfo.traceback) > 1 and visible:
+        excinfo.traceback = visible[-1:]
+
+
+class TeardownReportIndex:
+    """pytest's ``TerminalReporter._get_teardown_reports(node_id)``, answered from a map instead of a scan.
+
+    For each failure in its FAILURES section, pytest (8.0 to 9.2 at least) lists every report of the session's
+    ``""`` category (the passed setups and teardowns, two per test) to find that test's teardown reports: failures
+    x tests in all. An evaluation fails a share of its rollouts by design, so at 20,000 rollouts with a fifth of
+    them failing that summary alone took ~150 s of CPU here (a bare pytest session of as many tests and failures
+    spent the same), longer than Gym took to run them. This answers the same question, the teardown reports of
+    ``node_id`` that pdb did not show (pytest's ``getreports`` filter), from a map of the teardown reports by node
+    id, built on the first call and again only when reports were added since: tests + failures in all."""
+
+    def __init__(self, stats: dict[str, list[Any]]) -> None:
+        self._stats = stats  # the reporter's own dict, which pytest appends reports to
+        self._indexed = -1
+        self._by_node: dict[str, list[Any]] = {}
+
+    def __call__(self, node_id: object) -> list[Any]:
+        """The teardown reports of ``node_id`` (a node id string, or pytest 9's structured ``NodeId``), in the
+        order pytest received them."""
+        reports = self._stats.get("", [])
+        if len(reports) != self._indexed:
+            self._by_node = {}
+            for report in reports:
+                if getattr(report, "when", None) == "teardown":
+                    self._by_node.setdefault(str(report.nodeid), []).append(report)
+            self._indexed = len(reports)
+        return [report for report in self._by_node.get(str(node_id), ()) if not hasattr(report, "_pdbshown")]
+
+
+def index_teardown_reports(reporter: pytest.TerminalReporter | None) -> None:
+    """Give ``reporter`` a :class:`TeardownReportIndex` for its ``_get_teardown_reports`` (a private method, so
+    only when it has one; none with ``-p no:terminal``)."""
+    if reporter is not None and callable(getattr(type(reporter), "_get_teardown_reports", None)):
+        setattr(reporter, "_get_teardown_reports", TeardownReportIndex(reporter.stats))  # noqa: B010 (mypy refuses assigning to a method)
+
+
+class StopGymLast:
+    """Stops Gym at the end of the session, after every report (registered as ``gym-eval-stop``), and keeps an
+    interrupted session's way to its reports short."""
+
+    def __init__(self, gym: GymSession) -> None:
+        self.gym = gym
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """While Gym runs, pytest formats the traceback of a Ctrl-C or SIGTERM from its last entry only (unless
+        ``--full-trace``): it shows only the last line anyway, and formatting every entry parsed each file's source
+        (1-2 s on a loaded machine) before the reports could be written."""
+        if self.gym.has_processes and not self.gym.config.option.fulltrace:
+            cut_to_last_visible_entry(excinfo)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Stop Gym once every report is written (this runs after every ``pytest_sessionfinish``, pytest's JUnit
+        file among them) and the reward summary is shown; pytest's short test summary and last line follow."""
+        self.stop(terminalreporter)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Stop Gym if nothing did yet (pytest showed no terminal summary: an internal error, say)."""
+        self.stop(config.pluginmanager.get_plugin("terminalreporter"))
+
+    def stop(self, reporter: pytest.TerminalReporter | None) -> None:
+        """Stop what the session started of Gym (idempotent), saying so on the terminal before and after."""
+        shown = reporter is not None and self.gym.starts_servers  # (an attached run's stop is near instant)
+        if reporter is not None and shown:
+            reporter.write_line("gym: stopping Gym ...")
+        self.gym.stop()
+        if reporter is not None and shown and self.gym.stop_seconds is not None:
+            reporter.write_line(f"gym: Gym stopped in {self.gym.stop_seconds:.1f} s")
+
+
+def run_meta(gym: GymSession) -> dict[str, object]:
+    """Facts about ``gym``'s run for the JSON report and the JUnit suite (never a secret)."""
+    checkout, model = gym.checkout, gym.model
+    run: dict[str, object] = {
+        "gym_version": checkout.version if checkout else None,
+        "gym_checkout": str(checkout.path) if checkout else None,
+        "model": model.model if model else None,
+        "model_url": causes.redact(model.url) if model else None,
+        "model_type": model.model_type if model else None,
+        "api_key_env": model.api_key_env if model else None,  # the variable's name, never its value
+        "head_server": gym.head_server,
+        "run_dir": str(gym.run_dir) if gym.run_dir else None,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "session_id": uuid.uuid4().hex,  # the run's key in the history (run_history.run_key)
+        **gym.options.sampling.meta(),
+        **sampling_meta(gym.options.policies, gym.options.sampling),
+        **run_history.policy_meta([(p.name, p.model or REPLAY_MODEL_NAME) for p in gym.options.policies]),
+        **(gym.options.price.meta() if gym.options.price is not None else {}),
+        "warm_gym": warm.entry.key if (warm := gym.launch.warm) is not None and warm.entry is not None else None,
+        "resumed_from": str(gym.options.resume) if gym.options.resume is not None else None,
+        "startup_seconds": gym.startup_seconds(),
+    }
+    return report_meta(gym.options, gym.rollouts(), run)

@@ -1,0 +1,343 @@
+"""Which Gym to start for a session's options (:class:`Launch`): the checkout (provisioned when missing), the
+agents' config files, the policy model endpoint (the replay model server among them), a warm Gym, the settings of
+the run; and the run directory (:func:`new_run_dir`).
+
+No pytest session here: a :class:`Launch` takes the resolved options and a callable for progress lines, so it can
+be made and checked in a unit test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gym_eval import provision
+from pytest_gym_eval.core.rundir import RunPaths
+from pytest_gym_eval.gym.fingerprint import GymConfiguration
+from pytest_gym_eval.gym.run import GymStartError, ModelEndpoint, RunSettings, find_agent_config, ray_temp_dir
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.outcomes import causes
+from pytest_gym_eval.session import preflight
+from pytest_gym_eval.tasks.models import Policy, base_agent, policy_url_environment, server_blocks
+from pytest_gym_eval.tasks.plan import RunPlan
+
+if TYPE_CHECKING:
+    from pytest_gym_eval.replay import ReplayServer
+    from pytest_gym_eval.warm import WarmGym
+
+REPLAY_MODEL_NAME = "replay"
+
+
+def new_run_dir(options: GymOptions, factory: pytest.TempPathFactory) -> Path:
+    """Make a fresh run directory under ``--gym-run-dir`` (``gym-run-<stamp>-XXXX``) or, without it, under pytest's
+    basetemp (``factory``). Raises :class:`pytest.UsageError` naming the option when the directory cannot be made
+    there (the folder is not writable, is a file, or lies on a read-only file system) or its disk is (nearly)
+    full (then nothing is left behind)."""
+    try:
+        if options.run_dir is not None:
+            options.run_dir.mkdir(parents=True, exist_ok=True)
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            run_dir = Path(tempfile.mkdtemp(prefix=f"gym-run-{stamp}-", dir=options.run_dir))
+        else:
+            run_dir = factory.mktemp("gym-run", numbered=True)
+    except OSError as error:
+        where = (
+            f"--gym-run-dir={options.run_dir}"
+            if options.run_dir is not None
+            else "pytest's basetemp (set --basetemp or --gym-run-dir)"
+        )
+        reason = error.strerror or str(error)
+        target = f" ({error.filename})" if error.filename else ""
+        raise pytest.UsageError(f"{where}: cannot make the run directory there: {reason}{target}") from None
+    if full := causes.disk_full(run_dir, causes.MIN_FREE):
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
+        where = f"--gym-run-dir={options.run_dir}" if options.run_dir is not None else "basetemp"
+        raise pytest.UsageError(
+            f"{where}: {full}; a run needs at least {causes.MIN_FREE // 2**20} MiB for Gym's and Ray's logs, "
+            "Gym's input and its rollouts (free some space, or point --gym-run-dir elsewhere)"
+        )
+    return run_dir
+
+
+def whole_tasks_allowed(options: GymOptions) -> bool:
+    """Whether this session may hand Gym whole tasks with ``--num-repeats R`` (see :mod:`pytest_gym_eval.tasks.plan`;
+    the selection decides the rest). Not with ``--gym-seed`` (repeat k gets seed N + k, which needs a row per
+    repeat), nor when the replay model serves a conversation it has more than one recording of (it tells
+    the repeats apart by a tag each row carries, which a row of a whole task cannot), nor with
+    ``--gym-adaptive`` (its waves select some repeats of each task) or ``--gym-resume`` (it rolls out what is
+    missing), nor when policies are compared (``--gym-policy``: a row per rollout, the task's rows sharing its
+    index, see :func:`shared_tasks_allowed`). The same answer in every pytest-xdist process: it depends on the
+    options and the recordings only."""
+    if options.sampling.seed is not None or options.adaptive or options.resume is not None or options.policies:
+        return False
+    if options.replay:  # attached too: the recordings may be what the attached servers' model replays
+        from pytest_gym_eval.replay import RecordingError, load_recordings, recording_turns
+
+        try:
+            recordings = load_recordings(options.replay)
+        except (RecordingError, OSError):
+            return False  # the replay server reports the error when it starts
+        sources: dict[object, int] = {}
+        for recording in recordings:
+            for key in {key for key, _ in recording_turns(recording)}:
+                sources[key] = sources.get(key, 0) + 1
+                if sources[key] > 1:
+                    return False
+    return True
+
+
+def shared_tasks_allowed(options: GymOptions) -> bool:
+    """Whether this session may stamp the rows of one task, a row per rollout, with one shared ``_ng_task_index``
+    (shared-task mode, :mod:`pytest_gym_eval.tasks.plan`; the selection decides the rest): when policies are compared
+    (``--gym-policy``), so that Gym's own aggregate holds each task once per policy and ``gym eval compare`` can
+    join them; not with ``--gym-adaptive`` (each wave is a ``gym eval run`` of its own, in pair mode) nor
+    ``--gym-resume`` (not allowed with policies yet)."""
+    return bool(options.policies) and not options.adaptive and options.resume is None
+
+
+class Launch:
+    """What this session starts of Gym, found from ``options``: ``checkout`` (once loaded), ``model`` (the policy
+    model endpoint, once known), ``replay`` (the replay model server this process started), ``warm`` (the warm Gym
+    with ``--gym-keep-alive``) and ``cleanup`` (folders to remove once Gym is stopped). ``note`` receives progress
+    lines (any thread)."""
+
+    def __init__(self, options: GymOptions, note: Callable[[str], None]) -> None:
+        self.options = options
+        self.note = note
+        self.checkout: provision.GymCheckout | None = None
+        self.model: ModelEndpoint | None = None
+        self.replay: ReplayServer | None = None
+        self.more_replays: list[ReplayServer] = []
+        """The replay model servers of ``--gym-policy`` policies other than the first."""
+        self.more_models: list[tuple[str, str, str, str | None]] = []
+        """``(policy, base URL, served model, API key variable)`` of every ``--gym-policy`` policy but the first."""
+        self.warm: WarmGym | None = None
+        self.cleanup: list[Path] = []
+        self.configurations: dict[tuple[str, ...], GymConfiguration] = {}
+        self._agent_config_cache: dict[tuple[tuple[str, Path], ...], list[Path]] = {}
+
+    def load_checkout(self) -> provision.GymCheckout:
+        """The Gym checkout (``--gym-checkout``, else the provisioned one, provisioned now when missing); raises
+        :class:`GymStartError`."""
+        if self.checkout is None:
+            options = self.options
+            try:
+                self.checkout = (
+                    provision.load_supported_checkout(options.checkout)
+                    if options.checkout is not None
+                    else provision.provision(log=self.note)
+                )
+            except provision.ProvisionError as error:
+                raise GymStartError(str(error)) from None
+        return self.checkout
+
+    def run_settings(self, plan: RunPlan, run_dir: Path) -> RunSettings:
+        options = self.options
+        checkout = self.load_checkout()
+        if options.head_server is None and (problem := preflight.model_type_problem(checkout.path, options.model_type)):
+            raise GymStartError(problem)
+        configs = self.agent_configs(checkout, plan)
+        attach = None
+        if options.keep_alive:
+            self.warm = self.warm_gym(plan, configs, run_dir)
+            attach = self.warm.acquire
+        else:
+            self.model = self.model_endpoint(run_dir)
+        ray_dir, made = ray_temp_dir(run_dir)
+        if made:
+            self.cleanup.append(ray_dir)
+        env = provision.gym_environment(checkout, ray_dir)  # + the URLs holding a password, which no file holds
+        env.update({**(self.model.environment() if self.model else {}), **policy_url_environment(self.more_models)})
+        return RunSettings(
+            gym=checkout.gym_executable,
+            env=env,
+            cwd=checkout.path,
+            model=self.model,
+            gym_configs=tuple(dict.fromkeys(configs)),
+            head_server=options.head_server,
+            startup_timeout=options.startup_timeout,
+            concurrency=options.concurrency,
+            sampling=options.sampling,
+            policies=options.policies,
+            record_latency=options.latency,
+            tag_repeats=bool(options.replay) or any(policy.replay for policy in options.policies),
+            ray_address=options.ray_address,
+            attach=attach,
+            servers_gone=self.warm.gone if self.warm is not None else None,
+            server_blocks=self._server_blocks(plan, checkout),
+        )
+
+    def _server_blocks(self, plan: RunPlan, checkout: provision.GymCheckout) -> dict[str, Any]:
+        """The Gym config blocks serving every ``--gym-policy`` policy but the first (:func:`server_blocks`; none for
+        one policy model), with environment servers in front of the agent copies where the checkout's Gym has them
+        (:func:`provision.has_environment_servers`)."""
+        if not self.more_models:
+            return {}
+        fronted = provision.has_environment_servers(checkout.version)
+        return server_blocks(plan.agents, self.more_models, self.options.model_type, fronted)
+
+    def agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
+        """The Gym config file of each of ``plan``'s agents; raises :class:`GymStartError` for an agent no config
+        of the checkout defines. Found once per set of (agent, dataset) pairs: finding one reads the checkout's
+        config files (~10 ms), and a run needs them twice before Gym starts (its manifest and its settings)."""
+        used = tuple(sorted({(r.agent, r.dataset) for r in plan.rollouts}))
+        if used not in self._agent_config_cache:
+            self._agent_config_cache[used] = self._find_agent_configs(checkout, plan)
+        return self._agent_config_cache[used]
+
+    def _find_agent_configs(self, checkout: provision.GymCheckout, plan: RunPlan) -> list[Path]:
+        configs = []
+        for agent in plan.agents:
+            config_path = find_agent_config(
+                checkout.path, base_agent(agent, self.options.policies), self._agent_server(plan, agent)
+            )
+            if config_path is None:
+                raise GymStartError(self._agent_problem(checkout.path, plan, agent))
+            configs.append(config_path)
+        return configs
+
+    def _agent_server(self, plan: RunPlan, agent: str) -> str | None:
+        """The ``resources_server=`` setting of the datasets ``agent`` runs in ``plan`` (None unless they agree)."""
+        datasets = {r.dataset for r in plan.rollouts if r.agent == agent}
+        named = {server for d in datasets if (server := self.options.dataset_settings(d).resources_server)}
+        return named.pop() if len(named) == 1 else None
+
+    def _agent_problem(self, checkout: Path, plan: RunPlan, agent: str) -> str:
+        names = sorted({r.nodeid.split("::", 1)[0] for r in plan.rollouts if r.agent == agent})
+        return preflight.agent_problem(checkout, agent, names, self._agent_server(plan, agent))
+
+    def check_before_start(self, plan: RunPlan) -> None:
+        """Check what can be checked of ``plan``'s run before Gym starts (:mod:`pytest_gym_eval.session.preflight`):
+        every
+        agent defined by a config of the checkout, ``--gym-model-type`` one of its model servers (not when attached
+        to running servers, whose model is theirs). Raises :class:`pytest.UsageError` with one message per problem
+        (exit status 4); checks nothing when the checkout is not there yet (it is provisioned when Gym starts).
+        """
+        checkout = preflight.local_checkout(self.options.checkout)
+        if checkout is None:
+            return
+        problems = [
+            self._agent_problem(checkout, plan, agent)
+            for agent in plan.agents
+            if find_agent_config(checkout, base_agent(agent, self.options.policies), self._agent_server(plan, agent))
+            is None
+        ]
+        if self.options.head_server is None and (
+            problem := preflight.model_type_problem(checkout, self.options.model_type)
+        ):
+            problems.append(problem)
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
+
+    def model_endpoint(self, run_dir: Path) -> ModelEndpoint | None:
+        options = self.options
+        if options.policies:
+            return self.policy_endpoints(run_dir)
+        if options.replay and options.head_server is not None:
+            # Attached servers keep the model they were started with: the recordings only serve to compare
+            # each rollout's reward with the recorded one.
+            self.note("attached: --gym-replay recordings are compared with the rewards, not served")
+            return None
+        if options.replay:
+            from pytest_gym_eval.replay import RecordingError, ReplayServer
+
+            try:
+                self.replay = ReplayServer(
+                    options.replay,
+                    log_path=RunPaths(run_dir).replay_log,
+                    model_name=REPLAY_MODEL_NAME,
+                )
+            except (RecordingError, OSError) as error:
+                raise GymStartError(f"--gym-replay: {error}") from None
+            self.replay.start()
+            self.note(f"replay model server: {self.replay.base_url} ({self.replay.recordings} recordings)")
+            return ModelEndpoint(self.replay.base_url, REPLAY_MODEL_NAME, options.model_type, options.api_key_env)
+        if options.model_url:
+            if not options.model:
+                raise GymStartError("--gym-model-url needs --gym-model (the model name the endpoint serves)")
+            return ModelEndpoint(options.model_url, options.model, options.model_type, options.api_key_env)
+        if options.head_server is not None:
+            return None
+        raise GymStartError(
+            f"no policy model: pass --gym-model-url and --gym-model (API key from ${options.api_key_env}), "
+            "or --gym-replay=ROLLOUTS.jsonl to replay recorded answers"
+        )
+
+    def policy_endpoints(self, run_dir: Path) -> ModelEndpoint:
+        """Start a replay model server for each replayed ``--gym-policy``, note every policy but the first in
+        :attr:`more_models` and return the first's endpoint (Gym's ``policy_model``); raises :class:`GymStartError`
+        for recordings the replay server refuses."""
+        endpoints = [self._policy_endpoint(policy, run_dir) for policy in self.options.policies]
+        self.more_models = [  # a key variable that is unset or empty gives Gym "no-key", as for the first policy
+            (policy.name, endpoint.url, endpoint.model, endpoint.api_key_env if endpoint.api_key() else None)
+            for policy, endpoint in zip(self.options.policies[1:], endpoints[1:], strict=True)
+        ]
+        return endpoints[0]
+
+    def _policy_endpoint(self, policy: Policy, run_dir: Path) -> ModelEndpoint:
+        options = self.options
+        if policy.replay is None:
+            assert policy.url is not None and policy.model is not None  # parse_policy saw to it
+            return ModelEndpoint(
+                policy.url, policy.model, options.model_type, policy.api_key_env or options.api_key_env
+            )
+        from pytest_gym_eval.replay import RecordingError, ReplayServer
+
+        try:
+            log = RunPaths(run_dir).replay_log
+            replay = ReplayServer(
+                (policy.replay,),
+                log_path=log if self.replay is None else log.with_name(f"replay-model-{policy.name}.jsonl"),
+                model_name=REPLAY_MODEL_NAME,
+            )
+        except (RecordingError, OSError) as error:
+            raise GymStartError(f"--gym-policy {policy.name}: {error}") from None
+        replay.start()
+        if self.replay is None:
+            self.replay = replay
+        else:
+            self.more_replays.append(replay)
+        self.note(f"replay model server of policy {policy.name}: {replay.base_url} ({replay.recordings} recordings)")
+        return ModelEndpoint(replay.base_url, REPLAY_MODEL_NAME, options.model_type, options.api_key_env)
+
+    def configuration(self, plan: RunPlan) -> GymConfiguration:
+        """The Gym configuration of a run of ``plan`` (:mod:`pytest_gym_eval.gym.fingerprint`); loads, or provisions,
+        the checkout. Raises :class:`GymStartError` (an agent without a config, no checkout) or OSError."""
+        agents = tuple(plan.agents)
+        if agents not in self.configurations:
+            options = self.options
+            checkout = self.load_checkout()
+            configs = self.agent_configs(checkout, plan)
+            head = options.head_server
+            self.configurations[agents] = GymConfiguration.build(
+                checkout, configs, options.model_type,
+                replay=options.replay if head is None else (),
+                model_url=options.model_url, model=options.model, api_key_env=options.api_key_env,
+                head_server=f"{head[0]}:{head[1]}" if head is not None else None,
+            )  # fmt: skip
+        return self.configurations[agents]
+
+    def warm_gym(self, plan: RunPlan, configs: Sequence[Path], run_dir: Path) -> WarmGym:
+        """This session's :class:`~pytest_gym_eval.warm.WarmGym` for ``plan`` (acquired by the run's thread)."""
+        from pytest_gym_eval.gym.orphans import Owner
+        from pytest_gym_eval.warm import WarmGym, warm_spec
+        from pytest_gym_eval.warm.registry import Registry
+
+        options = self.options
+        assert self.checkout is not None and options.keep_alive
+        if not options.replay and not (options.model_url and options.model):
+            self.model_endpoint(run_dir)  # raises the usual error naming what is missing
+        spec = warm_spec(
+            self.configuration(plan), Registry(), self.checkout.path, configs, options.model_type,
+            replay=options.replay, model_url=options.model_url, model=options.model,
+            api_key_env=options.api_key_env, startup_timeout=options.startup_timeout, idle_timeout=options.keep_alive,
+            record_latency=options.latency,
+        )  # fmt: skip
+        return WarmGym(spec, Owner.current(run_dir), run_dir, Registry())

@@ -1,0 +1,542 @@
+"""CI gates: reward thresholds a dataset must meet, judged on a point estimate or a confidence bound."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from statistics import NormalDist
+from typing import Protocol, TypeVar
+
+from pytest_gym_eval.core import number_text
+from pytest_gym_eval.stats import power
+from pytest_gym_eval.stats.intervals import (
+    Interval,
+    clustered_standard_error,
+    holm_levels,
+    mean_interval,
+    pass_at_k,
+    pass_at_k_interval,
+    score_test_p,
+    student_t_ppf,
+    t_test_p,
+    wilson_interval,
+)
+
+METRICS = ("mean_reward", "pass_rate", "pass_at_k", "custom")
+"""What a gate may judge: the three reward statistics, or a custom metric tests record (``custom``, named by the
+gate's ``custom``: :mod:`pytest_gym_eval.outcomes.custom_metrics`)."""
+REWARD_METRICS = METRICS[:3]
+_PASS_AT_K_RE = re.compile(r"\s*([0-9]+)\s*:\s*(\S+)\s*")
+
+
+class Verdict(str, Enum):
+    """Outcome of a gate; INCONCLUSIVE means the data cannot tell whether the threshold is met."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+
+class GateMode(str, Enum):
+    """POINT compares the estimate; LOWER_BOUND compares the confidence interval."""
+
+    POINT = "point"
+    LOWER_BOUND = "lower-bound"
+
+
+class GateSource(str, Enum):
+    """Where a gate was set: the command line (``--gym-min-*``, also ``merge``'s), the ini file (``gym_min_*``),
+    the dataset's own ``gym_dataset_settings`` line, or a test function's ``gym_rollouts`` mark
+    (``min_metric={"terse": 0.9}``, the gate's ``declared_by`` names the test). The reports' plan names it for
+    every gate."""
+
+    COMMAND_LINE = "command line"
+    INI = "ini"
+    DATASET = "dataset settings"
+    MARK = "test mark"
+
+
+SESSION_WIDE = frozenset({GateSource.COMMAND_LINE, GateSource.INI})
+"""The sources whose gates apply to every dataset of the session (not to one dataset by name)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``metric`` must reach ``threshold``; ``k`` is given exactly when metric is "pass_at_k", ``custom`` (a
+    custom metric's name) exactly when metric is "custom" (its mean must reach ``threshold``). ``source`` says
+    where it was set (None: not known, e.g. a report written before the plan recorded it); it is no part of the
+    gate's equality; nor is ``declared_by``, the test function whose ``gym_rollouts`` mark declared it (its node
+    id without the parametrization, e.g. ``tests/test_x.py::test_terse``; None for a gate of any other source).
+
+    Raises ValueError for an unknown metric, a missing or unexpected ``k`` or ``custom``, ``k`` < 1, a non-finite
+    threshold, or a pass_rate / pass_at_k threshold outside [0, 1] (those metrics are probabilities).
+    """
+
+    metric: str
+    threshold: float
+    k: int | None = None
+    custom: str | None = None
+    source: GateSource | None = field(default=None, compare=False)
+    declared_by: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"unknown gate metric {self.metric!r}; expected one of {', '.join(METRICS)}")
+        if (self.metric == "pass_at_k") != (self.k is not None):
+            raise ValueError("k must be given for the pass_at_k metric and only for it")
+        if (self.metric == "custom") != (self.custom is not None):
+            raise ValueError("custom (the metric's name) must be given for the custom metric and only for it")
+        if self.k is not None and self.k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {self.k}")
+        if not math.isfinite(self.threshold):
+            raise ValueError(f"gate threshold must be a finite number, got {self.threshold!r}")
+        if self.metric in ("pass_rate", "pass_at_k") and not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"{self.metric} threshold must lie in [0, 1], got {self.threshold!r}")
+
+    @property
+    def identity(self) -> tuple[Hashable, ...]:
+        """What makes two gates the same gate (:func:`merge_gates`): the metric, with k for pass@k and the name
+        for a custom metric; the threshold and the source are the gate's settings, not its identity."""
+        if self.metric == "pass_at_k":
+            return (self.metric, self.k)
+        if self.metric == "custom":
+            return (self.metric, self.custom)
+        return (self.metric,)
+
+    @property
+    def name(self) -> str:
+        """Human name of the statistic: ``mean reward``, ``pass rate``, ``pass@4`` or ``metric boxed``."""
+        if self.custom is not None:
+            return f"metric {self.custom}"
+        return f"pass@{self.k}" if self.metric == "pass_at_k" else self.metric.replace("_", " ")
+
+    @property
+    def label(self) -> str:
+        """E.g. ``mean reward >= 0.70`` or ``pass@4 >= 0.50``."""
+        return f"{self.name} >= {number_text.threshold(self.threshold)}"
+
+
+class Identified(Protocol):
+    """A gate of any kind: :class:`Gate`, or a policy comparison's
+    :class:`~pytest_gym_eval.stats.comparison.ComparisonGate` (identity: its hypothesis)."""
+
+    @property
+    def identity(self) -> tuple[Hashable, ...]: ...
+
+
+G = TypeVar("G", bound=Identified)
+
+
+def merge_gates(*layers: Iterable[G]) -> list[G]:
+    """The gates of several settings layers, merged by identity (:attr:`Gate.identity`: the metric, k of pass@k, a
+    custom metric's name; a comparison's hypothesis), never replaced by a whole layer.
+
+    ``layers`` come in precedence order, first wins (the command line, then a dataset's own settings, then the
+    ``gym_rollouts`` marks of the tests over the dataset, then the ini file): a gate's setting is taken from the
+    first layer that has a gate of its identity, and a gate no earlier layer has stays, so adding
+    ``--gym-min-metric=n_calls:3`` never drops a dataset's ``min_metric=terse:0.9``.
+    Within one layer a later gate of the same identity wins (``--gym-min-pass-at-k=4:0.5 --gym-min-pass-at-k=4:0.6``
+    is one pass@4 >= 0.6 gate). Returns the gates in first-seen order over the layers.
+    """
+    merged: dict[Hashable, G] = {}
+    for layer in layers:
+        mine: dict[Hashable, G] = {}
+        for gate in layer:
+            mine.pop(gate.identity, None)  # a later one of the layer wins (and takes its place in the order)
+            mine[gate.identity] = gate
+        for identity, gate in mine.items():
+            merged.setdefault(identity, gate)
+    return list(merged.values())
+
+
+def parse_pass_at_k(text: str) -> Gate:
+    """Parse the command-line form ``K:V`` (e.g. ``4:0.5``) into a pass@K >= V gate.
+
+    K is an integer >= 1 and V a number in [0, 1]; raises ValueError with the expected form otherwise.
+    """
+    match = _PASS_AT_K_RE.fullmatch(text)
+    if match is None:
+        raise ValueError(f"invalid pass@k gate {text!r}: expected K:V, e.g. 4:0.5 (K integer >= 1, V in [0, 1])")
+    k = int(match.group(1))
+    if k < 1:
+        raise ValueError(f"invalid pass@k gate {text!r}: K must be an integer >= 1, got {k}")
+    try:
+        threshold = float(match.group(2))
+    except ValueError:
+        raise ValueError(f"invalid pass@k gate {text!r}: V must be a number, got {match.group(2)!r}") from None
+    if not 0.0 <= threshold <= 1.0:  # also rejects nan
+        raise ValueError(f"invalid pass@k gate {text!r}: V must lie in [0, 1], got {match.group(2)!r}")
+    return Gate("pass_at_k", threshold, k=k)
+
+
+def judge(interval: Interval, threshold: float, mode: GateMode) -> Verdict:
+    """Verdict of ``interval`` against ``threshold`` (higher is better).
+
+    POINT: estimate >= threshold → PASS, else FAIL. LOWER_BOUND: low >= threshold → PASS, high <
+    threshold → FAIL, otherwise (the interval straddles the threshold, e.g. infinite bounds) →
+    INCONCLUSIVE. A nan estimate (no data) is INCONCLUSIVE in both modes. ValueError for a nan threshold.
+    """
+    if math.isnan(threshold):
+        raise ValueError("threshold must not be NaN")
+    if math.isnan(interval.estimate):
+        return Verdict.INCONCLUSIVE
+    if mode is GateMode.POINT:
+        return Verdict.PASS if interval.estimate >= threshold else Verdict.FAIL
+    if interval.low >= threshold:
+        return Verdict.PASS
+    if interval.high < threshold:
+        return Verdict.FAIL
+    return Verdict.INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """A gate, the interval of its statistic, the verdict and the mode it was judged in.
+
+    ``note`` says why a verdict is weaker than the interval alone would give (e.g. the gate was judged on fewer
+    rollouts than the session selected: see :func:`incomplete`), "" otherwise.
+    """
+
+    gate: Gate
+    interval: Interval
+    verdict: Verdict
+    mode: GateMode
+    note: str = ""
+    basis: Basis | None = field(default=None, compare=False, repr=False)
+    """The data the interval came from (None: a custom metric's, a confidence sequence's, a report's)."""
+    familywise: Familywise | None = None
+    """How :func:`holm` judged it as one of a family (None: on its own, at the session's confidence)."""
+    hint: Hint | None = None
+    """For an INCONCLUSIVE verdict on a fixed-sample interval: how much more data would likely decide it."""
+
+    def passed(self, inconclusive_passes: bool) -> bool:
+        """True for PASS, and for INCONCLUSIVE when ``inconclusive_passes``, unless the gate was judged on fewer
+        rollouts than were selected (``note``, see :func:`incomplete`: a cut-short evaluation never passes) or on
+        no data at all."""
+        if self.verdict is Verdict.PASS:
+            return True
+        judged = not self.note and not math.isnan(self.interval.estimate)  # "n/a (no data)" is not a straddle
+        return inconclusive_passes and self.verdict is Verdict.INCONCLUSIVE and judged
+
+    def describe(self, suffix: str = "") -> str:
+        """One line, e.g. ``mean reward 0.80 [0.54, 1.00] >= 0.70: PASS`` (point mode) or
+        ``mean reward 0.80 [0.74, 0.90]: lower bound 0.74 >= 0.70: PASS`` (lower-bound mode); a family-wise
+        verdict adds its level (``(Holm over 5 gates: 99.5% interval, p 0.0031)``), then ``suffix`` (e.g. where
+        the gate was set), then an INCONCLUSIVE one's :attr:`hint` (``; about 12 more tasks would ...``)."""
+        text = self._describe()
+        if self.note:
+            text = f"{text} ({self.note})"
+        if self.familywise is not None:
+            text = f"{text} ({self.familywise.describe()})"
+        text += suffix
+        return f"{text}; {self.hint.text}" if self.hint is not None else text
+
+    def _describe(self) -> str:
+        iv, threshold = self.interval, number_text.threshold(self.gate.threshold)
+        if math.isnan(iv.estimate):
+            return f"{self.gate.name} n/a (no data), needs >= {threshold}: {self.verdict.value}"
+        head = f"{self.gate.name} {number_text.interval(iv.estimate, iv.low, iv.high)}"
+        if self.note:  # the verdict is not the interval's alone
+            op = ">=" if iv.estimate >= self.gate.threshold else "<"
+            return f"{head} {op} {threshold}: {self.verdict.value}"
+        if self.mode is GateMode.POINT:
+            op = ">=" if self.verdict is Verdict.PASS else "<"
+            return f"{head} {op} {threshold}: {self.verdict.value}"
+        if self.verdict is Verdict.PASS:
+            return f"{head}: lower bound {number_text.number(iv.low)} >= {threshold}: PASS"
+        if self.verdict is Verdict.FAIL:
+            return f"{head}: upper bound {number_text.number(iv.high)} < {threshold}: FAIL"
+        return f"{head}: interval straddles {threshold}: INCONCLUSIVE"
+
+
+def metric_interval(
+    metric: str,
+    rewards_by_task: Sequence[Sequence[float]],
+    counts: Sequence[tuple[int, int]],
+    confidence: float = 0.95,
+    k: int | None = None,
+) -> Interval:
+    """The interval of one dataset's ``metric``: what the reward summary shows and what a gate on it judges,
+    computed in this one place so that the two always agree.
+
+    ``rewards_by_task[t][r]``: reward of rollout r of task t; ``counts[t] = (rollouts, passes)`` of task t.
+    mean_reward → :func:`mean_interval` (clustered by task); pass_rate → :func:`wilson_interval` over all
+    rollouts; pass_at_k (with ``k``) → :func:`pass_at_k_interval` on the per-task counts. Mean-reward and
+    pass@k bounds are clipped to [0, 1] (the mean only when every reward lies there). Raises ValueError as
+    the statistics do.
+    """
+    if metric == "mean_reward":
+        return mean_interval(rewards_by_task, confidence, clip=True)
+    if metric == "pass_rate":
+        return wilson_interval(sum(c for _, c in counts), sum(n for n, _ in counts), confidence)
+    assert metric == "pass_at_k" and k is not None, f"unknown reward metric {metric!r} or no k"
+    return pass_at_k_interval(counts, k, confidence, clip=True)
+
+
+def evaluate(
+    gates: Sequence[Gate],
+    rewards_by_task: Sequence[Sequence[float]],
+    passed_by_task: Sequence[Sequence[bool]],
+    mode: GateMode,
+    confidence: float = 0.95,
+    custom: Mapping[str, Interval] | None = None,
+) -> list[GateResult]:
+    """Judge every gate, in order, on the rollouts of one dataset.
+
+    ``rewards_by_task[t][r]`` / ``passed_by_task[t][r]``: reward and pass flag of rollout r of task t
+    (same shape). Each gate judges its metric's :func:`metric_interval`; a custom metric's gate judges
+    ``custom[name]`` (that metric's interval, :func:`custom_interval`), or no data (INCONCLUSIVE, with a note)
+    when no rollout recorded it. Raises ValueError when the two shapes differ (or as the statistics do).
+    """
+    if len(rewards_by_task) != len(passed_by_task) or any(
+        len(r) != len(p) for r, p in zip(rewards_by_task, passed_by_task, strict=False)
+    ):
+        raise ValueError("rewards_by_task and passed_by_task must have the same tasks and rollouts")
+    counts = [(len(task), sum(1 for ok in task if ok)) for task in passed_by_task]
+    results: list[GateResult] = []
+    for gate in gates:
+        if gate.custom is not None:
+            results.append(custom_gate(gate, (custom or {}).get(gate.custom), mode, confidence))
+            continue
+        basis = Basis(gate.metric, tuple(tuple(task) for task in rewards_by_task), tuple(counts), gate.k)
+        interval = basis.interval(confidence)
+        verdict = judge(interval, gate.threshold, mode)
+        straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
+        hint = basis.hint(gate.threshold, confidence) if straddles else None
+        results.append(GateResult(gate, interval, verdict, mode, basis=basis, hint=hint))
+    return results
+
+
+HINT_POWER = 0.8
+"""The chance at which an INCONCLUSIVE gate's hint says more data would "likely" decide it (the planner's)."""
+
+
+@dataclass(frozen=True)
+class Hint:
+    """How much more data would likely decide an INCONCLUSIVE gate at the observed effect (estimate - threshold)
+    and spread, at the level it was judged at, with probability :data:`HINT_POWER` (:meth:`Basis.hint`).
+
+    ``more`` more ``unit`` ("tasks": same repeats; "rollouts" for the pass rate, which counts rollouts; None: the
+    estimate is the threshold, or too few tasks to extrapolate from); ``repeats``: the repeats per task that would
+    decide it on the same tasks (mean reward only), None when more repeats would not (the spread lies between
+    tasks) or cannot be told (one rollout a task). ``text`` says it in words."""
+
+    more: int | None
+    unit: str
+    repeats: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Familywise:
+    """A gate judged as one of ``family`` gates by Holm's step-down procedure (:func:`holm`): its p-value against
+    its threshold, and the level (alpha) its interval was computed at, 1 - ``level`` its confidence."""
+
+    method: str
+    family: int
+    p_value: float
+    level: float
+
+    def describe(self) -> str:
+        """E.g. ``Holm over 5 gates: 99.5% interval, p 0.0031``."""
+        confidence = f"{100 * (1 - self.level):.4g}%"
+        return f"{self.method} over {self.family} gates: {confidence} interval, p {self.p_value:.2g}"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a reward gate's interval was computed from (as :func:`evaluate` takes it), so that the gate can be
+    judged again at another level (:func:`holm`) and say how much more data would decide it (:meth:`hint`)."""
+
+    metric: str
+    rewards_by_task: tuple[tuple[float, ...], ...]
+    counts: tuple[tuple[int, int], ...]
+    k: int | None = None
+
+    def interval(self, confidence: float) -> Interval:
+        """The gate's :func:`metric_interval` at ``confidence``."""
+        return metric_interval(self.metric, self.rewards_by_task, self.counts, confidence, self.k)
+
+    def _values(self) -> list[list[float]]:
+        """The per-task values a t interval is taken over (the rewards; one pass@k per task with >= k rollouts)."""
+        if self.metric == "pass_at_k":
+            assert self.k is not None
+            return [[pass_at_k(n, c, self.k)] for n, c in self.counts if n >= self.k]
+        return [list(task) for task in self.rewards_by_task]
+
+    def p_value(self, threshold: float) -> float:
+        """Two-sided p-value of the statistic against ``threshold``: twice the one-sided p in the direction of the
+        estimate (:func:`~pytest_gym_eval.stats.intervals.t_test_p` for the mean reward and pass@k, the score test
+        :func:`~pytest_gym_eval.stats.intervals.score_test_p` for the pass rate), so the interval at confidence c
+        excludes
+        the threshold exactly when p <= 1 - c."""
+        if self.metric == "pass_rate":
+            one_sided = score_test_p(sum(c for _, c in self.counts), sum(n for n, _ in self.counts), threshold)
+        else:
+            mean, error, tasks = clustered_standard_error(self._values())
+            one_sided = 1.0 if math.isnan(error) else t_test_p(mean, threshold, error, tasks - 1)
+        return min(1.0, 2.0 * one_sided)
+
+    def hint(self, threshold: float, confidence: float) -> Hint:
+        """How much more data would likely (power :data:`HINT_POWER`) make the interval at ``confidence`` exclude
+        ``threshold`` if the effect (estimate - threshold) and the spread stay as observed: the planner's
+        :func:`~pytest_gym_eval.stats.power.tasks_needed` with one task's variance (the standard error squared times the
+        tasks) at two-sided alpha 1 - ``confidence``. For the mean reward also the repeats per task that would do
+        it on the same tasks: n d^2 / z^2 = var_between + var_within / K solved for K (the variance components of
+        :func:`~pytest_gym_eval.stats.power.variance_components`), impossible when the between-task variance alone is
+        too large."""
+        alpha = 1.0 - confidence
+        if self.metric == "pass_rate":
+            trials = sum(n for n, _ in self.counts)
+            estimate = sum(c for _, c in self.counts) / trials if trials else math.nan
+            spread, units, unit = estimate * (1.0 - estimate), trials, "rollouts"
+            if spread == 0.0:
+                spread = threshold * (1.0 - threshold)
+        else:
+            estimate, error, units = clustered_standard_error(self._values())
+            spread, unit = error * error * units, "tasks"
+        effect = abs(estimate - threshold)
+        hint = _more_data(spread, effect, units, unit, alpha)
+        if hint.more is None or self.metric != "mean_reward":
+            return hint
+        repeats, why = self._repeats_needed(effect, alpha)
+        text = hint.text + " (same repeats)"
+        text += f", or about {repeats} repeats a task on the same tasks" if repeats else why
+        return Hint(hint.more, unit, repeats, text)
+
+    def _repeats_needed(self, effect: float, alpha: float) -> tuple[int | None, str]:
+        """The repeats per task that would decide it on the same tasks, or None and why not."""
+        tasks = [task for task in self.rewards_by_task if task]
+        variance = power.variance_components(tasks)  # >= 2 tasks: the caller had a standard error
+        if variance.within is None:
+            return None, ""  # one rollout a task: the within-task spread is unknown
+        z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(HINT_POWER)
+        room = len(tasks) * effect * effect / (z * z) - variance.between
+        if room <= 0.0 or variance.within == 0.0:
+            return None, "; more repeats alone would not: the spread lies between tasks"
+        return max(math.ceil(variance.repeats) + 1, math.ceil(variance.within / room - 1e-9)), ""
+
+
+def _p_value(result: GateResult) -> float:
+    assert result.basis is not None
+    return result.basis.p_value(result.gate.threshold)
+
+
+def _more_data(spread: float, effect: float, units: int, unit: str, alpha: float) -> Hint:
+    """The :class:`Hint` of ``units`` ``unit`` with one unit's variance ``spread`` at the observed ``effect``."""
+    if effect == 0.0:
+        return Hint(None, unit, None, "the estimate is the threshold: more data would not likely decide it")
+    if not spread > 0.0:  # nan: a single task, no spread to extrapolate from
+        return Hint(None, unit, None, f"too few {unit} to tell how much more data would decide it")
+    more = max(1, power.tasks_needed(spread, effect, HINT_POWER, alpha) - units)
+    return Hint(more, unit, None, f"about {more:,} more {unit if more > 1 else unit[:-1]} would likely decide it")
+
+
+def interval_hint(interval: Interval, threshold: float, confidence: float) -> Hint:
+    """:meth:`Basis.hint` (tasks only) from a Student t interval over ``interval.n`` tasks alone, for a gate whose
+    data is not at hand (a custom metric's, a policy comparison's): the standard error is its wider half-width
+    (the side clipping left alone) over t_{(1+c)/2, n-1}; approximate when both sides were clipped."""
+    estimate, n = interval.estimate, interval.n
+    if n < 2 or not (math.isfinite(interval.low) and math.isfinite(interval.high)) or math.isnan(estimate):
+        return _more_data(math.nan, abs(estimate - threshold), n, "tasks", 1.0 - confidence)
+    error = max(estimate - interval.low, interval.high - estimate) / student_t_ppf((1.0 + confidence) / 2.0, n - 1)
+    return _more_data(error * error * n, abs(estimate - threshold), n, "tasks", 1.0 - confidence)
+
+
+HOLM = "holm"
+"""The one family-wise method (``--gym-familywise=holm``)."""
+
+
+def holm(families: Sequence[Sequence[GateResult]], confidence: float) -> list[list[GateResult]]:
+    """The gates of ``families`` (one list a dataset summary) judged as one family by Holm's step-down procedure
+    at alpha = 1 - ``confidence``: every gate judged on a fixed-sample interval in lower-bound mode, with a
+    :class:`Basis` and no ``note`` (not cut short) is a member; each member's interval is computed again at
+    confidence 1 - its :func:`~pytest_gym_eval.stats.intervals.holm_levels` level and judged there (:func:`judge`), so
+    the
+    chance that any member's PASS or FAIL is wrong is at most alpha (each one at 95% alone: up to m x 5%). Other
+    gates are returned as they are. Same shape as ``families``."""
+    members = [
+        (i, j)
+        for i, results in enumerate(families)
+        for j, r in enumerate(results)
+        if r.basis is not None and not r.note and r.mode is GateMode.LOWER_BOUND
+    ]
+    p_values = [_p_value(families[i][j]) for i, j in members]
+    levels = holm_levels(p_values, 1.0 - confidence) if members else []
+    judged = [list(results) for results in families]
+    for (i, j), p_value, level in zip(members, p_values, levels, strict=True):
+        r = families[i][j]
+        assert r.basis is not None
+        interval = r.basis.interval(1.0 - level)
+        verdict = judge(interval, r.gate.threshold, r.mode)
+        hint = r.basis.hint(r.gate.threshold, 1.0 - level) if verdict is Verdict.INCONCLUSIVE else None
+        family = Familywise("Holm", len(members), p_value, level)
+        judged[i][j] = replace(r, interval=interval, verdict=verdict, familywise=family, hint=hint)
+    return judged
+
+
+NOT_RECORDED = "no rollout recorded this metric"
+"""The note of a custom metric's gate on a dataset none of whose rollouts recorded the metric."""
+
+
+NOT_APPLICABLE = "not applicable: no rollout of this dataset recorded the metric"
+"""Why a session-wide custom metric's gate is not judged on a dataset (:func:`applies_to`)."""
+
+
+def applies_to(gate: Gate, recorded: Collection[str], recorded_anywhere: Collection[str]) -> bool:
+    """Whether ``gate`` is judged on a dataset whose rollouts recorded the custom metrics ``recorded``, in a
+    session whose rollouts recorded ``recorded_anywhere``.
+
+    A gate on the rewards, or a dataset's own gate (``gym_dataset_settings``, or of unknown source), always
+    applies: a dataset named for a metric gate that never records the metric is INCONCLUSIVE
+    (:data:`NOT_RECORDED`). A custom metric's gate set for the whole session (command line or ini file) applies
+    to the datasets some of whose rollouts recorded the metric (``--gym-min-metric=n_calls:3`` means "every
+    dataset that measures n_calls"), not to one whose tests never record it; but when no rollout of the session
+    recorded it (a misspelt name, tests that stopped recording it) it applies everywhere, so that it is
+    INCONCLUSIVE rather than silently passing.
+    """
+    if gate.custom is None or gate.source not in SESSION_WIDE:
+        return True
+    return gate.custom in recorded or gate.custom not in recorded_anywhere
+
+
+def custom_interval(values_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+    """A custom metric's mean over the rollouts that recorded it, with the mean reward's interval: Student t with
+    the standard error clustered by task (:func:`mean_interval`), bounds clipped to [0, 1] when every value lies
+    there. ``values_by_task[t][r]``: the value of the r-th rollout of task t that recorded it."""
+    return mean_interval(values_by_task, confidence, clip=True)
+
+
+def custom_gate(gate: Gate, interval: Interval | None, mode: GateMode, confidence: float = 0.95) -> GateResult:
+    """The verdict of a custom metric's ``gate`` on the metric's ``interval`` (:func:`custom_interval`), by the
+    rules of every gate (:func:`judge`); None (no rollout recorded the metric) is INCONCLUSIVE with the note
+    :data:`NOT_RECORDED`, which never passes."""
+    if interval is None:
+        return GateResult(gate, Interval(math.nan, -math.inf, math.inf, 0), Verdict.INCONCLUSIVE, mode, NOT_RECORDED)
+    verdict = judge(interval, gate.threshold, mode)
+    straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
+    hint = interval_hint(interval, gate.threshold, confidence) if straddles else None
+    return GateResult(gate, interval, verdict, mode, hint=hint)
+
+
+def incomplete(results: Sequence[GateResult], reported: int, selected: int) -> list[GateResult]:
+    """``results`` judged on ``reported`` of ``selected`` rollouts: when some selected rollouts have no reward
+    (they errored, or never reported: ``pytest -x``, ``--maxfail``, a crash), a PASS becomes INCONCLUSIVE, since
+    the missing rewards could change it; FAIL and INCONCLUSIVE stay. Every result then carries a note saying so
+    (and never passes, see :meth:`GateResult.passed`). Unchanged when ``reported >= selected``."""
+    if reported >= selected:
+        return list(results)
+    note = f"judged on {reported} of {selected} selected rollouts"
+    return [
+        GateResult(
+            r.gate,
+            r.interval,
+            Verdict.INCONCLUSIVE if r.verdict is Verdict.PASS else r.verdict,
+            r.mode,
+            f"{r.note}; {note}" if r.note else note,
+        )
+        for r in results
+    ]
