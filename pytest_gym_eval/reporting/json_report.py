@@ -494,6 +494,7 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
         return DatasetSummary(
             dataset=str(entry["dataset"]),
             agent=entry.get("agent"),
+            policy=str(entry["policy"]) if entry.get("policy") is not None else None,
             tasks=int(entry["tasks"]),
             rollouts=int(entry["rollouts"]),
             errors=int(entry["errors"]),
