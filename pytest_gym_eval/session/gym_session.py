@@ -123,7 +123,7 @@ class GymSession:
         self._lock = threading.Lock()
         self.launch = Launch(self.options, self.note)
         """Which Gym this session starts: checkout, model endpoint, replay server, warm Gym (:mod:`~.launch`)."""
-        self._deselected: list[tuple[str, str, int]] = []
+        self._deselected: list[tuple[str, str, int, str]] = []
         self.collected: CollectedPlan | None = None
         """Every collected (task, repeat) pair before any selection (:meth:`record_collected`)."""
         self.selections: dict[str, selection.Selection] = {}
@@ -185,8 +185,9 @@ class GymSession:
             return loaded
         return self.collected
 
-    def deselected(self, pairs: Sequence[tuple[str, str, int]]) -> None:
-        """Note the ``(dataset, task id, repeat)`` of rollout items a selection left out (``pytest_deselected``)."""
+    def deselected(self, pairs: Sequence[tuple[str, str, int, str]]) -> None:
+        """Note the ``(dataset, task id, repeat, policy)`` of rollout items a selection left out
+        (``pytest_deselected``; policy "" unless the session compares policies)."""
         self._deselected += pairs
 
     def gates_for(self, settings: DatasetSettings) -> bool:
@@ -219,7 +220,9 @@ class GymSession:
             self.plan = dataclasses.replace(self.plan, serve_agents=tuple(serve_agents), uncounted=uncounted)
         self.item_protocol.expect(self.plan, items)
         if self.collected is not None:
-            self.selections = selection.selections(self.collected, self._deselected, how, self.options.shard)
+            self.selections = selection.selections(
+                self.collected, self._deselected, how, self.options.shard, max(1, len(self.options.policies))
+            )
         if self.is_worker and self.run_dir is not None:
             selection.save(self.selections, RunPaths(self.run_dir).selection)  # before the plan: the
             self.plan.save(RunPaths(self.run_dir).plan)  # controller starts reading once the plan is there

@@ -486,7 +486,7 @@ def conclude(
         summaries = [replace(s, selection=selections.get(s.dataset)) for s in summaries]
     if not_counted:
         summaries = [replace(s, not_counted=not_counted.get(s.dataset, "")) for s in summaries]
-    summaries = label_policies(summaries, [policy.name for policy in options.policies])
+    summaries = label_policies(summaries, [policy.name for policy in options.policies], results)
     if options.familywise is not None:
         summaries = rpt.familywise_judged(summaries, 0.95)
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
