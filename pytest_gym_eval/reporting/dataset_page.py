@@ -15,6 +15,7 @@ from typing import Any
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.charts import histogram_svg, reward_range, short
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
+from pytest_gym_eval.reporting.gym_metrics import gym_texts
 from pytest_gym_eval.reporting.page_data import FILTERS
 from pytest_gym_eval.reporting.summary import MAX_LISTED, DatasetSummary, RolloutResult, selection_note, shown_pass_at_k
 from pytest_gym_eval.stats.gates import GateMode, Verdict
@@ -86,6 +87,8 @@ def _summary_table(summary: DatasetSummary) -> str:
                 _interval_attrs(*_fields(interval)),
             )
         )
+    if summary.gym is not None:  # Gym's own figures (majority@k, the verifier's secondary scores)
+        rows += [_metric(f"gym.{kind}", label, values, where) for kind, label, values, where in gym_texts(summary.gym)]
     flaky = summary.flaky_tasks
     rows.append(
         _metric(

@@ -13,7 +13,7 @@ from typing import Any
 from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.outcomes.usage import LatencySummary, SideUsage, TokenTotals, ratio
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
-from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict
+from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, RolloutResult, session_verdict
 from pytest_gym_eval.stats.comparison import gym_verdict
 from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Hint, Verdict
 from pytest_gym_eval.stats.intervals import Interval
@@ -179,7 +179,37 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         **_usage_summary_json(summary),
         **({} if summary.adaptive is None else {"adaptive": _adaptive_json(summary.adaptive)}),
         **({"selection": summary.selection.as_dict()} if summary.selection and summary.selection.partial else {}),
+        **({} if summary.gym is None else {"gym": _gym_json(summary.gym)}),
     }
+
+
+def _gym_json(figures: GymFigures) -> dict[str, Any]:
+    """Gym's own figures of a summary (``$defs/dataset/properties/gym``)."""
+    return {
+        "agent": figures.agent,
+        "key_metrics": {name: _finite(value) for name, value in figures.key.items()},
+        "secondary": {name: _finite(value) for name, value in figures.secondary.items()},
+        "file": figures.file,
+        "datasets": list(figures.datasets),
+    }
+
+
+def _gym_from_json(entry: object) -> GymFigures | None:
+    """:func:`_gym_json` read back (None when absent or not of its shape)."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("agent"), str):
+        return None
+    numbers = {
+        part: {str(k): float(v) for k, v in (entry.get(part) or {}).items() if isinstance(v, int | float)}
+        for part in ("key_metrics", "secondary")
+        if isinstance(entry.get(part) or {}, Mapping)
+    }
+    return GymFigures(
+        entry["agent"],
+        numbers.get("key_metrics", {}),
+        numbers.get("secondary", {}),
+        str(entry.get("file") or ""),
+        tuple(str(d) for d in entry.get("datasets") or ()),
+    )
 
 
 def _usage_summary_json(summary: DatasetSummary) -> dict[str, Any]:
@@ -516,6 +546,7 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
                 if isinstance(reward_range, list) and len(reward_range) == 2
                 else None
             ),
+            gym=_gym_from_json(entry.get("gym")),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"dataset entry {entry.get('dataset')!r} cannot be read: {error!r}") from None

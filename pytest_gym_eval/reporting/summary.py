@@ -108,6 +108,23 @@ class RolloutResult:
 
 
 @dataclass(frozen=True)
+class GymFigures:
+    """Gym's own figures of a summary's rollouts, from the aggregate metrics ``gym eval run`` writes per agent
+    (:func:`~pytest_gym_eval.reporting.gym_metrics.with_gym_figures`): ``agent`` the agent instance, ``key`` Gym's
+    headline figures in Gym's units (``pass@1/accuracy`` 97.0 on a 0-100 scale, ``majority@4/accuracy``; token means
+    left out), ``secondary`` the means of the other numeric fields the verifier recorded per rollout
+    (``answer_f1`` 0.83), ``file`` the name of the file they came from, ``datasets`` every dataset whose rollouts the
+    agent ran in the session, in first-seen order (Gym aggregates per agent: with several, the figures cover them
+    all)."""
+
+    agent: str
+    key: dict[str, float]
+    secondary: dict[str, float]
+    file: str
+    datasets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class DatasetSummary:
     """Statistics of one dataset's rollouts (or of one agent's, when a dataset has several agents).
 
@@ -164,6 +181,9 @@ class DatasetSummary:
     not_counted: str = ""
     """What the statistics left out of test functions' rollouts of the dataset (pairs beyond its repeats, rollouts
     their tests skipped: :func:`~pytest_gym_eval.session.results.count_rollout`), "" when nothing."""
+    gym: GymFigures | None = None
+    """Gym's own figures of the summary's agent (majority@k, the verifier's secondary scores), None when Gym wrote
+    none for it or its rollouts ran on several agents."""
 
     @property
     def gates_decide(self) -> bool:

@@ -45,6 +45,7 @@ from pytest_gym_eval.outcomes.outcome import judge
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.conclusion import Conclusion
+from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics, with_gym_figures
 from pytest_gym_eval.session import resume, waves
 from pytest_gym_eval.session.diagnosis import Diagnosis
 from pytest_gym_eval.session.item_protocol import PROGRESS_TICK as PROGRESS_TICK
@@ -574,6 +575,8 @@ class GymSession:
             quarantine=self.quarantine, known_tasks=self._collected_tasks(), not_counted=self.not_counted(),
             tests_run=self.results.tests_reported,  # (known_tasks also declares the marks' gates)
         )  # fmt: skip
+        figures = with_gym_figures(self.conclusion.summaries, rollouts, read_gym_metrics(self.run_dir))
+        self.conclusion = dataclasses.replace(self.conclusion, summaries=figures)  # Gym's own, for every report
         return self.conclusion
 
     def not_counted(self) -> dict[str, str]:
