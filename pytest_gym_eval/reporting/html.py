@@ -89,8 +89,16 @@ def render_page(
         comparison = next(
             (c for c in conclusion.comparisons if (c.dataset, c.agent) == (summary.dataset, summary.agent)), None
         )
+        ids = {result.nodeid for result in members}
+        tests = [
+            test
+            for test in conclusion.tests
+            if test.dataset == summary.dataset and (summary.agent is None or test.rollout in ids)
+        ]
         sections.append(
-            dataset_section(number, summary, members, comparison, conclusion, data["groups"][number], meta, index_of)
+            dataset_section(
+                number, summary, members, comparison, conclusion, data["groups"][number], meta, index_of, tests
+            )
         )
     names = ", ".join(summary.title for summary in conclusion.summaries) or "no dataset"
     created = str(meta.get("created") or "")

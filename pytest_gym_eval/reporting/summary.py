@@ -104,6 +104,30 @@ class RolloutResult:
         return self.reward
 
 
+@dataclass(frozen=True)
+class TestOutcome:
+    """How one test function over a dataset's rollout (``gym_rollouts``, the ``gym_rollout`` fixture) ended: ``test``
+    its node id, ``rollout`` the node id of the rollout it got (the dataset item's, ``mcqa.jsonl::q1[r0]``), with
+    its ``dataset``, ``task_id`` and ``repeat``; ``outcome`` ``passed``, ``failed`` (its call failed: an assertion, a
+    failed soft expectation), ``error`` (its setup or teardown failed: the rollout errored, a fixture), ``skipped``
+    or ``xfailed``; ``message`` why it did not pass (the failure's one line, or the whole text of a ``pytest.fail``
+    such as the list of failed soft expectations; "" when it passed); ``metrics`` and ``reasons`` the custom metrics
+    it recorded for the rollout (``record_metric``, ``expect(..., metric=)``) and the reasons given with them,
+    ``(name, value)`` and ``(name, text)`` pairs sorted by name."""
+
+    __test__ = False  # not a pytest test class
+
+    test: str
+    rollout: str
+    dataset: str
+    task_id: str
+    repeat: int
+    outcome: str
+    message: str = ""
+    metrics: tuple[tuple[str, float], ...] = ()
+    reasons: tuple[tuple[str, str], ...] = ()
+
+
 # --- Summaries --------------------------------------------------------------------------------------------
 
 

@@ -72,7 +72,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     if gym.options.report is not None:
         report_data = json_report.build_report(
             conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips,
-            plan=report_plan_of(gym, meta), comparisons=conclusion.policies,
+            plan=report_plan_of(gym, meta), comparisons=conclusion.policies, tests=conclusion.tests,
         )  # fmt: skip
         if remembered is not None:
             report_data["history"] = remembered.report_block()

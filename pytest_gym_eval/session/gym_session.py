@@ -576,7 +576,9 @@ class GymSession:
             tests_run=self.results.tests_reported,  # (known_tasks also declares the marks' gates)
         )  # fmt: skip
         figures = with_gym_figures(self.conclusion.summaries, rollouts, read_gym_metrics(self.run_dir))
-        self.conclusion = dataclasses.replace(self.conclusion, summaries=figures)  # Gym's own, for every report
+        self.conclusion = dataclasses.replace(  # Gym's own figures, and the test functions' outcomes, for every report
+            self.conclusion, summaries=figures, tests=tuple(self.results.test_outcomes.values())
+        )
         return self.conclusion
 
     def not_counted(self) -> dict[str, str]:
