@@ -50,7 +50,8 @@ def conclude_merged(
     """The plugin's own :func:`~pytest_gym_eval.session.results.conclude` over the merged rollouts, with each
     dataset's recorded pass threshold and gates (``overrides`` applied) and the tasks of ``quarantine`` left out of
     them; a session comparing policy models compares them again (its policies and ``--gym-max-regression`` and
-    ``--gym-min-improvement`` margins as the reports recorded). Raises ValueError for a bad ``max_drop``."""
+    ``--gym-min-improvement`` margins as the reports recorded); the reports' test functions' outcomes as they
+    give them (``Conclusion.tests``). Raises ValueError for a bad ``max_drop``."""
     overrides = overrides or GateOverrides()
     mode, inconclusive = overrides.settings(merged)
     options = GymOptions(
@@ -70,10 +71,11 @@ def conclude_merged(
                 agent = agent_instance(entry.agent_of(task), options.policies, policy)
                 counts[agent] = counts.get(agent, 0) + len(repeats)
     known = [(entry.dataset, task) for entry in merged.datasets for task in entry.tasks]
-    return conclude(
+    conclusion = conclude(
         merged.results, options, baseline, selected, policy=(thresholds, gates), quarantine=quarantine,
         known_tasks=known,
     )  # fmt: skip
+    return replace(conclusion, tests=tuple(test for report in merged.reports for test in report.tests))
 
 
 def utc_today() -> date:
@@ -239,7 +241,7 @@ def main(argv: Sequence[str]) -> int:
         if args.gym_report is not None:
             report = json_report.build_report(
                 conclusion.summaries, merged.results, meta, final, flips=conclusion.flips,
-                plan=merged_plan(merged, overrides), comparisons=conclusion.policies,
+                plan=merged_plan(merged, overrides), comparisons=conclusion.policies, tests=conclusion.tests,
             )  # fmt: skip
             if remembered is not None:
                 report["history"] = remembered.report_block()

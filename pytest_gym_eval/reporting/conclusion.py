@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pytest_gym_eval.outcomes.usage import SideUsage
-from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, TestOutcome
 from pytest_gym_eval.stats.comparison import Comparison, ComparisonResult, Hypothesis
 from pytest_gym_eval.stats.intervals import PairedComparison
 from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA
@@ -135,3 +135,5 @@ class Conclusion:
     was not written) that the pages show (:mod:`pytest_gym_eval.reporting.run_history`)."""
     policies: tuple[PolicyComparison, ...] = ()
     """With two or more ``--gym-policy``: each candidate against the baseline, per dataset (empty otherwise)."""
+    tests: tuple[TestOutcome, ...] = ()
+    """How each test function over a dataset's rollout (``gym_rollouts``) ended, in report order."""

@@ -15,8 +15,16 @@ from typing import Any
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.charts import histogram_svg, reward_range, short
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
+from pytest_gym_eval.reporting.gym_metrics import gym_texts
 from pytest_gym_eval.reporting.page_data import FILTERS
-from pytest_gym_eval.reporting.summary import MAX_LISTED, DatasetSummary, RolloutResult, selection_note, shown_pass_at_k
+from pytest_gym_eval.reporting.summary import (
+    MAX_LISTED,
+    DatasetSummary,
+    RolloutResult,
+    TestOutcome,
+    selection_note,
+    shown_pass_at_k,
+)
 from pytest_gym_eval.stats.gates import GateMode, Verdict
 
 
@@ -86,6 +94,8 @@ def _summary_table(summary: DatasetSummary) -> str:
                 _interval_attrs(*_fields(interval)),
             )
         )
+    if summary.gym is not None:  # Gym's own figures (majority@k, the verifier's secondary scores)
+        rows += [_metric(f"gym.{kind}", label, values, where) for kind, label, values, where in gym_texts(summary.gym)]
     flaky = summary.flaky_tasks
     rows.append(
         _metric(
@@ -180,6 +190,61 @@ def _flips_block(conclusion: Conclusion, members: Sequence[RolloutResult], index
     )
 
 
+MAX_TEST_ROWS = 500
+"""Test functions a dataset's section lists (those that did not pass first); the JSON report's ``tests`` has all."""
+OPEN_TESTS_UP_TO = 50
+"""A dataset's test-function table is open when it lists at most this many tests (folded away past that)."""
+
+
+def tests_block(tests: Sequence[TestOutcome], index_of: Mapping[str, int]) -> str:
+    """The section's "Test functions" table: each test function over one of the dataset's rollouts, those that did
+    not pass first, with the rollout it got (a button opening it, when the page has it), its outcome, its message
+    and the custom metrics it recorded with their reasons; at most :data:`MAX_TEST_ROWS`. '' without tests."""
+    if not tests:
+        return ""
+    ranked = sorted(tests, key=lambda test: test.outcome == "passed")  # stable: report order within each
+    rows = "".join(_test_row(test, index_of) for test in ranked[:MAX_TEST_ROWS])
+    left = len(ranked) - MAX_TEST_ROWS
+    more = f'<p class="muted">… and {left} more: the JSON report lists them all (tests)</p>' if left > 0 else ""
+    counts: dict[str, int] = {}
+    for test in tests:
+        counts[test.outcome] = counts.get(test.outcome, 0) + 1
+    summary = ", ".join(f"{count} {outcome}" for outcome, count in counts.items())
+    opened = " open" if len(ranked) <= OPEN_TESTS_UP_TO or counts.get("passed", 0) < len(ranked) else ""
+    return (
+        f'<details class="card tests" data-count="{len(tests)}"{opened}><summary><h3>Test functions '
+        f'<span class="muted">{html.escape(fmt.plural(len(tests), "test"))} over its rollouts: '
+        f"{html.escape(summary)}</span></h3></summary>"
+        '<table class="tests"><thead><tr><th>test</th><th>rollout</th><th>outcome</th><th>message</th>'
+        f"<th>custom metrics</th></tr></thead><tbody>{rows}</tbody></table>{more}</details>"
+    )
+
+
+def _test_row(test: TestOutcome, index_of: Mapping[str, int]) -> str:
+    index = index_of.get(test.rollout)
+    rollout = html.escape(test.rollout)
+    opener = (
+        f'<button type="button" class="open-rollout" data-i="{index}">{rollout}</button>'
+        if index is not None
+        else rollout
+    )
+    reasons = dict(test.reasons)
+    metrics = "".join(
+        f"<li>{html.escape(name)} {html.escape(fmt.number(value))}"
+        + (f" — {html.escape(reasons[name])}" if name in reasons else "")
+        + "</li>"
+        for name, value in test.metrics
+    )
+    return (
+        f'<tr class="test" data-outcome="{html.escape(test.outcome)}" data-rollout="{rollout}">'
+        f'<td class="test-id">{html.escape(test.test)}</td><td>{opener}</td>'
+        f"<td>{html.escape(test.outcome)}</td>"
+        f'<td class="message">{html.escape(test.message)}</td>'
+        + (f'<td><ul class="metrics">{metrics}</ul></td>' if metrics else "<td></td>")
+        + "</tr>"
+    )
+
+
 def dataset_section(
     number: int,
     summary: DatasetSummary,
@@ -189,10 +254,12 @@ def dataset_section(
     group: Mapping[str, Any],
     meta: Mapping[str, object],
     index_of: Mapping[str, int],
+    tests: Sequence[TestOutcome] = (),
 ) -> str:
     """The ``<section>`` of dataset ``number`` (its ``summary``, its rollouts ``members``, the baseline
-    ``comparison`` if any): the summary table, the histogram, the gates, the baseline and flips blocks, and the
-    grid's frame, whose tasks the script draws from ``group`` (the dataset's entry of the page data's ``groups``).
+    ``comparison`` if any): the summary table, the histogram, the gates, the baseline and flips blocks, the test
+    functions over its rollouts (``tests``, :func:`tests_block`), and the grid's frame, whose tasks the script draws
+    from ``group`` (the dataset's entry of the page data's ``groups``).
     ``meta`` gives the dataset's digest (``dataset_sha256.<dataset>``); ``index_of`` maps a rollout's node id to its
     index in the page's rollouts (what a flip's button opens)."""
     scores = [r.score for r in members if r.score is not None]
@@ -230,6 +297,7 @@ def dataset_section(
         f'<div class="card">{_gates_table(summary)}{_baseline_block(comparison)}'
         f"{_flips_block(conclusion, members, index_of)}</div>"
         "</div>"
+        f"{tests_block(tests, index_of)}"
         '<div class="grid-area">'
         f'<h3>Tasks x repeats <span class="muted">colour: reward ({short(low)} red … {short(high)} green); '
         "! error; empty: not run</span></h3>"

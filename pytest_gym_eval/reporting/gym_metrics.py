@@ -5,8 +5,9 @@ reward does to pass rates.
 ``agent_ref.name``, ``key_metrics`` (Gym's headline figures, e.g. ``pass@1/accuracy`` 97.0 on a 0-100 scale for
 a mean reward of 0.97, or ``majority@4/accuracy`` where the environment reports it) and ``agent_metrics``
 (``mean/<field>`` of every numeric field the verifier recorded per rollout, such as hotpotqa's
-``answer_f1``). :func:`read_gym_metrics` reads them; :func:`gym_lines` and :func:`fractional_note` are the
-summary lines.
+``answer_f1``). :func:`read_gym_metrics` reads them, :func:`with_gym_figures` gives each summary its agent's
+(:class:`~pytest_gym_eval.reporting.summary.GymFigures`, which every report shows); :func:`gym_lines` and
+:func:`fractional_note` are the terminal's lines.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_gym_eval.core.rundir import RunPaths
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
+from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, RolloutResult
 
 MAX_SHOWN = 8
 """Figures of each kind a summary line shows before "… and N more"."""
@@ -94,22 +95,47 @@ def members(summary: DatasetSummary, results: Sequence[RolloutResult]) -> list[R
     return [r for r in results if r.dataset == summary.dataset and (summary.agent is None or r.agent == summary.agent)]
 
 
-def gym_lines(
-    summary: DatasetSummary, results: Sequence[RolloutResult], metrics: Mapping[str, AgentMetrics], width: int
-) -> list[str]:
-    """``gym's own`` (Gym's key metrics of the summary's agent, e.g. ``pass@1/accuracy 97.00``) and ``secondary``
-    (the means of the verifier's other per-rollout scores, e.g. ``answer_f1 0.83``) lines; [] without them."""
-    agents = {r.agent for r in members(summary, results)}
-    if len(agents) != 1 or (entry := metrics.get(next(iter(agents)))) is None:
+def with_gym_figures(
+    summaries: Sequence[DatasetSummary], results: Sequence[RolloutResult], metrics: Mapping[str, AgentMetrics]
+) -> list[DatasetSummary]:
+    """``summaries`` each with Gym's figures of its agent (``metrics``: :func:`read_gym_metrics`) as its ``gym``,
+    when its rollouts (among ``results``) all ran on one agent that Gym wrote figures for; the others unchanged."""
+    datasets: dict[str, list[str]] = {}  # agent -> the datasets it ran, first-seen order
+    for result in results:
+        if result.dataset not in (seen := datasets.setdefault(result.agent, [])):
+            seen.append(result.dataset)
+    found = []
+    for summary in summaries:
+        agents = {r.agent for r in members(summary, results)}
+        entry = metrics.get(next(iter(agents))) if len(agents) == 1 else None
+        if entry is None or not (entry.key or entry.secondary):
+            found.append(summary)
+            continue
+        agent = next(iter(agents))
+        figures = GymFigures(agent, dict(entry.key), dict(entry.secondary), entry.path.name, tuple(datasets[agent]))
+        found.append(replace(summary, gym=figures))
+    return found
+
+
+def gym_texts(figures: GymFigures) -> list[tuple[str, str, str, str]]:
+    """``(kind, label, values, where)`` of Gym's figures as every report words them: kind ``key``, ``gym's own``
+    (Gym's key metrics, e.g. ``pass@1/accuracy 97``; where: the agent and the file) and kind ``secondary`` (the
+    means of the verifier's other per-rollout scores, e.g. ``answer_f1 0.83``), each only when there are some."""
+    over = f", over {', '.join(figures.datasets)}: Gym aggregates per agent" if len(figures.datasets) > 1 else ""
+    texts = []
+    if figures.key:
+        texts.append(("key", "gym's own", _listed(figures.key), f"agent {figures.agent}, {figures.file}{over}"))
+    if figures.secondary:
+        texts.append(("secondary", "secondary", _listed(figures.secondary), f"means over the rollouts, Gym's{over}"))
+    return texts
+
+
+def gym_lines(summary: DatasetSummary, width: int) -> list[str]:
+    """The terminal's ``gym's own`` and ``secondary`` lines of ``summary.gym`` (:func:`gym_texts`); [] without."""
+    if summary.gym is None:
         return []
-    lines: list[str] = []
-    if entry.key:
-        lines += fmt.labelled(
-            "gym's own", _listed(entry.key) + f" (agent {next(iter(agents))}, {entry.path.name})", width
-        )
-    if entry.secondary:
-        lines += fmt.labelled("secondary", _listed(entry.secondary) + " (means over the rollouts, Gym's)", width)
-    return lines
+    texts = gym_texts(summary.gym)
+    return [line for _, label, values, where in texts for line in fmt.labelled(label, f"{values} ({where})", width)]
 
 
 def _listed(values: Mapping[str, float]) -> str:

@@ -89,8 +89,16 @@ def render_page(
         comparison = next(
             (c for c in conclusion.comparisons if (c.dataset, c.agent) == (summary.dataset, summary.agent)), None
         )
+        ids = {result.nodeid for result in members}
+        tests = [
+            test
+            for test in conclusion.tests
+            if test.dataset == summary.dataset and (summary.agent is None or test.rollout in ids)
+        ]
         sections.append(
-            dataset_section(number, summary, members, comparison, conclusion, data["groups"][number], meta, index_of)
+            dataset_section(
+                number, summary, members, comparison, conclusion, data["groups"][number], meta, index_of, tests
+            )
         )
     names = ", ".join(summary.title for summary in conclusion.summaries) or "no dataset"
     created = str(meta.get("created") or "")
@@ -180,9 +188,8 @@ def _header(
     state = "none" if status == -1 else "pass" if status == 0 else "fail"
     verdict = {-1: "no gates", 0: "PASS", 1: "FAIL"}.get(status, f"exit status {status}")
     errors = sum(1 for r in results if r.status == "error")
-    counts = (
-        f"{fmt.plural(len(conclusion.summaries), 'dataset')}, {fmt.plural(len(results), 'rollout')}, "
-        f"{fmt.plural(errors, 'error')}"
+    counts = ", ".join(
+        [*_datasets_and_policies(conclusion), fmt.plural(len(results), "rollout"), fmt.plural(errors, "error")]
     )
     facts = "".join(
         f"<dt>{html.escape(label)}</dt><dd>{html.escape(str(meta[key]))}</dd>"
@@ -217,6 +224,17 @@ def _header(
         f'<nav><ul class="toc">{toc}</ul></nav>{notes_html}'
         "</header>"
     )
+
+
+def _datasets_and_policies(conclusion: Conclusion) -> list[str]:
+    """``["1 dataset"]``, or ``["1 dataset", "2 policies"]`` in a session comparing policies: a summary per dataset
+    and policy (or agent) is no dataset of its own."""
+    datasets = len(dict.fromkeys(summary.dataset for summary in conclusion.summaries))
+    policies = dict.fromkeys(
+        [*(name for item in conclusion.policies for name in (item.baseline, item.candidate))]
+        + [summary.policy for summary in conclusion.summaries if summary.policy is not None]
+    )
+    return [fmt.plural(datasets, "dataset")] + ([f"{len(policies)} policies"] if len(policies) > 1 else [])
 
 
 def _drawer() -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.outcomes.usage import LatencySummary, SideUsage, TokenTotals, ratio
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
-from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict
+from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, RolloutResult, TestOutcome, session_verdict
 from pytest_gym_eval.stats.comparison import gym_verdict
 from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Hint, Verdict
 from pytest_gym_eval.stats.intervals import Interval
@@ -38,8 +38,10 @@ def build_report(
     flips: Sequence[Flip] | None = None,
     plan: Mapping[str, object] | None = None,
     comparisons: Sequence[PolicyComparison] = (),
+    tests: Sequence[TestOutcome] = (),
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all),
+    ``tests`` when test functions got rollouts (``tests``: how each ended, :func:`test_json`),
     ``flips`` when a recording was replayed (``flips`` not None, possibly empty), and ``plan`` when given: what
     the session collected and selected (:func:`pytest_gym_eval.session.report_facts.report_plan`), which
     ``python -m pytest_gym_eval merge`` needs, and ``comparisons`` when a session compared policies (non-empty
@@ -56,6 +58,8 @@ def build_report(
         "datasets": [_summary_json(summary) for summary in summaries],
         "rollouts": [_rollout_json(result) for result in results],
     }
+    if tests:
+        report["tests"] = [test_json(test) for test in tests]
     if session is not None:
         report["session"] = {"exit_status": int(session[0]), "reason": session[1]}
     if flips is not None:
@@ -68,6 +72,40 @@ def build_report(
     if plan is not None:
         report["plan"] = _json_safe(plan)
     return report
+
+
+def test_json(test: TestOutcome) -> dict[str, Any]:
+    """One test function's outcome over its rollout (``$defs/test``): ``nodeid``, ``rollout``, ``dataset``,
+    ``task_id``, ``repeat``, ``outcome``, ``message``, and ``metrics``/``metric_reasons`` when it recorded some."""
+    return {
+        "nodeid": test.test,
+        "rollout": test.rollout,
+        "dataset": test.dataset,
+        "task_id": test.task_id,
+        "repeat": test.repeat,
+        "outcome": test.outcome,
+        "message": test.message,
+        **({"metrics": {name: _finite(value) for name, value in test.metrics}} if test.metrics else {}),
+        **({"metric_reasons": dict(test.reasons)} if test.reasons else {}),
+    }
+
+
+def tests_from_json(entries: object) -> tuple[TestOutcome, ...]:
+    """A report's ``tests`` read back (:func:`test_json`); entries not of its shape are left out."""
+    found = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping) or not all(isinstance(entry.get(k), str) for k in ("nodeid", "rollout")):
+            continue
+        repeat = entry.get("repeat")
+        found.append(
+            TestOutcome(
+                entry["nodeid"], entry["rollout"], str(entry.get("dataset") or ""), str(entry.get("task_id") or ""),
+                repeat if isinstance(repeat, int) and not isinstance(repeat, bool) else 0,
+                str(entry.get("outcome") or ""), str(entry.get("message") or ""),
+                _metrics_from_json(entry.get("metrics")), _reasons_from_json(entry.get("metric_reasons")),
+            )
+        )  # fmt: skip
+    return tuple(found)
 
 
 def comparison_json(item: PolicyComparison) -> dict[str, Any]:
@@ -179,7 +217,37 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         **_usage_summary_json(summary),
         **({} if summary.adaptive is None else {"adaptive": _adaptive_json(summary.adaptive)}),
         **({"selection": summary.selection.as_dict()} if summary.selection and summary.selection.partial else {}),
+        **({} if summary.gym is None else {"gym": _gym_json(summary.gym)}),
     }
+
+
+def _gym_json(figures: GymFigures) -> dict[str, Any]:
+    """Gym's own figures of a summary (``$defs/dataset/properties/gym``)."""
+    return {
+        "agent": figures.agent,
+        "key_metrics": {name: _finite(value) for name, value in figures.key.items()},
+        "secondary": {name: _finite(value) for name, value in figures.secondary.items()},
+        "file": figures.file,
+        "datasets": list(figures.datasets),
+    }
+
+
+def _gym_from_json(entry: object) -> GymFigures | None:
+    """:func:`_gym_json` read back (None when absent or not of its shape)."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("agent"), str):
+        return None
+    numbers = {
+        part: {str(k): float(v) for k, v in (entry.get(part) or {}).items() if isinstance(v, int | float)}
+        for part in ("key_metrics", "secondary")
+        if isinstance(entry.get(part) or {}, Mapping)
+    }
+    return GymFigures(
+        entry["agent"],
+        numbers.get("key_metrics", {}),
+        numbers.get("secondary", {}),
+        str(entry.get("file") or ""),
+        tuple(str(d) for d in entry.get("datasets") or ()),
+    )
 
 
 def _usage_summary_json(summary: DatasetSummary) -> dict[str, Any]:
@@ -403,11 +471,12 @@ def conclusion_from_report(
     session = report.get("session")  # {"exit_status", "reason"}; older drafts had them at the top level
     ended = session if isinstance(session, Mapping) else report
     status, reason = ended.get("exit_status"), ended.get("reason")
+    tests = tests_from_json(report.get("tests"))
     if isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str):
-        return Conclusion(summaries, comparisons, flips, status, reason), results
+        return Conclusion(summaries, comparisons, flips, status, reason, tests=tests), results
     # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
     status, reason = session_verdict(summaries, inconclusive_passes=False)
-    return Conclusion(summaries, comparisons, flips, status, reason), results
+    return Conclusion(summaries, comparisons, flips, status, reason, tests=tests), results
 
 
 def results_from_report(report: Mapping[str, Any]) -> list[RolloutResult]:
@@ -494,6 +563,7 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
         return DatasetSummary(
             dataset=str(entry["dataset"]),
             agent=entry.get("agent"),
+            policy=str(entry["policy"]) if entry.get("policy") is not None else None,
             tasks=int(entry["tasks"]),
             rollouts=int(entry["rollouts"]),
             errors=int(entry["errors"]),
@@ -515,6 +585,7 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
                 if isinstance(reward_range, list) and len(reward_range) == 2
                 else None
             ),
+            gym=_gym_from_json(entry.get("gym")),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"dataset entry {entry.get('dataset')!r} cannot be read: {error!r}") from None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
+from pytest_gym_eval.reporting.gym_metrics import gym_texts
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
     NO_DATASET_ROLLOUT,
@@ -117,6 +118,8 @@ def _dataset(
             f"| metric {code(name)} | {fmt.interval(interval)} "
             f"({confidence} CI over {fmt.plural(interval.n, 'task')}) |"
         )
+    for _, label, values, where in gym_texts(summary.gym) if summary.gym is not None else ():  # Gym's own figures
+        lines.append(f"| {label} | {cell(values)} ({cell(where)}) |")
     flaky = summary.flaky_tasks
     listed = ", ".join(code(task) for task in flaky[:MAX_LISTED]) + (" …" if len(flaky) > MAX_LISTED else "")
     lines.append(f"| flaky tasks | {len(flaky)} of {summary.tasks}{': ' + listed if flaky else ''} |")

@@ -98,14 +98,24 @@ def paired_usage(
     return sides[0], sides[1]
 
 
-def label_policies(summaries: Sequence[DatasetSummary], policies: Sequence[str]) -> list[DatasetSummary]:
+def label_policies(
+    summaries: Sequence[DatasetSummary], policies: Sequence[str], results: Sequence[RolloutResult] = ()
+) -> list[DatasetSummary]:
     """``summaries`` with each one agent instance's summary labelled by the policy it ran (``mcqa.jsonl (policy
-    cand)``, not ``(agent mcqa_simple_agent__cand)``): the name the user gave. Unchanged for fewer than two
-    ``policies`` (names, baseline first), and for every summary of a dataset where two would get the same policy
-    (rows naming different agents): its agent instances tell them apart."""
+    cand)``, not ``(agent mcqa_simple_agent__cand)``): the name the user gave. A summary of a dataset whose rollouts
+    all ran on one agent instance (``agent`` None: ``-k cand`` selected one policy's items) is labelled by that
+    agent's policy, found among ``results``. Unchanged for fewer than two ``policies`` (names, baseline first), and
+    for every summary of a dataset where two would get the same policy (rows naming different agents): its agent
+    instances tell them apart."""
     if len(policies) < 2:
         return list(summaries)
-    named = [None if s.agent is None else policy_of(s.agent, policies) for s in summaries]
+    only: dict[str, set[str]] = {}  # dataset -> the agents its results ran on
+    for result in results:
+        only.setdefault(result.dataset, set()).add(result.agent)
+    named = [
+        policy_of(agent, policies) if (agent := s.agent or _sole(only.get(s.dataset, set()))) is not None else None
+        for s in summaries
+    ]
     seen: set[tuple[str, str | None]] = set()
     clashing: set[str] = set()
     for summary, name in zip(summaries, named, strict=True):
@@ -116,6 +126,10 @@ def label_policies(summaries: Sequence[DatasetSummary], policies: Sequence[str])
         summary if name is None or summary.dataset in clashing else replace(summary, policy=name)
         for summary, name in zip(summaries, named, strict=True)
     ]
+
+
+def _sole(agents: set[str]) -> str | None:
+    return next(iter(agents)) if len(agents) == 1 else None
 
 
 def comparison_failures(comparisons: Sequence[PolicyComparison], *, inconclusive_passes: bool) -> list[str]:

@@ -13,7 +13,7 @@ transcripts are filled in by the page's script (``assets/report.js``, the drawer
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_gym_eval.reporting import fmt
@@ -65,13 +65,18 @@ def _comparison_card(item: Mapping[str, Any], results: Sequence[RolloutResult], 
     flip_of = {task: kind for kind, _ in FLIP_KINDS for task in flips.get(kind, ())}
     delta = item.get("delta") or {}
     confidence = item.get("confidence")
-    verdict = item.get("verdict")
-    badge = (
-        f' <span class="badge {html.escape(str(verdict).lower())}">{html.escape(str(verdict))}</span>'
-        if verdict
-        else ""
+    judged = gate_verdicts(item)
+    verdict = worst(verdict for _, _, verdict in judged)
+    badge = "".join(
+        f' <span class="badge {html.escape(verdict.lower())}" data-hypothesis="{html.escape(hypothesis)}">'
+        f"{html.escape(hypothesis)} {html.escape(verdict)}</span>"
+        for hypothesis, _, verdict in judged
     )
-    margin = f", margin {fmt.number(float(item['margin']))}" if item.get("margin") is not None else ""
+    margin = "".join(
+        f", {html.escape(hypothesis)} margin {fmt.number(value)}"
+        for hypothesis, value, _ in judged
+        if value is not None
+    )
     counts = ", ".join(f"{len(flips.get(kind, ()))} {label}" for kind, label in FLIP_KINDS)
     mcnemar = f", McNemar p = {_num(item.get('mcnemar_p'))}" if item.get("binary") else ""
     if verdict and item.get("decides") is False:
@@ -95,6 +100,35 @@ def _comparison_card(item: Mapping[str, Any], results: Sequence[RolloutResult], 
         + _flips(sides[baseline], sides[candidate], flip_of, baseline, candidate)
         + "</div>"
     )
+
+
+def gate_verdicts(item: Mapping[str, Any]) -> list[tuple[str, float | None, str]]:
+    """Every comparison gate's ``(hypothesis, margin, verdict)`` as the session concluded it, from a JSON report's
+    comparison entry (:func:`~pytest_gym_eval.reporting.json_report.comparison_json`): its ``gates`` list (the
+    non-inferiority and superiority gates, each with its own verdict), or, in an older report without one, its
+    ``verdict`` (the non-inferiority gate's). Empty without a comparison gate."""
+    gates = item.get("gates")
+    if not isinstance(gates, list):
+        verdict = item.get("verdict")
+        margin = item.get("margin")
+        number = float(margin) if isinstance(margin, int | float) and not isinstance(margin, bool) else None
+        return [("non-inferiority", number, str(verdict))] if verdict else []
+    return [
+        (
+            str(gate.get("hypothesis")),
+            float(m) if isinstance(m := gate.get("margin"), int | float) and not isinstance(m, bool) else None,
+            str(gate.get("verdict")),
+        )
+        for gate in gates
+        if isinstance(gate, Mapping) and gate.get("verdict")
+    ]
+
+
+def worst(verdicts: Iterable[str]) -> str:
+    """The comparison's verdict from its gates' (as a dataset's from its gates): FAIL when any gate failed, else
+    INCONCLUSIVE when any is, else PASS; "" without a gate."""
+    found = set(verdicts)
+    return next((v for v in ("FAIL", "INCONCLUSIVE", "PASS") if v in found), "")
 
 
 def _usage_table(usage: object, baseline: str, candidate: str) -> str:

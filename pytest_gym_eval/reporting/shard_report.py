@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_gym_eval.outcomes.usage import Usage
 from pytest_gym_eval.reporting import json_report
-from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.reporting.summary import RolloutResult, TestOutcome
 from pytest_gym_eval.stats.comparison import Hypothesis
 from pytest_gym_eval.stats.gates import METRICS, Gate, GateMode, GateSource
 from pytest_gym_eval.tasks.shard import Shard
@@ -89,6 +89,8 @@ class ShardReport:
     min_improvement: float | None = None
     comparison_sources: Mapping[Hypothesis, GateSource] = field(default_factory=dict)
     """Where each comparison gate was set (the plan's ``comparison_sources``; empty in older reports)."""
+    tests: tuple[TestOutcome, ...] = ()
+    """How its test functions over rollouts ended (the report's ``tests``), which the merged run lists as given."""
 
     @property
     def label(self) -> str:
@@ -144,6 +146,7 @@ def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) 
             Hypothesis(hypothesis): GateSource(source)
             for hypothesis, source in plan.get("comparison_sources", {}).items()
         },
+        tests=json_report.tests_from_json(data.get("tests")),
     )
 
 

@@ -104,7 +104,48 @@ class RolloutResult:
         return self.reward
 
 
+@dataclass(frozen=True)
+class TestOutcome:
+    """How one test function over a dataset's rollout (``gym_rollouts``, the ``gym_rollout`` fixture) ended: ``test``
+    its node id, ``rollout`` the node id of the rollout it got (the dataset item's, ``mcqa.jsonl::q1[r0]``), with
+    its ``dataset``, ``task_id`` and ``repeat``; ``outcome`` ``passed``, ``failed`` (its call failed: an assertion, a
+    failed soft expectation), ``error`` (its setup or teardown failed: the rollout errored, a fixture), ``skipped``
+    or ``xfailed``; ``message`` why it did not pass (the failure's one line, or the whole text of a ``pytest.fail``
+    such as the list of failed soft expectations; "" when it passed); ``metrics`` and ``reasons`` the custom metrics
+    it recorded for the rollout (``record_metric``, ``expect(..., metric=)``) and the reasons given with them,
+    ``(name, value)`` and ``(name, text)`` pairs sorted by name."""
+
+    __test__ = False  # not a pytest test class
+
+    test: str
+    rollout: str
+    dataset: str
+    task_id: str
+    repeat: int
+    outcome: str
+    message: str = ""
+    metrics: tuple[tuple[str, float], ...] = ()
+    reasons: tuple[tuple[str, str], ...] = ()
+
+
 # --- Summaries --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GymFigures:
+    """Gym's own figures of a summary's rollouts, from the aggregate metrics ``gym eval run`` writes per agent
+    (:func:`~pytest_gym_eval.reporting.gym_metrics.with_gym_figures`): ``agent`` the agent instance, ``key`` Gym's
+    headline figures in Gym's units (``pass@1/accuracy`` 97.0 on a 0-100 scale, ``majority@4/accuracy``; token means
+    left out), ``secondary`` the means of the other numeric fields the verifier recorded per rollout
+    (``answer_f1`` 0.83), ``file`` the name of the file they came from, ``datasets`` every dataset whose rollouts the
+    agent ran in the session, in first-seen order (Gym aggregates per agent: with several, the figures cover them
+    all)."""
+
+    agent: str
+    key: dict[str, float]
+    secondary: dict[str, float]
+    file: str
+    datasets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,6 +205,9 @@ class DatasetSummary:
     not_counted: str = ""
     """What the statistics left out of test functions' rollouts of the dataset (pairs beyond its repeats, rollouts
     their tests skipped: :func:`~pytest_gym_eval.session.results.count_rollout`), "" when nothing."""
+    gym: GymFigures | None = None
+    """Gym's own figures of the summary's agent (majority@k, the verifier's secondary scores), None when Gym wrote
+    none for it or its rollouts ran on several agents."""
 
     @property
     def gates_decide(self) -> bool:

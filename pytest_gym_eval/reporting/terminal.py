@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pytest_gym_eval.outcomes.usage import ratio
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, PolicyComparison, flips_count
-from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines
+from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines, with_gym_figures
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
     NO_DATASET_ROLLOUT,
@@ -44,17 +44,20 @@ def render_summary(
     (infinite bounds print as "n/a"), flaky tasks, and each gate with the verdict; a blank line between
     summaries. ``verbose`` adds one row per task with the reward of each repeat in order ("ERR" for an error,
     "-" for a repeat not run), taken from ``results``. No line is longer than ``width`` (at least 40 is used).
-    Fractional rewards get a line saying what the pass rate and the mean each count; ``gym_metrics`` (Gym's
-    aggregate metrics per agent, :func:`~pytest_gym_eval.reporting.gym_metrics.read_gym_metrics`) adds Gym's
-    own figures and the verifier's secondary scores.
+    Fractional rewards get a line saying what the pass rate and the mean each count; each summary's Gym figures
+    (``summary.gym``) their lines, and ``gym_metrics`` (Gym's aggregate metrics per agent,
+    :func:`~pytest_gym_eval.reporting.gym_metrics.read_gym_metrics`) gives summaries without them theirs
+    (:func:`~pytest_gym_eval.reporting.gym_metrics.with_gym_figures`).
     """
     width = max(width, fmt.MIN_WIDTH)
     lines: list[str] = []
+    if gym_metrics:
+        summaries = [s if s.gym is not None else with_gym_figures([s], results, gym_metrics)[0] for s in summaries]
     for index, summary in enumerate(summaries):
         if index:
             lines.append("")
         lines.append(_heading(summary, width))
-        lines.extend(_summary_lines(summary, width, results, gym_metrics or {}))
+        lines.extend(_summary_lines(summary, width, results))
         if verbose:
             lines.extend(_task_rows(summary, results, width))
     return lines
@@ -66,12 +69,7 @@ def _heading(summary: DatasetSummary, width: int) -> str:
     return fmt.trim_end(path + suffix, width)
 
 
-def _summary_lines(
-    summary: DatasetSummary,
-    width: int,
-    results: Sequence[RolloutResult] = (),
-    gym_metrics: Mapping[str, AgentMetrics] | None = None,
-) -> list[str]:
+def _summary_lines(summary: DatasetSummary, width: int, results: Sequence[RolloutResult] = ()) -> list[str]:
     counts = (
         f"{fmt.plural(summary.tasks, 'task')}, {fmt.plural(summary.rollouts, 'rollout')} ({summary.scored} scored, "
         f"{fmt.plural(summary.errors, 'error')})"
@@ -126,7 +124,7 @@ def _summary_lines(
         lines += fmt.labelled(f"pass@{k}", fmt.interval(interval) + note, width)
     lines += metric_lines(summary, width)
     lines += fractional_note(summary, results, width)
-    lines += gym_lines(summary, results, gym_metrics or {}, width)
+    lines += gym_lines(summary, width)
     lines += fmt.labelled("flaky tasks", _flaky_text(summary), width)
     lines += usage_lines(summary, width)
     if summary.gates or summary.not_applicable:

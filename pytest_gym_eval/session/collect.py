@@ -416,9 +416,10 @@ def record_collected(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = kept
 
 
-def deselected_pairs(items: Iterable[pytest.Item]) -> list[tuple[str, str, int]]:
-    """``(dataset, task id, repeat)`` of the rollout items among ``items`` (other items are ignored)."""
-    return [(dataset_name(i.nodeid), i.task_id, i.repeat) for i in items if isinstance(i, RolloutItem)]
+def deselected_pairs(items: Iterable[pytest.Item]) -> list[tuple[str, str, int, str]]:
+    """``(dataset, task id, repeat, policy)`` of the rollout items among ``items`` (other items are ignored; policy
+    "" unless the session compares policies: each policy has an item per (task, repeat))."""
+    return [(dataset_name(i.nodeid), i.task_id, i.repeat, i.policy or "") for i in items if isinstance(i, RolloutItem)]
 
 
 def deselected(items: Sequence[pytest.Item]) -> None:

@@ -17,7 +17,6 @@ from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
-from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.run_history import Remembered
 from pytest_gym_eval.session.gym_session import GymSession
 from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
@@ -73,7 +72,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     if gym.options.report is not None:
         report_data = json_report.build_report(
             conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips,
-            plan=report_plan_of(gym, meta), comparisons=conclusion.policies,
+            plan=report_plan_of(gym, meta), comparisons=conclusion.policies, tests=conclusion.tests,
         )  # fmt: skip
         if remembered is not None:
             report_data["history"] = remembered.report_block()
@@ -176,7 +175,6 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
             verbose=gym.config.get_verbosity() > 0,
             results=gym.rollouts(),
             width=width,
-            gym_metrics=read_gym_metrics(gym.run_dir),
         )
         lines += [f"gym {line}" for line in gym.conclusion.quarantined]
         lines += gym.conclusion.history

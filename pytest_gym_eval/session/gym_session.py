@@ -45,6 +45,7 @@ from pytest_gym_eval.outcomes.outcome import judge
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.conclusion import Conclusion
+from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics, with_gym_figures
 from pytest_gym_eval.session import resume, waves
 from pytest_gym_eval.session.diagnosis import Diagnosis
 from pytest_gym_eval.session.item_protocol import PROGRESS_TICK as PROGRESS_TICK
@@ -123,7 +124,7 @@ class GymSession:
         self._lock = threading.Lock()
         self.launch = Launch(self.options, self.note)
         """Which Gym this session starts: checkout, model endpoint, replay server, warm Gym (:mod:`~.launch`)."""
-        self._deselected: list[tuple[str, str, int]] = []
+        self._deselected: list[tuple[str, str, int, str]] = []
         self.collected: CollectedPlan | None = None
         """Every collected (task, repeat) pair before any selection (:meth:`record_collected`)."""
         self.selections: dict[str, selection.Selection] = {}
@@ -185,8 +186,9 @@ class GymSession:
             return loaded
         return self.collected
 
-    def deselected(self, pairs: Sequence[tuple[str, str, int]]) -> None:
-        """Note the ``(dataset, task id, repeat)`` of rollout items a selection left out (``pytest_deselected``)."""
+    def deselected(self, pairs: Sequence[tuple[str, str, int, str]]) -> None:
+        """Note the ``(dataset, task id, repeat, policy)`` of rollout items a selection left out
+        (``pytest_deselected``; policy "" unless the session compares policies)."""
         self._deselected += pairs
 
     def gates_for(self, settings: DatasetSettings) -> bool:
@@ -219,7 +221,9 @@ class GymSession:
             self.plan = dataclasses.replace(self.plan, serve_agents=tuple(serve_agents), uncounted=uncounted)
         self.item_protocol.expect(self.plan, items)
         if self.collected is not None:
-            self.selections = selection.selections(self.collected, self._deselected, how, self.options.shard)
+            self.selections = selection.selections(
+                self.collected, self._deselected, how, self.options.shard, max(1, len(self.options.policies))
+            )
         if self.is_worker and self.run_dir is not None:
             selection.save(self.selections, RunPaths(self.run_dir).selection)  # before the plan: the
             self.plan.save(RunPaths(self.run_dir).plan)  # controller starts reading once the plan is there
@@ -571,6 +575,10 @@ class GymSession:
             quarantine=self.quarantine, known_tasks=self._collected_tasks(), not_counted=self.not_counted(),
             tests_run=self.results.tests_reported,  # (known_tasks also declares the marks' gates)
         )  # fmt: skip
+        figures = with_gym_figures(self.conclusion.summaries, rollouts, read_gym_metrics(self.run_dir))
+        self.conclusion = dataclasses.replace(  # Gym's own figures, and the test functions' outcomes, for every report
+            self.conclusion, summaries=figures, tests=tuple(self.results.test_outcomes.values())
+        )
         return self.conclusion
 
     def not_counted(self) -> dict[str, str]:

@@ -8,6 +8,7 @@ by the pure functions of :mod:`pytest_gym_eval.reporting`.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from pytest_gym_eval.history.quarantine import (
     unmatched_warning,
 )
 from pytest_gym_eval.options.gym_options import GymOptions
-from pytest_gym_eval.outcomes.causes import SESSION_STOPPED
+from pytest_gym_eval.outcomes.causes import SESSION_STOPPED, redact
 from pytest_gym_eval.outcomes.custom_metrics import metrics_of, reasons_of
 from pytest_gym_eval.outcomes.records import RolloutRecord, records_at
 from pytest_gym_eval.outcomes.usage import usage_from_properties
@@ -117,6 +118,61 @@ def rollout_from_test_report(report: pytest.TestReport) -> rpt.RolloutResult | N
         stop=report.stop,
         usage=usage_from_properties(props),
     )
+
+
+MAX_MESSAGE = 2000
+"""Characters of a test function's failure message the reports keep (its start)."""
+
+
+def outcome_of_test(report: pytest.TestReport, previous: rpt.TestOutcome | None) -> rpt.TestOutcome | None:
+    """How a test function over a rollout ended so far (:class:`~pytest_gym_eval.reporting.summary.TestOutcome`),
+    from one phase's ``report`` and the same test's ``previous`` phases; None for a report that is no such test's
+    (none names a ``gym_rollout``, or it is a dataset's own rollout item). The first phase that did not pass sets
+    the outcome and its message; the metrics and reasons are the latest report's (each phase carries them all).
+    Anything that looks like an API key is redacted from the message (:func:`~pytest_gym_eval.outcomes.causes.
+    redact`)."""
+    props = dict(report.user_properties) if report.user_properties else {}
+    rollout = props.get(TEST_ROLLOUT_KEYS[0])
+    if not isinstance(rollout, str) or "::" not in rollout or all(key in props for key in ROLLOUT_KEYS):
+        return None
+    dataset, _, name = rollout.partition("::")
+    task_id, _, tail = name.rpartition("[r")
+    digits = "".join(itertools.takewhile(str.isdigit, tail))
+    outcome, message = (previous.outcome, previous.message) if previous is not None else ("passed", "")
+    if outcome == "passed" and not report.passed:
+        wasxfail = hasattr(report, "wasxfail")
+        if report.skipped:
+            outcome = "xfailed" if wasxfail else "skipped"
+        else:
+            outcome = "failed" if report.when == "call" else "error"
+        message = _message(report)
+    return rpt.TestOutcome(
+        test=report.nodeid,
+        rollout=rollout,
+        dataset=dataset,
+        task_id=task_id or name,
+        repeat=int(digits) if digits else 0,
+        outcome=outcome,
+        message=message,
+        metrics=tuple(sorted(metrics_of(report.user_properties).items())),
+        reasons=tuple(sorted(reasons_of(report.user_properties).items())),
+    )
+
+
+def _message(report: pytest.TestReport) -> str:
+    """Why ``report``'s phase did not pass: a skip's or xfail's reason, a failure's crash line (``AssertionError:
+    ...``), or a text failure's whole text (``pytest.fail``: the failed soft expectations), cut to
+    :data:`MAX_MESSAGE` characters and redacted."""
+    longrepr = report.longrepr
+    if report.skipped and hasattr(report, "wasxfail"):
+        text = str(getattr(report, "wasxfail", "")) or "expected to fail"
+    elif isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, reason)
+        text = str(longrepr[2]).removeprefix("Skipped: ")
+    elif (crash := getattr(longrepr, "reprcrash", None)) is not None and isinstance(crash.message, str):
+        text = crash.message.removeprefix("Failed: ")  # pytest.fail's text as given
+    else:
+        text = str(longrepr or "")
+    return redact(text.strip())[:MAX_MESSAGE]
 
 
 TEST_ROLLOUT_COUNTED = "gym_rollout_counted"
@@ -238,6 +294,8 @@ class ResultsCollector:
     tests_reported: set[str] = field(default_factory=set)
     """Node ids, without their parametrization, of the test functions over a rollout (``gym_rollouts``) that
     reported: whether a ``gym_rollouts`` mark's gate applies (:func:`marks_of_tests_run`)."""
+    test_outcomes: dict[str, rpt.TestOutcome] = field(default_factory=dict)
+    """How each test function over a rollout ended, by its node id (:func:`outcome_of_test`), in report order."""
     stopped_by_maxfail: bool = False
     """pytest-xdist ended the session for ``-x``/``--maxfail`` (with its own ``Interrupted``, a KeyboardInterrupt):
     pytest's status then says "interrupted", though nobody interrupted anything."""
@@ -252,6 +310,8 @@ class ResultsCollector:
         self.starts.setdefault(report.nodeid, report.start)  # setup: waiting for the rollout counts too
         self.take_use(report)
         self.take_metrics(report)
+        if (outcome := outcome_of_test(report, self.test_outcomes.get(report.nodeid))) is not None:
+            self.test_outcomes[report.nodeid] = outcome
         result = rollout_result(report, self.results.get(report.nodeid))
         if result is not None:
             self.results[report.nodeid] = replace(result, start=self.starts[report.nodeid])
@@ -486,7 +546,7 @@ def conclude(
         summaries = [replace(s, selection=selections.get(s.dataset)) for s in summaries]
     if not_counted:
         summaries = [replace(s, not_counted=not_counted.get(s.dataset, "")) for s in summaries]
-    summaries = label_policies(summaries, [policy.name for policy in options.policies])
+    summaries = label_policies(summaries, [policy.name for policy in options.policies], results)
     if options.familywise is not None:
         summaries = rpt.familywise_judged(summaries, 0.95)
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []

@@ -24,7 +24,8 @@ from pytest_gym_eval.tasks.shard import CollectedPlan, Shard, assign_shards
 @dataclass(frozen=True)
 class Selection:
     """The part of one dataset a session selected: ``tasks`` of ``of_tasks`` tasks (a task counts when any of
-    its repeats was selected) and ``rollouts`` of ``of_rollouts`` (task, repeat) pairs. ``how`` names what
+    its repeats was selected) and ``rollouts`` of ``of_rollouts`` (task, repeat) pairs (in a session comparing
+    policies, each pair's item per policy). ``how`` names what
     selected by name, marker or last outcome (``-k``, ``--lf and -k``; ``a selection`` for a conftest's own
     deselection; "" when nothing did), ``shard`` the session's shard (``2/3``, "" when not sharded).
 
@@ -78,14 +79,20 @@ class Selection:
 
 
 def selections(
-    collected: CollectedPlan, deselected: Iterable[tuple[str, str, int]], how: str, shard: Shard | None
+    collected: CollectedPlan,
+    deselected: Iterable[tuple[str, str, int, str]],
+    how: str,
+    shard: Shard | None,
+    policies: int = 1,
 ) -> dict[str, Selection]:
     """Per collected dataset (by name) its :class:`Selection`, from ``collected`` (every collected pair) and the
-    ``(dataset, task id, repeat)`` of every deselected rollout item. A pair the shard's rule gives another shard
-    was left out by the shard; any other deselected pair by ``how``."""
-    left_out: dict[str, set[tuple[str, int]]] = {}
-    for dataset, task, repeat in deselected:
-        left_out.setdefault(dataset, set()).add((task, repeat))
+    ``(dataset, task id, repeat, policy)`` of every deselected rollout item (policy "" in a session of one policy).
+    A pair the shard's rule gives another shard was left out by the shard; any other deselected pair by ``how``.
+    In a session comparing ``policies`` (two or more) each (task, repeat) pair has an item per policy: the
+    rollouts counted are those items, and a task counts as selected while any of its items is."""
+    left_out: dict[str, set[tuple[str, int, str]]] = {}
+    for dataset, task, repeat, policy in deselected:
+        left_out.setdefault(dataset, set()).add((task, repeat, policy))
     found = {}
     for entry in collected.datasets:
         out = left_out.get(entry.dataset, set())
@@ -93,16 +100,16 @@ def selections(
         if shard is not None:
             assigned = assign_shards(entry.dataset, entry.tasks, shard.count)
             mine = {task for task in entry.tasks if assigned[task] == shard.index}
-        by_user = {(task, repeat) for task, repeat in out if task in mine}
-        kept = dict.fromkeys(mine, entry.repeats)
-        for task, _ in by_user:
+        by_user = {(task, repeat, policy) for task, repeat, policy in out if task in mine}
+        kept = dict.fromkeys(mine, entry.repeats * policies)
+        for task, _, _ in by_user:
             kept[task] -= 1
         rollouts = sum(kept.values())
         found[entry.dataset] = Selection(
             tasks=sum(1 for count in kept.values() if count > 0),
             of_tasks=len(entry.tasks),
             rollouts=rollouts,
-            of_rollouts=len(entry.tasks) * entry.repeats,
+            of_rollouts=len(entry.tasks) * entry.repeats * policies,
             how=how if by_user else "",
             shard=str(shard) if shard is not None and len(mine) < len(entry.tasks) else "",
         )

@@ -336,6 +336,28 @@ def test_html_page_when_this_version_has_one(sessions: Sessions) -> None:
         assert "mcqa.jsonl" in (sessions.root / "merged.html").read_text()
 
 
+def test_the_merged_run_lists_every_shards_test_functions(sessions: Sessions) -> None:
+    """Each shard's ``tests`` (its test functions' outcomes over its rollouts) are in the merged report and page."""
+    written = []
+    for number in (1, 2, 3):
+        report = copy.deepcopy(sessions.report(f"s{number}.json"))
+        first = report["rollouts"][0]
+        report["tests"] = [
+            {
+                "nodeid": f"test_x.py::test_a[{first['task_id']}-r{first['repeat']}]", "rollout": first["nodeid"],
+                "dataset": first["dataset"], "task_id": first["task_id"], "repeat": first["repeat"],
+                "outcome": "failed", "message": f"AssertionError: shard {number}",
+            }
+        ]  # fmt: skip
+        written.append(str(sessions.write(f"tests-s{number}.json", report)))
+    sessions.merge(*written, "--gym-report=tests-merged.json", "--gym-html=tests-merged.html")
+    merged = sessions.report("tests-merged.json")
+    jsonschema.validate(merged, json.loads(SCHEMA_PATH.read_text()))
+    assert [test["message"] for test in merged["tests"]] == [f"AssertionError: shard {n}" for n in (1, 2, 3)]
+    page = (sessions.root / "tests-merged.html").read_text(encoding="utf-8")
+    assert all(f"AssertionError: shard {n}" in page for n in (1, 2, 3))
+
+
 def test_markdown_summary_of_the_merged_run(sessions: Sessions) -> None:
     """``--gym-markdown`` writes the merged run's Markdown summary, and ``$GITHUB_STEP_SUMMARY`` gets the same
     text appended after what earlier steps wrote, as a session does (the merge job's step summary)."""

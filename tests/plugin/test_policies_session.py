@@ -644,3 +644,28 @@ def test_each_policy_sends_its_own_sampling_in_gyms_input_and_reports_it(
         "policy over option over row",
     )
     assert "pw-SECRET" not in (pytester.path / "r.json").read_text() + (pytester.path / "j.xml").read_text()
+
+
+def test_one_policys_selection_is_titled_by_its_policy_and_counted_by_its_items(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """``-k cand`` selects the candidate's 4 items of 2 tasks x 2 repeats (of 8 items, 4 per policy): its only summary
+    is the candidate's, titled so on the terminal, in the JSON report and the Markdown summary (not as the dataset,
+    which reads as both policies'), and its selection counts every task selected (2 of 2) and the items (4 of 8),
+    where the base policy's deselected items made it "0 of 2 tasks"."""
+    write_dataset(pytester)
+    result = pytester.runpytest_subprocess(
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-repeats=2", "-k", "cand", "--gym-min-pass-rate=0.1",
+        "--gym-report=r.json", "--gym-markdown=s.md",
+    )  # fmt: skip
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (summary,) = report["datasets"]
+    assert (summary["policy"], summary["tasks"], summary["rollouts"]) == ("cand", 2, 4)
+    selection = summary["selection"]
+    assert (selection["tasks"], selection["of_tasks"], selection["rollouts"], selection["of_rollouts"]) == (2, 2, 4, 8)
+    assert selection["label"] == "judged on a -k selection: 2 of 2 tasks, 4 of 8 rollouts"
+    assert "mcqa.jsonl (policy cand)" in result.outlines, result.stdout.str()[-3000:]
+    assert "0 of 2 tasks" not in result.stdout.str()
+    markdown = (pytester.path / "s.md").read_text()
+    assert "mcqa.jsonl (policy cand)" in markdown and "0 of 2 tasks" not in markdown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from test_report import results_for
@@ -82,3 +83,57 @@ def test_unreadable_or_foreign_metrics_files_are_left_out(tmp_path: Path) -> Non
     (output / "b_aggregate_metrics.json").write_text(json.dumps([{"agent_ref": "x"}, 3, {"key_metrics": {}}]))
     assert read_gym_metrics(tmp_path) == {} and read_gym_metrics(None) == {}
     assert read_gym_metrics(tmp_path / "missing") == {}
+
+
+def test_gyms_own_figures_are_in_the_json_report_the_page_and_the_markdown(tmp_path: Path) -> None:
+    """Gym's majority@2 and the verifier's secondary scores were on the terminal only: every report shows them,
+    from the summary's ``gym`` (the JSON report's schema holds them, and a page made afterwards from the JSON alone
+    shows them too)."""
+    import jsonschema
+
+    from pytest_gym_eval.reporting import html, markdown
+    from pytest_gym_eval.reporting.conclusion import Conclusion
+    from pytest_gym_eval.reporting.gym_metrics import with_gym_figures
+    from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, conclusion_from_report
+
+    aggregate(tmp_path, "hotpotqa_agent", {"majority@2/accuracy": 80.0}, {"answer_f1": 0.8333, "is_correct": 0.8})
+    results = results_for({"a": [1.0, 1.0], "b": [1.0, 0.0]}, agent="hotpotqa_agent")
+    summaries = summarize(results, thresholds={}, gates={}, mode=GateMode.POINT)
+    (summary,) = with_gym_figures(summaries, results, read_gym_metrics(tmp_path))
+    report = build_report([summary], results, {})
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    assert report["datasets"][0]["gym"] == {
+        "agent": "hotpotqa_agent",
+        "key_metrics": {"majority@2/accuracy": 80.0, "majority@2/no_answer": 0.0},
+        "secondary": {"answer_f1": 0.8333, "is_correct": 0.8},
+        "file": "rollouts_aggregate_metrics.json",
+        "datasets": [summary.dataset],
+    }
+    conclusion = Conclusion([summary], [], None, -1, "")
+    key = "majority@2/accuracy 80, majority@2/no_answer 0"
+    where = "agent hotpotqa_agent, rollouts_aggregate_metrics.json"
+    text = markdown.render_markdown(conclusion, results)
+    assert f"| gym's own | {key} ({where}) |" in text
+    assert "| secondary | answer_f1 0.8333, is_correct 0.8 (means over the rollouts, Gym's) |" in text
+    read_back, rollouts = conclusion_from_report(json.loads(json.dumps(report)))
+    for page in (html.render_page(conclusion, results, {}), html.render_page(read_back, rollouts, {})):
+        row = re.search(r'<tr class="metric" data-metric="gym.key" >(.*?)</tr>', page, re.S)
+        assert row and f'<td class="value">{key}</td><td class="explain">{where}</td>' in row.group(1)
+        assert '<td class="value">answer_f1 0.8333, is_correct 0.8</td>' in page
+
+
+def test_gyms_figures_of_an_agent_that_ran_several_datasets_say_so(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from pytest_gym_eval.reporting.gym_metrics import with_gym_figures
+
+    aggregate(tmp_path, "mcqa_simple_agent", {"pass@1/accuracy": 75.0}, {})
+    results = results_for({"a": [1.0, 1.0]}) + [
+        replace(r, dataset="other.jsonl", nodeid=r.nodeid.replace("mcqa", "other")) for r in results_for({"b": [0.0]})
+    ]
+    summaries = summarize(results, thresholds={}, gates={}, mode=GateMode.POINT)
+    figures = [s.gym for s in with_gym_figures(summaries, results, read_gym_metrics(tmp_path))]
+    assert [f.datasets if f else None for f in figures] == [(summaries[0].dataset, "other.jsonl")] * 2
+    text = " ".join(terminal.render_summary(summaries, verbose=False, results=results, width=100,
+                                            gym_metrics=read_gym_metrics(tmp_path)))  # fmt: skip
+    assert f"over {summaries[0].dataset}, other.jsonl: Gym aggregates per agent" in " ".join(text.split())
