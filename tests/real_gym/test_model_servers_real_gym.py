@@ -123,5 +123,6 @@ def test_a_judge_environment_runs_with_its_judge_bound_to_a_second_endpoint(
     assert all(any(row["safe_prompt"] in text for text in judged) for row in rows)
     assert sorted(rewards.values()) == [0.0] + [1.0] * (len(rows) - 1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the refused row's reward 0 fails its item
-    written = "".join(p.read_text(errors="replace") for p in (pytester.path / "runs").rglob("*.json"))
+    run_files = [p for p in (pytester.path / "runs").rglob("*") if p.suffix in (".json", ".yaml", ".jsonl")]
+    written = "".join(p.read_text(errors="replace") for p in run_files)
     assert judge.base_url in written and KEY not in written and KEY not in result.stdout.str()
