@@ -191,9 +191,13 @@ def probe_model(
                 last = f"HTTP {response.status}"
         except urllib.error.HTTPError as error:
             if error.code in (401, 403):
-                raise GymStartError(
-                    f"the model endpoint {shown} refused the API key (HTTP {error.code}); "
+                hint = (
                     f"is ${model.api_key_env} set to a valid key?"
+                    if model.api_key_env
+                    else "it needs a key: name its variable (key=ENV_VAR of --gym-model-server)"
+                )
+                raise GymStartError(
+                    f"the model endpoint {shown} refused the API key (HTTP {error.code}); {hint}"
                 ) from None
             last = f"HTTP {error.code}"
         except (urllib.error.URLError, OSError) as error:

@@ -174,7 +174,7 @@ OPTIONS: tuple[Option, ...] = (
         "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat] (the key read from ENV_VAR, never given "
         "itself; type: the endpoint's API, default --gym-model-type's) or NAME=policy (the policy model's endpoint); "
         "NAME as the environment's config names it, e.g. judge_model (repeatable, in the ini file one per "
-        "line; an environment judged by policy_model needs none)",
+        "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts)",
         "linelist",
         action="append",
         metavar="NAME=SPEC",

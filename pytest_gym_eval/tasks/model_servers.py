@@ -132,6 +132,19 @@ def parse_model_servers(texts: Iterable[str], base: Path, option: str = OPTION) 
     return bindings
 
 
+def model_server_meta(bindings: Sequence[ModelServerBinding], default_type: str) -> dict[str, object]:
+    """Facts for the JSON report's ``meta`` (and the JUnit suite properties): ``model_server.<NAME>.<fact>`` for each
+    binding, its ``model``, Gym server ``type``, ``url`` (no password) and ``api_key_env`` (the variable's *name*),
+    or ``bound_to`` = ``policy`` / ``replay``. Never a key."""
+    meta: dict[str, object] = {}
+    for binding in bindings:
+        facts = {k: v for k, v in binding.described().items() if k not in ("api", "replay")}
+        if "bound_to" not in facts:
+            facts["type"] = binding.model_type(default_type)
+        meta.update({f"model_server.{binding.name}.{key}": value for key, value in facts.items() if value is not None})
+    return meta
+
+
 def url_environment(bindings: Sequence[ModelServerBinding]) -> dict[str, str]:
     """What Gym's environment needs for the bound URLs :func:`model_server_blocks` writes as variables: the URL of
     each binding whose URL holds a secret, under its :meth:`ModelServerBinding.url_variable`."""

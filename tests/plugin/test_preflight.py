@@ -180,3 +180,19 @@ def test_a_bad_model_server_binding_is_a_usage_error_naming_the_option(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert says in result.stderr.str()
     assert fake_gym.calls() == []
+
+
+def test_a_bound_endpoint_that_does_not_answer_stops_the_start_naming_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    from pytest_gym_eval.gym.processes import free_port
+
+    (fake_gym.checkout / "resources_servers" / "mcqa" / "configs" / "mcqa.yaml").write_text(JUDGED_MCQA)
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a")
+    judge = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    result = pytester.runpytest_subprocess(
+        *fake_gym.args, name, f"--gym-model-server=judge_model={judge},model=j", "--gym-startup-timeout=2"
+    )
+    assert result.ret != pytest.ExitCode.OK
+    assert f"the model endpoint {judge} did not answer GET /models" in result.stdout.str()
+    assert not any(call.get("argv", [None])[:1] == ["env"] for call in fake_gym.calls()), fake_gym.calls()

@@ -281,3 +281,20 @@ def test_a_server_defined_in_another_config_of_the_run_counts(tmp_path: Path) ->
     config = write_env(tmp_path, "refusal", STYLE_A.replace("judge_base_url: null\n", ""))
     assert len(model_server_problems(tmp_path, [config], set(), {})) == 1
     assert model_server_problems(tmp_path, [config, judge], set(), {}) == []
+
+
+def test_the_report_meta_names_each_binding_without_a_key_or_password() -> None:
+    from pytest_gym_eval.tasks.model_servers import model_server_meta
+
+    bindings = parse_model_servers(
+        ["judge_model=https://u:hunter2@judge.example/v1,model=j,key=JUDGE_KEY,type=chat", "genrm_model=policy"],
+        Path("."),
+    )
+    meta = model_server_meta(bindings, "openai_model")
+    assert meta == {
+        "model_server.judge_model.url": "https://u:***@judge.example/v1",
+        "model_server.judge_model.model": "j",
+        "model_server.judge_model.api_key_env": "JUDGE_KEY",
+        "model_server.judge_model.type": "vllm_model",
+        "model_server.genrm_model.bound_to": "policy",
+    }
