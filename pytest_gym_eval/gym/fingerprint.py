@@ -65,6 +65,7 @@ COMPONENT_NAMES = {
     "configs": "the Gym config files of the agents",
     "servers": "the source of Gym's servers",
     "model": "the policy model",
+    "model_servers": "the bound model servers",
 }
 """How :meth:`GymConfiguration.differences` names each component."""
 
@@ -106,12 +107,16 @@ class GymConfiguration:
         model: str | None = None,
         api_key_env: str | None = None,
         head_server: str | None = None,
+        model_servers: Mapping[str, Any] | None = None,
     ) -> GymConfiguration:
         """The configuration of a Gym started from ``checkout`` with the config files ``gym_configs`` and the
         model server ``model_type``, whose policy model replays ``replay`` (recordings files) or calls
         ``model_url`` serving ``model`` with the key in ``$api_key_env``; or, with ``head_server``
-        (``host:port``), of servers someone else started (the model is then theirs). Raises OSError when a config
-        file or a recordings file cannot be read."""
+        (``host:port``), of servers someone else started (the model is then theirs). ``model_servers``: what may be
+        shown of each ``--gym-model-server`` binding by name (:meth:`~pytest_gym_eval.tasks.model_servers.
+        ModelServerBinding.described`; no key, no password), a component only when there are bindings (a
+        configuration without keeps its key). Raises OSError when a config file or a recordings file cannot be
+        read."""
         root = checkout.path
         configs = {}
         folders = {f"responses_api_models/{model_type}"}
@@ -137,6 +142,8 @@ class GymConfiguration:
             "servers": {folder: tree_digest(root / folder) for folder in sorted(folders)},
             "model": model_part,
         }
+        if model_servers:
+            components["model_servers"] = {name: dict(model_servers[name]) for name in sorted(model_servers)}
         return cls(components)
 
     @property

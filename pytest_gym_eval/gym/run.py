@@ -30,9 +30,9 @@ from pytest_gym_eval.gym.servers import RAY_START_TIMEOUT as RAY_START_TIMEOUT
 from pytest_gym_eval.gym.servers import GymServersExited as GymServersExited
 from pytest_gym_eval.gym.servers import GymStartError as GymStartError
 from pytest_gym_eval.gym.servers import RunSettings as RunSettings
+from pytest_gym_eval.gym.servers import bound_endpoints, quote_failure
 from pytest_gym_eval.gym.servers import launch_servers as launch_servers
 from pytest_gym_eval.gym.servers import probe_model as probe_model
-from pytest_gym_eval.gym.servers import quote_failure
 from pytest_gym_eval.gym.servers import record_process as record_process
 from pytest_gym_eval.gym.servers import start_private_ray as start_private_ray
 from pytest_gym_eval.gym.servers import start_servers as start_servers
@@ -322,6 +322,8 @@ class GymRun:
         )
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
+            for endpoint in bound_endpoints(settings.model_servers, settings.model.model_type):
+                probe_model(endpoint, deadline, self._stopping, self.on_event)
         if settings.head_server is not None:
             host, port = settings.head_server
             self.on_event(f"attaching to Gym's head server at {host}:{port}")

@@ -8,7 +8,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from pytest_gym_eval.outcomes.causes import GYM_START, redact
 from pytest_gym_eval.outcomes.server_logs import SERVER_EXITED as SERVER_EXITED
 from pytest_gym_eval.outcomes.server_logs import exited_server, failure_reason
 from pytest_gym_eval.provision import RAY_START_WAIT
+from pytest_gym_eval.tasks.model_servers import ModelServerBinding
 from pytest_gym_eval.tasks.models import Policy
 from pytest_gym_eval.tasks.sampling import Sampling
 
@@ -93,8 +94,10 @@ class RunSettings:
     ``tag_repeats`` tags each input row with its repeat for the replay model (``--gym-replay``).
     ``ray_address`` is an existing Ray cluster for Gym's servers (``--gym-ray-address``), None for a private one.
     ``gym_configs`` are the Gym config files that define the plan's agents; timeouts are in seconds.
-    ``server_blocks`` are the Gym config blocks that serve every policy but the first (``--gym-policy``), written
-    to their own file for ``gym env start`` only; empty for one policy model.
+    ``server_blocks`` are the Gym config blocks that serve every policy but the first (``--gym-policy``) and the
+    model servers ``--gym-model-server`` binds, written to their own file for ``gym env start`` only; empty for one
+    policy model and no binding. ``model_servers`` are those bindings (their endpoints are waited for as the
+    policy's is: Gym probes every model server's ``GET /models`` when it starts).
     ``attach``, when set, finds (or starts) the servers to attach to from the run's background thread: given the
     run's stop event and its ``on_event``, it returns the head server and the policy model they call (a warm
     Gym, :meth:`pytest_gym_eval.warm.WarmGym.acquire`), or raises :class:`GymStartError`. ``servers_gone``, when
@@ -121,6 +124,7 @@ class RunSettings:
     )
     servers_gone: Callable[[], str | None] | None = None
     server_blocks: dict[str, Any] = field(default_factory=dict)
+    model_servers: tuple[ModelServerBinding, ...] = ()
 
 
 PROBE_NOTE_EVERY = 60.0
@@ -187,9 +191,13 @@ def probe_model(
                 last = f"HTTP {response.status}"
         except urllib.error.HTTPError as error:
             if error.code in (401, 403):
-                raise GymStartError(
-                    f"the model endpoint {shown} refused the API key (HTTP {error.code}); "
+                hint = (
                     f"is ${model.api_key_env} set to a valid key?"
+                    if model.api_key_env
+                    else "it needs a key: name its variable (key=ENV_VAR of --gym-model-server)"
+                )
+                raise GymStartError(
+                    f"the model endpoint {shown} refused the API key (HTTP {error.code}); {hint}"
                 ) from None
             last = f"HTTP {error.code}"
         except (urllib.error.URLError, OSError) as error:
@@ -204,6 +212,18 @@ def probe_model(
             )
             next_note = now + PROBE_NOTE_EVERY
         stopping.wait(1.0)
+
+
+def bound_endpoints(bindings: Sequence[ModelServerBinding], model_type: str) -> list[ModelEndpoint]:
+    """The endpoints of the ``--gym-model-server`` bindings that name a URL of their own (not ``NAME=policy``,
+    whose endpoint is the policy's), to wait for before Gym starts (:func:`probe_model`): Gym itself probes every
+    model server's ``GET /models`` at start and gives up on one that does not answer. ``model_type`` is the
+    policy's (``--gym-model-type``), the type of a binding without ``type=``."""
+    return [
+        ModelEndpoint(b.url, b.model, b.model_type(model_type), b.api_key_env or "")
+        for b in bindings
+        if b.url is not None and b.model is not None
+    ]
 
 
 GYM_START_TIMEOUTS = ("server_spinup_timeout_seconds", "model_endpoint_readiness_timeout_seconds")

@@ -43,6 +43,7 @@ from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, compari
 from pytest_gym_eval.stats.gates import HOLM, Gate, GateMode, GateSource, merge_gates
 from pytest_gym_eval.stats.sequential import RewardRange
 from pytest_gym_eval.tasks.dataset import DEFAULT_ID_FIELDS
+from pytest_gym_eval.tasks.model_servers import ModelServerBinding, ModelServerSpecError, parse_model_servers
 from pytest_gym_eval.tasks.models import MODEL_FIELDS, Policy, PolicySpecError, order_policies, parse_policy
 from pytest_gym_eval.tasks.sampling import Sampling, SamplingError, parse_params
 from pytest_gym_eval.tasks.shard import Shard, parse_shard
@@ -65,6 +66,8 @@ class GymOptions:
     api_key_env: str = DEFAULT_API_KEY_ENV
     replay: tuple[Path, ...] = ()
     policies: tuple[Policy, ...] = ()
+    model_servers: tuple[ModelServerBinding, ...] = ()
+    """The model servers environments name that ``--gym-model-server`` (ini ``gym_model_servers``) binds."""
     """``--gym-policy``: the policy models compared in this session, the baseline first (none: one model)."""
     head_server: tuple[str, int] | None = None
     run_dir: Path | None = None
@@ -230,6 +233,13 @@ class GymOptions:
             raise pytest.UsageError(
                 f"--gym-policy works with --gym-model-type {' or '.join(MODEL_FIELDS)}, not {model_type}"
             )
+        model_servers = _model_servers(config, ini_value, inifile_dir)
+        clash = "--gym-keep-alive" if keep_alive else "--gym-head-server" if head_server else ""
+        if model_servers and clash:
+            raise pytest.UsageError(
+                f"--gym-model-server cannot be combined with {clash}: the bindings are written into the config of a "
+                "Gym this session starts"
+            )
         comparisons = merge_gates(
             _comparison_layer(lambda dest: config.getoption(dest, default=None), GateSource.COMMAND_LINE),
             _comparison_layer(ini_value, GateSource.INI),
@@ -257,6 +267,7 @@ class GymOptions:
             api_key_env=api_key_env,
             replay=replay,
             policies=policies,
+            model_servers=model_servers,
             head_server=head_server,
             run_dir=path_option("gym_run_dir"),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
@@ -569,6 +580,20 @@ def _policies(config: pytest.Config, ini_value: Any, inifile_dir: Path, api_key_
         return order_policies([parse_policy(text, base, api_key_env) for text in texts], baseline)
     except PolicySpecError as error:
         raise pytest.UsageError(f"{option}: {error}") from None
+
+
+def _model_servers(config: pytest.Config, ini_value: Any, inifile_dir: Path) -> tuple[ModelServerBinding, ...]:
+    """``--gym-model-server`` (or ini ``gym_model_servers``); raises :class:`pytest.UsageError` naming the option and
+    the bad value."""
+    given = config.getoption("gym_model_server", default=None)
+    if given:
+        texts, option, base = given, "--gym-model-server", Path.cwd()
+    else:
+        texts, option, base = ini_value("gym_model_servers"), "gym_model_servers", inifile_dir
+    try:
+        return parse_model_servers(texts or (), base, option)
+    except ModelServerSpecError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 def _policy_clash(

@@ -169,6 +169,18 @@ OPTIONS: tuple[Option, ...] = (
         metavar="NAME=SPEC",
     ),
     Option(
+        "--gym-model-server",
+        "Bind a model server a Gym environment names (its judge, reward model, user simulator...): "
+        "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat] (the key read from ENV_VAR, never given "
+        "itself; type: the endpoint's API, default --gym-model-type's) or NAME=policy (the policy model's endpoint); "
+        "NAME as the environment's config names it, e.g. judge_model (repeatable, in the ini file one per "
+        "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts)",
+        "linelist",
+        action="append",
+        metavar="NAME=SPEC",
+        ini="gym_model_servers",
+    ),
+    Option(
         "--gym-baseline-policy",
         "The --gym-policy the others are compared with",
         default="the first named",

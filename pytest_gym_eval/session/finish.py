@@ -22,6 +22,7 @@ from pytest_gym_eval.session.gym_session import GymSession
 from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
 from pytest_gym_eval.session.report_facts import report_meta, report_plan
 from pytest_gym_eval.session.results import final_status, gates_judged_passing, gates_not_passing
+from pytest_gym_eval.tasks.model_servers import model_server_meta
 from pytest_gym_eval.tasks.models import sampling_meta
 from pytest_gym_eval.tasks.shard import shard_meta
 
@@ -304,6 +305,7 @@ def run_meta(gym: GymSession) -> dict[str, object]:
         "session_id": uuid.uuid4().hex,  # the run's key in the history (run_history.run_key)
         **gym.options.sampling.meta(),
         **sampling_meta(gym.options.policies, gym.options.sampling),
+        **model_server_meta(gym.options.model_servers, gym.options.model_type),
         **run_history.policy_meta([(p.name, p.model or REPLAY_MODEL_NAME) for p in gym.options.policies]),
         **(gym.options.price.meta() if gym.options.price is not None else {}),
         "warm_gym": warm.entry.key if (warm := gym.launch.warm) is not None and warm.entry is not None else None,

@@ -9,6 +9,7 @@ be made and checked in a unit test.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -24,7 +25,13 @@ from pytest_gym_eval.gym.run import GymStartError, ModelEndpoint, RunSettings, f
 from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.session import preflight
-from pytest_gym_eval.tasks.models import Policy, base_agent, policy_url_environment, server_blocks
+from pytest_gym_eval.tasks.model_servers import (
+    ModelServerSpecError,
+    model_server_blocks,
+    model_type_template,
+    url_environment,
+)
+from pytest_gym_eval.tasks.models import MODEL_FIELDS, Policy, base_agent, policy_url_environment, server_blocks
 from pytest_gym_eval.tasks.plan import RunPlan
 
 if TYPE_CHECKING:
@@ -155,6 +162,7 @@ class Launch:
             self.cleanup.append(ray_dir)
         env = provision.gym_environment(checkout, ray_dir)  # + the URLs holding a password, which no file holds
         env.update({**(self.model.environment() if self.model else {}), **policy_url_environment(self.more_models)})
+        env.update(url_environment(options.model_servers))
         return RunSettings(
             gym=checkout.gym_executable,
             env=env,
@@ -171,8 +179,25 @@ class Launch:
             ray_address=options.ray_address,
             attach=attach,
             servers_gone=self.warm.gone if self.warm is not None else None,
-            server_blocks=self._server_blocks(plan, checkout),
+            server_blocks={**self._server_blocks(plan, checkout), **self._model_server_blocks(checkout)},
+            model_servers=options.model_servers,
         )
+
+    def _model_server_blocks(self, checkout: provision.GymCheckout) -> dict[str, Any]:
+        """The Gym config blocks serving the model servers ``--gym-model-server`` binds
+        (:func:`~pytest_gym_eval.tasks.model_servers.model_server_blocks`), each type's fields taken from the
+        checkout's own model server config; raises :class:`GymStartError` for a binding it cannot serve."""
+        bindings = self.options.model_servers
+        if not bindings:
+            return {}
+        templates = {t: fields for t in MODEL_FIELDS if (fields := model_type_template(checkout.path, t)) is not None}
+        variables = {b.api_key_env for b in bindings if b.api_key_env}
+        try:
+            key_set = {variable: bool(os.environ.get(variable)) for variable in variables}
+            types = preflight.model_types(checkout.path) or ()
+            return model_server_blocks(bindings, self.options.model_type, templates, key_set, types)
+        except ModelServerSpecError as error:
+            raise GymStartError(str(error)) from None
 
     def _server_blocks(self, plan: RunPlan, checkout: provision.GymCheckout) -> dict[str, Any]:
         """The Gym config blocks serving every ``--gym-policy`` policy but the first (:func:`server_blocks`; none for
@@ -223,16 +248,20 @@ class Launch:
         checkout = preflight.local_checkout(self.options.checkout)
         if checkout is None:
             return
-        problems = [
-            self._agent_problem(checkout, plan, agent)
+        policies = self.options.policies
+        found = {
+            agent: find_agent_config(checkout, base_agent(agent, policies), self._agent_server(plan, agent))
             for agent in plan.agents
-            if find_agent_config(checkout, base_agent(agent, self.options.policies), self._agent_server(plan, agent))
-            is None
-        ]
+        }
+        problems = [self._agent_problem(checkout, plan, agent) for agent, config in found.items() if config is None]
         if self.options.head_server is None and (
             problem := preflight.model_type_problem(checkout, self.options.model_type)
         ):
             problems.append(problem)
+        if self.options.head_server is None:  # attached servers were bound by whoever started them
+            configs = list(dict.fromkeys(config for config in found.values() if config is not None))
+            bound = {binding.name for binding in self.options.model_servers}
+            problems += preflight.model_server_problems(checkout, configs, bound)
         if problems:
             raise pytest.UsageError("\n".join(problems))
 
@@ -321,6 +350,7 @@ class Launch:
                 replay=options.replay if head is None else (),
                 model_url=options.model_url, model=options.model, api_key_env=options.api_key_env,
                 head_server=f"{head[0]}:{head[1]}" if head is not None else None,
+                model_servers={b.name: b.described() for b in options.model_servers},
             )  # fmt: skip
         return self.configurations[agents]
 

@@ -4,19 +4,26 @@ Gym is asked to start, as one error on every selected item (and a reward summary
 
 Checked against the Gym checkout's files alone (no Gym import, no subprocess): the agent each dataset uses is
 defined by one of the checkout's configs, a ``resources_server=`` setting names an environment the checkout
-has, and ``--gym-model-type`` names one of its model servers. Each problem is one message naming what the
+has, ``--gym-model-type`` names one of its model servers, and every model server an environment's config names
+(a judge, a reward model, a user simulator: :func:`model_server_problems`) is the policy, bound with
+``--gym-model-server`` or defined there with a usable URL. Each problem is one message naming what the
 checkout does have; the session reports it as a usage error (exit status 4) at collection time.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_gym_eval import provision
+from pytest_gym_eval.tasks.model_servers import OPTION, POLICY_SERVER
 
 AGENT_CONFIG_GLOBS = ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
 """Where :func:`~pytest_gym_eval.gym.run.find_agent_config` looks for an agent's config, in this order."""
@@ -148,3 +155,161 @@ def local_checkout(checkout_option: Path | None) -> Path | None:
         return checkout.path
     found = provision.provisioned()
     return found.path if found is not None else None
+
+
+MODEL_REF_TYPE = "responses_api_models"
+"""The ``type`` of a reference to a model server in a Gym config (``{type: responses_api_models, name: X}``)."""
+UNSET_VALUES = ("", "MISSING", "???", "null", "None")
+"""Values of a URL field (or of the variable it reads) that leave it unset."""
+PLACEHOLDERS = ("<host_url>", "unset.local")
+"""Parts of a URL that show it is a placeholder to fill in."""
+LOCAL_WEIGHTS = ("local_vllm_model", "local_vllm_model_proxy", "genrm_model")
+"""Model server types that serve model weights themselves (vLLM on a local GPU)."""
+URL_FIELDS = ("openai_base_url", "base_url")
+ENV_INTERPOLATION = re.compile(r"^\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,(.*))?\}$")
+SELECT_INTERPOLATION = re.compile(r"^\$\{oc\.select:([A-Za-z_][A-Za-z0-9_.]*)(?:,(.*))?\}$")
+VARIABLE_INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_.]*)\}$")
+
+
+@dataclass(frozen=True)
+class ModelServerNeed:
+    """A model server a resources server's config names: ``environment`` (the resources server instance),
+    ``config`` (the file), ``key`` (the key path inside the resources server's block, ``judge_model_server``) and
+    ``server`` (the model server instance named, ``judge_model`` or ``policy_model``)."""
+
+    environment: str
+    config: Path
+    key: str
+    server: str
+
+
+def load_configs(configs: Sequence[Path]) -> dict[Path, dict[str, Any]]:
+    """Each of ``configs`` (Gym config files) read as YAML; a file that cannot be read or parsed is left out (Gym
+    reports it when it starts)."""
+    import yaml
+
+    loaded = {}
+    for path in configs:
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict):
+            loaded[path] = data
+    return loaded
+
+
+def model_server_needs(loaded: Mapping[Path, Mapping[str, Any]]) -> list[ModelServerNeed]:
+    """Every reference ``{type: responses_api_models, name: X}`` inside a resources server's block
+    (``<env>: {resources_servers: {<kind>: {...}}}``) of the loaded configs, in file order."""
+    needs = []
+    for path, data in loaded.items():
+        for environment, block in data.items():
+            servers = block.get("resources_servers") if isinstance(block, dict) else None
+            if not isinstance(servers, dict):
+                continue
+            for fields in servers.values():
+                for key, server in _model_refs(fields, ()):
+                    needs.append(ModelServerNeed(str(environment), path, key, server))
+    return needs
+
+
+def _model_refs(value: object, path: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    if isinstance(value, dict):
+        if value.get("type") == MODEL_REF_TYPE and isinstance(value.get("name"), str) and path:
+            yield ".".join(path), value["name"]
+            return
+        for key, inner in value.items():
+            yield from _model_refs(inner, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from _model_refs(inner, (*path, str(index)))
+
+
+def unbound_reason(server: str, merged: Mapping[str, Any], bound: set[str], environ: Mapping[str, str]) -> str | None:
+    """Why the model server ``server`` cannot serve as the configs ``merged`` (their top-level keys, later files
+    winning) define it, or None when it can: the policy's own (``policy_model``), bound (``bound``), or defined
+    with a URL that is set (not null, ``MISSING``, ``???`` or a placeholder; a ``${var}`` that resolves to one, or
+    ``${oc.env:VAR}`` with ``VAR`` unset in ``environ`` and no usable default, is unset too)."""
+    if server == POLICY_SERVER or server in bound:
+        return None
+    block = merged.get(server)
+    types = block.get(MODEL_REF_TYPE) if isinstance(block, dict) else None
+    if not isinstance(types, dict) or not types:
+        return "no config of the run defines it"
+    for model_type, fields in types.items():
+        if model_type in LOCAL_WEIGHTS:
+            return f"it is a {model_type} server, which serves model weights on a local GPU"
+        if not isinstance(fields, dict):
+            continue
+        url_field = next((field for field in URL_FIELDS if field in fields), None)
+        if url_field is None:
+            return f"its {model_type} block has no URL"
+        if problem := _url_problem(fields[url_field], merged, environ, depth=0):
+            return f"its {url_field} {problem}"
+    return None
+
+
+def _url_problem(value: object, merged: Mapping[str, Any], environ: Mapping[str, str], depth: int) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip() in UNSET_VALUES):
+        return f"is {value!r}" if value in ("MISSING", "???") else "is not set"
+    if not isinstance(value, str) or depth > 5:
+        return None
+    if any(placeholder in value for placeholder in PLACEHOLDERS):
+        return f"is the placeholder {value!r}"
+    if match := ENV_INTERPOLATION.match(value.strip()):
+        variable, default = match.groups()
+        if environ.get(variable):
+            return None
+        if default is None or _url_problem(default.strip() or None, merged, environ, depth + 1):
+            return f"comes from ${variable}, which is not set"
+        return None
+    if match := SELECT_INTERPOLATION.match(value.strip()):
+        name, default = match.groups()
+        chosen = merged.get(name)
+        if chosen is None:
+            chosen = default.strip() if default else None
+        problem = _url_problem(chosen, merged, environ, depth + 1)
+        return f"is ${{{name}}}, which {problem}" if problem else None
+    if match := VARIABLE_INTERPOLATION.match(value.strip()):
+        name = match.group(1)
+        problem = _url_problem(merged.get(name), merged, environ, depth + 1)
+        return f"is ${{{name}}}, which {problem}" if problem else None
+    return None
+
+
+def model_server_problems(
+    checkout: Path, configs: Sequence[Path], bound: set[str], environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """One message per model server the resources servers of ``configs`` (the run's Gym config files) name that
+    cannot serve (:func:`unbound_reason`), naming the environment, the config key, the server and the
+    ``--gym-model-server`` to add; ``bound`` are the names bound with it, ``environ`` the environment Gym gets
+    (``os.environ`` by default). Each server is named once (with every environment and key that names it)."""
+    loaded = load_configs(configs)
+    merged: dict[str, Any] = {}
+    for data in loaded.values():
+        merged.update(data)
+    environ = os.environ if environ is None else environ
+    users: dict[str, list[ModelServerNeed]] = {}
+    for need in model_server_needs(loaded):
+        if need.server.strip() in UNSET_VALUES:
+            continue  # a name the config leaves to fill in (`???`): Gym names the missing value itself
+        users.setdefault(need.server, []).append(need)
+    problems = []
+    for server, needs in users.items():
+        if (reason := unbound_reason(server, merged, bound, environ)) is None:
+            continue
+        where = "; ".join(f"{need.environment} ({_shown_path(need.config, checkout)}): {need.key}" for need in needs)
+        problems.append(
+            f"the model server {server!r} is not bound ({reason}), named by {where}; add "
+            f"{OPTION} {server}=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat] "
+            f"(or {server}=policy to use the policy model's endpoint)"
+        )
+    return problems
+
+
+def _shown_path(path: Path, checkout: Path) -> str:
+    try:
+        return str(path.relative_to(checkout))
+    except ValueError:
+        return str(path)

@@ -24,7 +24,8 @@ def test_every_option_has_its_ini_twin_or_says_why_not() -> None:
             assert option.no_ini, f"{option.flag} has no ini twin and does not say why"
         else:
             assert not option.no_ini
-            assert option.ini_name == option.dest or (option.flag, option.ini_name) == ("--gym-param", "gym_params")
+            plural = {("--gym-param", "gym_params"), ("--gym-model-server", "gym_model_servers")}
+            assert option.ini_name == option.dest or (option.flag, option.ini_name) in plural
     assert {o.flag for o in OPTIONS if o.ini_type is None} == {"--gym-head-server", "--gym-resume"}
     (gate_on,) = (o for o in OPTIONS if o.flag == "--gym-gate-on")
     assert list(gate_on.choices or ()) == [mode.value for mode in GateMode]
@@ -98,6 +99,7 @@ SAMPLE = {
     "--gym-replay": "rec.jsonl",
     "--gym-policy": "a=replay:rec.jsonl\n    b=replay:rec.jsonl",
     "--gym-baseline-policy": "b",
+    "--gym-model-server": "judge_model=http://127.0.0.1:9/v1,model=j,key=J,type=chat\n    genrm_model=policy",
     "--gym-run-dir": "runs",
     "--gym-startup-timeout": "5",
     "--gym-rollout-timeout": "7",

@@ -133,3 +133,66 @@ def test_a_gym_checkout_that_is_no_checkout_is_one_usage_error(pytester: pytest.
     expected = {"missing": "no such folder", "not-a-checkout": "is not a NeMo Gym checkout", "half-built": "half-built"}
     assert line.startswith("ERROR: --gym-checkout") and expected[problem] in line, line
     assert not any("quiz.jsonl::" in line for line in result.outlines)  # no item ran, none errored
+
+
+JUDGED_MCQA = (
+    "mcqa:\n  resources_servers:\n    mcqa:\n      entrypoint: app.py\n"
+    "      judge_model_server: {type: responses_api_models, name: judge_model}\n"
+    "mcqa_simple_agent:\n  responses_api_agents:\n    simple_agent:\n      entrypoint: app.py\n"
+)
+
+
+def test_an_unbound_judge_is_one_usage_error_and_a_binding_reaches_gyms_config(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    (fake_gym.checkout / "resources_servers" / "mcqa" / "configs" / "mcqa.yaml").write_text(JUDGED_MCQA)
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a", "b")
+    result = pytester.runpytest_subprocess(*fake_gym.args, name)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = usage_error_lines(result)
+    assert "the model server 'judge_model' is not bound (no config of the run defines it)" in line
+    assert "named by mcqa (resources_servers/mcqa/configs/mcqa.yaml): judge_model_server" in line
+    assert "add --gym-model-server judge_model=URL,model=SERVED_NAME" in line
+    assert fake_gym.calls() == []
+
+    bound = pytester.runpytest_subprocess(
+        *fake_gym.args, name, "--gym-model-server=judge_model=policy", "--gym-run-dir=runs"
+    )
+    assert bound.ret == pytest.ExitCode.OK, bound.stdout.str()
+    (servers,) = (pytester.path / "runs").glob("*/gym-policies.yaml")
+    block = json.loads(servers.read_text())["judge_model"]["responses_api_models"]
+    assert block["openai_model"]["openai_base_url"] == "${policy_base_url}"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--gym-model-server=judge_model"], "--gym-model-server 'judge_model': expected NAME=URL,model=SERVED_NAME"),
+        (["--gym-model-server=policy_model=http://h/v1,model=m"], "is the policy model's server"),
+        (["--gym-model-server=judge_model=policy", "--gym-keep-alive=60"], "cannot be combined with --gym-keep-alive"),
+    ],
+)
+def test_a_bad_model_server_binding_is_a_usage_error_naming_the_option(
+    pytester: pytest.Pytester, fake_gym: FakeGym, args: list[str], says: str
+) -> None:
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a")
+    result = pytester.runpytest_subprocess(*fake_gym.args, name, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert says in result.stderr.str()
+    assert fake_gym.calls() == []
+
+
+def test_a_bound_endpoint_that_does_not_answer_stops_the_start_naming_it(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    from pytest_gym_eval.gym.processes import free_port
+
+    (fake_gym.checkout / "resources_servers" / "mcqa" / "configs" / "mcqa.yaml").write_text(JUDGED_MCQA)
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a")
+    judge = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    result = pytester.runpytest_subprocess(
+        *fake_gym.args, name, f"--gym-model-server=judge_model={judge},model=j", "--gym-startup-timeout=2"
+    )
+    assert result.ret != pytest.ExitCode.OK
+    assert f"the model endpoint {judge} did not answer GET /models" in result.stdout.str()
+    assert not any(call.get("argv", [None])[:1] == ["env"] for call in fake_gym.calls()), fake_gym.calls()

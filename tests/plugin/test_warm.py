@@ -24,6 +24,7 @@ from pytest_gym_eval.gym.fingerprint import GymConfiguration
 from pytest_gym_eval.gym.orphans import find_leftovers, run_processes
 from pytest_gym_eval.gym.processes import is_running, session_members
 from pytest_gym_eval.replay import ReplayServer
+from pytest_gym_eval.tasks.model_servers import parse_model_server
 from pytest_gym_eval.warm.registry import Entry, Registry, boot_id, idle_since, stop_warm
 from tests.support.children import child_pytest_argv, started_processes, stranger_and_dead_owner, wait_until
 from tests.support.fakes import FakeGym
@@ -580,3 +581,27 @@ def test_stopping_a_warm_gym_leaves_a_recorded_session_that_is_now_someone_elses
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_the_configuration_key_follows_the_bound_model_servers(fake_gym: FakeGym) -> None:
+    checkout = provision.load_checkout(fake_gym.checkout)
+    config = fake_gym.checkout / "resources_servers" / "mcqa" / "configs" / "mcqa.yaml"
+    common: dict[str, object] = {"model_url": "http://127.0.0.1:8000/v1", "model": "m", "api_key_env": "K"}
+    judge = parse_model_server("judge_model=http://u:hunter2@127.0.0.1:9/v1,model=j,key=J", Path(".")).described()
+    plain = GymConfiguration.build(checkout, [config], "openai_model", **common)  # type: ignore[arg-type]
+    bound = GymConfiguration.build(checkout, [config], "openai_model", model_servers={"judge_model": judge}, **common)  # type: ignore[arg-type]
+    other = GymConfiguration.build(
+        checkout,
+        [config],
+        "openai_model",
+        model_servers={"judge_model": {**judge, "model": "j2"}},
+        **common,  # type: ignore[arg-type]
+    )
+    assert GymConfiguration.build(checkout, [config], "openai_model", model_servers={}, **common).key == plain.key  # type: ignore[arg-type]
+    assert len({plain.key, bound.key, other.key}) == 3
+    assert "hunter2" not in json.dumps(bound.components)
+    assert other.differences(bound.components) == [
+        "the bound model servers: judge_model {'url': 'http://u:***@127.0.0.1:9/v1', 'model': 'j', "
+        "'api_key_env': 'J', 'api': None} then, {'url': 'http://u:***@127.0.0.1:9/v1', 'model': 'j2', "
+        "'api_key_env': 'J', 'api': None} now"
+    ]

@@ -1,0 +1,208 @@
+"""Model servers a Gym environment names besides the policy (a judge, a reward model, a user simulator, an
+embedding model), bound by name to an endpoint (``--gym-model-server``): parsing the binding specs, and the Gym
+config blocks that serve them.
+
+A spec is ``NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat]`` (an OpenAI-compatible endpoint; the
+key is read from the environment variable ``ENV_VAR``, never given itself; ``type`` says what the endpoint speaks:
+``responses`` is Gym's ``openai_model`` server, ``chat`` its ``vllm_model``), ``NAME=policy`` (the policy model's
+endpoint) or ``NAME=replay:FILE`` (parsed, served by the replay model server where that is supported). ``NAME`` is
+the Gym model server instance an environment's config names, e.g. ``judge_model`` in
+``judge_model_server: {type: responses_api_models, name: judge_model}``.
+
+Each binding becomes a full block ``NAME: {responses_api_models: {_delete_key: <other types>, <type>: {...}}}`` in
+the config file the plugin hands ``gym env start`` after the environments' own: it replaces whatever block the
+environment defines under that name (Gym's ``_delete_key`` drops the other server types; fields of the same type
+are overridden).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_gym_eval.core.credentials import config_url, has_secret, redact_value
+from pytest_gym_eval.tasks.models import MODEL_FIELDS, NAME_PATTERN, REPLAY_PREFIX
+
+OPTION = "--gym-model-server"
+POLICY_SERVER = "policy_model"
+"""Gym's own name for the policy model's server; an environment that names it is judged by the policy."""
+POLICY_FORM = "policy"
+API_TYPES = {"responses": "openai_model", "chat": "vllm_model"}
+"""``type=`` of a spec: the Gym model server type that talks to an endpoint of that API."""
+URL_VARIABLE_PREFIX = "PYTEST_GYM_EVAL_MODEL_SERVER_URL_"
+"""The environment variable that hands Gym a bound URL holding a secret (``..._<NAME>``)."""
+POLICY_VALUES = {"url": "${policy_base_url}", "model": "${policy_model_name}", "key": "${policy_api_key}"}
+"""What a ``NAME=policy`` block holds: the policy model's own top-level values of the run's Gym config."""
+SPEC_FORMS = "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat], NAME=policy or NAME=replay:FILE"
+
+
+class ModelServerSpecError(ValueError):
+    """A ``--gym-model-server`` value that cannot be used; the message names the option and the value."""
+
+
+@dataclass(frozen=True)
+class ModelServerBinding:
+    """One model server an environment names, bound to an endpoint: ``name`` (Gym's server instance name) and
+    either ``url`` + ``model`` (+ ``api_key_env``, the *name* of the variable holding the key; ``api``, the endpoint's
+    API: ``responses``, ``chat`` or None for ``--gym-model-type``'s), ``policy`` (the policy model's endpoint) or
+    ``replay`` (a recordings file to serve)."""
+
+    name: str
+    url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    api: str | None = None
+    policy: bool = False
+    replay: Path | None = None
+
+    def model_type(self, default: str) -> str:
+        """The Gym model server type that serves this binding: ``type=``'s, else ``default`` (``--gym-model-type``)
+        when it is one :data:`~pytest_gym_eval.tasks.models.MODEL_FIELDS` knows, else ``openai_model``."""
+        if self.api is not None:
+            return API_TYPES[self.api]
+        return default if default in MODEL_FIELDS else "openai_model"
+
+    def url_variable(self) -> str:
+        """The environment variable that hands Gym this binding's URL when it holds a secret."""
+        return f"{URL_VARIABLE_PREFIX}{self.name}"
+
+    def described(self) -> dict[str, object]:
+        """What may be shown of the binding (fingerprints, reports): its form, URL without secrets, model, key
+        *variable* and API; never a key or a password."""
+        if self.policy:
+            return {"bound_to": POLICY_FORM}
+        if self.replay is not None:
+            return {"bound_to": "replay", "replay": str(self.replay)}
+        url = redact_value(self.url) if self.url is not None else None
+        return {"url": url, "model": self.model, "api_key_env": self.api_key_env, "api": self.api}
+
+
+def parse_model_server(text: str, base: Path, option: str = OPTION) -> ModelServerBinding:
+    """One ``--gym-model-server`` value (``option`` names where it came from, e.g. the ini's ``gym_model_servers``).
+    ``base`` resolves a relative replay path. Raises :class:`ModelServerSpecError` naming ``option`` and the value
+    (a URL's password redacted) for a missing ``=``, a name that is no Gym server instance name or is the policy's
+    own (``policy_model``), an unknown or repeated ``key=value`` part, a URL without ``model=``, a ``type`` other
+    than ``responses``/``chat``, or a replay file that does not exist."""
+    shown = f"{option} {redact_value(text)!r}"
+    name, equals, rest = (part.strip() for part in text.partition("="))
+    if not equals or not rest:
+        raise ModelServerSpecError(f"{shown}: expected {SPEC_FORMS}")
+    if not NAME_PATTERN.match(name):
+        raise ModelServerSpecError(
+            f"{shown}: a model server's name is a letter then letters, digits or _, got {name!r}"
+        )
+    if name == POLICY_SERVER or name.endswith(f"_{POLICY_SERVER}"):
+        raise ModelServerSpecError(
+            f"{shown}: {name!r} is the policy model's server (set it with --gym-model-url or --gym-policy); an "
+            f"environment whose judge is {POLICY_SERVER!r} is judged by the policy"
+        )
+    if rest == POLICY_FORM:
+        return ModelServerBinding(name, policy=True)
+    if rest.startswith(REPLAY_PREFIX):
+        path = (base / Path(rest.removeprefix(REPLAY_PREFIX)).expanduser()).resolve()
+        if not path.is_file():
+            raise ModelServerSpecError(f"{shown}: no such recordings file: {path}")
+        return ModelServerBinding(name, replay=path)
+    url, *parts = (part.strip() for part in rest.split(","))
+    fields: dict[str, str] = {}
+    for part in parts:
+        key, eq, value = (piece.strip() for piece in part.partition("="))
+        if not eq or key not in ("model", "key", "type") or not value or key in fields:
+            raise ModelServerSpecError(
+                f"{shown}: {part!r} is not model=SERVED_NAME, key=ENV_VAR or type=responses|chat (each at most once)"
+            )
+        fields[key] = value
+    if not url or "://" not in url or "model" not in fields:
+        raise ModelServerSpecError(f"{shown}: an endpoint needs its URL (http://...) and model=SERVED_NAME")
+    api = fields.get("type")
+    if api is not None and api not in API_TYPES:
+        raise ModelServerSpecError(f"{shown}: type={api}: expected {' or '.join(API_TYPES)}")
+    return ModelServerBinding(name, url=url, model=fields["model"], api_key_env=fields.get("key"), api=api)
+
+
+def parse_model_servers(texts: Iterable[str], base: Path, option: str = OPTION) -> tuple[ModelServerBinding, ...]:
+    """Every value of ``option`` (:func:`parse_model_server`); raises :class:`ModelServerSpecError` also for a name
+    bound twice."""
+    bindings = tuple(parse_model_server(text, base, option) for text in texts if text.strip())
+    names = [binding.name for binding in bindings]
+    if duplicate := next((name for name in names if names.count(name) > 1), None):
+        raise ModelServerSpecError(f"{option}: the model server {duplicate!r} is bound twice")
+    return bindings
+
+
+def model_server_meta(bindings: Sequence[ModelServerBinding], default_type: str) -> dict[str, object]:
+    """Facts for the JSON report's ``meta`` (and the JUnit suite properties): ``model_server.<NAME>.<fact>`` for each
+    binding, its ``model``, Gym server ``type``, ``url`` (no password) and ``api_key_env`` (the variable's *name*),
+    or ``bound_to`` = ``policy`` / ``replay``. Never a key."""
+    meta: dict[str, object] = {}
+    for binding in bindings:
+        facts = {k: v for k, v in binding.described().items() if k not in ("api", "replay")}
+        if "bound_to" not in facts:
+            facts["type"] = binding.model_type(default_type)
+        meta.update({f"model_server.{binding.name}.{key}": value for key, value in facts.items() if value is not None})
+    return meta
+
+
+def url_environment(bindings: Sequence[ModelServerBinding]) -> dict[str, str]:
+    """What Gym's environment needs for the bound URLs :func:`model_server_blocks` writes as variables: the URL of
+    each binding whose URL holds a secret, under its :meth:`ModelServerBinding.url_variable`."""
+    return {b.url_variable(): b.url for b in bindings if b.url is not None and has_secret(b.url)}
+
+
+def model_server_blocks(
+    bindings: Sequence[ModelServerBinding],
+    default_type: str,
+    templates: dict[str, dict[str, Any]],
+    key_set: dict[str, bool],
+    types: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The Gym config blocks serving ``bindings`` (for ``gym env start``), one per name.
+
+    ``default_type`` is ``--gym-model-type`` (the type of a binding without ``type=`` and of ``NAME=policy``);
+    ``templates`` the fields of each model server type's own ``policy_model`` block in the checkout
+    (:func:`model_type_template`; ``entrypoint``, vllm's ``uses_reasoning_parser``, ...), of which the URL, model and
+    key fields are replaced; ``key_set`` says, per key variable, whether it is set (an unset one gives Gym
+    ``no-key``, as for the policy); ``types`` the checkout's model server types, every other of which the block
+    deletes (``_delete_key``) from a same-named block an environment defines. The key enters only as
+    ``${oc.env:VAR}``, a URL holding a secret as ``${oc.env:PYTEST_GYM_EVAL_MODEL_SERVER_URL_<NAME>}``
+    (:func:`url_environment`). A ``NAME=policy`` block takes the policy's own ``${policy_base_url}``,
+    ``${policy_model_name}`` and ``${policy_api_key}``. Raises
+    :class:`ModelServerSpecError` for a replay binding (served by the replay model server, not by a block of its
+    own here)."""
+    blocks: dict[str, Any] = {}
+    for binding in bindings:
+        if binding.replay is not None:
+            raise ModelServerSpecError(
+                f"{OPTION} {binding.name}=replay:...: replaying a model server is not supported yet"
+            )
+        model_type = binding.model_type(default_type)
+        url_field, model_field, key_field = MODEL_FIELDS[model_type]
+        if binding.policy:
+            url, model, key = POLICY_VALUES["url"], POLICY_VALUES["model"], POLICY_VALUES["key"]
+        else:
+            assert binding.url is not None and binding.model is not None  # parse_model_server saw to it
+            url, model = config_url(binding.url, binding.url_variable()), binding.model
+            variable = binding.api_key_env
+            key = f"${{oc.env:{variable}}}" if variable and key_set.get(variable) else "no-key"
+        template = templates.get(model_type, {"entrypoint": "app.py"})
+        fields = {**template, url_field: url, model_field: model, key_field: key}
+        others = sorted((set(types) | set(templates)) - {model_type})
+        server: dict[str, Any] = {"_delete_key": ",".join(others)} if others else {}
+        blocks[binding.name] = {"responses_api_models": {**server, model_type: fields}}
+    return blocks
+
+
+def model_type_template(checkout: Path, model_type: str) -> dict[str, Any] | None:
+    """The fields of the ``policy_model`` block of ``responses_api_models/<model_type>/configs/<model_type>.yaml``
+    in ``checkout`` (the fields a server of that type needs), or None when the file is missing or unreadable."""
+    import yaml
+
+    path = checkout / "responses_api_models" / model_type / "configs" / f"{model_type}.yaml"
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        fields = loaded["policy_model"]["responses_api_models"][model_type]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
+    return dict(fields) if isinstance(fields, dict) else None
