@@ -28,7 +28,7 @@ from pytest_gym_eval.session import preflight
 from pytest_gym_eval.tasks.model_servers import (
     ModelServerSpecError,
     model_server_blocks,
-    model_type_template,
+    model_type_templates,
     url_environment,
 )
 from pytest_gym_eval.tasks.models import MODEL_FIELDS, Policy, base_agent, policy_url_environment, server_blocks
@@ -190,7 +190,7 @@ class Launch:
         bindings = self.options.model_servers
         if not bindings:
             return {}
-        templates = {t: fields for t in MODEL_FIELDS if (fields := model_type_template(checkout.path, t)) is not None}
+        templates = model_type_templates(checkout.path, MODEL_FIELDS)
         variables = {b.api_key_env for b in bindings if b.api_key_env}
         try:
             key_set = {variable: bool(os.environ.get(variable)) for variable in variables}

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval import provision
+from pytest_gym_eval.core.gym_yaml import read_yaml_files
 from pytest_gym_eval.tasks.model_servers import OPTION, POLICY_SERVER
 
 AGENT_CONFIG_GLOBS = ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
@@ -183,22 +184,6 @@ class ModelServerNeed:
     server: str
 
 
-def load_configs(configs: Sequence[Path]) -> dict[Path, dict[str, Any]]:
-    """Each of ``configs`` (Gym config files) read as YAML; a file that cannot be read or parsed is left out (Gym
-    reports it when it starts)."""
-    import yaml
-
-    loaded = {}
-    for path in configs:
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            continue
-        if isinstance(data, dict):
-            loaded[path] = data
-    return loaded
-
-
 def model_server_needs(loaded: Mapping[Path, Mapping[str, Any]]) -> list[ModelServerNeed]:
     """Every reference ``{type: responses_api_models, name: X}`` inside a resources server's block
     (``<env>: {resources_servers: {<kind>: {...}}}``) of the loaded configs, in file order."""
@@ -285,7 +270,7 @@ def model_server_problems(
     cannot serve (:func:`unbound_reason`), naming the environment, the config key, the server and the
     ``--gym-model-server`` to add; ``bound`` are the names bound with it, ``environ`` the environment Gym gets
     (``os.environ`` by default). Each server is named once (with every environment and key that names it)."""
-    loaded = load_configs(configs)
+    loaded = {path: data for path, data in read_yaml_files(configs, checkout).items() if isinstance(data, dict)}
     merged: dict[str, Any] = {}
     for data in loaded.values():
         merged.update(data)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.core.credentials import config_url, has_secret, redact_value
+from pytest_gym_eval.core.gym_yaml import read_yaml_files
 from pytest_gym_eval.tasks.models import MODEL_FIELDS, NAME_PATTERN, REPLAY_PREFIX
 
 OPTION = "--gym-model-server"
@@ -194,15 +195,19 @@ def model_server_blocks(
     return blocks
 
 
-def model_type_template(checkout: Path, model_type: str) -> dict[str, Any] | None:
-    """The fields of the ``policy_model`` block of ``responses_api_models/<model_type>/configs/<model_type>.yaml``
-    in ``checkout`` (the fields a server of that type needs), or None when the file is missing or unreadable."""
-    import yaml
-
-    path = checkout / "responses_api_models" / model_type / "configs" / f"{model_type}.yaml"
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        fields = loaded["policy_model"]["responses_api_models"][model_type]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
-        return None
-    return dict(fields) if isinstance(fields, dict) else None
+def model_type_templates(checkout: Path, model_types: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """For each of ``model_types``, the fields of the ``policy_model`` block of
+    ``responses_api_models/<model_type>/configs/<model_type>.yaml`` in ``checkout`` (the fields a server of that
+    type needs), read by Gym's own Python (:func:`~pytest_gym_eval.core.gym_yaml.read_yaml_files`); a type whose
+    file is missing or has no such block is left out."""
+    paths = {t: checkout / "responses_api_models" / t / "configs" / f"{t}.yaml" for t in model_types}
+    loaded = read_yaml_files(list(paths.values()), checkout)
+    templates = {}
+    for model_type, path in paths.items():
+        try:
+            fields = loaded[path]["policy_model"]["responses_api_models"][model_type]
+        except (KeyError, TypeError):
+            continue
+        if isinstance(fields, dict):
+            templates[model_type] = dict(fields)
+    return templates

@@ -14,7 +14,7 @@ from pytest_gym_eval.tasks.model_servers import (
     ModelServerBinding,
     ModelServerSpecError,
     model_server_blocks,
-    model_type_template,
+    model_type_templates,
     parse_model_server,
     parse_model_servers,
     url_environment,
@@ -147,8 +147,9 @@ def test_the_template_is_the_checkouts_policy_block(tmp_path: Path) -> None:
     (folder / "vllm_model.yaml").write_text(
         "policy_model:\n  responses_api_models:\n    vllm_model:\n      entrypoint: app.py\n      base_url: x\n"
     )
-    assert model_type_template(tmp_path, "vllm_model") == {"entrypoint": "app.py", "base_url": "x"}
-    assert model_type_template(tmp_path, "openai_model") is None
+    assert model_type_templates(tmp_path, ["vllm_model", "openai_model"]) == {
+        "vllm_model": {"entrypoint": "app.py", "base_url": "x"}
+    }
 
 
 def test_bound_endpoints_are_waited_for_but_not_the_policy_form() -> None:
