@@ -66,9 +66,13 @@ def test_importing_the_options_imports_no_evaluation_or_gym_module() -> None:
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout)
     assert loaded == [
         "pytest_gym_eval",
+        "pytest_gym_eval.core",
         "pytest_gym_eval.core.defaults",
-        "pytest_gym_eval.options.table",
+        "pytest_gym_eval.options",
         "pytest_gym_eval.options.register",
+        "pytest_gym_eval.options.table",
+        "pytest_gym_eval.stats",
+        "pytest_gym_eval.stats.gate_kinds",  # the gate kinds' options: data, their statistics load on use
     ]
 
 
