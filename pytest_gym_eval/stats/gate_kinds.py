@@ -166,6 +166,11 @@ def _passes(basis: Basis) -> tuple[int, int]:
     return sum(c for _, c in basis.counts), sum(n for n, _ in basis.counts)
 
 
+def _errors(basis: Basis) -> tuple[int, int]:
+    """The rollouts that errored (infrastructure errors: no reward) of those with a result, errored ones too."""
+    return basis.errors, basis.rollouts
+
+
 def _pass_at_k(basis: Basis, confidence: float) -> Interval:
     """Chen et al.'s unbiased pass@k averaged over tasks, Student t over tasks, clipped to [0, 1]."""
     from pytest_gym_eval.stats.intervals import pass_at_k_interval
@@ -194,6 +199,14 @@ def _pass_at_k_values(
     assert k is not None
     blocks = [b for b in range(end // k) if (b + 1) * k > start]
     return [1.0 if any(task[b * k : (b + 1) * k]) else 0.0 for task in passed for b in blocks]
+
+
+def _error_values(
+    gate: Gate, rewards: Sequence[Sequence[float]], passed: Sequence[Sequence[bool]], start: int, end: int
+) -> list[float]:
+    """A balanced wave holds a reward for every rollout, so none of them errored: 0.0 each (a wave with errors
+    is not balanced, and the gate is then judged on its fixed-sample interval)."""
+    return [0.0 for task in rewards for _ in task[start:end]]
 
 
 # --- The registry -----------------------------------------------------------------------------------------
@@ -251,6 +264,21 @@ KINDS: tuple[GateKind, ...] = (
         probability=False,
         words=AT_LEAST,
         statistic=None,
+    ),
+    GateKind(
+        metric="error_rate",
+        setting="max_error_rate",
+        form=NUMBER,
+        title="error rate",
+        help="CI gate: each dataset's share of rollouts that errored (infrastructure errors, not failed rewards) "
+        "must be at most this; its errored rollouts then fail the session only through this gate",
+        metavar="RATE",
+        probability=True,
+        words=AT_MOST,
+        statistic=_proportion_interval,
+        proportion=_errors,
+        wave_values=_error_values,
+        judges_errors=True,
     ),
 )
 """Every gate kind, in the order the reports list a dataset's gates."""
