@@ -12,43 +12,43 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what the kinds read of a gate and of its data (only types: no cost at import)
+    from typing import Protocol
+
     from pytest_gym_eval.stats.intervals import Interval
 
+    class Gate(Protocol):
+        """What a kind reads of a gate (:class:`pytest_gym_eval.stats.gates.Gate`): its ``k`` and custom metric."""
 
-class Gate(Protocol):
-    """What a kind reads of a gate (:class:`pytest_gym_eval.stats.gates.Gate`): its ``k`` and custom metric."""
+        @property
+        def k(self) -> int | None: ...
 
-    @property
-    def k(self) -> int | None: ...
+        @property
+        def custom(self) -> str | None: ...
 
-    @property
-    def custom(self) -> str | None: ...
+    class Basis(Protocol):
+        """What a kind's statistic is computed from (:class:`pytest_gym_eval.stats.gates.Basis`): the scored rollouts'
+        rewards by task, ``(scored, passes)`` per task, pass@k's k, the rollouts with a result and the errored ones."""
 
+        @property
+        def metric(self) -> str: ...
 
-class Basis(Protocol):
-    """What a kind's statistic is computed from (:class:`pytest_gym_eval.stats.gates.Basis`): the scored rollouts'
-    rewards by task, ``(scored, passes)`` per task, pass@k's k, the rollouts with a result and the errored ones."""
+        @property
+        def rewards_by_task(self) -> Sequence[Sequence[float]]: ...
 
-    @property
-    def metric(self) -> str: ...
+        @property
+        def counts(self) -> Sequence[tuple[int, int]]: ...
 
-    @property
-    def rewards_by_task(self) -> Sequence[Sequence[float]]: ...
+        @property
+        def k(self) -> int | None: ...
 
-    @property
-    def counts(self) -> Sequence[tuple[int, int]]: ...
+        @property
+        def rollouts(self) -> int: ...
 
-    @property
-    def k(self) -> int | None: ...
-
-    @property
-    def rollouts(self) -> int: ...
-
-    @property
-    def errors(self) -> int: ...
+        @property
+        def errors(self) -> int: ...
 
 
 NUMBER = "number"
