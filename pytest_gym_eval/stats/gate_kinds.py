@@ -11,8 +11,7 @@ library at import time; the statistics are imported when a gate is judged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # what the kinds read of a gate and of its data (only types: no cost at import)
     from typing import Protocol
@@ -59,8 +58,7 @@ NAMED = "name"
 """A kind set by ``NAME:BOUND`` pairs (``--gym-min-metric=boxed:0.9``, repeatable): one gate per custom metric."""
 
 
-@dataclass(frozen=True)
-class Words:
+class Words(NamedTuple):
     """The words of a gate's verdicts: ``ok`` / ``not_ok`` compare the estimate with the threshold (``>=`` / ``<``
     for a minimum), ``pass_bound`` is the end of the interval that must clear the threshold for a PASS in bound mode
     (``lower bound`` for a minimum), ``fail_bound`` the end whose miss is a FAIL."""
@@ -77,8 +75,7 @@ AT_MOST = Words("<=", ">", "upper bound", "lower bound")
 """A maximum: the statistic must not exceed the threshold (lower is better)."""
 
 
-@dataclass(frozen=True)
-class GateKind:
+class GateKind(NamedTuple):
     """One kind of CI gate.
 
     ``metric``: the kind's name, :attr:`Gate.metric <pytest_gym_eval.stats.gates.Gate.metric>` and the JSON report's
