@@ -102,3 +102,19 @@ def test_a_dataset_settings_line_and_the_ini_set_it(pytester: pytest.Pytester, f
     assert report_gate(pytester)["source"] == "dataset settings"
     result = run(pytester, fake_gym, "--gym-max-error-rate=0.05")
     assert result.ret == 1  # the command line beats both
+
+
+def test_with_gym_adaptive_its_confidence_sequence_stops_the_waves_too(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """12 tasks that always pass and never error: after 2 repeats (24 rollouts) the error rate's confidence sequence
+    has an upper bound below 0.5, as the mean reward's has a lower bound above 0.5: both decided, the rest skipped."""
+    lines = [{"id": f"t{i}", "responses_create_params": {"input": "q"}, "fake": {"reward": 1.0}} for i in range(12)]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    args = ["--gym-adaptive", "--gym-repeats=8", "--gym-min-mean-reward=0.5", "--gym-max-error-rate=0.5", "-rs"]
+    result = pytester.runpytest(*fake_gym.args, "mcqa.jsonl", "--gym-agent=mcqa_simple_agent", *args)
+    assert result.ret == 0
+    result.assert_outcomes(passed=12 * 2 + 1, skipped=12 * 6)
+    result.stdout.fnmatch_lines(
+        ["SKIPPED * not needed: *error-rate gate decided PASS after 2 repeats, upper bound 0.* <= 0.50*"]
+    )
