@@ -12,12 +12,13 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_gym_eval import cli
 from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
 from pytest_gym_eval.history.urls import redact_url
-from pytest_gym_eval.options.gym_options import GymOptions
-from pytest_gym_eval.outcomes.custom_metrics import parse_bound
+from pytest_gym_eval.options.gym_options import GymOptions, settings_layer
 from pytest_gym_eval.reporting import github, json_report, junit, markdown, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.merge import (
@@ -36,7 +37,8 @@ from pytest_gym_eval.reporting.merge import (
 from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.session.results import conclude
-from pytest_gym_eval.stats.gates import Gate, GateMode, parse_pass_at_k
+from pytest_gym_eval.stats.gate_kinds import KINDS
+from pytest_gym_eval.stats.gates import GateMode, GateSource
 from pytest_gym_eval.tasks.models import Policy, agent_instance
 
 
@@ -93,15 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json", help="a shard's --gym-report file")
     gates = parser.add_argument_group("gates (default: as the reports recorded them)")
-    gates.add_argument("--gym-min-mean-reward", type=float, metavar="REWARD", help="each dataset's mean reward gate")
-    gates.add_argument("--gym-min-pass-rate", type=float, metavar="RATE", help="each dataset's pass rate gate")
-    gates.add_argument(
-        "--gym-min-pass-at-k", action="append", default=[], metavar="K:V", help="pass@K >= V (repeatable)"
-    )
-    gates.add_argument(
-        "--gym-min-metric", action="append", default=[], metavar="NAME:BOUND",
-        help="mean of a custom metric >= BOUND (repeatable)",
-    )  # fmt: skip
+    for kind in KINDS:  # the session's gate options, as the option table declares them
+        repeated = {"action": "append", "default": []} if kind.repeatable else {"type": str}
+        gates.add_argument(kind.flag, dest=kind.dest, metavar=kind.metavar, help=kind.help, **repeated)
     gates.add_argument("--gym-gate-on", choices=[m.value for m in GateMode], help="judge on the estimate or the bound")
     gates.add_argument("--gym-inconclusive", choices=["fail", "pass"], help="what an INCONCLUSIVE gate does")
     gates.add_argument("--gym-baseline", type=Path, metavar="PATH.json", help="compare with an earlier report")
@@ -128,28 +124,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _overrides(args: argparse.Namespace) -> GateOverrides:
-    """The gate options as :class:`GateOverrides`; raises ValueError naming the option for a bad value."""
+    """The gate options as :class:`GateOverrides` (every kind's, as a session reads its command line:
+    :func:`~pytest_gym_eval.options.gym_options.settings_layer`); raises ValueError naming the option for a bad
+    value."""
     try:
-        mean = None if args.gym_min_mean_reward is None else Gate("mean_reward", args.gym_min_mean_reward).threshold
-    except ValueError as error:
-        raise ValueError(f"--gym-min-mean-reward: {error}") from None
-    try:
-        rate = None if args.gym_min_pass_rate is None else Gate("pass_rate", args.gym_min_pass_rate).threshold
-    except ValueError as error:
-        raise ValueError(f"--gym-min-pass-rate: {error}") from None
-    try:
-        at_k = tuple(parse_pass_at_k(text) for text in args.gym_min_pass_at_k)
-    except ValueError as error:
-        raise ValueError(f"--gym-min-pass-at-k: {error}") from None
-    try:
-        custom = tuple(Gate("custom", bound, custom=name) for name, bound in map(parse_bound, args.gym_min_metric))
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"--gym-min-metric: {error}") from None
+        given = settings_layer(lambda dest: getattr(args, dest, None), GateSource.COMMAND_LINE).gates
+    except pytest.UsageError as error:
+        raise ValueError(str(error)) from None
     return GateOverrides(
-        min_mean_reward=mean,
-        min_pass_rate=rate,
-        min_pass_at_k=at_k,
-        min_metric=custom,
+        given=tuple(given),
         gate_mode=None if args.gym_gate_on is None else GateMode(args.gym_gate_on),
         inconclusive_passes=None if args.gym_inconclusive is None else args.gym_inconclusive == "pass",
     )

@@ -170,9 +170,10 @@ class WavePlanner:
         for key, rollouts in group_rollouts(plan).items():
             policy = policies.get(key[0], GroupPolicy((), 1.0))
             size = rectangular(rollouts)
-            hooked = pass_hook and any(gate.metric != "mean_reward" for gate in policy.gates)
+            hooked = pass_hook and any(gate.kind.uses_passes for gate in policy.gates)
+            fixed = any(gate.kind.wave_values is None for gate in policy.gates)  # no confidence sequence
             gated = bool(policy.gates) or compared
-            ends = wave_ends(min(min_repeats, size), size) if gated and size and not hooked else None
+            ends = wave_ends(min(min_repeats, size), size) if gated and size and not (hooked or fixed) else None
             group = _Group(key, policy, sorted(rollouts, key=lambda r: (r.repeat, r.stamp)), ends)
             if not gated:
                 group.note = "no gates"
@@ -180,6 +181,8 @@ class WavePlanner:
                 group.note = "the selection is not repeats 0..R-1 of every task"
             elif hooked:
                 group.note = "a pytest_gym_eval_rollout_passed hook decides passes"
+            elif fixed:
+                group.note = "a gate is judged on its fixed-sample interval only"
             if ends is not None:
                 group.sequences = GateSequences(policy.gates, policy.reward_range)
             self.groups.append(group)

@@ -27,19 +27,18 @@ from pytest_gym_eval.history.urls import is_postgres_url
 from pytest_gym_eval.options.settings import (
     DatasetSettings,
     _count,
-    _fraction,
     _match_names,
     _number,
     _positive_int,
     _reward_range,
     dataset_name,
+    gates_of,
     glob_matches,
     parse_dataset_settings,
-    parse_min_metric,
-    parse_pass_at_k,
 )
 from pytest_gym_eval.outcomes.usage import Price, parse_price
 from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, comparison_gates, margin_problem
+from pytest_gym_eval.stats.gate_kinds import KINDS
 from pytest_gym_eval.stats.gates import HOLM, Gate, GateMode, GateSource, merge_gates
 from pytest_gym_eval.stats.sequential import RewardRange
 from pytest_gym_eval.tasks.dataset import DEFAULT_ID_FIELDS
@@ -157,34 +156,8 @@ class GymOptions:
             return (parse or _number)(given, where)
 
         checkout = path_option("gym_checkout")
-        cli = DatasetSettings(
-            agent=config.getoption("gym_agent", default=None),
-            repeats=_positive_int(config.getoption("gym_repeats", default=None), "--gym-repeats"),
-            pass_threshold=_number(config.getoption("gym_pass_threshold", default=None), "--gym-pass-threshold"),
-            min_mean_reward=_number(config.getoption("gym_min_mean_reward", default=None), "--gym-min-mean-reward"),
-            min_pass_rate=_fraction(config.getoption("gym_min_pass_rate", default=None), "--gym-min-pass-rate"),
-            min_pass_at_k=tuple(
-                parse_pass_at_k(text, "--gym-min-pass-at-k")
-                for text in config.getoption("gym_min_pass_at_k", default=None) or ()
-            ),
-            min_metric=tuple(
-                parse_min_metric(text, "--gym-min-metric")
-                for text in config.getoption("gym_min_metric", default=None) or ()
-            ),
-            reward_range=_reward_range(config.getoption("gym_reward_range", default=None), "--gym-reward-range"),
-            source=GateSource.COMMAND_LINE,
-        )
-        ini = DatasetSettings(
-            agent=config.getini("gym_agent") or None,
-            repeats=_positive_int(ini_value("gym_repeats"), "gym_repeats"),
-            pass_threshold=_number(ini_value("gym_pass_threshold"), "gym_pass_threshold"),
-            min_mean_reward=_number(ini_value("gym_min_mean_reward"), "gym_min_mean_reward"),
-            min_pass_rate=_fraction(ini_value("gym_min_pass_rate"), "gym_min_pass_rate"),
-            min_pass_at_k=tuple(parse_pass_at_k(t, "gym_min_pass_at_k") for t in config.getini("gym_min_pass_at_k")),
-            min_metric=tuple(parse_min_metric(t, "gym_min_metric") for t in config.getini("gym_min_metric")),
-            reward_range=_reward_range(ini_value("gym_reward_range"), "gym_reward_range"),
-            source=GateSource.INI,
-        )
+        cli = settings_layer(lambda dest: config.getoption(dest, default=None), GateSource.COMMAND_LINE)
+        ini = settings_layer(ini_value, GateSource.INI)
         gate_on = value("gym_gate_on") or GateMode.POINT.value
         if gate_on not in {m.value for m in GateMode}:
             raise pytest.UsageError(f"gym_gate_on: expected point or lower-bound, got {gate_on!r}")
@@ -362,8 +335,8 @@ class GymOptions:
 
     def dataset_settings(self, path: Path) -> DatasetSettings:
         """Effective settings of the dataset at ``path``: command line, then its own lines, then the gates the
-        ``gym_rollouts`` marks of the tests over it declare (:meth:`declare_marks`), then the ini file; gates merge
-        by identity (:func:`~pytest_gym_eval.stats.gates.merge_gates`).
+        ``gym_rollouts`` marks of the tests over it declare (:meth:`declare_marks`), then the ini file; gates of
+        every kind merge by identity (:func:`~pytest_gym_eval.stats.gates.merge_gates`), here and only here.
 
         (The agent is the exception: a dataset's own ``agent=`` beats ``--gym-agent``, see
         :func:`~pytest_gym_eval.session.collect.dataset_default_agent`.) Computed once per path and session (again after
@@ -389,17 +362,37 @@ class GymOptions:
                 for metric, (bound, tests) in declared.items()
             )
             self._declaring.update({(name, metric): tuple(tests) for metric, (_, tests) in declared.items()})
-            self._marks[name] = DatasetSettings(
-                min_metric=tuple((metric, bound) for metric, (bound, _) in declared.items()),
-                source=GateSource.MARK,
-                merged=gates,
-            )
+            self._marks[name] = DatasetSettings(given=gates, source=GateSource.MARK)
         self._settings.clear()
 
     def declaring_tests(self, dataset: str, metric: str) -> tuple[str, ...]:
         """The node ids (without parametrization) of the tests whose ``gym_rollouts`` mark declares a gate on the
         custom ``metric`` of ``dataset`` (its name), as :meth:`declare_marks` took them; empty for none."""
         return self._declaring.get((dataset, metric), ())
+
+
+def settings_layer(given: Callable[[str], Any], source: GateSource) -> DatasetSettings:
+    """The per-dataset settings one session-wide source sets (the command line or the ini file), ``given(dest)``
+    reading its options (None, "" or []: unset): the agent, repeats, pass threshold and reward range, and the gates
+    of every kind of :data:`~pytest_gym_eval.stats.gate_kinds.KINDS` (each carrying ``source``). Raises
+    :class:`pytest.UsageError` naming the option (``--gym-min-pass-rate``) or ini option (``gym_min_pass_rate``)."""
+
+    def where(dest: str) -> str:
+        return "--" + dest.replace("_", "-") if source is GateSource.COMMAND_LINE else dest
+
+    gates: list[Gate] = []
+    for kind in KINDS:
+        value = given(kind.dest)
+        texts = (value or []) if kind.repeatable else [value]
+        gates += gates_of(kind, texts, where(kind.dest), source)
+    return DatasetSettings(
+        agent=given("gym_agent") or None,
+        repeats=_positive_int(given("gym_repeats"), where("gym_repeats")),
+        pass_threshold=_number(given("gym_pass_threshold"), where("gym_pass_threshold")),
+        given=tuple(gates),
+        reward_range=_reward_range(given("gym_reward_range"), where("gym_reward_range")),
+        source=source,
+    )
 
 
 COMPARISON_OPTIONS = (

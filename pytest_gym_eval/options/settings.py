@@ -12,73 +12,54 @@ import functools
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gym_eval.stats import gate_kinds
+from pytest_gym_eval.stats.gate_kinds import GateKind
 from pytest_gym_eval.tasks.python_dataset import label_of
 
 if TYPE_CHECKING:
     from pytest_gym_eval.stats.gates import Gate, GateSource
     from pytest_gym_eval.stats.sequential import RewardRange
 
-SETTING_KEYS = (
-    "agent",
-    "resources_server",
-    "repeats",
-    "pass_threshold",
-    "min_mean_reward",
-    "min_pass_rate",
-    "min_pass_at_k",
-    "min_metric",
-    "reward_range",
-)
-"""The keys a ``gym_dataset_settings`` line may set (the fields of :class:`DatasetSettings`)."""
-GATE_KEYS = ("min_mean_reward", "min_pass_rate", "min_pass_at_k", "min_metric")
-"""The keys among :data:`SETTING_KEYS` that set gates: merged by each gate's identity (:meth:`DatasetSettings.over`)."""
+OTHER_KEYS = ("agent", "resources_server", "repeats", "pass_threshold", "reward_range")
+"""The keys of a ``gym_dataset_settings`` line that set no gate (fields of :class:`DatasetSettings`)."""
+GATE_KEYS = gate_kinds.SETTINGS
+"""The keys that set gates, one per gate kind (:mod:`pytest_gym_eval.stats.gate_kinds`): merged by each gate's
+identity (:meth:`DatasetSettings.over`)."""
+SETTING_KEYS = (*OTHER_KEYS[:4], *GATE_KEYS, *OTHER_KEYS[4:])
+"""The keys a ``gym_dataset_settings`` line may set."""
 
 
 @dataclass(frozen=True)
 class DatasetSettings:
     """Settings one dataset may carry (a line of ``gym_dataset_settings``); None means "not set here".
 
-        ``min_pass_at_k`` holds ``(k, minimum pass@k)`` pairs, ``min_metric`` ``(custom metric, minimum mean)``
-    pairs (:mod:`pytest_gym_eval.outcomes.custom_metrics`); ``reward_range`` the range every reward lies in (what
-    ``--gym-adaptive``'s confidence sequence needs; [0, 1] when unset). ``source`` says where these settings come
-    from (command line, ini file, a ``gym_dataset_settings`` line; its gates carry it), ``merged`` holds the gates
-    of settings :meth:`over` merged (each with its own source; None for settings of one source).
+    ``given`` holds the gates these settings set, of any kind (:mod:`pytest_gym_eval.stats.gate_kinds`), each with
+    its source; ``reward_range`` the range every reward lies in (what ``--gym-adaptive``'s confidence sequence
+    needs; [0, 1] when unset). ``source`` says where these settings come from (command line, ini file, a
+    ``gym_dataset_settings`` line, a test's mark).
     """
 
     agent: str | None = None
     resources_server: str | None = None
     repeats: int | None = None
     pass_threshold: float | None = None
-    min_mean_reward: float | None = None
-    min_pass_rate: float | None = None
-    min_pass_at_k: tuple[tuple[int, float], ...] = ()
-    min_metric: tuple[tuple[str, float], ...] = ()
+    given: tuple[Gate, ...] = ()
     reward_range: RewardRange | None = None
     source: GateSource | None = field(default=None, compare=False)
-    merged: tuple[Gate, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def gates(self) -> list[Gate]:
         """The CI gates these settings ask for (empty when none), each carrying its source; one gate per identity
         (:func:`~pytest_gym_eval.stats.gates.merge_gates`: of two ``min_metric=terse:...`` the later counts)."""
-        from pytest_gym_eval.stats.gates import Gate, merge_gates
+        from pytest_gym_eval.stats.gates import merge_gates
 
-        if self.merged is not None:
-            return list(self.merged)
-        gates = []
-        if self.min_mean_reward is not None:
-            gates.append(Gate("mean_reward", self.min_mean_reward, source=self.source))
-        if self.min_pass_rate is not None:
-            gates.append(Gate("pass_rate", self.min_pass_rate, source=self.source))
-        gates.extend(Gate("pass_at_k", value, k, source=self.source) for k, value in self.min_pass_at_k)
-        gates.extend(Gate("custom", value, custom=name, source=self.source) for name, value in self.min_metric)
-        return merge_gates(gates)
+        return merge_gates(self.given)
 
     @property
     def threshold(self) -> float:
@@ -89,24 +70,20 @@ class DatasetSettings:
         """These settings, with ``other``'s filling whatever is unset here: a gate of ``other`` stays unless these
         settings have a gate of the same identity (:func:`~pytest_gym_eval.stats.gates.merge_gates`: a pass@4 gate here
         replaces ``other``'s pass@4 gate, never its pass@1 gate, a ``terse`` metric gate never ``other``'s
-        ``n_calls`` one). The result's gates keep their sources, in the order mean reward, pass rate, pass@k,
-        custom metrics."""
-        from pytest_gym_eval.stats.gates import METRICS, merge_gates
+        ``n_calls`` one). The result's gates keep their sources, in the order of the kinds
+        (:data:`~pytest_gym_eval.stats.gate_kinds.KINDS`)."""
+        from pytest_gym_eval.stats.gates import merge_gates
 
         values: dict[str, Any] = {}
-        for name in SETTING_KEYS:
+        for name in OTHER_KEYS:
             mine = getattr(self, name)
-            if name not in GATE_KEYS:
-                values[name] = mine if mine not in (None, ()) else getattr(other, name)
-        gates = sorted(merge_gates(self.gates, other.gates), key=lambda gate: METRICS.index(gate.metric))
-        return DatasetSettings(
-            **values,
-            min_mean_reward=next((g.threshold for g in gates if g.metric == "mean_reward"), None),
-            min_pass_rate=next((g.threshold for g in gates if g.metric == "pass_rate"), None),
-            min_pass_at_k=tuple((g.k, g.threshold) for g in gates if g.k is not None),
-            min_metric=tuple((g.custom, g.threshold) for g in gates if g.custom is not None),
-            merged=tuple(gates),
-        )
+            values[name] = mine if mine not in (None, ()) else getattr(other, name)
+        gates = sorted(merge_gates(self.gates, other.gates), key=lambda gate: gate_kinds.METRICS.index(gate.metric))
+        return DatasetSettings(**values, given=tuple(gates))
+
+    def of_kind(self, kind: GateKind) -> list[Gate]:
+        """These settings' gates of ``kind``."""
+        return [gate for gate in self.gates if gate.metric == kind.metric]
 
 
 def dataset_name(path: Path, rootdir: Path) -> str:
@@ -192,6 +169,7 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
     """
     from pytest_gym_eval.stats.gates import GateSource
 
+    source = GateSource.DATASET
     parsed: list[tuple[str, DatasetSettings]] = []
     for line in lines:
         pattern, sep, rest = line.partition(": ")
@@ -200,27 +178,53 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
         if not sep or not pattern.strip():
             raise pytest.UsageError(f"gym_dataset_settings: expected '<glob>: key=value ...', got {line!r}")
         values: dict[str, Any] = {}
+        given: list[Gate] = []
         for pair in rest.split():
             key, eq, text = pair.partition("=")
             where = f"gym_dataset_settings line {line!r}"
             if not eq or key not in SETTING_KEYS:
                 raise pytest.UsageError(f"{where}: unknown setting {pair!r} (known: {', '.join(SETTING_KEYS)})")
-            if key in ("agent", "resources_server"):
+            kind = gate_kinds.kind_of_setting(key)
+            if kind is not None:
+                texts = text.split(",") if kind.repeatable else [text]
+                given += gates_of(kind, texts, where if kind.repeatable else f"{where}: {key}", source)
+            elif key in ("agent", "resources_server"):
                 values[key] = text
             elif key == "repeats":
                 values[key] = _positive_int(text, f"{where}: repeats")
             elif key == "reward_range":
                 values[key] = _reward_range(text, f"{where}: reward_range")
-            elif key == "min_pass_at_k":
-                values[key] = tuple(parse_pass_at_k(part, where) for part in text.split(","))
-            elif key == "min_metric":
-                values[key] = tuple(parse_min_metric(part, where) for part in text.split(","))
-            elif key == "min_pass_rate":
-                values[key] = _fraction(text, f"{where}: {key}")
             else:
                 values[key] = _number(text, f"{where}: {key}")
-        parsed.append((pattern.strip(), DatasetSettings(**values, source=GateSource.DATASET)))
+        parsed.append((pattern.strip(), DatasetSettings(**values, given=tuple(given), source=source)))
     return parsed
+
+
+def gates_of(kind: GateKind, texts: Sequence[object], where: str, source: GateSource | None = None) -> list[Gate]:
+    """The gates of ``kind`` that the values ``texts`` set (as a command line, an ini file or a settings line
+    writes them: a number, ``K:V``, ``NAME:BOUND``; a number may come parsed), each with ``source``; "" and None
+    set nothing. Raises :class:`pytest.UsageError` naming ``where`` for a bad value."""
+    from pytest_gym_eval.stats.gates import Gate
+
+    gates = []
+    for text in texts:
+        if text is None or text == "":
+            continue
+        if kind.form == gate_kinds.NUMBER:
+            number = _number(text, where)
+            assert number is not None
+            if kind.probability and not 0.0 <= number <= 1.0:
+                article = "an" if kind.title[0] in "aeiou" else "a"
+                raise pytest.UsageError(f"{where}: {article} {kind.title} lies in [0, 1], got {number:g}")
+            gate = Gate(kind.metric, number)
+        elif kind.form == gate_kinds.PASS_AT:
+            k, threshold = parse_pass_at_k(str(text), where)
+            gate = Gate(kind.metric, threshold, k=k)
+        else:
+            name, bound = parse_min_metric(str(text), where)
+            gate = Gate(kind.metric, bound, custom=name)
+        gates.append(replace(gate, source=source))
+    return gates
 
 
 def parse_pass_at_k(text: str, where: str = "--gym-min-pass-at-k") -> tuple[int, float]:
@@ -277,14 +281,6 @@ def _whole(text: object, where: str, minimum: int) -> int | None:
         raise pytest.UsageError(f"{where}: expected a whole number, got {text!r}") from None
     if number < minimum:
         raise pytest.UsageError(f"{where}: must be at least {minimum}, got {number}")
-    return number
-
-
-def _fraction(text: object, where: str) -> float | None:
-    """A number in [0, 1] (a pass rate), or None when unset; raises :class:`pytest.UsageError` naming ``where``."""
-    number = _number(text, where)
-    if number is not None and not 0.0 <= number <= 1.0:
-        raise pytest.UsageError(f"{where}: a pass rate lies in [0, 1], got {number:g}")
     return number
 
 

@@ -23,6 +23,7 @@ from pytest_gym_eval.core.defaults import (
     DEFAULT_ROLLOUT_TIMEOUT,
     DEFAULT_STARTUP_TIMEOUT,
 )
+from pytest_gym_eval.stats.gate_kinds import KINDS, GateKind
 
 NUMBER = "number"
 """An ini option holding a number: pytest's ``float`` where it has one
@@ -101,6 +102,14 @@ class IniOption(NamedTuple):
     name: str
     help: str
     ini_type: str
+
+
+def gate_option(kind: GateKind) -> Option:
+    """The option (and ini twin) of a gate kind (:mod:`pytest_gym_eval.stats.gate_kinds`): a number, or a
+    repeatable value (one per line in the ini file)."""
+    if kind.repeatable:
+        return Option(kind.flag, kind.help, "linelist", action="append", metavar=kind.metavar)
+    return Option(kind.flag, kind.help, NUMBER, type=float, metavar=kind.metavar)
 
 
 _BEATS = "beats a row's own value"
@@ -225,35 +234,7 @@ OPTIONS: tuple[Option, ...] = (
         type=int,
         metavar="N",
     ),
-    Option(
-        "--gym-min-mean-reward",
-        "CI gate: each dataset's mean reward must reach this",
-        NUMBER,
-        type=float,
-        metavar="REWARD",
-    ),
-    Option(
-        "--gym-min-pass-rate",
-        "CI gate: each dataset's pass rate over rollouts must reach this",
-        NUMBER,
-        type=float,
-        metavar="RATE",
-    ),
-    Option(
-        "--gym-min-pass-at-k",
-        "CI gate: each dataset's pass@K must reach V, e.g. 4:0.5 (repeatable, in the ini file one per line)",
-        "linelist",
-        action="append",
-        metavar="K:V",
-    ),
-    Option(
-        "--gym-min-metric",
-        "CI gate: each dataset's mean of a custom metric (rollout.record_metric) must reach BOUND, e.g. boxed:0.9 "
-        "(repeatable, in the ini file one per line; a metric no rollout recorded is INCONCLUSIVE)",
-        "linelist",
-        action="append",
-        metavar="NAME:BOUND",
-    ),
+    *(gate_option(kind) for kind in KINDS),
     Option(
         "--gym-gate-on",
         "Judge gates on the point estimate or on the lower end of the 95% interval; then an interval straddling "
@@ -456,7 +437,7 @@ INI_ONLY: tuple[IniOption, ...] = (
     IniOption(
         "gym_dataset_settings",
         "One line per dataset glob: `<glob>: key=value ...` with keys agent, resources_server, repeats, "
-        "pass_threshold, min_mean_reward, min_pass_rate, min_pass_at_k, min_metric, reward_range.",
+        f"pass_threshold, {', '.join(kind.setting for kind in KINDS)}, reward_range.",
         "linelist",
     ),
 )

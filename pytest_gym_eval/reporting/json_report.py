@@ -14,6 +14,7 @@ from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.outcomes.usage import LatencySummary, SideUsage, TokenTotals, ratio
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, RolloutResult, TestOutcome, session_verdict
+from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.comparison import gym_verdict
 from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Hint, Verdict
 from pytest_gym_eval.stats.intervals import Interval
@@ -23,7 +24,16 @@ REPORT_SCHEMA_VERSION = 1
 """Version of the JSON report's layout (``schema_version``); :func:`load_report` reads only this one."""
 
 SCHEMA_PATH = Path(__file__).parent / "report.schema.json"
-"""The JSON Schema (draft 2020-12) of the report :func:`build_report` makes."""
+"""The JSON Schema (draft 2020-12) of the report :func:`build_report` makes, but for the gate kinds' names
+(:func:`schema` adds them)."""
+
+
+def schema() -> dict[str, Any]:
+    """The report's JSON Schema: :data:`SCHEMA_PATH` with the gate kinds' names
+    (:data:`~pytest_gym_eval.stats.gate_kinds.METRICS`) as the enum of a gate's ``metric``."""
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    loaded["$defs"]["gate_metric"]["enum"] = list(gate_kinds.METRICS)
+    return loaded
 
 
 # --- JSON report ------------------------------------------------------------------------------------------

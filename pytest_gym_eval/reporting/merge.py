@@ -238,10 +238,8 @@ def _misplaced(
 class GateOverrides:
     """Gate options given to the merge; None / empty means "as the reports recorded"."""
 
-    min_mean_reward: float | None = None
-    min_pass_rate: float | None = None
-    min_pass_at_k: tuple[Gate, ...] = ()
-    min_metric: tuple[Gate, ...] = ()
+    given: tuple[Gate, ...] = ()
+    """The gates the merge's options set, of any kind."""
     gate_mode: GateMode | None = None
     inconclusive_passes: bool | None = None
 
@@ -256,14 +254,8 @@ class GateOverrides:
         (:func:`~pytest_gym_eval.stats.gates.merge_gates`), as the command line merges with a dataset's own settings in
         a session: ``--gym-min-pass-at-k=4:0.9`` replaces a recorded pass@4 gate and keeps a recorded pass@1 gate,
         ``--gym-min-metric=boxed:0.9`` a recorded ``boxed`` gate and keeps a ``chars`` one. The given gates carry
-        the source ``command line``; the order is mean reward, pass rate, pass@k, custom metrics."""
-        given = [
-            *([Gate("mean_reward", self.min_mean_reward)] if self.min_mean_reward is not None else []),
-            *([Gate("pass_rate", self.min_pass_rate)] if self.min_pass_rate is not None else []),
-            *self.min_pass_at_k,
-            *self.min_metric,
-        ]
-        given = [replace(gate, source=GateSource.COMMAND_LINE) for gate in given]
+        the source ``command line``; the order is the kinds' (:data:`~pytest_gym_eval.stats.gate_kinds.KINDS`)."""
+        given = [replace(gate, source=GateSource.COMMAND_LINE) for gate in self.given]
         return sorted(merge_gates(given, recorded), key=lambda gate: METRICS.index(gate.metric))
 
 

@@ -36,6 +36,7 @@ from pytest_gym_eval.stats.gates import (
     GateResult,
     Verdict,
     applies_to,
+    bound_of,
     custom_interval,
     evaluate,
     holm,
@@ -228,7 +229,8 @@ class DatasetSummary:
 
     @property
     def verdict(self) -> Verdict | None:
-        """FAIL when any gate fails or any rollout errored (errors fail a gated session), else INCONCLUSIVE
+        """FAIL when any gate fails or any rollout errored that no gate judges (:attr:`unjudged_errors`: errors fail
+        a gated session), else INCONCLUSIVE
         when any gate is inconclusive (also when selected rollouts never reported), else PASS; None without
         gates.
 
@@ -237,11 +239,19 @@ class DatasetSummary:
         if not self.gates:
             return None
         verdicts = {result.verdict for result in self.gates}
-        if Verdict.FAIL in verdicts or self.errors:
+        if Verdict.FAIL in verdicts or self.unjudged_errors:
             return Verdict.FAIL
         if Verdict.INCONCLUSIVE in verdicts:
             return Verdict.INCONCLUSIVE
         return Verdict.PASS
+
+    @property
+    def unjudged_errors(self) -> int:
+        """The errored rollouts no gate of this summary judges: all of them, unless a gate's kind judges errors
+        (:attr:`~pytest_gym_eval.stats.gate_kinds.GateKind.judges_errors`, ``--gym-max-error-rate``) and the
+        gates decide (:attr:`gates_decide`)."""
+        judged = self.gates_decide and errors_judged([result.gate for result in self.gates])
+        return 0 if judged else self.errors
 
     @property
     def title(self) -> str:
@@ -253,6 +263,13 @@ class DatasetSummary:
     def label(self) -> str | None:
         """What tells this summary from the others of its dataset: its policy, else its agent, else None."""
         return self.policy or self.agent
+
+
+def errors_judged(gates: Sequence[Gate]) -> bool:
+    """Whether one of ``gates`` judges the errored rollouts (its kind's
+    :attr:`~pytest_gym_eval.stats.gate_kinds.GateKind.judges_errors`): they then count as reported, and fail
+    nothing by themselves."""
+    return any(gate.kind.judges_errors for gate in gates)
 
 
 def shown_pass_at_k(summary: DatasetSummary) -> list[tuple[int, Interval]]:
@@ -464,21 +481,26 @@ def _summarize_group(
     metrics = {name: custom_interval(values, confidence) for name, values in metric_values(results).items()}
     reward_gates = [gate for gate in gates if gate.custom is None]
     sequential = None if adaptive is None else judge_record(reward_gates, rewards_by_task, passed_by_task, adaptive)
+    errors = sum(error_classes.values())
     judged = (
         sequential
         if sequential is not None
-        else evaluate(reward_gates, rewards_by_task, passed_by_task, mode, confidence)
+        else evaluate(
+            reward_gates, rewards_by_task, passed_by_task, mode, confidence, rollouts=len(results), errors=errors
+        )
     )
     # A custom metric is judged on its fixed-sample interval (no confidence sequence covers it).
     judged = [*judged, *evaluate([g for g in gates if g.custom is not None], [], [], mode, confidence, metrics)]
-    # Errored and never-reported rollouts alike leave the gates judged on less than was selected.
-    judged = incomplete(judged, scored, selected if selected is not None else len(results))
+    # Errored and never-reported rollouts alike leave the gates judged on less than was selected, unless a gate
+    # judges the errors (--gym-max-error-rate): then an errored rollout counts as reported.
+    reported = scored + errors if errors_judged(gates) else scored
+    judged = incomplete(judged, reported, selected if selected is not None else len(results))
     return DatasetSummary(
         dataset=dataset,
         agent=agent,
         tasks=len(tasks),
         rollouts=len(results),
-        errors=sum(error_classes.values()),
+        errors=errors,
         scored=scored,
         mean_reward=metric_interval("mean_reward", rewards_by_task, counts, confidence),
         pass_rate=metric_interval("pass_rate", rewards_by_task, counts, confidence),
@@ -517,7 +539,7 @@ def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes:
     judged = [(summary, result) for summary in deciding for result in summary.gates]
     if not judged:
         return -1, ""
-    errors = sum(summary.errors for summary in summaries)
+    errors = sum(summary.unjudged_errors for summary in summaries)
     cut_short = [summary for summary in deciding if summary.gates and summary.unreported]
     failing = [(summary, result) for summary, result in judged if not result.passed(inconclusive_passes)]
     problems = [f"{summary.title} {_gate_brief(result)}" for summary, result in failing[:_MAX_REASONS]]
@@ -549,14 +571,15 @@ def _all_pass(judged: Sequence[tuple[DatasetSummary, GateResult]]) -> str:
 
 def _gate_brief(result: GateResult) -> str:
     """A short reason a gate did not pass, e.g. ``mean reward 0.80 < 0.90``."""
-    gate, interval = result.gate, result.interval
+    gate, interval, words = result.gate, result.interval, result.gate.kind.words
     threshold = fmt.threshold(gate.threshold)
     if math.isnan(interval.estimate):
-        return f"{gate.name} has no data (needs >= {threshold})"
+        return f"{gate.name} has no data (needs {words.ok} {threshold})"
     if result.note and result.verdict is not Verdict.FAIL:  # it fails whatever the missing rollouts hold
         return f"{gate.name} {fmt.number(interval.estimate)} {result.note}"
     if result.mode is GateMode.POINT:
-        return f"{gate.name} {fmt.number(interval.estimate)} < {threshold}"
+        return f"{gate.name} {fmt.number(interval.estimate)} {words.not_ok} {threshold}"
     if result.verdict is Verdict.FAIL:
-        return f"{gate.name} {fmt.number(interval.estimate)}, upper bound {fmt.number(interval.high)} < {threshold}"
+        bound = fmt.number(bound_of(interval, words.fail_bound))
+        return f"{gate.name} {fmt.number(interval.estimate)}, {words.fail_bound} {bound} {words.not_ok} {threshold}"
     return f"{gate.name} {fmt.interval(interval)} straddles {threshold}"

@@ -122,7 +122,7 @@ class DatasetFile(pytest.Module):
         hook = self.config.hook.pytest_gym_eval_task_id
         # Calling a hook nobody implements costs ~5 us a row; it would return None anyway.
         task_id_hook = (lambda row, path, line: hook(row=row, path=path, line=line)) if hook.get_hookimpls() else None
-        for k, _ in settings.min_pass_at_k:  # a gate no run of this dataset could ever judge
+        for k in (gate.k for gate in settings.gates if gate.k is not None):  # a gate no run could ever judge
             if k > (settings.repeats or 1):
                 raise self.CollectError(
                     f"{self.path}: the pass@{k} gate needs at least {k} repeats of each task, and this dataset runs "

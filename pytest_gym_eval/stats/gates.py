@@ -11,24 +11,21 @@ from statistics import NormalDist
 from typing import Protocol, TypeVar
 
 from pytest_gym_eval.core import number_text
-from pytest_gym_eval.stats import power
+from pytest_gym_eval.stats import gate_kinds, power
 from pytest_gym_eval.stats.intervals import (
     Interval,
     clustered_standard_error,
     holm_levels,
     mean_interval,
     pass_at_k,
-    pass_at_k_interval,
     score_test_p,
     student_t_ppf,
     t_test_p,
-    wilson_interval,
 )
 
-METRICS = ("mean_reward", "pass_rate", "pass_at_k", "custom")
-"""What a gate may judge: the three reward statistics, or a custom metric tests record (``custom``, named by the
-gate's ``custom``: :mod:`pytest_gym_eval.outcomes.custom_metrics`)."""
-REWARD_METRICS = METRICS[:3]
+METRICS = gate_kinds.METRICS
+"""What a gate may judge: the kinds of :mod:`pytest_gym_eval.stats.gate_kinds` (a custom metric tests record is
+``custom``, named by the gate's ``custom``: :mod:`pytest_gym_eval.outcomes.custom_metrics`)."""
 _PASS_AT_K_RE = re.compile(r"\s*([0-9]+)\s*:\s*(\S+)\s*")
 
 
@@ -65,14 +62,16 @@ SESSION_WIDE = frozenset({GateSource.COMMAND_LINE, GateSource.INI})
 
 @dataclass(frozen=True)
 class Gate:
-    """``metric`` must reach ``threshold``; ``k`` is given exactly when metric is "pass_at_k", ``custom`` (a
-    custom metric's name) exactly when metric is "custom" (its mean must reach ``threshold``). ``source`` says
+    """``metric`` (a :mod:`~pytest_gym_eval.stats.gate_kinds` kind) must reach ``threshold`` (or, for a kind that
+    sets a maximum, not exceed it); ``k`` is given exactly when the kind is set by ``K:V`` pairs (pass@k),
+    ``custom`` (a custom metric's name) exactly when by ``NAME:BOUND`` pairs (its mean must reach ``threshold``).
+    ``source`` says
     where it was set (None: not known, e.g. a report written before the plan recorded it); it is no part of the
     gate's equality; nor is ``declared_by``, the test function whose ``gym_rollouts`` mark declared it (its node
     id without the parametrization, e.g. ``tests/test_x.py::test_terse``; None for a gate of any other source).
 
     Raises ValueError for an unknown metric, a missing or unexpected ``k`` or ``custom``, ``k`` < 1, a non-finite
-    threshold, or a pass_rate / pass_at_k threshold outside [0, 1] (those metrics are probabilities).
+    threshold, or a threshold outside [0, 1] for a kind whose statistic is a probability.
     """
 
     metric: str
@@ -83,40 +82,42 @@ class Gate:
     declared_by: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise ValueError(f"unknown gate metric {self.metric!r}; expected one of {', '.join(METRICS)}")
-        if (self.metric == "pass_at_k") != (self.k is not None):
-            raise ValueError("k must be given for the pass_at_k metric and only for it")
-        if (self.metric == "custom") != (self.custom is not None):
-            raise ValueError("custom (the metric's name) must be given for the custom metric and only for it")
+        kind = gate_kinds.kind(self.metric)
+        if (kind.form == gate_kinds.PASS_AT) != (self.k is not None):
+            raise ValueError(f"k must be given for the {self.metric} metric and only for it")
+        if (kind.form == gate_kinds.NAMED) != (self.custom is not None):
+            raise ValueError(f"custom (the metric's name) must be given for the {self.metric} metric and only for it")
         if self.k is not None and self.k < 1:
             raise ValueError(f"k must be an integer >= 1, got {self.k}")
         if not math.isfinite(self.threshold):
             raise ValueError(f"gate threshold must be a finite number, got {self.threshold!r}")
-        if self.metric in ("pass_rate", "pass_at_k") and not 0.0 <= self.threshold <= 1.0:
+        if kind.probability and not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"{self.metric} threshold must lie in [0, 1], got {self.threshold!r}")
+
+    @property
+    def kind(self) -> gate_kinds.GateKind:
+        """The gate's kind (:func:`~pytest_gym_eval.stats.gate_kinds.kind`)."""
+        return gate_kinds.kind(self.metric)
 
     @property
     def identity(self) -> tuple[Hashable, ...]:
         """What makes two gates the same gate (:func:`merge_gates`): the metric, with k for pass@k and the name
         for a custom metric; the threshold and the source are the gate's settings, not its identity."""
-        if self.metric == "pass_at_k":
+        if self.k is not None:
             return (self.metric, self.k)
-        if self.metric == "custom":
+        if self.custom is not None:
             return (self.metric, self.custom)
         return (self.metric,)
 
     @property
     def name(self) -> str:
         """Human name of the statistic: ``mean reward``, ``pass rate``, ``pass@4`` or ``metric boxed``."""
-        if self.custom is not None:
-            return f"metric {self.custom}"
-        return f"pass@{self.k}" if self.metric == "pass_at_k" else self.metric.replace("_", " ")
+        return self.kind.name_of(self)
 
     @property
     def label(self) -> str:
         """E.g. ``mean reward >= 0.70`` or ``pass@4 >= 0.50``."""
-        return f"{self.name} >= {number_text.threshold(self.threshold)}"
+        return f"{self.name} {self.kind.words.ok} {number_text.threshold(self.threshold)}"
 
 
 class Identified(Protocol):
@@ -172,17 +173,22 @@ def parse_pass_at_k(text: str) -> Gate:
     return Gate("pass_at_k", threshold, k=k)
 
 
-def judge(interval: Interval, threshold: float, mode: GateMode) -> Verdict:
-    """Verdict of ``interval`` against ``threshold`` (higher is better).
+def judge(interval: Interval, threshold: float, mode: GateMode, at_most: bool = False) -> Verdict:
+    """Verdict of ``interval`` against ``threshold`` (higher is better; lower when ``at_most``, a maximum).
 
     POINT: estimate >= threshold → PASS, else FAIL. LOWER_BOUND: low >= threshold → PASS, high <
     threshold → FAIL, otherwise (the interval straddles the threshold, e.g. infinite bounds) →
-    INCONCLUSIVE. A nan estimate (no data) is INCONCLUSIVE in both modes. ValueError for a nan threshold.
+    INCONCLUSIVE. ``at_most`` mirrors it: estimate <= threshold; in bound mode high <= threshold → PASS,
+    low > threshold → FAIL (the pessimistic end is the upper bound). A nan estimate (no data) is INCONCLUSIVE in
+    both modes. ValueError for a nan threshold.
     """
     if math.isnan(threshold):
         raise ValueError("threshold must not be NaN")
     if math.isnan(interval.estimate):
         return Verdict.INCONCLUSIVE
+    if at_most:  # the mirror image: -statistic >= -threshold
+        mirrored = Interval(-interval.estimate, -interval.high, -interval.low, interval.n)
+        return judge(mirrored, -threshold, mode)
     if mode is GateMode.POINT:
         return Verdict.PASS if interval.estimate >= threshold else Verdict.FAIL
     if interval.low >= threshold:
@@ -190,6 +196,11 @@ def judge(interval: Interval, threshold: float, mode: GateMode) -> Verdict:
     if interval.high < threshold:
         return Verdict.FAIL
     return Verdict.INCONCLUSIVE
+
+
+def judge_gate(gate: Gate, interval: Interval, mode: GateMode) -> Verdict:
+    """:func:`judge` in ``gate``'s direction (its kind's :attr:`~pytest_gym_eval.stats.gate_kinds.GateKind.words`)."""
+    return judge(interval, gate.threshold, mode, at_most=gate.kind.words is gate_kinds.AT_MOST)
 
 
 @dataclass(frozen=True)
@@ -236,20 +247,29 @@ class GateResult:
 
     def _describe(self) -> str:
         iv, threshold = self.interval, number_text.threshold(self.gate.threshold)
+        words = self.gate.kind.words
         if math.isnan(iv.estimate):
-            return f"{self.gate.name} n/a (no data), needs >= {threshold}: {self.verdict.value}"
+            return f"{self.gate.name} n/a (no data), needs {words.ok} {threshold}: {self.verdict.value}"
         head = f"{self.gate.name} {number_text.interval(iv.estimate, iv.low, iv.high)}"
         if self.note:  # the verdict is not the interval's alone
-            op = ">=" if iv.estimate >= self.gate.threshold else "<"
-            return f"{head} {op} {threshold}: {self.verdict.value}"
+            point = judge_gate(self.gate, iv, GateMode.POINT) is Verdict.PASS
+            return f"{head} {words.ok if point else words.not_ok} {threshold}: {self.verdict.value}"
         if self.mode is GateMode.POINT:
-            op = ">=" if self.verdict is Verdict.PASS else "<"
+            op = words.ok if self.verdict is Verdict.PASS else words.not_ok
             return f"{head} {op} {threshold}: {self.verdict.value}"
         if self.verdict is Verdict.PASS:
-            return f"{head}: lower bound {number_text.number(iv.low)} >= {threshold}: PASS"
+            bound = number_text.number(bound_of(iv, words.pass_bound))
+            return f"{head}: {words.pass_bound} {bound} {words.ok} {threshold}: PASS"
         if self.verdict is Verdict.FAIL:
-            return f"{head}: upper bound {number_text.number(iv.high)} < {threshold}: FAIL"
+            bound = number_text.number(bound_of(iv, words.fail_bound))
+            return f"{head}: {words.fail_bound} {bound} {words.not_ok} {threshold}: FAIL"
         return f"{head}: interval straddles {threshold}: INCONCLUSIVE"
+
+
+def bound_of(interval: Interval, which: str) -> float:
+    """``interval``'s ``lower bound`` (low) or ``upper bound`` (high), as
+    :class:`~pytest_gym_eval.stats.gate_kinds.Words` name them."""
+    return interval.low if which == "lower bound" else interval.high
 
 
 def metric_interval(
@@ -258,22 +278,24 @@ def metric_interval(
     counts: Sequence[tuple[int, int]],
     confidence: float = 0.95,
     k: int | None = None,
+    *,
+    rollouts: int | None = None,
+    errors: int = 0,
 ) -> Interval:
     """The interval of one dataset's ``metric``: what the reward summary shows and what a gate on it judges,
-    computed in this one place so that the two always agree.
+    computed in this one place (the kind's :attr:`~pytest_gym_eval.stats.gate_kinds.GateKind.statistic`) so that
+    the two always agree.
 
-    ``rewards_by_task[t][r]``: reward of rollout r of task t; ``counts[t] = (rollouts, passes)`` of task t.
-    mean_reward → :func:`mean_interval` (clustered by task); pass_rate → :func:`wilson_interval` over all
-    rollouts; pass_at_k (with ``k``) → :func:`pass_at_k_interval` on the per-task counts. Mean-reward and
-    pass@k bounds are clipped to [0, 1] (the mean only when every reward lies there). Raises ValueError as
-    the statistics do.
+    ``rewards_by_task[t][r]``: reward of scored rollout r of task t; ``counts[t] = (scored rollouts, passes)`` of
+    task t; ``rollouts`` every rollout with a result (errored ones too; default: the scored ones plus ``errors``),
+    ``errors`` those that errored. mean_reward → :func:`mean_interval` (clustered by task); pass_rate →
+    :func:`wilson_interval` over all scored rollouts; pass_at_k (with ``k``) → :func:`pass_at_k_interval` on the
+    per-task counts. Mean-reward and pass@k bounds are clipped to [0, 1] (the mean only when every reward lies
+    there). Raises ValueError for a kind with no statistic of the rewards (a custom metric's), or as the
+    statistics do.
     """
-    if metric == "mean_reward":
-        return mean_interval(rewards_by_task, confidence, clip=True)
-    if metric == "pass_rate":
-        return wilson_interval(sum(c for _, c in counts), sum(n for n, _ in counts), confidence)
-    assert metric == "pass_at_k" and k is not None, f"unknown reward metric {metric!r} or no k"
-    return pass_at_k_interval(counts, k, confidence, clip=True)
+    basis = Basis(metric, tuple(map(tuple, rewards_by_task)), tuple(counts), k, rollouts, errors)
+    return basis.interval(confidence)
 
 
 def evaluate(
@@ -283,13 +305,18 @@ def evaluate(
     mode: GateMode,
     confidence: float = 0.95,
     custom: Mapping[str, Interval] | None = None,
+    *,
+    rollouts: int | None = None,
+    errors: int = 0,
 ) -> list[GateResult]:
     """Judge every gate, in order, on the rollouts of one dataset.
 
-    ``rewards_by_task[t][r]`` / ``passed_by_task[t][r]``: reward and pass flag of rollout r of task t
-    (same shape). Each gate judges its metric's :func:`metric_interval`; a custom metric's gate judges
-    ``custom[name]`` (that metric's interval, :func:`custom_interval`), or no data (INCONCLUSIVE, with a note)
-    when no rollout recorded it. Raises ValueError when the two shapes differ (or as the statistics do).
+    ``rewards_by_task[t][r]`` / ``passed_by_task[t][r]``: reward and pass flag of scored rollout r of task t
+    (same shape); ``rollouts`` / ``errors``: the dataset's rollouts with a result and those that errored (as
+    :func:`metric_interval` takes them). Each gate judges its metric's :func:`metric_interval` in its kind's
+    direction (:func:`judge_gate`); a custom metric's gate judges ``custom[name]`` (that metric's interval,
+    :func:`custom_interval`), or no data (INCONCLUSIVE, with a note) when no rollout recorded it. Raises
+    ValueError when the two shapes differ (or as the statistics do).
     """
     if len(rewards_by_task) != len(passed_by_task) or any(
         len(r) != len(p) for r, p in zip(rewards_by_task, passed_by_task, strict=False)
@@ -301,9 +328,10 @@ def evaluate(
         if gate.custom is not None:
             results.append(custom_gate(gate, (custom or {}).get(gate.custom), mode, confidence))
             continue
-        basis = Basis(gate.metric, tuple(tuple(task) for task in rewards_by_task), tuple(counts), gate.k)
+        rewards = tuple(tuple(task) for task in rewards_by_task)
+        basis = Basis(gate.metric, rewards, tuple(counts), gate.k, rollouts, errors)
         interval = basis.interval(confidence)
-        verdict = judge(interval, gate.threshold, mode)
+        verdict = judge_gate(gate, interval, mode)
         straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
         hint = basis.hint(gate.threshold, confidence) if straddles else None
         results.append(GateResult(gate, interval, verdict, mode, basis=basis, hint=hint))
@@ -348,21 +376,34 @@ class Familywise:
 
 @dataclass(frozen=True)
 class Basis:
-    """What a reward gate's interval was computed from (as :func:`evaluate` takes it), so that the gate can be
-    judged again at another level (:func:`holm`) and say how much more data would decide it (:meth:`hint`)."""
+    """What a gate's interval was computed from (as :func:`evaluate` takes it), so that the gate can be judged again
+    at another level (:func:`holm`) and say how much more data would decide it (:meth:`hint`). ``rollouts``: the
+    rollouts with a result, errored ones too (None: the scored ones plus ``errors``); ``errors``: those that
+    errored."""
 
     metric: str
     rewards_by_task: tuple[tuple[float, ...], ...]
     counts: tuple[tuple[int, int], ...]
     k: int | None = None
+    rollouts_given: int | None = None
+    errors: int = 0
+
+    @property
+    def rollouts(self) -> int:
+        """The rollouts with a result: scored and errored."""
+        given = self.rollouts_given
+        return given if given is not None else sum(n for n, _ in self.counts) + self.errors
 
     def interval(self, confidence: float) -> Interval:
-        """The gate's :func:`metric_interval` at ``confidence``."""
-        return metric_interval(self.metric, self.rewards_by_task, self.counts, confidence, self.k)
+        """The interval of the kind's statistic at ``confidence``; ValueError for a kind with none."""
+        statistic = gate_kinds.kind(self.metric).statistic
+        if statistic is None:
+            raise ValueError(f"the {self.metric} gate has no statistic of the rewards")
+        return statistic(self, confidence)
 
     def _values(self) -> list[list[float]]:
         """The per-task values a t interval is taken over (the rewards; one pass@k per task with >= k rollouts)."""
-        if self.metric == "pass_at_k":
+        if self.k is not None:
             assert self.k is not None
             return [[pass_at_k(n, c, self.k)] for n, c in self.counts if n >= self.k]
         return [list(task) for task in self.rewards_by_task]
@@ -373,8 +414,9 @@ class Basis:
         :func:`~pytest_gym_eval.stats.intervals.score_test_p` for the pass rate), so the interval at confidence c
         excludes
         the threshold exactly when p <= 1 - c."""
-        if self.metric == "pass_rate":
-            one_sided = score_test_p(sum(c for _, c in self.counts), sum(n for n, _ in self.counts), threshold)
+        proportion = gate_kinds.kind(self.metric).proportion
+        if proportion is not None:
+            one_sided = score_test_p(*proportion(self), threshold)
         else:
             mean, error, tasks = clustered_standard_error(self._values())
             one_sided = 1.0 if math.isnan(error) else t_test_p(mean, threshold, error, tasks - 1)
@@ -389,9 +431,10 @@ class Basis:
         :func:`~pytest_gym_eval.stats.power.variance_components`), impossible when the between-task variance alone is
         too large."""
         alpha = 1.0 - confidence
-        if self.metric == "pass_rate":
-            trials = sum(n for n, _ in self.counts)
-            estimate = sum(c for _, c in self.counts) / trials if trials else math.nan
+        kind = gate_kinds.kind(self.metric)
+        if kind.proportion is not None:
+            events, trials = kind.proportion(self)
+            estimate = events / trials if trials else math.nan
             spread, units, unit = estimate * (1.0 - estimate), trials, "rollouts"
             if spread == 0.0:
                 spread = threshold * (1.0 - threshold)
@@ -400,7 +443,7 @@ class Basis:
             spread, unit = error * error * units, "tasks"
         effect = abs(estimate - threshold)
         hint = _more_data(spread, effect, units, unit, alpha)
-        if hint.more is None or self.metric != "mean_reward":
+        if hint.more is None or not kind.repeats_hint:
             return hint
         repeats, why = self._repeats_needed(effect, alpha)
         text = hint.text + " (same repeats)"
@@ -471,7 +514,7 @@ def holm(families: Sequence[Sequence[GateResult]], confidence: float) -> list[li
         r = families[i][j]
         assert r.basis is not None
         interval = r.basis.interval(1.0 - level)
-        verdict = judge(interval, r.gate.threshold, r.mode)
+        verdict = judge_gate(r.gate, interval, r.mode)
         hint = r.basis.hint(r.gate.threshold, 1.0 - level) if verdict is Verdict.INCONCLUSIVE else None
         family = Familywise("Holm", len(members), p_value, level)
         judged[i][j] = replace(r, interval=interval, verdict=verdict, familywise=family, hint=hint)
@@ -516,7 +559,7 @@ def custom_gate(gate: Gate, interval: Interval | None, mode: GateMode, confidenc
     :data:`NOT_RECORDED`, which never passes."""
     if interval is None:
         return GateResult(gate, Interval(math.nan, -math.inf, math.inf, 0), Verdict.INCONCLUSIVE, mode, NOT_RECORDED)
-    verdict = judge(interval, gate.threshold, mode)
+    verdict = judge_gate(gate, interval, mode)
     straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
     hint = interval_hint(interval, gate.threshold, confidence) if straddles else None
     return GateResult(gate, interval, verdict, mode, hint=hint)

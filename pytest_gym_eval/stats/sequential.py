@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, Verdict
+from pytest_gym_eval.stats import gate_kinds
+from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, Verdict, bound_of
 from pytest_gym_eval.stats.intervals import Interval
 
 DEFAULT_ALPHA = 0.05
@@ -247,20 +248,18 @@ def gate_values(
     """The observations one balanced wave (repeats ``start`` to ``end - 1`` of every task) gives ``gate``.
 
     ``rewards[t][r]`` / ``passed[t][r]``: reward and pass flag of repeat r of task t (at least ``end`` each).
-    mean_reward -> the rewards; pass_rate -> the flags as 0.0/1.0; pass@k -> one value per block of k repeats
-    that ends inside the wave (1.0 when any rollout of the block passed), none when no block ends there.
-    Returns None when some task has fewer than ``end`` repeats (the wave is not balanced).
+    The kind's :attr:`~pytest_gym_eval.stats.gate_kinds.GateKind.wave_values` give them: mean_reward -> the
+    rewards; pass_rate -> the flags as 0.0/1.0; pass@k -> one value per block of k repeats that ends inside the
+    wave (1.0 when any rollout of the block passed), none when no block ends there. Returns None when some task has
+    fewer than ``end`` repeats (the wave is not balanced). Raises ValueError for a kind judged on its fixed-sample
+    interval only.
     """
     if any(len(task) < end for task in rewards) or any(len(task) < end for task in passed):
         return None
-    if gate.metric == "mean_reward":
-        return [reward for task in rewards for reward in task[start:end]]
-    if gate.metric == "pass_rate":
-        return [1.0 if ok else 0.0 for task in passed for ok in task[start:end]]
-    k = gate.k
-    assert k is not None
-    blocks = [b for b in range(end // k) if (b + 1) * k > start]
-    return [1.0 if any(task[b * k : (b + 1) * k]) else 0.0 for task in passed for b in blocks]
+    values = gate.kind.wave_values
+    if values is None:
+        raise ValueError(f"the {gate.name} gate has no confidence sequence")
+    return values(gate, rewards, passed, start, end)
 
 
 class GateSequences:
@@ -275,7 +274,7 @@ class GateSequences:
     ) -> None:
         self.gates = list(gates)
         self.sequences = [
-            BettingSequence(alpha, reward_range if gate.metric == "mean_reward" else RewardRange()) for gate in gates
+            BettingSequence(alpha, reward_range if gate.kind.reward_units else RewardRange()) for gate in gates
         ]
         self.end = 0
         self.tasks = 0
@@ -302,7 +301,8 @@ class GateSequences:
         for gate, sequence in zip(self.gates, self.sequences, strict=True):
             bounds = sequence.bounds
             interval = Interval(bounds.estimate, bounds.low, bounds.high, self.tasks)
-            results.append(GateResult(gate, interval, verdict(bounds, gate.threshold), GateMode.LOWER_BOUND))
+            at_most = gate.kind.words is gate_kinds.AT_MOST
+            results.append(GateResult(gate, interval, verdict(bounds, gate.threshold, at_most), GateMode.LOWER_BOUND))
         return results
 
 
@@ -329,11 +329,15 @@ def judge_waves(
     return sequences.results()
 
 
-def verdict(bounds: Bounds, threshold: float) -> Verdict:
+def verdict(bounds: Bounds, threshold: float, at_most: bool = False) -> Verdict:
     """PASS when ``bounds.low >= threshold``, FAIL when ``bounds.high < threshold``, INCONCLUSIVE otherwise (no
-    data, the interval straddles the threshold, or it came out empty)."""
+    data, the interval straddles the threshold, or it came out empty). ``at_most`` (a maximum): PASS when
+    ``bounds.high <= threshold``, FAIL when ``bounds.low > threshold``."""
     if bounds.observations == 0 or bounds.low > bounds.high:
         return Verdict.INCONCLUSIVE
+    if at_most:  # the mirror image
+        mirrored = Bounds(-bounds.estimate, -bounds.high, -bounds.low, bounds.observations, bounds.waves)
+        return verdict(mirrored, -threshold)
     if bounds.low >= threshold:
         return Verdict.PASS
     if bounds.high < threshold:
@@ -353,13 +357,13 @@ def reason(results: Sequence[GateResult], repeats: int) -> str:
     parts = []
     for result in results:
         name = result.gate.name.replace(" ", "-")
-        threshold = result.gate.threshold
+        threshold, words = result.gate.threshold, result.gate.kind.words
         if result.verdict is Verdict.PASS:
-            bound, text = _two_numbers(result.interval.low, threshold)
-            because = f"lower bound {bound} >= {text}"
+            bound, text = _two_numbers(bound_of(result.interval, words.pass_bound), threshold)
+            because = f"{words.pass_bound} {bound} {words.ok} {text}"
         else:
-            bound, text = _two_numbers(result.interval.high, threshold)
-            because = f"upper bound {bound} < {text}"
+            bound, text = _two_numbers(bound_of(result.interval, words.fail_bound), threshold)
+            because = f"{words.fail_bound} {bound} {words.not_ok} {text}"
         parts.append(f"{name} gate decided {result.verdict.value} after {repeats} repeats, {because}")
     return "not needed: " + "; ".join(parts)
 

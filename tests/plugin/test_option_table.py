@@ -11,6 +11,7 @@ import pytest
 from _pytest.config.argparsing import Parser
 
 from pytest_gym_eval.options.register import INI_ONLY, NUMBER, OPTIONS, WHOLE, Option, add_options
+from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.gates import GateMode
 
 
@@ -72,6 +73,8 @@ def test_importing_the_options_imports_no_evaluation_or_gym_module() -> None:
         "pytest_gym_eval.options",
         "pytest_gym_eval.options.register",
         "pytest_gym_eval.options.table",
+        "pytest_gym_eval.stats",
+        "pytest_gym_eval.stats.gate_kinds",  # the gate kinds' options: data, their statistics load on use
     ]
 
 
@@ -104,10 +107,10 @@ SAMPLE = {
     "--gym-startup-timeout": "5",
     "--gym-rollout-timeout": "7",
     "--gym-concurrency": "2",
-    "--gym-min-mean-reward": "0.3",
-    "--gym-min-pass-rate": "0.4",
-    "--gym-min-pass-at-k": "2:0.5",
-    "--gym-min-metric": "boxed:0.9",
+    **{  # every gate kind's option: a value of its form
+        kind.flag: {gate_kinds.NUMBER: "0.3", gate_kinds.PASS_AT: "2:0.5", gate_kinds.NAMED: "boxed:0.9"}[kind.form]
+        for kind in gate_kinds.KINDS
+    },
     "--gym-gate-on": "lower-bound",
     "--gym-inconclusive": "pass",
     "--gym-familywise": "holm",

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from pytest_gym_eval.options.register import DatasetSettings, parse_dataset_settings
+from pytest_gym_eval.stats.gates import Gate
 
 
 def test_dataset_settings_lines_parse() -> None:
@@ -15,7 +16,9 @@ def test_dataset_settings_lines_parse() -> None:
     )
     assert first == (
         "data/mcqa.jsonl",
-        DatasetSettings(agent="a", repeats=4, pass_threshold=0.5, min_pass_at_k=((2, 0.8), (4, 0.9))),
+        DatasetSettings(
+            agent="a", repeats=4, pass_threshold=0.5, given=(Gate("pass_at_k", 0.8, 2), Gate("pass_at_k", 0.9, 4))
+        ),
     )
     assert second == ("data/*.jsonl", DatasetSettings())
 

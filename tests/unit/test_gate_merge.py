@@ -96,8 +96,12 @@ def test_a_gates_source_is_no_part_of_its_equality() -> None:
 def test_the_issue_case_a_command_line_metric_gate_keeps_the_datasets_own() -> None:
     """``gym_dataset_settings = ...: min_metric=terse:0.9`` and ``--gym-min-metric=n_calls:3``: both gates."""
     ((_, own),) = parse_dataset_settings(["data.jsonl: min_metric=terse:0.9 min_pass_at_k=1:0.5,4:0.6"])
-    cli = DatasetSettings(min_metric=(("n_calls", 3.0),), min_pass_at_k=((4, 0.9),), source=CLI)
-    ini = DatasetSettings(min_mean_reward=0.5, min_pass_at_k=((1, 0.1),), source=INI)
+    cli = DatasetSettings(
+        given=(Gate("custom", 3.0, custom="n_calls", source=CLI), Gate("pass_at_k", 0.9, 4, source=CLI)), source=CLI
+    )
+    ini = DatasetSettings(
+        given=(Gate("mean_reward", 0.5, source=INI), Gate("pass_at_k", 0.1, 1, source=INI)), source=INI
+    )
     effective = cli.over(own.over(ini))
     assert settings(effective.gates) == [
         (("mean_reward",), 0.5, "ini"),
@@ -106,9 +110,6 @@ def test_the_issue_case_a_command_line_metric_gate_keeps_the_datasets_own() -> N
         (("custom", "n_calls"), 3.0, "command line"),
         (("custom", "terse"), 0.9, "dataset settings"),
     ]
-    # The plain fields agree with the gates (collect.py reads min_pass_at_k, for instance).
-    assert effective.min_metric == (("n_calls", 3.0), ("terse", 0.9))
-    assert effective.min_pass_at_k == ((4, 0.9), (1, 0.5)) and effective.min_mean_reward == 0.5
     assert DatasetSettings(source=CLI).over(DatasetSettings()).gates == []
 
 
@@ -119,9 +120,7 @@ def test_merges_gate_options_merge_by_identity_too() -> None:
         Gate("pass_at_k", 0.6, 4, source=OWN),
         Gate("custom", 0.9, custom="terse", source=OWN),
     ]
-    overrides = GateOverrides(
-        min_pass_at_k=(Gate("pass_at_k", 0.9, 4),), min_metric=(Gate("custom", 3.0, custom="n_calls"),)
-    )
+    overrides = GateOverrides(given=(Gate("pass_at_k", 0.9, 4), Gate("custom", 3.0, custom="n_calls")))
     assert settings(overrides.gates(recorded)) == [
         (("pass_at_k", 4), 0.9, "command line"),
         (("pass_at_k", 1), 0.5, "dataset settings"),

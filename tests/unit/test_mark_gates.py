@@ -27,7 +27,7 @@ def options(tmp_path: Path, *, cli: str = "", ini: str = "", own: str = "") -> G
 
     def layer(text: str, source: GateSource) -> DatasetSettings:
         pairs = tuple((name, float(bound)) for name, _, bound in [text.partition(":")]) if text else ()
-        return DatasetSettings(min_metric=pairs, source=source)
+        return DatasetSettings(given=tuple(Gate("custom", b, custom=n, source=source) for n, b in pairs), source=source)
 
     lines = parse_dataset_settings([f"*.jsonl: min_metric={own}"]) if own else []
     return GymOptions(
