@@ -226,7 +226,7 @@ def main(argv: Sequence[str]) -> int:
     lines += terminal.render_conclusion(
         conclusion, verbose=args.verbose, results=merged.results, width=min(columns, 100)
     )
-    mode, inconclusive = overrides.settings(merged)
+    mode, _ = overrides.settings(merged)
     meta = merged_meta(merged, mode)
     remembered = None
     if args.gym_history:  # the merged run, written once (docs/history.md: shard sessions do not write)
@@ -239,7 +239,7 @@ def main(argv: Sequence[str]) -> int:
         if args.gym_report is not None:
             report = json_report.build_report(
                 conclusion.summaries, merged.results, meta, final, flips=conclusion.flips,
-                plan=merged_plan(merged, overrides), comparisons=conclusion.policies,
+                plan=merged_plan(merged, overrides), comparisons=conclusion.policies, verdicts=conclusion.verdicts,
             )  # fmt: skip
             if remembered is not None:
                 report["history"] = remembered.report_block()
@@ -249,8 +249,7 @@ def main(argv: Sequence[str]) -> int:
         if args.junitxml is not None:
             thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
             junit.write_junit_xml(
-                args.junitxml, merged.results, conclusion, meta, thresholds,
-                inconclusive_passes=inconclusive, final=final,
+                args.junitxml, merged.results, conclusion, meta, thresholds, final=final,
             )  # fmt: skip
             lines.append(f"junit xml: {args.junitxml}")
         if write_page is not None:
@@ -266,8 +265,7 @@ def main(argv: Sequence[str]) -> int:
     # On GitHub Actions the merged run's gates and errored rollouts are annotated here, once: the shard sessions
     # leave them to the merge (their gates judge a share only).
     lines += outputs.annotation_lines(
-        conclusion, merged.results, os.environ, inconclusive_passes=inconclusive, max_drop=args.gym_max_drop,
-        fail_on_flip=False, rootdir=Path.cwd(),
+        conclusion, merged.results, os.environ, rootdir=Path.cwd(),
     )  # fmt: skip
     print("\n".join(lines))
     return exit_status(merged, conclusion)

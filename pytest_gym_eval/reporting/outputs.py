@@ -85,23 +85,17 @@ def annotation_lines(
     results: Sequence[RolloutResult],
     environ: Mapping[str, str],
     *,
-    inconclusive_passes: bool,
-    max_drop: float | None,
-    fail_on_flip: bool,
     rootdir: Path,
 ) -> list[str]:
     """The GitHub workflow commands (``::error …``) to print when ``environ["GITHUB_ACTIONS"]`` is "true",
-    else none (see :func:`~pytest_gym_eval.reporting.github.session_annotations`, which takes the other
-    arguments: the session's gate settings and its rootdir)."""
+    else none (see :func:`~pytest_gym_eval.reporting.github.session_annotations`: the gates from
+    ``conclusion.verdicts``, then the errored rollouts; a dataset's file relative to the workspace from ``rootdir``)."""
     if environ.get("GITHUB_ACTIONS") != "true":
         return []
     workspace = environ.get("GITHUB_WORKSPACE")
     found = github.session_annotations(
         conclusion,
         results,
-        inconclusive_passes=inconclusive_passes,
-        max_drop=max_drop,
-        fail_on_flip=fail_on_flip,
         rootdir=rootdir,
         workspace=Path(workspace) if workspace else None,
     )

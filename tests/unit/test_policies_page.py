@@ -93,7 +93,9 @@ def test_the_html_command_draws_the_same_section_from_the_json_report(tmp_path: 
     results = rollouts()
     conclusion = conclusion_of(results, tmp_path)
     session_page = html.render_page(conclusion, results, {})
-    report = build_report(conclusion.summaries, results, {}, comparisons=conclusion.policies)
+    report = build_report(
+        conclusion.summaries, results, {}, comparisons=conclusion.policies, verdicts=conclusion.verdicts
+    )
     write_report(tmp_path / "report.json", report)
     assert cli(["html", str(tmp_path / "report.json"), "-o", str(tmp_path / "page.html")]) == 0
     assert section_of((tmp_path / "page.html").read_text(encoding="utf-8")) == section_of(session_page)
