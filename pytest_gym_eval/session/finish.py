@@ -15,7 +15,7 @@ import pytest
 
 from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.outcomes import causes
-from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
+from pytest_gym_eval.reporting import junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.run_history import Remembered
@@ -69,34 +69,15 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
             else:
                 junit.add_unjudged_gate(xml, nodeid, reason)
         fail_gates_the_session_failed(gym, xml, conclusion)
-    written: list[str] = []
-    if gym.options.report is not None:
-        report_data = json_report.build_report(
-            conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips,
-            plan=report_plan_of(gym, meta), comparisons=conclusion.policies, verdicts=conclusion.verdicts,
-        )  # fmt: skip
-        if remembered is not None:
-            report_data["history"] = remembered.report_block()
-        try:
-            json_report.write_report(gym.options.report, report_data)
-        except OSError as error:
-            written.append(f"gym report: could not write {gym.options.report}: {error}")
-        else:
-            written.append(f"gym report: {gym.options.report}")
     final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
     opts = gym.options
-    written += outputs.write_pages(
-        final,
-        gym.rollouts(),
-        meta,
-        html_path=opts.html,
-        markdown_path=opts.markdown,
-        json_path=opts.report,
-        baseline=gym.baseline,
-        environ=os.environ,
+    written = outputs.write_outputs(
+        final, gym.rollouts(), meta, (status, reason),
+        paths=outputs.OutputPaths(opts.report, opts.html, opts.markdown), environ=os.environ,
+        plan=report_plan_of(gym, meta) if opts.report is not None else None, baseline=gym.baseline,
         history=remembered.report_block() if remembered is not None else None,
-    )
-    gym.pages = written
+    )  # fmt: skip
+    gym.pages = written.lines
     return status
 
 
