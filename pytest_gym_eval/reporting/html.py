@@ -181,7 +181,8 @@ def _header(
     verdict = {-1: "no gates", 0: "PASS", 1: "FAIL"}.get(status, f"exit status {status}")
     errors = sum(1 for r in results if r.status == "error")
     counts = (
-        f"{fmt.plural(len(conclusion.summaries), 'dataset')}, {fmt.plural(len(results), 'rollout')}, "
+        f"{fmt.plural(len({s.dataset for s in conclusion.summaries}), 'dataset')}, "  # (a summary per policy)
+        f"{fmt.plural(len(results), 'rollout')}, "
         f"{fmt.plural(errors, 'error')}"
     )
     facts = "".join(

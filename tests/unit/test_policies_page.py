@@ -135,3 +135,23 @@ def test_past_the_first_flips_the_transcripts_are_folded_and_a_selection_does_no
     assert "judged on a selection: shown, not deciding" in policies_section(
         [comparison_json(item) for item in undecided], results
     )
+
+
+def test_a_card_badge_is_the_worst_of_its_gates_verdicts_and_the_header_counts_datasets(tmp_path: Path) -> None:
+    """Issue 36: a candidate whose superiority gate failed the session showed a green PASS badge (that of the
+    non-inferiority gate alone), and the header counted each policy's summary as a dataset."""
+    results = [
+        RolloutResult(f"mcqa.jsonl::t{i}[r0-{policy}]", "mcqa.jsonl", f"t{i}", 0, AGENTS[policy], status, reward)
+        for i in range(10)
+        for policy, reward in (("base", 1.0), ("cand", 0.0 if i < 6 else 1.0))
+        for status in ["passed" if reward else "failed"]
+    ]
+    named = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
+    options = GymOptions(rootdir=tmp_path, policies=named, max_regression=1.0, min_improvement=0.0)
+    conclusion = conclude(results, options)
+    verdicts = {v.kind: v.verdict for v in conclusion.verdicts}
+    assert verdicts == {"non-inferiority": "PASS", "superiority": "FAIL"} and conclusion.exit_status == 1
+    page = html.render_page(conclusion, results, {})
+    card = re.search(r'<div class="card policy-comparison"[^>]*data-verdict="(\w+)"', page)
+    assert card and card.group(1) == "FAIL"
+    assert page.count('class="policy-gate"') == 2 and "1 dataset, " in page
