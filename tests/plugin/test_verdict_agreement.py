@@ -1,8 +1,9 @@
 """One verdict, told the same everywhere (issue 36, item 3): for many generated gate configurations (datasets of the
 stand-in ``gym``'s rewards, gates of every kind: reward statistics, a custom metric from the command line or a test's
 mark, a policy comparison's hypotheses; ``-k`` selections, ``-x`` stopping the session early, errored rollouts,
-inconclusive passing, shards then ``merge``), every artefact gives each gate the same verdict and the session the same exit status: the exit status,
-the terminal summary, the JUnit file, the JSON report's ``verdicts``, the Markdown summary and the GitHub annotations.
+inconclusive passing, shards then ``merge``), every artefact gives each gate the same verdict and the session the
+same exit status: the exit status, the terminal summary, the JUnit file, the JSON report's ``verdicts``, the Markdown
+summary and the GitHub annotations.
 
 Seeded (:data:`SEED`), so a failure names its configuration and reproduces."""
 
