@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
 from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.options.gym_options import GymOptions, settings_layer
-from pytest_gym_eval.reporting import github, json_report, junit, markdown, outputs, run_history, terminal
+from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.merge import (
     COMPACT_ABOVE,
@@ -27,7 +26,6 @@ from pytest_gym_eval.reporting.merge import (
     GateOverrides,
     MergedRun,
     exit_status,
-    html_writer,
     merge_lines,
     merge_reports,
     merged_meta,
@@ -35,7 +33,6 @@ from pytest_gym_eval.reporting.merge import (
     separator,
 )
 from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
-from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.session.results import conclude
 from pytest_gym_eval.stats.gate_kinds import KINDS
 from pytest_gym_eval.stats.gates import GateMode, GateSource
@@ -151,25 +148,6 @@ def _refuse_overwriting_inputs(args: argparse.Namespace) -> None:
                 raise ValueError(f"{option} {output} is an input of this merge ({source}): write it elsewhere")
 
 
-def _write_markdown(
-    args: argparse.Namespace, conclusion: Conclusion, results: Sequence[RolloutResult], environ: Mapping[str, str]
-) -> list[str]:
-    """Write the merged run's Markdown summary to ``--gym-markdown`` and append it to the file
-    ``environ["GITHUB_STEP_SUMMARY"]`` names, as a session does; returns the lines saying where. Raises OSError
-    when a file cannot be written."""
-    step_summary = environ.get("GITHUB_STEP_SUMMARY") or None
-    if args.gym_markdown is None and step_summary is None:
-        return []
-    text = markdown.render_markdown(conclusion, results, html_path=args.gym_html, json_path=args.gym_report)
-    lines = []
-    if args.gym_markdown is not None:
-        write_text_atomic(args.gym_markdown, text, errors="backslashreplace")
-        lines.append(f"gym markdown summary: {args.gym_markdown}")
-    if step_summary is not None:
-        github.append_step_summary(step_summary, text)
-    return lines
-
-
 def remember_merged(target: str, merged: MergedRun, meta: dict[str, object]) -> run_history.Remembered:
     """Append the merged run to the history at ``target`` once: its key is that of the reports merged
     (:func:`run_history.run_key`), so merging the same reports again writes nothing; a merge of reports whose Gym
@@ -190,9 +168,6 @@ def main(argv: Sequence[str]) -> int:
         if args.gym_max_drop is not None and args.gym_baseline is None:
             raise ValueError("--gym-max-drop needs --gym-baseline")
         _refuse_overwriting_inputs(args)
-        write_page = html_writer() if args.gym_html is not None else None
-        if args.gym_html is not None and write_page is None:
-            raise ValueError("--gym-html: the HTML report is not available yet in this version of pytest-gym-eval")
         baseline = None
         if args.gym_baseline is not None:
             try:
@@ -211,7 +186,7 @@ def main(argv: Sequence[str]) -> int:
     lines += terminal.render_conclusion(
         conclusion, verbose=args.verbose, results=merged.results, width=min(columns, 100)
     )
-    mode, inconclusive = overrides.settings(merged)
+    mode, _ = overrides.settings(merged)
     meta = merged_meta(merged, mode)
     remembered = None
     if args.gym_history:  # the merged run, written once (docs/history.md: shard sessions do not write)
@@ -221,38 +196,32 @@ def main(argv: Sequence[str]) -> int:
     lines += conclusion.history
     final = (exit_status(merged, conclusion), conclusion.reason or "merged shard reports")
     try:
-        if args.gym_report is not None:
-            report = json_report.build_report(
-                conclusion.summaries, merged.results, meta, final, flips=conclusion.flips,
-                plan=merged_plan(merged, overrides), comparisons=conclusion.policies, tests=conclusion.tests,
-            )  # fmt: skip
-            if remembered is not None:
-                report["history"] = remembered.report_block()
-            indent = 2 if len(merged.results) <= COMPACT_ABOVE else None
-            json_report.write_report(args.gym_report, report, indent=indent)
-            lines.append(f"gym report: {args.gym_report}")
         if args.junitxml is not None:
             thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
             junit.write_junit_xml(
-                args.junitxml, merged.results, conclusion, meta, thresholds,
-                inconclusive_passes=inconclusive, final=final,
+                args.junitxml, merged.results, conclusion, meta, thresholds, final=final,
             )  # fmt: skip
             lines.append(f"junit xml: {args.junitxml}")
-        if write_page is not None:
-            history = remembered.report_block() if remembered is not None else None
-            problems = write_page(args.gym_html, conclusion, merged.results, meta, baseline=baseline, history=history)
-            lines.append(f"gym html report: {args.gym_html}")
-            lines += [f"  transcripts missing: {problem}" for problem in problems]
-        lines += _write_markdown(args, conclusion, merged.results, os.environ)
     except OSError as error:
         print("\n".join(lines))
         cli.error("merge", f"cannot write {error.filename}: {error.strerror}")
         return EXIT_CANNOT_MERGE
+    written = outputs.write_outputs(  # the session's own output step
+        conclusion, merged.results, meta, final,
+        paths=outputs.OutputPaths(args.gym_report, args.gym_html, args.gym_markdown), environ=os.environ,
+        plan=merged_plan(merged, overrides), baseline=baseline,
+        history=remembered.report_block() if remembered is not None else None,
+        indent=2 if len(merged.results) <= COMPACT_ABOVE else None,
+    )  # fmt: skip
+    lines += written.lines
+    if written.failed:
+        print("\n".join(lines))
+        cli.error("merge", "cannot write " + "; ".join(written.failed))
+        return EXIT_CANNOT_MERGE
     # On GitHub Actions the merged run's gates and errored rollouts are annotated here, once: the shard sessions
     # leave them to the merge (their gates judge a share only).
     lines += outputs.annotation_lines(
-        conclusion, merged.results, os.environ, inconclusive_passes=inconclusive, max_drop=args.gym_max_drop,
-        fail_on_flip=False, rootdir=Path.cwd(),
+        conclusion, merged.results, os.environ, rootdir=Path.cwd(),
     )  # fmt: skip
     print("\n".join(lines))
     return exit_status(merged, conclusion)

@@ -6,8 +6,10 @@ history lines. The summaries themselves: :mod:`pytest_gym_eval.reporting.summary
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_gym_eval.outcomes.usage import SideUsage
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, TestOutcome
@@ -118,6 +120,64 @@ class PolicyComparison:
         return next((r for r in self.comparison.results if r.gate.hypothesis is hypothesis), None)
 
 
+NOT_APPLICABLE = "NOT_APPLICABLE"
+"""The verdict of a session-wide custom metric gate on a dataset none of whose rollouts recorded the metric."""
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """One gate's verdict on one dataset (or policy pair), as every output shows it.
+
+    ``dataset`` the dataset's node-id path; ``subject`` what was judged, as the reports title it (``mcqa.jsonl``,
+    ``mcqa.jsonl (policy cand)``, ``mcqa.jsonl cand vs base``); ``policy`` the policy model (a comparison: the
+    candidate), else None; ``kind`` the gate's kind (``mean_reward``, ``pass_rate``, ``pass_at_k``, ``custom``,
+    ``non-inferiority``, ``superiority``, ``errors``, ``max_drop``, ``max_regressed_tasks``, ``flips``);
+    ``gate`` its words (``mean reward >= 0.70``); ``statistic`` the estimate judged and ``bound`` the bound that
+    decided (reward units or a probability; None when none applies or there was no data); ``threshold`` the
+    gate's; ``verdict`` PASS, FAIL, INCONCLUSIVE or NOT_APPLICABLE; ``message`` one line saying why; ``decides``
+    False when the gate was judged on a selection by name, marker or last outcome (it sets no exit status);
+    ``fails`` whether it fails the session (a deciding FAIL, or INCONCLUSIVE unless ``--gym-inconclusive=pass``)."""
+
+    dataset: str
+    subject: str
+    policy: str | None
+    kind: str
+    gate: str
+    statistic: float | None
+    bound: float | None
+    threshold: float | None
+    verdict: str
+    message: str
+    decides: bool = True
+    fails: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What tells this verdict from every other of the session: its subject and gate words."""
+        return (self.subject, self.gate)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report's entry (``verdicts``; report.schema.json): every field, non-finite numbers as null."""
+
+        def number(value: float | None) -> float | None:
+            return value if value is not None and math.isfinite(value) else None
+
+        return {
+            "dataset": self.dataset,
+            "subject": self.subject,
+            "policy": self.policy,
+            "kind": self.kind,
+            "gate": self.gate,
+            "statistic": number(self.statistic),
+            "bound": number(self.bound),
+            "threshold": number(self.threshold),
+            "verdict": self.verdict,
+            "message": self.message,
+            "decides": self.decides,
+            "fails": self.fails,
+        }
+
+
 @dataclass(frozen=True)
 class Conclusion:
     """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set
@@ -137,3 +197,6 @@ class Conclusion:
     """With two or more ``--gym-policy``: each candidate against the baseline, per dataset (empty otherwise)."""
     tests: tuple[TestOutcome, ...] = ()
     """How each test function over a dataset's rollout (``gym_rollouts``) ended, in report order."""
+    verdicts: tuple[GateVerdict, ...] = ()
+    """Every gate's verdict (:func:`~pytest_gym_eval.reporting.verdicts.gate_verdicts`), made once where the session
+    or ``merge`` concludes: what every output renders its gates from."""

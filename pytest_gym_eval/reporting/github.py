@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gym_eval.outcomes.outcome import clean_gym_message
-from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting.conclusion import Conclusion
-from pytest_gym_eval.reporting.summary import RolloutResult, selection_note
+from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.transcripts import read_records
-from pytest_gym_eval.stats.gates import Verdict
+from pytest_gym_eval.reporting.verdicts import shown as shown_verdicts
 
 MAX_PER_LEVEL = 10
 """Annotations of one level (error, warning) printed at most; GitHub shows 10 of each per step."""
@@ -57,58 +56,38 @@ def session_annotations(
     conclusion: Conclusion,
     results: Sequence[RolloutResult],
     *,
-    inconclusive_passes: bool,
-    max_drop: float | None = None,
-    fail_on_flip: bool = False,
     rootdir: Path | None = None,
     workspace: Path | None = None,
 ) -> list[Annotation]:
     """The annotations of a session, gates first.
 
-    Errors: each FAIL gate; each INCONCLUSIVE gate that fails the session (a warning when
-    ``inconclusive_passes``); a ``--gym-max-drop`` failure; flips when ``fail_on_flip``; then each errored
-    rollout with its failure class and Gym's message (from its record, when there is one). Each level keeps at
-    most :data:`MAX_PER_LEVEL` lines, its last then saying how many more there were. A dataset's file is
-    named relative to ``workspace`` (``$GITHUB_WORKSPACE``) when ``rootdir`` / dataset lies inside it.
+    One per gate verdict of ``conclusion.verdicts`` that is neither PASS nor not applicable
+    (:func:`~pytest_gym_eval.reporting.verdicts.shown`; a dataset's errored rollouts are annotated one by one
+    instead): an error when it fails the session, else a warning (an INCONCLUSIVE one with
+    ``--gym-inconclusive=pass``, one judged on a ``-k`` selection); then each errored rollout with its failure class
+    and Gym's message (from its record, when there is one). Each level keeps at most :data:`MAX_PER_LEVEL` lines,
+    its last then saying how many more there were. A dataset's file is named relative to ``workspace``
+    (``$GITHUB_WORKSPACE``) when ``rootdir`` / dataset lies inside it.
     """
 
     def file_of(dataset: str) -> str | None:
-        if rootdir is None or workspace is None:
+        if rootdir is None or workspace is None or not dataset:
             return None
         try:
             return (rootdir / dataset).resolve().relative_to(workspace.resolve()).as_posix()
         except ValueError:
             return None
 
-    gates: list[Annotation] = []
-    for summary in conclusion.summaries:
-        for result in summary.gates:
-            if result.verdict is Verdict.PASS:
-                continue
-            level = "warning" if result.verdict is Verdict.INCONCLUSIVE and inconclusive_passes else "error"
-            if not summary.gates_decide:  # judged on a -k, --lf, ... selection: it fails nothing
-                level = "warning"
-            gates.append(
-                Annotation(
-                    level,
-                    f"gym gate {result.verdict.value}",
-                    f"{summary.title}: {result.describe()}{selection_note(summary)}",
-                    file_of(summary.dataset),
-                )
-            )
-    if max_drop is not None:
-        for line in bl.max_drop_gate(conclusion.comparisons, max_drop):
-            gates.append(Annotation("error", "gym gate FAIL (baseline)", line))
-    if fail_on_flip and conclusion.flips:
-        count = len(conclusion.flips)
-        gates.append(
-            Annotation(
-                "error",
-                "gym gate FAIL (replay)",
-                f"{count} rollout reward{'s' if count != 1 else ''} differ from the recording, e.g. "
-                f"{conclusion.flips[0].nodeid}",
-            )
+    gates = [
+        Annotation(
+            "error" if verdict.fails else "warning",
+            f"gym gate {verdict.verdict}",
+            verdict.message,
+            file_of(verdict.dataset),
         )
+        for verdict in shown_verdicts(conclusion.verdicts)
+        if verdict.kind != "errors"
+    ]
     errored = [r for r in results if r.status == "error"]
     room = max(0, MAX_PER_LEVEL - sum(1 for a in gates if a.level == "error"))
     shown = errored if len(errored) <= room else errored[: max(0, room - 1)]

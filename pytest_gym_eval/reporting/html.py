@@ -108,7 +108,7 @@ def render_page(
     every = list(transcripts) if transcripts is not None else [None] * len(results)
     if comparisons is None:
         comparisons = [comparison_json(item) for item in conclusion.policies]
-    policies = policies_section(comparisons, results)
+    policies = policies_section(comparisons, results, conclusion.verdicts)
     return "\n".join(
         [
             "<!DOCTYPE html>",

@@ -14,6 +14,7 @@ from pytest_gym_eval.core.files import write_text_atomic
 from pytest_gym_eval.outcomes.usage import LatencySummary, SideUsage, TokenTotals, ratio
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, RolloutResult, TestOutcome, session_verdict
+from pytest_gym_eval.reporting.verdicts import GateVerdict, gate_verdicts
 from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.comparison import gym_verdict
 from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Hint, Verdict
@@ -49,13 +50,16 @@ def build_report(
     plan: Mapping[str, object] | None = None,
     comparisons: Sequence[PolicyComparison] = (),
     tests: Sequence[TestOutcome] = (),
+    verdicts: Sequence[GateVerdict] = (),
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all),
     ``tests`` when test functions got rollouts (``tests``: how each ended, :func:`test_json`),
     ``flips`` when a recording was replayed (``flips`` not None, possibly empty), and ``plan`` when given: what
     the session collected and selected (:func:`pytest_gym_eval.session.report_facts.report_plan`), which
     ``python -m pytest_gym_eval merge`` needs, and ``comparisons`` when a session compared policies (non-empty
-    ``comparisons``: each candidate against the baseline per dataset, :func:`comparison_json`).
+    ``comparisons``: each candidate against the baseline per dataset, :func:`comparison_json`), and ``verdicts``
+    when any gate was judged: every gate's verdict as the session's end judged it
+    (:meth:`~pytest_gym_eval.reporting.verdicts.GateVerdict.to_json`), the one list every report renders.
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
@@ -79,6 +83,8 @@ def build_report(
         ]
     if comparisons:
         report["comparisons"] = [comparison_json(item) for item in comparisons]
+    if verdicts:
+        report["verdicts"] = [verdict.to_json() for verdict in verdicts]
     if plan is not None:
         report["plan"] = _json_safe(plan)
     return report
@@ -482,11 +488,37 @@ def conclusion_from_report(
     ended = session if isinstance(session, Mapping) else report
     status, reason = ended.get("exit_status"), ended.get("reason")
     tests = tests_from_json(report.get("tests"))
+    verdicts = tuple(verdict_from_json(entry) for entry in report.get("verdicts") or () if isinstance(entry, Mapping))
     if isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str):
-        return Conclusion(summaries, comparisons, flips, status, reason, tests=tests), results
+        return Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts), results
     # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
     status, reason = session_verdict(summaries, inconclusive_passes=False)
-    return Conclusion(summaries, comparisons, flips, status, reason, tests=tests), results
+    verdicts = verdicts or gate_verdicts(summaries)
+    return Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts), results
+
+
+def verdict_from_json(entry: Mapping[str, Any]) -> GateVerdict:
+    """A :class:`~pytest_gym_eval.reporting.verdicts.GateVerdict` from its JSON report entry (``verdicts``)."""
+
+    def number(key: str) -> float | None:
+        value = entry.get(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    policy = entry.get("policy")
+    return GateVerdict(
+        dataset=str(entry.get("dataset", "")),
+        subject=str(entry.get("subject", "")),
+        policy=str(policy) if policy is not None else None,
+        kind=str(entry.get("kind", "")),
+        gate=str(entry.get("gate", "")),
+        statistic=number("statistic"),
+        bound=number("bound"),
+        threshold=number("threshold"),
+        verdict=str(entry.get("verdict", "")),
+        message=str(entry.get("message", "")),
+        decides=bool(entry.get("decides", True)),
+        fails=bool(entry.get("fails", False)),
+    )
 
 
 def results_from_report(report: Mapping[str, Any]) -> list[RolloutResult]:

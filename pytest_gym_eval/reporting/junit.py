@@ -52,6 +52,7 @@ from pytest_gym_eval.outcomes.custom_metrics import REASON_PREFIX
 from pytest_gym_eval.outcomes.usage import ratio
 from pytest_gym_eval.reporting.conclusion import Conclusion, PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
+from pytest_gym_eval.reporting.verdicts import GateVerdict
 from pytest_gym_eval.stats.comparison import Hypothesis, gym_verdict
 from pytest_gym_eval.stats.gates import GateResult
 
@@ -278,7 +279,6 @@ def write_junit_xml(
     meta: Mapping[str, object],
     thresholds: Mapping[str, float],
     *,
-    inconclusive_passes: bool,
     final: tuple[int, str] | None = None,
 ) -> None:
     """Write a JUnit XML file for ``results`` laid out as pytest's ``--junitxml`` lays out a session's.
@@ -288,7 +288,8 @@ def write_junit_xml(
     (``task_id``, ``repeat``, ``agent``, ``reward``, ``record``, ``failure_class``) in its ``<system-out>`` line
     (:func:`system_out_line`), a ``failure`` when its reward is below the pass threshold
     (``thresholds`` by dataset) and an ``error`` when it has no reward; one ``gym-gate`` testcase per gated
-    dataset, failing when a gate does not pass (INCONCLUSIVE passes when ``inconclusive_passes``); the suite
+    dataset and one per other gate that fails (:func:`gate_failures`: a comparison's, a baseline's), failing with
+    the message of each verdict that fails the session (``conclusion.verdicts``); the suite
     carries :func:`suite_properties` of ``conclusion.summaries``, ``meta`` and ``final`` (the exit status and its
     reason, ``gym.exit_status`` and ``gym.reason``). The text is written as it is made
     (160,000 testcases took ~10x longer through ElementTree). Creates missing parent folders; raises OSError
@@ -328,20 +329,23 @@ def write_junit_xml(
     for summary in conclusion.summaries:
         if summary.gates:
             gated.setdefault(summary.dataset, []).extend(summary.gates)
-    for dataset, gate_results in gated.items():
-        failing = [gate for gate in gate_results if not gate.passed(inconclusive_passes)]
+    failing = gate_failures(conclusion.verdicts)
+    testcases = [f"{dataset}::gym-gate" for dataset in gated]
+    testcases += [nodeid for nodeid in failing if nodeid not in testcases]
+    for nodeid in testcases:  # a dataset's gym-gate testcase, then one per other gate that fails the session
         outcome = ""
-        if failing:
+        if nodeid in failing:
             failures += 1
-            text = escape("\n".join(gate.describe() for gate in failing))
-            outcome = f'<failure message="gates not met">{text}</failure>'
-        gate_values = [(GATE_PROPERTY, gate.describe()) for gate in gate_results]
-        head = _case_head(f"{dataset}::gym-gate", 0.0, attr, quoteattr)
+            outcome = f"<failure message={attr(failing[nodeid])}>{escape(failing[nodeid])}</failure>"
+        dataset = nodeid.split("::", 1)[0]
+        own = gated.get(dataset, []) if nodeid.endswith("::gym-gate") else []
+        gate_values = [(GATE_PROPERTY, gate.describe()) for gate in own]
+        head = _case_head(nodeid, 0.0, attr, quoteattr)
         cases.append(f"{head}{outcome}<system-out>{escape(system_out_line(gate_values))}</system-out></testcase>")
     timed_results = [r for r in results if r.start > 0.0 and r.stop >= r.start]
     span = (max(r.stop for r in timed_results) - min(r.start for r in timed_results)) if timed_results else 0.0
     attributes = {
-        "name": "pytest", "errors": errors, "failures": failures, "skipped": 0, "tests": len(results) + len(gated),
+        "name": "pytest", "errors": errors, "failures": failures, "skipped": 0, "tests": len(results) + len(testcases),
         "time": f"{span:.3f}", "timestamp": datetime.now(timezone.utc).astimezone().isoformat(),
         "hostname": platform.node(),
     }  # fmt: skip
@@ -480,6 +484,44 @@ def add_session_judged_gate(xml: Any, nodeid: str) -> None:
     location = (path, 0, "gym-gate")
     for when in ("setup", "call", "teardown"):
         xml.pytest_runtest_logreport(pytest.TestReport(nodeid, location, {}, "passed", None, when, duration=0.0))
+
+
+DATASET_GATE_KINDS = frozenset({"mean_reward", "pass_rate", "pass_at_k", "custom", "errors"})
+"""The verdict kinds a dataset's own ``gym-gate`` testcase carries; each other kind (a policy comparison's
+hypothesis, a baseline gate, the replay flips) has a testcase of its own (:func:`gate_testcase_id`)."""
+
+
+def gate_testcase_id(verdict: GateVerdict) -> str:
+    """The node id of the ``gym-gate`` testcase that carries ``verdict``: ``<dataset>::gym-gate`` for a gate of the
+    dataset's own statistics (its item's), else ``<dataset>::gym-gate[<subject> <kind>]``, e.g.
+    ``mcqa.jsonl::gym-gate[mcqa.jsonl cand vs base superiority]``."""
+    if verdict.kind in DATASET_GATE_KINDS:
+        return f"{verdict.dataset}::gym-gate"
+    return f"{verdict.dataset or 'replay'}::gym-gate[{verdict.subject} {verdict.kind}]"
+
+
+def gate_failures(verdicts: Sequence[GateVerdict]) -> dict[str, str]:
+    """Per ``gym-gate`` testcase (:func:`gate_testcase_id`) of a verdict that fails the session
+    (:attr:`~pytest_gym_eval.reporting.verdicts.GateVerdict.fails`), its failure message: the verdicts' messages,
+    one a line. A testcase no verdict fails is absent."""
+    found: dict[str, list[str]] = {}
+    for verdict in verdicts:
+        if verdict.fails:
+            found.setdefault(gate_testcase_id(verdict), []).append(verdict.message)
+    return {nodeid: "\n".join(messages) for nodeid, messages in found.items()}
+
+
+def add_failed_gate(xml: Any, nodeid: str, message: str) -> None:
+    """Add to pytest's JUnit writer ``xml`` a failed ``gym-gate`` testcase ``nodeid`` with ``message``: a gate the
+    session's end judged (a custom metric's, a comparison's, a baseline's) that no ``gym-gate`` item carries."""
+    path = nodeid.split("::", 1)[0]
+    location = (path, 0, nodeid.split("::", 1)[-1])
+    for report in (
+        pytest.TestReport(nodeid, location, {}, "passed", None, "setup", duration=0.0),
+        pytest.TestReport(nodeid, location, {}, "failed", message, "call", duration=0.0),
+        pytest.TestReport(nodeid, location, {}, "passed", None, "teardown", duration=0.0),
+    ):
+        xml.pytest_runtest_logreport(report)
 
 
 def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:

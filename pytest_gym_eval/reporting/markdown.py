@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, flips_count
+from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, PolicyComparison, flips_count
 from pytest_gym_eval.reporting.gym_metrics import gym_texts
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
@@ -24,6 +24,7 @@ from pytest_gym_eval.reporting.summary import (
     selection_note,
     shown_pass_at_k,
 )
+from pytest_gym_eval.reporting.verdicts import GateVerdict
 from pytest_gym_eval.stats.gates import Verdict
 
 WORST_TASKS = 5
@@ -58,8 +59,9 @@ def render_markdown(
     of tasks, rollouts, errors, mean reward and pass rate with their intervals, pass@k, flaky tasks and wall
     time; the gates with their verdicts; the :data:`WORST_TASKS` tasks with the lowest mean reward among
     those with a failed or errored rollout; the change against a baseline (with the tasks that fell) and the
-    replay flips when there are any. Last, where the HTML and JSON reports were written (``html_path``,
-    ``json_path``; plain paths, no links).
+    replay flips when there are any. Then, in a session comparing policies, :func:`policy_table` (for a PR
+    comment), and :func:`other_gates` (a baseline's, the replay flips'). Last, where the HTML and JSON reports were
+    written (``html_path``, ``json_path``; plain paths, no links).
     """
     status = conclusion.exit_status
     head = "no gates" if status == -1 else "✅ PASS" if status == 0 else "❌ FAIL"
@@ -77,6 +79,8 @@ def render_markdown(
             (c for c in conclusion.comparisons if (c.dataset, c.agent) == (summary.dataset, summary.agent)), None
         )
         lines += _dataset(summary, members, comparison, conclusion)
+    lines += policy_table(conclusion.policies, conclusion.verdicts)
+    lines += other_gates(conclusion.verdicts)
     where = [
         f"{label} {code(str(path))}" for label, path in (("HTML report", html_path), ("JSON report", json_path)) if path
     ]
@@ -210,3 +214,54 @@ def _baseline(comparison: BaselineComparison) -> list[str]:
         more = f", … and {len(comparison.dropped) - WORST_TASKS} more" if len(comparison.dropped) > WORST_TASKS else ""
         text += f": {fell}{more}"
     return [text + ".", ""]
+
+
+def policy_table(policies: Sequence[PolicyComparison], verdicts: Sequence[GateVerdict]) -> list[str]:
+    """In a session comparing policies (``--gym-policy``), a table fit for a PR comment: per dataset and candidate,
+    the policy pair, the difference candidate - baseline with its interval, the flips (tasks lost and gained, with
+    McNemar's p) and each comparison gate's verdict as ``verdicts`` (the session's list) has it; none without
+    policies."""
+    if not policies:
+        return []
+    lines = [
+        "#### Policies compared",
+        "",
+        "| dataset | policies | candidate - baseline | flips | gate | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    by_key = {verdict.key: verdict for verdict in verdicts}
+    for item in policies:
+        difference, flips = item.comparison.difference, item.comparison.flips
+        delta = f"{fmt.interval(difference.interval)} ({fmt.plural(difference.interval.n, 'task')})"
+        mcnemar = fmt.p_value(flips.p_value)
+        lost_gained = f"{len(flips.only_baseline)} lost, {len(flips.only_candidate)} gained (McNemar {mcnemar})"
+        pair = f"{code(item.candidate)} vs {code(item.baseline)}"
+        subject = f"{item.dataset} {item.candidate} vs {item.baseline}"
+        found = [by_key.get((subject, result.gate.label)) for result in item.comparison.results]
+        rows = [(v.gate, _verdict_mark(v)) for v in found if v is not None] or [("no comparison gate", "")]
+        for gate, mark in rows:
+            lines.append(f"| {code(item.dataset)} | {pair} | {delta} | {cell(lost_gained)} | {cell(gate)} | {mark} |")
+    return [*lines, ""]
+
+
+def other_gates(verdicts: Sequence[GateVerdict]) -> list[str]:
+    """The verdicts of the gates no dataset's table shows (a baseline's ``--gym-max-drop`` and
+    ``--gym-max-regressed-tasks``, ``--gym-fail-on-flip``), one row each; none without."""
+    rows = [v for v in verdicts if v.kind in ("max_drop", "max_regressed_tasks", "flips")]
+    if not rows:
+        return []
+    lines = ["#### Other gates", "", "| gate | verdict | why |", "|---|---|---|"]
+    lines += [f"| {cell(v.subject + ': ' + v.gate)} | {_verdict_mark(v)} | {cell(v.message)} |" for v in rows]
+    return [*lines, ""]
+
+
+def _verdict_mark(verdict: GateVerdict) -> str:
+    """A verdict's mark, e.g. ``❌ FAIL``; a verdict that does not fail the session says so."""
+    mark = (
+        _MARK.get(Verdict(verdict.verdict), verdict.verdict)
+        if verdict.verdict in Verdict.__members__
+        else verdict.verdict
+    )
+    if verdict.verdict != Verdict.PASS.value and not verdict.fails:
+        mark += " (does not fail the session)"
+    return mark

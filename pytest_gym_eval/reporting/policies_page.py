@@ -13,11 +13,12 @@ transcripts are filled in by the page's script (``assets/report.js``, the drawer
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.reporting.verdicts import GateVerdict
 from pytest_gym_eval.tasks.models import policy_of
 
 OPEN_TASK_TABLE_UP_TO = 50
@@ -32,7 +33,11 @@ Side = dict[tuple[str, int], tuple[int, RolloutResult]]
 """One policy's rollouts of one dataset: (task id, repeat) -> (rollout index on the page, result)."""
 
 
-def policies_section(comparisons: Sequence[Mapping[str, Any]] | None, results: Sequence[RolloutResult]) -> str:
+def policies_section(
+    comparisons: Sequence[Mapping[str, Any]] | None,
+    results: Sequence[RolloutResult],
+    verdicts: Sequence[GateVerdict] = (),
+) -> str:
     """The page's ``<section id="policies">`` for the JSON report's ``comparisons`` list; '' without one (a session
     with one policy). ``results`` are the page's rollouts, in page order (their index is the one the page's script
     opens)."""
@@ -41,7 +46,7 @@ def policies_section(comparisons: Sequence[Mapping[str, Any]] | None, results: S
     policies = list(
         dict.fromkeys([str(comparisons[0].get("baseline"))] + [str(item.get("candidate")) for item in comparisons])
     )
-    cards = "".join(_comparison_card(item, results, policies) for item in comparisons)
+    cards = "".join(_comparison_card(item, results, policies, verdicts) for item in comparisons)
     return (
         '<section class="policies" id="policies"><h2>Policies compared '
         f'<span class="muted">baseline {html.escape(policies[0])}</span></h2>{cards}</section>'
@@ -58,25 +63,37 @@ def sides_of(results: Sequence[RolloutResult], dataset: str, policies: Sequence[
     return sides
 
 
-def _comparison_card(item: Mapping[str, Any], results: Sequence[RolloutResult], policies: Sequence[str]) -> str:
+def card_verdict(
+    verdicts: Sequence[GateVerdict], subject: str, item: Mapping[str, Any]
+) -> tuple[str | None, list[GateVerdict]]:
+    """A policy pair's badge (the worst of its gates' verdicts: FAIL, then INCONCLUSIVE, then PASS; None without
+    a gate) and its gates' verdicts, from the session's verdict list (``subject``: ``dataset cand vs base``); without
+    one there (a report written before the list), from the gates of the JSON report's comparison ``item``."""
+    mine = [verdict for verdict in verdicts if verdict.subject == subject]
+    found = {verdict.verdict for verdict in mine} if mine else {str(g.get("verdict")) for g in item.get("gates") or ()}
+    worst = next((word for word in ("FAIL", "INCONCLUSIVE", "PASS") if word in found), None)
+    return worst, mine
+
+
+def _comparison_card(
+    item: Mapping[str, Any],
+    results: Sequence[RolloutResult],
+    policies: Sequence[str],
+    verdicts: Sequence[GateVerdict] = (),
+) -> str:
     dataset, baseline, candidate = str(item.get("dataset")), str(item.get("baseline")), str(item.get("candidate"))
     sides = sides_of(results, dataset, policies)
     flips: Mapping[str, Sequence[str]] = item.get("flips") or {}
     flip_of = {task: kind for kind, _ in FLIP_KINDS for task in flips.get(kind, ())}
     delta = item.get("delta") or {}
     confidence = item.get("confidence")
-    judged = gate_verdicts(item)
-    verdict = worst(verdict for _, _, verdict in judged)
-    badge = "".join(
-        f' <span class="badge {html.escape(verdict.lower())}" data-hypothesis="{html.escape(hypothesis)}">'
-        f"{html.escape(hypothesis)} {html.escape(verdict)}</span>"
-        for hypothesis, _, verdict in judged
+    verdict, gates = card_verdict(verdicts, f"{dataset} {candidate} vs {baseline}", item)
+    badge = (
+        f' <span class="badge {html.escape(str(verdict).lower())}">{html.escape(str(verdict))}</span>'
+        if verdict
+        else ""
     )
-    margin = "".join(
-        f", {html.escape(hypothesis)} margin {fmt.number(value)}"
-        for hypothesis, value, _ in judged
-        if value is not None
-    )
+    margin = f", margin {fmt.number(float(item['margin']))}" if item.get("margin") is not None else ""
     counts = ", ".join(f"{len(flips.get(kind, ()))} {label}" for kind, label in FLIP_KINDS)
     mcnemar = f", McNemar p = {_num(item.get('mcnemar_p'))}" if item.get("binary") else ""
     if verdict and item.get("decides") is False:
@@ -92,7 +109,12 @@ def _comparison_card(item: Mapping[str, Any], results: Sequence[RolloutResult], 
         f"{fmt.plural(int(item.get('pairs') or 0), 'pair')}{margin}{mcnemar}); mean reward "
         f"{html.escape(baseline)} {_num(item.get('baseline_mean'))}, {html.escape(candidate)} "
         f"{_num(item.get('candidate_mean'))}</p>"
-        f'<p class="policy-flips">{html.escape(counts)}</p>' + _usage_table(item.get("usage"), baseline, candidate)
+        f'<p class="policy-flips">{html.escape(counts)}</p>'
+        + "".join(
+            f'<p class="policy-gate" data-verdict="{html.escape(gate.verdict)}">{html.escape(gate.message)}</p>'
+            for gate in gates
+        )
+        + _usage_table(item.get("usage"), baseline, candidate)
     )
     return (
         head
@@ -100,35 +122,6 @@ def _comparison_card(item: Mapping[str, Any], results: Sequence[RolloutResult], 
         + _flips(sides[baseline], sides[candidate], flip_of, baseline, candidate)
         + "</div>"
     )
-
-
-def gate_verdicts(item: Mapping[str, Any]) -> list[tuple[str, float | None, str]]:
-    """Every comparison gate's ``(hypothesis, margin, verdict)`` as the session concluded it, from a JSON report's
-    comparison entry (:func:`~pytest_gym_eval.reporting.json_report.comparison_json`): its ``gates`` list (the
-    non-inferiority and superiority gates, each with its own verdict), or, in an older report without one, its
-    ``verdict`` (the non-inferiority gate's). Empty without a comparison gate."""
-    gates = item.get("gates")
-    if not isinstance(gates, list):
-        verdict = item.get("verdict")
-        margin = item.get("margin")
-        number = float(margin) if isinstance(margin, int | float) and not isinstance(margin, bool) else None
-        return [("non-inferiority", number, str(verdict))] if verdict else []
-    return [
-        (
-            str(gate.get("hypothesis")),
-            float(m) if isinstance(m := gate.get("margin"), int | float) and not isinstance(m, bool) else None,
-            str(gate.get("verdict")),
-        )
-        for gate in gates
-        if isinstance(gate, Mapping) and gate.get("verdict")
-    ]
-
-
-def worst(verdicts: Iterable[str]) -> str:
-    """The comparison's verdict from its gates' (as a dataset's from its gates): FAIL when any gate failed, else
-    INCONCLUSIVE when any is, else PASS; "" without a gate."""
-    found = set(verdicts)
-    return next((v for v in ("FAIL", "INCONCLUSIVE", "PASS") if v in found), "")
 
 
 def _usage_table(usage: object, baseline: str, candidate: str) -> str:

@@ -15,13 +15,13 @@ import pytest
 
 from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.outcomes import causes
-from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
+from pytest_gym_eval.reporting import junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.run_history import Remembered
 from pytest_gym_eval.session.gym_session import GymSession
 from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
 from pytest_gym_eval.session.report_facts import report_meta, report_plan
-from pytest_gym_eval.session.results import final_status, gates_judged_passing, gates_not_passing
+from pytest_gym_eval.session.results import final_status, gates_judged_passing
 from pytest_gym_eval.tasks.model_servers import model_server_meta
 from pytest_gym_eval.tasks.models import sampling_meta
 from pytest_gym_eval.tasks.shard import shard_meta
@@ -69,34 +69,15 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
             else:
                 junit.add_unjudged_gate(xml, nodeid, reason)
         fail_gates_the_session_failed(gym, xml, conclusion)
-    written: list[str] = []
-    if gym.options.report is not None:
-        report_data = json_report.build_report(
-            conclusion.summaries, gym.rollouts(), meta, gym.final, flips=conclusion.flips,
-            plan=report_plan_of(gym, meta), comparisons=conclusion.policies, tests=conclusion.tests,
-        )  # fmt: skip
-        if remembered is not None:
-            report_data["history"] = remembered.report_block()
-        try:
-            json_report.write_report(gym.options.report, report_data)
-        except OSError as error:
-            written.append(f"gym report: could not write {gym.options.report}: {error}")
-        else:
-            written.append(f"gym report: {gym.options.report}")
     final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
     opts = gym.options
-    written += outputs.write_pages(
-        final,
-        gym.rollouts(),
-        meta,
-        html_path=opts.html,
-        markdown_path=opts.markdown,
-        json_path=opts.report,
-        baseline=gym.baseline,
-        environ=os.environ,
+    written = outputs.write_outputs(
+        final, gym.rollouts(), meta, (status, reason),
+        paths=outputs.OutputPaths(opts.report, opts.html, opts.markdown), environ=os.environ,
+        plan=report_plan_of(gym, meta) if opts.report is not None else None, baseline=gym.baseline,
         history=remembered.report_block() if remembered is not None else None,
-    )
-    gym.pages = written
+    )  # fmt: skip
+    gym.pages = written.lines
     return status
 
 
@@ -109,16 +90,17 @@ def empty_share_reason(gym: GymSession) -> str:
 
 
 def fail_gates_the_session_failed(gym: GymSession, xml: Any, conclusion: Conclusion) -> None:
-    """Make the JUnit testcase of every ``gym-gate`` item that passed a failure when the session's verdict on its
-    dataset's gates is not PASS (:func:`~pytest_gym_eval.session.results.gates_not_passing`): the item judged what it
-    could
-    when it ran (not a custom metric's gate, which only the session's end can judge), the session judges last."""
+    """Give every verdict that fails the session (``conclusion.verdicts``, :func:`junit.gate_failures`) a failed
+    ``gym-gate`` testcase: the testcase of the dataset's ``gym-gate`` item when it ran and passed (the item judged
+    what it could when it ran, not a custom metric's gate, which only the session's end can judge), else one added
+    (a session of test functions only has no such item; a comparison's or a baseline's gate has none). An item the
+    session never ran is the error :func:`junit.add_unjudged_gate` added."""
     cases = getattr(gym.config.pluginmanager.get_plugin("gym-eval-junit"), "gate_cases", {})
-    failing = gates_not_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
-    for nodeid, case in cases.items():
-        text = failing.get(nodeid.split("::", 1)[0])
-        if text is not None:
-            junit.fail_passed_gate(xml, case, text)
+    for nodeid, message in junit.gate_failures(conclusion.verdicts).items():
+        if nodeid in cases:
+            junit.fail_passed_gate(xml, cases[nodeid], message)
+        elif nodeid not in gym.results.gates_expected:
+            junit.add_failed_gate(xml, nodeid, message)
 
 
 def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: bool = False) -> Remembered | None:
@@ -187,9 +169,6 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
             gym.conclusion,
             gym.rollouts(),
             os.environ,
-            inconclusive_passes=opts.inconclusive_passes,
-            max_drop=opts.max_drop,
-            fail_on_flip=opts.fail_on_flip,
             rootdir=opts.rootdir,
         )
         if annotations and opts.shard is not None:

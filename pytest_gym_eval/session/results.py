@@ -35,6 +35,7 @@ from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
 from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures, label_policies
+from pytest_gym_eval.reporting.verdicts import gate_verdicts
 from pytest_gym_eval.stats.gates import Gate, GateSource, Verdict
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
 from pytest_gym_eval.tasks.plan import PlannedRollout
@@ -567,7 +568,15 @@ def conclude(
     other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip or gated
     if status == -1 and not other_gates and not replay_error:
         return _quarantined(
-            Conclusion(summaries, comparisons, flips, -1, _not_judged(summaries), policies=policies),
+            Conclusion(
+                summaries,
+                comparisons,
+                flips,
+                -1,
+                _not_judged(summaries),
+                policies=policies,
+                verdicts=gate_verdicts(summaries, policies, inconclusive_passes=options.inconclusive_passes),
+            ),
             quarantine,
             held,
             tasks,
@@ -588,7 +597,12 @@ def conclude(
         status, reason = 1, "gym gates: FAIL - " + "; ".join(failures)
     else:
         status, reason = 0, reason or "gym gates: all gates pass"
-    concluded = Conclusion(summaries, comparisons, flips, status, reason, policies=policies)
+    verdicts = gate_verdicts(
+        summaries, policies, comparisons if baseline is not None else (), flips,
+        inconclusive_passes=options.inconclusive_passes, max_drop=options.max_drop,
+        max_regressed_tasks=options.max_regressed_tasks, fail_on_flip=options.fail_on_flip,
+    )  # fmt: skip
+    concluded = Conclusion(summaries, comparisons, flips, status, reason, policies=policies, verdicts=verdicts)
     return _quarantined(concluded, quarantine, held, tasks)
 
 

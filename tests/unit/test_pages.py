@@ -26,6 +26,7 @@ from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, conclusion_from_report, write_report
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.verdicts import gate_verdicts
 from pytest_gym_eval.stats.gates import Gate, GateMode
 from tests.support.pages import DATA, result, transcripts_in
 
@@ -39,7 +40,8 @@ def conclude(
     summaries = summarize(results, thresholds={DATA: 1.0}, gates={DATA: list(gates)}, mode=GateMode.POINT)
     status, reason = session_verdict(summaries, inconclusive_passes=False)
     comparisons = compare_to_baseline(baseline, results) if baseline is not None else []
-    return Conclusion(summaries, comparisons, flips, status, reason)
+    verdicts = gate_verdicts(summaries, (), comparisons, flips)
+    return Conclusion(summaries, comparisons, flips, status, reason, verdicts=verdicts)
 
 
 def message(role: str, text: str) -> dict[str, Any]:
@@ -413,9 +415,7 @@ def test_annotations_for_gates_and_errored_rollouts_are_capped(tmp_path: Path) -
     results = [result(f"e{i:02d}", 0, None, f"{failures}:1" if i == 0 else None) for i in range(15)]
     results += [result("ok", 0, 1.0), result("wrong", 0, 0.0)]
     conclusion = conclude(results, [Gate("mean_reward", 0.9), Gate("pass_rate", 0.9)])
-    found = github.session_annotations(
-        conclusion, results, inconclusive_passes=False, rootdir=tmp_path / "repo", workspace=tmp_path
-    )
+    found = github.session_annotations(conclusion, results, rootdir=tmp_path / "repo", workspace=tmp_path)
     assert [a.level for a in found] == ["error"] * 10
     assert found[0].title == "gym gate FAIL" and found[0].message.startswith("datasets/mcqa.jsonl: mean reward")
     assert found[0].file == "repo/datasets/mcqa.jsonl"
@@ -430,9 +430,12 @@ def test_annotations_for_gates_and_errored_rollouts_are_capped(tmp_path: Path) -
 def test_inconclusive_gate_is_a_warning_only_when_it_passes() -> None:
     results = [result("a", 0, 1.0), result("b", 0, 0.0), result("c", 0, 1.0)]
     summaries = summarize(results, thresholds={}, gates={DATA: [Gate("mean_reward", 0.6)]}, mode=GateMode.LOWER_BOUND)
-    conclusion = Conclusion(summaries, [], None, 1, "")
-    strict = github.session_annotations(conclusion, results, inconclusive_passes=False)
-    lenient = github.session_annotations(conclusion, results, inconclusive_passes=True)
+    strict = github.session_annotations(
+        Conclusion(summaries, [], None, 1, "", verdicts=gate_verdicts(summaries, inconclusive_passes=False)), results
+    )
+    lenient = github.session_annotations(
+        Conclusion(summaries, [], None, 0, "", verdicts=gate_verdicts(summaries, inconclusive_passes=True)), results
+    )
     assert [(a.level, a.title) for a in strict] == [("error", "gym gate INCONCLUSIVE")]
     assert [(a.level, a.title) for a in lenient] == [("warning", "gym gate INCONCLUSIVE")]
 

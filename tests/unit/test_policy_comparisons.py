@@ -300,3 +300,25 @@ def test_a_margin_is_checked_against_each_datasets_reward_range(tmp_path: Path) 
     assert [p.split(":")[0] for p in superiority.margin_problems(paths)] == [
         "--gym-min-improvement=3 (ini gym_min_improvement)"
     ] * 2
+
+
+def test_the_verdict_list_holds_each_comparison_gate_with_its_own_words(tmp_path: Path) -> None:
+    """Issue 36: a comparison's verdict is one entry of the conclusion's verdict list, beside the datasets' gates,
+    with its own interval in its message (not a dataset gate's), failing the session exactly when the exit status
+    says so."""
+    policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
+    gate = DatasetSettings(min_mean_reward=0.1)
+    options = GymOptions(rootdir=tmp_path, policies=policies, min_improvement=0.0, max_regression=1.0, cli=gate)
+    results = session({f"t{i}": [1.0] for i in range(10)}, {f"t{i}": [0.0 if i < 6 else 1.0] for i in range(10)})
+    concluded = conclude(results, options)
+    by_kind = {(v.subject, v.kind): v for v in concluded.verdicts}
+    superiority = by_kind[("mcqa.jsonl cand vs base", "superiority")]
+    assert (superiority.verdict, superiority.fails, superiority.policy) == ("FAIL", True, "cand")
+    assert superiority.message.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline -0.60 [")
+    assert superiority.bound == concluded.policies[0].comparison.results[1].interval.high
+    non_inferiority = by_kind[("mcqa.jsonl cand vs base", "non-inferiority")]
+    assert (non_inferiority.verdict, non_inferiority.fails) == ("PASS", False)
+    assert {v.kind for v in concluded.verdicts if v.subject.startswith("mcqa.jsonl (policy")} == {"mean_reward"}
+    assert concluded.exit_status == 1 == int(any(v.fails for v in concluded.verdicts))
+    entries = build_report([], results, {}, verdicts=concluded.verdicts)["verdicts"]
+    assert [entry["kind"] for entry in entries] == [v.kind for v in concluded.verdicts]

@@ -1,0 +1,222 @@
+"""The session's gate verdicts as one list (:class:`GateVerdict`, made once by :func:`gate_verdicts` when a session or
+a ``merge`` concludes): every output (terminal, JUnit, JSON report, HTML page, Markdown summary, GitHub annotations)
+renders its gates from this list instead of judging them again, so that they all tell the same story.
+
+:class:`GateVerdict` itself is defined beside :class:`~pytest_gym_eval.reporting.conclusion.Conclusion`, which holds the
+list.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pytest_gym_eval.reporting import baseline as bl
+from pytest_gym_eval.reporting import fmt
+from pytest_gym_eval.reporting.conclusion import NOT_APPLICABLE, BaselineComparison, Flip, GateVerdict, PolicyComparison
+from pytest_gym_eval.reporting.summary import DatasetSummary, selection_note
+from pytest_gym_eval.stats.gates import Verdict
+from pytest_gym_eval.stats.intervals import Interval
+
+
+def gate_verdicts(
+    summaries: Sequence[DatasetSummary],
+    policies: Sequence[PolicyComparison] = (),
+    comparisons: Sequence[BaselineComparison] = (),
+    flips: Sequence[Flip] | None = None,
+    *,
+    inconclusive_passes: bool = False,
+    max_drop: float | None = None,
+    max_regressed_tasks: int | None = None,
+    fail_on_flip: bool = False,
+) -> tuple[GateVerdict, ...]:
+    """Every gate verdict of a conclusion, in the order the reports list them: per summary its gates (the reward
+    statistics and custom metrics, then the session-wide metric gates not applicable to it, then its errored
+    rollouts when it is gated), then each policy pair's comparison gates, the baseline gates (``max_drop``,
+    ``max_regressed_tasks``) and the replay flips (``fail_on_flip``). A gate's ``fails`` follows
+    :meth:`~pytest_gym_eval.stats.gates.GateResult.passed` (and the comparison's rule, which is the same)."""
+    found = [verdict for summary in summaries for verdict in _dataset_verdicts(summary, inconclusive_passes)]
+    found += [verdict for item in policies for verdict in _comparison_verdicts(item, inconclusive_passes)]
+    for comparison in comparisons:
+        found += _baseline_verdicts(comparison, max_drop, max_regressed_tasks)
+    if fail_on_flip and flips is not None:
+        found.append(_flips_verdict(flips))
+    if any(verdict.decides for verdict in found):  # errored rollouts fail a gated session (any dataset's)
+        found += [_errors(summary) for summary in summaries if summary.errors]
+    return tuple(found)
+
+
+def _bound(interval: Interval, verdict: Verdict) -> float | None:
+    """The bound of ``interval`` that decided ``verdict``: the upper one for a FAIL, else the lower; None without
+    data."""
+    if math.isnan(interval.estimate):
+        return None
+    return interval.high if verdict is Verdict.FAIL else interval.low
+
+
+def _dataset_verdicts(summary: DatasetSummary, inconclusive_passes: bool) -> list[GateVerdict]:
+    """A summary's gates (:class:`~pytest_gym_eval.stats.gates.GateResult`), then its not applicable ones."""
+    decides = summary.gates_decide
+    lenient = inconclusive_passes and not summary.unreported
+    note = selection_note(summary)
+    found = [
+        GateVerdict(
+            dataset=summary.dataset,
+            subject=summary.title,
+            policy=summary.policy,
+            kind=result.gate.metric,
+            gate=result.gate.label,
+            statistic=result.interval.estimate,
+            bound=_bound(result.interval, result.verdict),
+            threshold=result.gate.threshold,
+            verdict=result.verdict.value,
+            message=f"{summary.title}: {result.describe()}{note}",
+            decides=decides,
+            fails=decides and not result.passed(lenient),
+        )
+        for result in summary.gates
+    ]
+    found += [
+        GateVerdict(
+            dataset=summary.dataset,
+            subject=summary.title,
+            policy=summary.policy,
+            kind=gate.metric,
+            gate=gate.label,
+            statistic=None,
+            bound=None,
+            threshold=gate.threshold,
+            verdict=NOT_APPLICABLE,
+            message=f"{summary.title}: {gate.name} not applicable: no rollout of the dataset recorded it",
+            decides=decides,
+        )
+        for gate in summary.not_applicable
+    ]
+    return found
+
+
+def _comparison_verdicts(item: PolicyComparison, inconclusive_passes: bool) -> list[GateVerdict]:
+    """A policy pair's comparison gates (``--gym-max-regression``, ``--gym-min-improvement``): INCONCLUSIVE passes
+    only with ``inconclusive_passes`` and never without paired data (as every gate)."""
+    subject = f"{item.dataset} {item.candidate} vs {item.baseline}"
+    found = []
+    for compared in item.comparison.results:
+        interval, verdict = compared.interval, compared.verdict
+        judged = not math.isnan(interval.estimate)
+        passes = verdict is Verdict.PASS or (verdict is Verdict.INCONCLUSIVE and inconclusive_passes and judged)
+        found.append(
+            GateVerdict(
+                dataset=item.dataset,
+                subject=subject,
+                policy=item.candidate,
+                kind=compared.gate.hypothesis.value,
+                gate=compared.gate.label,
+                statistic=interval.estimate,
+                bound=_bound(interval, verdict),
+                threshold=compared.gate.threshold,
+                verdict=verdict.value,
+                message=f"{subject}: {compared.describe()}",
+                decides=item.decides,
+                fails=item.decides and not passes,
+            )
+        )
+    return found
+
+
+def _baseline_verdicts(
+    comparison: BaselineComparison, max_drop: float | None, max_regressed_tasks: int | None
+) -> list[GateVerdict]:
+    """The ``--gym-baseline`` gates on one dataset: ``--gym-max-drop``, ``--gym-max-regressed-tasks``."""
+    subject = fmt.title(comparison.dataset, comparison.agent)
+    found = []
+    if max_drop is not None:
+        failing = bl.max_drop_gate([comparison], max_drop)
+        paired = comparison.comparison
+        found.append(
+            GateVerdict(
+                dataset=comparison.dataset,
+                subject=subject,
+                policy=None,
+                kind="max_drop",
+                gate=f"mean reward drop vs baseline <= {max_drop:g}",
+                statistic=paired.mean_difference,
+                bound=paired.high,
+                threshold=-max_drop,
+                verdict="FAIL" if failing else "PASS",
+                message=failing[0] if failing else f"{subject}: mean reward change {fmt.change(paired)} vs baseline",
+                fails=bool(failing),
+            )
+        )
+    if max_regressed_tasks is not None:
+        failing = bl.max_regressed_gate([comparison], max_regressed_tasks)
+        regressed = fmt.plural(len(comparison.regressed), "task")
+        found.append(
+            GateVerdict(
+                dataset=comparison.dataset,
+                subject=subject,
+                policy=None,
+                kind="max_regressed_tasks",
+                gate=f"regressed tasks vs baseline <= {max_regressed_tasks}",
+                statistic=float(len(comparison.regressed)),
+                bound=None,
+                threshold=float(max_regressed_tasks),
+                verdict="FAIL" if failing else "PASS",
+                message=failing[0] if failing else f"{subject}: {regressed} regressed vs the baseline",
+                fails=bool(failing),
+            )
+        )
+    return found
+
+
+def _flips_verdict(flips: Sequence[Flip]) -> GateVerdict:
+    """``--gym-fail-on-flip``: a replayed rollout whose reward differs from the recording fails the session."""
+    count = len(flips)
+    datasets = sorted({flip.nodeid.split("::", 1)[0] for flip in flips})
+    message = (
+        f"{count} rollout reward{'s' if count != 1 else ''} differ from the recording, e.g. {flips[0].nodeid}"
+        if flips
+        else "no rollout reward differs from the recording"
+    )
+    return GateVerdict(
+        dataset=datasets[0] if len(datasets) == 1 else "",
+        subject="replay",
+        policy=None,
+        kind="flips",
+        gate="no verifier flip",
+        statistic=float(count),
+        bound=None,
+        threshold=0.0,
+        verdict="FAIL" if flips else "PASS",
+        message=message,
+        fails=bool(flips),
+    )
+
+
+def _errors(summary: DatasetSummary) -> GateVerdict:
+    """The verdict on a summary's errored rollouts in a gated session: they fail it."""
+    return GateVerdict(
+        dataset=summary.dataset,
+        subject=summary.title,
+        policy=summary.policy,
+        kind="errors",
+        gate="no errored rollout",
+        statistic=float(summary.errors),
+        bound=None,
+        threshold=0.0,
+        verdict="FAIL",
+        message=f"{summary.title}: {fmt.plural(summary.errors, 'rollout')} errored",
+        fails=True,
+    )
+
+
+def failing(verdicts: Sequence[GateVerdict]) -> list[GateVerdict]:
+    """The verdicts that fail the session (:attr:`GateVerdict.fails`), in order."""
+    return [verdict for verdict in verdicts if verdict.fails]
+
+
+def shown(verdicts: Sequence[GateVerdict]) -> list[GateVerdict]:
+    """The verdicts an annotation or a JUnit failure shows: every one that is neither PASS nor NOT_APPLICABLE."""
+    return [verdict for verdict in verdicts if verdict.verdict not in (Verdict.PASS.value, NOT_APPLICABLE)]
+
+
+__all__ = ["NOT_APPLICABLE", "GateVerdict", "failing", "gate_verdicts", "shown"]
