@@ -41,8 +41,8 @@ def gate_verdicts(
         found += _baseline_verdicts(comparison, max_drop, max_regressed_tasks)
     if fail_on_flip and flips is not None:
         found.append(_flips_verdict(flips))
-    if any(verdict.decides for verdict in found):  # errored rollouts fail a gated session (any dataset's)
-        found += [_errors(summary) for summary in summaries if summary.errors]
+    if any(verdict.decides for verdict in found):  # errored rollouts fail a gated session (any dataset's) ...
+        found += [_errors(summary) for summary in summaries if summary.unjudged_errors]  # ... unless a gate judges them
     return tuple(found)
 
 
@@ -193,18 +193,19 @@ def _flips_verdict(flips: Sequence[Flip]) -> GateVerdict:
 
 
 def _errors(summary: DatasetSummary) -> GateVerdict:
-    """The verdict on a summary's errored rollouts in a gated session: they fail it."""
+    """The verdict on a summary's errored rollouts no gate judges (:attr:`DatasetSummary.unjudged_errors`; an error-rate
+    gate judges them) in a gated session: they fail it."""
     return GateVerdict(
         dataset=summary.dataset,
         subject=summary.title,
         policy=summary.policy,
         kind="errors",
         gate="no errored rollout",
-        statistic=float(summary.errors),
+        statistic=float(summary.unjudged_errors),
         bound=None,
         threshold=0.0,
         verdict="FAIL",
-        message=f"{summary.title}: {fmt.plural(summary.errors, 'rollout')} errored",
+        message=f"{summary.title}: {fmt.plural(summary.unjudged_errors, 'rollout')} errored",
         fails=True,
     )
 
