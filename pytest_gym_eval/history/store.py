@@ -30,7 +30,7 @@ from pytest_gym_eval.history.records import (
     StoredRollout,
     StoredRun,
 )
-from pytest_gym_eval.history.urls import is_postgres_url, redact_url, scrub
+from pytest_gym_eval.history.urls import is_postgres_url, redact_url, scrub, target_problem
 
 __all__ = [
     "MIGRATIONS",
@@ -502,10 +502,14 @@ def open_store(target: str | Path, *, write: bool = True) -> HistoryStore:
     """Open the history at ``target``: a ``postgresql://`` URL or a SQLite file path. To ``write`` (the default)
     its folder is created and its schema created or upgraded; for reading (``write=False``) nothing is written:
     a SQLite file is opened read-only and must exist (one of an older schema is read through an upgraded copy in
-    memory). Raises :class:`HistoryUnavailable` when it cannot be reached or opened, or (reading) is no history;
+    memory). Raises :class:`HistoryUnavailable` when it cannot be reached or opened, is no history target
+    (:func:`~pytest_gym_eval.history.urls.target_problem`: a URL of another scheme, a malformed PostgreSQL URL), or
+    (reading) is no history;
     :class:`SchemaMismatch` when a newer plugin wrote it, or (reading PostgreSQL) an older one that no write has
     upgraded yet."""
     text = str(target)
+    if (problem := target_problem(text)) is not None:
+        raise HistoryUnavailable(f"history: {problem}")
     if is_postgres_url(text):
         return _open_postgres(text, write)
     return _open_sqlite(Path(text), write)
