@@ -69,6 +69,8 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
             else:
                 junit.add_unjudged_gate(xml, nodeid, reason)
         fail_gates_the_session_failed(gym, xml, conclusion)
+        ending = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "the session stopped first"
+        junit.add_judged_rollouts(gym.config, xml, gym.judged_at_end(), ending)  # each counted rollout has one
     written: list[str] = []
     if gym.options.report is not None:
         report_data = json_report.build_report(

@@ -539,6 +539,14 @@ class GymSession:
             return list(self._gym_rollouts)
         return self._in_order(self.results.rollouts())
 
+    def judged_at_end(self) -> list[report.RolloutResult]:
+        """The rollouts the session's end judged from Gym's records (:meth:`ending`) that no item reported (Ctrl-C,
+        ``-x`` or a crash came first), in collection order; empty before :meth:`ending`."""
+        if self._gym_rollouts is None:
+            return []
+        reported = {result.nodeid for result in self.results.rollouts()}
+        return [result for result in self._gym_rollouts if result.nodeid not in reported]
+
     def _in_order(self, found: Sequence[report.RolloutResult]) -> list[report.RolloutResult]:
         """``found`` in collection order, each with Gym's time for it when known
         (:func:`~pytest_gym_eval.session.results.in_collection_order`)."""
