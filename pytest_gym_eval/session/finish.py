@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -16,7 +17,6 @@ import pytest
 from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
-from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics
 from pytest_gym_eval.reporting.run_history import Remembered
 from pytest_gym_eval.session.gym_session import GymSession
@@ -62,13 +62,14 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final, conclusion.policies):
             xml.add_global_property(name, value)
-        judged = gates_judged_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
+        failing = gates_not_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
+        judged = gates_judged_passing(conclusion.summaries, failing)
         for nodeid in gym.results.unjudged_gates():  # a JUnit file without them would read green
             if nodeid.split("::", 1)[0] in judged and exitstatus != pytest.ExitCode.INTERRUPTED:
                 junit.add_session_judged_gate(xml, nodeid)  # -x stopped it; the session judged every rollout
             else:
                 junit.add_unjudged_gate(xml, nodeid, reason)
-        fail_gates_the_session_failed(gym, xml, conclusion)
+        fail_gates_the_session_failed(gym, xml, failing)
         ending = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "the session stopped first"
         junit.add_judged_rollouts(gym.config, xml, gym.judged_at_end(), ending)  # each counted rollout has one
     written: list[str] = []
@@ -110,13 +111,12 @@ def empty_share_reason(gym: GymSession) -> str:
     )
 
 
-def fail_gates_the_session_failed(gym: GymSession, xml: Any, conclusion: Conclusion) -> None:
+def fail_gates_the_session_failed(gym: GymSession, xml: Any, failing: Mapping[str, str]) -> None:
     """Make the JUnit testcase of every ``gym-gate`` item that passed a failure when the session's verdict on its
-    dataset's gates is not PASS (:func:`~pytest_gym_eval.session.results.gates_not_passing`): the item judged what it
-    could
-    when it ran (not a custom metric's gate, which only the session's end can judge), the session judges last."""
+    dataset's gates is not PASS (``failing``: :func:`~pytest_gym_eval.session.results.gates_not_passing`): the item
+    judged what it could when it ran (not a custom metric's gate, which only the session's end can judge), the
+    session judges last."""
     cases = getattr(gym.config.pluginmanager.get_plugin("gym-eval-junit"), "gate_cases", {})
-    failing = gates_not_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
     for nodeid, case in cases.items():
         text = failing.get(nodeid.split("::", 1)[0])
         if text is not None:

@@ -670,10 +670,9 @@ def _quarantined(
     return replace(conclusion, reason=reason, quarantined=tuple(lines))
 
 
-def gates_judged_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_passes: bool) -> set[str]:
+def gates_judged_passing(summaries: Sequence[rpt.DatasetSummary], failing: Mapping[str, str]) -> set[str]:
     """The datasets (node-id paths) whose gates decide and pass in the session's verdict, judged on every selected
-    rollout (none unreported): the complement, among gated datasets, of :func:`gates_not_passing`."""
-    failing = gates_not_passing(summaries, inconclusive_passes=inconclusive_passes)
+    rollout (none unreported): the complement, among gated datasets, of ``failing`` (:func:`gates_not_passing`)."""
     return {
         summary.dataset
         for summary in summaries

@@ -154,3 +154,38 @@ def test_every_rollout_the_suite_counts_has_its_testcase_with_the_same_outcome(
         assert "(interrupted)" in str(values["judged_at_end"]), values
     assert cases["a[r0]"].get("classname") == "mcqa.jsonl"
     validate_junit(junit, family)
+
+
+COUNT_GATE_VERDICTS = """
+from pathlib import Path
+
+from pytest_gym_eval.session import finish, results
+
+calls = []
+
+
+def counting(function):
+    def counted(*args, **kwargs):
+        calls.append(function.__name__)
+        return function(*args, **kwargs)
+
+    return counted
+
+
+finish.gates_not_passing = counting(finish.gates_not_passing)
+results.gates_not_passing = counting(results.gates_not_passing)
+
+
+def pytest_unconfigure(config):
+    Path("gate-verdict-calls.txt").write_text(str(len(calls)))
+"""
+
+
+def test_the_session_end_computes_the_gates_not_passing_once(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """finish_session judged the session's gate verdicts twice (once for the gates it passes, once for the gate
+    testcases it fails): one computation serves both."""
+    junit = session(pytester, fake_gym, monkeypatch, Case(("-x",), conftest=COUNT_GATE_VERDICTS), "xunit2")
+    validate_junit(junit, "xunit2")
+    assert (pytester.path / "gate-verdict-calls.txt").read_text() == "1"
