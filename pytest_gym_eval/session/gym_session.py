@@ -107,6 +107,8 @@ class GymSession:
         self.final: tuple[int, str] | None = None  # the session's exit status and reason, once concluded
         self.pages: list[str] = []
         """The terminal lines saying which report files :meth:`finish` wrote where, or why one could not be."""
+        self.overruled_gates: list[str] = []
+        """The terminal's lines for ``gym-gate`` items counted passed whose gates the session's end failed."""
         self.notes = Notes(config.pluginmanager.get_plugin)
         """The terminal's notes and the progress tail (:mod:`pytest_gym_eval.session.notes`)."""
         self._run: GymRun | None = None
