@@ -182,12 +182,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Record every collected (task, repeat) pair for the report; with ``--gym-shard``, deselect the other
-    shards' items (:func:`pytest_gym_eval.session.collect.record_collected`)."""
+    shards' items (:func:`pytest_gym_eval.session.collect.record_collected`); run the ``gym-gate`` items last
+    (:func:`~pytest_gym_eval.session.collect.gates_last`)."""
     # tryfirst: the record must see every collected item, before -k, -m, --deselect and --lf deselect some.
     if gym_of(config) is not None:
-        from pytest_gym_eval.session.collect import record_collected
+        from pytest_gym_eval.session.collect import gates_last, record_collected
 
         record_collected(config, items)
+        gates_last(items)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:

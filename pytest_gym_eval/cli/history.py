@@ -38,6 +38,7 @@ from pytest_gym_eval.history.store import (
     open_store,
     redact_url,
 )
+from pytest_gym_eval.history.urls import target_problem
 
 COMMAND = "history"
 EXIT_CANNOT_READ = 2
@@ -90,8 +91,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _open(target: str) -> HistoryStore:
+    if (problem := target_problem(target)) is not None:
+        raise HistoryError(problem)
     if not is_postgres_url(target) and not Path(target).is_file():
-        raise HistoryError(f"no history at {target} (a session writes it with --gym-history={target})")
+        shown = redact_url(target)
+        raise HistoryError(f"no history at {shown} (a session writes it with --gym-history={shown})")
     return open_store(target, write=False)
 
 

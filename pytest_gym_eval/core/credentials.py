@@ -13,32 +13,51 @@ from urllib.parse import unquote
 REDACTED = "***"
 """What stands in a recorded or echoed option value for each secret it held."""
 
-_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s'\"<>]*")
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*:/{1,2}[^\s'\"<>]*")
+"""A URL anywhere in a text; ``scheme:/`` too, which is what a path made of a URL keeps of its ``//``
+(``Path("http://u:pw@h/x")`` prints ``http:/u:pw@h/x``)."""
 _SPEC_GOES_ON = re.compile(r",(?=[A-Za-z_][A-Za-z0-9_-]*=)")
 """Where a query value ends inside a ``--gym-policy`` spec: at a comma followed by the spec's next ``key=``."""
 _SECRET_PARAMETER = re.compile(r"(?i)pass|pwd|key|token|secret|auth|sig|credential")
 """A query parameter whose name matches holds a secret (``password``, ``sslpassword``, ``api-key``, ``token``...)."""
+_HOST = re.compile(r"[\w.~%:\[\],-]*(?=[/?#]|$)")
+"""What follows a URL's ``@`` when that ``@`` ends its userinfo: host names, addresses and ports up to the path,
+the query or the end (libpq's ``h1:5432,h2:5433`` too), never a query's ``&`` or ``=``."""
+
+
+def _userinfo_end(url: str, start: int) -> int:
+    """Where the userinfo of ``url`` (its authority starting at ``start``) ends: the position of its last ``@``
+    that a host follows, or -1. A database client reads a password up to that ``@`` whatever it holds: libpq and
+    SQLAlchemy take ``pa?ss#w`` of ``postgresql://u:pa?ss#w@h/db`` as the password, where a generic URL parser
+    would end the authority at the ``?``. A ``--gym-policy`` spec's ``,key=`` ends the search (its values may
+    hold an ``@``)."""
+    limit = next((m.start() for m in _SPEC_GOES_ON.finditer(url, start)), len(url))
+    at = url.rfind("@", start, limit)
+    while at >= 0 and not _HOST.match(url[:limit], at + 1):
+        at = url.rfind("@", start, at)
+    return at
 
 
 def secret_spans(text: str) -> list[tuple[int, int, str]]:
-    """Each secret in ``text``'s URLs (any scheme, anywhere in the text, e.g. inside a ``--gym-policy`` spec) as
-    ``(start, end, what)``: ``what`` is ``"password"`` for the password of a URL's ``user:password@``, else the
-    name of the query parameter whose value it is. Spans are in order and never empty or overlapping."""
+    """Each secret in ``text``'s URLs (any scheme, anywhere in the text, e.g. inside a ``--gym-policy`` spec or in
+    a path made of a URL) as ``(start, end, what)``: ``what`` is ``"password"`` for the password of a URL's
+    ``user:password@`` (up to the last ``@`` a host follows, so a password holding ``?``, ``#`` or ``/`` is
+    whole), else the name of the query parameter whose value it is (up to the next ``&``: libpq reads a ``#`` as
+    part of a value). Spans are in order and never empty or overlapping."""
     spans: list[tuple[int, int, str]] = []
     for found in _URL.finditer(text):
         url, base = found.group(), found.start()
-        start = url.index("://") + 3
-        netloc_end = next((i for i in range(start, len(url)) if url[i] in "/?#"), len(url))
-        at = url.rfind("@", start, netloc_end)
+        start = len(url) - len(url[url.index(":") + 1 :].lstrip("/"))  # after the scheme's "://" (or ":/")
+        at = _userinfo_end(url, start)
         colon = url.find(":", start, at) if at > 0 else -1
-        if colon >= 0 and at > colon + 1:
+        if colon >= 0 and at > colon + 1 and not any(c in url[start:colon] for c in "/?#"):
             spans.append((base + colon + 1, base + at, "password"))
+        netloc_end = next((i for i in range(max(at + 1, start), len(url)) if url[i] in "/?#"), len(url))
         query = url.find("?", netloc_end)
         if query < 0:
             continue
-        end = url.find("#", query)
         position = query + 1
-        for pair in url[query + 1 : end if end >= 0 else len(url)].split("&"):
+        for pair in url[query + 1 :].split("&"):
             name, equals, value = pair.partition("=")
             value = _SPEC_GOES_ON.split(value, 1)[
                 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -30,7 +31,7 @@ from pytest_gym_eval.history.records import (
     StoredRollout,
     StoredRun,
 )
-from pytest_gym_eval.history.urls import is_postgres_url, redact_url, scrub
+from pytest_gym_eval.history.urls import is_postgres_url, redact_url, scrub, target_problem
 
 __all__ = [
     "MIGRATIONS",
@@ -502,10 +503,14 @@ def open_store(target: str | Path, *, write: bool = True) -> HistoryStore:
     """Open the history at ``target``: a ``postgresql://`` URL or a SQLite file path. To ``write`` (the default)
     its folder is created and its schema created or upgraded; for reading (``write=False``) nothing is written:
     a SQLite file is opened read-only and must exist (one of an older schema is read through an upgraded copy in
-    memory). Raises :class:`HistoryUnavailable` when it cannot be reached or opened, or (reading) is no history;
+    memory). Raises :class:`HistoryUnavailable` when it cannot be reached or opened, is no history target
+    (:func:`~pytest_gym_eval.history.urls.target_problem`: a URL of another scheme, a malformed PostgreSQL URL), or
+    (reading) is no history;
     :class:`SchemaMismatch` when a newer plugin wrote it, or (reading PostgreSQL) an older one that no write has
     upgraded yet."""
     text = str(target)
+    if (problem := target_problem(text)) is not None:
+        raise HistoryUnavailable(f"history: {problem}")
     if is_postgres_url(text):
         return _open_postgres(text, write)
     return _open_sqlite(Path(text), write)
@@ -519,8 +524,10 @@ def _open_sqlite(path: Path, write: bool = True) -> HistoryStore:
         else:
             if not path.is_file():
                 raise HistoryUnavailable(f"history {path}: no such file (a session writes it with --gym-history)")
-            uri = f"{path.resolve().as_uri()}?mode=ro"
-            connection = sqlite3.connect(uri, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, uri=True)
+            connection = sqlite3.connect(
+                sqlite_read_uri(path), timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None, uri=True
+            )
+            connection.execute("PRAGMA query_only = ON")  # (mode=rw below: no statement may write)
     except (OSError, sqlite3.Error) as error:
         raise HistoryUnavailable(f"history {path}: cannot open the SQLite file: {error}") from None
     store = HistoryStore(
@@ -545,6 +552,34 @@ def _open_sqlite(path: Path, write: bool = True) -> HistoryStore:
         store.close()
         raise
     return store
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write ``path`` and its mode says anyone may (a copy made read-only with
+    ``chmod a-w`` is read-only for root too, who ``os.access`` says may write anything)."""
+    try:
+        return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+    except OSError:
+        return False
+
+
+def sqlite_read_uri(path: Path) -> str:
+    """The SQLite URI that reads the history file ``path`` without leaving anything beside it. A WAL-mode file's
+    readers share its ``-shm`` (and ``-wal``) file: a ``mode=ro`` reader creates them and cannot remove them (they
+    stayed after every ``history`` command), and fails where it cannot create them. So:
+
+    - a file this process may write, in a folder it may write: ``mode=rw``, read with ``PRAGMA query_only`` (SQLite
+      removes the side files when its last connection closes, as after a session's write);
+    - a read-only copy (the file or its folder not writable) without a ``-wal`` file: ``immutable=1`` (no lock, no
+      side file: nothing writes a read-only copy, and without a ``-wal`` the file holds every committed run);
+    - a read-only copy with a ``-wal`` file (its writer never closed): ``mode=ro``, which reads the runs committed
+      to that WAL (and works when a ``-shm`` file is there, or can be made)."""
+    uri = path.resolve().as_uri()
+    if _writable(path) and _writable(path.resolve().parent):
+        return f"{uri}?mode=rw"
+    if not path.with_name(f"{path.name}-wal").exists():
+        return f"{uri}?immutable=1"
+    return f"{uri}?mode=ro"
 
 
 def _use_wal(connection: sqlite3.Connection, deadline: float) -> None:

@@ -32,5 +32,34 @@ def scrub(text: str, target: str) -> str:
 
 
 def is_postgres_url(target: str) -> bool:
-    """Whether ``target`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return urlsplit(target).scheme.lower() in _POSTGRES_SCHEMES if "://" in target else False
+    """Whether ``target`` names a PostgreSQL database (``postgresql://`` or ``postgres://``), well-formed or not
+    (:func:`target_problem` says whether it is)."""
+    scheme, sep, _ = target.partition("://")
+    return bool(sep) and scheme.strip().lower() in _POSTGRES_SCHEMES
+
+
+def target_problem(target: str) -> str | None:
+    """Why ``target`` cannot be a history (a SQLite file path or a ``postgresql://`` URL), or None: a URL of
+    another scheme (``mysql://``, ``sqlite:///``, ``http://``: a path made of it would lose its ``//``), or a
+    PostgreSQL URL libpq cannot parse (through psycopg when it is installed, else the standard URL parser, which
+    sees unbalanced brackets). The text names the target with its secrets redacted."""
+    shown = redact_url(target)
+    if not is_postgres_url(target):
+        if "://" in target:
+            return f"expected a SQLite file path or a postgresql:// URL, got {shown!r}"
+        return None
+    try:
+        from psycopg import Error as PsycopgError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        try:
+            urlsplit(target)
+        except ValueError as error:
+            return f"not a valid PostgreSQL URL {shown!r}: {scrub(str(error), target)}"
+        return None
+    try:
+        conninfo_to_dict(target)
+    except PsycopgError as error:  # libpq's own words, which quote the URL (again)
+        reason = " ".join(scrub(str(error), target).split()).replace(f' in URI: "{shown}"', "")
+        return f"not a valid PostgreSQL URL {shown!r}: {reason}"
+    return None

@@ -23,7 +23,7 @@ from pytest_gym_eval.core.defaults import (
     DEFAULT_ROLLOUT_TIMEOUT,
     DEFAULT_STARTUP_TIMEOUT,
 )
-from pytest_gym_eval.history.urls import is_postgres_url
+from pytest_gym_eval.history.urls import is_postgres_url, target_problem
 from pytest_gym_eval.options.settings import (
     DatasetSettings,
     _count,
@@ -122,7 +122,16 @@ class GymOptions:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> GymOptions:
-        """Resolve every option; raises :class:`pytest.UsageError` for a value that makes no sense."""
+        """Resolve every option; raises :class:`pytest.UsageError` for a value that makes no sense, its message
+        (which may echo the value, or a path made of it) through
+        :func:`~pytest_gym_eval.core.credentials.redact_value`."""
+        try:
+            return cls._from_config(config)
+        except pytest.UsageError as error:
+            raise pytest.UsageError(redact_value(str(error))) from None
+
+    @classmethod
+    def _from_config(cls, config: pytest.Config) -> GymOptions:
         rootdir = Path(config.rootpath)
 
         def ini_value(name: str) -> Any:
@@ -137,15 +146,15 @@ class GymOptions:
             given = config.getoption(dest, default=None)
             return given if given is not None else ini_value(dest)
 
-        def path(text: str | None, base: Path) -> Path | None:
-            return (base / os.path.expanduser(text)).resolve() if text else None
-
         inifile_dir = Path(config.inipath).parent if config.inipath else rootdir
 
         def path_option(dest: str) -> Path | None:
             """A path from the command line (relative to the working directory) or the ini file (to its folder)."""
             given = config.getoption(dest, default=None)
-            return path(given, Path.cwd()) if given else path(ini_value(dest), inifile_dir)
+            if given:
+                return file_path(given, Path.cwd(), "--" + dest.replace("_", "-"))
+            given = ini_value(dest)
+            return file_path(given, inifile_dir, dest) if given else None
 
         def number(dest: str, parse: Any = None) -> Any:
             """A number from the command line or the ini file, parsed and checked (errors name where it came from)."""
@@ -176,10 +185,10 @@ class GymOptions:
         concurrency = number("gym_concurrency", _positive_int)
         replay_cli = config.getoption("gym_replay", default=None)
         if replay_cli:
-            replay, replay_option = tuple(Path(p).resolve() for p in replay_cli), "--gym-replay"
+            replay, replay_option = tuple(file_path(p, Path.cwd(), "--gym-replay") for p in replay_cli), "--gym-replay"
         else:
-            replay = tuple(inifile_dir / os.path.expanduser(p) for p in ini_value("gym_replay") or ())
-            replay, replay_option = tuple(p.resolve() for p in replay), "gym_replay"
+            replay = tuple(file_path(p, inifile_dir, "gym_replay") for p in ini_value("gym_replay") or ())
+            replay_option = "gym_replay"
         keep_alive, resume = _inner_loop(config, ini_value)
         baseline = path_option("gym_baseline")
         baseline_option = "--gym-baseline" if config.getoption("gym_baseline", default=None) else "gym_baseline"
@@ -433,6 +442,8 @@ def _inner_loop(config: pytest.Config, ini_value: Any) -> tuple[float | None, Pa
             "there is nothing to keep warm"
         )
     text = config.getoption("gym_resume", default=None)
+    if text and "://" in text:
+        raise pytest.UsageError(f"--gym-resume: expected a run directory, got a URL: {redact_value(text)!r}")
     resume = Path(os.path.abspath(os.path.expanduser(text))) if text else None
     if resume is not None and not resume.is_dir():
         raise pytest.UsageError(f"--gym-resume: no such run directory: {resume}")
@@ -544,17 +555,31 @@ def _ray_address(text: str | None, head_server: tuple[str, int] | None) -> str |
     return address
 
 
+def file_path(text: str, base: Path, option: str) -> Path:
+    """An option's file or folder path ``text``, relative to ``base`` (the working directory for the command line,
+    the ini file's folder for the ini), ``~`` expanded, made absolute. Raises :class:`pytest.UsageError` naming
+    ``option`` for a URL (``http://u:pw@h/x.json``): a path made of it would lose its ``//`` and be echoed as a
+    file that does not exist (its value is shown with its secrets redacted)."""
+    if "://" in text:
+        raise pytest.UsageError(f"{option}: expected a file path, got a URL: {redact_value(text)!r}")
+    return (base / os.path.expanduser(text)).resolve()
+
+
 def _history_target(config: pytest.Config, ini_value: Any, inifile_dir: Path) -> str | None:
     """``--gym-history`` (or ini ``gym_history``): a ``postgresql://`` URL unchanged, a path made absolute (from
-    the command line relative to the working directory, from the ini file relative to its folder); None unset."""
-    given = config.getoption("gym_history", default=None)
+    the command line relative to the working directory, from the ini file relative to its folder); None unset.
+    Raises :class:`pytest.UsageError` naming the option for a URL of another scheme or a malformed PostgreSQL URL
+    (:func:`~pytest_gym_eval.history.urls.target_problem`, its value redacted)."""
+    given, option = config.getoption("gym_history", default=None), "--gym-history"
     base = Path.cwd()
     if not given:
-        given, base = ini_value("gym_history"), inifile_dir
+        given, base, option = ini_value("gym_history"), inifile_dir, "gym_history"
     if not given:
         return None
     text = str(given).strip()
-    return text if is_postgres_url(text) else str((base / os.path.expanduser(text)).resolve())
+    if (problem := target_problem(text)) is not None:
+        raise pytest.UsageError(f"{option}: {problem}")
+    return text if is_postgres_url(text) else str(file_path(text, base, option))
 
 
 def _policies(config: pytest.Config, ini_value: Any, inifile_dir: Path, api_key_env: str) -> tuple[Policy, ...]:

@@ -23,14 +23,15 @@ Suite property names (the test suite's ``<properties>``, valid in every family):
 
 Per rollout: ``reward`` (absent for an error: an error has no reward), ``task_id``, ``repeat``, ``agent``,
 ``record``, ``input_tokens``/``output_tokens``/``total_tokens`` and ``latency`` (seconds) when Gym recorded them
-and, on error, ``failure_class``. Under ``junit_family=xunit1`` (or ``legacy``) they are the
-testcase's ``<properties>``; under ``xunit2`` (pytest's default), whose schema has no testcase properties, they
-go in the testcase's ``<system-out>`` as one line ``gym-eval: {JSON object}`` (:data:`SYSTEM_OUT_PREFIX`). A
-dataset's ``gym-gate`` testcase carries its judged gates the same way: ``gate`` properties, or a ``gates`` list
-in that JSON object (with ``selection`` when they were judged on part of the dataset and ``quarantined``, a count,
-with ``--gym-quarantine``); under xunit2 every value of a dataset's item goes there however the item ended (a gate
-skipped by a ``--deselect`` or ``-k`` selection too), and a test the session left unfinished is an ``<error>``
-(:func:`close_unfinished`), never a testcase without the name every schema requires.
+and, on error, ``failure_class``; ``judged_at_end`` on the testcase of a rollout the session's end judged from Gym's
+record because its item never ran or was cut short (:func:`add_judged_rollouts`). Under ``junit_family=xunit1`` (or
+``legacy``) they are the testcase's ``<properties>``; under ``xunit2`` (pytest's default), whose schema has no
+testcase properties, they go in the testcase's ``<system-out>`` as one line ``gym-eval: {JSON object}``
+(:data:`SYSTEM_OUT_PREFIX`). A dataset's ``gym-gate`` testcase carries its judged gates the same way: ``gate``
+properties, or a ``gates`` list in that JSON object (with ``selection`` when they were judged on part of the dataset
+and ``quarantined``, a count, with ``--gym-quarantine``); under xunit2 every value of a dataset's item goes there
+however the item ended (a gate skipped by a ``--deselect`` or ``-k`` selection too), and a test the session left
+unfinished is an ``<error>`` (:func:`close_unfinished`), never a testcase without the name every schema requires.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import platform
 from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -524,6 +525,85 @@ def add_failed_gate(xml: Any, nodeid: str, message: str) -> None:
         xml.pytest_runtest_logreport(report)
 
 
+JUDGED_AT_END = "judged_at_end"
+"""The value (property, or key of the ``<system-out>`` JSON) of a rollout's testcase the session's end added or
+finished from Gym's record (:func:`add_judged_rollout`): why its item did not judge it."""
+
+
+def judged_rollout_values(result: RolloutResult, why: str) -> list[tuple[str, object]]:
+    """The values a rollout's testcase carries (:data:`ROLLOUT_PROPERTIES`, as its item would have set them) for
+    ``result``, judged at the session's end, with :data:`JUDGED_AT_END` = ``why``."""
+    values: list[tuple[str, object]] = [("task_id", result.task_id), ("repeat", result.repeat)]
+    values.append(("agent", result.agent))
+    if result.reward is not None:
+        values.append(("reward", result.reward))
+    if result.failure_class:
+        values.append(("failure_class", result.failure_class))
+    if result.record is not None:
+        values.append(("record", result.record))
+    return [*values, *result.usage.properties(), (JUDGED_AT_END, why)]
+
+
+def add_judged_rollouts(config: pytest.Config, xml: Any, results: Sequence[RolloutResult], ending: str) -> int:
+    """Give each of ``results``, rollouts the session's end judged from Gym's records because their items never
+    reported them (the item never ran, or was cut short before its call reported; ``ending`` says how the session
+    ended: ``interrupted``), its testcase in pytest's JUnit writer ``xml``, so that every rollout the suite's
+    properties count has one, with the same outcome: passed, a ``<failure>`` (failed), an ``<error>`` (errored),
+    carrying the rollout's values and why the session judged it (:func:`judged_rollout_values`). A testcase pytest
+    opened at the item's setup and never finished is finished so (instead of :func:`close_unfinished`'s error); one
+    its item gave an outcome of its own (e.g. a crashed xdist worker's error) is left as it is. Returns how many
+    it added or finished."""
+    plugin = config.pluginmanager.get_plugin("gym-eval-junit")
+    named: set[str] = getattr(plugin, "named", set())
+    done = 0
+    for result in results:
+        if result.nodeid not in named:
+            _add_judged_rollout(xml, result, ending)
+            done += 1
+    return done
+
+
+def _add_judged_rollout(xml: Any, result: RolloutResult, ending: str) -> None:
+    """One rollout's testcase for :func:`add_judged_rollouts`."""
+    opened = [key for key in xml.node_reporters if str(key[0]) == result.nodeid]  # (a NodeId in pytest 9)
+    why = f"{'its test was cut short' if opened else 'its item never ran'} ({ending})"
+    node = opened[0][1] if opened else None
+    path, _, name = result.nodeid.partition("::")
+    location = (path, None, name)
+    judged: Literal["passed", "failed"] = "passed" if result.status == "passed" else "failed"
+    if result.status == "passed":
+        text = None
+    elif result.status == "failed":
+        text = f"reward {result.reward:g} did not pass (judged at the session's end from Gym's record: {why})"
+    else:
+        text = f"{result.failure_class or 'error'} (judged at the session's end from Gym's record: {why})"
+    phases: list[tuple[Literal["setup", "call", "teardown"], Literal["passed", "failed"], str | None, Any]] = [
+        ("call", judged, text, []),
+        ("teardown", "passed", None, judged_rollout_values(result, why)),
+    ]
+    if not opened:
+        phases.insert(0, ("setup", "passed", None, []))
+    for when, outcome, longrepr, properties in phases:
+        report = pytest.TestReport(
+            result.nodeid, location, {}, outcome, longrepr, when, user_properties=properties, node=node
+        )
+        move_rollout_values(xml, report)
+        xml.pytest_runtest_logreport(report)
+        if when == "call" and result.status == "error":
+            _failure_as_error(xml, report)
+
+
+def _failure_as_error(xml: Any, report: pytest.TestReport) -> None:
+    """Turn the ``<failure>`` pytest's JUnit writer ``xml`` just wrote for ``report``'s testcase into an
+    ``<error>``, and the suite's counts with it."""
+    for node in reversed(xml.node_reporter(report).nodes):
+        if node.tag == "failure":
+            node.tag = "error"
+            xml.stats["failure"] -= 1
+            xml.stats["error"] += 1
+            return
+
+
 def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
     """Turn the ``<failure>`` pytest's JUnit writer ``xml`` just wrote for ``report`` into an ``<error>`` (and count
     it among the suite's ``errors``) when ``report`` is the call of a test whose on-demand rollout had no verdict
@@ -533,12 +613,7 @@ def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
     the writer saw the report; does nothing for any other report."""
     if report.when != "call" or not report.failed or not getattr(report, "gym_on_demand_error", False):
         return
-    for node in reversed(xml.node_reporter(report).nodes):
-        if node.tag == "failure":
-            node.tag = "error"
-            xml.stats["failure"] -= 1
-            xml.stats["error"] += 1
-            return
+    _failure_as_error(xml, report)
 
 
 def close_unfinished(xml: Any, reason: str) -> None:
@@ -597,6 +672,9 @@ class RolloutValuesInJunit:
         self.config = config
         self.gate_cases: dict[str, Any] = {}
         """The node reporter of each ``gym-gate`` item that reported, by node id."""
+        self.named: set[str] = set()
+        """Node ids whose testcase a report gave an outcome (a call's, or a setup or teardown that did not pass),
+        for :func:`add_judged_rollouts`."""
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
@@ -604,6 +682,8 @@ class RolloutValuesInJunit:
         write an on-demand rollout's error as an error (pytest hook)."""
         xml = junit_xml(self.config)
         if xml is not None:
+            if report.when == "call" or not report.passed:
+                self.named.add(report.nodeid)
             move_rollout_values(xml, report)
             if report.when == "teardown" and report.nodeid.endswith("::gym-gate"):
                 self.gate_cases[report.nodeid] = xml.node_reporter(report)

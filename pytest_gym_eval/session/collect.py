@@ -398,6 +398,16 @@ def select_shard(items: list[pytest.Item], shard: Shard, plan: CollectedPlan) ->
     return kept, deselected
 
 
+def gates_last(items: list[pytest.Item]) -> None:
+    """Put every ``gym-gate`` item after every other item (in place; each group keeps its order, pytest-randomly's
+    shuffle included), so that a gate item judges its dataset when every rollout and test function of the session
+    has run (their custom metrics too), and a session ``-x`` stops before it leaves its gates to the session's end
+    instead of counting a gate passed that the end then fails."""
+    items[:] = [item for item in items if not isinstance(item, GateItem)] + [
+        item for item in items if isinstance(item, GateItem)
+    ]
+
+
 def record_collected(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``pytest_collection_modifyitems``: hand the session every collected (task, repeat) pair, then, with
     ``--gym-shard``, keep only this shard's items and report the others as deselected (as ``-k`` does)."""

@@ -21,7 +21,7 @@ from pytest_gym_eval.reporting.run_history import Remembered
 from pytest_gym_eval.session.gym_session import GymSession
 from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
 from pytest_gym_eval.session.report_facts import report_meta, report_plan
-from pytest_gym_eval.session.results import final_status, gates_judged_passing
+from pytest_gym_eval.session.results import final_status, gates_judged_passing, gates_not_passing, overruled_gate_lines
 from pytest_gym_eval.tasks.model_servers import model_server_meta
 from pytest_gym_eval.tasks.models import sampling_meta
 from pytest_gym_eval.tasks.shard import shard_meta
@@ -58,17 +58,21 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
         conclusion = dataclasses.replace(conclusion, history=tuple(remembered.lines()))
         if gym.conclusion is not None:
             gym.conclusion = dataclasses.replace(gym.conclusion, history=conclusion.history)
+    failing = gates_not_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
+    gym.overruled_gates = overruled_gate_lines(gym.results.gates_passed, failing)
     xml = junit.junit_xml(gym.config)
     if xml is not None:
         for name, value in junit.suite_properties(conclusion.summaries, meta, gym.final, conclusion.policies):
             xml.add_global_property(name, value)
-        judged = gates_judged_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
+        judged = gates_judged_passing(conclusion.summaries, failing)
         for nodeid in gym.results.unjudged_gates():  # a JUnit file without them would read green
             if nodeid.split("::", 1)[0] in judged and exitstatus != pytest.ExitCode.INTERRUPTED:
                 junit.add_session_judged_gate(xml, nodeid)  # -x stopped it; the session judged every rollout
             else:
                 junit.add_unjudged_gate(xml, nodeid, reason)
         fail_gates_the_session_failed(gym, xml, conclusion)
+        ending = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "the session stopped first"
+        junit.add_judged_rollouts(gym.config, xml, gym.judged_at_end(), ending)  # each counted rollout has one
     final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
     opts = gym.options
     written = outputs.write_outputs(
@@ -176,6 +180,7 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
             # ::error here would stay red on a run whose merge passed.
             annotations = [f"gym GitHub annotations: left to the merge of the shards (shard {opts.shard})"]
         lines += annotations
+        lines += gym.overruled_gates  # last: pytest's count of the gate item says passed
         for line in lines:
             reporter.write_line(line)
     elif not (gym.is_worker or gym.plan.needs_gym or gym.config.option.collectonly):  # asked for, nothing to say

@@ -108,6 +108,8 @@ class GymSession:
         self.final: tuple[int, str] | None = None  # the session's exit status and reason, once concluded
         self.pages: list[str] = []
         """The terminal lines saying which report files :meth:`finish` wrote where, or why one could not be."""
+        self.overruled_gates: list[str] = []
+        """The terminal's lines for ``gym-gate`` items counted passed whose gates the session's end failed."""
         self.notes = Notes(config.pluginmanager.get_plugin)
         """The terminal's notes and the progress tail (:mod:`pytest_gym_eval.session.notes`)."""
         self._run: GymRun | None = None
@@ -542,6 +544,14 @@ class GymSession:
         if self._gym_rollouts is not None:
             return list(self._gym_rollouts)
         return self._in_order(self.results.rollouts())
+
+    def judged_at_end(self) -> list[report.RolloutResult]:
+        """The rollouts the session's end judged from Gym's records (:meth:`ending`) that no item reported (Ctrl-C,
+        ``-x`` or a crash came first), in collection order; empty before :meth:`ending`."""
+        if self._gym_rollouts is None:
+            return []
+        reported = {result.nodeid for result in self.results.rollouts()}
+        return [result for result in self._gym_rollouts if result.nodeid not in reported]
 
     def _in_order(self, found: Sequence[report.RolloutResult]) -> list[report.RolloutResult]:
         """``found`` in collection order, each with Gym's time for it when known

@@ -285,6 +285,8 @@ class ResultsCollector:
     gate_failures: set[str] = field(default_factory=set)
     """Node ids of the ``gym-gate`` items that failed or errored (their gates, or a crash: the session's exit
     status then cannot be 0, as their JUnit testcase is a failure)."""
+    gates_passed: set[str] = field(default_factory=set)
+    """Node ids of the ``gym-gate`` items whose call passed (pytest counts them passed)."""
     uses: dict[str, dict[str, TestUse]] = field(default_factory=dict)
     """Test functions' uses of rollouts: ``uses[rollout node id][test node id]`` (:meth:`take_use`)."""
     metrics: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
@@ -320,6 +322,9 @@ class ResultsCollector:
             self.gates_reported.add(report.nodeid)
             if report.failed:
                 self.gate_failures.add(report.nodeid)
+                self.gates_passed.discard(report.nodeid)  # (a teardown that failed after a call that passed)
+            elif report.when == "call" and report.passed:
+                self.gates_passed.add(report.nodeid)
         elif report.failed and report.nodeid not in self.results:
             self.other_failures.add(report.nodeid)
 
@@ -744,15 +749,27 @@ def _quarantined(
     return replace(conclusion, reason=reason, quarantined=tuple(lines))
 
 
-def gates_judged_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_passes: bool) -> set[str]:
+def gates_judged_passing(summaries: Sequence[rpt.DatasetSummary], failing: Mapping[str, str]) -> set[str]:
     """The datasets (node-id paths) whose gates decide and pass in the session's verdict, judged on every selected
-    rollout (none unreported): the complement, among gated datasets, of :func:`gates_not_passing`."""
-    failing = gates_not_passing(summaries, inconclusive_passes=inconclusive_passes)
+    rollout (none unreported): the complement, among gated datasets, of ``failing`` (:func:`gates_not_passing`)."""
     return {
         summary.dataset
         for summary in summaries
         if summary.gates and summary.gates_decide and not summary.unreported and summary.dataset not in failing
     }
+
+
+def overruled_gate_lines(gates_passed: Collection[str], failing: Mapping[str, str]) -> list[str]:
+    """The terminal's lines for each ``gym-gate`` item pytest counted passed (``gates_passed``, node ids) whose
+    dataset's gates the session's end judged not passing (``failing``: :func:`gates_not_passing`): which gate, and
+    why pytest's count says passed (the item judged what it could when it ran; the session's end judged every
+    rollout and every test function's metrics, or the family of gates with ``--gym-familywise``)."""
+    return [
+        f"gym gates: {nodeid} is counted PASSED above, but the session's end failed its gates (the item judged "
+        f"what it could when it ran; the end judges every rollout and metric): {failing[dataset]}"
+        for nodeid in sorted(gates_passed)
+        if (dataset := nodeid.split("::", 1)[0]) in failing
+    ]
 
 
 def gates_not_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_passes: bool) -> dict[str, str]:

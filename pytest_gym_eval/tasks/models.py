@@ -67,7 +67,7 @@ def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
     line, the ini file's folder for the ini); ``api_key_env`` is the key's variable when the spec names none.
     Raises :class:`PolicySpecError` naming ``text`` for a missing ``=``, a bad name, an empty URL, an unknown or
     repeated ``key=value`` part, a URL without ``model=``, a sampling value that is not a number or out of its
-    range (:func:`~pytest_gym_eval.tasks.sampling.value_problem`), or a replay file that does not exist."""
+    range (:func:`~pytest_gym_eval.tasks.sampling.value_problem`), or a replay path that is a URL or no file."""
     shown = redact_value(text)  # a URL's password never in a message
     name, equals, rest = text.partition("=")
     name = name.strip()
@@ -82,6 +82,8 @@ def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
         )
     rest = rest.strip()
     if rest.startswith(REPLAY_PREFIX):
+        if "://" in rest:
+            raise PolicySpecError(f"{shown!r}: expected a recordings file path after {REPLAY_PREFIX}, got a URL")
         path = (base / Path(rest.removeprefix(REPLAY_PREFIX)).expanduser()).resolve()
         if not path.is_file():
             raise PolicySpecError(f"{shown!r}: no such recordings file: {path}")

@@ -172,6 +172,23 @@ def test_the_cache_key_is_safe_and_follows_the_python_and_the_package(
     assert written.read_text() == f"key={keys['plain']}\n"
 
 
+def test_the_cache_key_names_the_gym_release_the_installed_plugin_provisions(
+    steps_env: dict[str, str], tmp_path: Path
+) -> None:
+    # GYM_VERSION unset: the key said "gymdefault", which stays the same when an upgraded plugin provisions
+    # another release (its checkout then never reaches an immutable GitHub cache).
+    unset = {k: v for k, v in steps_env.items() if k != "GYM_VERSION"}
+    python = str(_fake_python(tmp_path / "python", "3.13.5"))
+    default = _step("cache_key", unset, GYM_EVAL_PYTHON=python)
+    given = _step("cache_key", steps_env, GYM_EVAL_PYTHON=python, GYM_VERSION=provision.DEFAULT_GYM_VERSION)
+    assert default.returncode == given.returncode == 0, default.stderr + given.stderr
+    assert f"-gym{provision.DEFAULT_GYM_VERSION}-" in default.stdout and "default" not in default.stdout
+    assert default.stdout == given.stdout
+    missing = _step("cache_key", unset, GYM_EVAL_PYTHON=python, GYM_EVAL_VENV=str(tmp_path / "no-venv"))
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert "GYM_VERSION is unset" in missing.stderr and "run install.sh first" in missing.stderr
+
+
 def test_an_empty_shard_passes_and_the_merge_counts_it(steps_env: dict[str, str], tmp_path: Path) -> None:
     # 8 shards over 6 tasks: at least two shards have no task, and a CI matrix runs them all the same.
     owners = assign_shards("data.jsonl", TASKS, 8)

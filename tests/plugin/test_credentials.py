@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,6 +139,79 @@ def test_secrets_of_urls_anywhere_in_a_value() -> None:
     assert redact_args(["--gym-history", "sqlite:///h.db"]) == ["--gym-history", "sqlite:///h.db"]
     # A password may hold a comma (libpq reads "ab,Canary2"): only a spec's ",key=" ends it.
     assert redact_value("postgresql://bob@h:9/evals?password=ab,Canary2") == "postgresql://bob@h:9/evals?password=***"
+
+
+@pytest.mark.parametrize(
+    ("value", "redacted"),
+    [
+        # libpq and SQLAlchemy read a password up to the "@" a host follows, whatever it holds.
+        ("postgresql://u:pa?ss#Canary@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:pa/ss#Canary@h:5432/db?sslmode=require", "postgresql://u:***@h:5432/db?sslmode=require"),
+        ("postgresql://u:Canary@h1:5432,h2:5433/db", "postgresql://u:***@h1:5432,h2:5433/db"),
+        ("postgresql://u:Canary@[::1", "postgresql://u:***@[::1"),
+        ("http://me@corp.example:Canary@h/v1", "http://me@corp.example:***@h/v1"),
+        # libpq reads "#" as part of a query value.
+        ("postgresql://u@h/db?password=pa#Canary&sslmode=require", "postgresql://u@h/db?password=***&sslmode=require"),
+        # A path made of a URL keeps one "/" of its "//".
+        ("no such file: /tmp/run/http:/u:Canary@h/x.json", "no such file: /tmp/run/http:/u:***@h/x.json"),
+        (str(Path("mysql://u:Canary@h/db")), "mysql:/u:***@h/db"),
+        # An "@" in a query or a spec's later value is no userinfo.
+        ("http://h:8080/v1?to=a@b.example&x=1", "http://h:8080/v1?to=a@b.example&x=1"),
+        ("a=http://u:Canary@h/v1,model=org@rev", "a=http://u:***@h/v1,model=org@rev"),
+    ],
+)
+def test_a_password_is_redacted_whole_whatever_it_holds(value: str, redacted: str) -> None:
+    assert redact_value(value) == redacted
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--gym-history=mysql://u:CanaryM@h/db"], "--gym-history: expected a SQLite file path or a postgresql://"),
+        (["--gym-history=sqlite:///h.db"], "--gym-history: expected a SQLite file path or a postgresql://"),
+        (["--gym-history=postgresql://[::1"], "--gym-history: not a valid PostgreSQL URL 'postgresql://[::1'"),
+        (["--gym-history=postgresql://u:CanaryP@[::1"], "--gym-history: not a valid PostgreSQL URL"),
+        (["--gym-baseline=http://u:CanaryB@h/x.json"], "--gym-baseline: expected a file path, got a URL"),
+        (["--gym-replay=http://u:CanaryR@h/x.jsonl"], "--gym-replay: expected a file path, got a URL"),
+        (["--gym-checkout=http://u:CanaryC@h/gym"], "--gym-checkout: expected a file path, got a URL"),
+        (["--gym-quarantine=https://u:CanaryQ@h/q"], "--gym-quarantine: expected a file path, got a URL"),
+        (["--gym-report=s3://u:CanaryS@bucket/r.json"], "--gym-report: expected a file path, got a URL"),
+        (["--gym-resume=http://u:CanaryD@h/runs/a"], "--gym-resume: expected a run directory, got a URL"),
+        (
+            ["--gym-policy=a=replay:http://u:CanaryY@h/x.jsonl", "--gym-policy=b=http://h:1/v1,model=m"],
+            "expected a recordings file path after replay:, got a URL",
+        ),
+    ],
+)
+def test_an_option_value_that_cannot_be_used_is_a_usage_error_that_does_not_echo_its_secret(
+    pytester: pytest.Pytester, args: list[str], said: str
+) -> None:
+    # A URL where a path is expected, a history URL of another scheme, a malformed PostgreSQL URL: one usage error
+    # naming the option (never an INTERNALERROR, never a path made of the URL with its password in it).
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert said in result.stderr.str()
+    assert "Canary" not in result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["history", "mysql://u:CanaryM@h/db", "runs"],
+        ["history", "postgresql://u:CanaryP@[::1", "runs"],
+        ["merge", "http://u:CanaryR@h/r.json"],
+        ["merge", "--gym-baseline=http://u:CanaryB@h/r.json", "r.json"],
+    ],
+)
+def test_a_command_never_echoes_a_secret_of_its_arguments(tmp_path: Path, args: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_gym_eval", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert "error:" in done.stderr and "***" in done.stderr
+    assert "Canary" not in done.stdout + done.stderr
+    assert list(tmp_path.iterdir()) == []  # no folder made of the URL
 
 
 @pytest.mark.parametrize(

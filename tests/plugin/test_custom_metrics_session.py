@@ -6,6 +6,7 @@ the exit status. Against the stand-in ``gym``."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -357,3 +358,22 @@ def test_a_metric_s_reason_shows_in_the_failure_json_junit_and_page(
     data = json.loads(page.split('id="gym-data">', 1)[1].split("</script>", 1)[0])
     by_node = {row[0]: row for row in data["rollouts"]}
     assert by_node[q2["nodeid"]][9] == [["boxed", 0.0, "no boxed answer"], ["terse", 0.0, "3 sentences, not 1"]]
+
+
+def test_a_gate_item_runs_last_and_the_terminal_names_a_gate_the_session_failed_after_it_passed(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    # The dataset named first: its gym-gate item ran before the test functions that record the metric, could not
+    # judge the metric's gate, and pytest counted it passed, while the session's end failed that gate.
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_shape=TESTS)
+    common = [*fake_gym.args, "--gym-agent=mcqa_simple_agent", "--gym-run-dir=runs", "-p", "no:randomly", "-v"]
+    result = pytester.runpytest_subprocess(*common, "mcqa.jsonl", "test_shape.py", "--gym-min-metric=boxed:0.9")
+    assert result.ret == 1, result.stdout.str()
+    ran = [line.split()[0] for line in result.outlines if re.match(r"\S+::\S+ (PASSED|FAILED)", line)]
+    assert ran[-1] == "mcqa.jsonl::gym-gate" and len(ran) == 10, ran  # after every rollout and test function
+    assert said(
+        result,
+        "gym gates: mcqa.jsonl::gym-gate is counted PASSED above, but the session's end failed its gates",
+    ), result.stdout.str()
+    assert said(result, "metric boxed 0.67 [0.00, 1.00] < 0.90: FAIL"), result.stdout.str()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -447,3 +449,70 @@ def test_a_wal_switch_sqlite_finds_locked_is_tried_again(tmp_path: Path) -> None
         assert other.tries == 1
     finally:
         connection.close()
+
+
+def _read_only(folder: Path) -> None:
+    for path in folder.iterdir():
+        path.chmod(0o444)
+    folder.chmod(0o555)
+
+
+@pytest.mark.parametrize("copy", ["writable", "read-only", "read-only with its writer's -wal"])
+def test_reading_a_wal_history_leaves_nothing_beside_it_and_works_on_a_read_only_copy(
+    tmp_path: Path, copy: str
+) -> None:
+    # A mode=ro reader of a WAL-mode file created its -shm and -wal files and left them (as root; anyone else got
+    # "attempt to write a readonly database" from a read-only copy).
+    source = tmp_path / "source"
+    writer = open_store(source / "gym.db")
+    writer.append_run(_run(), [_rollout("t1", 0)])
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    if copy == "read-only with its writer's -wal":  # the writer is still open: its commit is in the -wal only
+        for name in ("gym.db", "gym.db-wal", "gym.db-shm"):
+            (folder / name).write_bytes((source / name).read_bytes())
+    writer.close()
+    if copy != "read-only with its writer's -wal":
+        (folder / "gym.db").write_bytes((source / "gym.db").read_bytes())
+    if copy != "writable":
+        _read_only(folder)
+    before = sorted(path.name for path in folder.iterdir())
+    try:
+        with open_store(folder / "gym.db", write=False) as store:
+            assert [run.model for run in store.runs()] == ["policy-a"]
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_gym_eval", "history", str(folder / "gym.db"), "runs"],
+            capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert sorted(path.name for path in folder.iterdir()) == before
+    finally:
+        folder.chmod(0o755)
+
+
+def test_a_read_only_copy_is_read_by_a_user_who_cannot_write_it(tmp_path: Path) -> None:
+    # Root may write anything: the read-only copy of a user who may not, run as nobody (the system Python: the
+    # store needs only the standard library).
+    python, setpriv = Path("/usr/bin/python3"), Path("/usr/bin/setpriv")
+    if os.geteuid() != 0 or not python.exists() or not setpriv.exists():
+        pytest.skip("needs root, /usr/bin/setpriv and /usr/bin/python3 to read as another user")
+    with open_store(tmp_path / "source" / "gym.db") as writer:
+        writer.append_run(_run(), [_rollout("t1", 0)])
+    shared = Path(tempfile.mkdtemp(prefix="gym-history-ro-"))  # a folder nobody can reach (tmp_path is root's)
+    try:
+        (shared / "gym.db").write_bytes((tmp_path / "source" / "gym.db").read_bytes())
+        _read_only(shared)
+        code = "import sys; from pytest_gym_eval.history.store import open_store; "
+        code += "print(len(open_store(sys.argv[1], write=False).runs()))"
+        done = subprocess.run(
+            [str(setpriv), "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-c", code,
+             str(shared / "gym.db")],
+            capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+        if "No module named" in done.stderr or "Permission denied" in done.stderr:
+            pytest.skip(f"nobody cannot import the package from {REPO}: {done.stderr.strip()[-200:]}")
+        assert (done.returncode, done.stdout.strip()) == (0, "1"), done.stderr
+        assert sorted(path.name for path in shared.iterdir()) == ["gym.db"]
+    finally:
+        shared.chmod(0o755)
+        shutil.rmtree(shared)

@@ -127,17 +127,65 @@ def test_a_skipped_gate_keeps_its_values_where_the_family_allows_them(
     assert "gates" in values or "gate" in values, values
 
 
-def test_a_test_interrupted_in_its_call_is_an_error_not_a_pass(
-    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("family", ["xunit2", "xunit1"])
+def test_every_rollout_the_suite_counts_has_its_testcase_with_the_same_outcome(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, family: str
 ) -> None:
-    """pytest opens a testcase at a setup that passed and names it at the call's report: Ctrl-C between the two
-    left a ``<testcase>`` without a name, reading as passed."""
-    junit = session(pytester, fake_gym, monkeypatch, CASES["Ctrl-C in a call"], "xunit2")
+    """Ctrl-C during a[r0]'s call: b and c never run, but Gym scored all three and the suite's properties count
+    them (the session's end judges them from Gym's records). Each gets its testcase, with the outcome counted
+    (a and b passed, c failed) and why the session judged it; a[r0], which pytest opened at its setup and never
+    named, is finished so, not left without a name (that read as passed) nor errored against the count."""
+    junit = session(pytester, fake_gym, monkeypatch, CASES["Ctrl-C in a call"], family)
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
     cases = {c.get("name"): c for c in suite.iter("testcase")}
-    assert set(cases) == {"a[r0]", "gym-gate"}, ET.tostring(suite)
-    (error,) = cases["a[r0]"].iter("error")
-    assert error.get("message") == "the session ended before this test finished (interrupted)"
+    assert set(cases) == {"a[r0]", "b[r0]", "c[r0]", "gym-gate"}, ET.tostring(suite)
+    rollouts = [cases[name] for name in ("a[r0]", "b[r0]", "c[r0]")]
+    assert properties["gym::mcqa.jsonl::rollouts"] == str(len(rollouts))
+    assert [c.find("failure") is not None for c in rollouts] == [False, False, True]
+    assert all(c.find("error") is None and c.find("skipped") is None for c in rollouts)
+    assert suite.get("failures") == "1" and suite.get("errors") == "1"  # c; the gate that never ran
+    for case, reward in zip(rollouts, (1.0, 1.0, 0.0), strict=True):
+        values = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        for out in case.iter("system-out"):
+            values.update(parse_system_out(out.text or "") or {})
+        assert float(values["reward"]) == reward
+        assert "(interrupted)" in str(values["judged_at_end"]), values
     assert cases["a[r0]"].get("classname") == "mcqa.jsonl"
-    assert suite.get("errors") == "2"  # a[r0], and the gate that never ran
+    validate_junit(junit, family)
+
+
+COUNT_GATE_VERDICTS = """
+from pathlib import Path
+
+from pytest_gym_eval.session import finish, results
+
+calls = []
+
+
+def counting(function):
+    def counted(*args, **kwargs):
+        calls.append(function.__name__)
+        return function(*args, **kwargs)
+
+    return counted
+
+
+finish.gates_not_passing = counting(finish.gates_not_passing)
+results.gates_not_passing = counting(results.gates_not_passing)
+
+
+def pytest_unconfigure(config):
+    Path("gate-verdict-calls.txt").write_text(str(len(calls)))
+"""
+
+
+def test_the_session_end_computes_the_gates_not_passing_once(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """finish_session judged the session's gate verdicts twice (once for the gates it passes, once for the gate
+    testcases it fails): one computation serves both."""
+    junit = session(pytester, fake_gym, monkeypatch, Case(("-x",), conftest=COUNT_GATE_VERDICTS), "xunit2")
+    validate_junit(junit, "xunit2")
+    assert (pytester.path / "gate-verdict-calls.txt").read_text() == "1"

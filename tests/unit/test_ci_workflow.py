@@ -136,6 +136,9 @@ def test_the_gym_cache_key_comes_from_the_key_script() -> None:
         (at,) = [i for i, step in enumerate(steps) if step.get("uses", "").startswith("actions/cache")]
         key_step = next(step for step in steps if step.get("id") == "gym-cache")
         assert step_name(key_step["run"]) == "cache_key" and steps.index(key_step) < at, name
+        # The key names the Gym release the installed plugin provisions when GYM_VERSION is unset: install first.
+        install = next(i for i, step in enumerate(steps) if "run" in step and step_name(step["run"]) == "install")
+        assert install < steps.index(key_step), name
         caches.append(steps[at]["with"])
     assert caches[0] == caches[1]  # provision saves what evaluate restores
     assert caches[0]["key"] == "${{ steps.gym-cache.outputs.key }}"
