@@ -2,7 +2,8 @@
 
 :func:`record_usage` (its docstring: what Gym 0.7.0 records per rollout, and why latency is never guessed),
 :class:`Price` (cost only from prices the user gives), :func:`token_totals`, :func:`latency_summary`, and
-:class:`SideUsage` with :func:`ratio` (one policy's usage in a comparison of policies, candidate over baseline). What
+:class:`SideUsage` with :func:`ratio` (one policy's usage in a comparison of policies, candidate over baseline), and
+:func:`judge_usage`/:func:`judge_tokens` (the judge model's tokens, apart from the policy's). What
 users see: docs/gates-and-statistics.md, docs/models.md.
 """
 
@@ -91,6 +92,36 @@ def record_usage(record: Mapping[str, Any]) -> Usage:
     if input_tokens is None and output_tokens is None and total_tokens is None and latency is None:
         return NO_USAGE
     return Usage(input_tokens, output_tokens, total_tokens, latency)
+
+
+def judge_usage(record: Mapping[str, Any]) -> Usage:
+    """The judge model's tokens in one Gym rollout record: :func:`record_usage` of the ``response`` of each element
+    of its ``judge_evaluations`` (the judge calls its verifier made, as about 16 of Gym 0.7.0's resources servers
+    record them), summed; no latency. A count is summed over the calls that give it (a call recorded through chat
+    completions by Gym carries none). :data:`NO_USAGE` when the record has no judge call with a count. Never raises
+    for a record of any shape. Apart from the policy's :func:`record_usage`, which counts the rollout's
+    ``response`` only."""
+    evaluations = record.get("judge_evaluations")
+    if not isinstance(evaluations, list):
+        return NO_USAGE
+    usages = [record_usage(evaluation) for evaluation in evaluations if isinstance(evaluation, Mapping)]
+    totals = token_totals(usages)
+    if not totals.rollouts:
+        return NO_USAGE
+
+    def known(name: str) -> int | None:
+        counts = [getattr(usage, name) for usage in usages if getattr(usage, name) is not None]
+        return sum(counts) if counts else None
+
+    return Usage(known("input_tokens"), known("output_tokens"), known("total_tokens"))
+
+
+def judge_tokens(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> dict[str, TokenTotals]:
+    """The judge's token totals per dataset: ``records`` maps a dataset to its rollout records (parsed lines of
+    Gym's rollouts file), and each dataset gets :func:`token_totals` of their :func:`judge_usage` (``rollouts``
+    counts the rollouts whose judge calls gave a count). To show beside the policy's tokens, never added to them.
+    """
+    return {dataset: token_totals(judge_usage(record) for record in rows) for dataset, rows in records.items()}
 
 
 @dataclass(frozen=True)
