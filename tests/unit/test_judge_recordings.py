@@ -11,14 +11,27 @@ from pathlib import Path
 from typing import Any
 
 import jsonlines
+import jsonschema
 import pytest
 
 from pytest_gym_eval.cli.judge_recordings import main as judge_recordings_main
 from pytest_gym_eval.outcomes.records import parse_record
-from pytest_gym_eval.outcomes.usage import NO_USAGE, Usage, judge_tokens, judge_usage, record_usage
+from pytest_gym_eval.outcomes.usage import (
+    NO_USAGE,
+    Price,
+    Usage,
+    judge_tokens,
+    judge_usage,
+    policy_usage,
+    record_usage,
+    usage_from_properties,
+)
 from pytest_gym_eval.replay import RecordingError, ReplayServer, load_recordings
 from pytest_gym_eval.replay.judge_recordings import judge_recordings, write_judge_recordings
 from pytest_gym_eval.replay.recorder import RecordingProxy, chat_recording
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.stats.gates import GateMode
 from tests.support.replay import WEATHER_INPUT, WEATHER_OUTPUT, post, rollout, said, user, write_rollouts
 
 JUDGE_SYSTEM = "Please act as an impartial judge. Answer [[A=B]] or [[A!=B]]."
@@ -218,11 +231,39 @@ def test_judge_tokens_are_summed_apart_from_the_policys(rollouts_file: Path) -> 
     assert judge_usage(rows[1]) == Usage(181, 17, 198)
     assert judge_usage(rows[2]) is NO_USAGE  # no judge call
     assert judge_usage(rows[4]) is NO_USAGE  # a chat judge's call as Gym stores it carries no usage
-    assert record_usage(rows[1]) == Usage(10, 5, 15)  # the policy's tokens are the rollout's response's only
+    assert policy_usage(rows[1]) == Usage(10, 5, 15)  # the policy's tokens are the rollout's response's only
+    both = record_usage(rows[1])  # what a rollout's record gives the plugin: the two apart
+    assert both == Usage(10, 5, 15, None, 181, 17, 198)
+    assert (both.judge, record_usage(rows[2]).judge) == (Usage(181, 17, 198), NO_USAGE)
+    assert usage_from_properties(dict(both.properties())) == both  # as the xdist controller learns it
     totals = judge_tokens({"math": rows, "other": rows[2:3]})
     assert (totals["math"].input_tokens, totals["math"].output_tokens, totals["math"].total_tokens) == (281, 24, 305)
     assert totals["math"].rollouts == 2
     assert totals["other"].rollouts == 0
+
+
+def test_the_json_report_shows_the_judges_tokens_beside_the_policys_and_leaves_them_out_of_cost(
+    rollouts_file: Path,
+) -> None:
+    rows = [json.loads(line) for line in rollouts_file.read_text(encoding="utf-8").splitlines()]
+    results = [
+        RolloutResult(f"d.jsonl::t{i}[r0]", "d.jsonl", f"t{i}", 0, "agent", "passed", 1.0, usage=record_usage(row))
+        for i, row in enumerate(rows)
+    ]
+    (summary,) = summarize(results, thresholds={}, gates={}, mode=GateMode.POINT, price=Price(1.0, 1.0))
+    report = build_report([summary], results, {})
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    tokens = report["datasets"][0]["tokens"]
+    assert tokens == {
+        "input": 50,
+        "output": 25,
+        "total": 75,
+        "rollouts": 5,
+        "judge": {"input": 281, "output": 24, "total": 305, "rollouts": 2},
+    }
+    assert report["datasets"][0]["cost"] == pytest.approx(75e-6)  # the policy's tokens only
+    (plain,) = summarize(results[2:3], thresholds={}, gates={}, mode=GateMode.POINT)
+    assert "judge" not in build_report([plain], results[2:3], {})["datasets"][0]["tokens"]
 
 
 @pytest.mark.parametrize(
