@@ -104,3 +104,20 @@ def write_judge_recordings(rollouts: Sequence[str | os.PathLike[str]], output: P
     with jsonlines.open(output, mode="w") as writer:
         writer.write_all(lines)
     return len(lines)
+
+
+def judge_miss_summary(name: str, misses: Sequence[str]) -> str | None:
+    """The error to give a rollout Gym recorded as ``judge_failed`` while model server ``name`` (a judge) was
+    replayed and its replay server answered ``misses`` (:attr:`~pytest_gym_eval.replay.server.ReplayServer.misses`,
+    the 404 messages in order), or None when it answered every request.
+
+    Gym's record of a failed judge call says only ``ClientResponseError: 500`` (the judge's model server passed the
+    replay server's 404 on as its own error), and judge requests carry no tag naming their rollout, so the summary
+    names the replayed judge, how many of its requests had no recording, and the first one's 404 message (where it
+    departs from the closest recording): ``judge model server NAME (replayed) has no recorded answer for N
+    request(s); the first: no recorded answer: the conversation departs from ...``.
+    """
+    if not misses:
+        return None
+    count = f"{len(misses)} request{'s' if len(misses) != 1 else ''}"
+    return f"judge model server {name} (replayed) has no recorded answer for {count}; the first: {misses[0]}"

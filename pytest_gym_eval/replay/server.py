@@ -340,3 +340,25 @@ def _parse_body(raw: bytes) -> dict[str, Any]:
 def _text(raw: bytes) -> str | None:
     """A raw request body for the log (``None`` when empty)."""
     return raw.decode("utf-8", errors="replace") if raw else None
+
+
+def logged_misses(log_path: Path) -> list[str]:
+    """The 404 ``no_recording`` messages a replay server's request log (``log_path``, :class:`ReplayServer`'s
+    ``log_path``) holds, in order: what :attr:`ReplayServer.misses` gives for a server of another process. Empty
+    when the log is missing or unreadable; lines that are not such entries are skipped. Never raises."""
+    misses: list[str] = []
+    try:
+        with open(log_path, encoding="utf-8") as stream:
+            for line in stream:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(entry, dict) or entry.get("status") != 404:
+                    continue
+                error = entry.get("error")
+                if isinstance(error, str) and error.startswith("no recorded answer"):
+                    misses.append(error)
+    except (OSError, UnicodeDecodeError):
+        return []
+    return misses

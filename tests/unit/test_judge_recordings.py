@@ -27,8 +27,9 @@ from pytest_gym_eval.outcomes.usage import (
     usage_from_properties,
 )
 from pytest_gym_eval.replay import RecordingError, ReplayServer, load_recordings
-from pytest_gym_eval.replay.judge_recordings import judge_recordings, write_judge_recordings
+from pytest_gym_eval.replay.judge_recordings import judge_miss_summary, judge_recordings, write_judge_recordings
 from pytest_gym_eval.replay.recorder import RecordingProxy, chat_recording
+from pytest_gym_eval.replay.server import logged_misses
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.summary import RolloutResult, summarize
 from pytest_gym_eval.stats.gates import GateMode
@@ -169,6 +170,29 @@ def test_a_judge_request_without_a_recording_is_a_404_naming_it_and_counted_as_a
         assert message.startswith("no recorded answer: the conversation departs from the closest recording")
         assert "22/7" in message
         assert server.misses == [message]
+        ask(server, "4")  # answered: no miss
+        ask(server, "3.99")
+        assert len(server.misses) == 2
+        summary = judge_miss_summary("judge_model", server.misses)
+    assert (
+        summary
+        == f"judge model server judge_model (replayed) has no recorded answer for 2 requests; the first: {message}"
+    )
+    assert judge_miss_summary("judge_model", []) is None
+
+
+def test_logged_misses_reads_a_replay_servers_log_and_never_raises(rollouts_file: Path, tmp_path: Path) -> None:
+    output, log = tmp_path / "judge.jsonl", tmp_path / "log.jsonl"
+    write_judge_recordings([rollouts_file], output)
+    with ReplayServer([output], log_path=log) as server:
+        ask(server, "4")
+        ask(server, "22/7")
+        post(f"{server.base_url}/nowhere", {})  # a 404 that is no missing recording
+        misses = server.misses
+    with log.open("a", encoding="utf-8") as stream:
+        stream.write("not json\n[1]\n")
+    assert logged_misses(log) == misses and len(misses) == 1
+    assert logged_misses(tmp_path / "absent.jsonl") == []
 
 
 def test_a_judge_failed_row_is_an_error_never_a_zero_reward(tmp_path: Path) -> None:
