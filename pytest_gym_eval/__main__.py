@@ -8,6 +8,8 @@ import sys
 COMMANDS = {
     "provision": ("pytest_gym_eval.cli.provision", "build Gym's checkout and venvs from its sdist"),
     "replay": ("pytest_gym_eval.cli.replay", "serve recorded rollouts as a policy model on 127.0.0.1"),
+    "record": ("pytest_gym_eval.cli.record", "record model calls (a judge's) through a proxy, for replay"),
+    "judge-recordings": ("pytest_gym_eval.cli.judge_recordings", "judge calls in Gym rollouts, as replay recordings"),
     "html": ("pytest_gym_eval.cli.html", "build the HTML report from a JSON report"),
     "cleanup": ("pytest_gym_eval.cli.cleanup", "stop what a dead pytest session left running"),
     "local-model": ("pytest_gym_eval.cli.local_model", "serve a small local LLM (llama.cpp) on 127.0.0.1"),

@@ -2,7 +2,8 @@
 
 :func:`record_usage` (its docstring: what Gym 0.7.0 records per rollout, and why latency is never guessed),
 :class:`Price` (cost only from prices the user gives), :func:`token_totals`, :func:`latency_summary`, and
-:class:`SideUsage` with :func:`ratio` (one policy's usage in a comparison of policies, candidate over baseline). What
+:class:`SideUsage` with :func:`ratio` (one policy's usage in a comparison of policies, candidate over baseline), and
+:func:`judge_usage`/:func:`judge_tokens` (the judge model's tokens, apart from the policy's). What
 users see: docs/gates-and-statistics.md, docs/models.md.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -19,24 +20,34 @@ from typing import Any
 class Usage:
     """What one rollout record says about tokens and time; None where it says nothing.
 
-    Token counts are the policy model's, summed over the rollout's model calls; ``latency`` is seconds.
+    Token counts are the policy model's, summed over the rollout's model calls; ``latency`` is seconds; the
+    ``judge_*`` counts are the judge model's (:func:`judge_usage`), apart from the policy's.
     """
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
     latency: float | None = None
+    judge_input_tokens: int | None = None
+    judge_output_tokens: int | None = None
+    judge_total_tokens: int | None = None
 
     @property
     def is_empty(self) -> bool:
         return self == NO_USAGE
 
+    @property
+    def judge(self) -> Usage:
+        """The judge's tokens as a :class:`Usage` of their own (no latency); :data:`NO_USAGE` when none is known."""
+        counts = (self.judge_input_tokens, self.judge_output_tokens, self.judge_total_tokens)
+        return NO_USAGE if counts == (None, None, None) else Usage(*counts)
+
     def properties(self) -> list[tuple[str, object]]:
         """``(name, value)`` pairs for an item's ``user_properties`` (JUnit testcase properties, and how the
         xdist controller learns them): ``input_tokens``, ``output_tokens``, ``total_tokens``, ``latency``
-        (seconds), each only when known."""
+        (seconds), ``judge_input_tokens``, ``judge_output_tokens``, ``judge_total_tokens``, each only when known."""
         pairs: list[tuple[str, object]] = []
-        for name in ("input_tokens", "output_tokens", "total_tokens", "latency"):
+        for name in _PROPERTIES:
             value = getattr(self, name)
             if value is not None:
                 pairs.append((name, value))
@@ -44,6 +55,11 @@ class Usage:
 
 
 NO_USAGE = Usage()
+_PROPERTIES = (
+    "input_tokens", "output_tokens", "total_tokens", "latency",
+    "judge_input_tokens", "judge_output_tokens", "judge_total_tokens",
+)  # fmt: skip
+"""The :meth:`Usage.properties` names, in the order of :class:`Usage`'s fields."""
 
 
 def _count(value: object) -> int | None:
@@ -55,7 +71,18 @@ def _count(value: object) -> int | None:
 
 
 def record_usage(record: Mapping[str, Any]) -> Usage:
-    """The :class:`Usage` of one Gym rollout record (a parsed line of Gym's output or failures file).
+    """The :class:`Usage` of one Gym rollout record (a parsed line of Gym's output or failures file): the policy's
+    (:func:`policy_usage`) with the judge's tokens (:func:`judge_usage`) beside them. Never raises."""
+    usage = policy_usage(record)
+    judge = judge_usage(record)
+    if judge is NO_USAGE:
+        return usage
+    counts = (judge.input_tokens, judge.output_tokens, judge.total_tokens)
+    return replace(usage, judge_input_tokens=counts[0], judge_output_tokens=counts[1], judge_total_tokens=counts[2])
+
+
+def policy_usage(record: Mapping[str, Any]) -> Usage:
+    """The policy's :class:`Usage` in one Gym rollout record.
 
     Tokens come from ``response.usage`` (``input_tokens``/``output_tokens``/``total_tokens``, or the chat
     layout's ``prompt_tokens``/``completion_tokens``); a missing total is the sum of the two others when both are
@@ -91,6 +118,36 @@ def record_usage(record: Mapping[str, Any]) -> Usage:
     if input_tokens is None and output_tokens is None and total_tokens is None and latency is None:
         return NO_USAGE
     return Usage(input_tokens, output_tokens, total_tokens, latency)
+
+
+def judge_usage(record: Mapping[str, Any]) -> Usage:
+    """The judge model's tokens in one Gym rollout record: :func:`policy_usage` of the ``response`` of each element
+    of its ``judge_evaluations`` (the judge calls its verifier made, as about 16 of Gym 0.7.0's resources servers
+    record them), summed; no latency. A count is summed over the calls that give it (a call recorded through chat
+    completions by Gym carries none). :data:`NO_USAGE` when the record has no judge call with a count. Never raises
+    for a record of any shape. Apart from the policy's :func:`policy_usage`, which counts the rollout's
+    ``response`` only; :func:`record_usage` gives both."""
+    evaluations = record.get("judge_evaluations")
+    if not isinstance(evaluations, list):
+        return NO_USAGE
+    usages = [policy_usage(evaluation) for evaluation in evaluations if isinstance(evaluation, Mapping)]
+    totals = token_totals(usages)
+    if not totals.rollouts:
+        return NO_USAGE
+
+    def known(name: str) -> int | None:
+        counts = [getattr(usage, name) for usage in usages if getattr(usage, name) is not None]
+        return sum(counts) if counts else None
+
+    return Usage(known("input_tokens"), known("output_tokens"), known("total_tokens"))
+
+
+def judge_tokens(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> dict[str, TokenTotals]:
+    """The judge's token totals per dataset: ``records`` maps a dataset to its rollout records (parsed lines of
+    Gym's rollouts file), and each dataset gets :func:`token_totals` of their :func:`judge_usage` (``rollouts``
+    counts the rollouts whose judge calls gave a count). To show beside the policy's tokens, never added to them.
+    """
+    return {dataset: token_totals(judge_usage(record) for record in rows) for dataset, rows in records.items()}
 
 
 @dataclass(frozen=True)
@@ -207,12 +264,12 @@ def usage_from_properties(properties: Mapping[str, object]) -> Usage:
         except ValueError:
             return None
 
-    counts = [number(name) for name in ("input_tokens", "output_tokens", "total_tokens")]
+    counts = [number(name) for name in _PROPERTIES if name != "latency"]
     latency = number("latency")
     tokens = [int(value) if value is not None and math.isfinite(value) else None for value in counts]
     if all(value is None for value in tokens) and latency is None:
         return NO_USAGE
-    return Usage(tokens[0], tokens[1], tokens[2], latency)
+    return Usage(tokens[0], tokens[1], tokens[2], latency, tokens[3], tokens[4], tokens[5])
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,10 @@ docs/replay.md ("The matching rules"). Command line: :mod:`pytest_gym_eval.cli.r
 
 The modules: ``content`` (content parts in normal form), ``normal`` (conversations in normal form),
 ``recordings`` (rollouts files and their turns), ``index`` (which turn answers, and why none does), ``answers``
-(a turn as an API's answer) and ``server`` (:class:`ReplayServer`).
+(a turn as an API's answer), ``server`` (:class:`ReplayServer`), ``judge_recordings`` (the judge calls Gym's rollout
+records carry, as recordings) and ``recorder`` (:class:`~pytest_gym_eval.replay.recorder.RecordingProxy`, which
+records a model's calls through a loopback proxy). Command lines: :mod:`pytest_gym_eval.cli.judge_recordings`,
+:mod:`pytest_gym_eval.cli.record`.
 """
 
 from __future__ import annotations

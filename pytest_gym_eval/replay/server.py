@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import jsonlines
 
@@ -34,8 +34,15 @@ class _HttpError(Exception):
         self.body = {"error": {"message": message, "type": error_type, "code": code}}
 
 
+class _Answering(Protocol):
+    """What serves the requests of an :class:`_HttpServer`: ``(HTTP status, JSON body)`` for a request."""
+
+    def _answer(self, method: str, raw_path: str, raw_body: bytes) -> tuple[int, dict[str, Any]]: ...
+
+
 class _HttpServer(ThreadingHTTPServer):
-    """Threading HTTP server that knows its :class:`ReplayServer` and can drop open connections."""
+    """Threading HTTP server that knows what answers its requests (a :class:`LoopbackServer`) and can drop open
+    connections."""
 
     daemon_threads = True
     request_queue_size = socket.SOMAXCONN
@@ -43,7 +50,7 @@ class _HttpServer(ThreadingHTTPServer):
     kernel dropped the extra SYNs and each of those requests waited for TCP's retransmissions (1, 3, 7, 15 s),
     which stalled a 200-rollout run from ~10 s to ~36 s at random (``TcpExtListenOverflows`` counted them)."""
 
-    def __init__(self, address: tuple[str, int], replay: ReplayServer) -> None:
+    def __init__(self, address: tuple[str, int], replay: _Answering) -> None:
         self.replay = replay
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
@@ -81,7 +88,8 @@ class _HttpServer(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Reads one request, lets :meth:`ReplayServer._answer` answer it, writes JSON back."""
+    """Reads one request, lets its server's ``_answer`` (:meth:`ReplayServer._answer`, ...) answer it, writes JSON
+    back."""
 
     protocol_version = "HTTP/1.1"
     server: _HttpServer
@@ -113,7 +121,92 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class ReplayServer:
+_Server = TypeVar("_Server", bound="LoopbackServer")
+
+
+class LoopbackServer:
+    """An HTTP server on ``host`` (an IPv4 address; loopback by default) and ``port`` (0: a free port chosen by the
+    OS) that serves JSON from a thread of its own once :meth:`start` is called; a subclass answers each request in
+    ``_answer(method, raw_path, raw_body) -> (HTTP status, JSON body)`` (called from many threads at once).
+    ``name`` names it in errors and its thread. Usable as a context manager (starts and stops it)."""
+
+    def __init__(self, *, name: str, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._name = name
+        self._closing = threading.Event()
+        self._host = host
+        self._requested_port = port
+        self._port: int | None = None
+        self._httpd: _HttpServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._requests = 0
+
+    def _answer(self, method: str, raw_path: str, raw_body: bytes) -> tuple[int, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _count_request(self) -> int:
+        """Count one more request received; returns its number (1 for the first)."""
+        with self._lock:
+            self._requests += 1
+            return self._requests
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind and serve in a background daemon thread. Raises ``OSError`` when the port cannot be
+        bound and ``RuntimeError`` when already started."""
+        with self._lock:
+            if self._httpd is not None:
+                raise RuntimeError(f"{self._name} is already running")
+            httpd = _HttpServer((self._host, self._requested_port), self)
+            self._port = int(httpd.server_address[1])
+            self._thread = threading.Thread(target=httpd.serve_forever, name=self._name.replace(" ", "-"), daemon=True)
+            self._thread.start()
+            self._httpd = httpd
+
+    def stop(self) -> None:
+        """Stop serving, close the listening socket and open connections. Idempotent."""
+        with self._lock:
+            httpd, thread = self._httpd, self._thread
+            self._httpd = self._thread = None
+        if httpd is None:
+            return
+        self._closing.set()
+        httpd.shutdown()
+        httpd.server_close()
+        httpd.close_connections()
+        if thread is not None:
+            thread.join()
+
+    def __enter__(self: _Server) -> _Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ---- properties ---------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port. Raises ``RuntimeError`` before :meth:`start`."""
+        if self._port is None:
+            raise RuntimeError(f"{self._name} has not been started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI base URL, ``http://<host>:<port>/v1``. Raises ``RuntimeError`` before :meth:`start`."""
+        return f"http://{self._host}:{self.port}/v1"
+
+    @property
+    def request_count(self) -> int:
+        """Number of HTTP requests received so far (any path or status)."""
+        with self._lock:
+            return self._requests
+
+
+class ReplayServer(LoopbackServer):
     """Loopback OpenAI-compatible model server answering from recorded Gym rollouts.
 
     ``rollouts`` are ``*_rollouts.jsonl`` paths, loaded (and validated) here: ``RecordingError``
@@ -140,68 +233,13 @@ class ReplayServer:
         port: int = 0,
         delay: float = 0.0,
     ) -> None:
+        super().__init__(name="replay server", host=host, port=port)
         self._index = ReplayIndex(load_recordings(rollouts))
         self._delay = delay
-        self._closing = threading.Event()
         self._log_path = log_path
         self._model_name = model_name
-        self._host = host
-        self._requested_port = port
-        self._port: int | None = None
-        self._httpd: _HttpServer | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
         self._log_lock = threading.Lock()
-        self._requests = 0
-
-    # ---- lifecycle ----------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Bind and serve in a background daemon thread. Raises ``OSError`` when the port cannot be
-        bound and ``RuntimeError`` when already started."""
-        with self._lock:
-            if self._httpd is not None:
-                raise RuntimeError("replay server is already running")
-            httpd = _HttpServer((self._host, self._requested_port), self)
-            self._port = int(httpd.server_address[1])
-            self._thread = threading.Thread(target=httpd.serve_forever, name="replay-server", daemon=True)
-            self._thread.start()
-            self._httpd = httpd
-
-    def stop(self) -> None:
-        """Stop serving, close the listening socket and open connections. Idempotent."""
-        with self._lock:
-            httpd, thread = self._httpd, self._thread
-            self._httpd = self._thread = None
-        if httpd is None:
-            return
-        self._closing.set()
-        httpd.shutdown()
-        httpd.server_close()
-        httpd.close_connections()
-        if thread is not None:
-            thread.join()
-
-    def __enter__(self) -> ReplayServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    # ---- properties ---------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        """The bound TCP port. Raises ``RuntimeError`` before :meth:`start`."""
-        if self._port is None:
-            raise RuntimeError("replay server has not been started")
-        return self._port
-
-    @property
-    def base_url(self) -> str:
-        """OpenAI base URL, ``http://<host>:<port>/v1``. Raises ``RuntimeError`` before :meth:`start`."""
-        return f"http://{self._host}:{self.port}/v1"
+        self._misses: list[str] = []
 
     @property
     def recordings(self) -> int:
@@ -209,18 +247,18 @@ class ReplayServer:
         return self._index.recordings
 
     @property
-    def request_count(self) -> int:
-        """Number of HTTP requests received so far (any path or status)."""
+    def misses(self) -> list[str]:
+        """The message of each HTTP 404 ``no_recording`` answered so far, in order (a copy): what a session names
+        when a model it replays (a judge's, whose failures Gym records only as ``judge_failed``) was asked
+        something it has no recording of."""
         with self._lock:
-            return self._requests
+            return list(self._misses)
 
     # ---- request handling ---------------------------------------------------------------------
 
     def _answer(self, method: str, raw_path: str, raw_body: bytes) -> tuple[int, dict[str, Any]]:
         """Answer one request: ``(HTTP status, JSON body)``; logs it when a log path is set."""
-        with self._lock:
-            self._requests += 1
-            number = self._requests
+        number = self._count_request()
         path = raw_path.split("?", 1)[0].rstrip("/")
         body: Any = None
         entry: dict[str, Any] = {"time": time.time(), "method": method, "path": raw_path}
@@ -263,7 +301,10 @@ class ReplayServer:
             self._closing.wait(self._delay)
         turn = self._index.answer(conversation, repeat)
         if turn is None:
-            raise _HttpError(404, self._index.unmatched_message(conversation), "not_found", "no_recording")
+            message = self._index.unmatched_message(conversation)
+            with self._lock:
+                self._misses.append(message)
+            raise _HttpError(404, message, "not_found", "no_recording")
         requested = body.get("model")
         model = requested if isinstance(requested, str) and requested else None
         model = model or str(turn.response.get("model") or self._model_name)
@@ -299,3 +340,25 @@ def _parse_body(raw: bytes) -> dict[str, Any]:
 def _text(raw: bytes) -> str | None:
     """A raw request body for the log (``None`` when empty)."""
     return raw.decode("utf-8", errors="replace") if raw else None
+
+
+def logged_misses(log_path: Path) -> list[str]:
+    """The 404 ``no_recording`` messages a replay server's request log (``log_path``, :class:`ReplayServer`'s
+    ``log_path``) holds, in order: what :attr:`ReplayServer.misses` gives for a server of another process. Empty
+    when the log is missing or unreadable; lines that are not such entries are skipped. Never raises."""
+    misses: list[str] = []
+    try:
+        with open(log_path, encoding="utf-8") as stream:
+            for line in stream:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(entry, dict) or entry.get("status") != 404:
+                    continue
+                error = entry.get("error")
+                if isinstance(error, str) and error.startswith("no recorded answer"):
+                    misses.append(error)
+    except (OSError, UnicodeDecodeError):
+        return []
+    return misses

@@ -267,9 +267,11 @@ def _gym_from_json(entry: object) -> GymFigures | None:
 
 
 def _usage_summary_json(summary: DatasetSummary) -> dict[str, Any]:
-    """A summary's ``tokens``, ``latency`` (seconds) and ``cost``."""
+    """A summary's ``tokens`` (with the judge's apart as ``tokens.judge``, only when its rollouts recorded judge calls
+    with a count), ``latency`` (seconds) and ``cost``."""
+    judge = summary.judge_tokens
     return {
-        "tokens": _tokens_json(summary.tokens),
+        "tokens": {**_tokens_json(summary.tokens), **({"judge": _tokens_json(judge)} if judge.rollouts else {})},
         "latency": _latency_json(summary.latency),
         "cost": None if summary.cost is None else _finite(summary.cost),
     }

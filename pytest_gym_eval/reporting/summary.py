@@ -209,6 +209,9 @@ class DatasetSummary:
     gym: GymFigures | None = None
     """Gym's own figures of the summary's agent (majority@k, the verifier's secondary scores), None when Gym wrote
     none for it or its rollouts ran on several agents."""
+    judge_tokens: TokenTotals = field(default_factory=TokenTotals)
+    """The judge model's tokens over the same rollouts (:func:`~pytest_gym_eval.outcomes.usage.judge_usage`: the judge
+    calls Gym's verifiers record in ``judge_evaluations``), apart from ``tokens`` and not in ``cost``."""
 
     @property
     def gates_decide(self) -> bool:
@@ -376,7 +379,8 @@ def with_usage(summary: DatasetSummary, results: Sequence[RolloutResult], price:
     ``results`` (same dataset, and same agent when the summary is one agent's)."""
     mine = [r for r in results if r.dataset == summary.dataset and (summary.agent is None or r.agent == summary.agent)]
     tokens, latency, cost = usage_summary(mine, price)
-    return replace(summary, tokens=tokens, latency=latency, cost=cost)
+    judge_tokens = token_totals(result.usage.judge for result in mine)
+    return replace(summary, tokens=tokens, latency=latency, cost=cost, judge_tokens=judge_tokens)
 
 
 def metric_values(results: Sequence[RolloutResult]) -> dict[str, list[list[float]]]:

@@ -25,6 +25,15 @@ RECORD_HINT = (
     'gym-output/rollouts.jsonl is a --gym-replay file (docs/replay.md, "Recording your own")'
 )
 """The line after a ``replay_no_recording`` error: how to give the replay model an answer for the prompt."""
+JUDGE_FAILED = "judge_failed"
+"""Gym's failure class of a rollout whose verifier's judge call failed (``judge_failsafe``; its reward 0.0 is no
+score): a replayed judge's request without a recording lands here."""
+JUDGE_RECORD_HINT = (
+    "to record the judge's answers: `python -m pytest_gym_eval judge-recordings ROLLOUTS.jsonl -o judge.jsonl` "
+    "from a live run's rollouts, or `python -m pytest_gym_eval record` as the judge's endpoint; then "
+    '--gym-replay=judge.jsonl (docs/models.md, "Judge recordings")'
+)
+"""The line after a replayed judge's miss: how to give the judge an answer for the request."""
 
 
 class Diagnosis:
@@ -84,7 +93,9 @@ class Diagnosis:
         plan: RunPlan,
     ) -> list[str]:
         """Lines that follow an error's own message: what Gym was doing when a wait was given up, where the
-        replay model logged a request it had no recording for."""
+        replay model logged a request it had no recording for (for a rollout Gym recorded as ``judge_failed``, the
+        judge's requests the replay model had no recording for: :func:`~pytest_gym_eval.replay.judge_recordings.
+        judge_miss_summary`)."""
         if isinstance(found, Missing) and found.failure_class == causes.ROLLOUT_TIMEOUT:
             return self.stall_report(run_dir, feed, plan)
         replaying = self.options.replay and self.options.head_server is None and run_dir is not None
@@ -94,6 +105,13 @@ class Diagnosis:
         log = RunPaths(run_dir).replay_log
         if outcome.cause.failure_class == causes.REPLAY_NO_RECORDING:
             return [f"the replay model's requests: {log}", RECORD_HINT]
+        if outcome.cause.failure_class == JUDGE_FAILED:  # the judge is the policy model: the same replay server
+            from pytest_gym_eval.replay.judge_recordings import judge_miss_summary
+            from pytest_gym_eval.replay.server import logged_misses
+
+            summary = judge_miss_summary("policy_model", logged_misses(log))
+            if summary is not None:
+                return [summary, f"the replay model's requests: {log}", JUDGE_RECORD_HINT]
         if not outcome.cause.found:
             # Gym's wrapper alone: a prompt with no recording reaches Gym as the agent's HTTP 500.
             return [f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"]

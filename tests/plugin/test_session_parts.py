@@ -22,7 +22,7 @@ from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.outcomes.causes import Cause
 from pytest_gym_eval.outcomes.outcome import RolloutOutcome
 from pytest_gym_eval.plugin import gym_configured
-from pytest_gym_eval.session import collect, finish, launch
+from pytest_gym_eval.session import collect, diagnosis, finish, launch
 from pytest_gym_eval.session.diagnosis import Diagnosis
 from pytest_gym_eval.tasks import selection
 from pytest_gym_eval.tasks.plan import RunPlan
@@ -251,6 +251,39 @@ def test_a_prompt_without_recording_points_to_the_replay_log(tmp_path: Path) -> 
     ]
     attached = Diagnosis(GymOptions(rootdir=tmp_path, replay=options.replay, head_server=("127.0.0.1", 9)))
     assert attached.error_context(found, no_recording, tmp_path, None, RunPlan(())) == []  # not our replay server
+
+
+def test_a_replayed_judges_request_without_recording_is_named_in_the_judge_failed_error(tmp_path: Path) -> None:
+    """A judge that is the policy model is served by --gym-replay's replay model; when it has no recording of a
+    judge request, Gym records the rollout as ``judge_failed`` (saying only ``ClientResponseError: 500``): the
+    error names the request the replay model missed, from its request log."""
+    from pytest_gym_eval.core.rundir import RunPaths
+    from pytest_gym_eval.replay import ReplayServer
+    from tests.support.replay import post, rollout, said, write_rollouts
+
+    options = GymOptions(rootdir=tmp_path, replay=(tmp_path / "r.jsonl",))
+    texts = Diagnosis(options)
+    judge_failed = RolloutOutcome(
+        "error", None, cause=Cause("Gym recorded the rollout as failed (judge_failed)", "judge_failed", found=False)
+    )
+    log = RunPaths(tmp_path).replay_log
+    log.parent.mkdir(parents=True, exist_ok=True)
+    found = Missing("gone")
+    recordings = write_rollouts(tmp_path / "r.jsonl", [rollout("Judge: is 4 equal to 4?", [said("[[A=B]]")])])
+    with ReplayServer([recordings], log_path=log) as server:
+        assert texts.error_context(found, judge_failed, tmp_path, None, RunPlan(())) == [
+            f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"
+        ]  # no miss logged yet: nothing to name
+        assert post(f"{server.base_url}/responses", {"input": "Judge: is 4 equal to 4?"})[0] == 200
+        status, answer = post(f"{server.base_url}/responses", {"input": "Judge: is 5 equal to 4?"})
+        assert status == 404
+    lines = texts.error_context(found, judge_failed, tmp_path, None, RunPlan(()))
+    assert lines[0] == (
+        "judge model server policy_model (replayed) has no recorded answer for 1 request; the first: "
+        + answer["error"]["message"]
+    )
+    assert "is 5 equal" in lines[0]
+    assert lines[1:] == [f"the replay model's requests: {log}", diagnosis.JUDGE_RECORD_HINT]
 
 
 # --- collection and launch: the agent of a row, whole tasks -----------------------------------------------

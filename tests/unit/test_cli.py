@@ -23,6 +23,8 @@ ERRORS: dict[str, tuple[list[str], int]] = {
     "status": (["--no-such-option"], 2),
     "stop": (["0123abcd"], 1),  # no warm Gym's key starts so
     "history": ([f"{MISSING}.db"], 2),
+    "record": (["--upstream", "http://127.0.0.1:9/v1", "--output", f"{MISSING}.jsonl"], 2),
+    "judge-recordings": ([f"{MISSING}.jsonl", "--output", f"{MISSING}2.jsonl"], 2),
 }
 """Per subcommand: arguments it refuses, and its exit status then."""
 
