@@ -18,7 +18,7 @@ from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
 from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.outcomes.custom_metrics import parse_bound
-from pytest_gym_eval.reporting import github, json_report, junit, markdown, outputs, run_history, terminal
+from pytest_gym_eval.reporting import github, html, json_report, junit, markdown, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.merge import (
     COMPACT_ABOVE,
@@ -26,7 +26,6 @@ from pytest_gym_eval.reporting.merge import (
     GateOverrides,
     MergedRun,
     exit_status,
-    html_writer,
     merge_lines,
     merge_reports,
     merged_meta,
@@ -205,9 +204,6 @@ def main(argv: Sequence[str]) -> int:
         if args.gym_max_drop is not None and args.gym_baseline is None:
             raise ValueError("--gym-max-drop needs --gym-baseline")
         _refuse_overwriting_inputs(args)
-        write_page = html_writer() if args.gym_html is not None else None
-        if args.gym_html is not None and write_page is None:
-            raise ValueError("--gym-html: the HTML report is not available yet in this version of pytest-gym-eval")
         baseline = None
         if args.gym_baseline is not None:
             try:
@@ -253,9 +249,11 @@ def main(argv: Sequence[str]) -> int:
                 inconclusive_passes=inconclusive, final=final,
             )  # fmt: skip
             lines.append(f"junit xml: {args.junitxml}")
-        if write_page is not None:
+        if args.gym_html is not None:
             history = remembered.report_block() if remembered is not None else None
-            problems = write_page(args.gym_html, conclusion, merged.results, meta, baseline=baseline, history=history)
+            problems = html.write_page(
+                args.gym_html, conclusion, merged.results, meta, baseline=baseline, history=history
+            )
             lines.append(f"gym html report: {args.gym_html}")
             lines += [f"  transcripts missing: {problem}" for problem in problems]
         lines += _write_markdown(args, conclusion, merged.results, os.environ)
