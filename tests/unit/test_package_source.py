@@ -7,16 +7,18 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gym_eval"
 
 
-def package_modules() -> Iterator[tuple[str, ast.Module]]:
-    """Every module of the package: (its path relative to the package, e.g. ``core/rundir.py``, its syntax tree)."""
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8"), str(path))
+@functools.cache
+def package_modules() -> tuple[tuple[str, ast.Module], ...]:
+    """Every module of the package: (its path relative to the package, e.g. ``core/rundir.py``, its syntax tree),
+    parsed once for every test here."""
+    paths = sorted(PACKAGE.rglob("*.py"))
+    return tuple((path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text("utf-8"))) for path in paths)
 
 
 def dynamic_imports_of_the_package(tree: ast.Module) -> list[str]:
