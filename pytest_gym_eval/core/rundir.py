@@ -103,3 +103,74 @@ class RunPaths:
     def processes(self) -> Path:
         """One JSON line per process session the run started: ``{"name", "pid", "sid"}``."""
         return self.root / "processes.jsonl"
+
+    def start_log(self, attempt: int = 1) -> Path:
+        """The log of ``gym env start``'s ``attempt`` (1, 2, ...; a second after Ray's node timed out)."""
+        return self.logs / ("gym-env-start.log" if attempt == 1 else f"gym-env-start-{attempt}.log")
+
+    def ray_start_logs(self, attempt: int) -> Path:
+        """Ray's own logs of a start ``attempt`` that timed out, kept (a folder)."""
+        return self.logs / f"ray-start-{attempt}"
+
+    @property
+    def eval_log(self) -> Path:
+        """The log of ``gym eval run``."""
+        return self.logs / "gym-eval-run.log"
+
+    @property
+    def watchdog_log(self) -> Path:
+        return self.logs / "watchdog.log"
+
+    @property
+    def ray_head_log(self) -> Path:
+        """The log of the Ray head the run started for Gym's servers."""
+        return self.logs / "ray-head.log"
+
+    def policy_replay_log(self, policy: str) -> Path:
+        """The replay log of policy ``policy`` when several policies replay (``--gym-policy NAME=replay:...``)."""
+        return self.logs / f"replay-model-{policy}.jsonl"
+
+    def wave_input(self, number: int) -> Path:
+        """Gym's input of ``--gym-adaptive``'s wave ``number`` (2, 3, ...; wave 1's is :attr:`input`)."""
+        return self.root / f"{self.input.stem}-wave-{number}{self.input.suffix}"
+
+    def wave_output(self, number: int) -> Path:
+        """The folder of wave ``number``'s output files (2, 3, ...; wave 1's are in :attr:`output`'s folder)."""
+        return self.output.parent / f"wave-{number}"
+
+    @property
+    def python_datasets(self) -> Path:
+        """The folder of the Python-built datasets a ``gym_rollouts`` mark names, one ``.jsonl`` each."""
+        return self.root / "gym-python-datasets"
+
+    @property
+    def ray(self) -> Path:
+        """Ray's files (``RAY_TMPDIR``; a link to a short folder when this path is too deep for Ray's sockets)."""
+        return self.root / "ray"
+
+    @property
+    def warm(self) -> Path:
+        """Which warm Gym the session used (``--gym-keep-alive``)."""
+        return self.root / "warm.json"
+
+    # A warm Gym's home is a run directory of its own, with these besides.
+
+    @property
+    def warm_spec(self) -> Path:
+        """In a warm Gym's home: what it was started with (:mod:`pytest_gym_eval.warm`)."""
+        return self.root / "spec.json"
+
+    @property
+    def keeper(self) -> Path:
+        """In a warm Gym's home: its keeper, and since when it is idle."""
+        return self.root / "keeper.json"
+
+    @property
+    def keeper_log(self) -> Path:
+        """In a warm Gym's home: its keeper's log."""
+        return self.logs / "keeper.log"
+
+    @property
+    def leases(self) -> Path:
+        """In a warm Gym's home: one file per session using it (a folder)."""
+        return self.root / "leases"

@@ -12,6 +12,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 
 from pytest_gym_eval.core.credentials import config_url, has_secret, url_variable
+from pytest_gym_eval.core.rundir import RunPaths
 
 NO_KEY = "no-key"
 """The API key Gym gets when the key's environment variable is unset (loopback and keyless vLLM servers)."""
@@ -54,7 +55,7 @@ def ray_temp_dir(run_dir: Path) -> tuple[Path, bool]:
     Ray puts Unix sockets under it, and a socket path may not exceed 107 bytes, so a deep run directory gets
     a short folder under the system temp dir instead, linked from ``<run_dir>/ray``; remove it at the end.
     """
-    inside = run_dir / "ray"
+    inside = RunPaths(run_dir).ray
     if len(str(inside)) + RAY_SOCKET_SUFFIX <= AF_UNIX_PATH_MAX:
         inside.mkdir(parents=True, exist_ok=True)
         return inside, False

@@ -21,9 +21,6 @@ from pytest_gym_eval.gym.processes import MARKER as MARKER
 CLEANUP_COMMAND = "python -m pytest_gym_eval cleanup"
 WATCHDOG_MODULE = "pytest_gym_eval.gym.watchdog"
 """The module the watchdog runs as (``python -m``), which names it in its command line."""
-WARM_SPEC = "spec.json"
-"""The file a warm Gym's home holds (:mod:`pytest_gym_eval.warm`): its processes are owned by its keeper, which
-runs on purpose after every pytest session ended, so they are leftovers only once the keeper is gone."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +107,9 @@ class Leftovers:
     @property
     def warm(self) -> bool:
         """Whether these are a warm Gym's processes (``--gym-keep-alive``) whose keeper died (not a pytest's)."""
-        return (self.owner.run_dir / WARM_SPEC).is_file()
+        # A warm Gym's home holds its spec: its processes are owned by its keeper, which runs on purpose after
+        # every pytest session ended, so they are leftovers only once the keeper is gone.
+        return RunPaths(self.owner.run_dir).warm_spec.is_file()
 
     def describe(self) -> str:
         """One sentence for the terminal: what is left, of which session, and how to stop it."""

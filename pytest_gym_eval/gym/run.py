@@ -96,7 +96,7 @@ class GymRun:
         self.eval_started: float | None = None  # time.time() when the first `gym eval run` started
         self.exit_statuses: list[int] = []
         self.watchdog: Watchdog | None = None
-        self._servers_log = paths.logs / "gym-env-start.log"
+        self._servers_log = paths.start_log()
         self._stopping = threading.Event()
         self._stopped = False
         self._failure: RunState | None = None
@@ -281,7 +281,7 @@ class GymRun:
 
     @property
     def _eval_log(self) -> Path:
-        return self.paths.logs / "gym-eval-run.log"
+        return self.paths.eval_log
 
     def _log_hint(self) -> str:
         for log in (self._eval_log, self._servers_log):
@@ -299,7 +299,7 @@ class GymRun:
             self.on_event(f"warning: {leftovers.describe()}")
 
     def _start_watchdog(self) -> None:
-        log = self.paths.logs / "watchdog.log"
+        log = self.paths.watchdog_log
         try:
             watchdog = Watchdog.start(self.owner, log, self.settings.stop_grace)
         except OSError as error:

@@ -312,7 +312,7 @@ def start_servers(
     deadline passes or ``stopping`` is set, or when Ray times out again.
     """
     for attempt in range(1, START_ATTEMPTS + 1):
-        log_path = logs / ("gym-env-start.log" if attempt == 1 else f"gym-env-start-{attempt}.log")
+        log_path = RunPaths(logs.parent).start_log(attempt)
         on_ray = f" on the Ray cluster at {settings.ray_address}" if settings.ray_address else ""
         on_event(f"starting Gym's servers{on_ray} (log: {log_path})")
         servers = launch(log_path)
@@ -323,7 +323,7 @@ def start_servers(
         except GymStartError as error:
             if stopping.is_set() or not ray_start_timed_out(log_path):
                 raise
-            ray_logs = keep_ray_logs(settings.env, logs / f"ray-start-{attempt}")
+            ray_logs = keep_ray_logs(settings.env, RunPaths(logs.parent).ray_start_logs(attempt))
             if attempt == START_ATTEMPTS:
                 raise GymStartError(f"{ray_timeout_advice(settings.env, ray_logs)}\n{error}") from None
             on_event(
@@ -475,7 +475,7 @@ def start_private_ray(
         on_start(process)
         record_process(paths, process, watchdog)
 
-    log = paths.logs / "ray-head.log"
+    log = paths.ray_head_log
     try:
         _, address = ray_head.start_ray_head(python, settings.env, settings.cwd, log, deadline, stopping, started)
     except ray_head.RayHeadFailed as error:

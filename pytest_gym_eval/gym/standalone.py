@@ -62,7 +62,7 @@ def serving(
         gym_configs=tuple(configs),
         startup_timeout=timeout,
     )
-    watchdog = Watchdog.start(owner, paths.logs / "watchdog.log", settings.stop_grace)
+    watchdog = Watchdog.start(owner, paths.watchdog_log, settings.stop_grace)
     started: list[GymProcess] = []  # Ray's head (when one started), then each `gym env start`
 
     def launch(log_path: Path) -> GymProcess:

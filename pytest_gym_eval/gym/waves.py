@@ -225,9 +225,8 @@ class WavePlanner:
         paths = RunPaths(self.root)
         if number == 1:
             return paths.input, paths.output, paths.failures
-        folder = paths.output.parent / f"wave-{number}"
-        gym_input = self.root / f"{paths.input.stem}-wave-{number}{paths.input.suffix}"
-        return gym_input, folder / paths.output.name, folder / paths.failures.name
+        folder = paths.wave_output(number)
+        return paths.wave_input(number), folder / paths.output.name, folder / paths.failures.name
 
     def _append(self, entry: Mapping[str, object]) -> None:
         with self._lock, self.log.open("a", encoding="utf-8") as handle:

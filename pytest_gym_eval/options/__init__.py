@@ -1,2 +1,2 @@
 """The plugin's options: the table of every ``--gym-*`` option and ``gym_*`` ini option, their registration, their
-resolution (:class:`~pytest_gym_eval.options.register.gym_options.GymOptions`) and the per-dataset settings."""
+resolution (:class:`~pytest_gym_eval.options.gym_options.GymOptions`) and the per-dataset settings."""

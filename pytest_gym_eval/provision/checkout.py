@@ -59,7 +59,7 @@ reads it in C++ (``ray_config_def.h``, default 10) inside a 30 s loop that ``ray
 so the wait is the larger of the two; a slow registration on a loaded machine ends in ``The current node timed
 out during startup``. (The other start-up limit seen failing under load, the raylet's 15 s wait for its
 dashboard agent's port file, cannot be set from the environment in Ray 2.58: the raylet then dies, and only a
-new start helps, see :data:`pytest_gym_eval.gym.run.START_ATTEMPTS`.)"""
+new start helps, see :data:`pytest_gym_eval.gym.servers.START_ATTEMPTS`.)"""
 RAY_START_WAIT_DEFAULT = "60"
 """What :data:`RAY_START_WAIT` is unless the caller's environment sets it: twice Ray's own 30 s, not more, as
 the same wait is also how long Ray takes to notice a raylet that died at start-up."""

@@ -24,6 +24,10 @@ from pytest_gym_eval.replay.index import ReplayIndex
 from pytest_gym_eval.replay.normal import item_type, repeat_tag, request_conversation
 from pytest_gym_eval.replay.recordings import load_recordings
 
+SHUTDOWN_POLL = 0.05
+"""Seconds between the serving thread's looks at a stop request (``serve_forever``'s poll interval; the standard
+library's 0.5 made every stop, and so every replayed session's end, wait up to half a second)."""
+
 
 class _HttpError(Exception):
     """An error answered as ``{"error": {...}}`` with an HTTP status."""
@@ -160,7 +164,9 @@ class LoopbackServer:
                 raise RuntimeError(f"{self._name} is already running")
             httpd = _HttpServer((self._host, self._requested_port), self)
             self._port = int(httpd.server_address[1])
-            self._thread = threading.Thread(target=httpd.serve_forever, name=self._name.replace(" ", "-"), daemon=True)
+            self._thread = threading.Thread(
+                target=httpd.serve_forever, args=(SHUTDOWN_POLL,), name=self._name.replace(" ", "-"), daemon=True
+            )
             self._thread.start()
             self._httpd = httpd
 

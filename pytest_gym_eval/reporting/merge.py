@@ -7,8 +7,7 @@
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -357,15 +356,3 @@ def separator(title: str, width: int) -> str:
     fill = "=" * max((width - len(title) - 2) // 2, 1)
     line = f"{fill} {title} {fill}"
     return line + "=" if len(line) + 1 <= width else line
-
-
-def html_writer() -> Callable[..., list[str]] | None:
-    """The HTML report's ``write_page(path, conclusion, results, meta, *, baseline)`` (returning the records it
-    could not read) when this version has one (``pytest_gym_eval.reporting.html``, from the HTML report's
-    branch), else None."""
-    try:
-        module = importlib.import_module("pytest_gym_eval.reporting.html")
-    except ImportError:
-        return None
-    writer = getattr(module, "write_page", None)
-    return writer if callable(writer) else None

@@ -133,7 +133,7 @@ class Diagnosis:
             )
             lines.append(f"still pending ({len(pending)} of {len(plan.rollouts)}): {shown}")
         if run_dir is not None:
-            eval_log = RunPaths(run_dir).logs / "gym-eval-run.log"
+            eval_log = RunPaths(run_dir).eval_log
             progress = causes.eval_progress(eval_log)
             if progress:
                 lines.append(f"gym eval run's last progress: {progress}")

@@ -84,7 +84,7 @@ agent)`` (what :meth:`RunPlan.build <pytest_gym_eval.tasks.plan.RunPlan.build>` 
 class GymSession:
     """What the plugin knows and runs for one pytest session; the ``gym_session`` fixture returns it.
 
-    Public attributes for tests and conftests: ``options`` (:class:`~pytest_gym_eval.options.register.GymOptions`),
+    Public attributes for tests and conftests: ``options`` (:class:`~pytest_gym_eval.options.gym_options.GymOptions`),
     ``run_dir`` (this session's run directory, once Gym started), ``plan`` (the selected rollouts),
     ``head_server`` (``"host:port"`` of Gym's head server once started; on a pytest-xdist worker, the one the
     controller's run uses, read from the run directory's Gym config once the run started).

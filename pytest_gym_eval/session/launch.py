@@ -320,10 +320,10 @@ class Launch:
         from pytest_gym_eval.replay import RecordingError, ReplayServer
 
         try:
-            log = RunPaths(run_dir).replay_log
+            paths = RunPaths(run_dir)
             replay = ReplayServer(
                 (policy.replay,),
-                log_path=log if self.replay is None else log.with_name(f"replay-model-{policy.name}.jsonl"),
+                log_path=paths.replay_log if self.replay is None else paths.policy_replay_log(policy.name),
                 model_name=REPLAY_MODEL_NAME,
             )
         except (RecordingError, OSError) as error:

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-FOLDER = "gym-python-datasets"
-"""The run directory's folder of materialised Python datasets."""
+from pytest_gym_eval.core.rundir import RunPaths
+
+FOLDER = RunPaths(Path()).python_datasets.name
+"""The run directory's folder of materialised Python datasets (:attr:`RunPaths.python_datasets`)."""
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
@@ -128,7 +130,7 @@ def materialise(dataset: Dataset, run_dir: Path, rootdir: Path) -> Path:
 
 def file_of(run_dir: Path, label: str) -> Path:
     """Where :func:`materialise` writes the Python dataset of this label in the run directory ``run_dir``."""
-    return run_dir / FOLDER / (quote(label, safe="") + ".jsonl")
+    return RunPaths(run_dir).python_datasets / (quote(label, safe="") + ".jsonl")
 
 
 def label_of(path: Path) -> str | None:

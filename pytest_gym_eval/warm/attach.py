@@ -113,7 +113,7 @@ class WarmGym:
             age = time.time() - entry.started
             on_event(
                 f"attached to warm Gym {entry.short} (head server {host}:{port}, up {age / 60:.0f} min): no "
-                f"`gym env start` (its logs: {entry.home / 'logs'})"
+                f"`gym env start` (its logs: {RunPaths(entry.home).logs})"
             )
         return entry.head_server, self.model
 
@@ -123,7 +123,7 @@ class WarmGym:
         entry = self.entry
         if entry is None or (why := entry.gone()) is None:
             return None
-        return f"the warm Gym {entry.short} went away: {why} (its keeper log: {entry.home / 'logs' / 'keeper.log'})"
+        return f"the warm Gym {entry.short} went away: {why} (its keeper log: {RunPaths(entry.home).keeper_log})"
 
     def release(self) -> None:
         """Give the lease back (idempotent): the warm Gym's idle clock starts when no session holds one."""
@@ -159,15 +159,16 @@ class WarmGym:
         url = self.spec.model_url  # a password in it goes to the keeper in its environment, not in spec.json
         shown = redact_value(url) if url is not None else None
         spec = WarmSpec(**{**asdict(self.spec), "lease": self.owner.marker, "model_url": shown})
-        spec.save(home / "spec.json")
-        on_event(f"starting warm Gym {self.spec.key[:KEY_SHOWN]} (home {home}; keeper log {logs / 'keeper.log'})")
+        spec.save(RunPaths(home).warm_spec)
+        keeper_log_path = RunPaths(home).keeper_log
+        on_event(f"starting warm Gym {self.spec.key[:KEY_SHOWN]} (home {home}; keeper log {keeper_log_path})")
         env = {key: value for key, value in os.environ.items() if key != MARKER}
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         if url is not None and has_secret(url):
             env[url_variable()] = url
         read_end, write_end = os.pipe()
-        keeper_log = os.open(logs / "keeper.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        keeper_log = os.open(keeper_log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             starter = subprocess.Popen(
                 [sys.executable, "-m", KEEPER_MODULE, str(home)], stdin=read_end, stdout=subprocess.PIPE,
@@ -182,7 +183,7 @@ class WarmGym:
         starter.wait()  # the keeper forked at once: this was its parent
         assert starter.stdout is not None
         try:
-            return self._wait_ready(starter.stdout, stopping, deadline + 60, on_event, logs / "keeper.log")
+            return self._wait_ready(starter.stdout, stopping, deadline + 60, on_event, keeper_log_path)
         finally:
             os.close(write_end)  # before ready, this tells the keeper to stop; after, nothing
             starter.stdout.close()
@@ -235,7 +236,7 @@ class WarmGym:
                 with contextlib.suppress(OSError):
                     link.symlink_to(target)
         write_json_atomic(
-            self.run_dir / "warm.json",
+            run.warm,
             {
                 "key": entry.key, "home": str(entry.home), "head_server": list(entry.head_server),
                 "started": self.started, "attached": not self.started, "keeper": entry.keeper,

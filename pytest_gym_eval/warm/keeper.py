@@ -76,7 +76,7 @@ class _Keeper:
 
     def __init__(self, home: Path, out: IO[str]) -> None:
         self.home = home
-        self.spec = WarmSpec.load(home / "spec.json")
+        self.spec = WarmSpec.load(RunPaths(home).warm_spec)
         self.registry = Registry(Path(self.spec.registry))
         self.owner = Owner.current(home)
         self.out: IO[str] | None = out
@@ -248,7 +248,8 @@ class _Keeper:
                 return
 
     def _write_idle(self, since: float | None) -> None:
-        write_private(self.home / "keeper.json", {"pid": os.getpid(), "keeper": self.owner.marker, "idle_since": since})
+        state = {"pid": os.getpid(), "keeper": self.owner.marker, "idle_since": since}
+        write_private(RunPaths(self.home).keeper, state)
 
     def shutdown(self) -> None:
         """Unregister (when still registered), stop Gym's servers and the replay model, remove Ray's folder."""

@@ -122,12 +122,12 @@ def head_answers(host: str, port: int, timeout: float = HEALTH_TIMEOUT) -> str |
 
 
 def _lease_path(home: Path, owner: Owner) -> Path:
-    return home / "leases" / f"{owner.pid}-{owner.start}.json"
+    return RunPaths(home).leases / f"{owner.pid}-{owner.start}.json"
 
 
 def add_lease(home: Path, owner: Owner) -> None:
     """Record that the session ``owner`` uses the warm Gym in ``home``."""
-    private_dir(home / "leases")
+    private_dir(RunPaths(home).leases)
     write_private(_lease_path(home, owner), {"owner": owner.marker, "since": time.time()})
 
 
@@ -142,7 +142,7 @@ def live_leases(home: Path, prune: bool = False) -> list[Owner]:
     leases of sessions that died are removed."""
     found = []
     try:
-        paths = sorted((home / "leases").glob("*.json"))
+        paths = sorted(RunPaths(home).leases.glob("*.json"))
     except OSError:
         return []
     for path in paths:
@@ -159,7 +159,7 @@ def live_leases(home: Path, prune: bool = False) -> list[Owner]:
 def idle_since(home: Path) -> float | None:
     """Since when (seconds since the epoch) the warm Gym in ``home`` has had no session, as its keeper last
     wrote it in ``keeper.json``; None while in use (or before its keeper wrote it)."""
-    data = read_json(home / "keeper.json") or {}
+    data = read_json(RunPaths(home).keeper) or {}
     value = data.get("idle_since")
     return float(value) if isinstance(value, (int, float)) else None
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.core.rundir import RunPaths
 from pytest_gym_eval.gym.orphans import Owner
 from pytest_gym_eval.warm.registry import (
     KEY_SHOWN,
@@ -76,11 +77,11 @@ def starting(registry: Registry) -> list[tuple[Path, WarmSpec, Owner]]:
     for home in sorted(gyms.iterdir()):
         if home in registered:
             continue
-        keeper = Owner.parse(str((read_json(home / "keeper.json") or {}).get("keeper", "")))
+        keeper = Owner.parse(str((read_json(RunPaths(home).keeper) or {}).get("keeper", "")))
         if keeper is None or not keeper.alive():
             continue
         try:
-            spec = WarmSpec.load(home / "spec.json")
+            spec = WarmSpec.load(RunPaths(home).warm_spec)
         except (OSError, ValueError, TypeError, KeyError):
             continue
         found.append((home, spec, keeper))
@@ -93,7 +94,7 @@ def describe_starting(home: Path, spec: WarmSpec, keeper: Owner, now: float | No
     config = spec.configuration
     return [
         f"{spec.key[:KEY_SHOWN]}  starting for {_minutes(now - home.stat().st_mtime)} (its Gym is not ready yet)",
-        f"    keeper pid {keeper.pid}; log: {home / 'logs' / 'keeper.log'}; start-up timeout "
+        f"    keeper pid {keeper.pid}; log: {RunPaths(home).keeper_log}; start-up timeout "
         f"{spec.startup_timeout:g} s; idle timeout {spec.idle_timeout:g} s",
         _gym_line(config),
         f"    home: {home}",

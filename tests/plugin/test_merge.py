@@ -23,7 +23,6 @@ from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from pytest_gym_eval.reporting.junit import parse_system_out
 from pytest_gym_eval.reporting.merge import (
     EXIT_CANNOT_MERGE,
-    html_writer,
     merge_reports,
 )
 from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
@@ -324,16 +323,11 @@ def test_bad_merge_options_are_named(sessions: Sessions, args: list[str], messag
     assert {name: (sessions.root / name).read_bytes() for name in before} == before  # no input overwritten
 
 
-def test_html_page_when_this_version_has_one(sessions: Sessions) -> None:
+def test_html_page_of_the_merged_run(sessions: Sessions) -> None:
     merged = sessions.merge("s1.json", "s2.json", "s3.json", "--gym-html=merged.html")
-    if html_writer() is None:
-        assert merged.returncode == EXIT_CANNOT_MERGE
-        assert "--gym-html: the HTML report is not available yet" in merged.stderr
-        assert not (sessions.root / "merged.html").exists()
-    else:
-        assert merged.returncode == sessions.alone.returncode, merged.stderr
-        assert "gym html report: merged.html" in merged.stdout
-        assert "mcqa.jsonl" in (sessions.root / "merged.html").read_text()
+    assert merged.returncode == sessions.alone.returncode, merged.stderr
+    assert "gym html report: merged.html" in merged.stdout
+    assert "mcqa.jsonl" in (sessions.root / "merged.html").read_text()
 
 
 def test_the_merged_run_lists_every_shards_test_functions(sessions: Sessions) -> None:

@@ -1,5 +1,5 @@
 """The replay model server against Gym's own recordings and the requests Gym's own code makes (the synthetic
-recordings: tests/plugin/test_replay.py)."""
+recordings: tests/unit/test_replay.py)."""
 
 from __future__ import annotations
 

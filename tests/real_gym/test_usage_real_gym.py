@@ -1,4 +1,4 @@
-"""Token totals against real Gym's records (the stand-in's side: tests/plugin/test_usage.py)."""
+"""Token totals against real Gym's records (the stand-in's side: tests/plugin/test_usage_session.py)."""
 
 from __future__ import annotations
 

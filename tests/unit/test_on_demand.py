@@ -158,7 +158,7 @@ def gym() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Gym)
     Gym.answers, Gym.seen = {}, []
     Gym.release.clear()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # stops within 0.05 s
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:

@@ -46,9 +46,10 @@ def test_wait_for_a_rollout_gym_finished_without_is_missing(tmp_path: Path, feed
 
 
 def in_wait(thread_id: int) -> bool:
+    """Whether the thread is inside :meth:`RolloutFeed.wait` (its code object, wherever the module lives)."""
     frame = sys._current_frames().get(thread_id)
     while frame is not None:
-        if frame.f_code.co_name == "wait" and frame.f_code.co_filename.endswith("rollouts.py"):
+        if frame.f_code is RolloutFeed.wait.__code__:
             return True
         frame = frame.f_back
     return False
@@ -62,7 +63,11 @@ def test_ctrl_c_while_waiting_raises_keyboard_interrupt_and_the_feed_goes_on(tmp
     assert main is not None
 
     def press_ctrl_c_once_waiting() -> None:
+        deadline = time.monotonic() + 60
         while not in_wait(main):
+            if time.monotonic() > deadline:  # never saw the wait: end it, so that the test fails, not hangs
+                feed.stop()
+                return
             time.sleep(0.001)  # watching the main thread's stack, not timing it
         signal.pthread_kill(main, signal.SIGINT)
 
