@@ -21,7 +21,7 @@ from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
 from pytest_gym_eval.session.results import conclude
 from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis
-from pytest_gym_eval.stats.gates import Verdict
+from pytest_gym_eval.stats.gates import Gate, Verdict
 from pytest_gym_eval.stats.sequential import RewardRange
 from pytest_gym_eval.tasks.models import Policy, policy_of
 from pytest_gym_eval.tasks.selection import Selection
@@ -307,7 +307,7 @@ def test_the_verdict_list_holds_each_comparison_gate_with_its_own_words(tmp_path
     with its own interval in its message (not a dataset gate's), failing the session exactly when the exit status
     says so."""
     policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
-    gate = DatasetSettings(min_mean_reward=0.1)
+    gate = DatasetSettings(given=(Gate("mean_reward", 0.1),))
     options = GymOptions(rootdir=tmp_path, policies=policies, min_improvement=0.0, max_regression=1.0, cli=gate)
     results = session({f"t{i}": [1.0] for i in range(10)}, {f"t{i}": [0.0 if i < 6 else 1.0] for i in range(10)})
     concluded = conclude(results, options)
