@@ -103,6 +103,10 @@ def generate(rng: random.Random, index: int) -> Config:
         config.metric_tests = rng.random() < 0.6
         if config.metric_tests and rng.random() < 0.6:
             gates.append(f"--gym-min-metric=boxed:{rng.choice([0.3, 0.6, 0.9])}")
+    if index == 6 or (not policies and rng.random() < 0.25):  # errored rollouts judged by the error-rate gate
+        if not policies:
+            rows[0]["fake"] = {"failure": "agent_run_error"}
+        gates.append(f"--gym-max-error-rate={rng.choice([0.1, 0.5])}")
     if rng.random() < 0.3:
         gates.append("--gym-gate-on=lower-bound")
     if rng.random() < 0.3:
