@@ -281,8 +281,20 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """Fail a test whose soft expectations (``rollout.expect``) failed, once its function has returned."""
-    result = yield
+    """Fail a test whose soft expectations (``rollout.expect``) failed, once its function has returned, or once it
+    skipped (``pytest.skip()``, ``unittest.SkipTest``): a skip after a failed expectation does not undo it."""
+    import unittest
+
+    try:
+        result = yield
+    except (pytest.skip.Exception, unittest.SkipTest) as skip:
+        if SOFT_FAILURES_KEY in item.stash:
+            from pytest_gym_eval.session.rollout_tests import soft_failure
+
+            if (text := soft_failure(item)) is not None:
+                why = f" ({skip})" if str(skip) else ""
+                pytest.fail(f"{text}\nthen the test skipped{why}: a skip does not undo a failed expectation", False)
+        raise
     if SOFT_FAILURES_KEY in item.stash:
         from pytest_gym_eval.session.rollout_tests import soft_failure
 

@@ -16,7 +16,9 @@ anything with ``name``, ``arguments`` and ``result`` (:class:`pytest_gym_eval.To
 
 How arguments match: with ``exact=False`` (the default) every expected key must be in the call's arguments with an
 equal value, where a dict value is matched the same way, recursively, and any other value (a list, a string, a
-number) must be equal; with ``exact=True`` the arguments must equal the expected ones. ``result``, when given, is
+number) must be equal; with ``exact=True`` the arguments must equal the expected ones. Equal means equal as JSON
+values (:func:`same_json`): ``True`` does not equal ``1`` nor ``False`` ``0`` (Python's ``==`` says they do), in
+lists and objects too; ``1`` and ``1.0`` are one JSON number. ``result``, when given, is
 matched as arguments are (a dict: its keys, recursively; anything else: equal). Arguments that are not a JSON
 object (a call whose arguments did not parse) match only ``exact=True`` with an equal value.
 
@@ -115,12 +117,25 @@ def _differences(expected: Any, actual: Any, *, exact: bool, where: str, path: s
         found += [
             f"{where} {k!r} is {actual[k]!r}, not {expected[k]!r}"
             for k in expected
-            if k in actual and actual[k] != expected[k]
+            if k in actual and not same_json(expected[k], actual[k])
         ]
         return found
-    if expected != actual:
+    if not same_json(expected, actual):
         return [f"{label if path else where} is {actual!r}, not {expected!r}"]
     return []
+
+
+def same_json(expected: Any, actual: Any) -> bool:
+    """Whether two values (parsed JSON, or what a test expects of it) are the same JSON value: ``==``, except that
+    a bool equals only a bool (Python's ``True == 1`` and ``False == 0.0`` do not hold here), recursively through
+    lists, tuples and mappings; an int and a float of one value are one JSON number (``1 == 1.0``)."""
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
+    if isinstance(expected, Mapping) and isinstance(actual, Mapping):
+        return expected.keys() == actual.keys() and all(same_json(expected[k], actual[k]) for k in expected)
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
+        return len(expected) == len(actual) and all(same_json(e, a) for e, a in zip(expected, actual, strict=True))
+    return bool(expected == actual)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from pytest_gym_eval.stats.gates import Verdict
 
 WORST_TASKS = 5
 """Tasks listed under "worst tasks" per dataset."""
+MAX_REASONS = 10
+"""Rollouts whose reasons are listed under "Why" per dataset."""
 _MARK = {Verdict.PASS: "✅ PASS", Verdict.FAIL: "❌ FAIL", Verdict.INCONCLUSIVE: "⚠️ INCONCLUSIVE"}
 
 
@@ -108,6 +110,8 @@ def _dataset(
     )
     if summary.unreported:
         lines.append(f"| unreported | {unreported_text(summary)} |")
+    if summary.not_counted:  # test functions' rollouts beyond the dataset's repeats, or skipped by their tests
+        lines.append(f"| not counted | {cell(summary.not_counted)} |")
     lines.append(
         f"| mean reward | {fmt.interval(summary.mean_reward)} ({confidence} CI over "
         f"{fmt.plural(summary.mean_reward.n, 'task')}) |"
@@ -140,6 +144,7 @@ def _dataset(
         if note := selection_note(summary):
             lines += [f"Gates {cell(note.strip()[1:-1])}.", ""]
     lines += _worst(members, summary)
+    lines += _reasons(members)
     if comparison is not None:
         lines += _baseline(comparison)
     if conclusion.flips is not None:
@@ -194,6 +199,40 @@ def _worst(members: Sequence[RolloutResult], summary: DatasetSummary) -> list[st
     for mean, task, cells, repeats in rows[:WORST_TASKS]:
         by_repeat = ", ".join(f"r{repeat} {value}" for repeat, value in zip(repeats, cells, strict=True))
         lines.append(f"| {code(task)} | {by_repeat} | {fmt.number(mean) if math.isfinite(mean) else 'n/a'} |")
+    return [*lines, ""]
+
+
+def failed_checks(result: RolloutResult) -> list[tuple[str, float, str]]:
+    """The custom metrics of ``result`` that have a reason and explain a failure, ``(name, value, reason)`` sorted by
+    name: every one of a rollout that failed or errored, else those at 0 (a failed ``rollout.expect(...,
+    metric=...)``, a false bool given to ``record_metric``)."""
+    reasons = dict(result.metric_reasons)
+    failed = result.status in ("failed", "error")
+    return [
+        (name, value, reasons[name]) for name, value in result.metrics if name in reasons and (failed or value == 0)
+    ]
+
+
+def _reasons(members: Sequence[RolloutResult]) -> list[str]:
+    """The reasons test functions gave (``record_metric(..., reason=)``, ``rollout.expect``) for the rollouts that
+    failed or failed a check (:func:`failed_checks`), as the failed tests' text shows them on the terminal: the
+    first :data:`MAX_REASONS` rollouts, in report order."""
+    found = [(result, checks) for result in members if (checks := failed_checks(result))]
+    if not found:
+        return []
+    lines = [
+        f"Why ({len(found)} rollout{'s' if len(found) != 1 else ''} failed or failed a check; the reasons their "
+        "tests gave):",
+        "",
+        "| rollout | reward | metric = value (reason) |",
+        "|---|---|---|",
+    ]
+    for result, checks in found[:MAX_REASONS]:
+        reward = "ERR" if result.status == "error" else fmt.number(result.reward) if result.reward is not None else "?"
+        why = "; ".join(f"{name} = {value:g} ({reason})" for name, value, reason in checks)  # as the terminal
+        lines.append(f"| {code(result.nodeid)} | {reward} | {cell(why)} |")
+    if len(found) > MAX_REASONS:
+        lines.append(f"| … and {len(found) - MAX_REASONS} more (the JSON report's `metric_reasons`) | | |")
     return [*lines, ""]
 
 

@@ -366,6 +366,52 @@ def test_soft_expectations_fail_the_test_at_its_end_and_keep_every_metric(
     }
 
 
+SOFT_THEN_SKIP = """
+import unittest
+
+import pytest
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", tasks=["q1", "q2"])
+def test_soft_then_skip(gym_rollout) -> None:
+    if gym_rollout.task_id == "q1":
+        gym_rollout.expect(False, "checked before the skip", metric="checked")
+    pytest.skip("nothing more to check")
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl", tasks=["q3"])
+def test_soft_then_unittest_skip(gym_rollout) -> None:
+    gym_rollout.expect(False, "checked before the skip")
+    raise unittest.SkipTest("nothing more")
+"""
+
+
+def test_a_failed_soft_expectation_is_not_undone_by_a_skip(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """A test that skips after a soft expectation failed fails (the expectation already did), and its rollout counts
+    as a failed test's does; a test that skips with no failed expectation still skips."""
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_skip=SOFT_THEN_SKIP)
+    result = run(pytester, fake_gym, "test_skip.py", "--gym-report=r.json")
+    assert outcomes(result) == {
+        "test_skip.py::test_soft_then_skip[q1-r0]": "FAILED",
+        "test_skip.py::test_soft_then_unittest_skip[q3-r0]": "FAILED",
+    }
+    result.assert_outcomes(failed=2, skipped=1)  # q2's test: no failed expectation, a skip as any
+    result.stdout.fnmatch_lines(
+        [
+            "1 soft expectation failed:",
+            "  - checked before the skip",
+            "metrics:",
+            "  checked = 0 (checked before the skip)",
+            "then the test skipped (nothing more to check): a skip does not undo a failed expectation",
+        ]
+    )
+    assert "--- soft expectations ---" not in result.stdout.str()  # said once, in the failure itself
+    rollouts = {r["nodeid"]: r for r in json.loads((pytester.path / "r.json").read_text())["rollouts"]}
+    assert sorted(rollouts) == ["mcqa.jsonl::q1[r0]", "mcqa.jsonl::q3[r0]"]  # q2's test skipped: not counted
+    assert rollouts["mcqa.jsonl::q1[r0]"]["metrics"] == {"checked": 0.0}
+
+
 EXTRA_REPEATS = """
 import pytest
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.support import PROJECT_EXAMPLE, SUPPORT
+from tests.support import PROJECT_EXAMPLE, ROOT, SUPPORT
 
 if TYPE_CHECKING:
     from pytest_gym_eval import provision
@@ -30,6 +30,11 @@ GYM_EXAMPLES = {
 """Gym environments whose shipped examples the tier runs: multiple choice, a tool-calling agent whose recorded
 conversations replay turn by turn (model call, real tool result, model answer), and images (rows that differ only
 in their image)."""
+
+
+WEATHER = ROOT / "examples" / "python-tests" / "recordings" / "weather_rollouts.jsonl"
+"""Answers written for Gym's example_single_tool_call agent: examples/python-tests' cases and the weather examples of
+docs/hooks-and-api.md."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +107,9 @@ def shared_gym(
     root = tmp_path_factory.mktemp("shared-gym")
     replay_log = root / "replay-model.jsonl"
     examples = list(gym_examples.values())
-    # Also the project's own mcqa example (examples/mcqa), whose questions are not Gym's.
-    recordings = [e.recordings for e in examples] + [PROJECT_EXAMPLE / "recordings" / "mcqa_rollouts.jsonl"]
+    # Also the project's own mcqa example (examples/mcqa), whose questions are not Gym's, and the weather answers
+    # written for examples/python-tests and the docs' weather examples.
+    recordings = [e.recordings for e in examples] + [PROJECT_EXAMPLE / "recordings" / "mcqa_rollouts.jsonl", WEATHER]
     with ReplayServer(recordings, log_path=replay_log) as replay:
         model = ModelEndpoint(replay.base_url, "replay", "openai_model", "PYTEST_GYM_EVAL_NO_KEY")
         with serving(gym_checkout, model, [e.agent for e in examples], root) as (host, port):

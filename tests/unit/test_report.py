@@ -838,3 +838,29 @@ def test_many_repeats_show_a_compact_set_of_pass_at_k_and_the_json_report_keeps_
     report = build_report([summary], results, {})
     assert sorted(map(int, report["datasets"][0]["pass_at_k"])) == list(range(1, 61))
     assert len([name for name, _ in suite_properties([summary], {}) if name.endswith("::pass_at_37")]) == 1
+
+
+def test_the_markdown_summary_says_what_it_did_not_count_and_why_rollouts_failed_their_checks() -> None:
+    """As the terminal does: the "not counted" line of test functions' rollouts, and the reasons tests gave with the
+    metrics of the rollouts that failed (every metric with a reason) or failed a check (a metric at 0)."""
+    from pytest_gym_eval.reporting.conclusion import Conclusion
+    from pytest_gym_eval.reporting.markdown import render_markdown
+
+    results = results_for({"q1": [1.0], "q2": [0.0], "q3": [1.0]})
+    results[0] = replace(results[0], metrics=(("terse", 0.0),), metric_reasons=(("terse", "3 sentences, not 1"),))
+    results[1] = replace(results[1], metrics=(("chars", 12.0),), metric_reasons=(("chars", "a | b\nc"),))
+    results[2] = replace(results[2], metrics=(("terse", 1.0),), metric_reasons=(("terse", "1 sentence"),))
+    note = "2 rollouts of test functions beyond the dataset's 1 repeat (test_x.py::test_a: repeats=3; ...)"
+    summary = replace(summarize_one(results), not_counted=note)
+    text = render_markdown(Conclusion([summary], [], None, 0, "gym gates: ..."), results)
+    assert f"| not counted | {note} |" in text.splitlines()
+    table = text[text.index("Why (2 rollouts failed or failed a check") :].splitlines()
+    assert table[2:6] == [
+        "| rollout | reward | metric = value (reason) |",
+        "|---|---|---|",
+        f"| `{MCQA}::q1[r0]` | 1.00 | terse = 0 (3 sentences, not 1) |",  # passed, but its check failed
+        f"| `{MCQA}::q2[r0]` | 0.00 | chars = 12 (a \\| b c) |",  # failed: every reason it has
+    ]
+    assert "1 sentence" not in text  # q3 passed and held its check
+    plain = render_markdown(Conclusion([summarize_one(results_for({"q1": [1.0]}))], [], None, 0, ""), [])
+    assert "not counted" not in plain and "Why (" not in plain

@@ -84,3 +84,31 @@ def test_bad_expectations_are_refused() -> None:
         call("f", ["city"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="expected call"):
         expect_tool_calls(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("expected", "arguments", "matches"),
+    [
+        ({"x": True}, {"x": 1}, False),  # a JSON true is no number, though True == 1 in Python
+        ({"x": 1}, {"x": True}, False),
+        ({"x": False}, {"x": 0}, False),
+        ({"x": 0.0}, {"x": False}, False),
+        ({"x": [True, 2]}, {"x": [1, 2]}, False),  # inside a list too
+        ({"x": {"y": [False]}}, {"x": {"y": [0]}}, False),  # and a list inside an object
+        ({"x": True}, {"x": True}, True),
+        ({"x": 1}, {"x": 1.0}, True),  # one JSON number
+        ({"x": [1, {"y": True}]}, {"x": [1.0, {"y": True}]}, True),
+    ],
+)
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_bool_matches_only_a_bool(expected: dict, arguments: dict, matches: bool, exact: bool) -> None:
+    made = [ToolCall("f", arguments, "c1", arguments)]
+    assert (made == expect_tool_calls(call("f", expected, exact=exact))) is matches
+    assert (made == expect_tool_calls(call("f", result=expected))) is matches
+    bare = [ToolCall("f", {}, "c1", arguments["x"])]  # a result that is no object
+    assert (bare == expect_tool_calls(call("f", result=expected["x"]))) is matches
+
+
+def test_the_explanation_of_a_bool_against_a_number_says_so() -> None:
+    lines = explain(expect_tool_calls(call("f", {"x": True})), [ToolCall("f", {"x": 1})])
+    assert lines[-1] == "    closest: call 1, f(x=1): argument x is 1, not True"
