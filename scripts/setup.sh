@@ -47,9 +47,12 @@ if ! command -v pg_ctl >/dev/null && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev
 fi
 step "installing PostgreSQL" "$t"
 
-# Gym and the server venvs of the environments the main job and the real-Gym tests use.
+# Gym and the server venvs of the environments the main job and the real-Gym tests use (two judge environments
+# among them: over_refusal_detection, whose judge is a model server of its own, and equivalence_llm_judge, judged
+# by the policy model).
 t=$SECONDS
-"$python" -m pytest_gym_eval provision --environment mcqa example_single_tool_call circle_count
+"$python" -m pytest_gym_eval provision --environment mcqa example_single_tool_call circle_count \
+    over_refusal_detection equivalence_llm_judge
 step "provisioning Gym" "$t"
 # The oldest Gym release the plugin supports, for the main job .ci/run runs on it too (examples/ci).
 t=$SECONDS

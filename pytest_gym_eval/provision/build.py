@@ -87,8 +87,7 @@ def _prefetch(
         try:
             for config in paths:
                 step.write(f"--- environment {name}: {config}")
-                cmd = [str(checkout.gym_executable), "env", "prefetch", "--config", str(config), *PREFETCH_ARGS]
-                step.run(cmd, cwd=checkout.path, env=gym_environment(checkout, run_dir))
+                _prefetch_config(checkout, config, step, gym_environment(checkout, run_dir))
         except ProvisionError as error:
             try:
                 with open(step.log_path, encoding="utf-8", errors="replace") as handle:
@@ -102,6 +101,36 @@ def _prefetch(
         shown = ", ".join(relative(path, checkout.path) for path in paths)
         log(f"pytest-gym-eval provision: [prefetch] {name} ready ({shown})")
     return failed
+
+
+UNSET_VALUE = re.compile(r"references\s+'([A-Za-z_][A-Za-z0-9_]*)',\s+which is not set")
+"""Gym's complaint about a top-level value a config interpolates and nobody set (``judge_base_url`` in an
+environment whose judge is a model server of its own): what the session binds at run time
+(``--gym-model-server``), not what prefetching server venvs needs."""
+PLACEHOLDER_TRIES = 8
+
+
+def _prefetch_config(checkout: GymCheckout, config: Path, step: Step, env: Mapping[str, str]) -> None:
+    """``gym env prefetch --config config``; when Gym refuses the config for a value it interpolates and nobody
+    set (:data:`UNSET_VALUE`, e.g. a judge's ``judge_base_url``), again with that value set to a placeholder
+    (``++judge_base_url=unused``): prefetching builds venvs and never calls a model. Raises :class:`ProvisionError`
+    as :meth:`Step.run` does when it still fails (or after :data:`PLACEHOLDER_TRIES` placeholders)."""
+    placeholders: list[str] = []
+    for _ in range(PLACEHOLDER_TRIES):
+        start = step.fh.tell()
+        cmd = [str(checkout.gym_executable), "env", "prefetch", "--config", str(config), *PREFETCH_ARGS, *placeholders]
+        try:
+            step.run(cmd, cwd=checkout.path, env=dict(env))
+            return
+        except ProvisionError:
+            with open(step.log_path, encoding="utf-8", errors="replace") as handle:
+                handle.seek(start)
+                unset = UNSET_VALUE.search(handle.read())
+            if unset is None or f"++{unset.group(1)}=unused" in placeholders:
+                raise
+            placeholders.append(f"++{unset.group(1)}=unused")
+            step.write(f"(prefetch again with {unset.group(1)} set to a placeholder: nothing is called at prefetch)")
+    raise ProvisionError(f"prefetch of {config}: more than {PLACEHOLDER_TRIES} unset values", step="prefetch")
 
 
 def _prefetch_failure(failed: Mapping[str, str], log_path: Path, ready: Sequence[str]) -> ProvisionError:

@@ -403,6 +403,21 @@ def test_missing_environment_runs_only_its_prefetch(sandbox: Path, index: FakeIn
     assert not (dest / "gym.lock").exists()
 
 
+def test_a_judge_environments_unset_model_values_are_placeholders_at_prefetch(
+    sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An environment whose judge is a model server of its own interpolates values nobody sets before a session
+    binds the judge (``judge_base_url``, ``judge_model_name``): Gym's prefetch refuses the config until they are set,
+    so provisioning sets each one it names to a placeholder, one at a time (prefetching calls no model)."""
+    monkeypatch.setenv("FAKE_GYM_UNSET_VALUES", "judge_base_url,judge_model_name")
+    checkout = prov.provision(VERSION, sandbox / "judge-checkout", ["mcqa"], log=lambda line: None)
+    assert checkout.environments == ("mcqa",)
+    argvs = [r["argv"] for r in _records(sandbox)]
+    assert [argv[-2:] for argv in argvs[-1:]] == [["++judge_base_url=unused", "++judge_model_name=unused"]]
+    log = (sandbox / "judge-checkout" / ".pytest-gym-eval" / "logs" / "prefetch.log").read_text()
+    assert log.count("set to a placeholder") == 2
+
+
 def test_two_processes_at_once_build_once(sandbox: Path, index: FakeIndex) -> None:
     dest = sandbox / "shared-checkout"
     cmd = [sys.executable, "-m", "pytest_gym_eval", "provision", "--dest", str(dest)]

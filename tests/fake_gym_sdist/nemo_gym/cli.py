@@ -46,6 +46,15 @@ def main(argv: list[str] | None = None) -> int:
             for number in range(20):
                 print(f"shutting down helper {number}", file=sys.stderr)
             return 1
+        unset = [name for name in os.environ.get("FAKE_GYM_UNSET_VALUES", "").split(",") if name]
+        for name in unset:  # as Gym's config check for a top-level value the config interpolates (a judge's URL)
+            if f"++{name}=unused" not in args:
+                print(
+                    f"Error: Config value\n'judge_model.x.openai_base_url' references\n'{name}', which is not set "
+                    f"after merging.\n\nFor example, on the command line:\n  ++{name}=<value>",
+                    file=sys.stderr,
+                )
+                return 1
         if os.environ.get("FAKE_GYM_FAIL_PREFETCH"):
             print("ERROR: prefetch failed (FAKE_GYM_FAIL_PREFETCH is set)", file=sys.stderr)
             return 3
