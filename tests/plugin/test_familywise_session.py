@@ -95,6 +95,8 @@ def test_holm_takes_the_policy_comparison_gates_into_the_family(pytester: pytest
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
     comparison = [v for v in report["verdicts"] if v["kind"] == "non-inferiority"]
     assert len(comparison) == 1 and "(Holm over 3 gates: " in comparison[0]["message"]
+    (policy,) = report["comparisons"]
+    assert policy["gates"][0]["familywise"]["family"] == 3
     gates = [gate for d in report["datasets"] for gate in d["gates"]]
     assert [gate["familywise"]["family"] for gate in gates] == [3, 3]
     markdown = (pytester.path / "summary.md").read_text()
