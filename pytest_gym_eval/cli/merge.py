@@ -35,7 +35,7 @@ from pytest_gym_eval.reporting.merge import (
 from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
 from pytest_gym_eval.session.results import conclude
 from pytest_gym_eval.stats.gate_kinds import KINDS
-from pytest_gym_eval.stats.gates import GateMode, GateSource
+from pytest_gym_eval.stats.gates import HOLM, GateMode, GateSource
 from pytest_gym_eval.tasks.models import Policy, agent_instance
 
 
@@ -57,6 +57,7 @@ def conclude_merged(
         rootdir=Path.cwd(), gate_mode=mode, inconclusive_passes=inconclusive, max_drop=max_drop,
         policies=tuple(Policy(name) for name in merged.policies), max_regression=merged.max_regression,
         min_improvement=merged.min_improvement, comparison_sources=merged.comparison_sources,
+        familywise=overrides.familywise_of(merged),
     )  # fmt: skip
     thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
     gates = {entry.dataset: overrides.gates(entry.gates) for entry in merged.datasets}
@@ -97,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
         gates.add_argument(kind.flag, dest=kind.dest, metavar=kind.metavar, help=kind.help, **repeated)
     gates.add_argument("--gym-gate-on", choices=[m.value for m in GateMode], help="judge on the estimate or the bound")
     gates.add_argument("--gym-inconclusive", choices=["fail", "pass"], help="what an INCONCLUSIVE gate does")
+    gates.add_argument(
+        "--gym-familywise", choices=["off", HOLM], help="holm: judge the merged gates as one family (Holm)"
+    )
     gates.add_argument("--gym-baseline", type=Path, metavar="PATH.json", help="compare with an earlier report")
     gates.add_argument("--gym-max-drop", type=float, metavar="REWARD", help="fail on a significant drop past this")
     out = parser.add_argument_group("outputs")
@@ -132,6 +136,7 @@ def _overrides(args: argparse.Namespace) -> GateOverrides:
         given=tuple(given),
         gate_mode=None if args.gym_gate_on is None else GateMode(args.gym_gate_on),
         inconclusive_passes=None if args.gym_inconclusive is None else args.gym_inconclusive == "pass",
+        familywise=args.gym_familywise,
     )
 
 

@@ -78,7 +78,8 @@ class GymOptions:
     gate_mode: GateMode = GateMode.POINT
     inconclusive_passes: bool = False
     familywise: str | None = None
-    """``--gym-familywise``: "holm" judges the session's lower-bound gates as one family (:func:`gates.holm`)."""
+    """``--gym-familywise``: "holm" judges the session's lower-bound and comparison gates as one family
+    (:func:`~pytest_gym_eval.reporting.policies.familywise_session`)."""
     report: Path | None = None
     baseline: Path | None = None
     max_drop: float | None = None

@@ -251,7 +251,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--gym-familywise",
-        "holm: judge every lower-bound gate of the session (all datasets, agents and policies) as one family by "
+        "holm: judge every lower-bound gate of the session (all datasets, agents and policies, and the policy "
+        "comparison gates) as one family by "
         "Holm's step-down procedure, so the chance of any wrong PASS or FAIL is at most 5% (off: each at 95%)",
         default="off",
         choices=("off", "holm"),

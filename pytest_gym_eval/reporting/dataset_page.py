@@ -138,6 +138,11 @@ def _gates_table(summary: DatasetSummary) -> str:
         f'<h3>Gates <span class="muted">judged on {judged}</span> {badge(verdict)}</h3>'
         f'<table class="gates"><thead><tr><th>gate</th><th>value [{fmt.percent(summary.confidence)} CI]</th>'
         f"<th>verdict</th></tr></thead><tbody>{rows}</tbody></table>"
+        + "".join(
+            f'<p class="muted gate-note">{html.escape(result.gate.label)}: {html.escape(note)}</p>'
+            for result in summary.gates
+            if (note := fmt.judged_note(result.familywise, result.hint))
+        )
         + (
             f'<p class="muted selection">{html.escape(note.strip()[1:-1])}</p>'
             if (note := selection_note(summary))

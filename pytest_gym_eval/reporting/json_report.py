@@ -17,7 +17,7 @@ from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, Rollou
 from pytest_gym_eval.reporting.verdicts import GateVerdict, gate_verdicts
 from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.comparison import gym_verdict
-from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Hint, Verdict
+from pytest_gym_eval.stats.gates import Familywise, Gate, GateMode, GateResult, GateSource, Hint, Verdict
 from pytest_gym_eval.stats.intervals import Interval
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
 
@@ -160,6 +160,11 @@ def comparison_json(item: PolicyComparison) -> dict[str, Any]:
                 "gym_verdict": gym_verdict(r),
                 **({"sequential": True, "interval": _interval_json(r.interval)} if r.sequential else {}),
                 **({"inconclusive_hint": _hint_json(r.hint)} if r.hint is not None else {}),
+                **(
+                    {"familywise": _familywise_json(f), "interval": _interval_json(r.interval)}
+                    if (f := r.familywise) is not None
+                    else {}
+                ),
             }
             for r in item.comparison.results
         ],
@@ -344,11 +349,13 @@ def _gate_json(result: GateResult) -> dict[str, Any]:
         "verdict": result.verdict.value,
         "mode": result.mode.value,
         "note": result.note,
-        "familywise": None if (f := result.familywise) is None else {
-            "method": f.method, "family": f.family, "p_value": f.p_value, "level": f.level,
-        },
+        "familywise": None if (f := result.familywise) is None else _familywise_json(f),
         "inconclusive_hint": None if result.hint is None else _hint_json(result.hint),
     }  # fmt: skip
+
+
+def _familywise_json(family: Familywise) -> dict[str, Any]:
+    return {"method": family.method, "family": family.family, "p_value": family.p_value, "level": family.level}
 
 
 def _hint_json(hint: Hint) -> dict[str, Any]:

@@ -141,6 +141,8 @@ def _dataset(
         lines += [f"| gate | value [{confidence} CI] | verdict |", "|---|---|---|"]
         lines += [f"| {cell(r.gate.label)} | {fmt.interval(r.interval)} | {_MARK[r.verdict]} |" for r in summary.gates]
         lines.append("")
+        notes = [(r.gate.label, note) for r in summary.gates if (note := fmt.judged_note(r.familywise, r.hint))]
+        lines += [*(f"- {cell(label)}: {cell(note)}" for label, note in notes), *([""] if notes else [])]
         if note := selection_note(summary):
             lines += [f"Gates {cell(note.strip()[1:-1])}.", ""]
     lines += _worst(members, summary)
@@ -280,7 +282,13 @@ def policy_table(policies: Sequence[PolicyComparison], verdicts: Sequence[GateVe
         rows = [(v.gate, _verdict_mark(v)) for v in found if v is not None] or [("no comparison gate", "")]
         for gate, mark in rows:
             lines.append(f"| {code(item.dataset)} | {pair} | {delta} | {cell(lost_gained)} | {cell(gate)} | {mark} |")
-    return [*lines, ""]
+    notes = [
+        f"- {code(item.dataset)} {pair} {cell(result.gate.label)}: {cell(note)}"
+        for item in policies
+        for result in item.comparison.results
+        if (note := fmt.judged_note(result.familywise, result.hint))
+    ]
+    return [*lines, "", *notes, *([""] if notes else [])]
 
 
 def other_gates(verdicts: Sequence[GateVerdict]) -> list[str]:

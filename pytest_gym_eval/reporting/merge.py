@@ -71,6 +71,8 @@ class MergedRun:
     max_regression: float | None = None
     min_improvement: float | None = None
     comparison_sources: Mapping[Hypothesis, GateSource] = field(default_factory=dict)
+    familywise: str | None = None
+    """The shards' ``--gym-familywise`` (``holm``; None: off)."""
 
 
 def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
@@ -179,6 +181,7 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
         max_regression=first.max_regression,
         min_improvement=first.min_improvement,
         comparison_sources=first.comparison_sources,
+        familywise=first.familywise,
     )
 
 
@@ -207,8 +210,10 @@ def _check_same_run(first: ShardReport, other: ShardReport) -> None:
             f"{pair} compared different policies or margins (--gym-policy / --gym-max-regression / "
             "--gym-min-improvement)"
         )
-    if (other.gate_mode, other.inconclusive_passes) != (first.gate_mode, first.inconclusive_passes):
-        raise MergeError(f"{pair} judged gates differently (--gym-gate-on / --gym-inconclusive)")
+    if (other.gate_mode, other.inconclusive_passes, other.familywise) != (
+        first.gate_mode, first.inconclusive_passes, first.familywise,
+    ):  # fmt: skip
+        raise MergeError(f"{pair} judged gates differently (--gym-gate-on / --gym-inconclusive / --gym-familywise)")
     for key in CONFIG_META_KEYS:
         if key in first.meta and key in other.meta and first.meta[key] != other.meta[key]:
             raise MergeError(f"{pair} ran with a different {key} ({first.meta[key]!r} vs {other.meta[key]!r})")
@@ -241,12 +246,20 @@ class GateOverrides:
     """The gates the merge's options set, of any kind."""
     gate_mode: GateMode | None = None
     inconclusive_passes: bool | None = None
+    familywise: str | None = None
+    """``--gym-familywise`` given to the merge (``off`` or ``holm``; None: as the reports recorded)."""
 
     def settings(self, merged: MergedRun) -> tuple[GateMode, bool]:
         """The gate mode and whether INCONCLUSIVE passes: as given, else as the reports recorded."""
         mode = self.gate_mode or merged.gate_mode
         inconclusive = merged.inconclusive_passes if self.inconclusive_passes is None else self.inconclusive_passes
         return mode, inconclusive
+
+    def familywise_of(self, merged: MergedRun) -> str | None:
+        """The family-wise method to judge the merged gates with (``holm``; None: each gate alone): as given, else
+        as the reports recorded (their sessions' ``--gym-familywise``)."""
+        chosen = merged.familywise if self.familywise is None else self.familywise
+        return None if chosen == "off" else chosen
 
     def gates(self, recorded: Sequence[Gate]) -> list[Gate]:
         """A dataset's gates: the recorded ones merged with the given options by identity
@@ -299,6 +312,7 @@ def merged_plan(merged: MergedRun, overrides: GateOverrides) -> dict[str, Any]:
         "rule": SHARD_RULE,
         "gate_mode": mode.value,
         "inconclusive": "pass" if inconclusive else "fail",
+        "familywise": overrides.familywise_of(merged) or "off",
         "datasets": [
             {
                 "dataset": entry.dataset,

@@ -15,7 +15,7 @@ from pytest_gym_eval.outcomes.usage import Usage
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting.summary import RolloutResult, TestOutcome
 from pytest_gym_eval.stats.comparison import Hypothesis
-from pytest_gym_eval.stats.gates import METRICS, Gate, GateMode, GateSource
+from pytest_gym_eval.stats.gates import HOLM, METRICS, Gate, GateMode, GateSource
 from pytest_gym_eval.tasks.shard import Shard
 
 _STATUSES = ("passed", "failed", "error")
@@ -91,6 +91,8 @@ class ShardReport:
     """Where each comparison gate was set (the plan's ``comparison_sources``; empty in older reports)."""
     tests: tuple[TestOutcome, ...] = ()
     """How its test functions over rollouts ended (the report's ``tests``), which the merged run lists as given."""
+    familywise: str | None = None
+    """The session's ``--gym-familywise`` (``holm``; None: off, or a report written before the plan recorded it)."""
 
     @property
     def label(self) -> str:
@@ -129,6 +131,9 @@ def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) 
     inconclusive = plan["inconclusive"]
     if inconclusive not in ("fail", "pass"):
         raise ValueError(f"inconclusive is {inconclusive!r}")
+    familywise = plan.get("familywise", "off")
+    if familywise not in ("off", HOLM):
+        raise ValueError(f"familywise is {familywise!r}")
     return ShardReport(
         path=path,
         shard=shard,
@@ -136,6 +141,7 @@ def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) 
         rule=str(plan["rule"]),
         gate_mode=GateMode(plan["gate_mode"]),
         inconclusive_passes=inconclusive == "pass",
+        familywise=None if familywise == "off" else familywise,
         datasets=tuple(_planned_dataset(entry) for entry in plan["datasets"]),
         meta=data["meta"] if isinstance(data.get("meta"), dict) else {},
         rollouts=data["rollouts"],

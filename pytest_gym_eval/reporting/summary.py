@@ -39,7 +39,6 @@ from pytest_gym_eval.stats.gates import (
     bound_of,
     custom_interval,
     evaluate,
-    holm,
     incomplete,
     metric_interval,
 )
@@ -351,17 +350,6 @@ def summarize(
         skipped = tuple(g for g in gates.get(dataset, ()) if g not in applying)
         summaries.append(replace(summary, not_applicable=skipped) if skipped else summary)
     return [with_usage(summary, results, price) for summary in summaries]
-
-
-def familywise_judged(summaries: Sequence[DatasetSummary], confidence: float) -> list[DatasetSummary]:
-    """``summaries`` with the gates of those whose gates decide judged as one family by Holm's procedure at alpha
-    1 - ``confidence`` (:func:`~pytest_gym_eval.stats.gates.holm`); the others' gates as they were."""
-    deciding = [i for i, summary in enumerate(summaries) if summary.gates_decide and summary.gates]
-    judged = holm([summaries[i].gates for i in deciding], confidence)
-    out = list(summaries)
-    for i, gates in zip(deciding, judged, strict=True):
-        out[i] = replace(out[i], gates=gates)
-    return out
 
 
 def usage_summary(

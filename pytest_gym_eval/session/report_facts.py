@@ -53,7 +53,7 @@ def report_plan(
     Layout (``report.schema.json``, ``$defs/plan``)::
 
         {"shard": {"index": 2, "count": 3} | null, "rule": "sha256-sorted-blocks-v1",
-         "gate_mode": "point", "inconclusive": "fail",
+         "gate_mode": "point", "inconclusive": "fail", "familywise": "off",
          "datasets": [{"dataset", "sha256", "repeats", "agent", "tasks": [...], "agents": {task: agent},
                        "threshold", "gates": [{"metric", "k", "threshold", "custom"?, "source"}],
                        "selected": {task: [repeats]}}]}
@@ -97,6 +97,7 @@ def report_plan(
         "rule": SHARD_RULE,
         "gate_mode": options.gate_mode.value,
         "inconclusive": "pass" if options.inconclusive_passes else "fail",
+        "familywise": options.familywise or "off",
         "datasets": datasets,
         **(
             {

@@ -34,7 +34,12 @@ from pytest_gym_eval.outcomes.usage import usage_from_properties
 from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
-from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures, label_policies
+from pytest_gym_eval.reporting.policies import (
+    compare_policies,
+    comparison_failures,
+    familywise_session,
+    label_policies,
+)
 from pytest_gym_eval.reporting.verdicts import gate_verdicts
 from pytest_gym_eval.stats.gates import Gate, GateSource, Verdict
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
@@ -553,10 +558,10 @@ def conclude(
     if not_counted:
         summaries = [replace(s, not_counted=not_counted.get(s.dataset, "")) for s in summaries]
     summaries = label_policies(summaries, [policy.name for policy in options.policies], results)
-    if options.familywise is not None:
-        summaries = rpt.familywise_judged(summaries, 0.95)
     comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
     policies = policy_comparisons(results, options, selections, adaptive)
+    if options.familywise is not None:  # one family: every gate that can fail the session
+        summaries, policies = familywise_session(summaries, policies, 0.95)
     flips, replay_error = None, ""
     if options.replay:
         from pytest_gym_eval.replay import RecordingError

@@ -26,11 +26,11 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from pytest_gym_eval.core import number_text
-from pytest_gym_eval.stats.gates import GateMode, GateSource, Hint, Verdict, interval_hint, judge
+from pytest_gym_eval.stats.gates import Familywise, GateMode, GateSource, Hint, Verdict, interval_hint, judge
 from pytest_gym_eval.stats.intervals import Interval, mcnemar_exact, mean_interval
 from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA, BettingSequence, RewardRange, wave_ends
 
@@ -292,6 +292,11 @@ class ComparisonResult:
     sequential: bool = False
     hint: Hint | None = None
     """For an INCONCLUSIVE verdict on the fixed-sample interval: how many more tasks would likely decide it."""
+    basis: PairedBasis | None = field(default=None, compare=False, repr=False)
+    """The rewards the fixed-sample interval came from (None: a sequence's, a report's), so that the gate can be
+    judged again at another level (:func:`rejudged`)."""
+    familywise: Familywise | None = None
+    """How it was judged as one of the session's family of gates (``--gym-familywise=holm``; None: alone)."""
 
     def describe(self) -> str:
         """One line, e.g. ``non-inferiority: candidate - baseline -0.02 [-0.06, 0.03], lower bound -0.06 >= -0.10:
@@ -303,6 +308,8 @@ class ComparisonResult:
             return f"{head} n/a (no paired rollouts): {self.verdict.value}"
         interval = f"{number_text.interval(iv.estimate, iv.low, iv.high)}"
         text = f"{head} {interval}, {self.because}: {self.verdict.value}"
+        if self.familywise is not None:
+            text = f"{text} ({self.familywise.describe()})"
         return f"{text}; {self.hint.text}" if self.hint is not None else text
 
     @property
@@ -355,17 +362,61 @@ def compare(
     """The fixed-sample comparison: :func:`paired_mean_difference`, :func:`flip_decomposition` and every gate judged
     on the difference's interval (:func:`judge_comparison`). Raises ValueError as those do."""
     difference = paired_mean_difference(baseline, candidate, confidence)
-    results = tuple(_judged(difference.interval, g, confidence) for g in gates)
+    basis = PairedBasis(dict(baseline), dict(candidate))
+    results = tuple(_judged(difference.interval, g, confidence, basis) for g in gates)
     return Comparison(difference, flip_decomposition(baseline, candidate), results)
 
 
-def _judged(interval: Interval, gate: ComparisonGate, confidence: float) -> ComparisonResult:
+def _judged(
+    interval: Interval, gate: ComparisonGate, confidence: float, basis: PairedBasis | None = None
+) -> ComparisonResult:
     """``gate`` judged on the fixed-sample ``interval``, with the planner's hint when INCONCLUSIVE
     (:func:`~pytest_gym_eval.stats.gates.interval_hint`: about how many more tasks, the same repeats)."""
     verdict = judge_comparison(interval, gate)
     straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
     hint = interval_hint(interval, gate.threshold, confidence) if straddles else None
-    return ComparisonResult(gate, interval, verdict, hint=hint)
+    return ComparisonResult(gate, interval, verdict, hint=hint, basis=basis)
+
+
+@dataclass(frozen=True)
+class PairedBasis:
+    """The rewards of a fixed-sample comparison (as :func:`paired_mean_difference` takes them), so that its gates
+    can be judged at another confidence (:func:`rejudged`, ``--gym-familywise=holm``)."""
+
+    baseline: Mapping[Key, float]
+    candidate: Mapping[Key, float]
+
+    def interval(self, confidence: float) -> Interval:
+        """The paired difference's interval at ``confidence`` (:func:`paired_mean_difference`)."""
+        return paired_mean_difference(self.baseline, self.candidate, confidence).interval
+
+    def p_value(self, gate: ComparisonGate) -> float:
+        """The two-sided p-value of ``gate``'s claim: the smallest alpha at which the interval at confidence
+        1 - alpha decides it (:func:`judge_comparison` PASS or FAIL), found by bisection to 1e-12 (the interval
+        widens with the confidence). 1.0 when it decides at no level (no pairs, one task), so the gate is judged
+        at a level where it does not decide either."""
+
+        def decides(alpha: float) -> bool:
+            return judge_comparison(self.interval(1.0 - alpha), gate) is not Verdict.INCONCLUSIVE
+
+        low, high = 1e-12, 1.0 - 1e-12
+        if decides(low):
+            return low
+        if not decides(high):
+            return 1.0
+        while high - low > 1e-12:
+            middle = (low + high) / 2.0
+            low, high = (low, middle) if decides(middle) else (middle, high)
+        return high
+
+
+def rejudged(result: ComparisonResult, family: Familywise) -> ComparisonResult:
+    """``result`` judged as a member of the session's Holm family (:func:`~pytest_gym_eval.stats.gates.holm_family`):
+    the paired interval at confidence 1 - ``family.level``, its verdict and, INCONCLUSIVE, its hint at that
+    level. ``result`` must have a :class:`PairedBasis` (a fixed-sample comparison)."""
+    assert result.basis is not None
+    judged = _judged(result.basis.interval(1.0 - family.level), result.gate, 1.0 - family.level, result.basis)
+    return replace(judged, familywise=family)
 
 
 # --- Anytime-valid: judged after every wave ------------------------------------------------------------------

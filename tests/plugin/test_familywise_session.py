@@ -3,6 +3,7 @@ reported as such, and the hint every INCONCLUSIVE verdict carries."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import jsonschema
@@ -65,3 +66,55 @@ def test_bad_familywise_value_is_a_usage_error(pytester: pytest.Pytester, two_da
     pytester.makeini("[pytest]\ngym_familywise = bonferroni\n")
     result = pytester.runpytest(*two_datasets)
     result.stderr.fnmatch_lines(["*gym_familywise: expected off or holm, got 'bonferroni'*"])
+
+
+def test_holm_takes_the_policy_comparison_gates_into_the_family(pytester: pytest.Pytester, fake_gym: FakeGym) -> None:
+    """Two policies on 24 tasks (the baseline passes all, the candidate 21): the mean reward gate of each policy's
+    summary and the candidate's non-inferiority gate are one family of 3, every verdict says so."""
+    from tests.plugin.test_policies_session import policy_args
+
+    rows_ = [
+        {
+            "id": f"t{i}",
+            "responses_create_params": {"input": [{"role": "user", "content": "ping"}]},
+            "fake": {"reward_by_agent": {"mcqa_simple_agent": 1.0, "mcqa_simple_agent__cand": float(i >= 3)}},
+        }
+        for i in range(24)
+    ]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows_))
+    args = [
+        *policy_args(fake_gym),
+        "mcqa.jsonl",
+        *GATE,
+        "--gym-max-regression=0.3",
+        "--gym-familywise=holm",
+        "--gym-markdown=summary.md",
+    ]
+    pytester.runpytest_subprocess(*args)
+    report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    comparison = [v for v in report["verdicts"] if v["kind"] == "non-inferiority"]
+    assert len(comparison) == 1 and "(Holm over 3 gates: " in comparison[0]["message"]
+    (policy,) = report["comparisons"]
+    assert policy["gates"][0]["familywise"]["family"] == 3
+    gates = [gate for d in report["datasets"] for gate in d["gates"]]
+    assert [gate["familywise"]["family"] for gate in gates] == [3, 3]
+    markdown = (pytester.path / "summary.md").read_text()
+    assert "non-inferiority: candidate - baseline >= -0.30: family-wise: Holm over 3 gates: " in markdown
+
+
+def test_markdown_and_html_say_family_wise_and_what_would_decide(
+    pytester: pytest.Pytester, fake_gym: FakeGym, two_datasets: list[str]
+) -> None:
+    """The Markdown summary and the HTML page show what the terminal adds to an INCONCLUSIVE family-wise verdict:
+    its Holm level and p-value, and about how many more tasks would decide it."""
+    outputs = ["--gym-markdown=summary.md", "--gym-html=report.html"]
+    pytester.runpytest(*fake_gym.args, *two_datasets, *GATE, "--gym-familywise=holm", *outputs)
+    said = (
+        "mean reward >= 0.50: family-wise: Holm over 2 gates: 97.5% interval, p 0.038; about 24 more tasks would "
+        "likely decide it (same repeats)"
+    )
+    markdown = (pytester.path / "summary.md").read_text()
+    assert markdown.count(f"- {said}") == 2
+    page = (pytester.path / "report.html").read_text()
+    assert page.count(f'<p class="muted gate-note">{html.escape(said)}</p>') == 2

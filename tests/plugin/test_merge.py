@@ -194,6 +194,32 @@ def test_merge_order_and_gate_overrides(sessions: Sessions) -> None:
     assert gates == ["mean reward >= 0.10", "mean reward >= 0.10", "pass@3 >= 0.60"]
 
 
+def test_merge_judges_family_wise_when_the_shards_did(sessions: Sessions) -> None:
+    """Shards whose plan records ``--gym-familywise=holm`` merge to gates judged as one family (Holm), as the
+    session over every shard would; ``--gym-familywise`` given to the merge beats what the reports recorded."""
+    holm = []
+    for i in (1, 2, 3):
+        report = sessions.report(f"s{i}.json")
+        assert report["plan"]["familywise"] == "off"
+        report["plan"]["familywise"] = "holm"
+        holm.append(str(sessions.write(f"holm{i}.json", report)))
+    lower = "--gym-gate-on=lower-bound"
+    merged = sessions.merge(*holm, lower, "--gym-report=holm.json")
+    assert merged.returncode != EXIT_CANNOT_MERGE, merged.stderr
+    report = sessions.report("holm.json")
+    assert report["plan"]["familywise"] == "holm"
+    gates = [gate for entry in report["datasets"] for gate in entry["gates"]]
+    members = [gate["familywise"] for gate in gates if gate["familywise"] is not None]
+    assert members and all(member["family"] == len(members) for member in members), gates
+    assert f"Holm over {len(members)}" in " ".join(merged.stdout.split())
+    alone = sessions.merge(*holm, lower, "--gym-familywise=off", "--gym-report=off.json")
+    assert alone.returncode != EXIT_CANNOT_MERGE, alone.stderr
+    assert [g["familywise"] for e in sessions.report("off.json")["datasets"] for g in e["gates"]] == [None] * len(gates)
+    sessions.merge("s1.json", "s2.json", "s3.json", lower, "--gym-familywise=holm", "--gym-report=given.json")
+    given = [g["familywise"] for e in sessions.report("given.json")["datasets"] for g in e["gates"]]
+    assert given == [gate["familywise"] for gate in gates]
+
+
 def test_one_unsharded_report_merges_to_itself(sessions: Sessions) -> None:
     merged = sessions.merge("alone.json", "--gym-report=same.json")
     assert merged.returncode == sessions.alone.returncode
@@ -264,6 +290,7 @@ def _other_model(report: dict[str, Any]) -> None:
         (_set_plan("shard", {"index": 2, "count": 4}), "different numbers of shards (3 vs 4)"),
         (_set_plan("shard", {"index": 1, "count": 3}), "are both shard 1/3"),
         (_set_plan("gate_mode", "lower-bound"), "judged gates differently"),
+        (_set_plan("familywise", "holm"), "/ --gym-familywise)"),
         (_set_plan("policies", ["base", "cand"]), "compared different policies or margins"),
         (_set_plan("min_improvement", 0.1), "--gym-max-regression / --gym-min-improvement"),
         (_set_dataset("sha256", "0" * 64), "do not agree on mcqa.jsonl: the file differs"),

@@ -191,3 +191,21 @@ def test_a_custom_metric_gate_and_a_policy_comparison_say_what_would_decide_them
     (result,) = compare(baseline, candidate, [gate]).results
     assert result.verdict is g.Verdict.INCONCLUSIVE and result.hint is not None
     assert result.describe().endswith(f"; {result.hint.text}") and result.hint.unit == "tasks"
+
+
+def test_a_comparisons_p_value_is_the_level_at_which_its_interval_touches_the_margin() -> None:
+    from pytest_gym_eval.stats.comparison import PairedBasis, rejudged
+
+    baseline = {(f"t{i}", 0): 1.0 for i in range(20)}
+    candidate = {(f"t{i}", 0): float(i >= 3) for i in range(20)}
+    gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.3)
+    basis = PairedBasis(baseline, candidate)
+    p = basis.p_value(gate)
+    assert 0.0 < p < 1.0
+    assert basis.interval(1.0 - p * 1.001).low >= -0.3 > basis.interval(1.0 - p * 0.999).low
+    result = compare(baseline, candidate, [gate]).results[0]
+    family = g.holm_family([0.001, p], 0.95)
+    assert [f.level for f in family] == [pytest.approx(0.025), pytest.approx(0.05)]
+    judged = rejudged(result, family[1])
+    assert judged.interval == basis.interval(0.95) and judged.familywise == family[1]
+    assert "(Holm over 2 gates: 95% interval, p " in judged.describe()
