@@ -6,6 +6,7 @@ No pytest session here: it takes the options, the run directory, the feed and th
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_gym_eval.core.rundir import RunPaths
@@ -40,6 +41,22 @@ BOUND_JUDGE_RECORD_HINT = (
     '(docs/models.md, "Judge recordings")'
 )
 """The line after the miss of a judge bound with ``--gym-model-server NAME=replay:FILE``."""
+
+
+def bound_replay_miss_lines(misses: Mapping[str, Sequence[str]]) -> list[str]:
+    """The session's closing warning for each ``--gym-model-server NAME=replay:FILE`` binding whose replay server
+    answered some request with a 404 (``misses``: its :attr:`~pytest_gym_eval.replay.server.ReplayServer.misses`
+    by ``NAME``): :func:`~pytest_gym_eval.replay.judge_recordings.judge_miss_summary`'s line and what it means for
+    the rewards. Some verifiers score a failed judge call instead of failing the rollout (Gym 0.7.0's
+    over_refusal_detection gives 0.5, "unclear"), so no rollout's error may name the miss."""
+    from pytest_gym_eval.replay.judge_recordings import judge_miss_summary
+
+    return [
+        f"{summary}; a verifier that scores a failed judge call instead of failing the rollout gave those "
+        "rollouts its fallback reward"
+        for name in sorted(misses)
+        if (summary := judge_miss_summary(name, misses[name])) is not None
+    ]
 
 
 class Diagnosis:

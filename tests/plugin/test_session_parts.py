@@ -320,6 +320,19 @@ def test_a_bound_replayed_judges_miss_is_named_by_its_binding_in_the_judge_faile
     assert texts.error_context(found, other, tmp_path, None, RunPlan(())) == []  # only judge_failed names it
 
 
+def test_a_bound_replayed_judges_misses_are_warned_of_at_the_end_even_without_a_judge_failed_rollout() -> None:
+    """A verifier may score a failed judge call (over_refusal_detection: 0.5) instead of failing the rollout: the
+    session's end names each replayed binding that missed, and only those."""
+    misses = {"judge_model": ["no recorded answer: A", "no recorded answer: B"], "x": []}
+    lines = diagnosis.bound_replay_miss_lines(misses)
+    assert lines == [
+        "judge model server judge_model (replayed) has no recorded answer for 2 requests; the first: no recorded "
+        "answer: A; a verifier that scores a failed judge call instead of failing the rollout gave those rollouts its "
+        "fallback reward"
+    ]
+    assert diagnosis.bound_replay_miss_lines({}) == []
+
+
 def test_a_replay_binding_is_served_on_loopback_once_and_stopped_with_the_session(tmp_path: Path) -> None:
     """``served_model_servers`` starts one replay server per ``NAME=replay:FILE`` binding (once, however often a
     run's settings are made), binds ``NAME`` to its URL with the replay model's name, keeps other bindings as
