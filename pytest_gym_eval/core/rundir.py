@@ -130,6 +130,10 @@ class RunPaths:
         """The replay log of policy ``policy`` when several policies replay (``--gym-policy NAME=replay:...``)."""
         return self.logs / f"replay-model-{policy}.jsonl"
 
+    def model_server_replay_log(self, name: str) -> Path:
+        """The replay log of model server ``name`` bound with ``--gym-model-server NAME=replay:FILE``."""
+        return self.logs / f"replay-model-server-{name}.jsonl"
+
     def wave_input(self, number: int) -> Path:
         """Gym's input of ``--gym-adaptive``'s wave ``number`` (2, 3, ...; wave 1's is :attr:`input`)."""
         return self.root / f"{self.input.stem}-wave-{number}{self.input.suffix}"

@@ -181,7 +181,9 @@ OPTIONS: tuple[Option, ...] = (
         "--gym-model-server",
         "Bind a model server a Gym environment names (its judge, reward model, user simulator...): "
         "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat] (the key read from ENV_VAR, never given "
-        "itself; type: the endpoint's API, default --gym-model-type's) or NAME=policy (the policy model's endpoint); "
+        "itself; type: the endpoint's API, default --gym-model-type's), NAME=policy (the policy model's endpoint) or "
+        "NAME=replay:FILE (recorded answers, e.g. from `python -m pytest_gym_eval judge-recordings`, served on "
+        "127.0.0.1 with no key); "
         "NAME as the environment's config names it, e.g. judge_model (repeatable, in the ini file one per "
         "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts)",
         "linelist",

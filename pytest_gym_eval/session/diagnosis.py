@@ -6,6 +6,7 @@ No pytest session here: it takes the options, the run directory, the feed and th
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_gym_eval.core.rundir import RunPaths
@@ -34,6 +35,28 @@ JUDGE_RECORD_HINT = (
     '--gym-replay=judge.jsonl (docs/models.md, "Judge recordings")'
 )
 """The line after a replayed judge's miss: how to give the judge an answer for the request."""
+BOUND_JUDGE_RECORD_HINT = (
+    "to record the judge's answers: `python -m pytest_gym_eval judge-recordings ROLLOUTS.jsonl -o judge.jsonl` "
+    "from a live run's rollouts; then --gym-model-server NAME=replay:judge.jsonl "
+    '(docs/models.md, "Judge recordings")'
+)
+"""The line after the miss of a judge bound with ``--gym-model-server NAME=replay:FILE``."""
+
+
+def bound_replay_miss_lines(misses: Mapping[str, Sequence[str]]) -> list[str]:
+    """The session's closing warning for each ``--gym-model-server NAME=replay:FILE`` binding whose replay server
+    answered some request with a 404 (``misses``: its :attr:`~pytest_gym_eval.replay.server.ReplayServer.misses`
+    by ``NAME``): :func:`~pytest_gym_eval.replay.judge_recordings.judge_miss_summary`'s line and what it means for
+    the rewards. Some verifiers score a failed judge call instead of failing the rollout (Gym 0.7.0's
+    over_refusal_detection gives 0.5, "unclear"), so no rollout's error may name the miss."""
+    from pytest_gym_eval.replay.judge_recordings import judge_miss_summary
+
+    return [
+        f"{summary}; a verifier that scores a failed judge call instead of failing the rollout gave those "
+        "rollouts its fallback reward"
+        for name in sorted(misses)
+        if (summary := judge_miss_summary(name, misses[name])) is not None
+    ]
 
 
 class Diagnosis:
@@ -98,6 +121,9 @@ class Diagnosis:
         judge_miss_summary`)."""
         if isinstance(found, Missing) and found.failure_class == causes.ROLLOUT_TIMEOUT:
             return self.stall_report(run_dir, feed, plan)
+        judged = run_dir is not None and outcome.cause is not None and outcome.cause.failure_class == JUDGE_FAILED
+        if judged and run_dir is not None and (lines := self.bound_judge_misses(run_dir)):
+            return lines
         replaying = self.options.replay and self.options.head_server is None and run_dir is not None
         if not replaying or outcome.cause is None:
             return []
@@ -116,6 +142,25 @@ class Diagnosis:
             # Gym's wrapper alone: a prompt with no recording reaches Gym as the agent's HTTP 500.
             return [f"the replay model's requests: {log} (a 404 there: no recording matches the prompt)"]
         return []
+
+    def bound_judge_misses(self, run_dir: Path) -> list[str]:
+        """For a ``judge_failed`` rollout: per ``--gym-model-server NAME=replay:FILE`` binding whose replay server
+        had no recording for some request (its log, :meth:`RunPaths.model_server_replay_log`), the miss summary
+        naming ``NAME`` (:func:`~pytest_gym_eval.replay.judge_recordings.judge_miss_summary`) and the log; then
+        :data:`BOUND_JUDGE_RECORD_HINT`. Empty when no replayed binding missed (or none is replayed, or attached)."""
+        if self.options.head_server is not None:
+            return []
+        from pytest_gym_eval.replay.judge_recordings import judge_miss_summary
+        from pytest_gym_eval.replay.server import logged_misses
+
+        lines = []
+        for binding in self.options.model_servers:
+            if binding.replay is None:
+                continue
+            log = RunPaths(run_dir).model_server_replay_log(binding.name)
+            if (summary := judge_miss_summary(binding.name, logged_misses(log))) is not None:
+                lines += [summary, f"the replay model's requests: {log}"]
+        return [*lines, BOUND_JUDGE_RECORD_HINT] if lines else []
 
     def stall_report(self, run_dir: Path | None, feed: RolloutFeed | None, plan: RunPlan) -> list[str]:
         """Which rollouts were still pending when the run stalled and what Gym was doing then: the last

@@ -18,6 +18,7 @@ from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.reporting import junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.run_history import Remembered
+from pytest_gym_eval.session.diagnosis import bound_replay_miss_lines
 from pytest_gym_eval.session.gym_session import GymSession
 from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
 from pytest_gym_eval.session.report_facts import report_meta, report_plan
@@ -266,6 +267,10 @@ class StopGymLast:
     def stop(self, reporter: pytest.TerminalReporter | None) -> None:
         """Stop what the session started of Gym (idempotent), saying so on the terminal before and after."""
         shown = reporter is not None and self.gym.starts_servers  # (an attached run's stop is near instant)
+        if reporter is not None:
+            replays = self.gym.launch.model_server_replays  # (emptied by the stop)
+            for line in bound_replay_miss_lines({name: server.misses for name, server in replays.items()}):
+                reporter.write_line(f"gym: {line}", yellow=True)
         if reporter is not None and shown:
             reporter.write_line("gym: stopping Gym ...")
         self.gym.stop()

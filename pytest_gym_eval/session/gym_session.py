@@ -453,10 +453,15 @@ class GymSession:
     @property
     def has_processes(self) -> bool:
         """Whether :meth:`stop` has processes to stop: Gym's commands this process started (not yet stopped) or
-        the replay model server."""
+        a replay model server (the policy's or a ``--gym-model-server NAME=replay:FILE`` binding's)."""
         if self.stop_seconds is not None:
             return False
-        return (self._run is not None and not self._run.stopped) or self.launch.replay is not None
+        launch = self.launch
+        return (
+            (self._run is not None and not self._run.stopped)
+            or launch.replay is not None
+            or bool(launch.more_replays or launch.model_server_replays)
+        )
 
     @property
     def starts_servers(self) -> bool:

@@ -26,6 +26,7 @@ from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.session import preflight
 from pytest_gym_eval.tasks.model_servers import (
+    ModelServerBinding,
     ModelServerSpecError,
     model_server_blocks,
     model_type_templates,
@@ -123,6 +124,8 @@ class Launch:
         self.replay: ReplayServer | None = None
         self.more_replays: list[ReplayServer] = []
         """The replay model servers of ``--gym-policy`` policies other than the first."""
+        self.model_server_replays: dict[str, ReplayServer] = {}
+        """The replay model server of each ``--gym-model-server NAME=replay:FILE`` binding, by ``NAME``."""
         self.more_models: list[tuple[str, str, str, str | None]] = []
         """``(policy, base URL, served model, API key variable)`` of every ``--gym-policy`` policy but the first."""
         self.warm: WarmGym | None = None
@@ -162,7 +165,8 @@ class Launch:
             self.cleanup.append(ray_dir)
         env = provision.gym_environment(checkout, ray_dir)  # + the URLs holding a password, which no file holds
         env.update({**(self.model.environment() if self.model else {}), **policy_url_environment(self.more_models)})
-        env.update(url_environment(options.model_servers))
+        bindings = self.served_model_servers(run_dir)
+        env.update(url_environment(bindings))
         return RunSettings(
             gym=checkout.gym_executable,
             env=env,
@@ -179,15 +183,47 @@ class Launch:
             ray_address=options.ray_address,
             attach=attach,
             servers_gone=self.warm.gone if self.warm is not None else None,
-            server_blocks={**self._server_blocks(plan, checkout), **self._model_server_blocks(checkout)},
-            model_servers=options.model_servers,
+            server_blocks={**self._server_blocks(plan, checkout), **self._model_server_blocks(checkout, bindings)},
+            model_servers=bindings,
         )
 
-    def _model_server_blocks(self, checkout: provision.GymCheckout) -> dict[str, Any]:
-        """The Gym config blocks serving the model servers ``--gym-model-server`` binds
+    def served_model_servers(self, run_dir: Path) -> tuple[ModelServerBinding, ...]:
+        """``--gym-model-server``'s bindings with each ``NAME=replay:FILE`` one replaced by the URL of a replay
+        model server started here for it (on 127.0.0.1, once per session; stopped with the policy's, by
+        :mod:`~pytest_gym_eval.session.stopping`), logging to :meth:`RunPaths.model_server_replay_log`. Its type is
+        ``--gym-model-type``'s, as for a replayed policy (the replay server answers both APIs). Raises
+        :class:`GymStartError` naming the binding for recordings the replay server refuses."""
+        from pytest_gym_eval.replay import RecordingError, ReplayServer
+
+        served = []
+        for binding in self.options.model_servers:
+            if binding.replay is None:
+                served.append(binding)
+                continue
+            replay = self.model_server_replays.get(binding.name)
+            if replay is None:
+                log = RunPaths(run_dir).model_server_replay_log(binding.name)
+                try:
+                    log.parent.mkdir(parents=True, exist_ok=True)
+                    replay = ReplayServer(
+                        (binding.replay,),
+                        log_path=log,
+                        model_name=REPLAY_MODEL_NAME,
+                    )
+                except (RecordingError, OSError) as error:
+                    raise GymStartError(f"--gym-model-server {binding.name}=replay:{binding.replay}: {error}") from None
+                replay.start()
+                self.model_server_replays[binding.name] = replay
+                self.note(f"replay model server of {binding.name}: {replay.base_url} ({replay.recordings} recordings)")
+            served.append(ModelServerBinding(binding.name, url=replay.base_url, model=REPLAY_MODEL_NAME))
+        return tuple(served)
+
+    def _model_server_blocks(
+        self, checkout: provision.GymCheckout, bindings: Sequence[ModelServerBinding]
+    ) -> dict[str, Any]:
+        """The Gym config blocks serving ``bindings`` (:meth:`served_model_servers`)
         (:func:`~pytest_gym_eval.tasks.model_servers.model_server_blocks`), each type's fields taken from the
         checkout's own model server config; raises :class:`GymStartError` for a binding it cannot serve."""
-        bindings = self.options.model_servers
         if not bindings:
             return {}
         templates = model_type_templates(checkout.path, MODEL_FIELDS)

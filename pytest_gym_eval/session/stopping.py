@@ -65,6 +65,8 @@ class Stopping:
                 launch.replay.stop()
             while launch.more_replays:
                 launch.more_replays.pop().stop()
+            while launch.model_server_replays:
+                launch.model_server_replays.popitem()[1].stop()
             if feed is not None:
                 feed.stop()
             while launch.cleanup:

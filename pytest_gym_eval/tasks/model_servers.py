@@ -5,7 +5,8 @@ config blocks that serve them.
 A spec is ``NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat]`` (an OpenAI-compatible endpoint; the
 key is read from the environment variable ``ENV_VAR``, never given itself; ``type`` says what the endpoint speaks:
 ``responses`` is Gym's ``openai_model`` server, ``chat`` its ``vllm_model``), ``NAME=policy`` (the policy model's
-endpoint) or ``NAME=replay:FILE`` (parsed, served by the replay model server where that is supported). ``NAME`` is
+endpoint) or ``NAME=replay:FILE`` (recordings, served by a replay model server the session starts for ``NAME``,
+which is then bound as an endpoint: :meth:`~pytest_gym_eval.session.launch.Launch.served_model_servers`). ``NAME`` is
 the Gym model server instance an environment's config names, e.g. ``judge_model`` in
 ``judge_model_server: {type: responses_api_models, name: judge_model}``.
 
@@ -170,13 +171,13 @@ def model_server_blocks(
     ``${oc.env:VAR}``, a URL holding a secret as ``${oc.env:PYTEST_GYM_EVAL_MODEL_SERVER_URL_<NAME>}``
     (:func:`url_environment`). A ``NAME=policy`` block takes the policy's own ``${policy_base_url}``,
     ``${policy_model_name}`` and ``${policy_api_key}``. Raises
-    :class:`ModelServerSpecError` for a replay binding (served by the replay model server, not by a block of its
-    own here)."""
+    :class:`ModelServerSpecError` for a replay binding not yet replaced by its replay server's URL (the session
+    does that first: :meth:`~pytest_gym_eval.session.launch.Launch.served_model_servers`)."""
     blocks: dict[str, Any] = {}
     for binding in bindings:
         if binding.replay is not None:
             raise ModelServerSpecError(
-                f"{OPTION} {binding.name}=replay:...: replaying a model server is not supported yet"
+                f"{OPTION} {binding.name}=replay:...: a replay binding is served by its replay server's URL"
             )
         model_type = binding.model_type(default_type)
         url_field, model_field, key_field = MODEL_FIELDS[model_type]

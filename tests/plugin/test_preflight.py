@@ -164,6 +164,26 @@ def test_an_unbound_judge_is_one_usage_error_and_a_binding_reaches_gyms_config(
     assert block["openai_model"]["openai_base_url"] == "${policy_base_url}"
 
 
+def test_a_replay_binding_serves_the_judge_from_a_loopback_replay_server(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """``--gym-model-server NAME=replay:FILE``: the session starts a replay server for ``NAME`` and Gym's config
+    binds ``NAME`` to it (loopback URL, the replay model, no key); the run passes."""
+    (fake_gym.checkout / "resources_servers" / "mcqa" / "configs" / "mcqa.yaml").write_text(JUDGED_MCQA)
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a")
+    judge = pytester.path / "judge.jsonl"
+    judge.write_text(json.dumps({"responses_create_params": {"input": "Judge?"}, "response": {"output": []}}) + "\n")
+    result = pytester.runpytest_subprocess(
+        *fake_gym.args, name, "--gym-model-server=judge_model=replay:judge.jsonl", "--gym-run-dir=runs"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    (servers,) = (pytester.path / "runs").glob("*/gym-policies.yaml")
+    block = json.loads(servers.read_text())["judge_model"]["responses_api_models"]["openai_model"]
+    assert block["openai_base_url"].startswith("http://127.0.0.1:")
+    assert (block["openai_model"], block["openai_api_key"]) == ("replay", "no-key")
+    assert "not supported yet" not in result.stdout.str() + result.stderr.str()
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

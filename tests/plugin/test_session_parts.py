@@ -286,6 +286,91 @@ def test_a_replayed_judges_request_without_recording_is_named_in_the_judge_faile
     assert lines[1:] == [f"the replay model's requests: {log}", diagnosis.JUDGE_RECORD_HINT]
 
 
+def test_a_bound_replayed_judges_miss_is_named_by_its_binding_in_the_judge_failed_error(tmp_path: Path) -> None:
+    """A judge bound with ``--gym-model-server NAME=replay:FILE`` is served by a replay server of its own, logging
+    to its own file: a ``judge_failed`` rollout's error names ``NAME`` and the request it had no recording for,
+    and how to record the binding's answers; a binding that missed nothing adds no line."""
+    from pytest_gym_eval.core.rundir import RunPaths
+    from pytest_gym_eval.replay import ReplayServer
+    from pytest_gym_eval.tasks.model_servers import ModelServerBinding
+    from tests.support.replay import post, rollout, said, write_rollouts
+
+    recordings = write_rollouts(tmp_path / "j.jsonl", [rollout("Judge: is 4 equal to 4?", [said("[[A=B]]")])])
+    bindings = (ModelServerBinding("judge_model", replay=recordings), ModelServerBinding("other", replay=recordings))
+    texts = Diagnosis(GymOptions(rootdir=tmp_path, model_servers=bindings))
+    judge_failed = RolloutOutcome(
+        "error", None, cause=Cause("Gym recorded the rollout as failed (judge_failed)", "judge_failed", found=False)
+    )
+    found = Missing("gone")
+    log = RunPaths(tmp_path).model_server_replay_log("judge_model")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    assert texts.error_context(found, judge_failed, tmp_path, None, RunPlan(())) == []  # nothing logged yet
+    with ReplayServer([recordings], log_path=log) as server:
+        assert post(f"{server.base_url}/responses", {"input": "Judge: is 4 equal to 4?"})[0] == 200
+        status, answer = post(f"{server.base_url}/responses", {"input": "Judge: is 5 equal to 4?"})
+        assert status == 404
+    lines = texts.error_context(found, judge_failed, tmp_path, None, RunPlan(()))
+    assert lines == [
+        "judge model server judge_model (replayed) has no recorded answer for 1 request; the first: "
+        + answer["error"]["message"],
+        f"the replay model's requests: {log}",
+        diagnosis.BOUND_JUDGE_RECORD_HINT,
+    ]
+    other = RolloutOutcome("error", None, cause=Cause("HTTP 500", causes.GYM_EXITED, found=False))
+    assert texts.error_context(found, other, tmp_path, None, RunPlan(())) == []  # only judge_failed names it
+
+
+def test_a_bound_replayed_judges_misses_are_warned_of_at_the_end_even_without_a_judge_failed_rollout() -> None:
+    """A verifier may score a failed judge call (over_refusal_detection: 0.5) instead of failing the rollout: the
+    session's end names each replayed binding that missed, and only those."""
+    misses = {"judge_model": ["no recorded answer: A", "no recorded answer: B"], "x": []}
+    lines = diagnosis.bound_replay_miss_lines(misses)
+    assert lines == [
+        "judge model server judge_model (replayed) has no recorded answer for 2 requests; the first: no recorded "
+        "answer: A; a verifier that scores a failed judge call instead of failing the rollout gave those rollouts its "
+        "fallback reward"
+    ]
+    assert diagnosis.bound_replay_miss_lines({}) == []
+
+
+def test_a_replay_binding_is_served_on_loopback_once_and_stopped_with_the_session(tmp_path: Path) -> None:
+    """``served_model_servers`` starts one replay server per ``NAME=replay:FILE`` binding (once, however often a
+    run's settings are made), binds ``NAME`` to its URL with the replay model's name, keeps other bindings as
+    they are, and the session's stop stops it."""
+    import urllib.error
+    import urllib.request
+
+    from pytest_gym_eval.session.stopping import Stopping
+    from pytest_gym_eval.tasks.model_servers import ModelServerBinding
+    from tests.support.replay import rollout, said, write_rollouts
+
+    recordings = write_rollouts(tmp_path / "j.jsonl", [rollout("Judge?", [said("[[A=B]]")])])
+    policy = ModelServerBinding("safety_judge", policy=True)
+    options = GymOptions(rootdir=tmp_path, model_servers=(ModelServerBinding("judge_model", replay=recordings), policy))
+    session_launch = launch.Launch(options, lambda line: None)
+    judge, kept = session_launch.served_model_servers(tmp_path)
+    assert kept == policy
+    assert judge.name == "judge_model" and judge.model == launch.REPLAY_MODEL_NAME and judge.replay is None
+    assert judge.url is not None and judge.url.startswith("http://127.0.0.1:")
+    assert session_launch.served_model_servers(tmp_path)[0] == judge  # the same server, not a second one
+    with urllib.request.urlopen(f"{judge.url}/models", timeout=5) as answer:
+        assert answer.status == 200
+    Stopping().stop(None, session_launch, None)
+    assert session_launch.model_server_replays == {}
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{judge.url}/models", timeout=5)
+
+
+def test_a_replay_binding_whose_recordings_are_bad_stops_the_start_naming_it(tmp_path: Path) -> None:
+    from pytest_gym_eval.tasks.model_servers import ModelServerBinding
+
+    bad = tmp_path / "j.jsonl"
+    bad.write_text("{not json\n")
+    options = GymOptions(rootdir=tmp_path, model_servers=(ModelServerBinding("judge_model", replay=bad),))
+    with pytest.raises(GymStartError, match=r"--gym-model-server judge_model=replay:.*j\.jsonl: .*:1"):
+        launch.Launch(options, lambda line: None).served_model_servers(tmp_path)
+
+
 # --- collection and launch: the agent of a row, whole tasks -----------------------------------------------
 
 
