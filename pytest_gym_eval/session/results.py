@@ -468,7 +468,8 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
     recordings_for` of its task's request, read from its record in Gym's output): a rollout tagged with its
     repeat (every rollout the plugin plans under ``--gym-replay``) is compared with the one recording served
     to that repeat; an untagged one flips only when its reward matches none of its task's recordings.
-    Rollouts without a record or a reward, or with no recording, are left out. Raises
+    Rollouts without a record or a reward, or with no recording carrying a reward (policy answers written without
+    Gym's verifier, as a test's own recordings are), are left out. Raises
     :class:`~pytest_gym_eval.replay.RecordingError` for a recording that cannot be read.
     """
     from pytest_gym_eval.replay import ReplayIndex, load_recordings
@@ -491,7 +492,7 @@ def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path])
                 continue
             numbers = [float(r) for r in recorded if isinstance(r, (int, float)) and not isinstance(r, bool)]
             for order, nodeid, reward in at[line]:
-                if recorded and not any(math.isclose(reward, r, abs_tol=1e-9) for r in numbers):
+                if numbers and not any(math.isclose(reward, r, abs_tol=1e-9) for r in numbers):
                     flips.append((order, Flip(nodeid, reward, tuple(recorded))))
     return [flip for _, flip in sorted(flips, key=lambda pair: pair[0])]
 

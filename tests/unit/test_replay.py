@@ -1012,6 +1012,22 @@ def test_flips_compare_each_repeat_with_the_recording_it_was_served(tmp_path: Pa
     assert [flip.recorded for flip in find_flips([rolled(3, 0.5)], [recordings])] == [(1.0, 0.0)]
 
 
+def test_a_recording_without_a_reward_never_flips(tmp_path: Path) -> None:
+    """Policy answers written without Gym's verifier (a test's own recordings) carry no reward: no rollout
+    replayed from them flips (a real-Gym run of a judge environment listed each as "reward 1, recorded None")."""
+    from pytest_gym_eval.reporting.summary import RolloutResult
+    from pytest_gym_eval.session.results import find_flips
+
+    answer = rollout("Flip a coin.", [said("heads")])
+    answer.pop("reward", None)
+    recordings = write_rollouts(tmp_path / "coin_rollouts.jsonl", [answer])
+    records = tmp_path / "gym_rollouts.jsonl"
+    records.write_text(json.dumps({"responses_create_params": {"input": "Flip a coin."}}) + "\n")
+    rolled = RolloutResult(nodeid="coin[1]", dataset="d", task_id="coin", repeat=0, agent="a", status="passed",
+                           reward=1.0, record=f"{records}:1")  # fmt: skip
+    assert find_flips([rolled], [recordings]) == []
+
+
 def test_flips_read_gyms_records_file_once_and_keep_the_results_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
