@@ -18,6 +18,7 @@ from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.reporting import junit, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.run_history import Remembered
+from pytest_gym_eval.reporting.summary import metric_gate_gaps
 from pytest_gym_eval.session.diagnosis import bound_replay_miss_lines
 from pytest_gym_eval.session.gym_session import GymSession
 from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
@@ -166,6 +167,7 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
         )
         lines += [f"gym {line}" for line in gym.conclusion.quarantined]
         lines += gym.conclusion.history
+        lines += [f"gym warning: {line}" for line in metric_gate_gaps(gym.conclusion.summaries, gym.conclusion.tests)]
         if gym.run_dir is not None:
             lines.append(f"gym run directory: {gym.run_dir}")
         lines += gym.pages

@@ -366,6 +366,36 @@ def test_soft_expectations_fail_the_test_at_its_end_and_keep_every_metric(
     }
 
 
+HARD_BEFORE_METRIC = """
+import pytest
+
+
+@pytest.mark.gym_rollouts("mcqa.jsonl")
+def test_terse(gym_rollout) -> None:
+    assert "q2" not in gym_rollout.task_id, "an assert before the metric"
+    gym_rollout.record_metric("terse", 1.0)
+"""
+
+
+def test_a_metric_gate_judged_on_fewer_rollouts_than_its_tests_got_is_warned_of(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """A failed ``assert`` before ``record_metric`` leaves its rollout without the metric: the metric's gate is
+    judged on 2 of the 3 rollouts its test got, and the summary says so (a gate that silently sees only the rollouts
+    that passed the test is what soft expectations exist to avoid)."""
+    write_dataset(pytester.path / "mcqa.jsonl")
+    pytester.makepyfile(test_terse=HARD_BEFORE_METRIC)
+    result = run(pytester, fake_gym, "test_terse.py", "--gym-min-metric=terse:0.5")
+    result.stdout.fnmatch_lines(
+        ["gym warning: metric terse's gate on mcqa.jsonl is judged on 2 of 3 rollouts its test functions got*"]
+    )
+    pytester.makepyfile(test_terse=HARD_BEFORE_METRIC.replace("q2", "no task"))
+    assert (
+        "gym warning: metric terse"
+        not in run(pytester, fake_gym, "test_terse.py", "--gym-min-metric=terse:0.5").stdout.str()
+    )
+
+
 SOFT_THEN_SKIP = """
 import unittest
 
