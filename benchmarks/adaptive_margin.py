@@ -11,8 +11,7 @@ folder and writes the wave log, and the session's comparison
 judges the rollouts reported against the log's records. Beside it, the rule sessions followed before issue 35:
 a run that reached the ceiling judged on the fixed-sample interval (:func:`~pytest_gym_eval.stats.comparison.compare`).
 The rates come with their Monte-Carlo 95% interval (Wilson, :func:`~pytest_gym_eval.stats.intervals.wilson_interval`);
-the
-goal, each wrong verdict at most alpha/2 = 2.5%, is met when the interval's upper end is within it.
+the goal, each wrong verdict at most alpha/2 = 2.5%, is met when the interval's upper end is within it.
 
 Run alone: ``.venv/bin/python benchmarks/run.py --only adaptive_margin`` (~4 min at 1,000 runs a case on 2
 cores at a load of 10; ``--write-rows`` puts its rows into the tables already written)."""

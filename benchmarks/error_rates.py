@@ -34,8 +34,7 @@ baseline. The dataset's tasks are fixed (the same pass probabilities in every si
 run again and again. Single-policy gates (mean reward through :func:`pytest_gym_eval.stats.intervals.mean_interval`,
 pass
 rate through :func:`pytest_gym_eval.stats.intervals.wilson_interval`) with the true mean exactly at the threshold, same
-three
-shapes.
+three shapes.
 
 Family-wise gates (:func:`pytest_gym_eval.stats.gates.holm`, ``--gym-familywise=holm``): sessions of 5 datasets, each of
 20 tasks x 2 repeats (each task drawn from a population whose pass probabilities are uniform on [0, 1]: the true mean

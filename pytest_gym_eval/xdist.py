@@ -34,11 +34,9 @@ class ProgressTicker:
     such queue (nothing shows then, as before).
 
     The controller's terminal shows the run's progress as one process does (:mod:`pytest_gym_eval.session.progress`):
-    its main
-    thread waits on pytest-xdist's event queue, so a ticker thread puts a progress event there every
+    its main thread waits on pytest-xdist's event queue, so a ticker thread puts a progress event there every
     :data:`~pytest_gym_eval.session.gym_session.PROGRESS_TICK` seconds, which the main thread handles between the
-    workers' events;
-    the progress is erased before each hook that writes to the terminal.
+    workers' events; the progress is erased before each hook that writes to the terminal.
     """
 
     def __init__(self, dsession: Any, show: Any, every: float = PROGRESS_TICK) -> None:

@@ -180,8 +180,7 @@ class RolloutFeed:
     then ``startup_timeout`` (seconds, None: the rollout timeout) bounds the wait, counted from the run entering
     ``running``; without it, the rollout timeout counts from ``running``. ``stride`` is the plan's rollouts per
     task index (:attr:`~pytest_gym_eval.tasks.plan.RunPlan.stride`): records are keyed by their plan stamp
-    (:func:`record_stamp`).
-    ``reused`` is a file of records in
+    (:func:`record_stamp`). ``reused`` is a file of records in
     Gym's format taken from an earlier run (``--gym-resume``), followed like ``output``. ``owner_state`` (in the
     process that owns the run) returns the run's final state when the run ended without publishing it in ``state``
     (see :attr:`pytest_gym_eval.gym.run.GymRun.failure`), else None.

@@ -71,8 +71,7 @@ def which_server_exited(log: Path) -> str | None:
 def quote_failure(log: Path, server_logs: Path | None = None, lines: int = 15) -> str:
     """What an error about a failed Gym command whose output is ``log`` quotes, to append to its first words: the
     line that says why with its file and line (:func:`~pytest_gym_eval.outcomes.server_logs.failure_reason`, from the
-    dead
-    server's own log in ``server_logs`` when a server died), or, when no line says, ``log``'s last ``lines`` lines
+    dead server's own log in ``server_logs`` when a server died), or, when no line says, ``log``'s last ``lines`` lines
     (secrets redacted either way). The item's error names ``log`` itself (its run state's log)."""
     reason = failure_reason(log, server_logs)
     if reason is not None:

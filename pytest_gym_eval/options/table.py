@@ -1,8 +1,7 @@
 """The option table: every ``--gym-*`` command-line option declared once, with its ``gym_*`` ini twin
 (:data:`OPTIONS`), and the ini options that have no command-line twin (:data:`INI_ONLY`). What each option means
 and how it is shown in ``pytest --help`` is here; :func:`pytest_gym_eval.options.register.add_options` registers the
-table
-with pytest, and :class:`~pytest_gym_eval.options.gym_options.GymOptions` resolves the values.
+table with pytest, and :class:`~pytest_gym_eval.options.gym_options.GymOptions` resolves the values.
 
 Imported on every pytest run in an environment with the plugin (through :mod:`.options`), so it imports only the
 standard library and the defaults.
@@ -55,8 +54,7 @@ class Option(NamedTuple):
     twin when it is not the flag's name with underscores (``--gym-param`` / ``gym_params``). ``default`` is the
     default as the help shows it ("": none shown; the value itself is resolved by
     :class:`~pytest_gym_eval.options.gym_options.GymOptions`). ``path``: an ini value is a path relative to the ini
-    file.
-    The rest are argparse's (``type``, ``action``, ``metavar``, ``choices``, ``nargs``, ``const``).
+    file. The rest are argparse's (``type``, ``action``, ``metavar``, ``choices``, ``nargs``, ``const``).
     """
 
     flag: str

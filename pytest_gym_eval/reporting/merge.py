@@ -84,8 +84,7 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
 
     The merge reads every report's ``plan`` (what its session collected and selected, see
     :func:`pytest_gym_eval.session.report_facts.report_plan`) and checks that the reports belong together: the same
-    assignment
-    rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
+    assignment rule and shard count, no shard twice, the same datasets (names, sha256 of the files, task ids, repeats,
     agents), the same pass thresholds, gates and gate settings, the same Gym version and model, the same policies,
     ``--gym-max-regression`` and ``--gym-min-improvement`` margins (a session comparing policy models, whose pairs
     are each (task, repeat) of each policy, a selected repeat taken as selected for every policy); every rollout
@@ -98,8 +97,7 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     rollouts are put in the order one session over all of them would report them (datasets and tasks in
     collection order, repeats ascending) and handed to the plugin's own
     :func:`~pytest_gym_eval.session.results.conclude`, so the summary, the gate verdicts and the exit status are those
-    of
-    one unsharded session over the same rollouts.
+    of one unsharded session over the same rollouts.
     """
     if not reports:
         raise MergeError("no report to merge")

@@ -3,8 +3,7 @@ on the rollouts both rolled out, and the failures of its comparison gates (``--g
 ``--gym-min-improvement``).
 
 The statistics are :mod:`pytest_gym_eval.stats.comparison`'s (:func:`~pytest_gym_eval.stats.comparison.compare`: the
-paired
-difference in mean reward, clustered by task; the flips with McNemar's exact test; the gates). This module only
+paired difference in mean reward, clustered by task; the flips with McNemar's exact test; the gates). This module only
 turns the session's rollout results into its input: ``{(task id, repeat): reward}`` of each policy, a rollout
 attributed to its policy by the agent instance that ran it (:func:`~pytest_gym_eval.tasks.models.policy_of`), and each
 side's tokens and latency over the same pairs (:func:`paired_usage`).

@@ -323,8 +323,7 @@ def render_policies(comparisons: Sequence[PolicyComparison], width: int = 80) ->
     :data:`MAX_LISTED`, then "… and N more"), and each comparison gate's verdict (``--gym-max-regression``,
     ``--gym-min-improvement``), one ``gate`` line each, with Gym's word for it
     (:func:`~pytest_gym_eval.stats.comparison.gym_verdict`), then with ``--gym-adaptive`` an ``adaptive`` line saying
-    the
-    gates were judged on the confidence sequence after how many waves and repeats; when the paired rollouts
+    the gates were judged on the confidence sequence after how many waves and repeats; when the paired rollouts
     recorded them, a ``tokens`` line (each side's total and mean per rollout, with candidate / baseline of the
     means) and a ``latency`` line (each side's median, with candidate / baseline, and p95). No line is longer than
     ``width`` (at least 40 is used)."""

@@ -2,8 +2,7 @@
 (task, repeat), node id ``path/to/data.jsonl::<task-id>[r<k>]``, and a :class:`GateItem` when the dataset
 has CI gates; and what the session learns from the items (:func:`record_collected`, :func:`deselected`,
 :func:`plan_selected`): plain rows, never the items' classes, so that :mod:`pytest_gym_eval.session.gym_session` needs
-no
-import of this module.
+no import of this module.
 
 Rollout items are :class:`pytest.Function` items, so fixtures (``gym_session`` among them, and a user's own
 autouse fixtures) work on them as on any test; the dataset file is a :class:`pytest.Module` for the same reason
@@ -306,8 +305,7 @@ def rollout_request(item: pytest.Item) -> RolloutRequest | None:
 
 def collected_plan(items: Iterable[pytest.Item], shard: Shard | None) -> CollectedPlan:
     """The :class:`~pytest_gym_eval.tasks.shard.CollectedPlan` of ``items``: every rollout item's (task, repeat) pair
-    per
-    dataset, tasks in the file's order, datasets by name; and the datasets only test functions name (``tested``:
+    per dataset, tasks in the file's order, datasets by name; and the datasets only test functions name (``tested``:
     every task of the file, the repeats and agents of the tests' pairs). Other items are ignored."""
     datasets: dict[str, DatasetTasks] = {}
     tested: dict[str, DatasetTasks] = {}

@@ -208,11 +208,9 @@ class GymSession:
         """Stamp the selected rollouts (``pytest_collection_finish``): ``rows`` in collection order, ``items`` the
         rollout item of each node id (for the pass hook), ``how`` the pytest options that selected (a label, see
         :mod:`pytest_gym_eval.tasks.selection`), ``serve_agents`` the agents on-demand rollouts need (Gym then starts
-        even
-        with no row planned), ``uncounted`` the node ids of rows only test functions beyond the dataset's repeats
+        even with no row planned), ``uncounted`` the node ids of rows only test functions beyond the dataset's repeats
         asked for (rolled out, not counted: :func:`pytest_gym_eval.session.results.counts_in_dataset`). A worker also
-        saves
-        the plan for the controller; the owner checks the run's configuration and makes its run directory (one
+        saves the plan for the controller; the owner checks the run's configuration and makes its run directory (one
         usage error, not N errors)."""
         self.plan = RunPlan.build(
             rows,
@@ -391,8 +389,7 @@ class GymSession:
 
     def check_before_start(self, plan: RunPlan) -> None:
         """Check ``plan``'s run before Gym starts (:meth:`pytest_gym_eval.session.launch.Launch.check_before_start`);
-        raises
-        :class:`pytest.UsageError` with one message per problem. A comparison margin at or beyond the width of a
+        raises :class:`pytest.UsageError` with one message per problem. A comparison margin at or beyond the width of a
         dataset's reward range is one too (:meth:`GymOptions.margin_problems`)."""
         problems = self.options.margin_problems(rollout.dataset for rollout in plan.rollouts)
         if problems:

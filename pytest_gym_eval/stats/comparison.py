@@ -83,8 +83,7 @@ def paired_mean_difference(
     With d_tr = candidate_tr - baseline_tr for each pair (task t, repeat r), the estimate is the mean of d over all
     N pairs (= the candidate's mean minus the baseline's, both over the pairs), and the interval is
     :func:`~pytest_gym_eval.stats.intervals.mean_interval` of the d_tr grouped by task: Student t on T-1 df (T = tasks
-    with a
-    pair) with the cluster-robust (CR1) standard error sqrt(T/(T-1) · Σ_t (Σ_r (d_tr - d̄))² / N²) (Miller 2024,
+    with a pair) with the cluster-robust (CR1) standard error sqrt(T/(T-1) · Σ_t (Σ_r (d_tr - d̄))² / N²) (Miller 2024,
     "Adding Error Bars to Evals", arXiv:2411.00640, §2 for the clustered mean and §4 for pairing). Σ_r d_tr is the
     task's difference of sums, so the interval depends on the pairs only through which rollouts they include, not
     on which baseline repeat meets which candidate repeat; with equal repeats it is exactly the paired t interval
@@ -97,8 +96,7 @@ def paired_mean_difference(
     instead of 2.5% (issue 38; docs/benchmarks.md has the measured rates, and the sizes where some excess remains).
 
     Edges, decided as :func:`~pytest_gym_eval.stats.intervals.mean_interval` decides them: no pair gives estimate nan
-    and
-    bounds ±inf (``n`` 0); one task gives the estimate with bounds ±inf (no spread between tasks to estimate).
+    and bounds ±inf (``n`` 0); one task gives the estimate with bounds ±inf (no spread between tasks to estimate).
     When every reward lies in [0, 1] finite bounds are clipped to [-1, 1], where a difference of two such means
     lives.
 
@@ -190,8 +188,7 @@ def flip_decomposition(baseline: Mapping[Key, float], candidate: Mapping[Key, fl
     With one repeat a task is one rollout pair, the textbook case. The test is then the exact binomial test of the
     discordant tasks: under no difference each is equally likely to be gained or lost, so with b lost and c gained
     p = min(1, 2 P(X <= min(b, c))), X ~ Binomial(b + c, 1/2) (:func:`~pytest_gym_eval.stats.intervals.mcnemar_exact`;
-    1.0
-    without discordant tasks). A task passes at mean reward above 0.5 so that the decomposition is the one Gym's
+    1.0 without discordant tasks). A task passes at mean reward above 0.5 so that the decomposition is the one Gym's
     ``gym eval compare`` reports on the same rollouts; for fractional rewards it is a test of that pass/fail
     reading, not of the mean (which :func:`paired_mean_difference` judges). This differs from ``--gym-baseline``'s
     regressed tasks, which must pass every repeat before and fail every repeat now.

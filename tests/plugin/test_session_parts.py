@@ -1,7 +1,6 @@
 """The pieces of the session, each without a pytest session: the run directory and the policy model endpoint
 (:mod:`pytest_gym_eval.session.launch`), the end of a session (:mod:`pytest_gym_eval.session.finish`), the texts of the
-items' errors
-(:mod:`pytest_gym_eval.session.diagnosis`), the shard's tasks and the
+items' errors (:mod:`pytest_gym_eval.session.diagnosis`), the shard's tasks and the
 selection record (pure), and when the plugin makes the session at all (:mod:`pytest_gym_eval.plugin`)."""
 
 from __future__ import annotations

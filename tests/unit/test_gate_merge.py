@@ -1,6 +1,5 @@
 """Tests of the one merge of gate settings (:func:`pytest_gym_eval.stats.gates.merge_gates`): gates from the command
-line,
-the ini file and a dataset's own settings merge by identity (metric, k of pass@k, custom metric name, comparison
+line, the ini file and a dataset's own settings merge by identity (metric, k of pass@k, custom metric name, comparison
 hypothesis), precedence deciding only between two settings of the same gate; and where it is used (the session's
 dataset settings, ``merge``'s gate options) and when a session-wide metric gate applies to a dataset."""
 
