@@ -116,8 +116,10 @@ def test_stopping_stops_the_replay_servers_removes_the_launch_folders_and_keeps_
 ) -> None:
     folder = tmp_path / "ray"
     folder.mkdir()
-    replay, more = FakeServer(), FakeServer()
-    launch: Any = SimpleNamespace(warm=None, replay=replay, more_replays=[more], cleanup=[folder])
+    replay, more, judge = FakeServer(), FakeServer(), FakeServer()
+    launch: Any = SimpleNamespace(
+        warm=None, replay=replay, more_replays=[more], model_server_replays={"judge_model": judge}, cleanup=[folder]
+    )
     stopping = Stopping()
     assert stopping.seconds is None
 
@@ -125,6 +127,7 @@ def test_stopping_stops_the_replay_servers_removes_the_launch_folders_and_keeps_
     first = stopping.seconds
     stopping.stop(None, launch, None)
 
-    assert (replay.stopped, more.stopped) == (2, 1)
-    assert launch.more_replays == [] and launch.cleanup == [] and not folder.exists()
+    assert (replay.stopped, more.stopped, judge.stopped) == (2, 1, 1)  # a bound judge's replay server too
+    assert launch.more_replays == [] and launch.model_server_replays == {} and launch.cleanup == []
+    assert not folder.exists()
     assert first is not None and first >= 0 and stopping.seconds == first
