@@ -6,12 +6,10 @@ to an endpoint and appends it to a recordings file the replay server reads (see
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from pathlib import Path
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.cli.replay import _port, _seconds
+from pytest_gym_eval.cli.replay import _port, _seconds, serve_until_signalled
 from pytest_gym_eval.core.credentials import redact_value
 from pytest_gym_eval.replay.recorder import RecordingProxy
 
@@ -52,22 +50,10 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         cli.error("record", f"--key-env: {exc}")
         return 2
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        try:
-            proxy.start()
-        except OSError as exc:
-            cli.error("record", f"cannot listen on 127.0.0.1:{args.port}: {exc}")
-            return 1
-        print(f"recording proxy listening on {proxy.base_url}", flush=True)
-        print(f"forwarding to {redact_value(args.upstream)}, recording to {args.output}", flush=True)
-        while not stop.wait(timeout=1.0):
-            pass
-    finally:
-        proxy.stop()
-        for sig, handler in previous.items():
-            if handler is not None:
-                signal.signal(sig, handler)
-    print(f"{proxy.recorded} calls recorded to {args.output}", flush=True)
-    return 0
+    banner = [f"forwarding to {redact_value(args.upstream)}, recording to {args.output}"]
+    served = serve_until_signalled(
+        "record", proxy, args.port, lambda: [f"recording proxy listening on {proxy.base_url}", *banner]
+    )
+    if served == 0:
+        print(f"{proxy.recorded} calls recorded to {args.output}", flush=True)
+    return served

@@ -9,10 +9,12 @@ import os
 import signal
 import tempfile
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pytest_gym_eval import cli
 from pytest_gym_eval.replay import RecordingError, ReplayServer
+from pytest_gym_eval.replay.server import LoopbackServer
 
 
 def _port(text: str) -> int:
@@ -72,16 +74,31 @@ def main(argv: list[str]) -> int:
     except RecordingError as exc:
         cli.error("replay", exc)
         return 2
+    return serve_until_signalled(
+        "replay",
+        server,
+        args.port,
+        lambda: [
+            f"replay model server listening on {server.base_url} ({server.recordings} recordings)",
+            f"logging every request and answer to {log_path}",
+        ],
+    )
+
+
+def serve_until_signalled(command: str, server: LoopbackServer, port: int, banner: Callable[[], Sequence[str]]) -> int:
+    """Start ``server`` on 127.0.0.1:``port``, print ``banner()``'s lines (read once it listens: its URL), serve
+    until SIGINT or SIGTERM, then stop it and restore the signal handlers. Returns 0, or 1 with ``command``'s error
+    printed when it cannot listen. The ``replay`` and ``record`` commands' serving loop."""
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
             server.start()
         except OSError as exc:
-            cli.error("replay", f"cannot listen on 127.0.0.1:{args.port}: {exc}")
+            cli.error(command, f"cannot listen on 127.0.0.1:{port}: {exc}")
             return 1
-        print(f"replay model server listening on {server.base_url} ({server.recordings} recordings)", flush=True)
-        print(f"logging every request and answer to {log_path}", flush=True)
+        for line in banner():
+            print(line, flush=True)
         while not stop.wait(timeout=1.0):
             pass
     finally:
