@@ -7,7 +7,7 @@ rare one-sided drops (the baseline passes every rollout, the candidate fails one
 Each simulated run goes through the plugin's own code as a session does: the wave planner
 (:class:`~pytest_gym_eval.gym.waves.WavePlanner`) reads each wave's rewards from Gym-shaped output files in a scratch
 folder and writes the wave log, and the session's comparison
-(:func:`~pytest_gym_eval.session.results.policy_comparisons`)
+(:func:`~pytest_gym_eval.session.conclude.policy_comparisons`)
 judges the rollouts reported against the log's records. Beside it, the rule sessions followed before issue 35:
 a run that reached the ceiling judged on the fixed-sample interval (:func:`~pytest_gym_eval.stats.comparison.compare`).
 The rates come with their Monte-Carlo 95% interval (Wilson, :func:`~pytest_gym_eval.stats.intervals.wilson_interval`);
@@ -95,7 +95,7 @@ def simulate_session(case: Case, max_repeats: int, min_repeats: int, rng: random
     from pytest_gym_eval.gym.waves import Comparing, GroupPolicy, WaveLog, WavePlanner
     from pytest_gym_eval.options.gym_options import GymOptions
     from pytest_gym_eval.reporting.summary import RolloutResult
-    from pytest_gym_eval.session.results import policy_comparisons
+    from pytest_gym_eval.session.conclude import policy_comparisons
     from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, compare
     from pytest_gym_eval.stats.sequential import RewardRange
     from pytest_gym_eval.tasks.models import Policy

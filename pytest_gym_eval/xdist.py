@@ -21,7 +21,7 @@ import pytest
 from pytest_gym_eval.core.rundir import RunPaths
 from pytest_gym_eval.gym.feed import RunState
 from pytest_gym_eval.session.gym_session import PROGRESS_TICK, RUN_DIR_INPUT, GymSession
-from pytest_gym_eval.session.results import GATE_SUFFIX
+from pytest_gym_eval.session.item_reports import GATE_SUFFIX
 from pytest_gym_eval.tasks.plan import RunPlan
 
 PROGRESS_EVENT = "gym_eval_progress"

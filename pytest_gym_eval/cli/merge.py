@@ -33,7 +33,7 @@ from pytest_gym_eval.reporting.merge import (
     separator,
 )
 from pytest_gym_eval.reporting.shard_report import MergeError, read_shard_report
-from pytest_gym_eval.session.results import conclude
+from pytest_gym_eval.session.conclude import conclude
 from pytest_gym_eval.stats.gate_kinds import KINDS
 from pytest_gym_eval.stats.gates import HOLM, GateMode, GateSource
 from pytest_gym_eval.tasks.models import Policy, agent_instance
@@ -46,7 +46,7 @@ def conclude_merged(
     max_drop: float | None = None,
     quarantine: Quarantine | None = None,
 ) -> Conclusion:
-    """The plugin's own :func:`~pytest_gym_eval.session.results.conclude` over the merged rollouts, with each
+    """The plugin's own :func:`~pytest_gym_eval.session.conclude.conclude` over the merged rollouts, with each
     dataset's recorded pass threshold and gates (``overrides`` applied) and the tasks of ``quarantine`` left out of
     them; a session comparing policy models compares them again (its policies and ``--gym-max-regression`` and
     ``--gym-min-improvement`` margins as the reports recorded); the reports' test functions' outcomes as they

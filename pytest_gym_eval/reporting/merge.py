@@ -96,7 +96,7 @@ def merge_reports(reports: Sequence[ShardReport]) -> MergedRun:
     is in a session. Then everything is recomputed from the rollouts, never from the shards' summaries: the
     rollouts are put in the order one session over all of them would report them (datasets and tasks in
     collection order, repeats ascending) and handed to the plugin's own
-    :func:`~pytest_gym_eval.session.results.conclude`, so the summary, the gate verdicts and the exit status are those
+    :func:`~pytest_gym_eval.session.conclude.conclude`, so the summary, the gate verdicts and the exit status are those
     of one unsharded session over the same rollouts.
     """
     if not reports:

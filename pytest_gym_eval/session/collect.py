@@ -28,7 +28,7 @@ from pytest_gym_eval.outcomes.outcome import RolloutOutcome
 from pytest_gym_eval.outcomes.rollout import RolloutRequest
 from pytest_gym_eval.session.gym_session import SESSION_KEY, GymSession
 from pytest_gym_eval.session.item_protocol import RolloutLike
-from pytest_gym_eval.session.results import TEST_ROLLOUT_COUNTED
+from pytest_gym_eval.session.item_reports import TEST_ROLLOUT_COUNTED
 from pytest_gym_eval.tasks.dataset import DatasetError, Task, read_tasks
 from pytest_gym_eval.tasks.models import agent_instance, item_id
 from pytest_gym_eval.tasks.python_dataset import label_of

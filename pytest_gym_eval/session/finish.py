@@ -23,7 +23,7 @@ from pytest_gym_eval.session.diagnosis import bound_replay_miss_lines
 from pytest_gym_eval.session.gym_session import GymSession
 from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
 from pytest_gym_eval.session.report_facts import report_meta, report_plan
-from pytest_gym_eval.session.results import final_status, gates_judged_passing, gates_not_passing, overruled_gate_lines
+from pytest_gym_eval.session.status import final_status, gates_judged_passing, gates_not_passing, overruled_gate_lines
 from pytest_gym_eval.tasks.model_servers import model_server_meta
 from pytest_gym_eval.tasks.models import sampling_meta
 from pytest_gym_eval.tasks.shard import shard_meta

@@ -47,6 +47,7 @@ from pytest_gym_eval.reporting import summary as report
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics, with_gym_figures
 from pytest_gym_eval.session import resume, waves
+from pytest_gym_eval.session.conclude import conclude
 from pytest_gym_eval.session.diagnosis import Diagnosis
 from pytest_gym_eval.session.item_protocol import PROGRESS_TICK as PROGRESS_TICK
 from pytest_gym_eval.session.item_protocol import GymItem as GymItem
@@ -57,7 +58,6 @@ from pytest_gym_eval.session.notes import Notes
 from pytest_gym_eval.session.progress import progress_for
 from pytest_gym_eval.session.results import (
     ResultsCollector,
-    conclude,
     in_collection_order,
     read_session_quarantine,
     selected_counts,

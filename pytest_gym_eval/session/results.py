@@ -1,190 +1,38 @@
-"""What a session concludes from its rollouts: the reward summary, the CI gates, the comparison with a
-baseline, the rollouts whose reward differs from a replayed recording, and the exit status they imply.
+"""The session's results: every item's report taken as it comes (:class:`ResultsCollector`), the rule of which
+rollouts count in their dataset's statistics (:func:`counts_in_dataset`, :func:`count_rollout`), and the list of
+results the session concludes from: every rollout Gym wrote, in collection order (:func:`with_gym_records`,
+:func:`in_collection_order`), with the selected counts and the quarantine the gates go by.
 
-Results come from the items' test reports (their ``user_properties``), so under pytest-xdist the controller
-sees every worker's rollouts exactly as a single process sees its own. The numbers themselves are computed
-by the pure functions of :mod:`pytest_gym_eval.reporting`.
+What one report says is read in :mod:`pytest_gym_eval.session.item_reports`; the conclusion drawn from the results
+is :func:`pytest_gym_eval.session.conclude.conclude`, the exit status :mod:`pytest_gym_eval.session.status`.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 
-from pytest_gym_eval.history.quarantine import (
-    Quarantine,
-    QuarantineError,
-    read_quarantine,
-    split_gated,
-    unmatched,
-    unmatched_warning,
-)
-from pytest_gym_eval.options.gym_options import GymOptions
-from pytest_gym_eval.outcomes.causes import SESSION_STOPPED, redact
+from pytest_gym_eval.history.quarantine import Quarantine, QuarantineError, read_quarantine
+from pytest_gym_eval.outcomes.causes import SESSION_STOPPED
 from pytest_gym_eval.outcomes.custom_metrics import metrics_of, reasons_of
-from pytest_gym_eval.outcomes.records import RolloutRecord, records_at
-from pytest_gym_eval.outcomes.usage import usage_from_properties
-from pytest_gym_eval.reporting import baseline as bl
+from pytest_gym_eval.outcomes.records import RolloutRecord
 from pytest_gym_eval.reporting import summary as rpt
-from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
-from pytest_gym_eval.reporting.policies import (
-    compare_policies,
-    comparison_failures,
-    familywise_session,
-    label_policies,
+from pytest_gym_eval.session.item_reports import (
+    GATE_SUFFIX,
+    ROLLOUT_KEYS,
+    TEST_ROLLOUT_COUNTED,
+    TEST_ROLLOUT_KEYS,
+    outcome_of_test,
+    rollout_from_test_report,
+    rollout_result,
 )
-from pytest_gym_eval.reporting.verdicts import gate_verdicts
-from pytest_gym_eval.stats.gates import Gate, GateSource, Verdict
-from pytest_gym_eval.stats.sequential import AdaptiveRecord
 from pytest_gym_eval.tasks.plan import PlannedRollout
-from pytest_gym_eval.tasks.selection import Selection
-
-GATE_SUFFIX = "::gym-gate"
-"""How a dataset's gate item's node id ends."""
-
-ROLLOUT_KEYS = ("task_id", "repeat", "agent")
-"""``user_properties`` every rollout item carries from collection on; ``reward``, ``failure_class`` and
-``record`` join them once its rollout is judged, and the tokens and latency Gym recorded
-(:meth:`~pytest_gym_eval.outcomes.usage.Usage.properties`)."""
-
-
-def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None) -> rpt.RolloutResult | None:
-    """The :class:`~pytest_gym_eval.reporting.summary.RolloutResult` a rollout item's report adds to ``previous`` (the
-    same item's earlier phase), or None for a report that is not a rollout item's."""
-    props = dict(report.user_properties)
-    if not all(key in props for key in ROLLOUT_KEYS):
-        return None
-    status = previous.status if previous is not None else None
-    # An xfail mark turns a failed phase into a skipped report with ``wasxfail``: the rollout still errored
-    # (setup, with its failure class) or failed its judgement (call), and counts so in the summary. A strict
-    # xfail's unexpected pass is a failed report, of a rollout that passed.
-    xfailed = report.skipped and hasattr(report, "wasxfail")
-    if report.when == "setup" and (report.failed or (xfailed and "failure_class" in props)):
-        status = "error"
-    elif report.when == "call":
-        strict_xpass = report.failed and str(report.longrepr).startswith("[XPASS(strict)]")
-        status = "passed" if report.passed or strict_xpass else "failed" if report.failed or xfailed else "skipped"
-    elif report.when == "setup" and report.skipped:
-        status = "skipped"
-    if status is None:
-        return None
-    reward = props.get("reward")
-    return rpt.RolloutResult(
-        nodeid=report.nodeid,
-        dataset=report.nodeid.split("::", 1)[0],
-        task_id=str(props["task_id"]),
-        repeat=int(str(props["repeat"])),
-        agent=str(props["agent"]),
-        status=status,
-        reward=float(str(reward)) if reward is not None else None,
-        failure_class=str(props["failure_class"]) if props.get("failure_class") else None,
-        record=str(props["record"]) if props.get("record") else None,
-        start=previous.start if previous is not None else report.start,
-        stop=report.stop,
-        usage=usage_from_properties(props),
-    )
-
-
-TEST_ROLLOUT_KEYS = ("gym_rollout", "gym_rollout_status", "gym_rollout_agent")
-"""``user_properties`` of a test function that got a rollout from the ``gym_rollout`` fixture: the node id the
-dataset's own item for that pair has, the plugin's verdict on the rollout (``passed``, ``failed``, ``error``) and its
-agent (:mod:`pytest_gym_eval.session.rollout_tests`); ``reward``, ``failure_class``, ``record`` and the usage follow."""
-
-
-def rollout_from_test_report(report: pytest.TestReport) -> rpt.RolloutResult | None:
-    """The dataset's rollout a test function's setup report says it got (``gym_rollout``), as its dataset item would
-    report it: the rollout's own verdict, not the test's; None for any other report."""
-    if report.when != "setup" or not report.user_properties:
-        return None
-    props = dict(report.user_properties)
-    nodeid, status, agent = (props.get(key) for key in TEST_ROLLOUT_KEYS)
-    if not isinstance(nodeid, str) or status not in ("passed", "failed", "error") or "::" not in nodeid:
-        return None
-    dataset, _, name = nodeid.partition("::")
-    task_id, _, repeat = name.rpartition("[r")
-    reward = props.get("reward")
-    return rpt.RolloutResult(
-        nodeid=nodeid,
-        dataset=dataset,
-        task_id=task_id,
-        repeat=int(repeat.rstrip("]")),
-        agent=str(agent),
-        status=str(status),
-        reward=float(str(reward)) if reward is not None else None,
-        failure_class=str(props["failure_class"]) if props.get("failure_class") else None,
-        record=str(props["record"]) if props.get("record") else None,
-        start=report.start,
-        stop=report.stop,
-        usage=usage_from_properties(props),
-    )
-
-
-MAX_MESSAGE = 2000
-"""Characters of a test function's failure message the reports keep (its start)."""
-
-
-def outcome_of_test(report: pytest.TestReport, previous: rpt.TestOutcome | None) -> rpt.TestOutcome | None:
-    """How a test function over a rollout ended so far (:class:`~pytest_gym_eval.reporting.summary.TestOutcome`),
-    from one phase's ``report`` and the same test's ``previous`` phases; None for a report that is no such test's
-    (none names a ``gym_rollout``, or it is a dataset's own rollout item). The first phase that did not pass sets
-    the outcome and its message; the metrics and reasons are the latest report's (each phase carries them all).
-    Anything that looks like an API key is redacted from the message (:func:`~pytest_gym_eval.outcomes.causes.
-    redact`)."""
-    props = dict(report.user_properties) if report.user_properties else {}
-    rollout = props.get(TEST_ROLLOUT_KEYS[0])
-    if not isinstance(rollout, str) or "::" not in rollout or all(key in props for key in ROLLOUT_KEYS):
-        return None
-    dataset, _, name = rollout.partition("::")
-    task_id, _, tail = name.rpartition("[r")
-    digits = "".join(itertools.takewhile(str.isdigit, tail))
-    outcome, message = (previous.outcome, previous.message) if previous is not None else ("passed", "")
-    if outcome == "passed" and not report.passed:
-        wasxfail = hasattr(report, "wasxfail")
-        if report.skipped:
-            outcome = "xfailed" if wasxfail else "skipped"
-        else:
-            outcome = "failed" if report.when == "call" else "error"
-        message = _message(report)
-    return rpt.TestOutcome(
-        test=report.nodeid,
-        rollout=rollout,
-        dataset=dataset,
-        task_id=task_id or name,
-        repeat=int(digits) if digits else 0,
-        outcome=outcome,
-        message=message,
-        metrics=tuple(sorted(metrics_of(report.user_properties).items())),
-        reasons=tuple(sorted(reasons_of(report.user_properties).items())),
-    )
-
-
-def _message(report: pytest.TestReport) -> str:
-    """Why ``report``'s phase did not pass: a skip's or xfail's reason, a failure's crash line (``AssertionError:
-    ...``), or a text failure's whole text (``pytest.fail``: the failed soft expectations), cut to
-    :data:`MAX_MESSAGE` characters and redacted."""
-    longrepr = report.longrepr
-    if report.skipped and hasattr(report, "wasxfail"):
-        text = str(getattr(report, "wasxfail", "")) or "expected to fail"
-    elif isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, reason)
-        text = str(longrepr[2]).removeprefix("Skipped: ")
-    elif (crash := getattr(longrepr, "reprcrash", None)) is not None and isinstance(crash.message, str):
-        text = crash.message.removeprefix("Failed: ")  # pytest.fail's text as given
-    else:
-        text = str(longrepr or "")
-    return redact(text.strip())[:MAX_MESSAGE]
-
-
-TEST_ROLLOUT_COUNTED = "gym_rollout_counted"
-"""``user_properties`` key of a test function over a rollout: whether its pair counts in the dataset's statistics
-(:func:`counts_in_dataset`); with ``gym_rollout`` it is on the test from collection on, so that even a test skipped
-before it got its rollout names it."""
 
 
 def counts_in_dataset(repeat: int, dataset_repeats: int, count: bool = False) -> bool:
@@ -301,9 +149,11 @@ class ResultsCollector:
     """The reasons given with them (``record_metric(..., reason=...)``), the same way: name -> text."""
     tests_reported: set[str] = field(default_factory=set)
     """Node ids, without their parametrization, of the test functions over a rollout (``gym_rollouts``) that
-    reported: whether a ``gym_rollouts`` mark's gate applies (:func:`marks_of_tests_run`)."""
+    reported: whether a ``gym_rollouts`` mark's gate applies
+    (:func:`~pytest_gym_eval.session.conclude.marks_of_tests_run`)."""
     test_outcomes: dict[str, rpt.TestOutcome] = field(default_factory=dict)
-    """How each test function over a rollout ended, by its node id (:func:`outcome_of_test`), in report order."""
+    """How each test function over a rollout ended, by its node id
+    (:func:`~pytest_gym_eval.session.item_reports.outcome_of_test`), in report order."""
     stopped_by_maxfail: bool = False
     """pytest-xdist ended the session for ``-x``/``--maxfail`` (with its own ``Interrupted``, a KeyboardInterrupt):
     pytest's status then says "interrupted", though nobody interrupted anything."""
@@ -432,217 +282,6 @@ class ResultsCollector:
         ]
 
 
-def dataset_policy(options: GymOptions, datasets: Sequence[str]) -> tuple[dict[str, float], dict[str, list[Gate]]]:
-    """Pass thresholds and gates of each dataset (node-id path, relative to the rootdir)."""
-    thresholds: dict[str, float] = {}
-    gates: dict[str, list[Gate]] = {}
-    for dataset in datasets:
-        settings = options.dataset_settings(options.rootdir / dataset)
-        thresholds[dataset] = settings.threshold
-        gates[dataset] = settings.gates
-    return thresholds, gates
-
-
-def marks_of_tests_run(
-    gates: Mapping[str, Sequence[Gate]], options: GymOptions, tests_run: Collection[str]
-) -> dict[str, list[Gate]]:
-    """Each dataset's ``gates`` without the ``gym_rollouts`` marks' gates none of whose declaring tests
-    (:meth:`GymOptions.declaring_tests`) ran (``tests_run``: node ids without parametrization): a gate its test
-    declares goes with the test, so that ``-k other_test`` is not failed by the gate of a test it did not select."""
-    return {
-        dataset: [
-            gate
-            for gate in dataset_gates
-            if gate.source is not GateSource.MARK
-            or gate.custom is None
-            or any(test in tests_run for test in options.declaring_tests(dataset, gate.custom))
-        ]
-        for dataset, dataset_gates in gates.items()
-    }
-
-
-def find_flips(results: Sequence[rpt.RolloutResult], recordings: Sequence[Path]) -> list[Flip]:
-    """Replayed rollouts whose reward differs from the recording the replay model served them.
-
-    A rollout finds its recordings as the replay model does (:meth:`~pytest_gym_eval.replay.ReplayIndex.
-    recordings_for` of its task's request, read from its record in Gym's output): a rollout tagged with its
-    repeat (every rollout the plugin plans under ``--gym-replay``) is compared with the one recording served
-    to that repeat; an untagged one flips only when its reward matches none of its task's recordings.
-    Rollouts without a record or a reward, or with no recording carrying a reward (policy answers written without
-    Gym's verifier, as a test's own recordings are), are left out. Raises
-    :class:`~pytest_gym_eval.replay.RecordingError` for a recording that cannot be read.
-    """
-    from pytest_gym_eval.replay import ReplayIndex, load_recordings
-
-    index = ReplayIndex(load_recordings(recordings))
-    located: dict[Path, dict[int, list[tuple[int, str, float]]]] = {}  # file -> line -> (order, nodeid, reward)
-    for order, result in enumerate(results):
-        if result.reward is not None and result.record is not None:
-            file, _, number = result.record.rpartition(":")
-            located.setdefault(Path(file), {}).setdefault(int(number), []).append((order, result.nodeid, result.reward))
-    flips: list[tuple[int, Flip]] = []
-    for path, at in located.items():
-        for line, record in records_at(path, at):  # one pass a file (one walk a record was N x N lines)
-            params = record.get("responses_create_params")
-            if not isinstance(params, dict):
-                continue
-            try:
-                recorded = [recording.reward for recording in index.recordings_for(params)]
-            except ValueError:
-                continue
-            numbers = [float(r) for r in recorded if isinstance(r, (int, float)) and not isinstance(r, bool)]
-            for order, nodeid, reward in at[line]:
-                if numbers and not any(math.isclose(reward, r, abs_tol=1e-9) for r in numbers):
-                    flips.append((order, Flip(nodeid, reward, tuple(recorded))))
-    return [flip for _, flip in sorted(flips, key=lambda pair: pair[0])]
-
-
-def conclude(
-    results: Sequence[rpt.RolloutResult],
-    options: GymOptions,
-    baseline: Mapping[str, Any] | None = None,
-    selected: Mapping[str, Mapping[str, int]] | None = None,
-    policy: tuple[Mapping[str, float], Mapping[str, Sequence[Gate]]] | None = None,
-    *,
-    adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
-    selections: Mapping[str, Selection] | None = None,
-    quarantine: Quarantine | None = None,
-    known_tasks: Iterable[tuple[str, str]] = (),
-    not_counted: Mapping[str, str] | None = None,
-    tests_run: Collection[str] | None = None,
-) -> Conclusion:
-    """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
-    :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
-    they imply.
-
-    ``selected[dataset][agent]`` counts the rollouts the session selected (see
-    :func:`~pytest_gym_eval.reporting.summary.summarize`), ``adaptive`` how ``--gym-adaptive`` ran each dataset
-    (judged on its confidence sequence). A ``--gym-replay`` recording that cannot be read fails
-    the session (exit status 1) with the file and line in ``reason``.
-
-    ``selections[dataset]`` is the part of each dataset the session selected (:mod:`pytest_gym_eval.tasks.selection`):
-    the gates of one judged on a selection by name, marker or last outcome are shown but do not decide (with
-    no other gate, pytest's own status holds, and ``reason`` says why the gates were not judged).
-
-    ``policy`` gives each dataset's pass threshold and gates (keyed by dataset name) when they do not come
-    from ``options`` and the dataset files (``python -m pytest_gym_eval merge`` takes them from the reports).
-
-    ``quarantine`` (``--gym-quarantine``): the rollouts of a task an active entry names are left out of the
-    summaries and gates (``selected`` must already leave them out); ``Conclusion.quarantined`` says which, which
-    entries expired, and which name no task of the run (its rollouts' and ``known_tasks``, ``(dataset, task id)``:
-    every task collected, a selection may leave some out), and ``reason`` counts them.
-
-    ``not_counted[dataset]``: the line saying which test functions' rollouts its statistics left out
-    (:meth:`ResultsCollector.not_counted`), shown with its summary.
-    ``tests_run`` (node ids without parametrization of the test functions that reported; None: keep every gate)
-    drops each ``gym_rollouts`` mark's gate none of whose declaring tests ran (:func:`marks_of_tests_run`).
-    """
-    held: list[rpt.RolloutResult] = []
-    tasks = {(r.dataset, str(r.task_id)) for r in results} | set(known_tasks)
-    if quarantine is not None:
-        results, held = split_gated(results, quarantine)
-    datasets = list(dict.fromkeys([*(r.dataset for r in results), *(selected or {})]))
-    thresholds, gates = dataset_policy(options, datasets) if policy is None else policy
-    if tests_run is not None:
-        gates = marks_of_tests_run(gates, options, tests_run)
-    summaries = rpt.summarize(
-        results,
-        thresholds=thresholds,
-        gates=gates,
-        mode=options.gate_mode,
-        selected=selected,
-        price=options.price,
-        adaptive=adaptive,
-    )
-    if selections:
-        summaries = [replace(s, selection=selections.get(s.dataset)) for s in summaries]
-    if not_counted:
-        summaries = [replace(s, not_counted=not_counted.get(s.dataset, "")) for s in summaries]
-    summaries = label_policies(summaries, [policy.name for policy in options.policies], results)
-    comparisons = bl.compare_to_baseline(baseline, results) if baseline is not None else []
-    policies = policy_comparisons(results, options, selections, adaptive)
-    if options.familywise is not None:  # one family: every gate that can fail the session
-        summaries, policies = familywise_session(summaries, policies, 0.95)
-    flips, replay_error = None, ""
-    if options.replay:
-        from pytest_gym_eval.replay import RecordingError
-
-        try:
-            flips = find_flips(results, options.replay)
-        except RecordingError as error:  # the comparison asked for cannot be made: that fails the session
-            replay_error = f"--gym-replay: {error}"
-
-    status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
-    baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
-    margins = (options.max_regression, options.min_improvement)
-    gated = any(m is not None for m in margins) and any(item.decides for item in policies)
-    other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip or gated
-    if status == -1 and not other_gates and not replay_error:
-        return _quarantined(
-            Conclusion(
-                summaries,
-                comparisons,
-                flips,
-                -1,
-                _not_judged(summaries),
-                policies=policies,
-                verdicts=gate_verdicts(summaries, policies, inconclusive_passes=options.inconclusive_passes),
-            ),
-            quarantine,
-            held,
-            tasks,
-        )
-    failures = [replay_error] if replay_error else []
-    if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
-        failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
-    if options.max_drop is not None:
-        failures += bl.max_drop_gate(comparisons, options.max_drop)
-    if options.max_regressed_tasks is not None:
-        failures += bl.max_regressed_gate(comparisons, options.max_regressed_tasks)
-    failures += comparison_failures(policies, inconclusive_passes=options.inconclusive_passes)
-    if options.fail_on_flip and flips:
-        failures.append(f"{len(flips)} rollout reward{'s' if len(flips) != 1 else ''} differ from the recording")
-    if status == 1:
-        reason = "; ".join([reason, *failures])
-    elif failures:
-        status, reason = 1, "gym gates: FAIL - " + "; ".join(failures)
-    else:
-        status, reason = 0, reason or "gym gates: all gates pass"
-    verdicts = gate_verdicts(
-        summaries, policies, comparisons if baseline is not None else (), flips,
-        inconclusive_passes=options.inconclusive_passes, max_drop=options.max_drop,
-        max_regressed_tasks=options.max_regressed_tasks, fail_on_flip=options.fail_on_flip,
-    )  # fmt: skip
-    concluded = Conclusion(summaries, comparisons, flips, status, reason, policies=policies, verdicts=verdicts)
-    return _quarantined(concluded, quarantine, held, tasks)
-
-
-def policy_comparisons(
-    results: Sequence[rpt.RolloutResult],
-    options: GymOptions,
-    selections: Mapping[str, Selection] | None = None,
-    adaptive: Mapping[tuple[str, str | None], AdaptiveRecord] | None = None,
-) -> tuple[PolicyComparison, ...]:
-    """With two or more ``--gym-policy``, each candidate against the baseline per dataset
-    (:func:`~pytest_gym_eval.reporting.policies.compare_policies`), ``--gym-max-regression`` judged as
-    non-inferiority and ``--gym-min-improvement`` as superiority, each at its margin; a dataset judged on a
-    selection by name, marker or last outcome does not decide (as its other gates). Empty in a session with one
-    policy. ``adaptive`` (``--gym-adaptive``, keyed as :func:`conclude`'s): a dataset whose every policy's group ran
-    the same sequential waves is judged on the paired confidence sequence of those waves."""
-    gates = options.comparison_gates()
-    by_dataset: dict[str, list[AdaptiveRecord]] = {}
-    for (dataset, _), record in (adaptive or {}).items():
-        by_dataset.setdefault(dataset, []).append(record)
-    joint = {
-        dataset: records[0]
-        for dataset, records in by_dataset.items()
-        if all(r.sequential and r.ends == records[0].ends for r in records)
-    }
-    found = compare_policies(results, [policy.name for policy in options.policies], gates, adaptive=joint)
-    biased = {name for name, part in (selections or {}).items() if part.biased}
-    return tuple(replace(item, decides=item.dataset not in biased) for item in found)
-
-
 def with_gym_records(
     reported: Sequence[rpt.RolloutResult],
     selected: Sequence[PlannedRollout],
@@ -717,123 +356,3 @@ def read_session_quarantine(path: Path | None, today: date | None = None) -> Qua
         return read_quarantine(path, today=today or datetime.now(timezone.utc).date())
     except QuarantineError as error:
         raise pytest.UsageError(f"--gym-quarantine: {error}") from None
-
-
-def _quarantined(
-    conclusion: Conclusion,
-    quarantine: Quarantine | None,
-    held: Sequence[rpt.RolloutResult],
-    tasks: set[tuple[str, str]],
-) -> Conclusion:
-    """``conclusion`` with the quarantine's lines (each applied entry: the task, its rollouts and passes, the
-    expiry and reason; each expired entry: gated again; each entry naming no task of the run's ``tasks``, ``(dataset,
-    task id)``: a warning naming the datasets there are) and, when a task was held out, ``reason`` counting them."""
-    if quarantine is None:
-        return conclusion
-    lines = []
-    for entry in quarantine.active:
-        rollouts = [r for r in held if entry.matches(r.dataset, str(r.task_id))]
-        if not rollouts:
-            continue
-        passed = sum(1 for r in rollouts if r.status == "passed")
-        names = ", ".join(dict.fromkeys(r.dataset for r in rollouts))
-        lines.append(
-            f"quarantined: task {entry.task_id} of {names} ({passed} of {len(rollouts)} rollouts passed) left out "
-            f"of the gates until {entry.expires.isoformat()}: {entry.reason} [{entry.source}]"
-        )
-    lines += [
-        f"quarantine expired {entry.expires.isoformat()}: task {entry.task_id} of {entry.dataset} is gated again "
-        f"[{entry.source}]"
-        for entry in quarantine.expired
-    ]
-    datasets = sorted({dataset for dataset, _ in tasks})
-    lines += [f"quarantine warning: {unmatched_warning(entry, datasets)}" for entry in unmatched(quarantine, tasks)]
-    reason = conclusion.reason
-    count = len({(r.dataset, str(r.task_id)) for r in held})
-    if count and reason:
-        reason = f"{reason} ({count} quarantined task{'s' if count != 1 else ''} left out of the gates)"
-    return replace(conclusion, reason=reason, quarantined=tuple(lines))
-
-
-def gates_judged_passing(summaries: Sequence[rpt.DatasetSummary], failing: Mapping[str, str]) -> set[str]:
-    """The datasets (node-id paths) whose gates decide and pass in the session's verdict, judged on every selected
-    rollout (none unreported): the complement, among gated datasets, of ``failing`` (:func:`gates_not_passing`)."""
-    return {
-        summary.dataset
-        for summary in summaries
-        if summary.gates and summary.gates_decide and not summary.unreported and summary.dataset not in failing
-    }
-
-
-def overruled_gate_lines(gates_passed: Collection[str], failing: Mapping[str, str]) -> list[str]:
-    """The terminal's lines for each ``gym-gate`` item pytest counted passed (``gates_passed``, node ids) whose
-    dataset's gates the session's end judged not passing (``failing``: :func:`gates_not_passing`): which gate, and
-    why pytest's count says passed (the item judged what it could when it ran; the session's end judged every
-    rollout and every test function's metrics, or the family of gates with ``--gym-familywise``)."""
-    return [
-        f"gym gates: {nodeid} is counted PASSED above, but the session's end failed its gates (the item judged "
-        f"what it could when it ran; the end judges every rollout and metric): {failing[dataset]}"
-        for nodeid in sorted(gates_passed)
-        if (dataset := nodeid.split("::", 1)[0]) in failing
-    ]
-
-
-def gates_not_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_passes: bool) -> dict[str, str]:
-    """Per dataset (node-id path) whose gates decide and do not pass in the session's verdict
-    (:func:`~pytest_gym_eval.reporting.summary.session_verdict`: a FAIL, an INCONCLUSIVE unless
-    ``inconclusive_passes``, and always one judged on fewer rollouts than were selected), a one-line text naming
-    the gates that did not pass: the ``gym-gate`` item of such a dataset never passes."""
-    found: dict[str, list[str]] = {}
-    for summary in summaries:
-        if not summary.gates or not summary.gates_decide:
-            continue
-        lenient = inconclusive_passes and not summary.unreported
-        failing = [result for result in summary.gates if not result.passed(lenient)]
-        verdict = summary.verdict
-        if failing or verdict is Verdict.FAIL:  # (errored rollouts fail the gates they leave passing)
-            why = "; ".join(result.describe() for result in failing) or f"{summary.errors} rollouts errored"
-            label = verdict.value if verdict is not None else ""
-            found.setdefault(summary.dataset, []).append(f"{summary.title} {label}: {why}")
-    return {dataset: "the session's verdict on these gates: " + "; ".join(texts) for dataset, texts in found.items()}
-
-
-def _not_judged(summaries: Sequence[rpt.DatasetSummary]) -> str:
-    """Why gated datasets' gates did not decide (each was judged on a selection by name, marker or last outcome),
-    "" when none."""
-    parts = [f"{s.title} {s.selection.describe()}" for s in summaries if s.gates and not s.gates_decide and s.selection]
-    return "gym gates: not judged on the whole dataset, the items decide: " + "; ".join(parts) if parts else ""
-
-
-def final_status(
-    pytest_status: int, conclusion: Conclusion, other_failures: int = 0, gate_failures: int = 0
-) -> tuple[int, str]:
-    """The session's final exit status and a one-line reason, given pytest's own status, the conclusion, the
-    number of failed items that are neither rollouts nor gate items, and the number of failed ``gym-gate``
-    items.
-
-    The gates decide when they are set and pytest ended normally (exit status 0 or 1), except that they never
-    turn the failure of another test into 0, nor that of a ``gym-gate`` item whose gates pass (its worker
-    crashed, a fixture of the user's failed): its JUnit testcase is a failure, and the exit status says so too.
-    Otherwise pytest's own status stands, with a reason saying what
-    it means (``pytest: interrupted``, ``pytest: 3 items failed or errored``, ...).
-    """
-    if conclusion.exit_status != -1 and pytest_status in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        if conclusion.exit_status == 0 and other_failures:
-            others = f"{other_failures} other test{'s' if other_failures != 1 else ''} failed or errored"
-            return int(pytest.ExitCode.TESTS_FAILED), f"{others}; {conclusion.reason}"
-        if conclusion.exit_status == 0 and gate_failures:
-            items = f"{gate_failures} gym-gate item{'s' if gate_failures != 1 else ''}"
-            return int(pytest.ExitCode.TESTS_FAILED), f"{items} failed or errored; {conclusion.reason}"
-        return conclusion.exit_status, conclusion.reason
-    reasons = {
-        pytest.ExitCode.OK: "pytest: every selected test passed",
-        pytest.ExitCode.TESTS_FAILED: "pytest: some tests failed or errored",
-        pytest.ExitCode.INTERRUPTED: "pytest: interrupted (Ctrl-C, SIGTERM, or errors during collection)",
-        pytest.ExitCode.INTERNAL_ERROR: "pytest: internal error",
-        pytest.ExitCode.USAGE_ERROR: "pytest: usage error",
-        pytest.ExitCode.NO_TESTS_COLLECTED: "pytest: no tests collected",
-    }
-    reason = reasons.get(pytest_status, f"pytest: exit status {int(pytest_status)}")  # type: ignore[call-overload]
-    if conclusion.reason and (pytest_status != pytest.ExitCode.OK or conclusion.exit_status == -1):
-        reason = f"{reason}; {conclusion.reason}"
-    return int(pytest_status), reason

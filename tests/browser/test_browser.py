@@ -35,7 +35,7 @@ from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
 from pytest_gym_eval.reporting.json_report import build_report
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
-from pytest_gym_eval.session.results import conclude
+from pytest_gym_eval.session.conclude import conclude
 from pytest_gym_eval.stats.gates import Gate, GateMode
 from pytest_gym_eval.tasks.models import Policy
 from tests.support.browser import open_page

@@ -159,7 +159,7 @@ def test_every_rollout_the_suite_counts_has_its_testcase_with_the_same_outcome(
 COUNT_GATE_VERDICTS = """
 from pathlib import Path
 
-from pytest_gym_eval.session import finish, results
+from pytest_gym_eval.session import finish, status
 
 calls = []
 
@@ -173,7 +173,7 @@ def counting(function):
 
 
 finish.gates_not_passing = counting(finish.gates_not_passing)
-results.gates_not_passing = counting(results.gates_not_passing)
+status.gates_not_passing = counting(status.gates_not_passing)
 
 
 def pytest_unconfigure(config):

@@ -120,7 +120,7 @@ def test_collection_checks_each_marks_gates_against_the_earlier_ones() -> None:
 
 
 def test_a_marks_gate_goes_with_its_tests_when_none_of_them_ran(tmp_path: Path) -> None:
-    from pytest_gym_eval.session.results import marks_of_tests_run
+    from pytest_gym_eval.session.conclude import marks_of_tests_run
 
     opts = options(tmp_path, ini="chars:5")
     opts.declare_marks(MARKS)

@@ -16,7 +16,7 @@ from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.json_report import build_report, comparison_json, write_report
 from pytest_gym_eval.reporting.policies_page import OPEN_FLIPS_UP_TO, policies_section
 from pytest_gym_eval.reporting.summary import RolloutResult
-from pytest_gym_eval.session.results import conclude
+from pytest_gym_eval.session.conclude import conclude
 from pytest_gym_eval.tasks.models import Policy
 
 AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}

@@ -19,7 +19,7 @@ from pytest_gym_eval.reporting.junit import comparison_properties
 from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
-from pytest_gym_eval.session.results import conclude
+from pytest_gym_eval.session.conclude import conclude
 from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis
 from pytest_gym_eval.stats.gates import Gate, Verdict
 from pytest_gym_eval.stats.sequential import RewardRange

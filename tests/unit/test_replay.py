@@ -990,7 +990,7 @@ def test_gym_rows_carry_their_repeat_only_when_asked_and_keep_the_rest(tmp_path:
 
 def test_flips_compare_each_repeat_with_the_recording_it_was_served(tmp_path: Path) -> None:
     from pytest_gym_eval.reporting.summary import RolloutResult
-    from pytest_gym_eval.session.results import find_flips
+    from pytest_gym_eval.session.conclude import find_flips
 
     first, second = rollout("Flip a coin.", [said("heads")]), rollout("Flip a coin.", [said("tails")])
     second["reward"] = 0.0
@@ -1016,7 +1016,7 @@ def test_a_recording_without_a_reward_never_flips(tmp_path: Path) -> None:
     """Policy answers written without Gym's verifier (a test's own recordings) carry no reward: no rollout
     replayed from them flips (a real-Gym run of a judge environment listed each as "reward 1, recorded None")."""
     from pytest_gym_eval.reporting.summary import RolloutResult
-    from pytest_gym_eval.session.results import find_flips
+    from pytest_gym_eval.session.conclude import find_flips
 
     answer = rollout("Flip a coin.", [said("heads")])
     answer.pop("reward", None)
@@ -1033,7 +1033,7 @@ def test_flips_read_gyms_records_file_once_and_keep_the_results_order(
 ) -> None:
     from pytest_gym_eval.outcomes import records as records_module
     from pytest_gym_eval.reporting.summary import RolloutResult
-    from pytest_gym_eval.session.results import find_flips
+    from pytest_gym_eval.session.conclude import find_flips
 
     recordings = write_rollouts(tmp_path / "coin_rollouts.jsonl", [rollout("Flip a coin.", [said("heads")])])
     records = tmp_path / "gym_rollouts.jsonl"

@@ -766,7 +766,7 @@ def test_a_dataset_selected_but_never_reported_gets_a_summary_whose_gates_have_n
 
 def test_final_status_keeps_pytests_own_status_unless_the_gates_decide() -> None:
     from pytest_gym_eval.reporting.conclusion import Conclusion
-    from pytest_gym_eval.session.results import final_status
+    from pytest_gym_eval.session.status import final_status
 
     gated = Conclusion([], [], None, 0, "gym gates: the gate passes")
     assert final_status(1, gated) == (0, "gym gates: the gate passes")  # failed rollouts, passing gate

@@ -13,13 +13,13 @@ import pytest
 import pytest_gym_eval
 from pytest_gym_eval.outcomes.rollout import Rollout, RolloutRequest, ToolCall
 from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.session.item_reports import rollout_from_test_report
 from pytest_gym_eval.session.results import (
     ResultsCollector,
     TestUse,
     count_rollout,
     counts_in_dataset,
     not_counted_note,
-    rollout_from_test_report,
 )
 from pytest_gym_eval.session.rollout_tests import MarkArguments, dataset_path, mark_arguments, requests_for, task_filter
 from pytest_gym_eval.tasks.dataset import Task

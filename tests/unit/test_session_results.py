@@ -11,7 +11,8 @@ from typing import Any
 from pytest_gym_eval.history.quarantine import parse_quarantine
 from pytest_gym_eval.outcomes.records import RolloutRecord
 from pytest_gym_eval.reporting.summary import RolloutResult, summarize
-from pytest_gym_eval.session.results import gates_not_passing, in_collection_order, selected_counts, with_gym_records
+from pytest_gym_eval.session.results import in_collection_order, selected_counts, with_gym_records
+from pytest_gym_eval.session.status import gates_not_passing
 from pytest_gym_eval.session.stopping import Stopping
 from pytest_gym_eval.stats.gates import Gate, GateMode
 from pytest_gym_eval.tasks.plan import PlannedRollout

@@ -1,5 +1,5 @@
-"""Each test function's outcome over its rollout (session/results.outcome_of_test) from its phases' reports, and the
-same outcomes read back from the JSON report by the html command (a whole session:
+"""Each test function's outcome over its rollout (session/item_reports.outcome_of_test) from its phases' reports, and
+the same outcomes read back from the JSON report by the html command (a whole session:
 tests/plugin/test_report_content_session.py)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from pytest_gym_eval.__main__ import main as cli
 from pytest_gym_eval.reporting.json_report import build_report, conclusion_from_report, write_report
 from pytest_gym_eval.reporting.summary import RolloutResult, TestOutcome, summarize
-from pytest_gym_eval.session.results import outcome_of_test as outcome_of
+from pytest_gym_eval.session.item_reports import outcome_of_test as outcome_of
 from pytest_gym_eval.stats.gates import GateMode
 
 PROPS = [("gym_rollout", "mcqa.jsonl::q1[r2]"), ("gym_rollout_counted", True)]
