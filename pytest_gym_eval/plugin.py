@@ -66,7 +66,7 @@ def make_gym(config: pytest.Config) -> GymSession:
     gym = gym_of(config)
     if gym is None:
         from pytest_gym_eval import integrations
-        from pytest_gym_eval.reporting.junit import RolloutValuesInJunit
+        from pytest_gym_eval.reporting.junit_plugin import RolloutValuesInJunit
         from pytest_gym_eval.session.finish import StopGymLast, index_teardown_reports
         from pytest_gym_eval.session.gym_session import GymSession
 

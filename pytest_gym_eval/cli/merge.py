@@ -18,7 +18,7 @@ from pytest_gym_eval import cli
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
 from pytest_gym_eval.history.urls import redact_url
 from pytest_gym_eval.options.gym_options import GymOptions, settings_layer
-from pytest_gym_eval.reporting import json_report, junit, outputs, run_history, terminal
+from pytest_gym_eval.reporting import json_report, junit_file, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.merge import (
     COMPACT_ABOVE,
@@ -203,7 +203,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         if args.junitxml is not None:
             thresholds = {entry.dataset: entry.threshold for entry in merged.datasets}
-            junit.write_junit_xml(
+            junit_file.write_junit_xml(
                 args.junitxml, merged.results, conclusion, meta, thresholds, final=final,
             )  # fmt: skip
             lines.append(f"junit xml: {args.junitxml}")

@@ -27,56 +27,28 @@ and, on error, ``failure_class``; ``judged_at_end`` on the testcase of a rollout
 record because its item never ran or was cut short (:func:`add_judged_rollouts`). Under ``junit_family=xunit1`` (or
 ``legacy``) they are the testcase's ``<properties>``; under ``xunit2`` (pytest's default), whose schema has no
 testcase properties, they go in the testcase's ``<system-out>`` as one line ``gym-eval: {JSON object}``
-(:data:`SYSTEM_OUT_PREFIX`). A dataset's ``gym-gate`` testcase carries its judged gates the same way: ``gate``
-properties, or a ``gates`` list in that JSON object (with ``selection`` when they were judged on part of the dataset
-and ``quarantined``, a count, with ``--gym-quarantine``); under xunit2 every value of a dataset's item goes there
-however the item ended (a gate skipped by a ``--deselect`` or ``-k`` selection too), and a test the session left
-unfinished is an ``<error>`` (:func:`close_unfinished`), never a testcase without the name every schema requires.
+(:data:`~pytest_gym_eval.reporting.junit_values.SYSTEM_OUT_PREFIX`). A dataset's ``gym-gate`` testcase carries its
+judged gates the same way: ``gate`` properties, or a ``gates`` list in that JSON object (with ``selection`` when they
+were judged on part of the dataset and ``quarantined``, a count, with ``--gym-quarantine``); under xunit2 every value of
+a dataset's item goes there however the item ended (a gate skipped by a ``--deselect`` or ``-k`` selection too), and a
+test the session left unfinished is an ``<error>`` (:func:`~pytest_gym_eval.reporting.junit_plugin.close_unfinished`),
+never a testcase without the name every schema requires.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
-import platform
-from collections.abc import Callable, Generator, Mapping, Sequence
-from datetime import datetime, timezone
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import pytest
 
-from pytest_gym_eval.gym.on_demand import ON_DEMAND_PROPERTY
-from pytest_gym_eval.outcomes.custom_metrics import PROPERTY_PREFIX as METRIC_PREFIX
-from pytest_gym_eval.outcomes.custom_metrics import REASON_PREFIX
 from pytest_gym_eval.outcomes.usage import ratio
-from pytest_gym_eval.reporting.conclusion import Conclusion, PolicyComparison
+from pytest_gym_eval.reporting.conclusion import PolicyComparison
+from pytest_gym_eval.reporting.junit_values import move_rollout_values
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
 from pytest_gym_eval.reporting.verdicts import GateVerdict
 from pytest_gym_eval.stats.comparison import Hypothesis, gym_verdict
-from pytest_gym_eval.stats.gates import GateResult
-
-SYSTEM_OUT_PREFIX = "gym-eval: "
-"""How the line that carries a rollout's values in an xunit2 testcase's ``<system-out>`` starts."""
-
-ROLLOUT_PROPERTIES = (
-    "reward", "task_id", "repeat", "agent", "record", "failure_class",
-    "input_tokens", "output_tokens", "total_tokens", "latency",
-)  # fmt: skip
-"""The per-rollout values a rollout item carries in its ``user_properties`` (the last four: tokens and latency,
-when Gym recorded them)."""
-
-TEST_PROPERTIES = frozenset(
-    {"gym_rollout", "gym_rollout_status", "gym_rollout_agent", "gym_rollout_counted", ON_DEMAND_PROPERTY}
-)
-"""The ``user_properties`` names of a test function's rollout (the ``gym_rollout`` fixture's, beside
-:data:`ROLLOUT_PROPERTIES` and its custom metrics, ``gym_metric.<name>``, with their reasons,
-``gym_metric_reason.<name>``; :mod:`pytest_gym_eval.session.rollout_tests`) and
-of its on-demand rollouts' rewards."""
-
-GATE_PROPERTY = "gate"
-"""The ``user_properties`` name of a gate item's judged gates (one per gate)."""
 
 SEPARATOR = "::"
 
@@ -270,137 +242,7 @@ def _property_value(value: object) -> str | None:
     return None
 
 
-# --- A whole JUnit XML file (the merge of shard reports) -------------------------------------------------
-
-
-def write_junit_xml(
-    path: Path,
-    results: Sequence[RolloutResult],
-    conclusion: Conclusion,
-    meta: Mapping[str, object],
-    thresholds: Mapping[str, float],
-    *,
-    final: tuple[int, str] | None = None,
-) -> None:
-    """Write a JUnit XML file for ``results`` laid out as pytest's ``--junitxml`` lays out a session's.
-
-    The family is xunit2, pytest's default. One ``testcase`` per rollout (``classname`` the dataset path
-    dotted, ``name`` ``<task>[r<k>]``, ``time`` its seconds when known) with the values a rollout item carries
-    (``task_id``, ``repeat``, ``agent``, ``reward``, ``record``, ``failure_class``) in its ``<system-out>`` line
-    (:func:`system_out_line`), a ``failure`` when its reward is below the pass threshold
-    (``thresholds`` by dataset) and an ``error`` when it has no reward; one ``gym-gate`` testcase per gated
-    dataset and one per other gate that fails (:func:`gate_failures`: a comparison's, a baseline's), failing with
-    the message of each verdict that fails the session (``conclusion.verdicts``); the suite
-    carries :func:`suite_properties` of ``conclusion.summaries``, ``meta`` and ``final`` (the exit status and its
-    reason, ``gym.exit_status`` and ``gym.reason``). The text is written as it is made
-    (160,000 testcases took ~10x longer through ElementTree). Creates missing parent folders; raises OSError
-    when the file cannot be written.
-    """
-    # Imported here: xml.sax.saxutils imports urllib.request (and ssl, http.client), ~10 ms of every pytest
-    # session's start-up, and only `python -m pytest_gym_eval merge` writes a JUnit file of its own.
-    from xml.sax.saxutils import escape, quoteattr
-
-    cases: list[str] = []
-    failures = errors = 0
-    attr = functools.lru_cache(maxsize=4096)(quoteattr)  # classnames, agents and messages repeat
-    for result in results:
-        timed = result.start > 0.0 and result.stop >= result.start
-        values: list[tuple[str, object]] = [
-            ("task_id", result.task_id), ("repeat", result.repeat), ("agent", result.agent),
-        ]  # fmt: skip
-        if result.reward is not None:
-            values.append(("reward", result.reward))
-        if result.record:
-            values.append(("record", result.record))
-        if result.failure_class:
-            values.append(("failure_class", result.failure_class))
-        outcome = ""
-        if result.status == "failed":
-            failures += 1
-            threshold = thresholds.get(result.dataset, 1.0)
-            reward = "n/a" if result.reward is None else format(result.reward, "g")
-            outcome = f"<failure message={attr(f'reward {reward} is below the pass threshold {threshold:g}')} />"
-        elif result.status == "error":
-            errors += 1
-            message = f"the rollout has no reward ({result.failure_class or 'unknown'})"
-            outcome = f"<error message={attr(message)} />"
-        head = _case_head(result.nodeid, result.stop - result.start if timed else 0.0, attr, quoteattr)
-        cases.append(f"{head}{outcome}<system-out>{escape(system_out_line(values))}</system-out></testcase>")
-    gated: dict[str, list[GateResult]] = {}
-    for summary in conclusion.summaries:
-        if summary.gates:
-            gated.setdefault(summary.dataset, []).extend(summary.gates)
-    failing = gate_failures(conclusion.verdicts)
-    testcases = [f"{dataset}::gym-gate" for dataset in gated]
-    testcases += [nodeid for nodeid in failing if nodeid not in testcases]
-    for nodeid in testcases:  # a dataset's gym-gate testcase, then one per other gate that fails the session
-        outcome = ""
-        if nodeid in failing:
-            failures += 1
-            outcome = f"<failure message={attr(failing[nodeid])}>{escape(failing[nodeid])}</failure>"
-        dataset = nodeid.split("::", 1)[0]
-        own = gated.get(dataset, []) if nodeid.endswith("::gym-gate") else []
-        gate_values = [(GATE_PROPERTY, gate.describe()) for gate in own]
-        head = _case_head(nodeid, 0.0, attr, quoteattr)
-        cases.append(f"{head}{outcome}<system-out>{escape(system_out_line(gate_values))}</system-out></testcase>")
-    timed_results = [r for r in results if r.start > 0.0 and r.stop >= r.start]
-    span = (max(r.stop for r in timed_results) - min(r.start for r in timed_results)) if timed_results else 0.0
-    attributes = {
-        "name": "pytest", "errors": errors, "failures": failures, "skipped": 0, "tests": len(results) + len(testcases),
-        "time": f"{span:.3f}", "timestamp": datetime.now(timezone.utc).astimezone().isoformat(),
-        "hostname": platform.node(),
-    }  # fmt: skip
-    suite_props = "".join(
-        f"<property name={quoteattr(name)} value={quoteattr(value)} />"
-        for name, value in suite_properties(conclusion.summaries, meta, final, conclusion.policies)
-    )
-    suite_attributes = " ".join(f"{name}={quoteattr(str(value))}" for name, value in attributes.items())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
-        out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="pytest tests">')
-        out.write(f"<testsuite {suite_attributes}><properties>{suite_props}</properties>")
-        for case in cases:
-            out.write(case)
-        out.write("</testsuite></testsuites>\n")
-
-
-def _case_head(nodeid: str, seconds: float, attr: Callable[[str], str], quote: Callable[[str], str]) -> str:
-    """A ``testcase`` start tag named as pytest's junitxml names a node id (``mangle_test_address``); ``attr``
-    quotes the classname (cached: it repeats), ``quote`` the name (unique)."""
-    path, bracket, params = nodeid.partition("[")
-    names = path.split("::")
-    names[0] = names[0].replace("/", ".")
-    names[-1] += bracket + params
-    return f'<testcase classname={attr(".".join(names[:-1]))} name={quote(names[-1])} time="{seconds:.3f}">'
-
-
-# --- Per-rollout values on the testcase -------------------------------------------------------------------
-
-
-def system_out_line(values: Sequence[tuple[str, object]]) -> str:
-    """The ``<system-out>`` line carrying an item's values under xunit2: :data:`SYSTEM_OUT_PREFIX` and a JSON
-    object, e.g. ``gym-eval: {"task_id": "q1", "repeat": 0, "agent": "mcqa_simple_agent", "reward": 1.0}``;
-    a gate item's ``gate`` values become one ``gates`` list, a test's on-demand rewards one
-    ``gym_on_demand_reward`` list (one per call)."""
-    lists = (GATE_PROPERTY, ON_DEMAND_PROPERTY)
-    data: dict[str, object] = {name: value for name, value in values if name not in lists}
-    gates = [value for name, value in values if name == GATE_PROPERTY]
-    if gates:
-        data["gates"] = gates
-    rewards = [value for name, value in values if name == ON_DEMAND_PROPERTY]
-    if rewards:
-        data[ON_DEMAND_PROPERTY] = rewards
-    return SYSTEM_OUT_PREFIX + json.dumps(data, ensure_ascii=False, default=str)
-
-
-def parse_system_out(text: str) -> dict[str, Any] | None:
-    """The rollout values in a testcase's ``<system-out>`` text (the inverse of :func:`system_out_line`), or
-    None when it has no such line."""
-    for line in text.splitlines():  # one prefixed line in XML text, not a JSON-lines file
-        if line.startswith(SYSTEM_OUT_PREFIX):
-            value = json.loads(line[len(SYSTEM_OUT_PREFIX) :])
-            return value if isinstance(value, dict) else None
-    return None
+# --- pytest's JUnit writer: the testcases the session's end adds or changes ---------------------------------
 
 
 def junit_xml(config: pytest.Config) -> Any:
@@ -410,56 +252,6 @@ def junit_xml(config: pytest.Config) -> Any:
     except ImportError:  # pragma: no cover
         return None
     return config.stash.get(xml_key, None)
-
-
-GATE_SUFFIX = "::gym-gate"
-"""How a dataset's gate item's node id ends (``path/to/data.jsonl::gym-gate``)."""
-
-ROLLOUT_KEYS = frozenset({"task_id", "repeat", "agent"})
-"""The ``user_properties`` every rollout item carries from collection on, in every report: they tell its reports."""
-
-
-def is_dataset_item(report: pytest.TestReport) -> bool:
-    """Whether ``report`` is a dataset item's, a rollout item's (:data:`ROLLOUT_KEYS` in its ``user_properties``) or
-    a gate item's (node id ending in :data:`GATE_SUFFIX`): every property of such an item is the plugin's."""
-    return report.nodeid.endswith(GATE_SUFFIX) or {name for name, _ in report.user_properties} >= ROLLOUT_KEYS
-
-
-def move_rollout_values(xml: Any, report: pytest.TestReport) -> None:
-    """Under ``junit_family=xunit2``, put an item's values in its testcase's ``<system-out>`` and take them out of
-    the teardown ``report``'s ``user_properties``, from which pytest would write ``<properties>`` that the xunit2
-    schema does not allow: every property of a dataset item (:func:`is_dataset_item`: whatever the session added,
-    whichever way it ended, skipped by a selection or not), and the plugin's own of a test function (a
-    ``gym_rollout`` test's rollout values and custom metrics with their reasons, on-demand rewards). Call on the
-    teardown report before pytest's JUnit writer sees it. Does nothing under xunit1 and legacy (properties are
-    valid there), nor for a test function without the plugin's properties (its own ``record_property`` values stay
-    the user's).
-    """
-    if report.when != "teardown" or getattr(xml, "family", "xunit1") in ("xunit1", "legacy"):
-        return
-    if not report.user_properties:
-        return
-    present = {name for name, _ in report.user_properties}
-    whole = is_dataset_item(report)
-    test = bool(TEST_PROPERTIES & present)
-    if not (whole or test):
-        return
-
-    def ours(name: object) -> bool:
-        return (
-            whole
-            or name in ROLLOUT_PROPERTIES
-            or name in TEST_PROPERTIES
-            or (isinstance(name, str) and name.startswith((METRIC_PREFIX, REASON_PREFIX)))
-        )
-
-    values = [(name, value) for name, value in report.user_properties if ours(name)]
-    from xml.etree import ElementTree
-
-    node = ElementTree.Element("system-out")
-    node.text = system_out_line(values)
-    xml.node_reporter(report).append(node)
-    report.user_properties = [(n, v) for n, v in report.user_properties if not ours(n)]
 
 
 def add_unjudged_gate(xml: Any, nodeid: str, reason: str) -> None:
@@ -531,8 +323,8 @@ finished from Gym's record (:func:`add_judged_rollout`): why its item did not ju
 
 
 def judged_rollout_values(result: RolloutResult, why: str) -> list[tuple[str, object]]:
-    """The values a rollout's testcase carries (:data:`ROLLOUT_PROPERTIES`, as its item would have set them) for
-    ``result``, judged at the session's end, with :data:`JUDGED_AT_END` = ``why``."""
+    """The values a rollout's testcase carries (:data:`~pytest_gym_eval.reporting.junit_values.ROLLOUT_PROPERTIES`, as
+    its item would have set them) for ``result``, judged at the session's end, with :data:`JUDGED_AT_END` = ``why``."""
     values: list[tuple[str, object]] = [("task_id", result.task_id), ("repeat", result.repeat)]
     values.append(("agent", result.agent))
     if result.reward is not None:
@@ -550,9 +342,9 @@ def add_judged_rollouts(config: pytest.Config, xml: Any, results: Sequence[Rollo
     ended: ``interrupted``), its testcase in pytest's JUnit writer ``xml``, so that every rollout the suite's
     properties count has one, with the same outcome: passed, a ``<failure>`` (failed), an ``<error>`` (errored),
     carrying the rollout's values and why the session judged it (:func:`judged_rollout_values`). A testcase pytest
-    opened at the item's setup and never finished is finished so (instead of :func:`close_unfinished`'s error); one
-    its item gave an outcome of its own (e.g. a crashed xdist worker's error) is left as it is. Returns how many
-    it added or finished."""
+    opened at the item's setup and never finished is finished so (instead of
+    :func:`~pytest_gym_eval.reporting.junit_plugin.close_unfinished`'s error); one its item gave an outcome of its own
+    (e.g. a crashed xdist worker's error) is left as it is. Returns how many it added or finished."""
     plugin = config.pluginmanager.get_plugin("gym-eval-junit")
     named: set[str] = getattr(plugin, "named", set())
     done = 0
@@ -616,39 +408,11 @@ def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
     _failure_as_error(xml, report)
 
 
-def close_unfinished(xml: Any, reason: str) -> None:
-    """Name and error each testcase pytest's JUnit writer ``xml`` opened without a name and never finished: pytest
-    opens a testcase with only its ``time`` for a setup that passed, and names it at the report that gives it an
-    outcome (the call's). A session that ends between the two (Ctrl-C or SIGTERM during a test's call, pytest-xdist's
-    ``-x`` stopping the other workers' items) would write a ``<testcase>`` without the ``name`` every JUnit schema
-    requires, that reads as passed. Each gets its ``classname`` and ``name`` as pytest gives them and an ``<error>``
-    (counted among the suite's ``errors``) saying the session ended before it finished, and why (``reason``). Call
-    before the writer writes its file (its ``pytest_sessionfinish``)."""
-    for reporter in list(xml.node_reporters.values()):
-        if "name" in reporter.attrs:  # named at a report that gave it an outcome
-            continue
-        nodeid = str(reporter.id)
-        location = (nodeid.split("::", 1)[0], None, nodeid)
-        reporter.record_testreport(pytest.TestReport(nodeid, location, {}, "failed", None, "call"))
-        message = f"the session ended before this test finished ({reason})"
-        reporter._add_simple("error", message, message)
-
-
-def end_reason(session: pytest.Session, exitstatus: int) -> str:
-    """Why ``session`` ended before every test finished, in a few words: ``interrupted`` (Ctrl-C, SIGTERM), pytest's
-    own reason to stop (``stopping after 1 failures``), or else ``exit status N``."""
-    stop = session.shouldstop or session.shouldfail
-    said = stop if isinstance(stop, str) and stop else None
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
-        return f"interrupted: {said}" if said else "interrupted"
-    return said or f"exit status {int(exitstatus)}"
-
-
 def fail_passed_gate(xml: Any, case: Any, message: str) -> bool:
     """Turn the testcase of a ``gym-gate`` item that passed into a failure with ``message`` (the session's verdict on
     its dataset's gates, which was not PASS): ``case`` is the item's node reporter in pytest's JUnit writer ``xml``
-    (:attr:`RolloutValuesInJunit.gate_cases`), the suite's counts follow. Returns whether it changed anything (not
-    for a testcase that failed, errored or was skipped already)."""
+    (:attr:`~pytest_gym_eval.reporting.junit_plugin.RolloutValuesInJunit.gate_cases`), the suite's counts follow.
+    Returns whether it changed anything (not for a testcase that failed, errored or was skipped already)."""
     from xml.etree import ElementTree
 
     element = case.to_xml()  # (a finished testcase's element is kept, and written as it is at the session's end)
@@ -660,41 +424,3 @@ def fail_passed_gate(xml: Any, case: Any, message: str) -> bool:
     xml.stats["passed"] -= 1
     xml.stats["failure"] += 1
     return True
-
-
-class RolloutValuesInJunit:
-    """A plugin object (registered by the plugin once it makes the session, after pytest's JUnit writer
-    registered itself in its ``pytest_configure``) that applies :func:`move_rollout_values` to every report before
-    pytest's JUnit writer sees it and :func:`on_demand_error_as_error` after, and :func:`close_unfinished` at the
-    session's end; it keeps each ``gym-gate`` item's testcase (``gate_cases``) for :func:`fail_passed_gate`."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.gate_cases: dict[str, Any] = {}
-        """The node reporter of each ``gym-gate`` item that reported, by node id."""
-        self.named: set[str] = set()
-        """Node ids whose testcase a report gave an outcome (a call's, or a setup or teardown that did not pass),
-        for :func:`add_judged_rollouts`."""
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
-        """Around pytest's JUnit writer: move a rollout's values out of its teardown report under xunit2, and
-        write an on-demand rollout's error as an error (pytest hook)."""
-        xml = junit_xml(self.config)
-        if xml is not None:
-            if report.when == "call" or not report.passed:
-                self.named.add(report.nodeid)
-            move_rollout_values(xml, report)
-            if report.when == "teardown" and report.nodeid.endswith("::gym-gate"):
-                self.gate_cases[report.nodeid] = xml.node_reporter(report)
-        yield
-        if xml is not None:
-            on_demand_error_as_error(xml, report)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Name and error the testcases the session left open (:func:`close_unfinished`; pytest hook). Not
-        ``tryfirst``: after the plugin's own ``pytest_sessionfinish`` (which adds the gates that never ran), and
-        before pytest's JUnit writer's, which was registered before this object, so is called after it."""
-        xml = junit_xml(self.config)
-        if xml is not None:
-            close_unfinished(xml, end_reason(session, exitstatus))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.reporting.junit import parse_system_out
+from pytest_gym_eval.reporting.junit_values import parse_system_out
 from tests.support.fakes import FakeGym
 from tests.support.junit import validate_junit
 

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
-from pytest_gym_eval.reporting.junit import parse_system_out
+from pytest_gym_eval.reporting.junit_values import parse_system_out
 from pytest_gym_eval.reporting.merge import (
     EXIT_CANNOT_MERGE,
     merge_reports,

@@ -11,7 +11,7 @@ import pytest
 from pytest_gym_eval.outcomes.usage import (
     Usage,
 )
-from pytest_gym_eval.reporting.junit import SYSTEM_OUT_PREFIX as PREFIX
+from pytest_gym_eval.reporting.junit_values import SYSTEM_OUT_PREFIX as PREFIX
 from pytest_gym_eval.reporting.summary import RolloutResult
 from tests.support.fakes import FakeGym
 

@@ -12,7 +12,7 @@ def junit_rollouts(path: Path) -> dict[str, dict[str, str]]:
     file of either family: the testcase's ``<properties>`` (xunit1) or its ``<system-out>`` line (xunit2)."""
     import xml.etree.ElementTree as ET
 
-    from pytest_gym_eval.reporting.junit import parse_system_out
+    from pytest_gym_eval.reporting.junit_values import parse_system_out
 
     found = {}
     for case in ET.parse(path).getroot().iter("testcase"):
