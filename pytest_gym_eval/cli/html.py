@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_gym_eval import cli
-from pytest_gym_eval.reporting import html, json_report, outputs
+from pytest_gym_eval.reporting import html, json_reading, json_report, outputs
 
 
 def main(argv: Sequence[str]) -> int:
@@ -43,7 +43,7 @@ def main(argv: Sequence[str]) -> int:
             cli.error("html", f"--baseline: {error}")
             return 2
     try:
-        conclusion, results = json_report.conclusion_from_report(report, baseline)
+        conclusion, results = json_reading.conclusion_from_report(report, baseline)
     except ValueError as error:
         cli.error("html", f"report: {args.report}: {error}")
         return 2

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.outcomes.usage import Usage
-from pytest_gym_eval.reporting import json_report
+from pytest_gym_eval.reporting import json_reading, json_report
 from pytest_gym_eval.reporting.summary import RolloutResult, TestOutcome
 from pytest_gym_eval.stats.comparison import Hypothesis
 from pytest_gym_eval.stats.gates import HOLM, METRICS, Gate, GateMode, GateSource
@@ -152,7 +152,7 @@ def _shard_report(path: Path, data: Mapping[str, Any], plan: Mapping[str, Any]) 
             Hypothesis(hypothesis): GateSource(source)
             for hypothesis, source in plan.get("comparison_sources", {}).items()
         },
-        tests=json_report.tests_from_json(data.get("tests")),
+        tests=json_reading.tests_from_json(data.get("tests")),
     )
 
 

@@ -22,7 +22,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, verdict_from_json
+from pytest_gym_eval.reporting.json_reading import verdict_from_json
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from pytest_gym_eval.reporting.junit import gate_testcase_id
 from tests.support.fakes import FakeGym
 

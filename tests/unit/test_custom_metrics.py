@@ -24,7 +24,7 @@ from pytest_gym_eval.outcomes.custom_metrics import (
     reasons_of,
 )
 from pytest_gym_eval.outcomes.rollout import Rollout
-from pytest_gym_eval.reporting import json_report, page_data, shard_report
+from pytest_gym_eval.reporting import json_reading, json_report, page_data, shard_report
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
 from pytest_gym_eval.session.results import ResultsCollector
 from pytest_gym_eval.stats.gates import NOT_RECORDED, Gate, GateMode, Verdict, custom_interval, evaluate
@@ -188,7 +188,7 @@ def test_the_json_report_round_trips_the_metrics() -> None:
     assert written["datasets"][0]["metrics"]["boxed"]["estimate"] == pytest.approx(0.6)
     assert written["datasets"][0]["gates"][0]["custom"] == "boxed"
     assert written["rollouts"][0]["metrics"] == {"boxed": 1.0} and "metrics" not in written["rollouts"][3]
-    conclusion, results = json_report.conclusion_from_report(written)
+    conclusion, results = json_reading.conclusion_from_report(written)
     assert results == RESULTS
     assert conclusion.summaries[0].metrics == summary.metrics
     assert conclusion.summaries[0].gates[0].gate == Gate("custom", 0.5, custom="boxed")
@@ -316,7 +316,7 @@ def test_the_json_report_round_trips_the_reasons() -> None:
     import jsonschema
 
     jsonschema.validate(written, __import__("json").loads(json_report.SCHEMA_PATH.read_text()))
-    assert json_report.conclusion_from_report(written)[1] == results  # what `html` reads back
+    assert json_reading.conclusion_from_report(written)[1] == results  # what `html` reads back
     merged = shard_report.rollout_result(
         written["rollouts"][0], SimpleNamespace(label="a.json"), 0
     )  # what `merge` reads
@@ -330,7 +330,7 @@ def test_the_json_report_round_trips_the_reasons() -> None:
 def test_the_page_shows_each_rollouts_metrics_and_reasons() -> None:
     results = [replace(RESULTS[2], metric_reasons=(("boxed", "no boxed answer"),)), RESULTS[0], RESULTS[3]]
     (summary,) = summarize(results, thresholds={}, gates={}, mode=GateMode.POINT)
-    conclusion = json_report.conclusion_from_report(json_report.build_report([summary], results, {}))[0]
+    conclusion = json_reading.conclusion_from_report(json_report.build_report([summary], results, {}))[0]
     rows = page_data.page_data(conclusion, results)["rollouts"]
     assert rows[0][9] == [["boxed", 0.0, "no boxed answer"]]
     assert rows[1][9] == [["boxed", 1.0, None]]

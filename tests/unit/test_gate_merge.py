@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval.options.settings import DatasetSettings, parse_dataset_settings
-from pytest_gym_eval.reporting import json_report
+from pytest_gym_eval.reporting import json_reading, json_report
 from pytest_gym_eval.reporting.merge import GateOverrides
 from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
 from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, comparison_gates
@@ -190,7 +190,7 @@ def test_the_json_report_keeps_each_gates_source_and_the_gates_not_applicable() 
     assert written["datasets"][1]["gates_not_applicable"] == [
         {"metric": "custom", "k": None, "threshold": 3.0, "custom": "n_calls", "source": "command line"}
     ]
-    conclusion, _ = json_report.conclusion_from_report(written)
+    conclusion, _ = json_reading.conclusion_from_report(written)
     a, b = conclusion.summaries
     assert [r.gate.source for r in a.gates] == [CLI] and [r.gate.source for r in b.gates] == [OWN]
     assert b.not_applicable == (n_calls,) and b.not_applicable[0].source is CLI

@@ -94,7 +94,8 @@ def test_gyms_own_figures_are_in_the_json_report_the_page_and_the_markdown(tmp_p
     from pytest_gym_eval.reporting import html, markdown
     from pytest_gym_eval.reporting.conclusion import Conclusion
     from pytest_gym_eval.reporting.gym_metrics import with_gym_figures
-    from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, conclusion_from_report
+    from pytest_gym_eval.reporting.json_reading import conclusion_from_report
+    from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 
     aggregate(tmp_path, "hotpotqa_agent", {"majority@2/accuracy": 80.0}, {"answer_f1": 0.8333, "is_correct": 0.8})
     results = results_for({"a": [1.0, 1.0], "b": [1.0, 0.0]}, agent="hotpotqa_agent")

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.options.settings import DatasetSettings, parse_dataset_settings
-from pytest_gym_eval.reporting import json_report
+from pytest_gym_eval.reporting import json_reading, json_report
 from pytest_gym_eval.reporting.terminal import set_where
 from pytest_gym_eval.session.collect import mark_gates
 from pytest_gym_eval.session.rollout_tests import check_declared, mark_arguments
@@ -155,6 +155,6 @@ def test_the_collected_plan_and_the_report_carry_the_marks_gate(tmp_path: Path) 
     gate = Gate("custom", 0.9, custom="terse", source=GateSource.MARK, declared_by="test_x.py::test_terse")
     written = json_report.plan_gate_json(gate)
     assert written["source"] == "test mark" and written["declared_by"] == "test_x.py::test_terse"
-    again = json_report._gate_from_json(json.loads(json.dumps(written)))
+    again = json_reading._gate_from_json(json.loads(json.dumps(written)))
     assert (again, again.source, again.declared_by) == (gate, GateSource.MARK, "test_x.py::test_terse")
     assert set_where(gate) == " (set by a gym_rollouts mark of test_x.py::test_terse)"

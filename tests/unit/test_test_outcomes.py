@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval.__main__ import main as cli
-from pytest_gym_eval.reporting.json_report import build_report, conclusion_from_report, write_report
+from pytest_gym_eval.reporting.json_reading import conclusion_from_report
+from pytest_gym_eval.reporting.json_report import build_report, write_report
 from pytest_gym_eval.reporting.summary import RolloutResult, TestOutcome, summarize
 from pytest_gym_eval.session.item_reports import outcome_of_test as outcome_of
 from pytest_gym_eval.stats.gates import GateMode
