@@ -1,7 +1,7 @@
 """``python -m pytest_gym_eval history TARGET [runs | task ID | flaky | quarantined | drift | export --csv FILE]``:
 read the history store (a SQLite file or a ``postgresql://`` URL) as plain text for CI logs; no browser needed.
 
-Reading never writes: the store is opened read-only (:func:`~pytest_gym_eval.history.store.open_store` with
+Reading never writes: the store is opened read-only (:func:`~pytest_gym_eval.history.backends.open_store` with
 ``write=False``), so a file that is no history gets no table. Exit status: 0 when the history was read, 2 when it
 cannot be (no such file, a file or database that is no history, one that cannot be reached, a malformed quarantine
 file); the error is one line ``python -m pytest_gym_eval history: error: ...`` with any
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pytest_gym_eval import cli
 from pytest_gym_eval.core.files import write_text_atomic
+from pytest_gym_eval.history.backends import open_store
 from pytest_gym_eval.history.drift import series_drift
 from pytest_gym_eval.history.quarantine import (
     DEFAULT_FILE,
@@ -34,11 +35,9 @@ from pytest_gym_eval.history.store import (
     HistoryStore,
     RunRollouts,
     SeriesKey,
-    is_postgres_url,
-    open_store,
     redact_url,
 )
-from pytest_gym_eval.history.urls import target_problem
+from pytest_gym_eval.history.urls import is_postgres_url, target_problem
 
 COMMAND = "history"
 EXIT_CANNOT_READ = 2

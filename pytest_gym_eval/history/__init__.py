@@ -2,12 +2,13 @@
 drift alarm on each dataset's mean reward.
 
 The evaluation layer: these modules import only the standard library, the leaf modules (``stats``) and, when a
-``postgresql://`` URL is used, psycopg. ``store`` keeps the data; ``stability``, ``quarantine`` and ``drift``
-are pure functions over what it returns.
+``postgresql://`` URL is used, psycopg. ``store`` keeps the data (``backends`` opens it); ``stability``, ``quarantine``
+and ``drift`` are pure functions over what it returns.
 """
 
 from __future__ import annotations
 
+from pytest_gym_eval.history.backends import open_store
 from pytest_gym_eval.history.store import (
     HistoryError,
     HistoryStore,
@@ -19,7 +20,6 @@ from pytest_gym_eval.history.store import (
     SeriesKey,
     StoredRollout,
     StoredRun,
-    open_store,
     redact_url,
 )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.history.backends import open_store
 from pytest_gym_eval.history.drift import Drift, series_drift
 from pytest_gym_eval.history.stability import DEFAULT_WINDOW, LABELS, RULE, TaskStability, assess_series
 from pytest_gym_eval.history.store import (
@@ -27,7 +28,6 @@ from pytest_gym_eval.history.store import (
     RolloutRecord,
     RunRecord,
     SeriesKey,
-    open_store,
 )
 
 

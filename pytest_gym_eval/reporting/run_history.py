@@ -16,10 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.history.backends import open_store
 from pytest_gym_eval.history.drift import Drift
 from pytest_gym_eval.history.records import RolloutRecord, RunRecord
 from pytest_gym_eval.history.stability import DEFAULT_WINDOW
-from pytest_gym_eval.history.store import HistoryError, open_store
+from pytest_gym_eval.history.store import HistoryError
 from pytest_gym_eval.history.summary import (
     DatasetHistory,
     git_commit,

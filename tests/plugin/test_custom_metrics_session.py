@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pytest_gym_eval.history.store import open_store
+from pytest_gym_eval.history.backends import open_store
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.fakes import FakeGym
 from tests.support.junit import junit_rollouts, validate_junit

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_gym_eval.cli.html import main as html_main
 from pytest_gym_eval.cli.merge import main as merge_main
-from pytest_gym_eval.history.store import open_store
+from pytest_gym_eval.history.backends import open_store
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.children import child_pytest_argv
 from tests.support.fakes import FakeGym

@@ -18,17 +18,18 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gym_eval.history import backends
 from pytest_gym_eval.history import store as store_module
+from pytest_gym_eval.history.backends import open_store
 from pytest_gym_eval.history.store import (
     HistoryUnavailable,
     RolloutRecord,
     RunRecord,
     SchemaMismatch,
     SeriesKey,
-    is_postgres_url,
-    open_store,
     redact_url,
 )
+from pytest_gym_eval.history.urls import is_postgres_url
 from tests.support.postgres import PASSWORD, find_binaries, postgres_server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,7 +144,8 @@ _WRITER = textwrap.dedent(
     import sys, time
     from datetime import datetime, timezone
     from pathlib import Path
-    from pytest_gym_eval.history.store import RolloutRecord, RunRecord, open_store
+    from pytest_gym_eval.history.backends import open_store
+    from pytest_gym_eval.history.store import RolloutRecord, RunRecord
 
     target, name, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     deadline = time.monotonic() + 60
@@ -179,7 +181,7 @@ def test_two_processes_writing_at_once_lose_nothing(target: str, tmp_path: Path)
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:
     with open_store(tmp_path / "gym.db") as store:
         assert store._rows("PRAGMA journal_mode")[0][0] == "wal"
-        assert store._rows("PRAGMA busy_timeout")[0][0] == int(store_module.SQLITE_BUSY_TIMEOUT_S * 1000)
+        assert store._rows("PRAGMA busy_timeout")[0][0] == int(backends.SQLITE_BUSY_TIMEOUT_S * 1000)
 
 
 def test_a_newer_schema_is_refused_naming_the_file_and_both_versions(target: str) -> None:
@@ -438,14 +440,14 @@ def test_a_wal_switch_sqlite_finds_locked_is_tried_again(tmp_path: Path) -> None
     connection = sqlite3.connect(tmp_path / "h.db", isolation_level=None)
     try:
         locked = LockedFirst(connection, failures=3)
-        store_module._use_wal(locked, time.monotonic() + 30)  # type: ignore[arg-type]
+        backends._use_wal(locked, time.monotonic() + 30)  # type: ignore[arg-type]
         assert locked.tries == 4
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         with pytest.raises(sqlite3.OperationalError, match="locked"):  # past the deadline: SQLite's own error
-            store_module._use_wal(LockedFirst(connection, failures=99), time.monotonic())  # type: ignore[arg-type]
+            backends._use_wal(LockedFirst(connection, failures=99), time.monotonic())  # type: ignore[arg-type]
         other = LockedFirst(connection, failures=1, error="disk I/O error")
         with pytest.raises(sqlite3.OperationalError, match="disk I/O"):  # not a lock: at once
-            store_module._use_wal(other, time.monotonic() + 30)  # type: ignore[arg-type]
+            backends._use_wal(other, time.monotonic() + 30)  # type: ignore[arg-type]
         assert other.tries == 1
     finally:
         connection.close()
@@ -502,7 +504,7 @@ def test_a_read_only_copy_is_read_by_a_user_who_cannot_write_it(tmp_path: Path) 
     try:
         (shared / "gym.db").write_bytes((tmp_path / "source" / "gym.db").read_bytes())
         _read_only(shared)
-        code = "import sys; from pytest_gym_eval.history.store import open_store; "
+        code = "import sys; from pytest_gym_eval.history.backends import open_store; "
         code += "print(len(open_store(sys.argv[1], write=False).runs()))"
         done = subprocess.run(
             [str(setpriv), "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-c", code,

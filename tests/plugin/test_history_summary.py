@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.history.store import RolloutRecord, RunRecord, SeriesKey, open_store
+from pytest_gym_eval.history.backends import open_store
+from pytest_gym_eval.history.store import RolloutRecord, RunRecord, SeriesKey
 from pytest_gym_eval.history.summary import git_commit, record_run, summarize, summary_json, summary_lines
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gym_eval.__main__ import main
-from pytest_gym_eval.history.store import RolloutRecord, RunRecord, open_store
+from pytest_gym_eval.history.backends import open_store
+from pytest_gym_eval.history.store import RolloutRecord, RunRecord
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 
