@@ -17,7 +17,8 @@ import pytest
 from pytest_gym_eval import cli
 from pytest_gym_eval.history.quarantine import Quarantine, read_quarantine
 from pytest_gym_eval.history.urls import redact_url
-from pytest_gym_eval.options.gym_options import GymOptions, settings_layer
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.options.readers import settings_layer
 from pytest_gym_eval.reporting import json_report, junit_file, outputs, run_history, terminal
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.merge import (
@@ -126,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _overrides(args: argparse.Namespace) -> GateOverrides:
     """The gate options as :class:`GateOverrides` (every kind's, as a session reads its command line:
-    :func:`~pytest_gym_eval.options.gym_options.settings_layer`); raises ValueError naming the option for a bad
+    :func:`~pytest_gym_eval.options.readers.settings_layer`); raises ValueError naming the option for a bad
     value."""
     try:
         given = settings_layer(lambda dest: getattr(args, dest, None), GateSource.COMMAND_LINE).gates

@@ -10,7 +10,8 @@ import sys
 import pytest
 from _pytest.config.argparsing import Parser
 
-from pytest_gym_eval.options.register import INI_ONLY, NUMBER, OPTIONS, WHOLE, Option, add_options
+from pytest_gym_eval.options.register import add_options
+from pytest_gym_eval.options.table import INI_ONLY, NUMBER, OPTIONS, WHOLE, Option
 from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.gates import GateMode
 
@@ -78,16 +79,14 @@ def test_importing_the_options_imports_no_evaluation_or_gym_module() -> None:
     ]
 
 
-def test_names_moved_out_of_options_still_import_from_it() -> None:
-    from pytest_gym_eval.options import config_source, gym_options, settings
-    from pytest_gym_eval.options import register as options
+def test_register_keeps_no_old_import_path_alive() -> None:
+    """``options.register`` registers the options; the names it once re-exported (``GymOptions``, the settings,
+    the table's classes) are imported from the modules that define them, not through a lazy ``__getattr__``."""
+    from pytest_gym_eval.options import register
 
-    assert options.GymOptions is gym_options.GymOptions
-    assert options.DatasetSettings is settings.DatasetSettings
-    assert options.dataset_name is settings.dataset_name
-    assert options.check_config_source is config_source.check_config_source
-    with pytest.raises(AttributeError, match="no_such_name"):
-        options.no_such_name  # noqa: B018
+    assert not hasattr(register, "__getattr__")
+    for name in ("GymOptions", "DatasetSettings", "dataset_name", "check_config_source", "Option", "IniOption"):
+        assert not hasattr(register, name), name
 
 
 SAMPLE = {

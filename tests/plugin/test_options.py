@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_gym_eval.options.register import DatasetSettings, parse_dataset_settings
+from pytest_gym_eval.options.settings import DatasetSettings, parse_dataset_settings
 from pytest_gym_eval.stats.gates import Gate
 
 

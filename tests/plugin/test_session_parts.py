@@ -16,7 +16,7 @@ import pytest
 
 from pytest_gym_eval.gym.feed import Missing
 from pytest_gym_eval.gym.run import GymStartError
-from pytest_gym_eval.options.register import GymOptions
+from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.outcomes.causes import Cause
 from pytest_gym_eval.outcomes.outcome import RolloutOutcome

@@ -14,7 +14,8 @@ import jsonschema
 import pytest
 
 from pytest_gym_eval.cli import merge as merge_cli
-from pytest_gym_eval.options.gym_options import GymOptions, settings_layer
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.options.readers import settings_layer
 from pytest_gym_eval.options.settings import SETTING_KEYS, parse_dataset_settings
 from pytest_gym_eval.options.table import OPTIONS
 from pytest_gym_eval.reporting import json_report

@@ -50,8 +50,7 @@ def test_the_scan_finds_a_dynamic_import_of_the_package() -> None:
 
 
 def test_the_package_imports_its_modules_only_where_the_layers_contract_sees_it() -> None:
-    """(The command dispatcher ``__main__`` and ``options.register``'s lazy names import from tables, not
-    literals: ``__main__`` is the top layer, and the lazy names are of ``options`` itself.)"""
+    """(The command dispatcher ``__main__`` imports from a table, not literals: it is the top layer.)"""
     hidden = {path: names for path, tree in package_modules() if (names := dynamic_imports_of_the_package(tree))}
     assert hidden == {}, "import these with an import statement, which lint-imports checks"
 

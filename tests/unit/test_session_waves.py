@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_gym_eval.core.rundir import RunPaths
 from pytest_gym_eval.gym.feed import RunState
-from pytest_gym_eval.options.register import GymOptions
+from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.session import waves
 from pytest_gym_eval.tasks.plan import RunPlan
 
