@@ -4,6 +4,8 @@
   ``import`` statements, not ``importlib.import_module("pytest_gym_eval....")``).
 - No file name of a run directory is spelled outside :class:`~pytest_gym_eval.core.rundir.RunPaths`: code asks it
   for the path.
+- No module is over :data:`MAX_LINES` lines but those of :data:`OVER_MAX_LINES`, each at most as long as it is
+  listed: a ratchet that only goes down.
 """
 
 from __future__ import annotations
@@ -128,3 +130,52 @@ def test_no_run_directory_name_is_spelled_outside_run_paths() -> None:
         and (found := [name for name in spelled_names(tree, names) if (path, name) not in SAME_NAME_ELSEWHERE])
     }
     assert spelled == {}, "ask RunPaths (pytest_gym_eval/core/rundir.py) for these paths"
+
+
+MAX_LINES = 500
+"""The most lines a module of the package may have (one concern a module: split a longer one by concern)."""
+
+OVER_MAX_LINES = {
+    "session/gym_session.py": 622,
+    "stats/comparison.py": 619,
+    "stats/gates.py": 611,
+    "reporting/summary.py": 608,
+    "session/collect.py": 522,
+}
+"""The modules still over :data:`MAX_LINES`, each with the most lines it may keep: lower an entry when its module
+shrinks, delete it once the module is within :data:`MAX_LINES`; never add one or raise one."""
+
+
+def module_lengths() -> dict[str, int]:
+    """Every module of the package (its path relative to the package) and its number of lines."""
+    return {
+        path.relative_to(PACKAGE).as_posix(): len(path.read_text("utf-8").splitlines())
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def too_long(lengths: dict[str, int], allowed: dict[str, int], most: int = MAX_LINES) -> dict[str, str]:
+    """Per module breaking the ratchet, why: over ``most`` lines and not in ``allowed``, longer than ``allowed``
+    lets it be, or listed in ``allowed`` though it is within ``most`` (or gone): the entry is stale."""
+    found = {}
+    for path, lines in lengths.items():
+        if lines > allowed.get(path, most):
+            limit = f"its allowed {allowed[path]}" if path in allowed else f"{most}"
+            found[path] = f"{lines} lines, over {limit}: split it by concern"
+    for path, limit in allowed.items():
+        if lengths.get(path, 0) <= most:
+            found[path] = f"within {most} lines now (or gone): delete its entry in OVER_MAX_LINES"
+        elif lengths[path] < limit:
+            found[path] = f"{lengths[path]} lines, its entry allows {limit}: lower the entry to {lengths[path]}"
+    return found
+
+
+def test_the_ratchet_sees_a_long_module_a_grown_one_and_a_stale_entry() -> None:
+    lengths = {"a.py": 501, "b.py": 500, "c.py": 610, "d.py": 600, "e.py": 400}
+    allowed = {"c.py": 600, "d.py": 650, "e.py": 520, "gone.py": 700}
+    assert sorted(too_long(lengths, allowed)) == ["a.py", "c.py", "d.py", "e.py", "gone.py"]
+    assert too_long({"a.py": 501, "b.py": 500}, {"a.py": 501}) == {}
+
+
+def test_no_module_is_longer_than_the_ratchet_allows() -> None:
+    assert too_long(module_lengths(), OVER_MAX_LINES) == {}, f"at most {MAX_LINES} lines a module"
