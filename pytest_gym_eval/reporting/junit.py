@@ -411,8 +411,8 @@ def on_demand_error_as_error(xml: Any, report: pytest.TestReport) -> None:
 def fail_passed_gate(xml: Any, case: Any, message: str) -> bool:
     """Turn the testcase of a ``gym-gate`` item that passed into a failure with ``message`` (the session's verdict on
     its dataset's gates, which was not PASS): ``case`` is the item's node reporter in pytest's JUnit writer ``xml``
-    (:attr:`~pytest_gym_eval.reporting.junit_plugin.RolloutValuesInJunit.gate_cases`), the suite's counts follow.
-    Returns whether it changed anything (not for a testcase that failed, errored or was skipped already)."""
+    (``gate_cases`` of :class:`~pytest_gym_eval.reporting.junit_plugin.RolloutValuesInJunit`), the suite's counts
+    follow. Returns whether it changed anything (not for a testcase that failed, errored or was skipped already)."""
     from xml.etree import ElementTree
 
     element = case.to_xml()  # (a finished testcase's element is kept, and written as it is at the session's end)

@@ -74,6 +74,21 @@ def test_the_scans_see_a_stale_pointer() -> None:
     assert not resolves("pytest_gym_eval.gym.run.START_ATTEMPTS")
     assert resolves("pytest_gym_eval.gym.servers.START_ATTEMPTS")
     assert resolves("pytest_gym_eval.tasks.shard.CollectedPlan.marks")  # a dataclass field
+    # Names that moved when their modules were split by concern: the old pointers are stale.
+    for old, new in [
+        ("session.results.conclude", "session.conclude.conclude"),
+        ("session.results.final_status", "session.status.final_status"),
+        ("session.results.find_flips", "session.conclude.find_flips"),
+        ("reporting.junit.write_junit_xml", "reporting.junit_file.write_junit_xml"),
+        ("reporting.junit.parse_system_out", "reporting.junit_values.parse_system_out"),
+        ("reporting.junit.RolloutValuesInJunit", "reporting.junit_plugin.RolloutValuesInJunit"),
+        ("reporting.json_report.conclusion_from_report", "reporting.json_reading.conclusion_from_report"),
+        ("history.store.open_store", "history.backends.open_store"),
+        ("options.gym_options.COMPARISON_OPTIONS", "options.readers.COMPARISON_OPTIONS"),
+        ("options.register.GymOptions", "options.gym_options.GymOptions"),
+    ]:
+        assert not resolves(f"pytest_gym_eval.{old}"), old
+        assert resolves(f"pytest_gym_eval.{new}"), new
 
 
 def test_every_path_the_scripts_name_exists() -> None:
