@@ -10,8 +10,10 @@ from typing import Any
 
 from pytest_gym_eval.history.quarantine import parse_quarantine
 from pytest_gym_eval.outcomes.records import RolloutRecord
+from pytest_gym_eval.reporting.junit import gate_failures
 from pytest_gym_eval.reporting.summary import RolloutResult, summarize
-from pytest_gym_eval.session.results import gates_not_passing, in_collection_order, selected_counts, with_gym_records
+from pytest_gym_eval.reporting.verdicts import gate_verdicts
+from pytest_gym_eval.session.results import gates_judged_passing, in_collection_order, selected_counts, with_gym_records
 from pytest_gym_eval.session.stopping import Stopping
 from pytest_gym_eval.stats.gates import Gate, GateMode
 from pytest_gym_eval.tasks.plan import PlannedRollout
@@ -89,7 +91,7 @@ def test_every_rollout_gym_wrote_counts_whether_or_not_its_item_reported() -> No
     assert judged == [1, 2]
 
 
-def test_a_gate_that_does_not_pass_in_the_sessions_verdict_is_named_with_its_gates() -> None:
+def test_a_gate_that_does_not_pass_in_the_verdict_list_is_named_with_its_gates() -> None:
     results = [RolloutResult(f"d.jsonl::t{i}[0]", "d.jsonl", f"t{i}", 0, "a", "passed", 1.0) for i in range(3)]
     gates = {"d.jsonl": [Gate("mean_reward", 0.5)], "e.jsonl": [Gate("mean_reward", 0.5)]}
     e_results = [RolloutResult("e.jsonl::u[0]", "e.jsonl", "u", 0, "a", "passed", 1.0)]
@@ -98,9 +100,10 @@ def test_a_gate_that_does_not_pass_in_the_sessions_verdict_is_named_with_its_gat
     )
 
     for lenient in (False, True):  # one rollout of e.jsonl never came: not green even when INCONCLUSIVE passes
-        failing = gates_not_passing(summaries, inconclusive_passes=lenient)
-        assert list(failing) == ["e.jsonl"]
-        assert "e.jsonl INCONCLUSIVE: mean reward" in failing["e.jsonl"]
+        failing = gate_failures(gate_verdicts(summaries, inconclusive_passes=lenient))
+        assert list(failing) == ["e.jsonl::gym-gate"]
+        assert "e.jsonl: mean reward" in failing["e.jsonl::gym-gate"] and "INCONCLUSIVE" in failing["e.jsonl::gym-gate"]
+        assert gates_judged_passing(summaries, failing) == {"d.jsonl"}
 
 
 class FakeServer:
