@@ -51,6 +51,7 @@ def build_report(
     comparisons: Sequence[PolicyComparison] = (),
     tests: Sequence[TestOutcome] = (),
     verdicts: Sequence[GateVerdict] = (),
+    warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all),
     ``tests`` when test functions got rollouts (``tests``: how each ended, :func:`test_json`),
@@ -59,7 +60,8 @@ def build_report(
     ``python -m pytest_gym_eval merge`` needs, and ``comparisons`` when a session compared policies (non-empty
     ``comparisons``: each candidate against the baseline per dataset, :func:`comparison_json`), and ``verdicts``
     when any gate was judged: every gate's verdict as the session's end judged it
-    (:meth:`~pytest_gym_eval.reporting.verdicts.GateVerdict.to_json`), the one list every report renders.
+    (:meth:`~pytest_gym_eval.reporting.verdicts.GateVerdict.to_json`), the one list every report renders, and
+    ``warnings`` when any (:attr:`~pytest_gym_eval.reporting.conclusion.Conclusion.warnings`).
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
@@ -85,6 +87,8 @@ def build_report(
         report["comparisons"] = [comparison_json(item) for item in comparisons]
     if verdicts:
         report["verdicts"] = [verdict.to_json() for verdict in verdicts]
+    if warnings:
+        report["warnings"] = list(warnings)
     if plan is not None:
         report["plan"] = _json_safe(plan)
     return report
@@ -498,12 +502,13 @@ def conclusion_from_report(
     status, reason = ended.get("exit_status"), ended.get("reason")
     tests = tests_from_json(report.get("tests"))
     verdicts = tuple(verdict_from_json(entry) for entry in report.get("verdicts") or () if isinstance(entry, Mapping))
-    if isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str):
-        return Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts), results
-    # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
-    status, reason = session_verdict(summaries, inconclusive_passes=False)
-    verdicts = verdicts or gate_verdicts(summaries)
-    return Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts), results
+    warnings = tuple(str(line) for line in report.get("warnings") or ())
+    if not (isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str)):
+        # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
+        status, reason = session_verdict(summaries, inconclusive_passes=False)
+        verdicts = verdicts or gate_verdicts(summaries)
+    concluded = Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts)
+    return dataclasses.replace(concluded, warnings=warnings), results
 
 
 def verdict_from_json(entry: Mapping[str, Any]) -> GateVerdict:
@@ -527,6 +532,7 @@ def verdict_from_json(entry: Mapping[str, Any]) -> GateVerdict:
         message=str(entry.get("message", "")),
         decides=bool(entry.get("decides", True)),
         fails=bool(entry.get("fails", False)),
+        detail=str(entry.get("detail", "")),
     )
 
 

@@ -10,7 +10,6 @@ import os
 import pytest
 
 from pytest_gym_eval.reporting import outputs, terminal
-from pytest_gym_eval.reporting.summary import metric_gate_gaps
 from pytest_gym_eval.session.diagnosis import bound_replay_miss_lines
 from pytest_gym_eval.session.finish import cut_to_last_visible_entry
 from pytest_gym_eval.session.gym_session import GymSession
@@ -32,7 +31,7 @@ def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus
         )
         lines += [f"gym {line}" for line in gym.conclusion.quarantined]
         lines += gym.conclusion.history
-        lines += [f"gym warning: {line}" for line in metric_gate_gaps(gym.conclusion.summaries, gym.conclusion.tests)]
+        lines += [f"gym warning: {line}" for line in gym.conclusion.warnings]
         if gym.run_dir is not None:
             lines.append(f"gym run directory: {gym.run_dir}")
         lines += gym.pages

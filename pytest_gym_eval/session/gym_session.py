@@ -589,8 +589,9 @@ class GymSession:
             tests_run=self.results.tests_reported,  # (known_tasks also declares the marks' gates)
         )  # fmt: skip
         figures = with_gym_figures(self.conclusion.summaries, rollouts, read_gym_metrics(self.run_dir))
-        self.conclusion = dataclasses.replace(  # Gym's own figures, and the test functions' outcomes, for every report
-            self.conclusion, summaries=figures, tests=tuple(self.results.test_outcomes.values())
+        # Gym's own figures, and the test functions' outcomes (with the warnings they imply), for every report
+        self.conclusion = dataclasses.replace(self.conclusion, summaries=figures).with_tests(
+            tuple(self.results.test_outcomes.values())
         )
         return self.conclusion
 
