@@ -131,7 +131,7 @@ class GateVerdict:
     ``dataset`` the dataset's node-id path; ``subject`` what was judged, as the reports title it (``mcqa.jsonl``,
     ``mcqa.jsonl (policy cand)``, ``mcqa.jsonl cand vs base``); ``policy`` the policy model (a comparison: the
     candidate), else None; ``kind`` the gate's kind (``mean_reward``, ``pass_rate``, ``pass_at_k``, ``custom``,
-    ``non-inferiority``, ``superiority``, ``errors``, ``max_drop``, ``max_regressed_tasks``, ``flips``);
+    ``non-inferiority``, ``superiority``, ``errors``, ``max_drop``, ``max_regressed_tasks``, ``flips``, ``replay``);
     ``gate`` its words (``mean reward >= 0.70``); ``statistic`` the estimate judged and ``bound`` the bound that
     decided (reward units or a probability; None when none applies or there was no data); ``threshold`` the
     gate's; ``verdict`` PASS, FAIL, INCONCLUSIVE or NOT_APPLICABLE; ``message`` one line saying why; ``decides``
@@ -191,7 +191,8 @@ class GateVerdict:
 @dataclass(frozen=True)
 class Conclusion:
     """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set
-    (pytest's own status then holds), else 0 or 1, with ``reason`` saying why in one line."""
+    (pytest's own status then holds), else 0 or 1 (1 exactly when one of :attr:`verdicts` fails), with ``reason``
+    saying why in one line."""
 
     summaries: list[DatasetSummary]
     comparisons: list[BaselineComparison]

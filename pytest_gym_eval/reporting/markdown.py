@@ -296,8 +296,9 @@ def policy_table(policies: Sequence[PolicyComparison], verdicts: Sequence[GateVe
 
 def other_gates(verdicts: Sequence[GateVerdict]) -> list[str]:
     """The verdicts of the gates no dataset's table shows (a baseline's ``--gym-max-drop`` and
-    ``--gym-max-regressed-tasks``, ``--gym-fail-on-flip``), one row each; none without."""
-    rows = [v for v in verdicts if v.kind in ("max_drop", "max_regressed_tasks", "flips")]
+    ``--gym-max-regressed-tasks``, ``--gym-fail-on-flip``, an unreadable ``--gym-replay`` recording), one row each;
+    none without."""
+    rows = [v for v in verdicts if v.kind in ("max_drop", "max_regressed_tasks", "flips", "replay")]
     if not rows:
         return []
     lines = ["#### Other gates", "", "| gate | verdict | why |", "|---|---|---|"]

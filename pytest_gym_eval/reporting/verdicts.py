@@ -20,9 +20,9 @@ from pytest_gym_eval.stats.gates import NOT_APPLICABLE as NOT_APPLICABLE_WORDS
 from pytest_gym_eval.stats.gates import Gate, GateSource, Verdict
 from pytest_gym_eval.stats.intervals import Interval
 
-NOT_DATASET_GATES = frozenset({"errors", "max_drop", "max_regressed_tasks", "flips"})
+NOT_DATASET_GATES = frozenset({"errors", "max_drop", "max_regressed_tasks", "flips", "replay"})
 """The verdict kinds that are no gate of a summary's own statistics (its errored rollouts, a baseline's gates, the
-replay flips): the terminal's summary lists the others as its gate lines."""
+replay flips, an unreadable recording): the terminal's summary lists the others as its gate lines."""
 
 SET_WHERE = {
     GateSource.COMMAND_LINE: "set on the command line",
@@ -57,18 +57,24 @@ def gate_verdicts(
     max_drop: float | None = None,
     max_regressed_tasks: int | None = None,
     fail_on_flip: bool = False,
+    replay_error: str = "",
 ) -> tuple[GateVerdict, ...]:
     """Every gate verdict of a conclusion, in the order the reports list them: per summary its gates (the reward
-    statistics and custom metrics, then the session-wide metric gates not applicable to it, then its errored
-    rollouts when it is gated), then each policy pair's comparison gates, the baseline gates (``max_drop``,
-    ``max_regressed_tasks``) and the replay flips (``fail_on_flip``). A gate's ``fails`` follows
-    :meth:`~pytest_gym_eval.stats.gates.GateResult.passed` (and the comparison's rule, which is the same)."""
+    statistics and custom metrics, then the session-wide metric gates not applicable to it), then each policy
+    pair's comparison gates, the baseline
+    gates (``max_drop``, ``max_regressed_tasks``), the replay flips (``fail_on_flip``) and a recording that could not
+    be read (``replay_error``, the text saying why), then each summary's errored rollouts when the session is gated.
+    A gate's ``fails`` follows :meth:`~pytest_gym_eval.stats.gates.GateResult.passed` (and the comparison's rule,
+    which is the same: a gate judged on fewer rollouts than were selected never passes); a gated session fails
+    exactly when one of these fails (its exit status, :func:`pytest_gym_eval.session.results.conclude`)."""
     found = [verdict for summary in summaries for verdict in _dataset_verdicts(summary, inconclusive_passes)]
     found += [verdict for item in policies for verdict in _comparison_verdicts(item, inconclusive_passes)]
     for comparison in comparisons:
         found += _baseline_verdicts(comparison, max_drop, max_regressed_tasks)
     if fail_on_flip and flips is not None:
         found.append(_flips_verdict(flips))
+    if replay_error:
+        found.append(_replay_verdict(replay_error))
     if any(verdict.decides for verdict in found):  # errored rollouts fail a gated session (any dataset's) ...
         found += [_errors(summary) for summary in summaries if summary.unjudged_errors]  # ... unless a gate judges them
     return tuple(found)
@@ -123,6 +129,24 @@ def _dataset_verdicts(summary: DatasetSummary, inconclusive_passes: bool) -> lis
         for gate in summary.not_applicable
     ]
     return found
+
+
+def _replay_verdict(error: str) -> GateVerdict:
+    """``--gym-replay``'s recording could not be read: the flips asked for cannot be judged, which fails the
+    session (``error`` names the file and line)."""
+    return GateVerdict(
+        dataset="",
+        subject="replay",
+        policy=None,
+        kind="replay",
+        gate="the recording can be read",
+        statistic=None,
+        bound=None,
+        threshold=None,
+        verdict="FAIL",
+        message=f"replay: {error}",
+        fails=True,
+    )
 
 
 def _comparison_verdicts(item: PolicyComparison, inconclusive_passes: bool) -> list[GateVerdict]:

@@ -134,3 +134,26 @@ def test_stopping_stops_the_replay_servers_removes_the_launch_folders_and_keeps_
     assert launch.more_replays == [] and launch.model_server_replays == {} and launch.cleanup == []
     assert not folder.exists()
     assert first is not None and first >= 0 and stopping.seconds == first
+
+
+def test_the_exit_status_is_the_verdict_lists(tmp_path: Path) -> None:
+    """The session fails exactly when a verdict of its list fails (issue 36: the exit status comes from the list,
+    computed once): a gate judged on fewer rollouts than were selected fails it (never passes); an unreadable
+    ``--gym-replay`` recording fails it as a ``replay`` verdict (the list had none: exit status 1 while no verdict
+    failed)."""
+    from pytest_gym_eval.options.gym_options import GymOptions
+    from pytest_gym_eval.session.results import conclude
+
+    results = [RolloutResult(f"d.jsonl::t{i}[0]", "d.jsonl", f"t{i}", 0, "a", "passed", 1.0) for i in range(3)]
+    policy = ({"d.jsonl": 1.0}, {"d.jsonl": [Gate("mean_reward", 0.5)]})
+    options = GymOptions(rootdir=tmp_path)
+    for selected, status in ((3, 0), (4, 1)):
+        conclusion = conclude(results, options, selected={"d.jsonl": {"a": selected}}, policy=policy)
+        assert conclusion.exit_status == status
+        assert any(v.fails for v in conclusion.verdicts) == bool(status)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    conclusion = conclude(results, GymOptions(rootdir=tmp_path, replay=(bad,)), policy=policy)
+    assert conclusion.exit_status == 1 and "--gym-replay" in conclusion.reason
+    (failed,) = [v for v in conclusion.verdicts if v.fails]
+    assert failed.kind == "replay" and failed.message.removeprefix("replay: ") in conclusion.reason
