@@ -67,7 +67,8 @@ def make_gym(config: pytest.Config) -> GymSession:
     if gym is None:
         from pytest_gym_eval import integrations
         from pytest_gym_eval.reporting.junit_plugin import RolloutValuesInJunit
-        from pytest_gym_eval.session.finish import StopGymLast, index_teardown_reports
+        from pytest_gym_eval.session.closing import StopGymLast
+        from pytest_gym_eval.session.finish import index_teardown_reports
         from pytest_gym_eval.session.gym_session import GymSession
 
         gym = config.stash[SESSION_KEY] = GymSession(config, options_of(config))
@@ -332,21 +333,19 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Summarise the rewards, let the gates set the exit status, and write the reports
-    (:func:`pytest_gym_eval.session.finish.finish_session`). Gym is stopped only after these and pytest's JUnit file
-    (``StopGymLast``)."""
+    (:meth:`pytest_gym_eval.session.gym_session.GymSession.finish`). Gym is stopped only after these and pytest's JUnit
+    file (``StopGymLast``)."""
     # tryfirst: the suite properties must be in place before junitxml writes its file in its own sessionfinish.
     gym = gym_of(session.config)
     if gym is not None:
-        from pytest_gym_eval.session.finish import finish_session
-
-        session.exitstatus = finish_session(gym, exitstatus)
+        session.exitstatus = gym.finish(exitstatus)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    """The ``gym reward summary`` section (:func:`pytest_gym_eval.session.finish.write_summary`)."""
+    """The ``gym reward summary`` section (:func:`pytest_gym_eval.session.closing.write_summary`)."""
     gym = gym_of(config)
     if gym is not None:
-        from pytest_gym_eval.session.finish import write_summary
+        from pytest_gym_eval.session.closing import write_summary
 
         write_summary(gym, terminalreporter, exitstatus)
 

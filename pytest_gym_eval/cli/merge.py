@@ -76,7 +76,7 @@ def conclude_merged(
         merged.results, options, baseline, selected, policy=(thresholds, gates), quarantine=quarantine,
         known_tasks=known,
     )  # fmt: skip
-    return replace(conclusion, tests=tuple(test for report in merged.reports for test in report.tests))
+    return conclusion.with_tests([test for report in merged.reports for test in report.tests])
 
 
 def utc_today() -> date:
@@ -200,6 +200,7 @@ def main(argv: Sequence[str]) -> int:
         conclusion = replace(conclusion, history=tuple(remembered.lines()))
     lines += [f"gym {line}" for line in conclusion.quarantined]
     lines += conclusion.history
+    lines += [f"gym warning: {line}" for line in conclusion.warnings]
     final = (exit_status(merged, conclusion), conclusion.reason or "merged shard reports")
     try:
         if args.junitxml is not None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_gym_eval.outcomes.usage import SideUsage
-from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, TestOutcome
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, TestOutcome, metric_gate_gaps
 from pytest_gym_eval.stats.comparison import Comparison, ComparisonResult, Hypothesis
 from pytest_gym_eval.stats.intervals import PairedComparison
 from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA
@@ -131,12 +131,14 @@ class GateVerdict:
     ``dataset`` the dataset's node-id path; ``subject`` what was judged, as the reports title it (``mcqa.jsonl``,
     ``mcqa.jsonl (policy cand)``, ``mcqa.jsonl cand vs base``); ``policy`` the policy model (a comparison: the
     candidate), else None; ``kind`` the gate's kind (``mean_reward``, ``pass_rate``, ``pass_at_k``, ``custom``,
-    ``non-inferiority``, ``superiority``, ``errors``, ``max_drop``, ``max_regressed_tasks``, ``flips``);
+    ``non-inferiority``, ``superiority``, ``errors``, ``max_drop``, ``max_regressed_tasks``, ``flips``, ``replay``);
     ``gate`` its words (``mean reward >= 0.70``); ``statistic`` the estimate judged and ``bound`` the bound that
     decided (reward units or a probability; None when none applies or there was no data); ``threshold`` the
     gate's; ``verdict`` PASS, FAIL, INCONCLUSIVE or NOT_APPLICABLE; ``message`` one line saying why; ``decides``
     False when the gate was judged on a selection by name, marker or last outcome (it sets no exit status);
-    ``fails`` whether it fails the session (a deciding FAIL, or INCONCLUSIVE unless ``--gym-inconclusive=pass``)."""
+    ``fails`` whether it fails the session (a deciding FAIL, or INCONCLUSIVE unless ``--gym-inconclusive=pass``);
+    ``detail`` the gate's line as the terminal shows it, without the subject (its figures and verdict, where the gate
+    was set, an INCONCLUSIVE one's hint; :attr:`text`)."""
 
     dataset: str
     subject: str
@@ -150,6 +152,13 @@ class GateVerdict:
     message: str
     decides: bool = True
     fails: bool = False
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        """The gate's line without the subject: :attr:`detail`, else the message's words after the subject (a
+        report written before the verdicts carried their detail)."""
+        return self.detail or self.message.removeprefix(f"{self.subject}: ")
 
     @property
     def key(self) -> tuple[str, str]:
@@ -175,13 +184,15 @@ class GateVerdict:
             "message": self.message,
             "decides": self.decides,
             "fails": self.fails,
+            "detail": self.text,
         }
 
 
 @dataclass(frozen=True)
 class Conclusion:
     """Everything the end of the session reports; ``exit_status`` is -1 when no gate of any kind is set
-    (pytest's own status then holds), else 0 or 1, with ``reason`` saying why in one line."""
+    (pytest's own status then holds), else 0 or 1 (1 exactly when one of :attr:`verdicts` fails), with ``reason``
+    saying why in one line."""
 
     summaries: list[DatasetSummary]
     comparisons: list[BaselineComparison]
@@ -200,3 +211,11 @@ class Conclusion:
     verdicts: tuple[GateVerdict, ...] = ()
     """Every gate's verdict (:func:`~pytest_gym_eval.reporting.verdicts.gate_verdicts`), made once where the session
     or ``merge`` concludes: what every output renders its gates from."""
+    warnings: tuple[str, ...] = ()
+    """What the verdicts cannot say of how their gates were judged, one line each, told by every output beside them:
+    a custom metric's gate judged on fewer rollouts than its test functions got
+    (:func:`~pytest_gym_eval.reporting.summary.metric_gate_gaps`; set with the tests, :meth:`with_tests`)."""
+
+    def with_tests(self, tests: Sequence[TestOutcome]) -> Conclusion:
+        """This conclusion with the test functions' outcomes (``tests``) and the :attr:`warnings` they imply."""
+        return replace(self, tests=tuple(tests), warnings=tuple(metric_gate_gaps(self.summaries, tests)))

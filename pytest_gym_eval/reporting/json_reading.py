@@ -88,12 +88,13 @@ def conclusion_from_report(
     status, reason = ended.get("exit_status"), ended.get("reason")
     tests = tests_from_json(report.get("tests"))
     verdicts = tuple(verdict_from_json(entry) for entry in report.get("verdicts") or () if isinstance(entry, Mapping))
-    if isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str):
-        return Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts), results
-    # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
-    status, reason = session_verdict(summaries, inconclusive_passes=False)
-    verdicts = verdicts or gate_verdicts(summaries)
-    return Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts), results
+    warnings = tuple(str(line) for line in report.get("warnings") or ())
+    if not (isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str)):
+        # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
+        status, reason = session_verdict(summaries, inconclusive_passes=False)
+        verdicts = verdicts or gate_verdicts(summaries)
+    concluded = Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts)
+    return dataclasses.replace(concluded, warnings=warnings), results
 
 
 def verdict_from_json(entry: Mapping[str, Any]) -> GateVerdict:
@@ -117,6 +118,7 @@ def verdict_from_json(entry: Mapping[str, Any]) -> GateVerdict:
         message=str(entry.get("message", "")),
         decides=bool(entry.get("decides", True)),
         fails=bool(entry.get("fails", False)),
+        detail=str(entry.get("detail", "")),
     )
 
 

@@ -52,6 +52,7 @@ def build_report(
     comparisons: Sequence[PolicyComparison] = (),
     tests: Sequence[TestOutcome] = (),
     verdicts: Sequence[GateVerdict] = (),
+    warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The JSON report: ``schema_version``, ``meta``, ``datasets`` (one per summary), ``rollouts`` (all),
     ``tests`` when test functions got rollouts (``tests``: how each ended, :func:`test_json`),
@@ -60,7 +61,8 @@ def build_report(
     ``python -m pytest_gym_eval merge`` needs, and ``comparisons`` when a session compared policies (non-empty
     ``comparisons``: each candidate against the baseline per dataset, :func:`comparison_json`), and ``verdicts``
     when any gate was judged: every gate's verdict as the session's end judged it
-    (:meth:`~pytest_gym_eval.reporting.verdicts.GateVerdict.to_json`), the one list every report renders.
+    (:meth:`~pytest_gym_eval.reporting.verdicts.GateVerdict.to_json`), the one list every report renders, and
+    ``warnings`` when any (:attr:`~pytest_gym_eval.reporting.conclusion.Conclusion.warnings`).
 
     Its layout is described by ``report.schema.json`` (:data:`SCHEMA_PATH`). ``meta`` is free-form (gym
     version, checkout, model, dataset digests, created time, pytest args); values JSON cannot hold become
@@ -86,6 +88,8 @@ def build_report(
         report["comparisons"] = [comparison_json(item) for item in comparisons]
     if verdicts:
         report["verdicts"] = [verdict.to_json() for verdict in verdicts]
+    if warnings:
+        report["warnings"] = list(warnings)
     if plan is not None:
         report["plan"] = _json_safe(plan)
     return report

@@ -57,12 +57,13 @@ def render_markdown(
 ) -> str:
     """The summary as Markdown text (ends with a newline).
 
-    A heading with the session's verdict and reason, then per summary (dataset, or dataset and agent): a table
-    of tasks, rollouts, errors, mean reward and pass rate with their intervals, pass@k, flaky tasks and wall
-    time; the gates with their verdicts; the :data:`WORST_TASKS` tasks with the lowest mean reward among
-    those with a failed or errored rollout; the change against a baseline (with the tasks that fell) and the
-    replay flips when there are any. Then, in a session comparing policies, :func:`policy_table` (for a PR
-    comment), and :func:`other_gates` (a baseline's, the replay flips'). Last, where the HTML and JSON reports were
+    A heading with the session's verdict and reason, the quarantine and history lines, the conclusion's warnings
+    (a quote each), then per summary (dataset, or dataset and agent): a table of tasks, rollouts, errors, mean
+    reward and pass rate with their intervals, pass@k, flaky tasks and wall time; the gates with their verdicts;
+    the :data:`WORST_TASKS` tasks with the lowest mean reward among those with a failed or errored rollout; the
+    change against a baseline (with the tasks that fell) and the replay flips when there are any. Then, in a
+    session comparing policies, :func:`policy_table` (for a PR comment), and :func:`other_gates` (a baseline's,
+    the replay flips'). Last, where the HTML and JSON reports were
     written (``html_path``, ``json_path``; plain paths, no links).
     """
     status = conclusion.exit_status
@@ -72,6 +73,8 @@ def render_markdown(
         lines += [conclusion.reason, ""]
     if conclusion.quarantined or conclusion.history:
         lines += ["```text", *conclusion.quarantined, *conclusion.history, "```", ""]
+    if conclusion.warnings:  # how some gate was judged, which its verdict cannot say
+        lines += [text for line in conclusion.warnings for text in (f"> ⚠️ warning: {line}", "")]
     if not conclusion.summaries:  # Gym served on-demand rollouts only
         lines += [NO_DATASET_ROLLOUT[0].upper() + NO_DATASET_ROLLOUT[1:] + ".", ""]
     grouped = groups(results)
@@ -293,8 +296,9 @@ def policy_table(policies: Sequence[PolicyComparison], verdicts: Sequence[GateVe
 
 def other_gates(verdicts: Sequence[GateVerdict]) -> list[str]:
     """The verdicts of the gates no dataset's table shows (a baseline's ``--gym-max-drop`` and
-    ``--gym-max-regressed-tasks``, ``--gym-fail-on-flip``), one row each; none without."""
-    rows = [v for v in verdicts if v.kind in ("max_drop", "max_regressed_tasks", "flips")]
+    ``--gym-max-regressed-tasks``, ``--gym-fail-on-flip``, an unreadable ``--gym-replay`` recording), one row each;
+    none without."""
+    rows = [v for v in verdicts if v.kind in ("max_drop", "max_regressed_tasks", "flips", "replay")]
     if not rows:
         return []
     lines = ["#### Other gates", "", "| gate | verdict | why |", "|---|---|---|"]

@@ -62,6 +62,7 @@ def write_outputs(
         data = json_report.build_report(
             conclusion.summaries, results, meta, final, flips=conclusion.flips, plan=plan,
             comparisons=conclusion.policies, verdicts=conclusion.verdicts, tests=conclusion.tests,
+            warnings=conclusion.warnings,
         )  # fmt: skip
         if history is not None:
             data["history"] = dict(history)

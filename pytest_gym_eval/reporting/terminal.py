@@ -9,7 +9,13 @@ from collections.abc import Mapping, Sequence
 
 from pytest_gym_eval.outcomes.usage import ratio
 from pytest_gym_eval.reporting import fmt
-from pytest_gym_eval.reporting.conclusion import BaselineComparison, Conclusion, PolicyComparison, flips_count
+from pytest_gym_eval.reporting.conclusion import (
+    BaselineComparison,
+    Conclusion,
+    GateVerdict,
+    PolicyComparison,
+    flips_count,
+)
 from pytest_gym_eval.reporting.gym_metrics import AgentMetrics, fractional_note, gym_lines, with_gym_figures
 from pytest_gym_eval.reporting.summary import (
     MAX_LISTED,
@@ -20,8 +26,10 @@ from pytest_gym_eval.reporting.summary import (
     selection_note,
     shown_pass_at_k,
 )
-from pytest_gym_eval.stats.comparison import ComparisonGate, gym_verdict
-from pytest_gym_eval.stats.gates import NOT_APPLICABLE, Gate, GateMode, GateSource
+from pytest_gym_eval.reporting.verdicts import SET_WHERE as SET_WHERE
+from pytest_gym_eval.reporting.verdicts import gate_verdicts, of_comparison, of_summary
+from pytest_gym_eval.reporting.verdicts import set_where as set_where
+from pytest_gym_eval.stats.gates import GateMode, Verdict
 
 _MAX_ID_CHARS = 40
 
@@ -36,6 +44,7 @@ def render_summary(
     results: Sequence[RolloutResult] = (),
     width: int = 80,
     gym_metrics: Mapping[str, AgentMetrics] | None = None,
+    verdicts: Sequence[GateVerdict] | None = None,
 ) -> list[str]:
     """Body lines of the "gym reward summary" terminal section (the caller writes the section header).
 
@@ -47,17 +56,20 @@ def render_summary(
     Fractional rewards get a line saying what the pass rate and the mean each count; each summary's Gym figures
     (``summary.gym``) their lines, and ``gym_metrics`` (Gym's aggregate metrics per agent,
     :func:`~pytest_gym_eval.reporting.gym_metrics.read_gym_metrics`) gives summaries without them theirs
-    (:func:`~pytest_gym_eval.reporting.gym_metrics.with_gym_figures`).
+    (:func:`~pytest_gym_eval.reporting.gym_metrics.with_gym_figures`). The gate lines are ``verdicts``' (the
+    conclusion's list, :func:`~pytest_gym_eval.reporting.verdicts.gate_verdicts`; None: made from the summaries).
     """
     width = max(width, fmt.MIN_WIDTH)
     lines: list[str] = []
+    if verdicts is None:
+        verdicts = gate_verdicts(summaries)
     if gym_metrics:
         summaries = [s if s.gym is not None else with_gym_figures([s], results, gym_metrics)[0] for s in summaries]
     for index, summary in enumerate(summaries):
         if index:
             lines.append("")
         lines.append(_heading(summary, width))
-        lines.extend(_summary_lines(summary, width, results))
+        lines.extend(_summary_lines(summary, width, results, of_summary(verdicts, summary)))
         if verbose:
             lines.extend(_task_rows(summary, results, width))
     return lines
@@ -69,7 +81,9 @@ def _heading(summary: DatasetSummary, width: int) -> str:
     return fmt.trim_end(path + suffix, width)
 
 
-def _summary_lines(summary: DatasetSummary, width: int, results: Sequence[RolloutResult] = ()) -> list[str]:
+def _summary_lines(
+    summary: DatasetSummary, width: int, results: Sequence[RolloutResult], verdicts: Sequence[GateVerdict]
+) -> list[str]:
     counts = (
         f"{fmt.plural(summary.tasks, 'task')}, {fmt.plural(summary.rollouts, 'rollout')} ({summary.scored} scored, "
         f"{fmt.plural(summary.errors, 'error')})"
@@ -129,18 +143,25 @@ def _summary_lines(summary: DatasetSummary, width: int, results: Sequence[Rollou
     lines += usage_lines(summary, width)
     if summary.gates or summary.not_applicable:
         lines += fmt.labelled("gates", _gates_text(summary) if summary.gates else "none judged", width)
-    for result in summary.gates:
-        lines += fmt.wrap(result.describe(set_where(result.gate)), width, "    ", "      ")
-    for gate in summary.not_applicable:
-        lines += fmt.wrap(f"{gate.label}: {NOT_APPLICABLE}{set_where(gate)}", width, "    ", "      ")
+    for gate in verdicts:  # the verdict list's, in its order: the gates' results, then those not applicable
+        lines += fmt.wrap(gate.text, width, "    ", "      ")
     if summary.gates:
-        verdict = summary.verdict
-        assert verdict is not None  # there are gates
         why = f" ({fmt.plural(summary.errors, 'rollout')} errored)" if summary.errors else ""
         lines += fmt.labelled(
-            "verdict", verdict.value + why + selection_note(summary) + familywise_note(summary), width
+            "verdict",
+            worst(verdicts, summary.unjudged_errors) + why + selection_note(summary) + familywise_note(summary),
+            width,
         )
     return lines
+
+
+def worst(verdicts: Sequence[GateVerdict], errored: int = 0) -> str:
+    """A summary's verdict from its gates' (``verdicts``): FAIL when any fails or ``errored`` rollouts no gate judges
+    fail it, else INCONCLUSIVE when any is, else PASS (a gate not applicable counts as none)."""
+    found = {verdict.verdict for verdict in verdicts}
+    if Verdict.FAIL.value in found or errored:
+        return Verdict.FAIL.value
+    return Verdict.INCONCLUSIVE.value if Verdict.INCONCLUSIVE.value in found else Verdict.PASS.value
 
 
 def familywise_note(summary: DatasetSummary) -> str:
@@ -148,24 +169,6 @@ def familywise_note(summary: DatasetSummary) -> str:
     family (``--gym-familywise``), "" otherwise."""
     family = next((r.familywise for r in summary.gates if r.familywise is not None), None)
     return "" if family is None else f" (family-wise: {family.method} over {family.family} gates of the session)"
-
-
-SET_WHERE = {
-    GateSource.COMMAND_LINE: "set on the command line",
-    GateSource.INI: "set in the ini file",
-    GateSource.DATASET: "set in gym_dataset_settings",
-    GateSource.MARK: "set by a gym_rollouts mark",
-}
-
-
-def set_where(gate: Gate | ComparisonGate) -> str:
-    """`` (set on the command line)``, `` (set in the ini file)`` or `` (set in gym_dataset_settings)``: where a
-    gate line's gate was set, `` (set by the gym_rollouts mark of tests/test_x.py::test_terse)`` for a test's mark;
-    "" when that is unknown (a report written before the plan recorded it)."""
-    if gate.source is None:
-        return ""
-    declared_by = getattr(gate, "declared_by", None)
-    return f" ({SET_WHERE[gate.source]}" + (f" of {declared_by})" if declared_by else ")")
 
 
 def metric_lines(summary: DatasetSummary, width: int) -> list[str]:
@@ -316,7 +319,9 @@ def _comparison_lines(item: BaselineComparison, width: int) -> list[str]:
     return lines
 
 
-def render_policies(comparisons: Sequence[PolicyComparison], width: int = 80) -> list[str]:
+def render_policies(
+    comparisons: Sequence[PolicyComparison], width: int = 80, verdicts: Sequence[GateVerdict] | None = None
+) -> list[str]:
     """Terminal lines of a session comparing policies: per dataset and candidate, ``DATASET: CAND vs BASE``, then
     the paired difference in mean reward (candidate - baseline) with its interval and both means over the pairs, the
     flips (McNemar's exact p when every reward is 0 or 1) with the tasks each side alone passes (at most
@@ -326,19 +331,22 @@ def render_policies(comparisons: Sequence[PolicyComparison], width: int = 80) ->
     the gates were judged on the confidence sequence after how many waves and repeats; when the paired rollouts
     recorded them, a ``tokens`` line (each side's total and mean per rollout, with candidate / baseline of the
     means) and a ``latency`` line (each side's median, with candidate / baseline, and p95). No line is longer than
-    ``width`` (at least 40 is used)."""
+    ``width`` (at least 40 is used). The gate lines are ``verdicts``' (the conclusion's list; None: made from
+    ``comparisons``)."""
     width = max(width, fmt.MIN_WIDTH)
     lines: list[str] = []
+    if verdicts is None:
+        verdicts = gate_verdicts((), comparisons)
     for index, item in enumerate(comparisons):
         if index:
             lines.append("")
         head = f": {item.candidate} vs {item.baseline}"
         lines.append(fmt.trim_end(fmt.shorten_left(item.dataset, max(width - len(head), width // 2)) + head, width))
-        lines.extend(_policy_lines(item, width))
+        lines.extend(_policy_lines(item, width, of_comparison(verdicts, item)))
     return lines
 
 
-def _policy_lines(item: PolicyComparison, width: int) -> list[str]:
+def _policy_lines(item: PolicyComparison, width: int, verdicts: Sequence[GateVerdict]) -> list[str]:
     difference, flips = item.comparison.difference, item.comparison.flips
     if not difference.pairs:
         lines = fmt.wrap("no (task, repeat) was scored for both policies", width, "  ", "    ")
@@ -366,10 +374,9 @@ def _policy_lines(item: PolicyComparison, width: int) -> list[str]:
                 more = f", … and {len(tasks) - MAX_LISTED} more" if len(tasks) > MAX_LISTED else ""
                 lines += fmt.wrap(f"{label}: {', '.join(tasks[:MAX_LISTED])}{more}", width, "    ", "      ")
         lines += _policy_usage_lines(item, width)
-    note = "" if item.decides else " (judged on a selection: does not decide)"
-    for result in item.comparison.results:
-        where = set_where(result.gate)
-        lines += fmt.labelled("gate", f"{result.describe()} (Gym: {gym_verdict(result)}){where}{note}", width)
+    for verdict in verdicts:
+        note = "" if verdict.decides else " (judged on a selection: does not decide)"
+        lines += fmt.labelled("gate", verdict.text + note, width)
     if item.sequential:  # --gym-adaptive: the gates' interval is the sequence's, not the delta line's
         lines += fmt.labelled("adaptive", item.describe_waves(), width)
     return lines
@@ -418,11 +425,14 @@ def render_conclusion(
     gym_metrics: Mapping[str, AgentMetrics] | None = None,
 ) -> list[str]:
     """The body of the terminal's ``gym reward summary`` section (``gym_metrics``: see :func:`render_summary`)."""
-    lines = render_summary(conclusion.summaries, verbose=verbose, results=results, width=width, gym_metrics=gym_metrics)
+    lines = render_summary(
+        conclusion.summaries, verbose=verbose, results=results, width=width, gym_metrics=gym_metrics,
+        verdicts=conclusion.verdicts or None,  # (None: a conclusion built without its list, in a test)
+    )  # fmt: skip
     if not conclusion.summaries:  # Gym served on-demand rollouts only
         lines = textwrap.wrap(NO_DATASET_ROLLOUT, max(width, fmt.MIN_WIDTH), subsequent_indent="  ")
     if conclusion.policies:
-        lines += ["", *render_policies(conclusion.policies, width=width)]
+        lines += ["", *render_policies(conclusion.policies, width=width, verdicts=conclusion.verdicts or None)]
     if conclusion.comparisons:
         lines += ["", *render_baseline(conclusion.comparisons, width=width)]
     if conclusion.flips is not None and conclusion.summaries:

@@ -15,8 +15,36 @@ from pytest_gym_eval.reporting import baseline as bl
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import NOT_APPLICABLE, BaselineComparison, Flip, GateVerdict, PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, selection_note
-from pytest_gym_eval.stats.gates import Verdict
+from pytest_gym_eval.stats.comparison import ComparisonGate, gym_verdict
+from pytest_gym_eval.stats.gates import NOT_APPLICABLE as NOT_APPLICABLE_WORDS
+from pytest_gym_eval.stats.gates import Gate, GateSource, Verdict
 from pytest_gym_eval.stats.intervals import Interval
+
+NOT_DATASET_GATES = frozenset({"errors", "max_drop", "max_regressed_tasks", "flips", "replay"})
+"""The verdict kinds that are no gate of a summary's own statistics (its errored rollouts, a baseline's gates, the
+replay flips, an unreadable recording): the terminal's summary lists the others as its gate lines."""
+
+SET_WHERE = {
+    GateSource.COMMAND_LINE: "set on the command line",
+    GateSource.INI: "set in the ini file",
+    GateSource.DATASET: "set in gym_dataset_settings",
+    GateSource.MARK: "set by a gym_rollouts mark",
+}
+
+
+def set_where(gate: Gate | ComparisonGate) -> str:
+    """`` (set on the command line)``, `` (set in the ini file)`` or `` (set in gym_dataset_settings)``: where a
+    gate line's gate was set, `` (set by the gym_rollouts mark of tests/test_x.py::test_terse)`` for a test's mark;
+    "" when that is unknown (a report written before the plan recorded it)."""
+    if gate.source is None:
+        return ""
+    declared_by = getattr(gate, "declared_by", None)
+    return f" ({SET_WHERE[gate.source]}" + (f" of {declared_by})" if declared_by else ")")
+
+
+def comparison_subject(item: PolicyComparison) -> str:
+    """What a policy pair's verdicts judge, as the reports title it: ``mcqa.jsonl cand vs base``."""
+    return f"{item.dataset} {item.candidate} vs {item.baseline}"
 
 
 def gate_verdicts(
@@ -29,18 +57,24 @@ def gate_verdicts(
     max_drop: float | None = None,
     max_regressed_tasks: int | None = None,
     fail_on_flip: bool = False,
+    replay_error: str = "",
 ) -> tuple[GateVerdict, ...]:
     """Every gate verdict of a conclusion, in the order the reports list them: per summary its gates (the reward
-    statistics and custom metrics, then the session-wide metric gates not applicable to it, then its errored
-    rollouts when it is gated), then each policy pair's comparison gates, the baseline gates (``max_drop``,
-    ``max_regressed_tasks``) and the replay flips (``fail_on_flip``). A gate's ``fails`` follows
-    :meth:`~pytest_gym_eval.stats.gates.GateResult.passed` (and the comparison's rule, which is the same)."""
+    statistics and custom metrics, then the session-wide metric gates not applicable to it), then each policy
+    pair's comparison gates, the baseline
+    gates (``max_drop``, ``max_regressed_tasks``), the replay flips (``fail_on_flip``) and a recording that could not
+    be read (``replay_error``, the text saying why), then each summary's errored rollouts when the session is gated.
+    A gate's ``fails`` follows :meth:`~pytest_gym_eval.stats.gates.GateResult.passed` (and the comparison's rule,
+    which is the same: a gate judged on fewer rollouts than were selected never passes); a gated session fails
+    exactly when one of these fails (its exit status, :func:`pytest_gym_eval.session.conclude.conclude`)."""
     found = [verdict for summary in summaries for verdict in _dataset_verdicts(summary, inconclusive_passes)]
     found += [verdict for item in policies for verdict in _comparison_verdicts(item, inconclusive_passes)]
     for comparison in comparisons:
         found += _baseline_verdicts(comparison, max_drop, max_regressed_tasks)
     if fail_on_flip and flips is not None:
         found.append(_flips_verdict(flips))
+    if replay_error:
+        found.append(_replay_verdict(replay_error))
     if any(verdict.decides for verdict in found):  # errored rollouts fail a gated session (any dataset's) ...
         found += [_errors(summary) for summary in summaries if summary.unjudged_errors]  # ... unless a gate judges them
     return tuple(found)
@@ -73,6 +107,7 @@ def _dataset_verdicts(summary: DatasetSummary, inconclusive_passes: bool) -> lis
             message=f"{summary.title}: {result.describe()}{note}",
             decides=decides,
             fails=decides and not result.passed(lenient),
+            detail=result.describe(set_where(result.gate)),
         )
         for result in summary.gates
     ]
@@ -89,16 +124,35 @@ def _dataset_verdicts(summary: DatasetSummary, inconclusive_passes: bool) -> lis
             verdict=NOT_APPLICABLE,
             message=f"{summary.title}: {gate.name} not applicable: no rollout of the dataset recorded it",
             decides=decides,
+            detail=f"{gate.label}: {NOT_APPLICABLE_WORDS}{set_where(gate)}",
         )
         for gate in summary.not_applicable
     ]
     return found
 
 
+def _replay_verdict(error: str) -> GateVerdict:
+    """``--gym-replay``'s recording could not be read: the flips asked for cannot be judged, which fails the
+    session (``error`` names the file and line)."""
+    return GateVerdict(
+        dataset="",
+        subject="replay",
+        policy=None,
+        kind="replay",
+        gate="the recording can be read",
+        statistic=None,
+        bound=None,
+        threshold=None,
+        verdict="FAIL",
+        message=f"replay: {error}",
+        fails=True,
+    )
+
+
 def _comparison_verdicts(item: PolicyComparison, inconclusive_passes: bool) -> list[GateVerdict]:
     """A policy pair's comparison gates (``--gym-max-regression``, ``--gym-min-improvement``): INCONCLUSIVE passes
     only with ``inconclusive_passes`` and never without paired data (as every gate)."""
-    subject = f"{item.dataset} {item.candidate} vs {item.baseline}"
+    subject = comparison_subject(item)
     found = []
     for compared in item.comparison.results:
         interval, verdict = compared.interval, compared.verdict
@@ -118,6 +172,7 @@ def _comparison_verdicts(item: PolicyComparison, inconclusive_passes: bool) -> l
                 message=f"{subject}: {compared.describe()}",
                 decides=item.decides,
                 fails=item.decides and not passes,
+                detail=f"{compared.describe()} (Gym: {gym_verdict(compared)}){set_where(compared.gate)}",
             )
         )
     return found
@@ -220,4 +275,16 @@ def shown(verdicts: Sequence[GateVerdict]) -> list[GateVerdict]:
     return [verdict for verdict in verdicts if verdict.verdict not in (Verdict.PASS.value, NOT_APPLICABLE)]
 
 
-__all__ = ["NOT_APPLICABLE", "GateVerdict", "failing", "gate_verdicts", "shown"]
+def of_summary(verdicts: Sequence[GateVerdict], summary: DatasetSummary) -> list[GateVerdict]:
+    """The verdicts on ``summary``'s own gates (its statistics' and custom metrics', then those not applicable to
+    it), in order: what its gate lines show."""
+    return [v for v in verdicts if v.subject == summary.title and v.kind not in NOT_DATASET_GATES]
+
+
+def of_comparison(verdicts: Sequence[GateVerdict], item: PolicyComparison) -> list[GateVerdict]:
+    """The verdicts on a policy pair's comparison gates, in order."""
+    subject = comparison_subject(item)
+    return [v for v in verdicts if v.subject == subject and v.kind not in NOT_DATASET_GATES]
+
+
+__all__ = ["NOT_APPLICABLE", "GateVerdict", "failing", "gate_verdicts", "of_comparison", "of_summary", "shown"]

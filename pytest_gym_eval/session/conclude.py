@@ -114,7 +114,8 @@ def conclude(
 ) -> Conclusion:
     """Summaries, gate verdicts, the comparison with ``baseline`` (the ``--gym-baseline`` report, as
     :func:`~pytest_gym_eval.reporting.json_report.load_report` read it) and replay flips, and the exit status
-    they imply.
+    they imply: when any gate is set, 1 exactly when a verdict of the list fails (``Conclusion.verdicts``, made
+    once here), else 0.
 
     ``selected[dataset][agent]`` counts the rollouts the session selected (see
     :func:`~pytest_gym_eval.reporting.summary.summarize`), ``adaptive`` how ``--gym-adaptive`` ran each dataset
@@ -206,14 +207,15 @@ def conclude(
     if status == 1:
         reason = "; ".join([reason, *failures])
     elif failures:
-        status, reason = 1, "gym gates: FAIL - " + "; ".join(failures)
+        reason = "gym gates: FAIL - " + "; ".join(failures)
     else:
-        status, reason = 0, reason or "gym gates: all gates pass"
+        reason = reason or "gym gates: all gates pass"
     verdicts = gate_verdicts(
         summaries, policies, comparisons if baseline is not None else (), flips,
         inconclusive_passes=options.inconclusive_passes, max_drop=options.max_drop,
-        max_regressed_tasks=options.max_regressed_tasks, fail_on_flip=options.fail_on_flip,
+        max_regressed_tasks=options.max_regressed_tasks, fail_on_flip=options.fail_on_flip, replay_error=replay_error,
     )  # fmt: skip
+    status = 1 if any(verdict.fails for verdict in verdicts) else 0  # the verdict list decides; the reason words it
     concluded = Conclusion(summaries, comparisons, flips, status, reason, policies=policies, verdicts=verdicts)
     return _quarantined(concluded, quarantine, held, tasks)
 

@@ -1,7 +1,12 @@
-"""The end of a session: :func:`finish_session` (``pytest_sessionfinish``: conclude, the exit status, the JUnit
-suite properties, the report files), :func:`write_summary` (the terminal's ``gym reward summary``) and
-:class:`StopGymLast` (Gym stopped after every report). Called by the plugin's hooks on the session's
-:class:`~pytest_gym_eval.session.gym_session.GymSession`."""
+"""The end of a session (``pytest_sessionfinish``): :func:`finish_session`, the body of
+:meth:`GymSession.finish <pytest_gym_eval.session.gym_session.GymSession.finish>` (conclude, the exit status, the
+JUnit suite properties and gate testcases, the report files), and the index that keeps pytest's FAILURES section
+linear (:class:`TeardownReportIndex`).
+
+It reads the session through :class:`Finishing`, the members it needs, not the
+:class:`~pytest_gym_eval.session.gym_session.GymSession` class: the session calls this module, so this module
+cannot name it (an import cycle). What comes after it, the terminal's reward summary and Gym's stop, takes the whole
+session: :mod:`pytest_gym_eval.session.closing`."""
 
 from __future__ import annotations
 
@@ -9,34 +14,83 @@ import dataclasses
 import os
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
+from pytest_gym_eval import provision
+from pytest_gym_eval.gym.run import ModelEndpoint
 from pytest_gym_eval.history.urls import redact_url
+from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.outcomes import causes
-from pytest_gym_eval.reporting import junit, outputs, run_history, terminal
+from pytest_gym_eval.reporting import junit, outputs, run_history
 from pytest_gym_eval.reporting.conclusion import Conclusion
 from pytest_gym_eval.reporting.run_history import Remembered
-from pytest_gym_eval.reporting.summary import metric_gate_gaps
-from pytest_gym_eval.session.diagnosis import bound_replay_miss_lines
-from pytest_gym_eval.session.gym_session import GymSession
-from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME
+from pytest_gym_eval.reporting.summary import RolloutResult
+from pytest_gym_eval.session.launch import REPLAY_MODEL_NAME, Launch
 from pytest_gym_eval.session.report_facts import report_meta, report_plan
-from pytest_gym_eval.session.status import final_status, gates_judged_passing, gates_not_passing, overruled_gate_lines
+from pytest_gym_eval.session.results import ResultsCollector
+from pytest_gym_eval.session.status import final_status, gates_judged_passing, overruled_gate_lines
 from pytest_gym_eval.tasks.model_servers import model_server_meta
 from pytest_gym_eval.tasks.models import sampling_meta
-from pytest_gym_eval.tasks.shard import shard_meta
+from pytest_gym_eval.tasks.plan import PlannedRollout
+from pytest_gym_eval.tasks.shard import CollectedPlan, shard_meta
 
 
-def finish_session(gym: GymSession, exitstatus: int) -> int:
-    """The end of the session (``pytest_sessionfinish``, before pytest's JUnit file is written): let Gym finish
-    (:meth:`GymSession.ending`; it is stopped later, after every report, by :class:`StopGymLast`), conclude, let
-    the gates set the exit status, append the run to ``--gym-history`` (:func:`remember_session`; never changes
-    the exit status), add the JUnit suite properties, and write the ``--gym-report`` file, the ``--gym-html`` page
-    and the Markdown summaries (``gym.pages`` says where). Returns the session's exit status
-    (``exitstatus`` unchanged when nothing was concluded). A report file that cannot be written is said on the
-    terminal, never a crash that would also lose the summary and the JUnit XML."""
+class Finishing(Protocol):
+    """What the end of a session reads and sets of it (:class:`~pytest_gym_eval.session.gym_session.GymSession`, or
+    a stand-in in a test)."""
+
+    config: pytest.Config
+    options: GymOptions
+    results: ResultsCollector
+    launch: Launch
+    baseline: dict[str, Any] | None
+    run_dir: Path | None
+    head_server: str | None
+    conclusion: Conclusion | None
+    """Set here: the conclusion the terminal shows, with the reason that decided the exit status."""
+    final: tuple[int, str] | None
+    """Set here: the session's exit status and its reason."""
+    overruled_gates: list[str]
+    """Set here: the terminal's lines for ``gym-gate`` items counted passed whose gates the end failed."""
+    pages: list[str]
+    """Set here: the terminal's lines saying which report files were written where."""
+
+    @property
+    def checkout(self) -> provision.GymCheckout | None: ...
+
+    @property
+    def model(self) -> ModelEndpoint | None: ...
+
+    def ending(self, interrupted: bool = False) -> None: ...
+
+    def conclude(self) -> Conclusion | None: ...
+
+    def empty_share(self) -> bool: ...
+
+    def rollouts(self) -> list[RolloutResult]: ...
+
+    def judged_at_end(self) -> list[RolloutResult]: ...
+
+    def startup_seconds(self) -> float | None: ...
+
+    def collected_plan(self) -> CollectedPlan | None: ...
+
+    def selected_rollouts(self) -> list[PlannedRollout]: ...
+
+
+def finish_session(gym: Finishing, exitstatus: int) -> int:
+    """The end of the session (:meth:`GymSession.finish <pytest_gym_eval.session.gym_session.GymSession.finish>`,
+    in ``pytest_sessionfinish`` before pytest's JUnit file is written): let Gym finish (``gym.ending``; it is stopped
+    later, after every report, by :class:`~pytest_gym_eval.session.closing.StopGymLast`), conclude, let the gates set
+    the exit status, append the run to ``--gym-history`` (:func:`remember_session`; never changes the exit status),
+    add the JUnit suite properties and gate testcases, and write the ``--gym-report`` file, the ``--gym-html`` page
+    and the Markdown summaries (``gym.pages`` says where). Every gate judged failing here is one of
+    ``conclusion.verdicts`` that fails (:func:`pytest_gym_eval.reporting.junit.gate_failures`), never judged again.
+    Returns the session's exit status (``exitstatus`` unchanged when nothing was concluded). A report file that
+    cannot be written is said on the terminal, never a crash that would also lose the summary and the JUnit XML."""
     gym.ending(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
     if exitstatus == pytest.ExitCode.USAGE_ERROR:  # e.g. a run directory that cannot be made: nothing ran
         return exitstatus
@@ -60,7 +114,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
         conclusion = dataclasses.replace(conclusion, history=tuple(remembered.lines()))
         if gym.conclusion is not None:
             gym.conclusion = dataclasses.replace(gym.conclusion, history=conclusion.history)
-    failing = gates_not_passing(conclusion.summaries, inconclusive_passes=gym.options.inconclusive_passes)
+    failing = junit.gate_failures(conclusion.verdicts)  # per gym-gate testcase, the verdicts that fail it
     gym.overruled_gates = overruled_gate_lines(gym.results.gates_passed, failing)
     xml = junit.junit_xml(gym.config)
     if xml is not None:
@@ -72,7 +126,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
                 junit.add_session_judged_gate(xml, nodeid)  # -x stopped it; the session judged every rollout
             else:
                 junit.add_unjudged_gate(xml, nodeid, reason)
-        fail_gates_the_session_failed(gym, xml, conclusion)
+        fail_gates_the_session_failed(gym, xml, failing)
         ending = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "the session stopped first"
         junit.add_judged_rollouts(gym.config, xml, gym.judged_at_end(), ending)  # each counted rollout has one
     final = dataclasses.replace(conclusion, exit_status=status, reason=reason)
@@ -87,7 +141,7 @@ def finish_session(gym: GymSession, exitstatus: int) -> int:
     return status
 
 
-def empty_share_reason(gym: GymSession) -> str:
+def empty_share_reason(gym: Finishing) -> str:
     """The reason an empty shard's session passes (see :func:`pytest_gym_eval.tasks.shard.empty_share`)."""
     return (
         f"shard {gym.options.shard} has no task of this run (more shards than tasks): nothing to run; "
@@ -95,21 +149,21 @@ def empty_share_reason(gym: GymSession) -> str:
     )
 
 
-def fail_gates_the_session_failed(gym: GymSession, xml: Any, conclusion: Conclusion) -> None:
-    """Give every verdict that fails the session (``conclusion.verdicts``, :func:`junit.gate_failures`) a failed
+def fail_gates_the_session_failed(gym: Finishing, xml: Any, failing: dict[str, str]) -> None:
+    """Give every gate testcase a verdict fails (``failing``: :func:`junit.gate_failures` of the verdicts) a failed
     ``gym-gate`` testcase: the testcase of the dataset's ``gym-gate`` item when it ran and passed (the item judged
     what it could when it ran, not a custom metric's gate, which only the session's end can judge), else one added
     (a session of test functions only has no such item; a comparison's or a baseline's gate has none). An item the
     session never ran is the error :func:`junit.add_unjudged_gate` added."""
     cases = getattr(gym.config.pluginmanager.get_plugin("gym-eval-junit"), "gate_cases", {})
-    for nodeid, message in junit.gate_failures(conclusion.verdicts).items():
+    for nodeid, message in failing.items():
         if nodeid in cases:
             junit.fail_passed_gate(xml, cases[nodeid], message)
         elif nodeid not in gym.results.gates_expected:
             junit.add_failed_gate(xml, nodeid, message)
 
 
-def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: bool = False) -> Remembered | None:
+def remember_session(gym: Finishing, meta: dict[str, object], *, interrupted: bool = False) -> Remembered | None:
     """Append the session's run to ``--gym-history`` and judge it (:func:`run_history.remember`); None without
     a history. A ``--gym-shard`` session does not write (``merge --gym-history`` writes the merged run once, so
     that a sharded run counts once in every task's series): its result only says so. Nor does an ``interrupted``
@@ -139,7 +193,7 @@ def remember_session(gym: GymSession, meta: dict[str, object], *, interrupted: b
     return run_history.remember(target, run, rollouts)
 
 
-def report_plan_of(gym: GymSession, meta: dict[str, object]) -> dict[str, Any] | None:
+def report_plan_of(gym: Finishing, meta: dict[str, object]) -> dict[str, Any] | None:
     """The JSON report's ``plan`` (:func:`pytest_gym_eval.session.report_facts.report_plan`; None when the session
     collected
     no rollout item); ``meta`` is the report's, whose dataset digests are reused."""
@@ -149,48 +203,6 @@ def report_plan_of(gym: GymSession, meta: dict[str, object]) -> dict[str, Any] |
     # A pair whose item reported skipped (``pytest.skip`` at run time) or that --gym-adaptive's waves never asked
     # for was not selected: a merge must not count it as a rollout the shard lost.
     return report_plan(collected, gym.selected_rollouts(), gym.options, meta)
-
-
-def write_summary(gym: GymSession, reporter: pytest.TerminalReporter, exitstatus: int) -> None:
-    """The ``gym reward summary`` section (``pytest_terminal_summary``): per dataset (and agent), the rewards,
-    pass@k and gate verdicts; the reports written; on GitHub Actions, annotations for gates that did not pass
-    and errored rollouts. Last, after Ctrl-C or SIGTERM, the command that resumes the run (``--gym-resume``)."""
-    resume_hint = gym.resume_hint(gym.final[0] if gym.final is not None else exitstatus)
-    if gym.conclusion is not None:
-        reporter.write_sep("=", "gym reward summary")
-        width = min(reporter._tw.fullwidth, 100)
-        lines = terminal.render_conclusion(
-            gym.conclusion,
-            verbose=gym.config.get_verbosity() > 0,
-            results=gym.rollouts(),
-            width=width,
-        )
-        lines += [f"gym {line}" for line in gym.conclusion.quarantined]
-        lines += gym.conclusion.history
-        lines += [f"gym warning: {line}" for line in metric_gate_gaps(gym.conclusion.summaries, gym.conclusion.tests)]
-        if gym.run_dir is not None:
-            lines.append(f"gym run directory: {gym.run_dir}")
-        lines += gym.pages
-        opts = gym.options
-        annotations = outputs.annotation_lines(
-            gym.conclusion,
-            gym.rollouts(),
-            os.environ,
-            rootdir=opts.rootdir,
-        )
-        if annotations and opts.shard is not None:
-            # A shard's gates judge its share only, and the merge annotates every errored rollout again: an
-            # ::error here would stay red on a run whose merge passed.
-            annotations = [f"gym GitHub annotations: left to the merge of the shards (shard {opts.shard})"]
-        lines += annotations
-        lines += gym.overruled_gates  # last: pytest's count of the gate item says passed
-        for line in lines:
-            reporter.write_line(line)
-    elif not (gym.is_worker or gym.plan.needs_gym or gym.config.option.collectonly):  # asked for, nothing to say
-        for line in outputs.nothing_to_report([gym.options.report, gym.options.html, gym.options.markdown]):
-            reporter.write_line(line)
-    for line in resume_hint:
-        reporter.write_line(line)
 
 
 def cut_to_last_visible_entry(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -241,46 +253,7 @@ def index_teardown_reports(reporter: pytest.TerminalReporter | None) -> None:
         setattr(reporter, "_get_teardown_reports", TeardownReportIndex(reporter.stats))  # noqa: B010 (mypy refuses assigning to a method)
 
 
-class StopGymLast:
-    """Stops Gym at the end of the session, after every report (registered as ``gym-eval-stop``), and keeps an
-    interrupted session's way to its reports short."""
-
-    def __init__(self, gym: GymSession) -> None:
-        self.gym = gym
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        """While Gym runs, pytest formats the traceback of a Ctrl-C or SIGTERM from its last entry only (unless
-        ``--full-trace``): it shows only the last line anyway, and formatting every entry parsed each file's source
-        (1-2 s on a loaded machine) before the reports could be written."""
-        if self.gym.has_processes and not self.gym.config.option.fulltrace:
-            cut_to_last_visible_entry(excinfo)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        """Stop Gym once every report is written (this runs after every ``pytest_sessionfinish``, pytest's JUnit
-        file among them) and the reward summary is shown; pytest's short test summary and last line follow."""
-        self.stop(terminalreporter)
-
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        """Stop Gym if nothing did yet (pytest showed no terminal summary: an internal error, say)."""
-        self.stop(config.pluginmanager.get_plugin("terminalreporter"))
-
-    def stop(self, reporter: pytest.TerminalReporter | None) -> None:
-        """Stop what the session started of Gym (idempotent), saying so on the terminal before and after."""
-        shown = reporter is not None and self.gym.starts_servers  # (an attached run's stop is near instant)
-        if reporter is not None:
-            replays = self.gym.launch.model_server_replays  # (emptied by the stop)
-            for line in bound_replay_miss_lines({name: server.misses for name, server in replays.items()}):
-                reporter.write_line(f"gym: {line}", yellow=True)
-        if reporter is not None and shown:
-            reporter.write_line("gym: stopping Gym ...")
-        self.gym.stop()
-        if reporter is not None and shown and self.gym.stop_seconds is not None:
-            reporter.write_line(f"gym: Gym stopped in {self.gym.stop_seconds:.1f} s")
-
-
-def run_meta(gym: GymSession) -> dict[str, object]:
+def run_meta(gym: Finishing) -> dict[str, object]:
     """Facts about ``gym``'s run for the JSON report and the JUnit suite (never a secret)."""
     checkout, model = gym.checkout, gym.model
     run: dict[str, object] = {

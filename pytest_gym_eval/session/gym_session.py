@@ -49,6 +49,7 @@ from pytest_gym_eval.reporting.gym_metrics import read_gym_metrics, with_gym_fig
 from pytest_gym_eval.session import resume, waves
 from pytest_gym_eval.session.conclude import conclude
 from pytest_gym_eval.session.diagnosis import Diagnosis
+from pytest_gym_eval.session.finish import finish_session
 from pytest_gym_eval.session.item_protocol import PROGRESS_TICK as PROGRESS_TICK
 from pytest_gym_eval.session.item_protocol import GymItem as GymItem
 from pytest_gym_eval.session.item_protocol import ItemProtocol, RolloutLike, wait_until_started
@@ -588,10 +589,17 @@ class GymSession:
             tests_run=self.results.tests_reported,  # (known_tasks also declares the marks' gates)
         )  # fmt: skip
         figures = with_gym_figures(self.conclusion.summaries, rollouts, read_gym_metrics(self.run_dir))
-        self.conclusion = dataclasses.replace(  # Gym's own figures, and the test functions' outcomes, for every report
-            self.conclusion, summaries=figures, tests=tuple(self.results.test_outcomes.values())
+        # Gym's own figures, and the test functions' outcomes (with the warnings they imply), for every report
+        self.conclusion = dataclasses.replace(self.conclusion, summaries=figures).with_tests(
+            tuple(self.results.test_outcomes.values())
         )
         return self.conclusion
+
+    def finish(self, exitstatus: int) -> int:
+        """End the session (``pytest_sessionfinish``): conclude, let the gates set the exit status, write the JUnit
+        suite properties and gate testcases and the reports (:func:`~pytest_gym_eval.session.finish.finish_session`);
+        returns the session's exit status (``exitstatus`` when nothing was concluded)."""
+        return finish_session(self, exitstatus)
 
     def not_counted(self) -> dict[str, str]:
         """Per dataset name, the summary's line of the test functions' rollouts its statistics left out

@@ -10,49 +10,36 @@ import pytest
 
 from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.reporting.conclusion import Conclusion
-from pytest_gym_eval.stats.gates import Verdict
+from pytest_gym_eval.session.item_reports import GATE_SUFFIX
 
 
 def gates_judged_passing(summaries: Sequence[rpt.DatasetSummary], failing: Mapping[str, str]) -> set[str]:
-    """The datasets (node-id paths) whose gates decide and pass in the session's verdict, judged on every selected
-    rollout (none unreported): the complement, among gated datasets, of ``failing`` (:func:`gates_not_passing`)."""
+    """The datasets (node-id paths) whose gates decide, were judged on every selected rollout (none unreported), and
+    whose ``gym-gate`` testcase no verdict fails (``failing``, by node id: :func:`~pytest_gym_eval.reporting.junit.
+    gate_failures` of the conclusion's verdicts)."""
     return {
         summary.dataset
         for summary in summaries
-        if summary.gates and summary.gates_decide and not summary.unreported and summary.dataset not in failing
+        if summary.gates
+        and summary.gates_decide
+        and not summary.unreported
+        and summary.dataset + GATE_SUFFIX not in failing
     }
 
 
 def overruled_gate_lines(gates_passed: Collection[str], failing: Mapping[str, str]) -> list[str]:
-    """The terminal's lines for each ``gym-gate`` item pytest counted passed (``gates_passed``, node ids) whose
-    dataset's gates the session's end judged not passing (``failing``: :func:`gates_not_passing`): which gate, and
-    why pytest's count says passed (the item judged what it could when it ran; the session's end judged every
-    rollout and every test function's metrics, or the family of gates with ``--gym-familywise``)."""
+    """The terminal's lines for each ``gym-gate`` item pytest counted passed (``gates_passed``, node ids) that a
+    verdict of the session's end fails (``failing``: the failure message per ``gym-gate`` node id,
+    :func:`~pytest_gym_eval.reporting.junit.gate_failures`): which gate, and why pytest's count says passed (the item
+    judged what it could when it ran; the session's end judged every rollout and every test function's metrics, or
+    the family of gates with ``--gym-familywise``)."""
     return [
         f"gym gates: {nodeid} is counted PASSED above, but the session's end failed its gates (the item judged "
-        f"what it could when it ran; the end judges every rollout and metric): {failing[dataset]}"
+        f"what it could when it ran; the end judges every rollout and metric): "
+        + "; ".join(failing[nodeid].splitlines())
         for nodeid in sorted(gates_passed)
-        if (dataset := nodeid.split("::", 1)[0]) in failing
+        if nodeid in failing
     ]
-
-
-def gates_not_passing(summaries: Sequence[rpt.DatasetSummary], *, inconclusive_passes: bool) -> dict[str, str]:
-    """Per dataset (node-id path) whose gates decide and do not pass in the session's verdict
-    (:func:`~pytest_gym_eval.reporting.summary.session_verdict`: a FAIL, an INCONCLUSIVE unless
-    ``inconclusive_passes``, and always one judged on fewer rollouts than were selected), a one-line text naming
-    the gates that did not pass: the ``gym-gate`` item of such a dataset never passes."""
-    found: dict[str, list[str]] = {}
-    for summary in summaries:
-        if not summary.gates or not summary.gates_decide:
-            continue
-        lenient = inconclusive_passes and not summary.unreported
-        failing = [result for result in summary.gates if not result.passed(lenient)]
-        verdict = summary.verdict
-        if failing or verdict is Verdict.FAIL:  # (errored rollouts fail the gates they leave passing)
-            why = "; ".join(result.describe() for result in failing) or f"{summary.errors} rollouts errored"
-            label = verdict.value if verdict is not None else ""
-            found.setdefault(summary.dataset, []).append(f"{summary.title} {label}: {why}")
-    return {dataset: "the session's verdict on these gates: " + "; ".join(texts) for dataset, texts in found.items()}
 
 
 def final_status(

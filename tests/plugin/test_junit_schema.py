@@ -156,36 +156,53 @@ def test_every_rollout_the_suite_counts_has_its_testcase_with_the_same_outcome(
     validate_junit(junit, family)
 
 
-COUNT_GATE_VERDICTS = """
-from pathlib import Path
+PLANTED_VERDICTS = """
+import dataclasses
 
-from pytest_gym_eval.session import finish, status
+from pytest_gym_eval.session import gym_session
 
-calls = []
-
-
-def counting(function):
-    def counted(*args, **kwargs):
-        calls.append(function.__name__)
-        return function(*args, **kwargs)
-
-    return counted
+conclude = gym_session.GymSession.conclude
 
 
-finish.gates_not_passing = counting(finish.gates_not_passing)
-status.gates_not_passing = counting(status.gates_not_passing)
+def planted(self):
+    # The verdict list says every gate fails though the summaries' gates pass: the session's end must follow it.
+    conclusion = conclude(self)
+    if conclusion is not None:
+        verdicts = tuple(
+            dataclasses.replace(v, verdict="FAIL", fails=True, message=f"{v.subject}: planted FAIL")
+            for v in conclusion.verdicts
+        )
+        conclusion = self.conclusion = dataclasses.replace(conclusion, verdicts=verdicts)
+    return conclusion
+
+
+gym_session.GymSession.conclude = planted
 
 
 def pytest_unconfigure(config):
-    Path("gate-verdict-calls.txt").write_text(str(len(calls)))
+    from pathlib import Path
+
+    from pytest_gym_eval.plugin import gym_of
+
+    Path("overruled.txt").write_text("\\n".join(gym_of(config).overruled_gates))
 """
 
 
-def test_the_session_end_computes_the_gates_not_passing_once(
-    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("args", [(), ("-x",)], ids=["gate item ran", "-x stopped first"])
+def test_the_session_end_takes_each_gates_failure_from_the_verdict_list(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
 ) -> None:
-    """finish_session judged the session's gate verdicts twice (once for the gates it passes, once for the gate
-    testcases it fails): one computation serves both."""
-    junit = session(pytester, fake_gym, monkeypatch, Case(("-x",), conftest=COUNT_GATE_VERDICTS), "xunit2")
+    """Which gates fail is decided once, in the conclusion's verdict list: the session's end never judges the
+    summaries' gates again. Given a list that fails a gate the summary passes, the ``gym-gate`` testcase is not a pass
+    (with ``-x`` its item never ran, and the session's end judged every rollout: it used to add a passed testcase,
+    judged again from the summaries), and the terminal says the gate item counted passed was failed (it did not)."""
+    junit = session(pytester, fake_gym, monkeypatch, Case(args, conftest=PLANTED_VERDICTS), "xunit2")
     validate_junit(junit, "xunit2")
-    assert (pytester.path / "gate-verdict-calls.txt").read_text() == "1"
+    case = next(c for c in ET.parse(junit).getroot().iter("testcase") if c.get("name") == "gym-gate")
+    assert case.find("failure") is not None or case.find("error") is not None, ET.tostring(case).decode()
+    overruled = (pytester.path / "overruled.txt").read_text()
+    if not args:
+        assert "planted FAIL" in (case.find("failure").get("message") or "")  # type: ignore[union-attr]
+        assert "mcqa.jsonl::gym-gate is counted PASSED above" in overruled and "planted FAIL" in overruled
+    else:
+        assert not overruled

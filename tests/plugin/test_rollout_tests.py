@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
+from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.children import outcomes
 from tests.support.fakes import FakeGym
 
@@ -382,18 +384,29 @@ def test_a_metric_gate_judged_on_fewer_rollouts_than_its_tests_got_is_warned_of(
 ) -> None:
     """A failed ``assert`` before ``record_metric`` leaves its rollout without the metric: the metric's gate is
     judged on 2 of the 3 rollouts its test got, and the summary says so (a gate that silently sees only the rollouts
-    that passed the test is what soft expectations exist to avoid)."""
+    that passed the test is what soft expectations exist to avoid), as the JSON report (``warnings``, valid against
+    its schema) and the Markdown summary do: the conclusion carries the warning to every output."""
     write_dataset(pytester.path / "mcqa.jsonl")
     pytester.makepyfile(test_terse=HARD_BEFORE_METRIC)
-    result = run(pytester, fake_gym, "test_terse.py", "--gym-min-metric=terse:0.5")
+    outputs = ["--gym-report=r.json", "--gym-markdown=s.md"]
+    result = run(pytester, fake_gym, "test_terse.py", "--gym-min-metric=terse:0.5", *outputs)
     result.stdout.fnmatch_lines(
         ["gym warning: metric terse's gate on mcqa.jsonl is judged on 2 of 3 rollouts its test functions got*"]
     )
+    report = json.loads((pytester.path / "r.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
+    (warning,) = report["warnings"]
+    assert warning.startswith("metric terse's gate on mcqa.jsonl is judged on 2 of 3 rollouts") and warning in (
+        " ".join(result.stdout.str().split())
+    )
+    assert f"> ⚠️ warning: {warning}" in (pytester.path / "s.md").read_text()
     pytester.makepyfile(test_terse=HARD_BEFORE_METRIC.replace("q2", "no task"))
     assert (
         "gym warning: metric terse"
-        not in run(pytester, fake_gym, "test_terse.py", "--gym-min-metric=terse:0.5").stdout.str()
+        not in run(pytester, fake_gym, "test_terse.py", "--gym-min-metric=terse:0.5", *outputs).stdout.str()
     )
+    assert "warnings" not in json.loads((pytester.path / "r.json").read_text())
+    assert "warning:" not in (pytester.path / "s.md").read_text()
 
 
 SOFT_THEN_SKIP = """

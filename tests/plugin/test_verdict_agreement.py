@@ -2,8 +2,8 @@
 stand-in ``gym``'s rewards, gates of every kind: reward statistics, a custom metric from the command line or a test's
 mark, a policy comparison's hypotheses; ``-k`` selections, ``-x`` stopping the session early, errored rollouts,
 inconclusive passing, shards then ``merge``), every artefact gives each gate the same verdict and the session the
-same exit status: the exit status, the terminal summary, the JUnit file, the JSON report's ``verdicts``, the Markdown
-summary and the GitHub annotations.
+same exit status: the exit status, the terminal summary (each gate's line, word for word), the JUnit file, the JSON
+report's ``verdicts``, the Markdown summary and the GitHub annotations.
 
 Seeded (:data:`SEED`), so a failure names its configuration and reproduces."""
 
@@ -25,6 +25,7 @@ import pytest
 from pytest_gym_eval.reporting.json_reading import verdict_from_json
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from pytest_gym_eval.reporting.junit import gate_testcase_id
+from pytest_gym_eval.reporting.verdicts import NOT_DATASET_GATES
 from tests.support.fakes import FakeGym
 
 SEED = 36
@@ -174,6 +175,8 @@ def check_agreement(where: Path, status: int, terminal: str, label: str) -> None
         words = verdict.message.split(": ", 1)[1].split(" (judged on", 1)[0]
         if verdict.kind != "errors" and verdict.verdict != "NOT_APPLICABLE":
             assert words in flat(terminal), (label, words)
+        if verdict.kind not in NOT_DATASET_GATES:  # the terminal's gate line is the verdict's own, verdict and all
+            assert verdict.verdict in verdict.text and flat(verdict.text) in flat(terminal), (label, verdict.text)
         case = gate_testcase_id(verdict).split("::", 1)[1]
         if verdict.kind == "errors":  # told by the errored rollouts' own testcases
             assert any(case.find("error") is not None for case in suite.iter("testcase")), label

@@ -323,6 +323,25 @@ def test_render_golden() -> None:
     ]
 
 
+def test_the_terminals_gate_lines_are_the_verdict_lists() -> None:
+    """The terminal renders each gate's line and the summary's verdict from the conclusion's verdict list (made once,
+    where the session concludes), not from the gate results the list was made from: given a list that says FAIL
+    for a gate the summary's result passes, the terminal says FAIL too, as every other output would."""
+    from pytest_gym_eval.reporting.conclusion import Conclusion
+    from pytest_gym_eval.reporting.terminal import render_conclusion
+    from pytest_gym_eval.reporting.verdicts import gate_verdicts
+
+    summary = summarize_one(results_for(FLAKY), [Gate("mean_reward", 0.5)])
+    (passing,) = gate_verdicts([summary])
+    assert passing.text == "mean reward 0.62 [0.00, 1.00] >= 0.50: PASS"  # the line render_summary shows today
+    planted = replace(passing, verdict="FAIL", fails=True, detail="mean reward 0.62 [0.00, 1.00] < 0.50: FAIL")
+    conclusion = Conclusion([summary], [], None, 1, "", verdicts=(planted,))
+    lines = render_conclusion(conclusion, verbose=False, results=[], width=80)
+    assert "    mean reward 0.62 [0.00, 1.00] < 0.50: FAIL" in lines
+    assert "  verdict     FAIL" in lines
+    assert not any(line.endswith(": PASS") for line in lines)
+
+
 def test_render_infinite_bounds_as_na_and_errors_by_class() -> None:
     results = [rollout("only", 0, 0.5, threshold=0.5), rollout("only", 1, None), rollout("only", 2, None)]
     lines = render_summary([summarize_one(results)], verbose=False)

@@ -10,9 +10,11 @@ from typing import Any
 
 from pytest_gym_eval.history.quarantine import parse_quarantine
 from pytest_gym_eval.outcomes.records import RolloutRecord
+from pytest_gym_eval.reporting.junit import gate_failures
 from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.reporting.verdicts import gate_verdicts
 from pytest_gym_eval.session.results import in_collection_order, selected_counts, with_gym_records
-from pytest_gym_eval.session.status import gates_not_passing
+from pytest_gym_eval.session.status import gates_judged_passing
 from pytest_gym_eval.session.stopping import Stopping
 from pytest_gym_eval.stats.gates import Gate, GateMode
 from pytest_gym_eval.tasks.plan import PlannedRollout
@@ -90,7 +92,7 @@ def test_every_rollout_gym_wrote_counts_whether_or_not_its_item_reported() -> No
     assert judged == [1, 2]
 
 
-def test_a_gate_that_does_not_pass_in_the_sessions_verdict_is_named_with_its_gates() -> None:
+def test_a_gate_that_does_not_pass_in_the_verdict_list_is_named_with_its_gates() -> None:
     results = [RolloutResult(f"d.jsonl::t{i}[0]", "d.jsonl", f"t{i}", 0, "a", "passed", 1.0) for i in range(3)]
     gates = {"d.jsonl": [Gate("mean_reward", 0.5)], "e.jsonl": [Gate("mean_reward", 0.5)]}
     e_results = [RolloutResult("e.jsonl::u[0]", "e.jsonl", "u", 0, "a", "passed", 1.0)]
@@ -99,9 +101,10 @@ def test_a_gate_that_does_not_pass_in_the_sessions_verdict_is_named_with_its_gat
     )
 
     for lenient in (False, True):  # one rollout of e.jsonl never came: not green even when INCONCLUSIVE passes
-        failing = gates_not_passing(summaries, inconclusive_passes=lenient)
-        assert list(failing) == ["e.jsonl"]
-        assert "e.jsonl INCONCLUSIVE: mean reward" in failing["e.jsonl"]
+        failing = gate_failures(gate_verdicts(summaries, inconclusive_passes=lenient))
+        assert list(failing) == ["e.jsonl::gym-gate"]
+        assert "e.jsonl: mean reward" in failing["e.jsonl::gym-gate"] and "INCONCLUSIVE" in failing["e.jsonl::gym-gate"]
+        assert gates_judged_passing(summaries, failing) == {"d.jsonl"}
 
 
 class FakeServer:
@@ -132,3 +135,26 @@ def test_stopping_stops_the_replay_servers_removes_the_launch_folders_and_keeps_
     assert launch.more_replays == [] and launch.model_server_replays == {} and launch.cleanup == []
     assert not folder.exists()
     assert first is not None and first >= 0 and stopping.seconds == first
+
+
+def test_the_exit_status_is_the_verdict_lists(tmp_path: Path) -> None:
+    """The session fails exactly when a verdict of its list fails (issue 36: the exit status comes from the list,
+    computed once): a gate judged on fewer rollouts than were selected fails it (never passes); an unreadable
+    ``--gym-replay`` recording fails it as a ``replay`` verdict (the list had none: exit status 1 while no verdict
+    failed)."""
+    from pytest_gym_eval.options.gym_options import GymOptions
+    from pytest_gym_eval.session.conclude import conclude
+
+    results = [RolloutResult(f"d.jsonl::t{i}[0]", "d.jsonl", f"t{i}", 0, "a", "passed", 1.0) for i in range(3)]
+    policy = ({"d.jsonl": 1.0}, {"d.jsonl": [Gate("mean_reward", 0.5)]})
+    options = GymOptions(rootdir=tmp_path)
+    for selected, status in ((3, 0), (4, 1)):
+        conclusion = conclude(results, options, selected={"d.jsonl": {"a": selected}}, policy=policy)
+        assert conclusion.exit_status == status
+        assert any(v.fails for v in conclusion.verdicts) == bool(status)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    conclusion = conclude(results, GymOptions(rootdir=tmp_path, replay=(bad,)), policy=policy)
+    assert conclusion.exit_status == 1 and "--gym-replay" in conclusion.reason
+    (failed,) = [v for v in conclusion.verdicts if v.fails]
+    assert failed.kind == "replay" and failed.message.removeprefix("replay: ") in conclusion.reason
