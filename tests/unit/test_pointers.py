@@ -76,8 +76,8 @@ def test_the_scans_see_a_stale_pointer() -> None:
     assert resolves("pytest_gym_eval.tasks.shard.CollectedPlan.marks")  # a dataclass field
     # Names that moved when their modules were split by concern: the old pointers are stale.
     for old, new in [
-        ("session.conclude.conclude", "session.conclude.conclude"),
-        ("session.status.final_status", "session.status.final_status"),
+        ("session.results.conclude", "session.conclude.conclude"),
+        ("session.results.final_status", "session.status.final_status"),
         ("session.results.find_flips", "session.conclude.find_flips"),
         ("reporting.junit.write_junit_xml", "reporting.junit_file.write_junit_xml"),
         ("reporting.junit.parse_system_out", "reporting.junit_values.parse_system_out"),
