@@ -43,8 +43,8 @@ Family-wise gates (:func:`pytest_gym_eval.stats.gates.holm`, ``--gym-familywise=
 20 tasks x 2 repeats (each task drawn from a population whose pass probabilities are uniform on [0, 1]: the true mean
 reward is exactly 0.5), every dataset gated ``mean reward >= 0.5`` on the lower bound; the share of sessions in which
 any of the 5 gates is decided (PASS or FAIL) although the truth sits on the threshold, each gate judged alone at 95 %
-and the 5 judged as one family by Holm's procedure (goal <= 5 %; the t interval on 20 tasks of 0/1 rewards errs a
-little more than 5 % alone, which Holm's family inherits).
+and the 5 judged as one family by Holm's procedure (goal <= 5 %; the mean reward's task-clustered Clopper-Pearson
+interval on 20 tasks of 0/1 rewards errs less than 5 % alone, which Holm's family inherits).
 
 Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
 interval's upper end is within it.
