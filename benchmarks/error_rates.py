@@ -1,9 +1,10 @@
 """The error rates the docs state, measured by seeded simulation through the plugin's own functions:
-``.venv/bin/python benchmarks/error_rates.py [--quick] [--write]``.
+``.venv/bin/python benchmarks/error_rates.py [--quick] [--only GROUP] [--write]``.
 
 Unlike the timing benchmarks (``benchmarks/run.py``), these numbers do not depend on the machine: the same seed gives
 the same table anywhere. ``--write`` puts the table into docs/benchmarks.md between its own markers;
-``--quick`` runs a tenth of the histories (the fast tier's check that every row is computed).
+``--quick`` runs a tenth of the histories (the fast tier's check that every row is computed); ``--only GROUP``
+(repeatable: drift, labels, paired, single, familywise) prints only those rows, never written.
 
 Drift (:func:`pytest_gym_eval.history.drift.self_starting_cusum`, the alarm ``history ... drift`` and every session
 with ``--gym-history`` runs along each dataset's whole series):
@@ -31,17 +32,19 @@ heterogeneous (half the tasks 0.2 worse, half unchanged) and rare one-sided drop
 the candidate fails one in ten: every pair's difference 0 or -1), at 12 to 40 tasks and 2 to 8 repeats; beside each
 the plain t interval on the same runs (before issue 38), and the power (PASS rate) with the candidate as good as the
 baseline. The dataset's tasks are fixed (the same pass probabilities in every simulated run), as when one dataset is
-run again and again. Single-policy gates (mean reward through :func:`pytest_gym_eval.stats.intervals.mean_interval`,
-pass
-rate through :func:`pytest_gym_eval.stats.intervals.wilson_interval`) with the true mean exactly at the threshold, same
-three shapes.
+run again and again. Single-policy gates (:func:`pytest_gym_eval.stats.gates.metric_interval`: the mean reward's
+task-clustered Clopper-Pearson interval, the pass rate's Clopper-Pearson over rollouts, since issue 38) with the true
+mean exactly at the threshold, four shapes (symmetric, heterogeneous, rare failures: every task at 0.9, rare
+successes: every task at 0.1) at the paired rows' sizes; beside each the interval before issue 38 (the t interval
+clustered by task, Wilson) on the same runs, and the power: PASS with the threshold 0.1 below the true mean (FAIL with
+it 0.1 above for rare successes).
 
 Family-wise gates (:func:`pytest_gym_eval.stats.gates.holm`, ``--gym-familywise=holm``): sessions of 5 datasets, each of
 20 tasks x 2 repeats (each task drawn from a population whose pass probabilities are uniform on [0, 1]: the true mean
 reward is exactly 0.5), every dataset gated ``mean reward >= 0.5`` on the lower bound; the share of sessions in which
 any of the 5 gates is decided (PASS or FAIL) although the truth sits on the threshold, each gate judged alone at 95 %
-and the 5 judged as one family by Holm's procedure (goal <= 5 %; the t interval on 20 tasks of 0/1 rewards errs a
-little more than 5 % alone, which Holm's family inherits).
+and the 5 judged as one family by Holm's procedure (goal <= 5 %; the mean reward's task-clustered Clopper-Pearson
+interval on 20 tasks of 0/1 rewards errs less than 5 % alone, which Holm's family inherits).
 
 Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
 interval's upper end is within it.
@@ -320,8 +323,13 @@ SINGLE_SHAPES: dict[str, Callable[[int], float]] = {
     "symmetric": lambda t: 0.9 if t % 2 else 0.6,
     "heterogeneous": lambda t: (1.0, 0.95, 0.6, 0.45)[t % 4],
     "rare failures": lambda t: 0.9,
+    "rare successes": lambda t: 0.1,
 }
-"""Per shape, task t's pass probability; every shape's mean over tasks is 0.75 or 0.9 (:func:`single_threshold`)."""
+"""Per shape, task t's pass probability; every shape's mean over tasks is 0.75, 0.9 or 0.1
+(:func:`single_threshold`)."""
+POWER_GAP = 0.1
+"""How far from the true mean the threshold of a single-policy row's power is set: PASS with the threshold this far
+below it (FAIL with it this far above for a mean under 0.5, where below would be nearly 0)."""
 
 
 def single_threshold(shape: str, tasks: int) -> float:
@@ -329,36 +337,52 @@ def single_threshold(shape: str, tasks: int) -> float:
     return math.fsum(SINGLE_SHAPES[shape](t) for t in range(tasks)) / tasks
 
 
+def single_intervals(metric: str, rewards: list[list[float]]) -> tuple[Interval, Interval]:
+    """The interval sessions judge ``metric`` on (:func:`pytest_gym_eval.stats.gates.metric_interval`) and the one
+    before issue 38 (the mean reward's t interval clustered by task, the pass rate's Wilson interval)."""
+    counts = [(len(task), sum(1 for x in task if x >= 1.0)) for task in rewards]
+    now = gates.metric_interval(metric, rewards, counts)
+    if metric == "mean_reward":
+        return now, mean_interval(rewards, clip=True)
+    return now, wilson_interval(sum(c for _, c in counts), sum(n for n, _ in counts))
+
+
 def single_rows(histories: int) -> list[Row]:
     rows = []
     for metric in ("mean_reward", "pass_rate"):
+        before_name = "t (before)" if metric == "mean_reward" else "Wilson (before)"
         for shape in SINGLE_SHAPES:
-            for tasks, repeats in ((12, 4), (40, 4)):
+            for tasks, repeats in PAIRED_SIZES:
                 rng = random.Random(f"{SEED}-single-{metric}-{shape}-{tasks}-{repeats}")
                 threshold = single_threshold(shape, tasks)
-                wrong_pass = wrong_fail = 0
+                high = threshold < 0.5  # power: FAIL with the threshold above (else PASS with it below)
+                power_threshold = threshold + POWER_GAP if high else threshold - POWER_GAP
+                power_verdict = Verdict.FAIL if high else Verdict.PASS
+                counts = dict.fromkeys(("pass", "fail", "power", "t pass", "t fail", "t power"), 0)
                 for _ in range(histories):
                     rewards = [
                         [1.0 if rng.random() < SINGLE_SHAPES[shape](t) else 0.0 for _ in range(repeats)]
                         for t in range(tasks)
                     ]
-                    if metric == "mean_reward":
-                        interval = mean_interval(rewards, clip=True)
-                    else:
-                        flat = [x for task in rewards for x in task]
-                        interval = wilson_interval(int(sum(flat)), len(flat))
-                    verdict = judge(interval, threshold, GateMode.LOWER_BOUND)
-                    wrong_pass += verdict is Verdict.PASS
-                    wrong_fail += verdict is Verdict.FAIL
-                pass_text, _ = share(wrong_pass, histories)
-                fail_text, _ = share(wrong_fail, histories)
+                    for prefix, interval in zip(("", "t "), single_intervals(metric, rewards), strict=True):
+                        verdict = judge(interval, threshold, GateMode.LOWER_BOUND)
+                        counts[prefix + "pass"] += verdict is Verdict.PASS
+                        counts[prefix + "fail"] += verdict is Verdict.FAIL
+                        counts[prefix + "power"] += (
+                            judge(interval, power_threshold, GateMode.LOWER_BOUND) is power_verdict
+                        )
+                power_words = f"{power_verdict.value} with the threshold {POWER_GAP:g} {'above' if high else 'below'}"
                 rows.append(
                     Row(
                         f"{metric} gate at the threshold (the true mean, {threshold:.3g}), {shape}: {tasks} tasks x "
                         f"{repeats} repeats; {histories} histories",
-                        f"wrong PASS {pass_text}, wrong FAIL {fail_text}",
+                        f"wrong PASS {share(counts['pass'], histories)[0]}, wrong FAIL "
+                        f"{share(counts['fail'], histories)[0]}; {before_name}: wrong PASS "
+                        f"{share(counts['t pass'], histories)[0]}, wrong FAIL {share(counts['t fail'], histories)[0]}; "
+                        f"power ({power_words}): {100 * counts['power'] / histories:.1f} % "
+                        f"({before_name.split()[0]} {100 * counts['t power'] / histories:.1f} %)",
                         f"each wrong verdict <= {100 * LIMIT:.1f} %",
-                        gate_verdict([wrong_pass, wrong_fail], histories),
+                        gate_verdict([counts["pass"], counts["fail"]], histories),
                     )
                 )
     return rows
@@ -422,14 +446,29 @@ def write(block: str, path: Path = DOCS) -> None:
     path.write_text(f"{text[: begin + len(TABLE_BEGIN)]}\n{block.strip()}\n{text[end:]}", encoding="utf-8")
 
 
+GROUPS: dict[str, Callable[[int], list[Row]]] = {
+    "drift": lambda n: false_alarm_rows(n) + detection_rows(n),
+    "labels": label_rows,
+    "paired": paired_rows,
+    "single": single_rows,
+    "familywise": familywise_rows,
+}
+"""The table's groups of rows, in order (``--only`` picks some)."""
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the histories")
     parser.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    parser.add_argument(
+        "--only", action="append", choices=sorted(GROUPS), help="only these groups (repeatable; not with --write)"
+    )
     args = parser.parse_args(argv)
+    if args.only and args.write:
+        parser.error("--write writes the whole table: leave out --only")
     histories = HISTORIES // 10 if args.quick else HISTORIES
-    rows = false_alarm_rows(histories) + detection_rows(histories) + label_rows(histories)
-    block = render(rows + paired_rows(histories) + single_rows(histories) + familywise_rows(histories), histories)
+    rows = [row for name, group in GROUPS.items() if not args.only or name in args.only for row in group(histories)]
+    block = render(rows, histories)
     print(block)
     if args.write:
         write(block)

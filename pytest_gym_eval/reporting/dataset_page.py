@@ -65,14 +65,14 @@ def _summary_table(summary: DatasetSummary) -> str:
             "mean_reward",
             "mean reward",
             fmt.interval(summary.mean_reward),
-            f"{confidence} CI over {fmt.plural(summary.mean_reward.n, 'task')} (Student t, clustered by task)",
+            f"{confidence} CI over {fmt.plural(summary.mean_reward.n, 'task')} (clustered by task)",
             _interval_attrs(*_fields(summary.mean_reward)),
         ),
         _metric(
             "pass_rate",
             "pass rate",
             fmt.interval(summary.pass_rate),
-            f"Wilson {confidence} CI, {fmt.plural(summary.pass_rate.n, 'rollout')}, "
+            f"Clopper-Pearson {confidence} CI, {fmt.plural(summary.pass_rate.n, 'rollout')}, "
             f"threshold {fmt.threshold(summary.threshold)}",
             _interval_attrs(*_fields(summary.pass_rate)),
         ),

@@ -120,7 +120,8 @@ def _dataset(
         f"{fmt.plural(summary.mean_reward.n, 'task')}) |"
     )
     lines.append(
-        f"| pass rate | {fmt.interval(summary.pass_rate)} (Wilson, threshold {fmt.threshold(summary.threshold)}) |"
+        f"| pass rate | {fmt.interval(summary.pass_rate)} "
+        f"(Clopper-Pearson, threshold {fmt.threshold(summary.threshold)}) |"
     )
     for k, interval in shown_pass_at_k(summary):
         lines.append(f"| pass@{k} | {fmt.interval(interval)} |")

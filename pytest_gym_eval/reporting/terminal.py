@@ -119,7 +119,7 @@ def _summary_lines(
     )
     lines += fmt.labelled(
         "pass rate",
-        f"{fmt.interval(summary.pass_rate)}  Wilson, {fmt.plural(summary.pass_rate.n, 'rollout')}, "
+        f"{fmt.interval(summary.pass_rate)}  Clopper-Pearson, {fmt.plural(summary.pass_rate.n, 'rollout')}, "
         f"threshold {fmt.threshold(summary.threshold)}",
         width,
     )

@@ -87,8 +87,12 @@ class GateKind(NamedTuple):
 
     ``statistic(basis, confidence)``: the interval the gate judges (and the summary shows), from the dataset's
     :class:`~pytest_gym_eval.stats.gates.Basis`; None for a custom metric's kind (judged on what tests recorded).
-    ``proportion(basis)``: ``(events, trials)`` when the statistic is a share of rollouts (Wilson interval, score
-    test p-value, hints in rollouts), None for a mean over tasks (Student t, hints in tasks).
+    ``proportion(basis)``: ``(events, trials)`` when the statistic is a share of rollouts (hints in rollouts; the
+    Wilson interval and the score test's p-value, or with ``exact`` the Clopper-Pearson interval and the exact
+    binomial test's), None for a mean over tasks (hints in tasks). ``clustered(basis)``: the values by task in [0, 1]
+    when the statistic is their mean with the task-clustered Clopper-Pearson interval
+    (:func:`~pytest_gym_eval.stats.intervals.clustered_proportion_interval`, and its p-value), None when it is not
+    (Student t).
     ``wave_values(gate, rewards, passed, start, end)``: the observations (in [0, 1], or in reward units when
     ``reward_units``) one balanced wave of ``--gym-adaptive`` gives the kind's confidence sequence
     (:mod:`pytest_gym_eval.stats.sequential`), None for a kind judged on the fixed-sample interval only.
@@ -115,6 +119,8 @@ class GateKind(NamedTuple):
     uses_passes: bool = False
     judges_errors: bool = False
     repeats_hint: bool = False
+    clustered: Callable[[Basis], list[list[float]] | None] | None = None
+    exact: bool = False
 
     @property
     def flag(self) -> str:
@@ -144,11 +150,29 @@ class GateKind(NamedTuple):
 # --- The statistics ---------------------------------------------------------------------------------------
 
 
-def _mean_reward(basis: Basis, confidence: float) -> Interval:
-    """Student t over tasks, standard error clustered by task, clipped to [0, 1] when every reward lies there."""
-    from pytest_gym_eval.stats.intervals import mean_interval
+def _rewards_in_unit_range(basis: Basis) -> list[list[float]] | None:
+    """The rewards by task when every one lies in [0, 1] (a verifier's usual range), else None."""
+    rewards = [list(task) for task in basis.rewards_by_task]
+    return rewards if all(0.0 <= x <= 1.0 for task in rewards for x in task) else None
 
-    return mean_interval(basis.rewards_by_task, confidence, clip=True)
+
+def _mean_reward(basis: Basis, confidence: float) -> Interval:
+    """Rewards in [0, 1]: the task-clustered Clopper-Pearson interval (Korn & Graubard 1998), which keeps its level
+    near 0 and 1; other rewards: Student t over tasks, standard error clustered by task."""
+    from pytest_gym_eval.stats.intervals import clustered_proportion_interval, mean_interval
+
+    rewards = _rewards_in_unit_range(basis)
+    if rewards is None:
+        return mean_interval(basis.rewards_by_task, confidence, clip=True)
+    return clustered_proportion_interval(rewards, confidence)
+
+
+def _pass_rate(basis: Basis, confidence: float) -> Interval:
+    """The share of scored rollouts that passed, with the Clopper-Pearson interval over the rollouts."""
+    from pytest_gym_eval.stats.intervals import clopper_pearson_interval
+
+    passes, trials = _passes(basis)
+    return clopper_pearson_interval(passes, trials, confidence)
 
 
 def _proportion_interval(basis: Basis, confidence: float) -> Interval:
@@ -222,6 +246,7 @@ KINDS: tuple[GateKind, ...] = (
         wave_values=_reward_values,
         reward_units=True,
         repeats_hint=True,
+        clustered=_rewards_in_unit_range,
     ),
     GateKind(
         metric="pass_rate",
@@ -232,10 +257,11 @@ KINDS: tuple[GateKind, ...] = (
         metavar="RATE",
         probability=True,
         words=AT_LEAST,
-        statistic=_proportion_interval,
+        statistic=_pass_rate,
         proportion=_passes,
         wave_values=_pass_values,
         uses_passes=True,
+        exact=True,
     ),
     GateKind(
         metric="pass_at_k",

@@ -14,6 +14,8 @@ from pytest_gym_eval.core import number_text
 from pytest_gym_eval.stats import gate_kinds, power
 from pytest_gym_eval.stats.intervals import (
     Interval,
+    binomial_test_p,
+    clustered_proportion_p,
     clustered_standard_error,
     holm_levels,
     mean_interval,
@@ -288,8 +290,10 @@ def metric_interval(
 
     ``rewards_by_task[t][r]``: reward of scored rollout r of task t; ``counts[t] = (scored rollouts, passes)`` of
     task t; ``rollouts`` every rollout with a result (errored ones too; default: the scored ones plus ``errors``),
-    ``errors`` those that errored. mean_reward → :func:`mean_interval` (clustered by task); pass_rate →
-    :func:`wilson_interval` over all scored rollouts; pass_at_k (with ``k``) → :func:`pass_at_k_interval` on the
+    ``errors`` those that errored. mean_reward → :func:`clustered_proportion_interval` (task-clustered
+    Clopper-Pearson) when every reward lies in [0, 1], else :func:`mean_interval` (Student t clustered by task);
+    pass_rate → :func:`clopper_pearson_interval` over all scored rollouts; error_rate → :func:`wilson_interval` over
+    the rollouts with a result; pass_at_k (with ``k``) → :func:`pass_at_k_interval` on the
     per-task counts. Mean-reward and pass@k bounds are clipped to [0, 1] (the mean only when every reward lies
     there). Raises ValueError for a kind with no statistic of the rewards (a custom metric's), or as the
     statistics do.
@@ -410,13 +414,18 @@ class Basis:
 
     def p_value(self, threshold: float) -> float:
         """Two-sided p-value of the statistic against ``threshold``: twice the one-sided p in the direction of the
-        estimate (:func:`~pytest_gym_eval.stats.intervals.t_test_p` for the mean reward and pass@k, the score test
-        :func:`~pytest_gym_eval.stats.intervals.score_test_p` for the pass rate), so the interval at confidence c
-        excludes
-        the threshold exactly when p <= 1 - c."""
-        proportion = gate_kinds.kind(self.metric).proportion
-        if proportion is not None:
-            one_sided = score_test_p(*proportion(self), threshold)
+        estimate (:func:`~pytest_gym_eval.stats.intervals.clustered_proportion_p` for a mean reward in [0, 1],
+        :func:`~pytest_gym_eval.stats.intervals.t_test_p` for other rewards and pass@k, the exact binomial test
+        :func:`~pytest_gym_eval.stats.intervals.binomial_test_p` for the pass rate, the score test
+        :func:`~pytest_gym_eval.stats.intervals.score_test_p` for the error rate), so the interval at confidence c
+        excludes the threshold exactly when p <= 1 - c."""
+        kind = gate_kinds.kind(self.metric)
+        proportion = kind.proportion
+        clustered = kind.clustered(self) if kind.clustered is not None else None
+        if clustered is not None:
+            one_sided = clustered_proportion_p(clustered, threshold)
+        elif proportion is not None:
+            one_sided = (binomial_test_p if kind.exact else score_test_p)(*proportion(self), threshold)
         else:
             mean, error, tasks = clustered_standard_error(self._values())
             one_sided = 1.0 if math.isnan(error) else t_test_p(mean, threshold, error, tasks - 1)

@@ -289,6 +289,173 @@ def mean_interval(
     return _clipped(interval) if clip and all(0.0 <= x <= 1.0 for x in flat) else interval
 
 
+def beta_ppf(p: float, a: float, b: float) -> float:
+    """Quantile ``x`` with I_x(a, b) = p of the Beta(a, b) distribution (a, b > 0, any real; p in (0, 1)), by
+    bisection on the regularised incomplete beta function (DLMF 8.17) to the last bit of x. Raises ValueError for
+    p outside (0, 1) or a, b <= 0."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must lie in (0, 1), got {p!r}")
+    if not (a > 0.0 and b > 0.0):
+        raise ValueError(f"need a, b > 0, got a={a!r}, b={b!r}")
+    low, high = 0.0, 1.0
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if mid in (low, high):
+            break
+        if _regularized_beta(a, b, mid, 1.0 - mid) < p:
+            low = mid
+        else:
+            high = mid
+    return 0.5 * (low + high)
+
+
+def clopper_pearson_bounds(successes: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """The Clopper-Pearson ("exact") interval of a proportion (Clopper & Pearson 1934, Biometrika 26(4)):
+    [B(alpha/2; x, n - x + 1), B(1 - alpha/2; x + 1, n - x)] with B the Beta quantile (:func:`beta_ppf`), 0 when
+    x = 0 and 1 when x = n. x and n may be fractional (an effective sample, :func:`clustered_proportion_interval`).
+    Each side misses a binomial proportion at most alpha/2 of the time. E.g. 7 of 20 at 95%: [0.1539, 0.5922].
+    Raises ValueError for n <= 0, x outside [0, n] or a bad confidence."""
+    _check_confidence(confidence)
+    if not (n > 0.0 and 0.0 <= successes <= n):
+        raise ValueError(f"need n > 0 and 0 <= successes <= n, got successes={successes!r}, n={n!r}")
+    alpha = 1.0 - confidence
+    low = 0.0 if successes == 0.0 else beta_ppf(alpha / 2.0, successes, n - successes + 1.0)
+    high = 1.0 if successes == n else beta_ppf(1.0 - alpha / 2.0, successes + 1.0, n - successes)
+    return low, high
+
+
+def clopper_pearson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
+    """:func:`clopper_pearson_bounds` as an :class:`Interval` of the proportion ``successes / n`` (``n`` of the result:
+    the trials). n == 0 gives estimate nan and bounds [0, 1]. Raises ValueError for successes outside [0, n] or a
+    bad confidence."""
+    _check_confidence(confidence)
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if n == 0:
+        return Interval(math.nan, 0.0, 1.0, 0)
+    low, high = clopper_pearson_bounds(successes, n, confidence)
+    return Interval(successes / n, low, high, n)
+
+
+def binomial_test_p(successes: int, n: int, p0: float) -> float:
+    """One-sided p-value of the exact binomial test of a proportion against ``p0``, in the direction of the estimate:
+    P(X >= successes) when successes / n > p0, P(X <= successes) when below, X ~ Binomial(n, p0) (computed as
+    I_{p0}(x, n - x + 1) and 1 - I_{p0}(x + 1, n - x)); the test the Clopper-Pearson interval inverts, so it excludes
+    p0 at confidence c exactly when 2 p <= 1 - c. E.g. 46 of 48 against 0.8: P(X >= 46) = 0.001862. 0.5 for an
+    estimate on p0, 1.0 for n == 0; p0 of 0 or 1 gives 0.0 when the estimate differs from it. Raises ValueError as
+    :func:`clopper_pearson_interval`, or for p0 outside [0, 1]."""
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if not 0.0 <= p0 <= 1.0:
+        raise ValueError(f"p0 must lie in [0, 1], got {p0!r}")
+    if n == 0:
+        return 1.0
+    estimate = successes / n
+    if estimate == p0:
+        return 0.5
+    if p0 in (0.0, 1.0):
+        return 0.0
+    if estimate > p0:
+        return _regularized_beta(successes, n - successes + 1.0, p0, 1.0 - p0)
+    return 1.0 - _regularized_beta(successes + 1.0, n - successes, p0, 1.0 - p0)
+
+
+MAX_EFFECTIVE_N = 1e6
+"""The largest effective sample :func:`clustered_proportion_interval` uses: fractional rewards that hardly vary
+(0.970 to 0.971) give a tiny standard error and an effective sample far beyond the rollouts; capped, the bounds are
+still within about 0.001 of the mean, and the incomplete beta function stays within its range."""
+
+
+def _effective_sample(
+    values_by_task: Sequence[Sequence[float]],
+) -> tuple[float, float, int, float]:
+    """(mean, effective rollouts n_eff, tasks, rollouts) of :func:`clustered_proportion_interval`."""
+    tasks = [list(task) for task in values_by_task if len(task) > 0]
+    flat = [x for task in tasks for x in task]
+    if any(not (math.isfinite(x) and 0.0 <= x <= 1.0) for x in flat):
+        raise ValueError("values must lie in [0, 1] (found one outside, NaN or infinity)")
+    mean, error, n_tasks = clustered_standard_error(tasks)
+    rollouts = float(len(flat))
+    if n_tasks >= 2 and 0.0 < mean < 1.0 and error > 1e-9 * math.sqrt(mean * (1.0 - mean) / rollouts):
+        return mean, min(mean * (1.0 - mean) / (error * error), MAX_EFFECTIVE_N), n_tasks, rollouts
+    return mean, rollouts, n_tasks, rollouts  # no spread between tasks (up to rounding): the rollouts themselves
+
+
+def clustered_proportion_interval(values_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+    """The mean of values in [0, 1] (rewards, or 0/1 pass flags) over all rollouts, with a Clopper-Pearson interval
+    on the task-clustered effective sample (Korn & Graubard 1998, "Confidence intervals for proportions with small
+    expected number of positive counts estimated from survey data", Survey Methodology 24(2), 193-201).
+
+    ``values_by_task[t][r]``: value of rollout r of task t (empty tasks skipped). With x̄ the mean over all N
+    rollouts and se its CR1 standard error clustered by task (:func:`clustered_standard_error`, the mean reward's
+    t interval's), the effective sample is n_eff = x̄ (1 - x̄) / se² (N / the design effect: the rollouts a
+    binomial sample would need for the same precision; N when se is 0 or x̄ is 0 or 1; at most
+    :data:`MAX_EFFECTIVE_N`), shrunk for the T - 1
+    degrees of freedom of se: n* = n_eff (z_{(1+c)/2} / t_{(1+c)/2, T-1})²; the bounds are
+    :func:`clopper_pearson_bounds` of x̄ n* successes in n*. Near 0 or 1 its binomial variance x̄ (1 - x̄) makes
+    the bound on the far side reach further than the t interval's (rare failures: the lower bound), where the t
+    interval's errs up to twice its alpha/2; a set of rollouts that all agree gets a bound from its N rollouts
+    rather than a zero width. E.g. 10 tasks x 4 repeats, 35 of 40 passing (three tasks with one failure, one with
+    two, six with none) at 95%: x̄ = 0.875, se = 0.0559 (se² = 0.003125), n_eff = 35, n* = 35 (1.95996 / 2.26216)²
+    = 26.274, bounds [0.6877, 0.9708] (the t interval: [0.7485, 1.0015]). T = 0 gives estimate nan
+    and bounds ±inf, T = 1 infinite bounds (``n`` of the result: T). Raises ValueError for a value outside [0, 1]
+    or a bad confidence.
+    """
+    _check_confidence(confidence)
+    mean, n_eff, n_tasks, _ = _effective_sample(values_by_task)
+    if n_tasks < 2:
+        return Interval(mean, -math.inf, math.inf, n_tasks)
+    z = NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+    n_star = n_eff * (z / student_t_ppf((1.0 + confidence) / 2.0, n_tasks - 1)) ** 2
+    low, high = clopper_pearson_bounds(min(n_star, max(0.0, mean * n_star)), n_star, confidence)
+    return Interval(mean, low, high, n_tasks)
+
+
+def clustered_proportion_p(values_by_task: Sequence[Sequence[float]], threshold: float) -> float:
+    """One-sided p-value of :func:`clustered_proportion_interval` against ``threshold``, in the direction of the
+    estimate: half the largest alpha at which the interval at confidence 1 - alpha still reaches the threshold
+    (both n* and the bounds depend on alpha; found by bisection on the t quantile, to about 1e-10), so the
+    interval at confidence c excludes the threshold exactly when 2 p <= 1 - c. 0.5 for an estimate on the
+    threshold, 1.0 (no evidence) for fewer than two tasks, 0.0 for a threshold outside [0, 1] (no interval reaches
+    it). Raises ValueError as the interval does, or for a NaN threshold."""
+    if math.isnan(threshold):
+        raise ValueError("threshold must not be NaN")
+    mean, n_eff, n_tasks, _ = _effective_sample(values_by_task)
+    if n_tasks < 2:
+        return 1.0
+    if not 0.0 <= threshold <= 1.0:
+        return 0.0
+    if mean == threshold:
+        return 0.5
+    if mean < threshold:  # the mirror image: Clopper-Pearson is symmetric under x -> n - x
+        mean, threshold = 1.0 - mean, 1.0 - threshold
+    df = n_tasks - 1
+
+    def excludes(q: float) -> tuple[bool, float]:
+        half_alpha = _t_upper_tail(q, df)
+        n_star = n_eff * (-NormalDist().inv_cdf(max(half_alpha, 1e-300)) / q) ** 2
+        x = min(n_star, mean * n_star)
+        if threshold <= 0.0:
+            return x > 0.0, half_alpha
+        # the lower bound B(alpha/2; x, n* - x + 1) reaches past the threshold: I_threshold(x, n* - x + 1) <= alpha/2
+        return _regularized_beta(x, n_star - x + 1.0, threshold, 1.0 - threshold) <= half_alpha, half_alpha
+
+    low, high = 1e-6, 1e8  # t quantiles: alpha from nearly 1 to nearly 0
+    if not excludes(low)[0]:
+        return 0.5
+    if excludes(high)[0]:
+        return excludes(high)[1]
+    for _ in range(100):
+        mid = math.sqrt(low * high)
+        if excludes(mid)[0]:
+            low = mid
+        else:
+            high = mid
+        if high / low < 1.0 + 1e-12:
+            break
+    return excludes(low)[1]
+
+
 def _clipped(interval: Interval) -> Interval:
     """``interval`` with finite bounds moved into [0, 1] (infinite bounds, meaning no interval could be
     estimated, stay as they are)."""

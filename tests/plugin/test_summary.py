@@ -43,7 +43,7 @@ def test_summary_closes_the_report(pytester: pytest.Pytester, fake_gym: FakeGym,
             "mcqa.jsonl",
             "  5 tasks, 10 rollouts (10 scored, 0 errors)*",
             "  mean reward 0.80 [[]*]  95% CI over 5 tasks",
-            "  pass rate   0.80 [[]0.49, 0.94]  Wilson, 10 rollouts, threshold 1.00",
+            "  pass rate   0.80 [[]0.44, 0.97]  Clopper-Pearson, 10 rollouts, threshold 1.00",
             "  pass@1      0.80*",
             "  pass@2      0.80*",
             "  flaky tasks 0",
@@ -90,7 +90,7 @@ def test_an_errored_rollout_fails_a_gated_session(pytester: pytest.Pytester, fak
         assert any(line.startswith("FAILED mcqa.jsonl::gym-gate") for line in result.outlines)
         result.stdout.fnmatch_lines(
             [
-                "*mean reward 1.00 [[]1.00, 1.00[]] >= 0.50: INCONCLUSIVE (judged on 2 of 3 selected rollouts)",
+                "*mean reward 1.00 [[]0.00, 1.00[]] >= 0.50: INCONCLUSIVE (judged on 2 of 3 selected rollouts)",
                 "1 of 3 selected rollouts errored: no gate passes on part of the selection",
             ]
         )

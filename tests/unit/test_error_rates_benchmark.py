@@ -25,9 +25,12 @@ def test_every_row_is_computed_on_a_few_histories() -> None:
     rows = bench.false_alarm_rows(10) + bench.detection_rows(10) + bench.label_rows(10)
     assert len(rows) == 3 * len(bench.SHAPES) + 4 + 2 * len(bench.PLANTED)
     gates = bench.paired_rows(10) + bench.single_rows(10)
-    assert len(gates) == len(bench.DROPS) * len(bench.PAIRED_SIZES) + 2 * len(bench.SINGLE_SHAPES) * 2
+    assert len(gates) == (len(bench.DROPS) + 2 * len(bench.SINGLE_SHAPES)) * len(bench.PAIRED_SIZES)
     assert all("%" in row.result and "10 histories" in row.what for row in rows + gates)
-    assert all("wrong PASS" in row.result and "power" in row.result for row in gates[: len(bench.PAIRED_SIZES)])
+    assert all("wrong PASS" in row.result and "power" in row.result for row in gates)
+    single = gates[len(bench.DROPS) * len(bench.PAIRED_SIZES) :]
+    assert all("t (before)" in row.result for row in single if row.what.startswith("mean_reward"))
+    assert all("Wilson (before)" in row.result for row in single if row.what.startswith("pass_rate"))
 
 
 def test_every_drop_is_exactly_the_margin_and_every_threshold_the_true_mean() -> None:
@@ -37,6 +40,21 @@ def test_every_drop_is_exactly_the_margin_and_every_threshold_the_true_mean() ->
             drop = sum(chances(t)[0] - chances(t)[1] for t in range(tasks)) / tasks
             assert abs(drop - bench.MARGIN) < 1e-12, (shape, tasks)
     assert abs(bench.single_threshold("heterogeneous", 12) - 0.75) < 1e-12
+    assert abs(bench.single_threshold("rare successes", 40) - 0.1) < 1e-12
+
+
+def test_the_single_policy_rows_measure_the_intervals_sessions_judge_on() -> None:
+    # 12 tasks x 4 repeats, one failure in all: per-task means 1 x 11 and 0.75, mean 47/48. The sessions'
+    # mean-reward interval (task-clustered Clopper-Pearson, [0.869, 1.000]) reaches lower than the t interval before
+    # it ([0.933, 1]), and the pass rate's Clopper-Pearson ([0.8893, 0.9995]) lower than Wilson ([0.8910, 0.9963]).
+    bench = load()
+    rewards = [[0.0 if (t, r) == (3, 0) else 1.0 for r in range(4)] for t in range(12)]
+    now, before = bench.single_intervals("mean_reward", rewards)
+    assert now == bench.gates.metric_interval("mean_reward", rewards, [(4, sum(map(int, task))) for task in rewards])
+    assert now.estimate == before.estimate == 47 / 48
+    assert now.low < before.low and before.low > 0.9  # the t interval would PASS a gate at 0.9
+    rate, wilson = bench.single_intervals("pass_rate", rewards)
+    assert rate.n == wilson.n == 48 and rate.low < wilson.low
 
 
 def test_the_paired_rows_measure_the_interval_sessions_judge_on() -> None:
@@ -78,7 +96,7 @@ def test_the_docs_hold_the_benchmarks_table_and_every_goal_is_met() -> None:
     (holm,) = [row for row in rows if "family-wise" in row[2]]
     assert holm[3] in ("met |", "unclear |"), holm
     gates = [row for row in rows if "wrong verdict" in row[2]]
-    assert len(gates) == len(bench.DROPS) * len(bench.PAIRED_SIZES) + 2 * len(bench.SINGLE_SHAPES) * 2
+    assert len(gates) == (len(bench.DROPS) + 2 * len(bench.SINGLE_SHAPES)) * len(bench.PAIRED_SIZES)
     # A gate row not met (its rate above alpha/2 beyond the Monte-Carlo error) is a limit the docs state: its gate,
     # shape and size named in docs/gates-and-statistics.md's list of measured limits.
     limits = (ROOT / "docs" / "gates-and-statistics.md").read_text(encoding="utf-8")
@@ -87,6 +105,17 @@ def test_the_docs_hold_the_benchmarks_table_and_every_goal_is_met() -> None:
             head, size = row[0].removeprefix("| ").split("; ")[0].rsplit(": ", 1)
             gate, shape = head.split(" (")[0].split(",")[0], head.rsplit(", ", 1)[1].removesuffix(" drops")
             assert f"{gate}, {shape}, {size.replace(' tasks x ', ' x ').replace(' repeats', '')}:" in limits, row
+
+
+def test_only_computes_the_groups_named_and_refuses_to_write_part_of_the_table(capsys: object) -> None:
+    bench = load()
+    assert list(bench.GROUPS) == ["drift", "labels", "paired", "single", "familywise"]
+    try:
+        bench.main(["--only", "single", "--write"])
+    except SystemExit as exit:
+        assert exit.code == 2
+    else:
+        raise AssertionError("--only with --write must be refused")
 
 
 def test_a_gate_row_is_not_met_only_beyond_the_monte_carlo_error() -> None:

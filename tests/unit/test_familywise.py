@@ -12,6 +12,7 @@ from pytest_gym_eval.stats import gates as g
 from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, compare
 from pytest_gym_eval.stats.intervals import (
     Interval,
+    binomial_test_p,
     clustered_standard_error,
     holm_levels,
     score_test_p,
@@ -133,8 +134,9 @@ def _dataset(estimate_tasks: int, passes: int) -> list[g.GateResult]:
 
 
 def test_holm_judges_the_session_as_one_family() -> None:
-    # 61 of 100 against 0.5: z = 2.2, two-sided p = 0.0278: PASS at 95% alone, not at 0.05/3 (Holm's first step),
-    # which stops the procedure there: the other two are judged at 0.05/3 too.
+    # 61 of 100 against 0.5: the exact binomial test the pass rate's Clopper-Pearson interval inverts, two-sided p =
+    # 2 P(X >= 61), X ~ Binomial(100, 0.5) = 0.0352 (scipy's 2 * binom.sf(60, 100, 0.5)): PASS at 95% alone, not at
+    # 0.05/3 (Holm's first step), which stops the procedure there: the other two are judged at 0.05/3 too.
     alone = [_dataset(100, 61), _dataset(100, 55), _dataset(100, 50)]
     assert alone[0][0].verdict is g.Verdict.PASS
     first = [r[0] for r in alone]
@@ -142,16 +144,19 @@ def test_holm_judges_the_session_as_one_family() -> None:
     family = [r[0] for r in judged]
     assert [r.familywise.level for r in family if r.familywise] == pytest.approx([0.05 / 3] * 3)
     assert family[0].familywise == g.Familywise(
-        "Holm", 3, pytest.approx(2 * score_test_p(61, 100, 0.5)), pytest.approx(0.05 / 3)
+        "Holm", 3, pytest.approx(2 * binomial_test_p(61, 100, 0.5)), pytest.approx(0.05 / 3)
     )
-    assert family[0].familywise.p_value == pytest.approx(2 * (1 - NormalDist().cdf(2.2)))
+    assert family[0].familywise.p_value == pytest.approx(0.0352002, abs=1e-7)
+    # the p-value is the level at which the interval's lower bound is exactly the threshold
+    assert alone[0][0].basis is not None
+    assert alone[0][0].basis.interval(1.0 - family[0].familywise.p_value).low == pytest.approx(0.5, abs=1e-9)
     assert family[0].verdict is g.Verdict.INCONCLUSIVE and family[0].hint is not None
     assert family[0].interval.low < first[0].interval.low  # the wider, adjusted interval
-    assert "(Holm over 3 gates: 98.33% interval, p 0.028)" in family[0].describe()
+    assert "(Holm over 3 gates: 98.33% interval, p 0.035)" in family[0].describe()
 
 
 def test_holm_rejects_step_by_step() -> None:
-    # 80 of 100 (p ~ 2e-9) is decided at 0.05/2, which lets 62 of 100 (p 0.0164) be judged at 0.05: both PASS.
+    # 80 of 100 (p ~ 1e-9) is decided at 0.05/2, which lets 62 of 100 (p 0.021) be judged at 0.05: both PASS.
     judged = g.holm([_dataset(100, 80), _dataset(100, 62)], 0.95)
     assert [r[0].verdict for r in judged] == [g.Verdict.PASS, g.Verdict.PASS]
     assert [r[0].familywise.level for r in judged if r[0].familywise] == pytest.approx([0.025, 0.05])
@@ -165,7 +170,7 @@ def test_holm_leaves_point_gates_and_cut_short_ones_out() -> None:
     judged = g.holm([point, cut, member], 0.95)
     assert judged[0] == point and judged[0][0].familywise is None
     assert judged[1] == cut and judged[1][0].familywise is None
-    assert judged[2][0].familywise == g.Familywise("Holm", 1, pytest.approx(0.0164, abs=1e-4), pytest.approx(0.05))
+    assert judged[2][0].familywise == g.Familywise("Holm", 1, pytest.approx(0.0210, abs=1e-4), pytest.approx(0.05))
 
 
 def test_interval_hint_from_a_t_interval_alone() -> None:

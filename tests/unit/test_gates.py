@@ -216,16 +216,19 @@ def test_evaluate_uses_the_matching_statistic() -> None:
     gates = [Gate("mean_reward", 0.5), Gate("pass_rate", 0.5), Gate("pass_at_k", 0.5, k=2)]
     mean, rate, at2 = evaluate(gates, REWARDS, PASSED, POINT)
     assert [r.gate for r in (mean, rate, at2)] == gates
-    # mean reward: 4.5 / 8 = 0.5625 over all rollouts; t interval over task means (equal repeats)
-    # half = t_{0.975,3} * 0.2134782 = 0.6793827 (see test_stats): [-0.117, 1.242], clipped to [0, 1] since
-    # every reward is in [0, 1]
+    # mean reward: 4.5 / 8 = 0.5625 over all rollouts, every reward in [0, 1]: the task-clustered Clopper-Pearson
+    # interval. se^2 = 4/3 * (0.125^2 + 0.875^2 + 1.125^2 + 0.375^2) / 64 = 0.0455729 (the t interval's, see
+    # test_stats); n_eff = 0.5625 * 0.4375 / 0.0455729 = 5.4; n* = 5.4 (1.959964 / 3.182446)^2 = 5.4 * 0.379292
+    # = 2.048178; x = 0.5625 n* = 1.152100; bounds B(0.025; x, n* - x + 1), B(0.975; x + 1, n* - x) (scipy's
+    # beta.ppf: 0.0222340, 0.9925612)
     assert mean.interval.estimate == 0.5625 and mean.interval.n == 4
-    assert (mean.interval.low, mean.interval.high) == (0.0, 1.0)
-    # pass rate: 4 passes of 8 rollouts, Wilson over rollouts: centre 0.5, n = 8
-    # half = z sqrt(n/4 + z^2/4) / (n + z^2) = 1.959964 * sqrt(2 + 0.960365) / 11.841459
-    #      = 1.959964 * 1.720571 / 11.841459 = 0.284784
+    assert mean.interval.low == pytest.approx(0.0222340, abs=1e-6)
+    assert mean.interval.high == pytest.approx(0.9925612, abs=1e-6)
+    # pass rate: 4 passes of 8 rollouts, Clopper-Pearson over the rollouts: B(0.025; 4, 5), B(0.975; 5, 4)
+    # (statsmodels' proportion_confint(4, 8, method="beta"): 0.1570128, 0.8429872)
     assert rate.interval.estimate == 0.5 and rate.interval.n == 8
-    assert rate.interval.low == pytest.approx(0.5 - 0.284784, abs=1e-6)
+    assert rate.interval.low == pytest.approx(0.1570128, abs=1e-6)
+    assert rate.interval.high == pytest.approx(0.8429872, abs=1e-6)
     # pass@2 per task (n=2): c=1 -> 1, c=2 -> 1, c=0 -> 0, c=1 -> 1; mean 0.75
     assert at2.interval.estimate == 0.75 and at2.interval.n == 4
     assert all(r.verdict is Verdict.PASS for r in (mean, rate, at2))
@@ -234,10 +237,10 @@ def test_evaluate_uses_the_matching_statistic() -> None:
 
 def test_evaluate_modes_differ() -> None:
     gate = Gate("mean_reward", 0.5)
-    # point: 0.5625 >= 0.5 passes; lower bound 0.5625 - 0.679 < 0.5 < upper bound: inconclusive
+    # point: 0.5625 >= 0.5 passes; lower bound 0.022 < 0.5 < upper bound 0.993: inconclusive
     assert evaluate([gate], REWARDS, PASSED, POINT)[0].verdict is Verdict.PASS
     assert evaluate([gate], REWARDS, PASSED, LOWER)[0].verdict is Verdict.INCONCLUSIVE
-    # a gate far above every reward fails in both modes: upper bound min(0.5625 + 0.679, 1) = 1 < 1.5
+    # a gate far above every reward fails in both modes: upper bound 0.993 < 1.5
     high = Gate("mean_reward", 1.5)
     assert evaluate([high], REWARDS, PASSED, LOWER)[0].verdict is Verdict.FAIL
 
@@ -288,3 +291,23 @@ def test_a_gate_judged_on_part_of_the_selected_rollouts_is_at_best_inconclusive(
     assert (
         cut[0].describe() == "mean reward 0.90 [0.80, 1.00] >= 0.50: INCONCLUSIVE (judged on 3 of 10 selected rollouts)"
     )
+
+
+def test_gates_near_one_keep_their_level() -> None:
+    """Issue 38: near 1 the t interval's lower bound sat too high (a wrong PASS at the threshold) and Wilson's upper
+    bound too low (a wrong FAIL); the mean reward's task-clustered Clopper-Pearson and the pass rate's Clopper-Pearson
+    reach far enough."""
+    ones = [[1.0] * 4 for _ in range(12)]
+    passed = [[True] * 4 for _ in range(12)]
+    # 48 rollouts that all pass: the t interval was [1, 1] and PASSED any threshold; now the lower bound is 0.9076.
+    (certain,) = evaluate([Gate("mean_reward", 0.95)], ones, passed, LOWER)
+    assert certain.verdict is Verdict.INCONCLUSIVE and certain.interval.low == pytest.approx(0.907633, abs=1e-6)
+    # one failure in 48: the t interval's lower bound 0.933 PASSED a gate at 0.9; the clustered one reaches 0.869.
+    rewards = [[0.0 if (t, r) == (3, 0) else 1.0 for r in range(4)] for t in range(12)]
+    flags = [[x == 1.0 for x in task] for task in rewards]
+    (mean,) = evaluate([Gate("mean_reward", 0.9)], rewards, flags, LOWER)
+    assert mean.verdict is Verdict.INCONCLUSIVE and mean.interval.low == pytest.approx(0.868983, abs=1e-6)
+    # 39 of 48 passing against 0.9: Wilson's upper bound 0.8981 FAILED it; Clopper-Pearson's reaches 0.9105.
+    flags = [[t * 4 + r < 39 for r in range(4)] for t in range(12)]
+    (rate,) = evaluate([Gate("pass_rate", 0.9)], [[float(f) for f in task] for task in flags], flags, LOWER)
+    assert rate.verdict is Verdict.INCONCLUSIVE and rate.interval.high == pytest.approx(0.910502, abs=1e-6)

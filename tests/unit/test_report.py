@@ -103,11 +103,12 @@ def test_four_of_five_tasks_always_pass() -> None:
     summary = summarize_one(results_for(FOUR_OF_FIVE))
     assert (summary.dataset, summary.agent) == (MCQA, None)
     assert (summary.tasks, summary.rollouts, summary.errors, summary.scored) == (5, 10, 0, 10)
-    # Per-task means 1,1,1,1,0: mean 0.8, s = sqrt(0.8/4), se = s/sqrt(5) = 0.2, half width 2.776445 * 0.2;
-    # the upper bound 1.355289 is clipped to 1 (every reward is in [0, 1], so the mean cannot exceed 1).
-    approx_interval(summary.mean_reward, 0.8, 0.8 - 0.555289, 1.0, 5)
-    # Wilson 8/10 at 95%: [0.490162, 0.943318].
-    approx_interval(summary.pass_rate, 0.8, 0.490162, 0.943318, 10)
+    # Per-task means 1,1,1,1,0: mean 0.8, s = sqrt(0.8/4), se = s/sqrt(5) = 0.2; every reward in [0, 1]: the
+    # task-clustered Clopper-Pearson interval, n_eff = 0.8 * 0.2 / 0.04 = 4, n* = 4 (1.959964 / 2.776445)^2 =
+    # 1.993324, x = 1.594660: B(0.025; x, n* - x + 1), B(0.975; x + 1, n* - x) (scipy: 0.075356, 0.999969).
+    approx_interval(summary.mean_reward, 0.8, 0.075356, 0.999969, 5)
+    # Clopper-Pearson 8/10 at 95% (statsmodels' proportion_confint(8, 10, method="beta")): [0.443905, 0.974789].
+    approx_interval(summary.pass_rate, 0.8, 0.443905, 0.974789, 10)
     assert sorted(summary.pass_at_k) == [1, 2]
     approx_interval(summary.pass_at_k[1], 0.8, 0.244711, 1.0, 5)  # 1.355289 clipped: pass@k is in [0, 1]
     approx_interval(summary.pass_at_k[2], 0.8, 0.244711, 1.0, 5)
@@ -120,9 +121,11 @@ def test_four_of_five_tasks_always_pass() -> None:
 def test_flaky_task() -> None:
     summary = summarize_one(results_for(FLAKY))
     assert summary.flaky_tasks == ("t2",)
-    # Per-task means 1, .5, 0, 1: mean .625, s^2 = .6875/3, se = .239357, half width 3.182446 * se:
-    # [-0.136740, 1.386740], clipped to [0, 1] (rewards and pass@k lie in [0, 1]).
-    approx_interval(summary.mean_reward, 0.625, 0.0, 1.0, 4)
+    # Per-task means 1, .5, 0, 1: mean .625, s^2 = .6875/3, se = .239357; the mean reward's task-clustered
+    # Clopper-Pearson interval: n_eff = .234375 / .057292 = 4.090909, n* = 1.551650, x = 0.969781 (scipy:
+    # 0.014087, 0.999184). pass@1 keeps the t interval, half width 3.182446 * se: [-0.136740, 1.386740], clipped
+    # to [0, 1] (pass@k lies in [0, 1]).
+    approx_interval(summary.mean_reward, 0.625, 0.014087, 0.999184, 4)
     approx_interval(summary.pass_at_k[1], 0.625, 0.0, 1.0, 4)
     # pass@2 per task 1, 1, 0, 1: mean .75, s = .5, se = .25, half width .795612: [-0.045612, 1.545612].
     approx_interval(summary.pass_at_k[2], 0.75, 0.0, 1.0, 4)
@@ -277,7 +280,7 @@ def test_session_verdict_inconclusive() -> None:
     summary = summarize_one(results_for(FOUR_OF_FIVE), [Gate("mean_reward", 0.7)], mode=LOWER)
     status, reason = session_verdict([summary], inconclusive_passes=False)
     assert status == 1
-    assert reason == "gym gates: INCONCLUSIVE - datasets/mcqa.jsonl mean reward 0.80 [0.24, 1.00] straddles 0.70"
+    assert reason == "gym gates: INCONCLUSIVE - datasets/mcqa.jsonl mean reward 0.80 [0.08, 1.00] straddles 0.70"
     assert session_verdict([summary], inconclusive_passes=True) == (
         0,
         "gym gates: the gate passes (1 inconclusive, counted as passing)",
@@ -312,13 +315,13 @@ def test_render_golden() -> None:
     assert render_summary([summary], verbose=False) == [
         "datasets/mcqa.jsonl",
         "  4 tasks, 8 rollouts (8 scored, 0 errors), wall time 12.5 s",
-        "  mean reward 0.62 [0.00, 1.00]  95% CI over 4 tasks",  # [-0.14, 1.39] clipped to [0, 1]
-        "  pass rate   0.62 [0.31, 0.86]  Wilson, 8 rollouts, threshold 1.00",
+        "  mean reward 0.62 [0.01, 1.00]  95% CI over 4 tasks",  # test_flaky_task: [0.014, 0.999]
+        "  pass rate   0.62 [0.24, 0.91]  Clopper-Pearson, 8 rollouts, threshold 1.00",
         "  pass@1      0.62 [0.00, 1.00]",
         "  pass@2      0.75 [0.00, 1.00]",
         "  flaky tasks 1 of 4: t2",
         "  gates       1 judged on the estimate (point mode)",
-        "    mean reward 0.62 [0.00, 1.00] >= 0.50: PASS",
+        "    mean reward 0.62 [0.01, 1.00] >= 0.50: PASS",
         "  verdict     PASS",
     ]
 
@@ -732,8 +735,8 @@ def test_suite_properties() -> None:
     assert values[f"{p}errors"] == "0"
     assert values[f"{p}flaky_tasks"] == "1"
     assert values[f"{p}mean_reward"] == "0.625"
-    assert values[f"{p}mean_reward.low"] == "0"  # -0.13674 clipped: every reward is in [0, 1]
-    assert values[f"{p}mean_reward.high"] == "1"  # 1.38674 clipped
+    assert values[f"{p}mean_reward.low"] == "0.0140871"  # test_flaky_task
+    assert values[f"{p}mean_reward.high"] == "0.999184"
     assert values[f"{p}pass_rate"] == "0.625"
     assert f"{p}pass_rate.low" in values and f"{p}pass_rate.high" in values
     assert values[f"{p}pass_at_1"] == "0.625"

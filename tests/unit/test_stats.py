@@ -12,6 +12,12 @@ import pytest
 
 from pytest_gym_eval.stats.intervals import (
     Interval,
+    beta_ppf,
+    binomial_test_p,
+    clopper_pearson_bounds,
+    clopper_pearson_interval,
+    clustered_proportion_interval,
+    clustered_proportion_p,
     hall_t_bounds,
     mean_interval,
     paired_difference,
@@ -501,3 +507,109 @@ def test_skew_corrected_mean_interval_widens_only_a_skewed_side() -> None:
     symmetric = [[0.0], [1.0], [0.5], [0.25], [0.75]] * 2
     assert mean_interval(symmetric, skew_corrected=True) == mean_interval(symmetric)
     assert mean_interval(tasks[2:], skew_corrected=True) == mean_interval(tasks[2:])
+
+
+# --- Clopper-Pearson, exact binomial test, the task-clustered Clopper-Pearson (Korn & Graubard 1998) ----------
+
+
+def test_beta_ppf_matches_scipy() -> None:
+    # scipy.stats.beta.ppf(0.3, 2.5, 7.25) and beta.ppf(0.975, 0.5, 0.5)
+    assert beta_ppf(0.3, 2.5, 7.25) == pytest.approx(0.17173070563432893, abs=1e-12)
+    assert beta_ppf(0.975, 0.5, 0.5) == pytest.approx(0.9984586668665639, abs=1e-12)
+    with pytest.raises(ValueError):
+        beta_ppf(1.0, 1.0, 1.0)
+    with pytest.raises(ValueError):
+        beta_ppf(0.5, 0.0, 1.0)
+
+
+def test_clopper_pearson_hand_worked_and_statsmodels() -> None:
+    # No success in 12: the upper bound solves (1 - p)^12 = 0.025, p = 1 - 0.025^(1/12) = 0.2646485 (the "rule of
+    # three"'s exact form); all 12: its mirror.
+    assert clopper_pearson_bounds(0, 12) == (0.0, pytest.approx(1 - 0.025 ** (1 / 12), abs=1e-12))
+    assert clopper_pearson_bounds(12, 12) == (pytest.approx(0.025 ** (1 / 12), abs=1e-12), 1.0)
+    # statsmodels' proportion_confint(7, 20, method="beta") and (46, 48): the published exact interval.
+    assert clopper_pearson_bounds(7, 20) == pytest.approx((0.15390920478454112, 0.5921885345328282), abs=1e-12)
+    interval = clopper_pearson_interval(46, 48)
+    assert (interval.estimate, interval.n) == (46 / 48, 48)
+    assert (interval.low, interval.high) == pytest.approx((0.8574590267986226, 0.994913532069967), abs=1e-12)
+    assert clopper_pearson_interval(0, 0).n == 0
+    with pytest.raises(ValueError):
+        clopper_pearson_bounds(3.0, 2.0)
+    with pytest.raises(ValueError):
+        clopper_pearson_interval(-1, 4)
+
+
+def test_binomial_test_p_is_the_exact_tail_and_inverts_clopper_pearson() -> None:
+    # scipy: binomtest(46, 48, 0.8, alternative="greater").pvalue; binom.cdf(3, 20, 0.4)
+    assert binomial_test_p(46, 48, 0.8) == pytest.approx(0.0018621122240773111, rel=1e-9)
+    assert binomial_test_p(3, 20, 0.4) == pytest.approx(0.01596116279000825, rel=1e-9)
+    assert binomial_test_p(3, 20, 0.15) == 0.5 and binomial_test_p(0, 0, 0.5) == 1.0
+    assert binomial_test_p(3, 20, 0.0) == 0.0
+    p = binomial_test_p(46, 48, 0.8)
+    assert clopper_pearson_interval(46, 48, 1.0 - 2.0 * p).low == pytest.approx(0.8, abs=1e-9)
+
+
+# 10 tasks x 4 repeats, 35 of 40 passing: three tasks with one failure, one with two, six with none.
+TEN_TASKS = [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0], [1.0] * 4,
+             [0.0, 1.0, 1.0, 1.0], [1.0] * 4, [1.0] * 4, [1.0, 1.0, 0.0, 0.0], [1.0] * 4]  # fmt: skip
+
+
+def test_clustered_proportion_interval_hand_worked() -> None:
+    # x̄ = 0.875; task sums minus 4 x̄: 0.5 x 6, -0.5 x 3, -1.5: Σ = 6 * 0.25 + 3 * 0.25 + 2.25 = 4.5, se² = 10/9 *
+    # 4.5 / 1600 = 0.003125 (the t interval's); n_eff = 0.875 * 0.125 / 0.003125 = 35; n* = 35 (1.959964 /
+    # 2.262157)^2 = 26.27355; x = 0.875 n* = 22.98935; bounds B(0.025; x, n* - x + 1) and B(0.975; x + 1, n* - x)
+    # (scipy's beta.ppf: 0.6876959803972379, 0.9707785099002374). The t interval: [0.7485, 1.0015].
+    interval = clustered_proportion_interval(TEN_TASKS)
+    assert (interval.estimate, interval.n) == (0.875, 10)
+    assert (interval.low, interval.high) == pytest.approx((0.6876959803972379, 0.9707785099002374), abs=1e-10)
+    t = mean_interval(TEN_TASKS)
+    assert (t.low, t.high) == pytest.approx((0.7485415702048789, 1.001458429795121), abs=1e-10)
+
+
+def test_clustered_proportion_interval_with_one_rollout_a_task_is_clopper_pearson_on_fewer_rollouts() -> None:
+    # One rollout a task: se² = p (1 - p) / (T - 1), so n_eff = T - 1, then n* = (T - 1) (z / t_{T-1})^2.
+    values = [[1.0]] * 14 + [[0.0]] * 6
+    n_star = 19 * (NormalDist().inv_cdf(0.975) / student_t_ppf(0.975, 19)) ** 2
+    interval = clustered_proportion_interval(values)
+    assert (interval.low, interval.high) == pytest.approx(clopper_pearson_bounds(0.7 * n_star, n_star), abs=1e-12)
+
+
+def test_a_sample_that_all_agrees_is_not_certain() -> None:
+    # 12 tasks x 4 repeats all 1: the t interval is [1, 1], so a lower-bound gate at 0.99 PASSED on 48 rollouts.
+    # Now the rollouts bound it: n* = 48 (1.959964 / 2.200985)^2 = 38.06, lower bound 0.025^(1/n*) = 0.907633.
+    ones = [[1.0] * 4 for _ in range(12)]
+    assert mean_interval(ones).low == 1.0
+    interval = clustered_proportion_interval(ones)
+    assert interval.high == 1.0
+    assert interval.low == pytest.approx(0.9076330964290057, abs=1e-10)
+    zeros = clustered_proportion_interval([[0.0] * 4 for _ in range(12)])
+    assert (zeros.low, zeros.high) == (0.0, pytest.approx(1.0 - 0.9076330964290057, abs=1e-10))
+
+
+def test_clustered_proportion_interval_edges_and_errors() -> None:
+    assert math.isnan(clustered_proportion_interval([]).estimate)
+    one = clustered_proportion_interval([[1.0, 0.0], []])
+    assert (one.estimate, one.low, one.high, one.n) == (0.5, -math.inf, math.inf, 1)
+    with pytest.raises(ValueError):
+        clustered_proportion_interval([[0.5], [1.5]])
+    with pytest.raises(ValueError):
+        clustered_proportion_interval([[0.5], [math.nan]])
+    # fractional rewards that hardly vary: a huge effective sample, capped, and a narrow interval around the mean
+    narrow = clustered_proportion_interval([[0.97, 0.9701], [0.9702, 0.97]] * 6)
+    assert 0.9695 < narrow.low < narrow.estimate < narrow.high < 0.9705
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8, 0.95, 0.99])
+def test_clustered_proportion_p_inverts_the_interval(threshold: float) -> None:
+    p = clustered_proportion_p(TEN_TASKS, threshold)
+    assert 0.0 < p < 0.5
+    interval = clustered_proportion_interval(TEN_TASKS, 1.0 - 2.0 * p)
+    assert min(abs(interval.low - threshold), abs(interval.high - threshold)) < 1e-8
+
+
+def test_clustered_proportion_p_edges() -> None:
+    assert clustered_proportion_p(TEN_TASKS, 0.875) == 0.5
+    assert clustered_proportion_p([[1.0]], 0.5) == 1.0
+    assert clustered_proportion_p(TEN_TASKS, 1.5) == 0.0
+    with pytest.raises(ValueError):
+        clustered_proportion_p(TEN_TASKS, math.nan)
