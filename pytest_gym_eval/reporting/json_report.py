@@ -19,6 +19,7 @@ from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.comparison import gym_verdict
 from pytest_gym_eval.stats.gates import Familywise, Gate, GateMode, GateResult, GateSource, Hint, Verdict
 from pytest_gym_eval.stats.intervals import Interval
+from pytest_gym_eval.stats.judge_noise import JudgeNoise
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
 
 REPORT_SCHEMA_VERSION = 1
@@ -239,7 +240,29 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         **({} if summary.adaptive is None else {"adaptive": _adaptive_json(summary.adaptive)}),
         **({"selection": summary.selection.as_dict()} if summary.selection and summary.selection.partial else {}),
         **({} if summary.gym is None else {"gym": _gym_json(summary.gym)}),
+        **({} if summary.judge_noise is None else {"judge_noise": judge_noise_json(summary.judge_noise)}),
     }
+
+
+def judge_noise_json(noise: JudgeNoise) -> dict[str, Any]:
+    """A summary's judge-noise split (``$defs/dataset/properties/judge_noise``): the fields of
+    :class:`~pytest_gym_eval.stats.judge_noise.JudgeNoise` by name, null for a value that is not finite."""
+    return {
+        name: _finite(value) if isinstance(value, float) else value for name, value in dataclasses.asdict(noise).items()
+    }
+
+
+def _judge_noise_from_json(entry: object) -> JudgeNoise | None:
+    """:func:`judge_noise_json` read back (None when absent or not of its shape; a null number reads as nan)."""
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        values = {field.name: entry[field.name] for field in dataclasses.fields(JudgeNoise)}
+        for name in ("judge_variance", "answer_variance", "judge_share", "share_low", "share_high", "agreement"):
+            values[name] = _number(values[name], math.nan)
+        return JudgeNoise(**values)
+    except (KeyError, TypeError):
+        return None
 
 
 def _gym_json(figures: GymFigures) -> dict[str, Any]:
@@ -373,6 +396,7 @@ def _rollout_json(result: RolloutResult) -> dict[str, Any]:
         "reward": None if result.reward is None else _finite(result.reward),
         "failure_class": result.failure_class,
         "record": result.record,
+        **({} if result.answer is None else {"answer": result.answer}),
         **_usage_rollout_json(result),
         **({"metrics": dict(result.metrics)} if result.metrics else {}),
         **({"metric_reasons": dict(result.metric_reasons)} if result.metric_reasons else {}),
@@ -637,6 +661,7 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
                 else None
             ),
             gym=_gym_from_json(entry.get("gym")),
+            judge_noise=_judge_noise_from_json(entry.get("judge_noise")),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"dataset entry {entry.get('dataset')!r} cannot be read: {error!r}") from None

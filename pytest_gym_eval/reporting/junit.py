@@ -62,10 +62,10 @@ SYSTEM_OUT_PREFIX = "gym-eval: "
 
 ROLLOUT_PROPERTIES = (
     "reward", "task_id", "repeat", "agent", "record", "failure_class",
-    "input_tokens", "output_tokens", "total_tokens", "latency",
+    "input_tokens", "output_tokens", "total_tokens", "latency", "answer",
 )  # fmt: skip
-"""The per-rollout values a rollout item carries in its ``user_properties`` (the last four: tokens and latency,
-when Gym recorded them)."""
+"""The per-rollout values a rollout item carries in its ``user_properties`` (tokens and latency when Gym recorded
+them; ``answer``, the digest of the policy's answer, when its record had one)."""
 
 TEST_PROPERTIES = frozenset(
     {"gym_rollout", "gym_rollout_status", "gym_rollout_agent", "gym_rollout_counted", ON_DEMAND_PROPERTY}
@@ -314,6 +314,8 @@ def write_junit_xml(
             values.append(("record", result.record))
         if result.failure_class:
             values.append(("failure_class", result.failure_class))
+        if result.answer is not None:
+            values.append(("answer", result.answer))
         outcome = ""
         if result.status == "failed":
             failures += 1
@@ -541,7 +543,8 @@ def judged_rollout_values(result: RolloutResult, why: str) -> list[tuple[str, ob
         values.append(("failure_class", result.failure_class))
     if result.record is not None:
         values.append(("record", result.record))
-    return [*values, *result.usage.properties(), (JUDGED_AT_END, why)]
+    answer = [] if result.answer is None else [("answer", result.answer)]
+    return [*values, *result.usage.properties(), *answer, (JUDGED_AT_END, why)]
 
 
 def add_judged_rollouts(config: pytest.Config, xml: Any, results: Sequence[RolloutResult], ending: str) -> int:
