@@ -81,6 +81,7 @@ from pytest_gym_eval.stats.comparison import (  # noqa: E402
 )
 from pytest_gym_eval.stats.gates import GateMode, Verdict, judge  # noqa: E402
 from pytest_gym_eval.stats.intervals import Interval, mean_interval, wilson_interval  # noqa: E402
+from pytest_gym_eval.stats.judge_noise import judge_noise  # noqa: E402
 
 SEED = 2026
 HISTORIES = 1000
@@ -425,6 +426,67 @@ def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
     ]
 
 
+JUDGE_SIZES = ((12, 2), (40, 2), (12, 4), (40, 4))
+"""(tasks, repeats) of the judge-noise rows at the margin."""
+
+
+def judge_spread(repeats: int) -> float:
+    """d such that answers judged right with probability 1/2 ± d (half each way) make the judge exactly half of the
+    mean reward interval's variance with ``repeats`` judgments an answer: the answers' variance d² equals the
+    judge's 1/4 - d² over ``repeats``, so d² = 1 / (4 (repeats + 1))."""
+    return math.sqrt(0.25 / (repeats + 1))
+
+
+def judged_run(rng: random.Random, tasks: int, repeats: int, spread: float) -> list[list[list[float]]]:
+    """One replayed run: each task's one recorded answer judged ``repeats`` times; the judge scores it 1 with the
+    answer's probability, 1/2 + ``spread`` or 1/2 - ``spread`` (drawn per task, half each way)."""
+    probabilities = [0.5 + (spread if rng.random() < 0.5 else -spread) for _ in range(tasks)]
+    return [[[1.0 if rng.random() < p else 0.0 for _ in range(repeats)]] for p in probabilities]
+
+
+def judge_noise_rows(histories: int) -> list[Row]:
+    """The judge-noise summary's "dominated by" (:func:`pytest_gym_eval.stats.judge_noise.judge_noise`) on 0/1
+    judges: at the margin (the judge exactly half of the mean reward interval's variance) each wrong statement,
+    "judge" or "policy", should happen at most alpha/2 of the time; beside it how often a clear case is named."""
+    rows = []
+    for tasks, repeats in JUDGE_SIZES:
+        rng = random.Random(f"{SEED}-judge-{tasks}-{repeats}")
+        said = {"judge": 0, "policy": 0}
+        for _ in range(histories):
+            noise = judge_noise(judged_run(rng, tasks, repeats, judge_spread(repeats)))
+            if noise is not None and noise.dominated_by in said:
+                said[noise.dominated_by] += 1
+        rows.append(
+            Row(
+                f"judge noise at the margin (the judge half of the mean reward interval's variance: answers right "
+                f"with probability 0.5 ± {judge_spread(repeats):.3f}), 0/1 judge: {tasks} tasks x {repeats} "
+                f"judgments of one answer; {histories} histories",
+                f"wrong 'dominated by the judge' {share(said['judge'], histories)[0]}, wrong 'by the policy' "
+                f"{share(said['policy'], histories)[0]}",
+                f"each wrong statement <= {100 * LIMIT:.1f} %",
+                gate_verdict([said["judge"], said["policy"]], histories),
+            )
+        )
+    for case, spread, right in (("a noisy judge (answers right 0.5 ± 0.1)", 0.1, "judge"),
+                                ("a steady judge (5 % flips: 0.5 ± 0.45)", 0.45, "policy")):  # fmt: skip
+        rng = random.Random(f"{SEED}-judge-clear-{right}")
+        named = wrong = 0
+        for _ in range(histories):
+            noise = judge_noise(judged_run(rng, 40, 2, spread))
+            dominated = None if noise is None else noise.dominated_by
+            named += dominated == right
+            wrong += dominated not in (right, "neither", None)
+        rows.append(
+            Row(
+                f"judge noise, {case}: 40 tasks x 2 judgments of one answer; {histories} histories",
+                f"'dominated by the {right}' {share(named, histories)[0]}, the other {share(wrong, histories)[0]}",
+                "(measured: the power)",
+                "",
+            )
+        )
+    return rows
+
+
 def render(rows: list[Row], histories: int) -> str:
     lines = [
         f"Seed {SEED}, {histories} histories a row, drift defaults h = {DEFAULT_H:g}, k = 0.5, 5 reference runs, "
@@ -452,6 +514,7 @@ GROUPS: dict[str, Callable[[int], list[Row]]] = {
     "paired": paired_rows,
     "single": single_rows,
     "familywise": familywise_rows,
+    "judge_noise": judge_noise_rows,
 }
 """The table's groups of rows, in order (``--only`` picks some)."""
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gym_eval.outcomes.answers import answer_digest
 from pytest_gym_eval.outcomes.causes import GYM_EXITED
 from pytest_gym_eval.outcomes.usage import NO_USAGE, Usage, record_usage
 
@@ -27,7 +28,8 @@ class RolloutRecord:
     ``reward`` is the raw value of the line's ``reward`` key (None when absent, any JSON type otherwise);
     ``path``/``line`` locate the full record (1-based line); ``failure_class`` is set for a line of the
     failures file (then there is no reward). ``offset``, the line's byte offset when known, lets
-    :meth:`read_full` go straight to it instead of reading every line before it.
+    :meth:`read_full` go straight to it instead of reading every line before it. ``answer`` is the digest of the
+    policy's answer (:func:`~pytest_gym_eval.outcomes.answers.answer_digest`; None for a failures-file line).
     """
 
     stamp: int
@@ -38,6 +40,7 @@ class RolloutRecord:
     failure_message: str | None = None
     offset: int | None = field(default=None, compare=False, repr=False)
     usage: Usage = field(default=NO_USAGE, compare=False, repr=False)
+    answer: str | None = field(default=None, compare=False, repr=False)
 
     def numeric_reward(self) -> float | None:
         """The reward as a float, or None when it is missing, not a number, or NaN/infinite."""
@@ -141,4 +144,6 @@ def parse_record(
         return RolloutRecord(
             stamp, None, path, line, str(failure_class or "unknown"), message, offset, record_usage(value)
         )
-    return RolloutRecord(stamp, value.get("reward"), path, line, offset=offset, usage=record_usage(value))
+    return RolloutRecord(
+        stamp, value.get("reward"), path, line, offset=offset, usage=record_usage(value), answer=answer_digest(value)
+    )

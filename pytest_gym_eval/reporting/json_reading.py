@@ -16,6 +16,7 @@ from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, Rollou
 from pytest_gym_eval.reporting.verdicts import GateVerdict, gate_verdicts
 from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Verdict
 from pytest_gym_eval.stats.intervals import Interval
+from pytest_gym_eval.stats.judge_noise import JudgeNoise
 
 
 def tests_from_json(entries: object) -> tuple[TestOutcome, ...]:
@@ -230,6 +231,20 @@ def _summary_from_json(entry: Mapping[str, Any]) -> DatasetSummary:
                 else None
             ),
             gym=_gym_from_json(entry.get("gym")),
+            judge_noise=_judge_noise_from_json(entry.get("judge_noise")),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"dataset entry {entry.get('dataset')!r} cannot be read: {error!r}") from None
+
+
+def _judge_noise_from_json(entry: object) -> JudgeNoise | None:
+    """:func:`judge_noise_json` read back (None when absent or not of its shape; a null number reads as nan)."""
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        values = {field.name: entry[field.name] for field in dataclasses.fields(JudgeNoise)}
+        for name in ("judge_variance", "answer_variance", "judge_share", "share_low", "share_high", "agreement"):
+            values[name] = _number(values[name], math.nan)
+        return JudgeNoise(**values)
+    except (KeyError, TypeError):
+        return None

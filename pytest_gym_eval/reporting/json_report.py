@@ -4,6 +4,7 @@ the summary model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -20,6 +21,7 @@ from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.comparison import gym_verdict
 from pytest_gym_eval.stats.gates import Familywise, Gate, GateResult, Hint
 from pytest_gym_eval.stats.intervals import Interval
+from pytest_gym_eval.stats.judge_noise import JudgeNoise
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
 
 REPORT_SCHEMA_VERSION = 1
@@ -226,6 +228,15 @@ def _summary_json(summary: DatasetSummary) -> dict[str, Any]:
         **({} if summary.adaptive is None else {"adaptive": _adaptive_json(summary.adaptive)}),
         **({"selection": summary.selection.as_dict()} if summary.selection and summary.selection.partial else {}),
         **({} if summary.gym is None else {"gym": _gym_json(summary.gym)}),
+        **({} if summary.judge_noise is None else {"judge_noise": judge_noise_json(summary.judge_noise)}),
+    }
+
+
+def judge_noise_json(noise: JudgeNoise) -> dict[str, Any]:
+    """A summary's judge-noise split (``$defs/dataset/properties/judge_noise``): the fields of
+    :class:`~pytest_gym_eval.stats.judge_noise.JudgeNoise` by name, null for a value that is not finite."""
+    return {
+        name: _finite(value) if isinstance(value, float) else value for name, value in dataclasses.asdict(noise).items()
     }
 
 
@@ -342,6 +353,7 @@ def _rollout_json(result: RolloutResult) -> dict[str, Any]:
         "reward": None if result.reward is None else _finite(result.reward),
         "failure_class": result.failure_class,
         "record": result.record,
+        **({} if result.answer is None else {"answer": result.answer}),
         **_usage_rollout_json(result),
         **({"metrics": dict(result.metrics)} if result.metrics else {}),
         **({"metric_reasons": dict(result.metric_reasons)} if result.metric_reasons else {}),

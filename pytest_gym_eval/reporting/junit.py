@@ -333,7 +333,8 @@ def judged_rollout_values(result: RolloutResult, why: str) -> list[tuple[str, ob
         values.append(("failure_class", result.failure_class))
     if result.record is not None:
         values.append(("record", result.record))
-    return [*values, *result.usage.properties(), (JUDGED_AT_END, why)]
+    answer = [] if result.answer is None else [("answer", result.answer)]
+    return [*values, *result.usage.properties(), *answer, (JUDGED_AT_END, why)]
 
 
 def add_judged_rollouts(config: pytest.Config, xml: Any, results: Sequence[RolloutResult], ending: str) -> int:

@@ -58,6 +58,8 @@ def write_junit_xml(
             values.append(("record", result.record))
         if result.failure_class:
             values.append(("failure_class", result.failure_class))
+        if result.answer is not None:
+            values.append(("answer", result.answer))
         outcome = ""
         if result.status == "failed":
             failures += 1

@@ -24,10 +24,10 @@ SYSTEM_OUT_PREFIX = "gym-eval: "
 
 ROLLOUT_PROPERTIES = (
     "reward", "task_id", "repeat", "agent", "record", "failure_class",
-    "input_tokens", "output_tokens", "total_tokens", "latency",
+    "input_tokens", "output_tokens", "total_tokens", "latency", "answer",
 )  # fmt: skip
-"""The per-rollout values a rollout item carries in its ``user_properties`` (the last four: tokens and latency,
-when Gym recorded them)."""
+"""The per-rollout values a rollout item carries in its ``user_properties`` (tokens and latency when Gym recorded
+them; ``answer``, the digest of the policy's answer, when its record had one)."""
 
 
 TEST_PROPERTIES = frozenset(

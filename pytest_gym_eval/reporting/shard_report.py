@@ -228,6 +228,7 @@ def rollout_result(rollout: object, report: ShardReport, index: int) -> RolloutR
             rollout.get("failure_class") or None, rollout.get("record") or None,
             _seconds(rollout.get("start")), _seconds(rollout.get("stop")), usage=_usage(rollout),
             metrics=_metrics(rollout.get("metrics")), metric_reasons=_reasons(rollout.get("metric_reasons")),
+            answer=rollout["answer"] if isinstance(rollout.get("answer"), str) else None,
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
         raise MergeError(f"{report.label}: rollouts[{index}] is malformed: {error}") from None

@@ -43,6 +43,7 @@ from pytest_gym_eval.stats.gates import (
     metric_interval,
 )
 from pytest_gym_eval.stats.intervals import Interval
+from pytest_gym_eval.stats.judge_noise import JudgeNoise, judge_noise
 from pytest_gym_eval.stats.sequential import AdaptiveRecord, judge_record
 
 if TYPE_CHECKING:
@@ -95,6 +96,9 @@ class RolloutResult:
     usage: Usage = NO_USAGE
     metrics: tuple[tuple[str, float], ...] = ()
     metric_reasons: tuple[tuple[str, str], ...] = ()
+    answer: str | None = None
+    """The digest of the policy's answer (:func:`~pytest_gym_eval.outcomes.answers.answer_digest`): two rollouts of
+    one task with the same digest were the same answer judged twice; None when unknown."""
 
     @property
     def score(self) -> float | None:
@@ -211,6 +215,9 @@ class DatasetSummary:
     judge_tokens: TokenTotals = field(default_factory=TokenTotals)
     """The judge model's tokens over the same rollouts (:func:`~pytest_gym_eval.outcomes.usage.judge_usage`: the judge
     calls Gym's verifiers record in ``judge_evaluations``), apart from ``tokens`` and not in ``cost``."""
+    judge_noise: JudgeNoise | None = None
+    """How much of the reward's variance is the judge's, from the policy answers judged more than once
+    (:func:`~pytest_gym_eval.stats.judge_noise.judge_noise` over :func:`answer_rewards`); None when no answer was."""
 
     @property
     def gates_decide(self) -> bool:
@@ -425,6 +432,20 @@ def scores(rollouts: Sequence[RolloutResult]) -> tuple[list[float], list[bool]]:
     return rewards, passed
 
 
+def answer_rewards(tasks: Mapping[str, Sequence[RolloutResult]]) -> list[list[list[float]]]:
+    """The scored rewards of each task's rollouts grouped by policy answer (``rewards[t][a][j]``, as
+    :func:`~pytest_gym_eval.stats.judge_noise.judge_noise` takes them): rollouts of one task with the same
+    :attr:`RolloutResult.answer` are one answer judged again; a rollout without a digest is an answer of its own."""
+    grouped: list[list[list[float]]] = []
+    for rollouts in tasks.values():
+        answers: dict[object, list[float]] = {}
+        for rollout in rollouts:
+            if rollout.score is not None:
+                answers.setdefault(rollout.answer or rollout.nodeid, []).append(rollout.score)
+        grouped.append(list(answers.values()))
+    return grouped
+
+
 def _wall_time(results: Sequence[RolloutResult]) -> float:
     """Seconds from the first start to the last stop, over results with a known time (start > 0)."""
     timed = [r for r in results if r.start > 0.0 and r.stop >= r.start]
@@ -509,6 +530,7 @@ def _summarize_group(
         reward_range=(min(every_reward), max(every_reward)) if every_reward else None,
         adaptive=adaptive,
         metrics=metrics,
+        judge_noise=judge_noise(answer_rewards(tasks), confidence),
     )
 
 

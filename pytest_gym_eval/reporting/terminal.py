@@ -141,6 +141,7 @@ def _summary_lines(
     lines += gym_lines(summary, width)
     lines += fmt.labelled("flaky tasks", _flaky_text(summary), width)
     lines += usage_lines(summary, width)
+    lines += judge_noise_lines(summary, width)
     if summary.gates or summary.not_applicable:
         lines += fmt.labelled("gates", _gates_text(summary) if summary.gates else "none judged", width)
     for gate in verdicts:  # the verdict list's, in its order: the gates' results, then those not applicable
@@ -207,6 +208,46 @@ def usage_lines(summary: DatasetSummary, width: int) -> list[str]:
             width,
         )
     return lines
+
+
+DOMINANCE_WORDS = {
+    "judge": "dominated by the judge (a steadier judge, or more judgments of each answer, would narrow it)",
+    "policy": "dominated by the policy (more tasks would narrow it, a steadier judge hardly)",
+    "neither": "dominated by neither, as far as these rollouts tell",
+}
+"""What the ``judge noise`` line says of the mean reward's interval, by :data:`~pytest_gym_eval.stats.judge_noise.
+Dominance`."""
+
+
+def judge_noise_lines(summary: DatasetSummary, width: int) -> list[str]:
+    """The ``judge noise`` line of a summary whose policy answers were judged more than once
+    (:attr:`~pytest_gym_eval.reporting.summary.DatasetSummary.judge_noise`), when the judge varied or a judge's
+    tokens were recorded: the judge's share of the reward's variance with its interval, how many answers were judged
+    again and how often their judgments agree, and the judge's share of the mean reward interval's variance with
+    whose that interval is. E.g. ``68% [20%, 100%] of the reward's variance is the judge's: 2 of 3 answers judged
+    again (5 of 6 rollouts), 50% of their pairs of judgments agree; the mean reward's interval is 59% [12%, 100%]
+    the judge's: dominated by neither, as far as these rollouts tell``."""
+    noise = summary.judge_noise
+    if noise is None or not (noise.judge_variance > 0.0 or summary.judge_tokens.rollouts):
+        return []
+
+    def share(estimate: float | None, low: float | None, high: float | None) -> str:
+        if estimate is None or low is None or high is None or math.isnan(estimate):
+            return "n/a"
+        return f"{estimate:.0%} [{low:.0%}, {high:.0%}]"
+
+    text = (
+        f"{share(noise.judge_share, noise.share_low, noise.share_high)} of the reward's variance is the judge's: "
+        f"{noise.repeated} of {fmt.plural(noise.answers, 'answer')} judged again ({noise.rejudged} of "
+        f"{noise.judgments} rollouts), {noise.agreement:.0%} of their pairs of judgments agree"
+    )
+    if noise.dominated_by is not None:
+        text += (
+            f"; the mean reward's interval is "
+            f"{share(noise.interval_share, noise.interval_low, noise.interval_high)} the judge's: "
+            f"{DOMINANCE_WORDS[noise.dominated_by]}"
+        )
+    return fmt.labelled("judge noise", text, width)
 
 
 def _errors_text(summary: DatasetSummary) -> str:

@@ -441,6 +441,7 @@ class GymSession:
         return report.RolloutResult(
             rollout.nodeid, rollout.nodeid.split("::", 1)[0], rollout.task_id, rollout.repeat, rollout.agent,
             outcome.status, outcome.reward, outcome.failure_class, f"{record.path}:{record.line}", usage=record.usage,
+            answer=record.answer,
         )  # fmt: skip
 
     @property

@@ -237,7 +237,8 @@ class ItemProtocol:
 
 def properties(outcome: RolloutOutcome) -> list[tuple[str, object]]:
     """The JUnit properties of a judged rollout: its reward (never for an errored rollout, which has none), its
-    failure class, the record's ``path:line`` and its token usage."""
+    failure class, the record's ``path:line``, its token usage and the digest of the policy's answer (``answer``,
+    :func:`~pytest_gym_eval.outcomes.answers.answer_digest`)."""
     found: list[tuple[str, object]] = []
     if outcome.reward is not None:
         found.append(("reward", outcome.reward))
@@ -246,6 +247,8 @@ def properties(outcome: RolloutOutcome) -> list[tuple[str, object]]:
     if outcome.record is not None:
         found.append(("record", f"{outcome.record.path}:{outcome.record.line}"))
         found.extend(outcome.record.usage.properties())
+        if outcome.record.answer is not None:
+            found.append(("answer", outcome.record.answer))
     return found
 
 

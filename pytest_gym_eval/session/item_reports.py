@@ -24,7 +24,7 @@ GATE_SUFFIX = "::gym-gate"
 ROLLOUT_KEYS = ("task_id", "repeat", "agent")
 """``user_properties`` every rollout item carries from collection on; ``reward``, ``failure_class`` and
 ``record`` join them once its rollout is judged, and the tokens and latency Gym recorded
-(:meth:`~pytest_gym_eval.outcomes.usage.Usage.properties`)."""
+(:meth:`~pytest_gym_eval.outcomes.usage.Usage.properties`) and the digest of the policy's answer (``answer``)."""
 
 
 def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None) -> rpt.RolloutResult | None:
@@ -61,6 +61,7 @@ def rollout_result(report: pytest.TestReport, previous: rpt.RolloutResult | None
         start=previous.start if previous is not None else report.start,
         stop=report.stop,
         usage=usage_from_properties(props),
+        answer=str(props["answer"]) if props.get("answer") else None,
     )
 
 
@@ -95,6 +96,7 @@ def rollout_from_test_report(report: pytest.TestReport) -> rpt.RolloutResult | N
         start=report.start,
         stop=report.stop,
         usage=usage_from_properties(props),
+        answer=str(props["answer"]) if props.get("answer") else None,
     )
 
 

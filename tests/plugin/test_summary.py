@@ -4,6 +4,7 @@ flips. Against the stand-in ``gym`` (tests/support/fake_gym.py), whose rewards t
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -202,7 +203,8 @@ def test_junit_carries_rewards_and_aggregates(
     validate_junit(junit, family)
     cases = junit_rollouts(junit)
     assert cases["a[r1]"] == {"task_id": "a", "repeat": "1", "agent": "mcqa_simple_agent", "reward": "1.0",
-                              "record": cases["a[r1]"]["record"]}  # fmt: skip
+                              "record": cases["a[r1]"]["record"], "answer": cases["a[r0]"]["answer"]}  # fmt: skip
+    assert re.fullmatch("[0-9a-f]{16}", cases["a[r1]"]["answer"])  # the digest of the answer both repeats gave
     assert cases["b[r0]"]["reward"] == "0.0"
     assert cases["c[r0]"]["failure_class"] == "agent_run_error" and "reward" not in cases["c[r0]"]
     # Where the values are is the family's to say: testcase properties only where its schema allows them.

@@ -336,11 +336,11 @@ def test_the_terminals_gate_lines_are_the_verdict_lists() -> None:
 
     summary = summarize_one(results_for(FLAKY), [Gate("mean_reward", 0.5)])
     (passing,) = gate_verdicts([summary])
-    assert passing.text == "mean reward 0.62 [0.00, 1.00] >= 0.50: PASS"  # the line render_summary shows today
-    planted = replace(passing, verdict="FAIL", fails=True, detail="mean reward 0.62 [0.00, 1.00] < 0.50: FAIL")
+    assert passing.text == "mean reward 0.62 [0.01, 1.00] >= 0.50: PASS"  # the line render_summary shows today
+    planted = replace(passing, verdict="FAIL", fails=True, detail="mean reward 0.62 [0.01, 1.00] < 0.50: FAIL")
     conclusion = Conclusion([summary], [], None, 1, "", verdicts=(planted,))
     lines = render_conclusion(conclusion, verbose=False, results=[], width=80)
-    assert "    mean reward 0.62 [0.00, 1.00] < 0.50: FAIL" in lines
+    assert "    mean reward 0.62 [0.01, 1.00] < 0.50: FAIL" in lines
     assert "  verdict     FAIL" in lines
     assert not any(line.endswith(": PASS") for line in lines)
 
