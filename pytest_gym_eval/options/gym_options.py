@@ -42,7 +42,12 @@ from pytest_gym_eval.stats.gate_kinds import KINDS
 from pytest_gym_eval.stats.gates import HOLM, Gate, GateMode, GateSource, merge_gates
 from pytest_gym_eval.stats.sequential import RewardRange
 from pytest_gym_eval.tasks.dataset import DEFAULT_ID_FIELDS
-from pytest_gym_eval.tasks.model_servers import ModelServerBinding, ModelServerSpecError, parse_model_servers
+from pytest_gym_eval.tasks.model_servers import (
+    ModelServerBinding,
+    ModelServerSpecError,
+    merge_bindings,
+    parse_model_servers,
+)
 from pytest_gym_eval.tasks.models import MODEL_FIELDS, Policy, PolicySpecError, order_policies, parse_policy
 from pytest_gym_eval.tasks.sampling import Sampling, SamplingError, parse_params
 from pytest_gym_eval.tasks.shard import Shard, parse_shard
@@ -217,8 +222,9 @@ class GymOptions:
                 f"--gym-policy works with --gym-model-type {' or '.join(MODEL_FIELDS)}, not {model_type}"
             )
         model_servers = _model_servers(config, ini_value, inifile_dir)
+        datasets = tuple(parse_dataset_settings(config.getini("gym_dataset_settings"), inifile_dir))
         clash = "--gym-keep-alive" if keep_alive else "--gym-head-server" if head_server else ""
-        if model_servers and clash:
+        if (model_servers or any(settings.model_servers for _, settings in datasets)) and clash:
             raise pytest.UsageError(
                 f"--gym-model-server cannot be combined with {clash}: the bindings are written into the config of a "
                 "Gym this session starts"
@@ -279,7 +285,7 @@ class GymOptions:
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
             ini=ini,
-            datasets=tuple(parse_dataset_settings(config.getini("gym_dataset_settings"))),
+            datasets=datasets,
             sampling=sampling,
             price=price_from_config(config),
             latency=bool(config.getoption("gym_latency", default=None) or config.getini("gym_latency")),
@@ -357,6 +363,11 @@ class GymOptions:
             marked = self._marks.get(dataset_name(path, self.rootdir), DatasetSettings())
             settings = self._settings[path] = self.cli.over(self.own_settings(path).over(marked.over(self.ini)))
         return settings
+
+    def dataset_model_servers(self, path: Path) -> tuple[ModelServerBinding, ...]:
+        """The model servers bound for the dataset at ``path``: its own ``model_server=`` settings (later lines
+        win), then ``--gym-model-server``'s (or the ini's ``gym_model_servers``) for the names it does not bind."""
+        return merge_bindings(self.dataset_settings(path).model_servers, self.model_servers)
 
     def declare_marks(self, marks: Mapping[str, Mapping[str, tuple[float, Sequence[str]]]]) -> None:
         """Take the gates test functions' ``gym_rollouts`` marks declare (``min_metric=``; per dataset name, per

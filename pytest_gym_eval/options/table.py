@@ -183,7 +183,8 @@ OPTIONS: tuple[Option, ...] = (
         "NAME=replay:FILE (recorded answers, e.g. from `python -m pytest_gym_eval judge-recordings`, served on "
         "127.0.0.1 with no key); "
         "NAME as the environment's config names it, e.g. judge_model (repeatable, in the ini file one per "
-        "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts)",
+        "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts; "
+        "a dataset's own model_server=NAME=SPEC in gym_dataset_settings beats it for that dataset's environment)",
         "linelist",
         action="append",
         metavar="NAME=SPEC",
@@ -438,7 +439,8 @@ INI_ONLY: tuple[IniOption, ...] = (
     IniOption(
         "gym_dataset_settings",
         "One line per dataset glob: `<glob>: key=value ...` with keys agent, resources_server, repeats, "
-        f"pass_threshold, {', '.join(kind.setting for kind in KINDS)}, reward_range.",
+        f"pass_threshold, {', '.join(kind.setting for kind in KINDS)}, reward_range, model_server (NAME=SPEC as "
+        "--gym-model-server's, repeatable; it beats --gym-model-server for the dataset's environment).",
         "linelist",
     ),
 )

@@ -26,8 +26,10 @@ from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.session import preflight
 from pytest_gym_eval.tasks.model_servers import (
+    DatasetBindings,
     ModelServerBinding,
     ModelServerSpecError,
+    dataset_bindings,
     model_server_blocks,
     model_type_templates,
     url_environment,
@@ -126,6 +128,9 @@ class Launch:
         """The replay model servers of ``--gym-policy`` policies other than the first."""
         self.model_server_replays: dict[str, ReplayServer] = {}
         """The replay model server of each ``--gym-model-server NAME=replay:FILE`` binding, by ``NAME``."""
+        self.bindings: DatasetBindings | None = None
+        """The model servers the run serves (``--gym-model-server``'s and the datasets' own), once planned
+        (:meth:`plan_bindings`)."""
         self.more_models: list[tuple[str, str, str, str | None]] = []
         """``(policy, base URL, served model, API key variable)`` of every ``--gym-policy`` policy but the first."""
         self.warm: WarmGym | None = None
@@ -165,7 +170,8 @@ class Launch:
             self.cleanup.append(ray_dir)
         env = provision.gym_environment(checkout, ray_dir)  # + the URLs holding a password, which no file holds
         env.update({**(self.model.environment() if self.model else {}), **policy_url_environment(self.more_models)})
-        bindings = self.served_model_servers(run_dir)
+        planned = self.plan_bindings(checkout.path, plan, configs)
+        bindings = self.served_model_servers(run_dir, planned.served)
         env.update(url_environment(bindings))
         return RunSettings(
             gym=checkout.gym_executable,
@@ -183,12 +189,47 @@ class Launch:
             ray_address=options.ray_address,
             attach=attach,
             servers_gone=self.warm.gone if self.warm is not None else None,
-            server_blocks={**self._server_blocks(plan, checkout), **self._model_server_blocks(checkout, bindings)},
+            server_blocks={
+                **self._server_blocks(plan, checkout),
+                **self._model_server_blocks(checkout, bindings),
+                **planned.rewired,
+            },
             model_servers=bindings,
         )
 
-    def served_model_servers(self, run_dir: Path) -> tuple[ModelServerBinding, ...]:
-        """``--gym-model-server``'s bindings with each ``NAME=replay:FILE`` one replaced by the URL of a replay
+    def plan_bindings(self, checkout: Path, plan: RunPlan, configs: Sequence[Path]) -> DatasetBindings:
+        """The model servers ``plan``'s run serves (:func:`~pytest_gym_eval.tasks.model_servers.dataset_bindings`):
+        ``--gym-model-server``'s, and those the datasets bind themselves (``model_server=`` in
+        ``gym_dataset_settings``) for the environments their agents run, found in ``configs`` (the agents' config
+        files). Raises :class:`GymStartError` for datasets running one environment that bind it differently."""
+        options = self.options
+        own: dict[str, tuple[Path, tuple[ModelServerBinding, ...]]] = {}
+        for rollout in plan.rollouts:
+            name = rollout.nodeid.split("::", 1)[0]
+            if name not in own and (servers := options.dataset_settings(rollout.dataset).model_servers):
+                own[name] = (rollout.dataset, servers)
+        if not own:
+            self.bindings = DatasetBindings(options.model_servers, {}, {})
+            return self.bindings
+        loaded = preflight.load_configs(checkout, configs)
+        datasets: dict[str, tuple[list[str], tuple[ModelServerBinding, ...]]] = {}
+        for rollout in plan.rollouts:
+            name = rollout.nodeid.split("::", 1)[0]
+            environments = datasets.setdefault(name, ([], own[name][1] if name in own else ()))[0]
+            found = preflight.agent_environments(loaded, base_agent(rollout.agent, options.policies))
+            environments += [environment for environment in found if environment not in environments]
+        references = [need.reference() for need in preflight.model_server_needs(loaded)]
+        try:
+            self.bindings = dataset_bindings(options.model_servers, datasets, references)
+        except ModelServerSpecError as error:
+            raise GymStartError(str(error)) from None
+        return self.bindings
+
+    def served_model_servers(
+        self, run_dir: Path, bindings: Sequence[ModelServerBinding] | None = None
+    ) -> tuple[ModelServerBinding, ...]:
+        """``bindings`` (by default ``--gym-model-server``'s) with each ``NAME=replay:FILE`` one replaced by the URL
+        of a replay
         model server started here for it (on 127.0.0.1, once per session; stopped with the policy's, by
         :mod:`~pytest_gym_eval.session.stopping`), logging to :meth:`RunPaths.model_server_replay_log`. Its type is
         ``--gym-model-type``'s, as for a replayed policy (the replay server answers both APIs). Raises
@@ -196,7 +237,7 @@ class Launch:
         from pytest_gym_eval.replay import RecordingError, ReplayServer
 
         served = []
-        for binding in self.options.model_servers:
+        for binding in self.options.model_servers if bindings is None else bindings:
             if binding.replay is None:
                 served.append(binding)
                 continue
@@ -297,7 +338,12 @@ class Launch:
         if self.options.head_server is None:  # attached servers were bound by whoever started them
             configs = list(dict.fromkeys(config for config in found.values() if config is not None))
             bound = {binding.name for binding in self.options.model_servers}
-            problems += preflight.model_server_problems(checkout, configs, bound)
+            try:
+                bound_in = self.plan_bindings(checkout, plan, configs).bound_in
+            except GymStartError as error:
+                problems.append(str(error))
+                bound_in = {}
+            problems += preflight.model_server_problems(checkout, configs, bound, bound_in=bound_in)
         if problems:
             raise pytest.UsageError("\n".join(problems))
 
@@ -386,7 +432,7 @@ class Launch:
                 replay=options.replay if head is None else (),
                 model_url=options.model_url, model=options.model, api_key_env=options.api_key_env,
                 head_server=f"{head[0]}:{head[1]}" if head is not None else None,
-                model_servers={b.name: b.described() for b in options.model_servers},
+                model_servers={b.name: b.described() for b in self.plan_bindings(checkout.path, plan, configs).served},
             )  # fmt: skip
         return self.configurations[agents]
 

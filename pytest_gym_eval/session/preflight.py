@@ -24,7 +24,7 @@ import pytest
 
 from pytest_gym_eval import provision
 from pytest_gym_eval.core.gym_yaml import read_yaml_files
-from pytest_gym_eval.tasks.model_servers import OPTION, POLICY_SERVER
+from pytest_gym_eval.tasks.model_servers import OPTION, POLICY_SERVER, RESOURCES_REF_TYPE, ServerReference
 
 AGENT_CONFIG_GLOBS = ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
 """Where :func:`~pytest_gym_eval.gym.run.find_agent_config` looks for an agent's config, in this order."""
@@ -182,6 +182,28 @@ class ModelServerNeed:
     config: Path
     key: str
     server: str
+    kind: str = ""
+    """The resources server's type (the key under ``resources_servers``)."""
+
+    def reference(self) -> ServerReference:
+        """The need as :func:`~pytest_gym_eval.tasks.model_servers.dataset_bindings` takes it."""
+        return ServerReference(self.environment, self.kind, self.key, self.server)
+
+
+def agent_environments(loaded: Mapping[Path, Mapping[str, Any]], agent: str) -> list[str]:
+    """The resources server instances the agent ``agent`` runs (each ``{type: resources_servers, name: X}`` inside
+    its block) in the loaded configs ``loaded``, in order; when its block names none, those its config file
+    defines; none when no config defines it."""
+    found: list[str] = []
+    for data in loaded.values():
+        block = data.get(agent)
+        if not isinstance(block, dict):
+            continue
+        named = [name for _, name in _refs(block, (), RESOURCES_REF_TYPE)]
+        if not named:
+            named = [name for name, value in data.items() if isinstance(value, dict) and "resources_servers" in value]
+        found += [str(name) for name in named if name not in found]
+    return found
 
 
 def model_server_needs(loaded: Mapping[Path, Mapping[str, Any]]) -> list[ModelServerNeed]:
@@ -193,22 +215,22 @@ def model_server_needs(loaded: Mapping[Path, Mapping[str, Any]]) -> list[ModelSe
             servers = block.get("resources_servers") if isinstance(block, dict) else None
             if not isinstance(servers, dict):
                 continue
-            for fields in servers.values():
-                for key, server in _model_refs(fields, ()):
-                    needs.append(ModelServerNeed(str(environment), path, key, server))
+            for kind, fields in servers.items():
+                for key, server in _refs(fields, ()):
+                    needs.append(ModelServerNeed(str(environment), path, key, server, str(kind)))
     return needs
 
 
-def _model_refs(value: object, path: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+def _refs(value: object, path: tuple[str, ...], kind: str = MODEL_REF_TYPE) -> Iterator[tuple[str, str]]:
     if isinstance(value, dict):
-        if value.get("type") == MODEL_REF_TYPE and isinstance(value.get("name"), str) and path:
+        if value.get("type") == kind and isinstance(value.get("name"), str) and path:
             yield ".".join(path), value["name"]
             return
         for key, inner in value.items():
-            yield from _model_refs(inner, (*path, str(key)))
+            yield from _refs(inner, (*path, str(key)), kind)
     elif isinstance(value, list):
         for index, inner in enumerate(value):
-            yield from _model_refs(inner, (*path, str(index)))
+            yield from _refs(inner, (*path, str(index)), kind)
 
 
 def unbound_reason(server: str, merged: Mapping[str, Any], bound: set[str], environ: Mapping[str, str]) -> str | None:
@@ -263,14 +285,29 @@ def _url_problem(value: object, merged: Mapping[str, Any], environ: Mapping[str,
     return None
 
 
+def load_configs(checkout: Path, configs: Sequence[Path]) -> dict[Path, dict[str, Any]]:
+    """The Gym config files ``configs`` read (:func:`~pytest_gym_eval.core.gym_yaml.read_yaml_files`), those that
+    hold a mapping."""
+    return {path: data for path, data in read_yaml_files(configs, checkout).items() if isinstance(data, dict)}
+
+
 def model_server_problems(
-    checkout: Path, configs: Sequence[Path], bound: set[str], environ: Mapping[str, str] | None = None
+    checkout: Path,
+    configs: Sequence[Path],
+    bound: set[str],
+    environ: Mapping[str, str] | None = None,
+    bound_in: Mapping[str, set[str]] | None = None,
+    loaded: Mapping[Path, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """One message per model server the resources servers of ``configs`` (the run's Gym config files) name that
     cannot serve (:func:`unbound_reason`), naming the environment, the config key, the server and the
-    ``--gym-model-server`` to add; ``bound`` are the names bound with it, ``environ`` the environment Gym gets
-    (``os.environ`` by default). Each server is named once (with every environment and key that names it)."""
-    loaded = {path: data for path, data in read_yaml_files(configs, checkout).items() if isinstance(data, dict)}
+    ``--gym-model-server`` to add; ``bound`` are the names bound with it, ``bound_in`` those the datasets running
+    an environment bind for it (``model_server=`` in ``gym_dataset_settings``; by environment), ``environ`` the
+    environment Gym gets (``os.environ`` by default), ``loaded`` the configs already read (:func:`load_configs`).
+    Each server is named once (with every environment and key that names it)."""
+    if loaded is None:
+        loaded = load_configs(checkout, configs)
+    bound_in = bound_in or {}
     merged: dict[str, Any] = {}
     for data in loaded.values():
         merged.update(data)
@@ -279,6 +316,8 @@ def model_server_problems(
     for need in model_server_needs(loaded):
         if need.server.strip() in UNSET_VALUES:
             continue  # a name the config leaves to fill in (`???`): Gym names the missing value itself
+        if need.server in bound_in.get(need.environment, ()):
+            continue
         users.setdefault(need.server, []).append(need)
     problems = []
     for server, needs in users.items():

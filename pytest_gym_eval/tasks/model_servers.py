@@ -18,8 +18,8 @@ are overridden).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +212,125 @@ def model_type_templates(checkout: Path, model_types: Iterable[str]) -> dict[str
         if isinstance(fields, dict):
             templates[model_type] = dict(fields)
     return templates
+
+
+RESOURCES_REF_TYPE = "resources_servers"
+INSTANCE_SEPARATOR = "__"
+"""Between a model server's name and the environment's in the instance a dataset's own binding gets
+(``judge_model__over_refusal_detection``)."""
+
+
+@dataclass(frozen=True)
+class ServerReference:
+    """A model server a resources server's config names: ``environment`` (the resources server instance), ``kind``
+    (its server type, the key under ``resources_servers``), ``key`` (the dotted key path inside that block,
+    ``judge_model_server``) and ``server`` (the model server instance named, ``judge_model``)."""
+
+    environment: str
+    kind: str
+    key: str
+    server: str
+
+
+@dataclass(frozen=True)
+class DatasetBindings:
+    """The model servers of a run whose datasets bind some themselves (``model_server=`` in
+    ``gym_dataset_settings``): ``served`` every binding Gym serves (the session's, then each dataset binding under
+    the name it is served by), ``rewired`` the config blocks that point an environment's reference at a dataset
+    binding's own instance, and ``bound_in`` the names bound per environment (for the preflight)."""
+
+    served: tuple[ModelServerBinding, ...]
+    rewired: dict[str, Any]
+    bound_in: dict[str, set[str]]
+
+
+def dataset_bindings(
+    session: Sequence[ModelServerBinding],
+    datasets: Mapping[str, tuple[Sequence[str], Sequence[ModelServerBinding]]],
+    references: Sequence[ServerReference],
+) -> DatasetBindings:
+    """Serve ``session`` (the ``--gym-model-server`` bindings) and the bindings each dataset sets itself.
+
+    ``datasets`` maps a dataset's name to the environments (resources server instances) its agents run and its
+    own bindings; ``references`` are the model servers the run's environments name. A dataset's own binding of
+    ``NAME`` beats the session's for the environments it runs (as its own ``agent=`` beats ``--gym-agent``). One
+    Gym serves each environment once, so every dataset running an environment must bind a name it names the same
+    way (a dataset binding it and one not binding it differ too). Where an environment's binding differs from the
+    session's, ``NAME`` is served for it by an instance of its own, ``NAME__<environment>``, and the environment's
+    reference is rewired to it; where no session binding exists and every environment naming ``NAME`` is bound
+    alike by its datasets, ``NAME`` itself is bound. Raises :class:`ModelServerSpecError` naming the datasets, the
+    environment and the name for a disagreement, or for a reference inside a list (which a config merge cannot
+    rewire)."""
+    session_of = {binding.name: binding for binding in session}
+    runners: dict[str, list[str]] = {}
+    for dataset, (environments, _) in datasets.items():
+        for environment in environments:
+            runners.setdefault(environment, []).append(dataset)
+    own = {dataset: {binding.name: binding for binding in bindings} for dataset, (_, bindings) in datasets.items()}
+    chosen: dict[tuple[str, str], ModelServerBinding] = {}
+    for ref in references:
+        users = runners.get(ref.environment, [])
+        if not any(ref.server in own[dataset] for dataset in users):
+            continue
+        given = {dataset: own[dataset].get(ref.server, session_of.get(ref.server)) for dataset in users}
+        if len(set(given.values())) > 1:
+            shown = "; ".join(f"{dataset}: {_shown_binding(binding)}" for dataset, binding in given.items())
+            raise ModelServerSpecError(
+                f"model_server= in gym_dataset_settings: the datasets running the environment {ref.environment!r} "
+                f"bind its model server {ref.server!r} differently ({shown}); one Gym serves an environment once: "
+                "bind it alike for them, or run them in separate sessions"
+            )
+        binding = next(iter(given.values()))
+        if binding is not None and binding != session_of.get(ref.server):
+            chosen[(ref.environment, ref.server)] = binding
+    named: dict[str, set[str]] = {}
+    for ref in references:
+        if ref.environment in runners:
+            named.setdefault(ref.server, set()).add(ref.environment)
+    direct: dict[str, ModelServerBinding] = {}
+    for server, naming in named.items():
+        alike = {chosen.get((environment, server)) for environment in naming}
+        only = alike.pop() if len(alike) == 1 else None
+        if server not in session_of and only is not None:
+            direct[server] = only
+    served = [*session, *direct.values()]
+    rewired: dict[str, Any] = {}
+    for ref in references:
+        binding = chosen.get((ref.environment, ref.server))
+        if binding is None or ref.server in direct:
+            continue
+        if any(part.isdigit() for part in ref.key.split(".")):
+            raise ModelServerSpecError(
+                f"model_server= in gym_dataset_settings: the environment {ref.environment!r} names {ref.server!r} "
+                f"inside a list ({ref.key}), which cannot be bound per dataset; bind it with {OPTION}"
+            )
+        instance = f"{ref.server}{INSTANCE_SEPARATOR}{ref.environment}"
+        if all(b.name != instance for b in served):
+            served.append(replace(binding, name=instance))
+        path = [ref.environment, RESOURCES_REF_TYPE, ref.kind, *ref.key.split(".")]
+        _nested_set(rewired, path, {"type": "responses_api_models", "name": instance})
+    bound_in: dict[str, set[str]] = {}
+    for environment, server in chosen:
+        bound_in.setdefault(environment, set()).add(server)
+    return DatasetBindings(tuple(served), rewired, bound_in)
+
+
+def _shown_binding(binding: ModelServerBinding | None) -> str:
+    if binding is None:
+        return "not bound"
+    described = binding.described()
+    return ", ".join(f"{key}={value}" for key, value in described.items() if value is not None)
+
+
+def _nested_set(target: dict[str, Any], path: Sequence[str], value: object) -> None:
+    for part in path[:-1]:
+        target = target.setdefault(part, {})
+    target[path[-1]] = value
+
+
+def merge_bindings(
+    first: Sequence[ModelServerBinding], then: Sequence[ModelServerBinding]
+) -> tuple[ModelServerBinding, ...]:
+    """``first``'s bindings and those of ``then`` whose name ``first`` does not bind."""
+    names = {binding.name for binding in first}
+    return (*first, *(binding for binding in then if binding.name not in names))

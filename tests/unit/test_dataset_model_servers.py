@@ -1,0 +1,134 @@
+"""Model servers a dataset binds itself (``model_server=`` in ``gym_dataset_settings``): the settings line, the
+precedence over ``--gym-model-server``, and the instances and rewired references one Gym serves them with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_gym_eval.options.gym_options import GymOptions
+from pytest_gym_eval.options.settings import parse_dataset_settings
+from pytest_gym_eval.session.preflight import agent_environments, model_server_needs
+from pytest_gym_eval.tasks.model_servers import (
+    ModelServerBinding,
+    ModelServerSpecError,
+    ServerReference,
+    dataset_bindings,
+)
+
+JUDGE_A = ModelServerBinding("judge_model", url="http://a/v1", model="ja", api_key_env="KEY_A")
+JUDGE_B = ModelServerBinding("judge_model", url="http://b/v1", model="jb")
+REFS = [
+    ServerReference("quiz", "mcqa", "judge_model_server", "judge_model"),
+    ServerReference("essay", "essay", "judging.judge_model_server", "judge_model"),
+]
+
+
+def test_a_settings_line_binds_model_servers_and_a_later_line_wins_by_name(tmp_path: Path) -> None:
+    (tmp_path / "j.jsonl").write_text("{}\n")
+    lines = [
+        "data/*.jsonl: model_server=judge_model=http://a/v1,model=ja,key=KEY_A model_server=genrm_model=policy",
+        "data/quiz.jsonl: model_server=judge_model=replay:j.jsonl repeats=2",
+    ]
+    parsed = parse_dataset_settings(lines, tmp_path)
+    assert parsed[0][1].model_servers == (JUDGE_A, ModelServerBinding("genrm_model", policy=True))
+    options = GymOptions(rootdir=tmp_path, datasets=tuple(parsed), model_servers=(JUDGE_B,))
+    quiz = options.dataset_model_servers(tmp_path / "data" / "quiz.jsonl")
+    assert quiz == (
+        ModelServerBinding("judge_model", replay=tmp_path / "j.jsonl"),
+        ModelServerBinding("genrm_model", policy=True),
+    )
+    assert options.dataset_model_servers(tmp_path / "data" / "essay.jsonl")[0] == JUDGE_A  # beats the session's
+    assert options.dataset_model_servers(tmp_path / "other.jsonl") == (JUDGE_B,)  # no line: the session's
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("judge_model", "expected NAME=URL,model=SERVED_NAME"),
+        ("policy_model=http://h/v1,model=m", "is the policy model's server"),
+        ("judge_model=http://u:hunter2@h/v1,model=m,colour=red", "'colour=red' is not model="),
+        ("judge_model=replay:missing.jsonl", "no such recordings file"),
+    ],
+)
+def test_a_bad_binding_in_a_settings_line_names_the_line(tmp_path: Path, value: str, says: str) -> None:
+    with pytest.raises(pytest.UsageError, match="gym_dataset_settings line") as raised:
+        parse_dataset_settings([f"data/*.jsonl: model_server={value}"], tmp_path)
+    assert says in str(raised.value)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_a_dataset_binding_differing_from_the_sessions_gets_an_instance_and_its_reference_rewired() -> None:
+    planned = dataset_bindings((JUDGE_B,), {"quiz.jsonl": (["quiz"], (JUDGE_A,)), "essay.jsonl": (["essay"], ())}, REFS)
+    assert planned.served == (
+        JUDGE_B,
+        ModelServerBinding("judge_model__quiz", url="http://a/v1", model="ja", api_key_env="KEY_A"),
+    )
+    assert planned.rewired == {
+        "quiz": {
+            "resources_servers": {
+                "mcqa": {"judge_model_server": {"type": "responses_api_models", "name": "judge_model__quiz"}}
+            }
+        }
+    }
+    assert planned.bound_in == {"quiz": {"judge_model"}}
+
+
+def test_without_a_session_binding_every_environment_bound_alike_binds_the_name_itself() -> None:
+    datasets = {"quiz.jsonl": (["quiz"], (JUDGE_A,)), "essay.jsonl": (["essay"], (JUDGE_A,))}
+    planned = dataset_bindings((), datasets, REFS)
+    assert (planned.served, planned.rewired) == ((JUDGE_A,), {})
+    assert planned.bound_in == {"quiz": {"judge_model"}, "essay": {"judge_model"}}
+
+
+def test_environments_bound_differently_get_one_instance_each_the_nested_key_rewired() -> None:
+    datasets = {"quiz.jsonl": (["quiz"], (JUDGE_A,)), "essay.jsonl": (["essay"], (JUDGE_B,))}
+    planned = dataset_bindings((), datasets, REFS)
+    assert [b.name for b in planned.served] == ["judge_model__quiz", "judge_model__essay"]
+    essay = planned.rewired["essay"]["resources_servers"]["essay"]["judging"]["judge_model_server"]
+    assert essay == {"type": "responses_api_models", "name": "judge_model__essay"}
+
+
+def test_an_environment_left_unbound_by_one_dataset_keeps_the_name_to_itself() -> None:
+    """quiz is bound per dataset; essay relies on its own definition of judge_model: quiz gets an instance, the
+    name judge_model stays the environment's (and the preflight checks it for essay)."""
+    planned = dataset_bindings((), {"quiz.jsonl": (["quiz"], (JUDGE_A,)), "essay.jsonl": (["essay"], ())}, REFS)
+    assert [b.name for b in planned.served] == ["judge_model__quiz"]
+    assert planned.bound_in == {"quiz": {"judge_model"}}
+
+
+def test_datasets_running_one_environment_must_bind_it_alike() -> None:
+    datasets = {"a.jsonl": (["quiz"], (JUDGE_A,)), "b.jsonl": (["quiz"], ())}
+    with pytest.raises(ModelServerSpecError) as raised:
+        dataset_bindings((), datasets, REFS)
+    message = str(raised.value)
+    assert "the datasets running the environment 'quiz' bind its model server 'judge_model' differently" in message
+    assert "a.jsonl: url=http://a/v1, model=ja, api_key_env=KEY_A" in message and "b.jsonl: not bound" in message
+    alike = {"a.jsonl": (["quiz"], (JUDGE_A,)), "b.jsonl": (["quiz"], (JUDGE_A,))}
+    assert dataset_bindings((), alike, REFS).served == (JUDGE_A,)
+
+
+def test_a_reference_inside_a_list_cannot_be_rebound_per_dataset() -> None:
+    refs = [ServerReference("quiz", "mcqa", "judges.0", "judge_model"), *REFS[1:]]
+    with pytest.raises(ModelServerSpecError, match=r"inside a list \(judges\.0\)"):
+        dataset_bindings((), {"q.jsonl": (["quiz"], (JUDGE_A,)), "e.jsonl": (["essay"], ())}, refs)
+
+
+def test_the_environments_an_agent_runs_and_the_kind_of_each_reference() -> None:
+    loaded = {
+        Path("quiz.yaml"): {
+            "quiz": {
+                "resources_servers": {"mcqa": {"judge_model_server": {"type": "responses_api_models", "name": "j"}}}
+            },
+            "quiz_agent": {
+                "responses_api_agents": {
+                    "simple_agent": {"resources_server": {"type": "resources_servers", "name": "quiz"}}
+                }
+            },
+        }
+    }
+    assert agent_environments(loaded, "quiz_agent") == ["quiz"]
+    assert agent_environments(loaded, "other") == []
+    (need,) = model_server_needs(loaded)
+    assert need.reference() == ServerReference("quiz", "mcqa", "judge_model_server", "j")
