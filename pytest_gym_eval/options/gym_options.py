@@ -223,11 +223,10 @@ class GymOptions:
             )
         model_servers = _model_servers(config, ini_value, inifile_dir)
         datasets = tuple(parse_dataset_settings(config.getini("gym_dataset_settings"), inifile_dir))
-        clash = "--gym-keep-alive" if keep_alive else "--gym-head-server" if head_server else ""
-        if (model_servers or any(settings.model_servers for _, settings in datasets)) and clash:
+        if (model_servers or any(settings.model_servers for _, settings in datasets)) and head_server:
             raise pytest.UsageError(
-                f"--gym-model-server cannot be combined with {clash}: the bindings are written into the config of a "
-                "Gym this session starts"
+                "--gym-model-server cannot be combined with --gym-head-server: the bindings are written into the "
+                "config of a Gym this session (or its warm Gym) starts"
             )
         comparisons = merge_gates(
             _comparison_layer(lambda dest: config.getoption(dest, default=None), GateSource.COMMAND_LINE),

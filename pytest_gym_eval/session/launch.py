@@ -29,6 +29,7 @@ from pytest_gym_eval.tasks.model_servers import (
     DatasetBindings,
     ModelServerBinding,
     ModelServerSpecError,
+    binding_fingerprint,
     dataset_bindings,
     model_server_blocks,
     model_type_templates,
@@ -171,7 +172,10 @@ class Launch:
         env = provision.gym_environment(checkout, ray_dir)  # + the URLs holding a password, which no file holds
         env.update({**(self.model.environment() if self.model else {}), **policy_url_environment(self.more_models)})
         planned = self.plan_bindings(checkout.path, plan, configs)
-        bindings = self.served_model_servers(run_dir, planned.served)
+        if options.keep_alive:  # the warm Gym's keeper serves the bindings (replayed ones too): probed only here
+            bindings = tuple(binding for binding in planned.served if binding.replay is None)
+        else:
+            bindings = self.served_model_servers(run_dir, planned.served)
         env.update(url_environment(bindings))
         return RunSettings(
             gym=checkout.gym_executable,
@@ -421,7 +425,7 @@ class Launch:
     def configuration(self, plan: RunPlan) -> GymConfiguration:
         """The Gym configuration of a run of ``plan`` (:mod:`pytest_gym_eval.gym.fingerprint`); loads, or provisions,
         the checkout. Raises :class:`GymStartError` (an agent without a config, no checkout) or OSError."""
-        agents = tuple(plan.agents)
+        agents = (*plan.agents, "", *sorted({str(r.dataset) for r in plan.rollouts}))  # a dataset may bind a judge
         if agents not in self.configurations:
             options = self.options
             checkout = self.load_checkout()
@@ -432,7 +436,10 @@ class Launch:
                 replay=options.replay if head is None else (),
                 model_url=options.model_url, model=options.model, api_key_env=options.api_key_env,
                 head_server=f"{head[0]}:{head[1]}" if head is not None else None,
-                model_servers={b.name: b.described() for b in self.plan_bindings(checkout.path, plan, configs).served},
+                model_servers={
+                    b.name: binding_fingerprint(b, options.model_type)
+                    for b in self.plan_bindings(checkout.path, plan, configs).served
+                },
             )  # fmt: skip
         return self.configurations[agents]
 
@@ -446,10 +453,11 @@ class Launch:
         assert self.checkout is not None and options.keep_alive
         if not options.replay and not (options.model_url and options.model):
             self.model_endpoint(run_dir)  # raises the usual error naming what is missing
+        planned = self.plan_bindings(self.checkout.path, plan, configs)
         spec = warm_spec(
             self.configuration(plan), Registry(), self.checkout.path, configs, options.model_type,
             replay=options.replay, model_url=options.model_url, model=options.model,
             api_key_env=options.api_key_env, startup_timeout=options.startup_timeout, idle_timeout=options.keep_alive,
-            record_latency=options.latency,
+            record_latency=options.latency, model_servers=planned.served, rewired=planned.rewired,
         )  # fmt: skip
         return WarmGym(spec, Owner.current(run_dir), run_dir, Registry())

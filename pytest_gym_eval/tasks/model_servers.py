@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gym_eval.core.credentials import config_url, has_secret, redact_value
+from pytest_gym_eval.core.files import file_sha256
 from pytest_gym_eval.core.gym_yaml import read_yaml_files
 from pytest_gym_eval.tasks.models import MODEL_FIELDS, NAME_PATTERN, REPLAY_PREFIX
 
@@ -334,3 +335,54 @@ def merge_bindings(
     """``first``'s bindings and those of ``then`` whose name ``first`` does not bind."""
     names = {binding.name for binding in first}
     return (*first, *(binding for binding in then if binding.name not in names))
+
+
+def binding_fingerprint(binding: ModelServerBinding, default_type: str) -> dict[str, object]:
+    """What of ``binding`` makes a Gym another (the configuration a warm Gym and a resumed run are compared by,
+    :class:`~pytest_gym_eval.gym.fingerprint.GymConfiguration`): :meth:`ModelServerBinding.described` (URL without
+    its password, model, key *variable*, API), the Gym server ``type`` that serves it (``default_type``:
+    ``--gym-model-type``) and, for a replay binding, the sha256 of its recordings file (edited recordings answer
+    otherwise). Never a key. Raises OSError when the recordings file cannot be read."""
+    facts = binding.described()
+    facts["type"] = binding.model_type(default_type)
+    if binding.replay is not None:
+        facts["replay_sha256"] = file_sha256(binding.replay)
+    return facts
+
+
+def binding_record(binding: ModelServerBinding, redact: bool = False) -> dict[str, Any]:
+    """``binding`` as JSON (a warm Gym's spec; :func:`binding_from_record` reads it back); with ``redact`` the URL's
+    password is masked (the spec file holds none: the keeper reads the URL from :meth:`ModelServerBinding.
+    url_variable` in its environment, :func:`url_environment`)."""
+    url = redact_value(binding.url) if redact and binding.url is not None else binding.url
+    return {
+        "name": binding.name, "url": url, "model": binding.model, "api_key_env": binding.api_key_env,
+        "api": binding.api, "policy": binding.policy, "replay": str(binding.replay) if binding.replay else None,
+    }  # fmt: skip
+
+
+def binding_from_record(record: Mapping[str, Any], environ: Mapping[str, str]) -> ModelServerBinding:
+    """The binding :func:`binding_record` wrote, its URL taken from ``environ`` when a secret kept it out of the
+    record. Raises KeyError or TypeError for a record of another shape."""
+    binding = ModelServerBinding(
+        str(record["name"]), url=record.get("url"), model=record.get("model"), api_key_env=record.get("api_key_env"),
+        api=record.get("api"), policy=bool(record.get("policy")),
+        replay=Path(record["replay"]) if record.get("replay") else None,
+    )  # fmt: skip
+    secret = environ.get(binding.url_variable())
+    return replace(binding, url=secret) if secret and binding.url is not None else binding
+
+
+def served_blocks(
+    checkout: Path, bindings: Sequence[ModelServerBinding], default_type: str, environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """:func:`model_server_blocks` for ``bindings`` with the fields of ``checkout``'s own model server configs
+    (:func:`model_type_templates`), its model server types (the folders of ``responses_api_models/``) and the key
+    variables set in ``environ``. Raises :class:`ModelServerSpecError` for a replay binding not yet served."""
+    if not bindings:
+        return {}
+    templates = model_type_templates(checkout, MODEL_FIELDS)
+    key_set = {b.api_key_env: bool(environ.get(b.api_key_env)) for b in bindings if b.api_key_env}
+    folder = checkout / "responses_api_models"
+    types = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name.isidentifier()) if folder.is_dir() else []
+    return model_server_blocks(bindings, default_type, templates, key_set, types)

@@ -132,3 +132,21 @@ def test_the_environments_an_agent_runs_and_the_kind_of_each_reference() -> None
     assert agent_environments(loaded, "other") == []
     (need,) = model_server_needs(loaded)
     assert need.reference() == ServerReference("quiz", "mcqa", "judge_model_server", "j")
+
+
+def test_a_bindings_record_keeps_no_password_and_reads_it_back_from_the_environment(tmp_path: Path) -> None:
+    from pytest_gym_eval.tasks.model_servers import binding_fingerprint, binding_from_record, binding_record
+
+    binding = ModelServerBinding("judge_model", url="http://u:hunter2@h/v1", model="j", api_key_env="J", api="chat")
+    record = binding_record(binding, redact=True)
+    assert "hunter2" not in str(record)
+    assert binding_from_record(record, {}).url == "http://u:***@h/v1"
+    assert binding_from_record(record, {binding.url_variable(): binding.url}) == binding
+    assert binding_from_record(binding_record(binding), {}) == binding
+    facts = binding_fingerprint(binding, "openai_model")
+    assert facts == {"url": "http://u:***@h/v1", "model": "j", "api_key_env": "J", "api": "chat", "type": "vllm_model"}
+    recordings = tmp_path / "judge.jsonl"
+    recordings.write_text("{}\n")
+    replayed = binding_fingerprint(ModelServerBinding("judge_model", replay=recordings), "openai_model")
+    recordings.write_text("{}\n{}\n")
+    assert binding_fingerprint(ModelServerBinding("judge_model", replay=recordings), "openai_model") != replayed
