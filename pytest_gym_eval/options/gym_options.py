@@ -72,6 +72,9 @@ class GymOptions:
     policies: tuple[Policy, ...] = ()
     model_servers: tuple[ModelServerBinding, ...] = ()
     """The model servers environments name that ``--gym-model-server`` (ini ``gym_model_servers``) binds."""
+    policy_model_servers: tuple[ModelServerBinding, ...] = ()
+    """Its ``NAME@POLICY=...`` bindings: a model server bound for one ``--gym-policy``'s rollouts (not the
+    baseline's)."""
     """``--gym-policy``: the policy models compared in this session, the baseline first (none: one model)."""
     head_server: tuple[str, int] | None = None
     run_dir: Path | None = None
@@ -221,7 +224,7 @@ class GymOptions:
             raise pytest.UsageError(
                 f"--gym-policy works with --gym-model-type {' or '.join(MODEL_FIELDS)}, not {model_type}"
             )
-        model_servers = _model_servers(config, ini_value, inifile_dir)
+        model_servers, policy_model_servers = _by_policy(_model_servers(config, ini_value, inifile_dir), policies)
         datasets = tuple(parse_dataset_settings(config.getini("gym_dataset_settings"), inifile_dir))
         if (model_servers or any(settings.model_servers for _, settings in datasets)) and head_server:
             raise pytest.UsageError(
@@ -256,6 +259,7 @@ class GymOptions:
             replay=replay,
             policies=policies,
             model_servers=model_servers,
+            policy_model_servers=policy_model_servers,
             head_server=head_server,
             run_dir=path_option("gym_run_dir"),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
@@ -609,6 +613,29 @@ def _policies(config: pytest.Config, ini_value: Any, inifile_dir: Path, api_key_
         return order_policies([parse_policy(text, base, api_key_env) for text in texts], baseline)
     except PolicySpecError as error:
         raise pytest.UsageError(f"{option}: {error}") from None
+
+
+def _by_policy(
+    bindings: tuple[ModelServerBinding, ...], policies: Sequence[Policy]
+) -> tuple[tuple[ModelServerBinding, ...], tuple[ModelServerBinding, ...]]:
+    """``bindings`` split into those of every policy and the ``NAME@POLICY`` ones; raises :class:`pytest.UsageError`
+    for a ``POLICY`` that is no ``--gym-policy`` or is the baseline (whose rollouts run the environments
+    themselves: bound without ``@``)."""
+    names = [policy.name for policy in policies]
+    for binding in bindings:
+        if binding.for_policy is None:
+            continue
+        where = f"--gym-model-server {binding.name}@{binding.for_policy}"
+        if binding.for_policy not in names:
+            raise pytest.UsageError(
+                f"{where}: {binding.for_policy!r} is no --gym-policy ({', '.join(names) if names else 'none named'})"
+            )
+        if binding.for_policy == names[0]:
+            raise pytest.UsageError(
+                f"{where}: {names[0]!r} is the baseline policy, whose rollouts run the environments themselves: bind "
+                f"its {binding.name} without @ (every other policy without a binding of its own shares it)"
+            )
+    return tuple(b for b in bindings if b.for_policy is None), tuple(b for b in bindings if b.for_policy)
 
 
 def _model_servers(config: pytest.Config, ini_value: Any, inifile_dir: Path) -> tuple[ModelServerBinding, ...]:

@@ -222,9 +222,14 @@ def _model_servers(texts: Sequence[str], base: Path | None, where: str) -> tuple
     from pytest_gym_eval.tasks.model_servers import ModelServerSpecError, parse_model_servers
 
     try:
-        return parse_model_servers(texts, base or Path.cwd(), f"{where}: {MODEL_SERVER_KEY}")
+        bindings = parse_model_servers(texts, base or Path.cwd(), f"{where}: {MODEL_SERVER_KEY}")
     except ModelServerSpecError as error:  # the line may hold a URL's password
         raise pytest.UsageError(redact_value(str(error))) from None
+    if any(binding.for_policy for binding in bindings):
+        raise pytest.UsageError(
+            redact_value(f"{where}: {MODEL_SERVER_KEY}: NAME@POLICY is for --gym-model-server, not a dataset's line")
+        )
+    return bindings
 
 
 def gates_of(kind: GateKind, texts: Sequence[object], where: str, source: GateSource | None = None) -> list[Gate]:

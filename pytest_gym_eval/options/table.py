@@ -184,7 +184,8 @@ OPTIONS: tuple[Option, ...] = (
         "127.0.0.1 with no key); "
         "NAME as the environment's config names it, e.g. judge_model (repeatable, in the ini file one per "
         "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts; "
-        "a dataset's own model_server=NAME=SPEC in gym_dataset_settings beats it for that dataset's environment)",
+        "a dataset's own model_server=NAME=SPEC in gym_dataset_settings beats it for that dataset's environment; "
+        "NAME@POLICY=SPEC binds it for one --gym-policy's rollouts other than the baseline's)",
         "linelist",
         action="append",
         metavar="NAME=SPEC",

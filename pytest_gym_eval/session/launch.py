@@ -12,6 +12,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,16 +27,26 @@ from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.session import preflight
 from pytest_gym_eval.tasks.model_servers import (
+    AgentCopy,
     DatasetBindings,
     ModelServerBinding,
     ModelServerSpecError,
     binding_fingerprint,
     dataset_bindings,
+    merge_blocks,
     model_server_blocks,
     model_type_templates,
+    policy_bindings,
     url_environment,
 )
-from pytest_gym_eval.tasks.models import MODEL_FIELDS, Policy, base_agent, policy_url_environment, server_blocks
+from pytest_gym_eval.tasks.models import (
+    AGENT_SEPARATOR,
+    MODEL_FIELDS,
+    Policy,
+    base_agent,
+    policy_url_environment,
+    server_blocks,
+)
 from pytest_gym_eval.tasks.plan import RunPlan
 
 if TYPE_CHECKING:
@@ -193,11 +204,10 @@ class Launch:
             ray_address=options.ray_address,
             attach=attach,
             servers_gone=self.warm.gone if self.warm is not None else None,
-            server_blocks={
-                **self._server_blocks(plan, checkout),
-                **self._model_server_blocks(checkout, bindings),
-                **planned.rewired,
-            },
+            server_blocks=merge_blocks(
+                {**self._server_blocks(plan, checkout), **self._model_server_blocks(checkout, bindings)},
+                planned.rewired,
+            ),
             model_servers=bindings,
         )
 
@@ -205,14 +215,16 @@ class Launch:
         """The model servers ``plan``'s run serves (:func:`~pytest_gym_eval.tasks.model_servers.dataset_bindings`):
         ``--gym-model-server``'s, and those the datasets bind themselves (``model_server=`` in
         ``gym_dataset_settings``) for the environments their agents run, found in ``configs`` (the agents' config
-        files). Raises :class:`GymStartError` for datasets running one environment that bind it differently."""
+        files); and the ``NAME@POLICY`` ones, each served for that policy's agent copies by copies of their
+        environments (:func:`~pytest_gym_eval.tasks.model_servers.policy_bindings`). Raises :class:`GymStartError` for
+        datasets running one environment that bind it differently, or a reference that cannot be rewired."""
         options = self.options
         own: dict[str, tuple[Path, tuple[ModelServerBinding, ...]]] = {}
         for rollout in plan.rollouts:
             name = rollout.nodeid.split("::", 1)[0]
             if name not in own and (servers := options.dataset_settings(rollout.dataset).model_servers):
                 own[name] = (rollout.dataset, servers)
-        if not own:
+        if not own and not options.policy_model_servers:
             self.bindings = DatasetBindings(options.model_servers, {}, {})
             return self.bindings
         loaded = preflight.load_configs(checkout, configs)
@@ -223,10 +235,22 @@ class Launch:
             found = preflight.agent_environments(loaded, base_agent(rollout.agent, options.policies))
             environments += [environment for environment in found if environment not in environments]
         references = [need.reference() for need in preflight.model_server_needs(loaded)]
+        copies = [
+            AgentCopy(
+                agent, policy.name, tuple(preflight.agent_resources_refs(loaded, base_agent(agent, options.policies)))
+            )
+            for agent in plan.agents
+            for policy in options.policies[1:]
+            if agent.endswith(f"{AGENT_SEPARATOR}{policy.name}")
+        ]
         try:
-            self.bindings = dataset_bindings(options.model_servers, datasets, references)
+            planned = dataset_bindings(options.model_servers, datasets, references)
+            served, blocks = policy_bindings(options.policy_model_servers, copies, references)
         except ModelServerSpecError as error:
             raise GymStartError(str(error)) from None
+        self.bindings = replace(
+            planned, served=(*planned.served, *served), rewired=merge_blocks(planned.rewired, blocks)
+        )
         return self.bindings
 
     def served_model_servers(

@@ -206,6 +206,20 @@ def agent_environments(loaded: Mapping[Path, Mapping[str, Any]], agent: str) -> 
     return found
 
 
+def agent_resources_refs(loaded: Mapping[Path, Mapping[str, Any]], agent: str) -> list[tuple[str, str, str]]:
+    """The resources servers the agent ``agent`` names in the loaded configs, as ``(environment, agent server type,
+    key path of the reference inside that type's block)``, e.g. ``("mcqa", "simple_agent", "resources_server")``."""
+    found: list[tuple[str, str, str]] = []
+    for data in loaded.values():
+        block = data.get(agent)
+        servers = block.get("responses_api_agents") if isinstance(block, dict) else None
+        if not isinstance(servers, dict):
+            continue
+        for kind, fields in servers.items():
+            found += [(name, str(kind), key) for key, name in _refs(fields, (), RESOURCES_REF_TYPE)]
+    return found
+
+
 def model_server_needs(loaded: Mapping[Path, Mapping[str, Any]]) -> list[ModelServerNeed]:
     """Every reference ``{type: responses_api_models, name: X}`` inside a resources server's block
     (``<env>: {resources_servers: {<kind>: {...}}}``) of the loaded configs, in file order."""

@@ -38,7 +38,10 @@ URL_VARIABLE_PREFIX = "PYTEST_GYM_EVAL_MODEL_SERVER_URL_"
 """The environment variable that hands Gym a bound URL holding a secret (``..._<NAME>``)."""
 POLICY_VALUES = {"url": "${policy_base_url}", "model": "${policy_model_name}", "key": "${policy_api_key}"}
 """What a ``NAME=policy`` block holds: the policy model's own top-level values of the run's Gym config."""
-SPEC_FORMS = "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat], NAME=policy or NAME=replay:FILE"
+SPEC_FORMS = (
+    "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat], NAME=policy or NAME=replay:FILE (NAME@POLICY=... "
+    "for one --gym-policy's rollouts)"
+)
 
 
 class ModelServerSpecError(ValueError):
@@ -59,6 +62,8 @@ class ModelServerBinding:
     api: str | None = None
     policy: bool = False
     replay: Path | None = None
+    for_policy: str | None = None
+    """``NAME@POLICY=...``: the ``--gym-policy`` whose rollouts alone this binding judges (None: every policy's)."""
 
     def model_type(self, default: str) -> str:
         """The Gym model server type that serves this binding: ``type=``'s, else ``default`` (``--gym-model-type``)
@@ -92,6 +97,14 @@ def parse_model_server(text: str, base: Path, option: str = OPTION) -> ModelServ
     name, equals, rest = (part.strip() for part in text.partition("="))
     if not equals or not rest:
         raise ModelServerSpecError(f"{shown}: expected {SPEC_FORMS}")
+    name, at, for_policy = (part.strip() for part in name.partition("@"))
+    if at and not NAME_PATTERN.match(for_policy):
+        raise ModelServerSpecError(f"{shown}: NAME@POLICY names a --gym-policy after the @, got {for_policy!r}")
+    binding = _parse_binding(shown, name, rest, base)
+    return replace(binding, for_policy=for_policy) if at else binding
+
+
+def _parse_binding(shown: str, name: str, rest: str, base: Path) -> ModelServerBinding:
     if not NAME_PATTERN.match(name):
         raise ModelServerSpecError(
             f"{shown}: a model server's name is a letter then letters, digits or _, got {name!r}"
@@ -129,7 +142,7 @@ def parse_model_servers(texts: Iterable[str], base: Path, option: str = OPTION) 
     """Every value of ``option`` (:func:`parse_model_server`); raises :class:`ModelServerSpecError` also for a name
     bound twice."""
     bindings = tuple(parse_model_server(text, base, option) for text in texts if text.strip())
-    names = [binding.name for binding in bindings]
+    names = [f"{b.name}@{b.for_policy}" if b.for_policy else b.name for b in bindings]
     if duplicate := next((name for name in names if names.count(name) > 1), None):
         raise ModelServerSpecError(f"{option}: the model server {duplicate!r} is bound twice")
     return bindings
@@ -358,6 +371,7 @@ def binding_record(binding: ModelServerBinding, redact: bool = False) -> dict[st
     return {
         "name": binding.name, "url": url, "model": binding.model, "api_key_env": binding.api_key_env,
         "api": binding.api, "policy": binding.policy, "replay": str(binding.replay) if binding.replay else None,
+        "for_policy": binding.for_policy,
     }  # fmt: skip
 
 
@@ -367,7 +381,7 @@ def binding_from_record(record: Mapping[str, Any], environ: Mapping[str, str]) -
     binding = ModelServerBinding(
         str(record["name"]), url=record.get("url"), model=record.get("model"), api_key_env=record.get("api_key_env"),
         api=record.get("api"), policy=bool(record.get("policy")),
-        replay=Path(record["replay"]) if record.get("replay") else None,
+        replay=Path(record["replay"]) if record.get("replay") else None, for_policy=record.get("for_policy"),
     )  # fmt: skip
     secret = environ.get(binding.url_variable())
     return replace(binding, url=secret) if secret and binding.url is not None else binding
@@ -386,3 +400,65 @@ def served_blocks(
     folder = checkout / "responses_api_models"
     types = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name.isidentifier()) if folder.is_dir() else []
     return model_server_blocks(bindings, default_type, templates, key_set, types)
+
+
+@dataclass(frozen=True)
+class AgentCopy:
+    """An agent instance that rolls out one ``--gym-policy`` other than the baseline (``<agent>__POLICY``):
+    ``policy``, and the resources servers its agent runs as ``(environment, agent server type, key path of the
+    reference inside the agent's block)``."""
+
+    instance: str
+    policy: str
+    environments: tuple[tuple[str, str, str], ...]
+
+
+def policy_bindings(
+    bindings: Sequence[ModelServerBinding], copies: Sequence[AgentCopy], references: Sequence[ServerReference]
+) -> tuple[tuple[ModelServerBinding, ...], dict[str, Any]]:
+    """Serve the ``NAME@POLICY`` ``bindings`` (:attr:`ModelServerBinding.for_policy`): the served bindings and the
+    config blocks, to be merged (:func:`merge_blocks`) over the policies' own blocks
+    (:func:`~pytest_gym_eval.tasks.models.server_blocks`).
+
+    A policy's rollouts are scored by the resources servers its agent copies run, which every policy shares; so
+    each environment of a copy of ``POLICY`` (``copies``) that names a server ``POLICY`` binds (``references``)
+    gets a copy of its own, ``<environment>__POLICY`` (Gym's ``_copy``), whose reference names the model server
+    ``NAME__POLICY`` serving the binding, and the agent copy is pointed at it. Raises :class:`ModelServerSpecError`
+    for a reference inside a list (which a config merge cannot rewire)."""
+    own: dict[str, dict[str, ModelServerBinding]] = {}
+    for binding in bindings:
+        assert binding.for_policy is not None
+        own.setdefault(binding.for_policy, {})[binding.name] = binding
+    served: dict[str, ModelServerBinding] = {}
+    blocks: dict[str, Any] = {}
+    for copy in copies:
+        mine = own.get(copy.policy, {})
+        for environment, agent_kind, key in copy.environments:
+            refs = [ref for ref in references if ref.environment == environment and ref.server in mine]
+            if not refs:
+                continue
+            clone = f"{environment}{INSTANCE_SEPARATOR}{copy.policy}"
+            blocks.setdefault(clone, {"_copy": environment})
+            for ref in refs:
+                if any(part.isdigit() for part in ref.key.split(".")):
+                    raise ModelServerSpecError(
+                        f"{OPTION} {ref.server}@{copy.policy}: the environment {environment!r} names {ref.server!r} "
+                        f"inside a list ({ref.key}), which cannot be bound per policy"
+                    )
+                instance = f"{ref.server}{INSTANCE_SEPARATOR}{copy.policy}"
+                served.setdefault(instance, replace(mine[ref.server], name=instance, for_policy=None))
+                path = [clone, RESOURCES_REF_TYPE, ref.kind, *ref.key.split(".")]
+                _nested_set(blocks, path, {"type": "responses_api_models", "name": instance})
+            path = [copy.instance, "responses_api_agents", agent_kind, *key.split(".")]
+            _nested_set(blocks, path, {"type": RESOURCES_REF_TYPE, "name": clone})
+    return tuple(served.values()), blocks
+
+
+def merge_blocks(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in, mapping by mapping (``over`` wins for any other value), as Gym merges
+    config files."""
+    merged = dict(base)
+    for key, value in over.items():
+        mine = merged.get(key)
+        merged[key] = merge_blocks(mine, value) if isinstance(mine, dict) and isinstance(value, dict) else value
+    return merged

@@ -121,3 +121,54 @@ def test_a_password_in_a_dataset_bindings_url_is_never_echoed(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "model_server" in result.stderr.str()
     assert "hunter2" not in result.stdout.str() + result.stderr.str()
+
+
+def policies(fake_gym: FakeGym) -> list[str]:
+    return [
+        f"--gym-checkout={fake_gym.checkout}", "-p", "no:cacheprovider",
+        f"--gym-policy=base=replay:{fake_gym.recording}", f"--gym-policy=cand=replay:{fake_gym.recording}",
+    ]  # fmt: skip
+
+
+def test_a_policys_own_judge_is_served_through_a_copy_of_its_environment(
+    pytester: pytest.Pytester, fake_gym: FakeGym, two_judged: list[str]
+) -> None:
+    """``NAME@POLICY``: the candidate's rollouts are scored by a copy of the environment whose judge is the
+    candidate's binding; the baseline's keep the environment and the session's binding."""
+    result = pytester.runpytest_subprocess(
+        *policies(fake_gym), two_judged[0], "--gym-run-dir=runs", "--gym-report=r.json",
+        "--gym-model-server=judge_model=policy", "--gym-model-server=judge_model@cand=replay:judge.jsonl",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    config = servers_config(pytester)
+    assert config["judge_model"]["responses_api_models"]["openai_model"]["openai_base_url"] == "${policy_base_url}"  # type: ignore[index]
+    mine = config["judge_model__cand"]["responses_api_models"]["openai_model"]  # type: ignore[index]
+    assert mine["openai_base_url"].startswith("http://127.0.0.1:") and mine["openai_model"] == "replay"
+    assert config["mcqa__cand"] == {  # a copy of the environment, its judge the candidate's
+        "_copy": "mcqa",
+        "resources_servers": {
+            "mcqa": {"judge_model_server": {"type": "responses_api_models", "name": "judge_model__cand"}}
+        },
+    }
+    agent = config["mcqa_simple_agent__cand"]["responses_api_agents"]["simple_agent"]  # type: ignore[index]
+    assert agent["resources_server"] == {"type": "resources_servers", "name": "mcqa__cand"}
+    assert agent["model_server"]["name"] == "cand_policy_model"
+    assert "mcqa" not in config and "mcqa_simple_agent" not in config  # the baseline's stay as they are
+    meta = json.loads((pytester.path / "r.json").read_text())["meta"]
+    assert meta["model_server.judge_model__cand.bound_to"] == "replay"
+
+
+@pytest.mark.parametrize(
+    ("binding", "says"),
+    [
+        ("judge_model@other=policy", "'other' is no --gym-policy (base, cand)"),
+        ("judge_model@base=policy", "'base' is the baseline policy"),
+    ],
+)
+def test_a_binding_for_no_policy_or_the_baseline_is_a_usage_error(
+    pytester: pytest.Pytester, fake_gym: FakeGym, two_judged: list[str], binding: str, says: str
+) -> None:
+    result = pytester.runpytest_subprocess(*policies(fake_gym), two_judged[0], f"--gym-model-server={binding}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert says in result.stderr.str()
+    assert fake_gym.calls() == []

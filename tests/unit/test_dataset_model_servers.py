@@ -150,3 +150,55 @@ def test_a_bindings_record_keeps_no_password_and_reads_it_back_from_the_environm
     replayed = binding_fingerprint(ModelServerBinding("judge_model", replay=recordings), "openai_model")
     recordings.write_text("{}\n{}\n")
     assert binding_fingerprint(ModelServerBinding("judge_model", replay=recordings), "openai_model") != replayed
+
+
+# ---- per policy: NAME@POLICY ----------------------------------------------------------------------------------
+
+
+def test_a_name_at_policy_binding_parses_and_is_bound_once_per_policy(tmp_path: Path) -> None:
+    from pytest_gym_eval.tasks.model_servers import parse_model_server, parse_model_servers
+
+    binding = parse_model_server("judge_model@cand=http://h/v1,model=j,type=chat", tmp_path)
+    assert binding == ModelServerBinding("judge_model", url="http://h/v1", model="j", api="chat", for_policy="cand")
+    both = parse_model_servers(["judge_model=policy", "judge_model@cand=policy"], tmp_path)
+    assert [b.for_policy for b in both] == [None, "cand"]
+    with pytest.raises(ModelServerSpecError, match="'judge_model@cand' is bound twice"):
+        parse_model_servers(["judge_model@cand=policy", "judge_model@cand=policy"], tmp_path)
+    with pytest.raises(ModelServerSpecError, match="names a --gym-policy after the @"):
+        parse_model_server("judge_model@=policy", tmp_path)
+    with pytest.raises(pytest.UsageError, match="NAME@POLICY is for --gym-model-server"):
+        parse_dataset_settings(["d.jsonl: model_server=judge_model@cand=policy"], tmp_path)
+
+
+def test_a_policys_own_binding_copies_its_environment_and_points_its_agent_copy_there() -> None:
+    from pytest_gym_eval.tasks.model_servers import AgentCopy, merge_blocks, policy_bindings
+
+    mine = ModelServerBinding("judge_model", url="http://c/v1", model="jc", for_policy="cand")
+    copies = [
+        AgentCopy("quiz_agent__cand", "cand", (("quiz", "simple_agent", "resources_server"),)),
+        AgentCopy("essay_agent__other", "other", (("essay", "simple_agent", "resources_server"),)),
+    ]
+    served, blocks = policy_bindings([mine], copies, REFS)
+    assert served == (ModelServerBinding("judge_model__cand", url="http://c/v1", model="jc"),)
+    assert blocks == {
+        "quiz__cand": {
+            "_copy": "quiz",
+            "resources_servers": {
+                "mcqa": {"judge_model_server": {"type": "responses_api_models", "name": "judge_model__cand"}}
+            },
+        },
+        "quiz_agent__cand": {
+            "responses_api_agents": {
+                "simple_agent": {"resources_server": {"type": "resources_servers", "name": "quiz__cand"}}
+            }
+        },
+    }  # essay_agent__other: no binding of its own, no copy
+    policy_copy = {
+        "quiz_agent__cand": {"_copy": "quiz_agent", "responses_api_agents": {"simple_agent": {"model_server": 1}}}
+    }
+    merged = merge_blocks(policy_copy, blocks)["quiz_agent__cand"]
+    assert merged["_copy"] == "quiz_agent"
+    assert merged["responses_api_agents"]["simple_agent"] == {
+        "model_server": 1,
+        "resources_server": {"type": "resources_servers", "name": "quiz__cand"},
+    }
