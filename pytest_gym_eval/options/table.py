@@ -185,7 +185,8 @@ OPTIONS: tuple[Option, ...] = (
         "NAME as the environment's config names it, e.g. judge_model (repeatable, in the ini file one per "
         "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts; "
         "a dataset's own model_server=NAME=SPEC in gym_dataset_settings beats it for that dataset's environment; "
-        "NAME@POLICY=SPEC binds it for one --gym-policy's rollouts other than the baseline's)",
+        "NAME@POLICY=SPEC binds it for one --gym-policy's rollouts other than the baseline's; a verifier calling a "
+        "judge with a client of its own, from judge_base_url-style keys or variables, is a warning: not bindable)",
         "linelist",
         action="append",
         metavar="NAME=SPEC",

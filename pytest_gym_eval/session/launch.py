@@ -371,7 +371,11 @@ class Launch:
             except GymStartError as error:
                 problems.append(str(error))
                 bound_in = {}
-            problems += preflight.model_server_problems(checkout, configs, bound, bound_in=bound_in)
+            loaded = preflight.load_configs(checkout, configs)
+            problems += preflight.model_server_problems(checkout, configs, bound, bound_in=bound_in, loaded=loaded)
+            if not problems:
+                for judge in preflight.unmanaged_judges(checkout, loaded):
+                    self.note(f"warning: {preflight.unmanaged_judge_warning(judge, checkout)}")
         if problems:
             raise pytest.UsageError("\n".join(problems))
 

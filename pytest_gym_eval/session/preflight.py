@@ -351,3 +351,86 @@ def _shown_path(path: Path, checkout: Path) -> str:
         return str(path.relative_to(checkout))
     except ValueError:
         return str(path)
+
+
+OWN_CLIENT_KEY = re.compile(r"^(?P<prefix>[A-Za-z0-9_]*?)(?:base_url|api_key|model|model_name)$")
+"""A key of a resources server's block that may configure a model client of the verifier's own: ``base_url``,
+``api_key``, ``model`` or ``model_name`` after a prefix (``judge_``, ``anthropic_``, none)."""
+JUDGE_VARIABLE = re.compile(
+    r"""(?:environ(?:\.get)?\s*[\[(]|getenv\s*\()\s*["']([A-Z0-9_]*JUDGE[A-Z0-9_]*(?:URL|API_KEY|MODEL|MODEL_NAME|ARGS))["']"""
+)
+"""An environment variable a server's code reads that names a judge's endpoint, key, model or client arguments
+(``os.environ["JUDGE_SERVER_ARGS"]``, ``LAB_JUDGE_BASE_URL``)."""
+
+
+@dataclass(frozen=True)
+class UnmanagedJudge:
+    """An environment whose verifier calls a model with a client of its own: ``environment`` (the resources
+    server instance), ``config`` (its file), ``keys`` (the key paths in its block that configure the client) and
+    ``variables`` (judge environment variables its server's code reads)."""
+
+    environment: str
+    config: Path
+    keys: tuple[str, ...]
+    variables: tuple[str, ...]
+
+
+def unmanaged_judges(checkout: Path, loaded: Mapping[Path, Mapping[str, Any]]) -> list[UnmanagedJudge]:
+    """The environments of the loaded configs (``loaded``, :func:`load_configs`) whose verifier calls its judge
+    (or another model) with its own OpenAI client: a resources server block holding ``<prefix>base_url`` keys
+    with their ``<prefix>api_key``, ``<prefix>model`` and ``<prefix>model_name`` (``judge_base_url``,
+    ``judge_api_key``, ``judge_model``), or whose server code in ``checkout`` reads a judge's endpoint, key, model
+    or client arguments from an environment variable (``JUDGE_SERVER_ARGS``, ``LAB_JUDGE_BASE_URL``). A value
+    that is the policy's own (``${policy_base_url}``, which the session sets) is managed and left out. Such a judge
+    is no model server: ``--gym-model-server`` cannot bind it, nor a replay serve it."""
+    found = []
+    for path, data in loaded.items():
+        for environment, block in data.items():
+            servers = block.get("resources_servers") if isinstance(block, dict) else None
+            if not isinstance(servers, dict):
+                continue
+            for kind, fields in servers.items():
+                keys = tuple(_own_client_keys(fields, ()))
+                variables = tuple(_judge_variables(checkout / "resources_servers" / str(kind)))
+                if keys or variables:
+                    found.append(UnmanagedJudge(str(environment), path, keys, variables))
+    return found
+
+
+def _own_client_keys(value: object, path: tuple[str, ...]) -> Iterator[str]:
+    if not isinstance(value, dict) or value.get("type") == MODEL_REF_TYPE:
+        return
+    prefixes = {m["prefix"] for key in value if (m := OWN_CLIENT_KEY.match(str(key))) and str(key).endswith("base_url")}
+    for key, inner in value.items():
+        match = OWN_CLIENT_KEY.match(str(key))
+        own = match is not None and match["prefix"] in prefixes
+        if own and not (isinstance(inner, str) and "${policy_" in inner):
+            yield ".".join((*path, str(key)))
+        elif isinstance(inner, dict):
+            yield from _own_client_keys(inner, (*path, str(key)))
+
+
+def _judge_variables(folder: Path) -> list[str]:
+    found: list[str] = []
+    for source in sorted(folder.glob("*.py")):
+        try:
+            text = source.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        found += JUDGE_VARIABLE.findall(text)
+    return list(dict.fromkeys(found))
+
+
+def unmanaged_judge_warning(judge: UnmanagedJudge, checkout: Path) -> str:
+    """The preflight's warning for ``judge``: names the environment, its config and the keys / variables."""
+    parts = []
+    if judge.keys:
+        parts.append(f"the keys {', '.join(judge.keys)} of its resources server block")
+    if judge.variables:
+        parts.append(f"the environment variables {', '.join('$' + v for v in judge.variables)} its server reads")
+    return (
+        f"judge endpoint not managed by pytest-gym-eval: the environment {judge.environment} "
+        f"({_shown_path(judge.config, checkout)}) calls its judge with a client of its own configured by "
+        f"{' and '.join(parts)}; --gym-model-server cannot bind it and its calls are neither recorded nor "
+        "replayed (set those keys or variables yourself)"
+    )

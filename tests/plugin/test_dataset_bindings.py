@@ -172,3 +172,26 @@ def test_a_binding_for_no_policy_or_the_baseline_is_a_usage_error(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert says in result.stderr.str()
     assert fake_gym.calls() == []
+
+
+def test_a_verifier_with_a_judge_client_of_its_own_is_a_warning_naming_it_not_an_error(
+    pytester: pytest.Pytester, fake_gym: FakeGym, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCH_JUDGE_KEY", "sk-never-shown-" + "x" * 12)
+    (fake_gym.checkout / "resources_servers" / "mcqa" / "configs" / "mcqa.yaml").write_text(
+        "mcqa:\n  resources_servers:\n    mcqa:\n      entrypoint: app.py\n"
+        "      judge_base_url: ${oc.env:BENCH_JUDGE_URL,''}\n      judge_api_key: ${oc.env:BENCH_JUDGE_KEY,''}\n"
+        "      judge_model: grok\n"
+        "mcqa_simple_agent:\n  responses_api_agents:\n    simple_agent:\n      entrypoint: app.py\n"
+    )
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a")
+    result = pytester.runpytest_subprocess(*fake_gym.args, name)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "gym: warning: judge endpoint not managed by pytest-gym-eval: the environment mcqa "
+            "(resources_servers/mcqa/configs/mcqa.yaml) calls its judge with a client of its own configured by the "
+            "keys judge_base_url, judge_api_key, judge_model of its resources server block; *"
+        ]
+    )
+    assert "sk-never-shown" not in result.stdout.str() + result.stderr.str()

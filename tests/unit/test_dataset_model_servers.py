@@ -202,3 +202,54 @@ def test_a_policys_own_binding_copies_its_environment_and_points_its_agent_copy_
         "model_server": 1,
         "resources_server": {"type": "resources_servers", "name": "quiz__cand"},
     }
+
+
+# ---- judges the plugin does not manage ------------------------------------------------------------------------
+
+
+def test_a_verifier_with_its_own_judge_client_is_found_with_its_keys_and_variables(tmp_path: Path) -> None:
+    from pytest_gym_eval.session.preflight import unmanaged_judge_warning, unmanaged_judges
+
+    (tmp_path / "resources_servers" / "proofs").mkdir(parents=True)
+    (tmp_path / "resources_servers" / "proofs" / "app.py").write_text(
+        'import os\nARGS = os.environ["JUDGE_SERVER_ARGS"]\nT = os.getenv("JUDGE_TIMEOUT")\n'
+    )
+    config = tmp_path / "resources_servers" / "bench" / "configs" / "bench.yaml"
+    loaded = {
+        config: {
+            "bench": {
+                "resources_servers": {
+                    "bench": {
+                        "judge_base_url": "${oc.env:BENCH_JUDGE_URL,''}",
+                        "judge_api_key": "${oc.env:BENCH_JUDGE_KEY,''}",
+                        "judge_model": "grok",
+                        "judge_temperature": 0.0,
+                        "tavily_api_key": "x",
+                    }
+                }
+            },
+            "policy_judged": {  # the policy's own endpoint: the session sets it
+                "resources_servers": {
+                    "verifif": {"judge_base_url": "${policy_base_url}", "judge_model": "${policy_model_name}"}
+                }
+            },
+            "served": {  # a model server reference and its model name: a managed judge
+                "resources_servers": {
+                    "proofs": {
+                        "judge_model_server": {"type": "responses_api_models", "name": "judge_model"},
+                        "judge_model_name": "",
+                    }
+                }
+            },
+        }
+    }
+    found = unmanaged_judges(tmp_path, loaded)
+    assert [(j.environment, j.keys, j.variables) for j in found] == [
+        ("bench", ("judge_base_url", "judge_api_key", "judge_model"), ()),
+        ("served", (), ("JUDGE_SERVER_ARGS",)),
+    ]
+    warning = unmanaged_judge_warning(found[0], tmp_path)
+    assert warning.startswith("judge endpoint not managed by pytest-gym-eval: the environment bench")
+    assert "(resources_servers/bench/configs/bench.yaml)" in warning
+    assert "the keys judge_base_url, judge_api_key, judge_model of its resources server block" in warning
+    assert "$JUDGE_SERVER_ARGS" in unmanaged_judge_warning(found[1], tmp_path)
