@@ -260,7 +260,8 @@ class Launch:
         of a replay
         model server started here for it (on 127.0.0.1, once per session; stopped with the policy's, by
         :mod:`~pytest_gym_eval.session.stopping`), logging to :meth:`RunPaths.model_server_replay_log`. Its type is
-        ``--gym-model-type``'s, as for a replayed policy (the replay server answers both APIs). Raises
+        its ``type=``'s, else ``--gym-model-type``'s, as for a replayed policy (the replay server answers both
+        APIs). Raises
         :class:`GymStartError` naming the binding for recordings the replay server refuses."""
         from pytest_gym_eval.replay import RecordingError, ReplayServer
 
@@ -284,7 +285,9 @@ class Launch:
                 replay.start()
                 self.model_server_replays[binding.name] = replay
                 self.note(f"replay model server of {binding.name}: {replay.base_url} ({replay.recordings} recordings)")
-            served.append(ModelServerBinding(binding.name, url=replay.base_url, model=REPLAY_MODEL_NAME))
+            served.append(
+                ModelServerBinding(binding.name, url=replay.base_url, model=REPLAY_MODEL_NAME, api=binding.api)
+            )
         return tuple(served)
 
     def _model_server_blocks(

@@ -5,10 +5,11 @@ config blocks that serve them.
 A spec is ``NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat]`` (an OpenAI-compatible endpoint; the
 key is read from the environment variable ``ENV_VAR``, never given itself; ``type`` says what the endpoint speaks:
 ``responses`` is Gym's ``openai_model`` server, ``chat`` its ``vllm_model``), ``NAME=policy`` (the policy model's
-endpoint) or ``NAME=replay:FILE`` (recordings, served by a replay model server the session starts for ``NAME``,
-which is then bound as an endpoint: :meth:`~pytest_gym_eval.session.launch.Launch.served_model_servers`). ``NAME`` is
-the Gym model server instance an environment's config names, e.g. ``judge_model`` in
-``judge_model_server: {type: responses_api_models, name: judge_model}``.
+endpoint) or ``NAME=replay:FILE[,type=responses|chat]`` (recordings, served by a replay model server the session
+starts for ``NAME``, which is then bound as an endpoint of that API:
+:meth:`~pytest_gym_eval.session.launch.Launch.served_model_servers`). ``NAME`` is the Gym model server instance an
+environment's config names, e.g. ``judge_model`` in ``judge_model_server: {type: responses_api_models, name:
+judge_model}``; ``NAME@POLICY=...`` binds it for one ``--gym-policy``'s rollouts (:func:`policy_bindings`).
 
 Each binding becomes a full block ``NAME: {responses_api_models: {_delete_key: <other types>, <type>: {...}}}`` in
 the config file the plugin hands ``gym env start`` after the environments' own: it replaces whatever block the
@@ -39,7 +40,8 @@ URL_VARIABLE_PREFIX = "PYTEST_GYM_EVAL_MODEL_SERVER_URL_"
 POLICY_VALUES = {"url": "${policy_base_url}", "model": "${policy_model_name}", "key": "${policy_api_key}"}
 """What a ``NAME=policy`` block holds: the policy model's own top-level values of the run's Gym config."""
 SPEC_FORMS = (
-    "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat], NAME=policy or NAME=replay:FILE (NAME@POLICY=... "
+    "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat], NAME=policy or NAME=replay:FILE[,type=...] "
+    "(NAME@POLICY=... "
     "for one --gym-policy's rollouts)"
 )
 
@@ -117,10 +119,15 @@ def _parse_binding(shown: str, name: str, rest: str, base: Path) -> ModelServerB
     if rest == POLICY_FORM:
         return ModelServerBinding(name, policy=True)
     if rest.startswith(REPLAY_PREFIX):
-        path = (base / Path(rest.removeprefix(REPLAY_PREFIX)).expanduser()).resolve()
+        file, comma, replay_api = rest.removeprefix(REPLAY_PREFIX).rpartition(",type=")
+        if not comma:
+            file, replay_api = rest.removeprefix(REPLAY_PREFIX), ""
+        elif replay_api not in API_TYPES:
+            raise ModelServerSpecError(f"{shown}: type={replay_api}: expected {' or '.join(API_TYPES)}")
+        path = (base / Path(file).expanduser()).resolve()
         if not path.is_file():
             raise ModelServerSpecError(f"{shown}: no such recordings file: {path}")
-        return ModelServerBinding(name, replay=path)
+        return ModelServerBinding(name, replay=path, api=replay_api or None)
     url, *parts = (part.strip() for part in rest.split(","))
     fields: dict[str, str] = {}
     for part in parts:

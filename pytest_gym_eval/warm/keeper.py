@@ -212,7 +212,9 @@ class _Keeper:
                 raise GymStartError(f"--gym-model-server {binding.name}=replay:{binding.replay}: {error}") from None
             replay.start()
             self.model_server_replays.append(replay)
-            served.append(ModelServerBinding(binding.name, url=replay.base_url, model=REPLAY_MODEL_NAME))
+            served.append(
+                ModelServerBinding(binding.name, url=replay.base_url, model=REPLAY_MODEL_NAME, api=binding.api)
+            )
         return tuple(served)
 
     def run(self) -> int:

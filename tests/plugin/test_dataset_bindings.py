@@ -195,3 +195,20 @@ def test_a_verifier_with_a_judge_client_of_its_own_is_a_warning_naming_it_not_an
         ]
     )
     assert "sk-never-shown" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_replay_binding_with_type_chat_is_served_by_gyms_chat_model_server(
+    pytester: pytest.Pytester, fake_gym: FakeGym, two_judged: list[str]
+) -> None:
+    result = pytester.runpytest_subprocess(
+        *fake_gym.args,
+        two_judged[0],
+        "--gym-run-dir=runs",
+        "--gym-model-server=judge_model=replay:judge.jsonl,type=chat",
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    server = servers_config(pytester)["judge_model"]["responses_api_models"]  # type: ignore[index]
+    assert "openai_model" not in server and "openai_model" in server.get("_delete_key", "openai_model")
+    assert server["vllm_model"]["model"] == "replay" and server["vllm_model"]["base_url"].startswith(
+        "http://127.0.0.1:"
+    )

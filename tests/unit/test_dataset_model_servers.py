@@ -253,3 +253,20 @@ def test_a_verifier_with_its_own_judge_client_is_found_with_its_keys_and_variabl
     assert "(resources_servers/bench/configs/bench.yaml)" in warning
     assert "the keys judge_base_url, judge_api_key, judge_model of its resources server block" in warning
     assert "$JUDGE_SERVER_ARGS" in unmanaged_judge_warning(found[1], tmp_path)
+
+
+# ---- replay bindings with type= --------------------------------------------------------------------------------
+
+
+def test_a_replay_binding_takes_type_like_an_endpoint(tmp_path: Path) -> None:
+    from pytest_gym_eval.tasks.model_servers import parse_model_server
+
+    (tmp_path / "judge.jsonl").write_text("{}\n")
+    chat = parse_model_server("judge_model=replay:judge.jsonl,type=chat", tmp_path)
+    assert (chat.replay, chat.api, chat.model_type("openai_model")) == (tmp_path / "judge.jsonl", "chat", "vllm_model")
+    plain = parse_model_server("judge_model=replay:judge.jsonl", tmp_path)
+    assert (plain.api, plain.model_type("openai_model")) == (None, "openai_model")
+    with pytest.raises(ModelServerSpecError, match="type=grpc: expected responses or chat"):
+        parse_model_server("judge_model=replay:judge.jsonl,type=grpc", tmp_path)
+    (tmp_path / "a,b.jsonl").write_text("{}\n")  # a comma in the file's name stays part of it
+    assert parse_model_server("judge_model=replay:a,b.jsonl,type=responses", tmp_path).replay == tmp_path / "a,b.jsonl"
