@@ -113,9 +113,11 @@ class GymConfiguration:
         model server ``model_type``, whose policy model replays ``replay`` (recordings files) or calls
         ``model_url`` serving ``model`` with the key in ``$api_key_env``; or, with ``head_server``
         (``host:port``), of servers someone else started (the model is then theirs). ``model_servers``: what may be
-        shown of each ``--gym-model-server`` binding by name (:meth:`~pytest_gym_eval.tasks.model_servers.
-        ModelServerBinding.described`; no key, no password), a component only when there are bindings (a
-        configuration without keeps its key). Raises OSError when a config file or a recordings file cannot be
+        shown of each bound model server by name, ``--gym-model-server``'s and the datasets' own
+        (:func:`~pytest_gym_eval.tasks.model_servers.binding_fingerprint`: URL without its password, model, key
+        *variable*, API and Gym server type, a replay binding's recordings by sha256; no key), a component only
+        when there are bindings (a configuration without keeps its key): a warm Gym bound to another judge is
+        another Gym. Raises OSError when a config file or a recordings file cannot be
         read."""
         root = checkout.path
         configs = {}

@@ -24,6 +24,7 @@ from pytest_gym_eval.core.defaults import (
     DEFAULT_STARTUP_TIMEOUT,
 )
 from pytest_gym_eval.options.readers import (
+    _by_policy,
     _comparison_layer,
     _history_target,
     _host_port,
@@ -53,7 +54,7 @@ from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, compari
 from pytest_gym_eval.stats.gates import HOLM, Gate, GateMode, GateSource, merge_gates
 from pytest_gym_eval.stats.sequential import RewardRange
 from pytest_gym_eval.tasks.dataset import DEFAULT_ID_FIELDS
-from pytest_gym_eval.tasks.model_servers import ModelServerBinding
+from pytest_gym_eval.tasks.model_servers import ModelServerBinding, merge_bindings
 from pytest_gym_eval.tasks.models import MODEL_FIELDS, Policy
 from pytest_gym_eval.tasks.sampling import Sampling, SamplingError
 from pytest_gym_eval.tasks.shard import Shard
@@ -78,6 +79,9 @@ class GymOptions:
     policies: tuple[Policy, ...] = ()
     model_servers: tuple[ModelServerBinding, ...] = ()
     """The model servers environments name that ``--gym-model-server`` (ini ``gym_model_servers``) binds."""
+    policy_model_servers: tuple[ModelServerBinding, ...] = ()
+    """Its ``NAME@POLICY=...`` bindings: a model server bound for one ``--gym-policy``'s rollouts (not the
+    baseline's)."""
     """``--gym-policy``: the policy models compared in this session, the baseline first (none: one model)."""
     head_server: tuple[str, int] | None = None
     run_dir: Path | None = None
@@ -227,12 +231,12 @@ class GymOptions:
             raise pytest.UsageError(
                 f"--gym-policy works with --gym-model-type {' or '.join(MODEL_FIELDS)}, not {model_type}"
             )
-        model_servers = _model_servers(config, ini_value, inifile_dir)
-        clash = "--gym-keep-alive" if keep_alive else "--gym-head-server" if head_server else ""
-        if model_servers and clash:
+        model_servers, policy_model_servers = _by_policy(_model_servers(config, ini_value, inifile_dir), policies)
+        datasets = tuple(parse_dataset_settings(config.getini("gym_dataset_settings"), inifile_dir))
+        if (model_servers or any(settings.model_servers for _, settings in datasets)) and head_server:
             raise pytest.UsageError(
-                f"--gym-model-server cannot be combined with {clash}: the bindings are written into the config of a "
-                "Gym this session starts"
+                "--gym-model-server cannot be combined with --gym-head-server: the bindings are written into the "
+                "config of a Gym this session (or its warm Gym) starts"
             )
         comparisons = merge_gates(
             _comparison_layer(lambda dest: config.getoption(dest, default=None), GateSource.COMMAND_LINE),
@@ -262,6 +266,7 @@ class GymOptions:
             replay=replay,
             policies=policies,
             model_servers=model_servers,
+            policy_model_servers=policy_model_servers,
             head_server=head_server,
             run_dir=path_option("gym_run_dir"),
             startup_timeout=DEFAULT_STARTUP_TIMEOUT if startup_timeout is None else startup_timeout,
@@ -290,7 +295,7 @@ class GymOptions:
             id_fields=(id_field,) if id_field else DEFAULT_ID_FIELDS,
             cli=cli,
             ini=ini,
-            datasets=tuple(parse_dataset_settings(config.getini("gym_dataset_settings"))),
+            datasets=datasets,
             sampling=sampling,
             price=price_from_config(config),
             latency=bool(config.getoption("gym_latency", default=None) or config.getini("gym_latency")),
@@ -368,6 +373,11 @@ class GymOptions:
             marked = self._marks.get(dataset_name(path, self.rootdir), DatasetSettings())
             settings = self._settings[path] = self.cli.over(self.own_settings(path).over(marked.over(self.ini)))
         return settings
+
+    def dataset_model_servers(self, path: Path) -> tuple[ModelServerBinding, ...]:
+        """The model servers bound for the dataset at ``path``: its own ``model_server=`` settings (later lines
+        win), then ``--gym-model-server``'s (or the ini's ``gym_model_servers``) for the names it does not bind."""
+        return merge_bindings(self.dataset_settings(path).model_servers, self.model_servers)
 
     def declare_marks(self, marks: Mapping[str, Mapping[str, tuple[float, Sequence[str]]]]) -> None:
         """Take the gates test functions' ``gym_rollouts`` marks declare (``min_metric=``; per dataset name, per

@@ -7,7 +7,7 @@ sampling value; a bad value raises :class:`pytest.UsageError` naming the option 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +250,29 @@ def _policies(config: pytest.Config, ini_value: Any, inifile_dir: Path, api_key_
         return order_policies([parse_policy(text, base, api_key_env) for text in texts], baseline)
     except PolicySpecError as error:
         raise pytest.UsageError(f"{option}: {error}") from None
+
+
+def _by_policy(
+    bindings: tuple[ModelServerBinding, ...], policies: Sequence[Policy]
+) -> tuple[tuple[ModelServerBinding, ...], tuple[ModelServerBinding, ...]]:
+    """``bindings`` split into those of every policy and the ``NAME@POLICY`` ones; raises :class:`pytest.UsageError`
+    for a ``POLICY`` that is no ``--gym-policy`` or is the baseline (whose rollouts run the environments
+    themselves: bound without ``@``)."""
+    names = [policy.name for policy in policies]
+    for binding in bindings:
+        if binding.for_policy is None:
+            continue
+        where = f"--gym-model-server {binding.name}@{binding.for_policy}"
+        if binding.for_policy not in names:
+            raise pytest.UsageError(
+                f"{where}: {binding.for_policy!r} is no --gym-policy ({', '.join(names) if names else 'none named'})"
+            )
+        if binding.for_policy == names[0]:
+            raise pytest.UsageError(
+                f"{where}: {names[0]!r} is the baseline policy, whose rollouts run the environments themselves: bind "
+                f"its {binding.name} without @ (every other policy without a binding of its own shares it)"
+            )
+    return tuple(b for b in bindings if b.for_policy is None), tuple(b for b in bindings if b.for_policy)
 
 
 def _model_servers(config: pytest.Config, ini_value: Any, inifile_dir: Path) -> tuple[ModelServerBinding, ...]:

@@ -25,13 +25,16 @@ from pytest_gym_eval.tasks.python_dataset import label_of
 if TYPE_CHECKING:
     from pytest_gym_eval.stats.gates import Gate, GateSource
     from pytest_gym_eval.stats.sequential import RewardRange
+    from pytest_gym_eval.tasks.model_servers import ModelServerBinding
 
 OTHER_KEYS = ("agent", "resources_server", "repeats", "pass_threshold", "reward_range")
 """The keys of a ``gym_dataset_settings`` line that set no gate (fields of :class:`DatasetSettings`)."""
 GATE_KEYS = gate_kinds.SETTINGS
 """The keys that set gates, one per gate kind (:mod:`pytest_gym_eval.stats.gate_kinds`): merged by each gate's
 identity (:meth:`DatasetSettings.over`)."""
-SETTING_KEYS = (*OTHER_KEYS[:4], *GATE_KEYS, *OTHER_KEYS[4:])
+MODEL_SERVER_KEY = "model_server"
+"""The key that binds a model server the dataset's environment names (``model_server=NAME=SPEC``, repeatable)."""
+SETTING_KEYS = (*OTHER_KEYS[:4], *GATE_KEYS, *OTHER_KEYS[4:], MODEL_SERVER_KEY)
 """The keys a ``gym_dataset_settings`` line may set."""
 
 
@@ -52,6 +55,8 @@ class DatasetSettings:
     given: tuple[Gate, ...] = ()
     reward_range: RewardRange | None = None
     source: GateSource | None = field(default=None, compare=False)
+    model_servers: tuple[ModelServerBinding, ...] = ()
+    """The model servers the dataset binds itself (``model_server=``), beating ``--gym-model-server``'s."""
 
     @property
     def gates(self) -> list[Gate]:
@@ -79,7 +84,9 @@ class DatasetSettings:
             mine = getattr(self, name)
             values[name] = mine if mine not in (None, ()) else getattr(other, name)
         gates = sorted(merge_gates(self.gates, other.gates), key=lambda gate: gate_kinds.METRICS.index(gate.metric))
-        return DatasetSettings(**values, given=tuple(gates))
+        names = {binding.name for binding in self.model_servers}
+        servers = (*self.model_servers, *(b for b in other.model_servers if b.name not in names))
+        return DatasetSettings(**values, given=tuple(gates), model_servers=servers)
 
     def of_kind(self, kind: GateKind) -> list[Gate]:
         """These settings' gates of ``kind``."""
@@ -162,10 +169,13 @@ def _match_names(path: Path, rootdir: Path) -> list[str]:
     return found
 
 
-def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSettings]]:
-    """Parse ``gym_dataset_settings`` lines of the form ``<glob>: key=value key=value ...``.
+def parse_dataset_settings(lines: Sequence[str], base: Path | None = None) -> list[tuple[str, DatasetSettings]]:
+    """Parse ``gym_dataset_settings`` lines of the form ``<glob>: key=value key=value ...``; ``base`` (the ini
+    file's folder; the working directory when None) resolves a ``model_server=NAME=replay:FILE``'s relative path.
 
-    Raises :class:`pytest.UsageError` quoting the line for an unknown key or a bad value.
+    Raises :class:`pytest.UsageError` quoting the line for an unknown key or a bad value (a bad ``model_server=``
+    with a URL's password redacted; :meth:`~pytest_gym_eval.options.gym_options.GymOptions.from_config` redacts
+    every message).
     """
     from pytest_gym_eval.stats.gates import GateSource
 
@@ -179,6 +189,7 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
             raise pytest.UsageError(f"gym_dataset_settings: expected '<glob>: key=value ...', got {line!r}")
         values: dict[str, Any] = {}
         given: list[Gate] = []
+        servers: list[str] = []
         for pair in rest.split():
             key, eq, text = pair.partition("=")
             where = f"gym_dataset_settings line {line!r}"
@@ -188,6 +199,8 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
             if kind is not None:
                 texts = text.split(",") if kind.repeatable else [text]
                 given += gates_of(kind, texts, where if kind.repeatable else f"{where}: {key}", source)
+            elif key == MODEL_SERVER_KEY:
+                servers.append(text)
             elif key in ("agent", "resources_server"):
                 values[key] = text
             elif key == "repeats":
@@ -196,8 +209,27 @@ def parse_dataset_settings(lines: Sequence[str]) -> list[tuple[str, DatasetSetti
                 values[key] = _reward_range(text, f"{where}: reward_range")
             else:
                 values[key] = _number(text, f"{where}: {key}")
+        if servers:
+            values["model_servers"] = _model_servers(servers, base, f"gym_dataset_settings line {line!r}")
         parsed.append((pattern.strip(), DatasetSettings(**values, given=tuple(given), source=source)))
     return parsed
+
+
+def _model_servers(texts: Sequence[str], base: Path | None, where: str) -> tuple[ModelServerBinding, ...]:
+    """The ``model_server=`` values of one settings line (:func:`~pytest_gym_eval.tasks.model_servers.
+    parse_model_servers`); raises :class:`pytest.UsageError` naming ``where``."""
+    from pytest_gym_eval.core.credentials import redact_value
+    from pytest_gym_eval.tasks.model_servers import ModelServerSpecError, parse_model_servers
+
+    try:
+        bindings = parse_model_servers(texts, base or Path.cwd(), f"{where}: {MODEL_SERVER_KEY}")
+    except ModelServerSpecError as error:  # the line may hold a URL's password
+        raise pytest.UsageError(redact_value(str(error))) from None
+    if any(binding.for_policy for binding in bindings):
+        raise pytest.UsageError(
+            redact_value(f"{where}: {MODEL_SERVER_KEY}: NAME@POLICY is for --gym-model-server, not a dataset's line")
+        )
+    return bindings
 
 
 def gates_of(kind: GateKind, texts: Sequence[object], where: str, source: GateSource | None = None) -> list[Gate]:

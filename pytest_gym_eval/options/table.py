@@ -180,10 +180,13 @@ OPTIONS: tuple[Option, ...] = (
         "Bind a model server a Gym environment names (its judge, reward model, user simulator...): "
         "NAME=URL,model=SERVED_NAME[,key=ENV_VAR][,type=responses|chat] (the key read from ENV_VAR, never given "
         "itself; type: the endpoint's API, default --gym-model-type's), NAME=policy (the policy model's endpoint) or "
-        "NAME=replay:FILE (recorded answers, e.g. from `python -m pytest_gym_eval judge-recordings`, served on "
-        "127.0.0.1 with no key); "
+        "NAME=replay:FILE[,type=responses|chat] (recorded answers, e.g. from `python -m pytest_gym_eval "
+        "judge-recordings`, served on 127.0.0.1 with no key); "
         "NAME as the environment's config names it, e.g. judge_model (repeatable, in the ini file one per "
-        "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts)",
+        "line; an environment judged by policy_model needs none, one left unbound is a usage error before Gym starts; "
+        "a dataset's own model_server=NAME=SPEC in gym_dataset_settings beats it for that dataset's environment; "
+        "NAME@POLICY=SPEC binds it for one --gym-policy's rollouts other than the baseline's; a verifier calling a "
+        "judge with a client of its own, from judge_base_url-style keys or variables, is a warning: not bindable)",
         "linelist",
         action="append",
         metavar="NAME=SPEC",
@@ -438,7 +441,8 @@ INI_ONLY: tuple[IniOption, ...] = (
     IniOption(
         "gym_dataset_settings",
         "One line per dataset glob: `<glob>: key=value ...` with keys agent, resources_server, repeats, "
-        f"pass_threshold, {', '.join(kind.setting for kind in KINDS)}, reward_range.",
+        f"pass_threshold, {', '.join(kind.setting for kind in KINDS)}, reward_range, model_server (NAME=SPEC as "
+        "--gym-model-server's, repeatable; it beats --gym-model-server for the dataset's environment).",
         "linelist",
     ),
 )

@@ -144,7 +144,8 @@ class Diagnosis:
         return []
 
     def bound_judge_misses(self, run_dir: Path) -> list[str]:
-        """For a ``judge_failed`` rollout: per ``--gym-model-server NAME=replay:FILE`` binding whose replay server
+        """For a ``judge_failed`` rollout: per ``NAME=replay:FILE`` binding (``--gym-model-server``, or a dataset's
+        own ``model_server=``, then named as served: ``NAME__<environment>``) whose replay server
         had no recording for some request (its log, :meth:`RunPaths.model_server_replay_log`), the miss summary
         naming ``NAME`` (:func:`~pytest_gym_eval.replay.judge_recordings.judge_miss_summary`) and the log; then
         :data:`BOUND_JUDGE_RECORD_HINT`. Empty when no replayed binding missed (or none is replayed, or attached)."""
@@ -154,11 +155,10 @@ class Diagnosis:
         from pytest_gym_eval.replay.server import logged_misses
 
         lines = []
-        for binding in self.options.model_servers:
-            if binding.replay is None:
-                continue
-            log = RunPaths(run_dir).model_server_replay_log(binding.name)
-            if (summary := judge_miss_summary(binding.name, logged_misses(log))) is not None:
+        prefix = RunPaths(run_dir).model_server_replay_log("")  # every replayed binding's, a dataset's own too
+        for log in sorted(prefix.parent.glob(f"{prefix.stem}*{prefix.suffix}")):
+            name = log.stem.removeprefix(prefix.stem)
+            if (summary := judge_miss_summary(name, logged_misses(log))) is not None:
                 lines += [summary, f"the replay model's requests: {log}"]
         return [*lines, BOUND_JUDGE_RECORD_HINT] if lines else []
 

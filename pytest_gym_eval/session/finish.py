@@ -269,7 +269,10 @@ def run_meta(gym: Finishing) -> dict[str, object]:
         "session_id": uuid.uuid4().hex,  # the run's key in the history (run_history.run_key)
         **gym.options.sampling.meta(),
         **sampling_meta(gym.options.policies, gym.options.sampling),
-        **model_server_meta(gym.options.model_servers, gym.options.model_type),
+        **model_server_meta(
+            gym.launch.bindings.served if gym.launch.bindings is not None else gym.options.model_servers,
+            gym.options.model_type,
+        ),
         **run_history.policy_meta([(p.name, p.model or REPLAY_MODEL_NAME) for p in gym.options.policies]),
         **(gym.options.price.meta() if gym.options.price is not None else {}),
         "warm_gym": warm.entry.key if (warm := gym.launch.warm) is not None and warm.entry is not None else None,

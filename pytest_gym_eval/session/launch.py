@@ -12,6 +12,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,13 +27,26 @@ from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.session import preflight
 from pytest_gym_eval.tasks.model_servers import (
+    AgentCopy,
+    DatasetBindings,
     ModelServerBinding,
     ModelServerSpecError,
+    binding_fingerprint,
+    dataset_bindings,
+    merge_blocks,
     model_server_blocks,
     model_type_templates,
+    policy_bindings,
     url_environment,
 )
-from pytest_gym_eval.tasks.models import MODEL_FIELDS, Policy, base_agent, policy_url_environment, server_blocks
+from pytest_gym_eval.tasks.models import (
+    AGENT_SEPARATOR,
+    MODEL_FIELDS,
+    Policy,
+    base_agent,
+    policy_url_environment,
+    server_blocks,
+)
 from pytest_gym_eval.tasks.plan import RunPlan
 
 if TYPE_CHECKING:
@@ -126,6 +140,9 @@ class Launch:
         """The replay model servers of ``--gym-policy`` policies other than the first."""
         self.model_server_replays: dict[str, ReplayServer] = {}
         """The replay model server of each ``--gym-model-server NAME=replay:FILE`` binding, by ``NAME``."""
+        self.bindings: DatasetBindings | None = None
+        """The model servers the run serves (``--gym-model-server``'s and the datasets' own), once planned
+        (:meth:`plan_bindings`)."""
         self.more_models: list[tuple[str, str, str, str | None]] = []
         """``(policy, base URL, served model, API key variable)`` of every ``--gym-policy`` policy but the first."""
         self.warm: WarmGym | None = None
@@ -165,7 +182,11 @@ class Launch:
             self.cleanup.append(ray_dir)
         env = provision.gym_environment(checkout, ray_dir)  # + the URLs holding a password, which no file holds
         env.update({**(self.model.environment() if self.model else {}), **policy_url_environment(self.more_models)})
-        bindings = self.served_model_servers(run_dir)
+        planned = self.plan_bindings(checkout.path, plan, configs)
+        if options.keep_alive:  # the warm Gym's keeper serves the bindings (replayed ones too): probed only here
+            bindings = tuple(binding for binding in planned.served if binding.replay is None)
+        else:
+            bindings = self.served_model_servers(run_dir, planned.served)
         env.update(url_environment(bindings))
         return RunSettings(
             gym=checkout.gym_executable,
@@ -183,20 +204,69 @@ class Launch:
             ray_address=options.ray_address,
             attach=attach,
             servers_gone=self.warm.gone if self.warm is not None else None,
-            server_blocks={**self._server_blocks(plan, checkout), **self._model_server_blocks(checkout, bindings)},
+            server_blocks=merge_blocks(
+                {**self._server_blocks(plan, checkout), **self._model_server_blocks(checkout, bindings)},
+                planned.rewired,
+            ),
             model_servers=bindings,
         )
 
-    def served_model_servers(self, run_dir: Path) -> tuple[ModelServerBinding, ...]:
-        """``--gym-model-server``'s bindings with each ``NAME=replay:FILE`` one replaced by the URL of a replay
+    def plan_bindings(self, checkout: Path, plan: RunPlan, configs: Sequence[Path]) -> DatasetBindings:
+        """The model servers ``plan``'s run serves (:func:`~pytest_gym_eval.tasks.model_servers.dataset_bindings`):
+        ``--gym-model-server``'s, and those the datasets bind themselves (``model_server=`` in
+        ``gym_dataset_settings``) for the environments their agents run, found in ``configs`` (the agents' config
+        files); and the ``NAME@POLICY`` ones, each served for that policy's agent copies by copies of their
+        environments (:func:`~pytest_gym_eval.tasks.model_servers.policy_bindings`). Raises :class:`GymStartError` for
+        datasets running one environment that bind it differently, or a reference that cannot be rewired."""
+        options = self.options
+        own: dict[str, tuple[Path, tuple[ModelServerBinding, ...]]] = {}
+        for rollout in plan.rollouts:
+            name = rollout.nodeid.split("::", 1)[0]
+            if name not in own and (servers := options.dataset_settings(rollout.dataset).model_servers):
+                own[name] = (rollout.dataset, servers)
+        if not own and not options.policy_model_servers:
+            self.bindings = DatasetBindings(options.model_servers, {}, {})
+            return self.bindings
+        loaded = preflight.load_configs(checkout, configs)
+        datasets: dict[str, tuple[list[str], tuple[ModelServerBinding, ...]]] = {}
+        for rollout in plan.rollouts:
+            name = rollout.nodeid.split("::", 1)[0]
+            environments = datasets.setdefault(name, ([], own[name][1] if name in own else ()))[0]
+            found = preflight.agent_environments(loaded, base_agent(rollout.agent, options.policies))
+            environments += [environment for environment in found if environment not in environments]
+        references = [need.reference() for need in preflight.model_server_needs(loaded)]
+        copies = [
+            AgentCopy(
+                agent, policy.name, tuple(preflight.agent_resources_refs(loaded, base_agent(agent, options.policies)))
+            )
+            for agent in plan.agents
+            for policy in options.policies[1:]
+            if agent.endswith(f"{AGENT_SEPARATOR}{policy.name}")
+        ]
+        try:
+            planned = dataset_bindings(options.model_servers, datasets, references)
+            served, blocks = policy_bindings(options.policy_model_servers, copies, references)
+        except ModelServerSpecError as error:
+            raise GymStartError(str(error)) from None
+        self.bindings = replace(
+            planned, served=(*planned.served, *served), rewired=merge_blocks(planned.rewired, blocks)
+        )
+        return self.bindings
+
+    def served_model_servers(
+        self, run_dir: Path, bindings: Sequence[ModelServerBinding] | None = None
+    ) -> tuple[ModelServerBinding, ...]:
+        """``bindings`` (by default ``--gym-model-server``'s) with each ``NAME=replay:FILE`` one replaced by the URL
+        of a replay
         model server started here for it (on 127.0.0.1, once per session; stopped with the policy's, by
         :mod:`~pytest_gym_eval.session.stopping`), logging to :meth:`RunPaths.model_server_replay_log`. Its type is
-        ``--gym-model-type``'s, as for a replayed policy (the replay server answers both APIs). Raises
+        its ``type=``'s, else ``--gym-model-type``'s, as for a replayed policy (the replay server answers both
+        APIs). Raises
         :class:`GymStartError` naming the binding for recordings the replay server refuses."""
         from pytest_gym_eval.replay import RecordingError, ReplayServer
 
         served = []
-        for binding in self.options.model_servers:
+        for binding in self.options.model_servers if bindings is None else bindings:
             if binding.replay is None:
                 served.append(binding)
                 continue
@@ -215,7 +285,9 @@ class Launch:
                 replay.start()
                 self.model_server_replays[binding.name] = replay
                 self.note(f"replay model server of {binding.name}: {replay.base_url} ({replay.recordings} recordings)")
-            served.append(ModelServerBinding(binding.name, url=replay.base_url, model=REPLAY_MODEL_NAME))
+            served.append(
+                ModelServerBinding(binding.name, url=replay.base_url, model=REPLAY_MODEL_NAME, api=binding.api)
+            )
         return tuple(served)
 
     def _model_server_blocks(
@@ -297,7 +369,16 @@ class Launch:
         if self.options.head_server is None:  # attached servers were bound by whoever started them
             configs = list(dict.fromkeys(config for config in found.values() if config is not None))
             bound = {binding.name for binding in self.options.model_servers}
-            problems += preflight.model_server_problems(checkout, configs, bound)
+            try:
+                bound_in = self.plan_bindings(checkout, plan, configs).bound_in
+            except GymStartError as error:
+                problems.append(str(error))
+                bound_in = {}
+            loaded = preflight.load_configs(checkout, configs)
+            problems += preflight.model_server_problems(checkout, configs, bound, bound_in=bound_in, loaded=loaded)
+            if not problems:
+                for judge in preflight.unmanaged_judges(checkout, loaded):
+                    self.note(f"warning: {preflight.unmanaged_judge_warning(judge, checkout)}")
         if problems:
             raise pytest.UsageError("\n".join(problems))
 
@@ -375,7 +456,7 @@ class Launch:
     def configuration(self, plan: RunPlan) -> GymConfiguration:
         """The Gym configuration of a run of ``plan`` (:mod:`pytest_gym_eval.gym.fingerprint`); loads, or provisions,
         the checkout. Raises :class:`GymStartError` (an agent without a config, no checkout) or OSError."""
-        agents = tuple(plan.agents)
+        agents = (*plan.agents, "", *sorted({str(r.dataset) for r in plan.rollouts}))  # a dataset may bind a judge
         if agents not in self.configurations:
             options = self.options
             checkout = self.load_checkout()
@@ -386,7 +467,10 @@ class Launch:
                 replay=options.replay if head is None else (),
                 model_url=options.model_url, model=options.model, api_key_env=options.api_key_env,
                 head_server=f"{head[0]}:{head[1]}" if head is not None else None,
-                model_servers={b.name: b.described() for b in options.model_servers},
+                model_servers={
+                    b.name: binding_fingerprint(b, options.model_type)
+                    for b in self.plan_bindings(checkout.path, plan, configs).served
+                },
             )  # fmt: skip
         return self.configurations[agents]
 
@@ -400,10 +484,11 @@ class Launch:
         assert self.checkout is not None and options.keep_alive
         if not options.replay and not (options.model_url and options.model):
             self.model_endpoint(run_dir)  # raises the usual error naming what is missing
+        planned = self.plan_bindings(self.checkout.path, plan, configs)
         spec = warm_spec(
             self.configuration(plan), Registry(), self.checkout.path, configs, options.model_type,
             replay=options.replay, model_url=options.model_url, model=options.model,
             api_key_env=options.api_key_env, startup_timeout=options.startup_timeout, idle_timeout=options.keep_alive,
-            record_latency=options.latency,
+            record_latency=options.latency, model_servers=planned.served, rewired=planned.rewired,
         )  # fmt: skip
         return WarmGym(spec, Owner.current(run_dir), run_dir, Registry())

@@ -24,7 +24,7 @@ import pytest
 
 from pytest_gym_eval import provision
 from pytest_gym_eval.core.gym_yaml import read_yaml_files
-from pytest_gym_eval.tasks.model_servers import OPTION, POLICY_SERVER
+from pytest_gym_eval.tasks.model_servers import OPTION, POLICY_SERVER, RESOURCES_REF_TYPE, ServerReference
 
 AGENT_CONFIG_GLOBS = ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
 """Where :func:`~pytest_gym_eval.gym.run.find_agent_config` looks for an agent's config, in this order."""
@@ -182,6 +182,42 @@ class ModelServerNeed:
     config: Path
     key: str
     server: str
+    kind: str = ""
+    """The resources server's type (the key under ``resources_servers``)."""
+
+    def reference(self) -> ServerReference:
+        """The need as :func:`~pytest_gym_eval.tasks.model_servers.dataset_bindings` takes it."""
+        return ServerReference(self.environment, self.kind, self.key, self.server)
+
+
+def agent_environments(loaded: Mapping[Path, Mapping[str, Any]], agent: str) -> list[str]:
+    """The resources server instances the agent ``agent`` runs (each ``{type: resources_servers, name: X}`` inside
+    its block) in the loaded configs ``loaded``, in order; when its block names none, those its config file
+    defines; none when no config defines it."""
+    found: list[str] = []
+    for data in loaded.values():
+        block = data.get(agent)
+        if not isinstance(block, dict):
+            continue
+        named = [name for _, name in _refs(block, (), RESOURCES_REF_TYPE)]
+        if not named:
+            named = [name for name, value in data.items() if isinstance(value, dict) and "resources_servers" in value]
+        found += [str(name) for name in named if name not in found]
+    return found
+
+
+def agent_resources_refs(loaded: Mapping[Path, Mapping[str, Any]], agent: str) -> list[tuple[str, str, str]]:
+    """The resources servers the agent ``agent`` names in the loaded configs, as ``(environment, agent server type,
+    key path of the reference inside that type's block)``, e.g. ``("mcqa", "simple_agent", "resources_server")``."""
+    found: list[tuple[str, str, str]] = []
+    for data in loaded.values():
+        block = data.get(agent)
+        servers = block.get("responses_api_agents") if isinstance(block, dict) else None
+        if not isinstance(servers, dict):
+            continue
+        for kind, fields in servers.items():
+            found += [(name, str(kind), key) for key, name in _refs(fields, (), RESOURCES_REF_TYPE)]
+    return found
 
 
 def model_server_needs(loaded: Mapping[Path, Mapping[str, Any]]) -> list[ModelServerNeed]:
@@ -193,22 +229,22 @@ def model_server_needs(loaded: Mapping[Path, Mapping[str, Any]]) -> list[ModelSe
             servers = block.get("resources_servers") if isinstance(block, dict) else None
             if not isinstance(servers, dict):
                 continue
-            for fields in servers.values():
-                for key, server in _model_refs(fields, ()):
-                    needs.append(ModelServerNeed(str(environment), path, key, server))
+            for kind, fields in servers.items():
+                for key, server in _refs(fields, ()):
+                    needs.append(ModelServerNeed(str(environment), path, key, server, str(kind)))
     return needs
 
 
-def _model_refs(value: object, path: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+def _refs(value: object, path: tuple[str, ...], kind: str = MODEL_REF_TYPE) -> Iterator[tuple[str, str]]:
     if isinstance(value, dict):
-        if value.get("type") == MODEL_REF_TYPE and isinstance(value.get("name"), str) and path:
+        if value.get("type") == kind and isinstance(value.get("name"), str) and path:
             yield ".".join(path), value["name"]
             return
         for key, inner in value.items():
-            yield from _model_refs(inner, (*path, str(key)))
+            yield from _refs(inner, (*path, str(key)), kind)
     elif isinstance(value, list):
         for index, inner in enumerate(value):
-            yield from _model_refs(inner, (*path, str(index)))
+            yield from _refs(inner, (*path, str(index)), kind)
 
 
 def unbound_reason(server: str, merged: Mapping[str, Any], bound: set[str], environ: Mapping[str, str]) -> str | None:
@@ -263,14 +299,29 @@ def _url_problem(value: object, merged: Mapping[str, Any], environ: Mapping[str,
     return None
 
 
+def load_configs(checkout: Path, configs: Sequence[Path]) -> dict[Path, dict[str, Any]]:
+    """The Gym config files ``configs`` read (:func:`~pytest_gym_eval.core.gym_yaml.read_yaml_files`), those that
+    hold a mapping."""
+    return {path: data for path, data in read_yaml_files(configs, checkout).items() if isinstance(data, dict)}
+
+
 def model_server_problems(
-    checkout: Path, configs: Sequence[Path], bound: set[str], environ: Mapping[str, str] | None = None
+    checkout: Path,
+    configs: Sequence[Path],
+    bound: set[str],
+    environ: Mapping[str, str] | None = None,
+    bound_in: Mapping[str, set[str]] | None = None,
+    loaded: Mapping[Path, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """One message per model server the resources servers of ``configs`` (the run's Gym config files) name that
     cannot serve (:func:`unbound_reason`), naming the environment, the config key, the server and the
-    ``--gym-model-server`` to add; ``bound`` are the names bound with it, ``environ`` the environment Gym gets
-    (``os.environ`` by default). Each server is named once (with every environment and key that names it)."""
-    loaded = {path: data for path, data in read_yaml_files(configs, checkout).items() if isinstance(data, dict)}
+    ``--gym-model-server`` to add; ``bound`` are the names bound with it, ``bound_in`` those the datasets running
+    an environment bind for it (``model_server=`` in ``gym_dataset_settings``; by environment), ``environ`` the
+    environment Gym gets (``os.environ`` by default), ``loaded`` the configs already read (:func:`load_configs`).
+    Each server is named once (with every environment and key that names it)."""
+    if loaded is None:
+        loaded = load_configs(checkout, configs)
+    bound_in = bound_in or {}
     merged: dict[str, Any] = {}
     for data in loaded.values():
         merged.update(data)
@@ -279,6 +330,8 @@ def model_server_problems(
     for need in model_server_needs(loaded):
         if need.server.strip() in UNSET_VALUES:
             continue  # a name the config leaves to fill in (`???`): Gym names the missing value itself
+        if need.server in bound_in.get(need.environment, ()):
+            continue
         users.setdefault(need.server, []).append(need)
     problems = []
     for server, needs in users.items():
@@ -298,3 +351,86 @@ def _shown_path(path: Path, checkout: Path) -> str:
         return str(path.relative_to(checkout))
     except ValueError:
         return str(path)
+
+
+OWN_CLIENT_KEY = re.compile(r"^(?P<prefix>[A-Za-z0-9_]*?)(?:base_url|api_key|model|model_name)$")
+"""A key of a resources server's block that may configure a model client of the verifier's own: ``base_url``,
+``api_key``, ``model`` or ``model_name`` after a prefix (``judge_``, ``anthropic_``, none)."""
+JUDGE_VARIABLE = re.compile(
+    r"""(?:environ(?:\.get)?\s*[\[(]|getenv\s*\()\s*["']([A-Z0-9_]*JUDGE[A-Z0-9_]*(?:URL|API_KEY|MODEL|MODEL_NAME|ARGS))["']"""
+)
+"""An environment variable a server's code reads that names a judge's endpoint, key, model or client arguments
+(``os.environ["JUDGE_SERVER_ARGS"]``, ``LAB_JUDGE_BASE_URL``)."""
+
+
+@dataclass(frozen=True)
+class UnmanagedJudge:
+    """An environment whose verifier calls a model with a client of its own: ``environment`` (the resources
+    server instance), ``config`` (its file), ``keys`` (the key paths in its block that configure the client) and
+    ``variables`` (judge environment variables its server's code reads)."""
+
+    environment: str
+    config: Path
+    keys: tuple[str, ...]
+    variables: tuple[str, ...]
+
+
+def unmanaged_judges(checkout: Path, loaded: Mapping[Path, Mapping[str, Any]]) -> list[UnmanagedJudge]:
+    """The environments of the loaded configs (``loaded``, :func:`load_configs`) whose verifier calls its judge
+    (or another model) with its own OpenAI client: a resources server block holding ``<prefix>base_url`` keys
+    with their ``<prefix>api_key``, ``<prefix>model`` and ``<prefix>model_name`` (``judge_base_url``,
+    ``judge_api_key``, ``judge_model``), or whose server code in ``checkout`` reads a judge's endpoint, key, model
+    or client arguments from an environment variable (``JUDGE_SERVER_ARGS``, ``LAB_JUDGE_BASE_URL``). A value
+    that is the policy's own (``${policy_base_url}``, which the session sets) is managed and left out. Such a judge
+    is no model server: ``--gym-model-server`` cannot bind it, nor a replay serve it."""
+    found = []
+    for path, data in loaded.items():
+        for environment, block in data.items():
+            servers = block.get("resources_servers") if isinstance(block, dict) else None
+            if not isinstance(servers, dict):
+                continue
+            for kind, fields in servers.items():
+                keys = tuple(_own_client_keys(fields, ()))
+                variables = tuple(_judge_variables(checkout / "resources_servers" / str(kind)))
+                if keys or variables:
+                    found.append(UnmanagedJudge(str(environment), path, keys, variables))
+    return found
+
+
+def _own_client_keys(value: object, path: tuple[str, ...]) -> Iterator[str]:
+    if not isinstance(value, dict) or value.get("type") == MODEL_REF_TYPE:
+        return
+    prefixes = {m["prefix"] for key in value if (m := OWN_CLIENT_KEY.match(str(key))) and str(key).endswith("base_url")}
+    for key, inner in value.items():
+        match = OWN_CLIENT_KEY.match(str(key))
+        own = match is not None and match["prefix"] in prefixes
+        if own and not (isinstance(inner, str) and "${policy_" in inner):
+            yield ".".join((*path, str(key)))
+        elif isinstance(inner, dict):
+            yield from _own_client_keys(inner, (*path, str(key)))
+
+
+def _judge_variables(folder: Path) -> list[str]:
+    found: list[str] = []
+    for source in sorted(folder.glob("*.py")):
+        try:
+            text = source.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        found += JUDGE_VARIABLE.findall(text)
+    return list(dict.fromkeys(found))
+
+
+def unmanaged_judge_warning(judge: UnmanagedJudge, checkout: Path) -> str:
+    """The preflight's warning for ``judge``: names the environment, its config and the keys / variables."""
+    parts = []
+    if judge.keys:
+        parts.append(f"the keys {', '.join(judge.keys)} of its resources server block")
+    if judge.variables:
+        parts.append(f"the environment variables {', '.join('$' + v for v in judge.variables)} its server reads")
+    return (
+        f"judge endpoint not managed by pytest-gym-eval: the environment {judge.environment} "
+        f"({_shown_path(judge.config, checkout)}) calls its judge with a client of its own configured by "
+        f"{' and '.join(parts)}; --gym-model-server cannot bind it and its calls are neither recorded nor "
+        "replayed (set those keys or variables yourself)"
+    )

@@ -12,10 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pytest_gym_eval.core.credentials import has_secret, redact_value, url_variable
 from pytest_gym_eval.core.files import write_json_atomic
@@ -27,6 +27,12 @@ from pytest_gym_eval.gym.run import (
     GymStartError,
     ModelEndpoint,
     probe_model,
+)
+from pytest_gym_eval.tasks.model_servers import (
+    ModelServerBinding,
+    binding_from_record,
+    binding_record,
+    url_environment,
 )
 from pytest_gym_eval.warm.registry import (
     KEY_SHOWN,
@@ -131,14 +137,15 @@ class WarmGym:
             remove_lease(self.entry.home, self.owner)
 
     def _key_problem(self, entry: Entry) -> str | None:
-        """Why ``entry``'s Gym would call the model with another API key than this session's, or None."""
-        if self.spec.replay:
-            return None
+        """Why ``entry``'s Gym would call the model, or a bound model server, with another API key (or URL
+        password) than this session's, or None."""
         variable = self.spec.api_key_env
         try:
             environ = Path(f"/proc/{entry.keeper_owner.pid}/environ").read_bytes().split(b"\0")
         except OSError:
             return f"its environment cannot be read to compare ${variable}"
+        if self.spec.replay:
+            return _binding_key_problem([binding_from_record(r, {}) for r in self.spec.model_servers], environ)
         prefix = variable.encode() + b"="
         theirs = next((item[len(prefix) :] for item in environ if item.startswith(prefix)), b"")
         ours = os.environ.get(variable, "").encode()
@@ -149,7 +156,7 @@ class WarmGym:
         theirs = next((item[len(prefix) :] for item in environ if item.startswith(prefix)), b"")
         if has_secret(url) and theirs != url.encode():
             return "it was started with another password in its model URL (a warm Gym keeps the one it started with)"
-        return None
+        return _binding_key_problem([binding_from_record(r, {}) for r in self.spec.model_servers], environ)
 
     def _start(self, stopping: threading.Event, deadline: float, on_event: Callable[[str], None]) -> Entry:
         """Start a keeper for the spec and wait until its Gym is ready; the entry. Holds the key's lock."""
@@ -158,7 +165,11 @@ class WarmGym:
         logs.mkdir(mode=0o700)
         url = self.spec.model_url  # a password in it goes to the keeper in its environment, not in spec.json
         shown = redact_value(url) if url is not None else None
-        spec = WarmSpec(**{**asdict(self.spec), "lease": self.owner.marker, "model_url": shown})
+        bindings = [binding_from_record(record, {}) for record in self.spec.model_servers]
+        servers = tuple(binding_record(binding, redact=True) for binding in bindings)
+        spec = WarmSpec(
+            **{**asdict(self.spec), "lease": self.owner.marker, "model_url": shown, "model_servers": servers}
+        )
         spec.save(RunPaths(home).warm_spec)
         keeper_log_path = RunPaths(home).keeper_log
         on_event(f"starting warm Gym {self.spec.key[:KEY_SHOWN]} (home {home}; keeper log {keeper_log_path})")
@@ -167,6 +178,7 @@ class WarmGym:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         if url is not None and has_secret(url):
             env[url_variable()] = url
+        env.update(url_environment(bindings))  # a bound URL's password too
         read_end, write_end = os.pipe()
         keeper_log = os.open(keeper_log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
@@ -231,6 +243,10 @@ class WarmGym:
         links = [(run.server_logs, home.server_logs)]
         if self.spec.replay:
             links.append((run.replay_log, home.replay_log))
+        for record in self.spec.model_servers:  # the keeper's replay servers of replay bindings log in its home
+            if record.get("replay"):
+                name = str(record["name"])
+                links.append((run.model_server_replay_log(name), home.model_server_replay_log(name)))
         for link, target in links:
             if not link.exists() and not link.is_symlink():
                 with contextlib.suppress(OSError):
@@ -242,6 +258,25 @@ class WarmGym:
                 "started": self.started, "attached": not self.started, "keeper": entry.keeper,
             },
         )  # fmt: skip
+
+
+def _binding_key_problem(bindings: Sequence[ModelServerBinding], environ: Sequence[bytes]) -> str | None:
+    """Why a keeper whose environment is ``environ`` (``VAR=value`` items) would call a bound model server with
+    another key or URL password than this session's ``bindings``, or None. Names the variable, never a value."""
+    for binding in bindings:
+        pairs = [(binding.api_key_env, os.environ.get(binding.api_key_env or "", ""))] if binding.api_key_env else []
+        if binding.url is not None and has_secret(binding.url):
+            pairs.append((binding.url_variable(), binding.url))
+        for variable, ours in pairs:
+            assert variable is not None
+            prefix = variable.encode() + b"="
+            theirs = next((item[len(prefix) :] for item in environ if item.startswith(prefix)), b"")
+            if theirs != ours.encode():
+                return (
+                    f"it was started with another value of ${variable} for the model server {binding.name} (a warm "
+                    "Gym keeps the keys it started with)"
+                )
+    return None
 
 
 def warm_spec(
@@ -259,6 +294,8 @@ def warm_spec(
     idle_timeout: float,
     stop_grace: float = DEFAULT_GRACE,
     record_latency: bool = False,
+    model_servers: Sequence[ModelServerBinding] = (),
+    rewired: Mapping[str, Any] | None = None,
 ) -> WarmSpec:
     """The :class:`WarmSpec` of a session's Gym (see its fields). Its key is the sha256 of the configuration's key
     and this plugin's version (another version may start Gym differently), and of ``record_latency`` when set (Gym's
@@ -272,5 +309,6 @@ def warm_spec(
         checkout=str(checkout), gym_configs=tuple(str(c) for c in gym_configs), model_type=model_type,
         replay=tuple(str(p) for p in replay), model_url=model_url, model=model, api_key_env=api_key_env,
         startup_timeout=startup_timeout, idle_timeout=idle_timeout, stop_grace=stop_grace,
-        record_latency=record_latency,
+        record_latency=record_latency, model_servers=tuple(binding_record(b) for b in model_servers),
+        rewired=dict(rewired or {}),
     )  # fmt: skip

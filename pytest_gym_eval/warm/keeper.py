@@ -30,6 +30,13 @@ from pytest_gym_eval.gym.run import (
     start_servers,
     write_gym_config,
 )
+from pytest_gym_eval.tasks.model_servers import (
+    ModelServerBinding,
+    ModelServerSpecError,
+    binding_from_record,
+    served_blocks,
+    url_environment,
+)
 from pytest_gym_eval.warm.registry import (
     KEY_SHOWN,
     Entry,
@@ -85,6 +92,7 @@ class _Keeper:
         self.servers: GymProcess | None = None
         self.ray: GymProcess | None = None  # the Ray head of Gym's servers, when the keeper started one
         self.replay: Any = None
+        self.model_server_replays: list[Any] = []  # the replay servers of replay bindings
         self.entry: Entry | None = None
 
     def send(self, message: dict[str, Any]) -> None:
@@ -135,14 +143,22 @@ class _Keeper:
             raise GymStartError(str(error)) from None
         ray_dir, _ = ray_temp_dir(self.home)
         head = ("127.0.0.1", free_port())
+        bindings = self.serve_bindings(paths)
+        try:
+            blocks = served_blocks(checkout.path, bindings, spec.model_type, os.environ)
+        except ModelServerSpecError as error:
+            raise GymStartError(str(error)) from None
+        env = {**provision.gym_environment(checkout, ray_dir), **model.environment(), **url_environment(bindings)}
         settings = RunSettings(
             gym=checkout.gym_executable,
-            env={**provision.gym_environment(checkout, ray_dir), **model.environment(), MARKER: self.owner.marker},
+            env={**env, MARKER: self.owner.marker},
             cwd=checkout.path,
             model=model,
             gym_configs=tuple(Path(config) for config in spec.gym_configs),
             startup_timeout=spec.startup_timeout,
             stop_grace=spec.stop_grace,
+            server_blocks={**blocks, **spec.rewired},
+            model_servers=bindings,
         )
         started = time.monotonic()
 
@@ -172,6 +188,34 @@ class _Keeper:
             model={"url": redact_value(model.url), "model": model.model, "model_type": model.model_type,
                    "api_key_env": model.api_key_env},
         )  # fmt: skip
+
+    def serve_bindings(self, paths: RunPaths) -> tuple[ModelServerBinding, ...]:
+        """The spec's bound model servers, each ``NAME=replay:FILE`` one served by a replay model server started
+        here (it outlives the session as the warm Gym does; its log :meth:`RunPaths.model_server_replay_log` of
+        the warm Gym's home). Raises GymStartError for a record or recordings it cannot use."""
+        from pytest_gym_eval.replay import RecordingError, ReplayServer
+
+        served = []
+        for record in self.spec.model_servers:
+            try:
+                binding = binding_from_record(record, os.environ)
+            except (KeyError, TypeError) as error:
+                raise GymStartError(f"the warm Gym's spec has a bad model server binding: {error!r}") from None
+            if binding.replay is None:
+                served.append(binding)
+                continue
+            try:
+                replay = ReplayServer(
+                    [binding.replay], log_path=paths.model_server_replay_log(binding.name), model_name=REPLAY_MODEL_NAME
+                )
+            except (RecordingError, OSError) as error:
+                raise GymStartError(f"--gym-model-server {binding.name}=replay:{binding.replay}: {error}") from None
+            replay.start()
+            self.model_server_replays.append(replay)
+            served.append(
+                ModelServerBinding(binding.name, url=replay.base_url, model=REPLAY_MODEL_NAME, api=binding.api)
+            )
+        return tuple(served)
 
     def run(self) -> int:
         """Start, report, keep, stop; the exit status (0, or 1 when Gym could not start)."""
@@ -262,6 +306,8 @@ class _Keeper:
             self.ray.stop(self.spec.stop_grace)
         if self.replay is not None:
             self.replay.stop()
+        while self.model_server_replays:
+            self.model_server_replays.pop().stop()
         ray = self.home / "ray"
         if ray.is_symlink():
             shutil.rmtree(os.path.realpath(ray), ignore_errors=True)

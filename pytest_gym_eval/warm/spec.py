@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,8 @@ class WarmSpec:
     ``replay`` (recordings the keeper's own replay model serves) or ``model_url``/``model``/``api_key_env`` (an
     endpoint, the key read from that variable); times in seconds; ``lease`` the starting session's
     :data:`~pytest_gym_eval.gym.orphans.MARKER` value (its lease is written when Gym is ready); ``record_latency``
-    (``--gym-latency``) turns on the servers' model-call observability, which records each rollout's latency.
+    (``--gym-latency``) turns on the servers' model-call observability, which records each rollout's latency;
+    ``model_servers`` and ``rewired`` the bound model servers and the references rewired to them.
     """
 
     key: str
@@ -54,6 +55,13 @@ class WarmSpec:
     stop_grace: float = DEFAULT_GRACE
     lease: str = ""
     record_latency: bool = False
+    model_servers: tuple[dict[str, Any], ...] = ()
+    """The model servers the session binds (``--gym-model-server``, datasets' own ``model_server=``), each as
+    :func:`~pytest_gym_eval.tasks.model_servers.binding_record` writes it (a URL's password masked; the keeper reads
+    the URL from its environment); the keeper serves a replay binding itself."""
+    rewired: dict[str, Any] = field(default_factory=dict)
+    """Config blocks pointing environments at a dataset binding's own instance
+    (:attr:`~pytest_gym_eval.tasks.model_servers.DatasetBindings.rewired`)."""
 
     def save(self, path: Path) -> None:
         """Write the spec as JSON, owner-only."""
@@ -65,4 +73,5 @@ class WarmSpec:
         data = json.loads(path.read_text(encoding="utf-8"))
         data["gym_configs"] = tuple(data["gym_configs"])
         data["replay"] = tuple(data.get("replay") or ())
+        data["model_servers"] = tuple(data.get("model_servers") or ())
         return cls(**data)

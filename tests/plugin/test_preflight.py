@@ -189,7 +189,10 @@ def test_a_replay_binding_serves_the_judge_from_a_loopback_replay_server(
     [
         (["--gym-model-server=judge_model"], "--gym-model-server 'judge_model': expected NAME=URL,model=SERVED_NAME"),
         (["--gym-model-server=policy_model=http://h/v1,model=m"], "is the policy model's server"),
-        (["--gym-model-server=judge_model=policy", "--gym-keep-alive=60"], "cannot be combined with --gym-keep-alive"),
+        (
+            ["--gym-model-server=judge_model=policy", "--gym-head-server=127.0.0.1:9"],
+            "cannot be combined with --gym-head-server",
+        ),
     ],
 )
 def test_a_bad_model_server_binding_is_a_usage_error_naming_the_option(
