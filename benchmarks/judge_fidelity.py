@@ -4,7 +4,7 @@ every row's reward and Gym's aggregate file compared.
 
     python benchmarks/judge_fidelity.py [ENV ...] [--work DIR] [--results FILE]
 
-Per environment, all under ``/tmp/gym-tier.lock`` (one real Gym at a time on a shared machine):
+Per environment (the whole run under ``/tmp/gym-tier.lock``: one real Gym at a time on a shared machine):
 
 1. **Provision** its server venv in the default Gym 0.7.0 checkout (``pytest_gym_eval.provision``).
 2. **Answers.** A stand-in OpenAI-compatible server (:class:`StandIn`, on 127.0.0.1) answers the policy's request
@@ -577,6 +577,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("environments", nargs="*", default=list(DEFAULT_ENVIRONMENTS))
     parser.add_argument("--work", type=Path, default=Path("/tmp/judge-fidelity"))
     parser.add_argument("--results", type=Path, default=None, help="JSON lines (default: WORK/results.jsonl)")
+    parser.add_argument(
+        "--stop-after", type=float, default=math.inf, help="seconds after which no further environment starts"
+    )
     parser.add_argument("--table", action="store_true", help="print the table of the results file and stop")
     parser.add_argument("--write", action="store_true", help=f"with --table: write it into {DOC.name} too")
     args = parser.parse_args(argv)
@@ -588,20 +591,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_table(DOC, text)
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # stop Gym on the way out
     failed = 0
-    for environment in args.environments:
-        print(f"{environment}: ...", flush=True)
-        try:
-            with gym_lock():  # the whole environment: provision, raw Gym, the session
+    stop_at = time.monotonic() + args.stop_after
+    with gym_lock():  # the environments one after another in one hold: each provisions, starts Gym twice
+        for environment in args.environments:
+            if time.monotonic() > stop_at:
+                print(f"{environment}: not started (--stop-after {args.stop_after:g} s)", flush=True)
+                failed += 1
+                continue
+            print(f"{environment}: ...", flush=True)
+            try:
                 result = run_environment(environment, args.work)
-        except Exception as exc:  # one environment's failure is its row, not the end of the run
-            traceback.print_exc()
-            result = {"environment": environment, "runs": False, "reason": f"{type(exc).__name__}: {exc}"}
-        with results_path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(result) + "\n")
-        ok = result.get("runs") and result["rewards_equal"] and result["aggregate_equal"] and result["mean_equal"]
-        failed += not ok
-        print(f"{environment}: {json.dumps({k: v for k, v in result.items() if k != 'aggregate_differences'})}")
+            except Exception as exc:  # one environment's failure is its row, not the end of the run
+                traceback.print_exc()
+                result = {"environment": environment, "runs": False, "reason": f"{type(exc).__name__}: {exc}"}
+            with results_path.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(result) + "\n")
+            ok = result.get("runs") and result["rewards_equal"] and result["aggregate_equal"] and result["mean_equal"]
+            failed += not ok
+            print(f"{environment}: {json.dumps({k: v for k, v in result.items() if k != 'aggregate_differences'})}")
     return 1 if failed else 0
 
 
