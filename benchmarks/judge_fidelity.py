@@ -210,8 +210,9 @@ def policy_recordings(rows: Sequence[Mapping[str, Any]], recorded: Path) -> list
 
     by_conversation: dict[object, dict[str, Any]] = {}
     if recorded.exists():
-        for line in read_jsonl(recorded):
-            try:
+        for text in recorded.read_text(encoding="utf-8").splitlines():
+            try:  # some example files hold placeholder lines (over_refusal_detection: `<PLACEHOLDER ROW>`)
+                line = json.loads(text)
                 key = request_conversation(line["responses_create_params"]).key
             except (KeyError, ValueError, TypeError):
                 continue
