@@ -146,16 +146,16 @@ def verdict(environment: str, conversation: object) -> str:
     return choices[digest(conversation) % len(choices)]
 
 
-def policy_text(row: Mapping[str, Any], number: int) -> str:
-    """A made-up policy answer for a row without a recorded one: the row's reference SQL, or its expected answer
-    for even ``number`` and a wrong one for odd, boxed; else a plain sentence."""
+def policy_text(row: Mapping[str, Any]) -> str:
+    """A made-up policy answer for a row without a recorded one: the row's reference SQL, or, boxed, its expected
+    answer or a wrong one (by the row's digest: identical rows get the same answer); else a plain sentence."""
     if isinstance(row.get("sql"), str):
         return f"```sql\n{row['sql']}\n```"
     expected = row.get("expected_answer", row.get("answer"))
     if isinstance(expected, (str, int, float)) and str(expected).strip():
-        chosen = str(expected) if number % 2 == 0 else "17"
+        chosen = str(expected) if digest(row) % 2 == 0 else "17"
         return f"Working it out step by step, the answer is \\boxed{{{chosen}}}."
-    return f"Here is my answer to the request (stand-in policy, row {number})."
+    return f"Here is my answer to the request (stand-in policy, answer {digest(row) % 1000})."
 
 
 def responses_body(text: str, model: str = "stand-in") -> dict[str, Any]:
@@ -220,14 +220,14 @@ def policy_recordings(rows: Sequence[Mapping[str, Any]], recorded: Path) -> list
             if output and output[-1].get("type") == "message":
                 by_conversation.setdefault(key, line)
     recordings = []
-    for number, row in enumerate(rows):
+    for row in rows:
         params = row["responses_create_params"]
         found = by_conversation.get(request_conversation(params).key)
         if found is not None:
             response = {**responses_body(""), **found["response"], "usage": USAGE}
             recordings.append({"responses_create_params": params, "response": response})
         else:
-            recordings.append({"responses_create_params": params, "response": responses_body(policy_text(row, number))})
+            recordings.append({"responses_create_params": params, "response": responses_body(policy_text(row))})
     return recordings
 
 

@@ -69,6 +69,8 @@ def test_the_stand_in_judge_is_deterministic_and_says_what_the_verifier_parses()
     verdicts = {judge_fidelity.verdict("false_statement_judge", f"request {n}") for n in range(40)}
     assert verdicts == set(judge_fidelity.VERDICTS["false_statement_judge"])
     assert judge_fidelity.verdict("simpleqa", "q") == judge_fidelity.verdict("simpleqa", "q")
-    assert judge_fidelity.policy_text({"sql": "SELECT 1"}, 3) == "```sql\nSELECT 1\n```"
-    assert "\\boxed{7}" in judge_fidelity.policy_text({"expected_answer": 7}, 0)
-    assert "\\boxed{7}" not in judge_fidelity.policy_text({"expected_answer": 7}, 1)
+    assert judge_fidelity.policy_text({"sql": "SELECT 1"}) == "```sql\nSELECT 1\n```"
+    answers = {judge_fidelity.policy_text({"expected_answer": 7, "n": n}) for n in range(20)}
+    assert len(answers) == 2 and any("\\boxed{7}" in text for text in answers)  # right for some rows, wrong for others
+    row = {"question": "q"}
+    assert judge_fidelity.policy_text(row) == judge_fidelity.policy_text(dict(row))  # identical rows, one answer
