@@ -118,6 +118,19 @@ NOT_OFFLINE: dict[str, str] = {
 """Judge environments of Gym 0.7.0 that cannot run offline, and why (/work/wt/judge-research.md section 4, from
 their configs and code)."""
 
+NOTES: dict[str, str] = {
+    "math_with_judge": (
+        "row 2's answer is equivalent to its expected answer only through SymPy on 2^2017-sized powers: Gym's "
+        "math_verify child process has 10 s of wall clock (`library_verifier_timeout_seconds`) and returns 0.0 "
+        "when it runs out, so on a loaded machine the same answer scores 1.0 in one run and 0.0 in the next"
+    ),
+    "multichallenge": (
+        "rows 3-5 of example.jsonl are identical: the session counts them as one task (a collection warning says "
+        "so; repeats are `--gym-repeats`), Gym rolls each out, so Gym's aggregate weighs that task three times"
+    ),
+}
+"""Why an environment's runs differ, where it is known (from the runs' records), shown in the table."""
+
 USAGE = {
     "input_tokens": 10,
     "input_tokens_details": {"cached_tokens": 0},
@@ -545,16 +558,20 @@ def table(results: Sequence[Mapping[str, Any]]) -> str:
     for name, r in last.items():
         if r.get("runs"):
             rewards = ", ".join("-" if v is None else f"{v:g}" for v in r["raw_rewards"])
+            differing = [name.split("/", 1)[-1] for name in r["aggregate_differences"]]
+            shown = ", ".join(f"`{name}`" for name in differing[:3]) + (", ..." if len(differing) > 3 else "")
             reason = "; ".join(filter(None, [
-                f"differing figures: {', '.join(r['aggregate_differences'][:4])}" if r["aggregate_differences"] else "",
+                f"{len(differing)} of {r['aggregate_figures']} figures differ: {shown}" if differing else "",
                 f"errored: {', '.join(r['errors'])}" if r["errors"] else "",
+                NOTES.get(name, "") if differing or not r["rewards_equal"] else "",
             ]))  # fmt: skip
             lines.append(
                 f"| {name} | yes | {', '.join(r['judges'])} | {r['rows']} | {r['judge_calls']} | "
                 f"{yes(r['rewards_equal'])} ({rewards}) | {yes(r['aggregate_equal'] and r['mean_equal'])} | {reason} |"
             )
         else:
-            lines.append(f"| {name} | **no** | | | | | | {r.get('reason', '')} |")
+            reason = str(r.get("reason", "")).splitlines()[0][:200]
+            lines.append(f"| {name} | **no** | | | | | | {reason} |")
     for name, reason in NOT_OFFLINE.items():
         if name not in last:
             lines.append(f"| {name} | not offline | | | | | | {reason} |")
