@@ -84,7 +84,8 @@ stand-in gives one of them, chosen by the judge request's digest (:func:`verdict
 DEFAULT_ENVIRONMENTS = (
     "math_with_judge", "polymath", "equivalence_llm_judge", "over_refusal_detection", "text_to_sql",
     "multichallenge", "physics_judge", "math_with_autograder", "frontierscience_judge", "imo_proofbench_judge",
-    "inverse_if", "false_statement_judge", "simpleqa", "arena_judge", "agentif", "longmemeval",
+    "inverse_if", "false_statement_judge", "simpleqa", "abstention", "omniscience", "arena_judge", "agentif",
+    "longmemeval",
 )  # fmt: skip
 """In the order the script runs them: the cheapest first."""
 
@@ -125,8 +126,10 @@ NOTES: dict[str, str] = {
         "when it runs out, so on a loaded machine the same answer scores 1.0 in one run and 0.0 in the next"
     ),
     "multichallenge": (
-        "rows 3-5 of example.jsonl are identical: the session counts them as one task (a collection warning says "
-        "so; repeats are `--gym-repeats`), Gym rolls each out, so Gym's aggregate weighs that task three times"
+        "rows 3-5 of example.jsonl are identical: Gym gives them one task index (2) and rolls out each (rollouts "
+        "0-2 of that task, every one 0.0, the session's reward for it), so the script finds no rollout for row "
+        "indices 3 and 4; the session counts them as one task with one rollout (a collection warning says so; "
+        "repeats are `--gym-repeats`), so Gym's mean over 5 rollouts (0.27) is not the session's over 3 (0.44)"
     ),
 }
 """Why an environment's runs differ, where it is known (from the runs' records), shown in the table."""
