@@ -70,7 +70,10 @@ def find_agent_config(checkout: Path, agent: str, resources_server: str | None =
     Looks in ``resources_servers/*/configs/*.yaml`` first, then in ``benchmarks/`` and ``environments/``; with
     ``resources_server`` only in that resources server's ``configs/`` folder, or, named as Gym names one flavor
     (``format_verification/citation_format``), only in that config. Configs are found by the agent they define,
-    so one not named after its folder (``equivalence_rule/configs/lc.yaml``) is found too.
+    so one not named after its folder (``equivalence_rule/configs/lc.yaml``) is found too. When several configs of
+    one folder define it, the one named after its resources server (``math_with_judge/configs/math_with_judge.yaml``,
+    the config ``gym env start --resources-server math_with_judge`` loads) wins over the others in name order
+    (``dapo17k.yaml`` also defines ``math_with_judge_simple_agent``, with its judge left ``???``).
     """
     pattern = re.compile(rf"^{re.escape(agent)}:\s*(#.*)?$", re.MULTILINE)
     server, _, flavor = (resources_server or "").partition("/")
@@ -80,13 +83,19 @@ def find_agent_config(checkout: Path, agent: str, resources_server: str | None =
         else ("resources_servers/*/configs/*.yaml", "benchmarks/**/*.yaml", "environments/**/*.yaml")
     )
     for glob in globs:
-        for path in sorted(checkout.glob(glob)):
+        for path in sorted(checkout.glob(glob), key=_own_config_first):
             try:
                 if pattern.search(path.read_text(encoding="utf-8", errors="replace")):
                     return path
             except OSError:
                 continue
     return None
+
+
+def _own_config_first(path: Path) -> tuple[str, bool, str]:
+    """Sort key of a config path: by folder, and in a resources server's ``configs/`` its own (``X/configs/X.yaml``)
+    first."""
+    return (str(path.parent), path.stem != path.parent.parent.name, path.name)
 
 
 def write_gym_config(

@@ -107,14 +107,30 @@ UNSET_VALUE = re.compile(r"references\s+'([A-Za-z_][A-Za-z0-9_]*)',\s+which is n
 """Gym's complaint about a top-level value a config interpolates and nobody set (``judge_base_url`` in an
 environment whose judge is a model server of its own): what the session binds at run time
 (``--gym-model-server``), not what prefetching server venvs needs."""
+UNDEFINED_SERVER = re.compile(
+    r"references\s+responses_api_models/'([A-Za-z_][A-Za-z0-9_]*)',\s+which\s+is\s+not\s+defined"
+)
+"""Gym's complaint about a model server a resources server names and no config of the environment defines
+(``judge_model`` of physics_judge, simpleqa's ``genrm_model``): bound by the session at run time
+(``--gym-model-server``)."""
 PLACEHOLDER_TRIES = 8
+
+
+def placeholder_server(name: str) -> list[str]:
+    """Overrides that define the model server ``name`` as an ``openai_model`` at an address nothing listens on, for
+    a prefetch (which builds venvs and calls no model)."""
+    fields = {"entrypoint": "app.py", "openai_base_url": "http://127.0.0.1:9/v1", "openai_api_key": "unused",
+              "openai_model": "unused"}  # fmt: skip
+    return [f"++{name}.responses_api_models.openai_model.{key}={value}" for key, value in fields.items()]
 
 
 def _prefetch_config(checkout: GymCheckout, config: Path, step: Step, env: Mapping[str, str]) -> None:
     """``gym env prefetch --config config``; when Gym refuses the config for a value it interpolates and nobody
     set (:data:`UNSET_VALUE`, e.g. a judge's ``judge_base_url``), again with that value set to a placeholder
-    (``++judge_base_url=unused``): prefetching builds venvs and never calls a model. Raises :class:`ProvisionError`
-    as :meth:`Step.run` does when it still fails (or after :data:`PLACEHOLDER_TRIES` placeholders)."""
+    (``++judge_base_url=unused``), and for a model server it names and no config defines (:data:`UNDEFINED_SERVER`,
+    physics_judge's ``judge_model``) with that server defined at a placeholder address (:func:`placeholder_server`):
+    prefetching builds venvs and never calls a model. Raises :class:`ProvisionError` as :meth:`Step.run` does when
+    it still fails (or after :data:`PLACEHOLDER_TRIES` placeholders)."""
     placeholders: list[str] = []
     for _ in range(PLACEHOLDER_TRIES):
         start = step.fh.tell()
@@ -125,11 +141,17 @@ def _prefetch_config(checkout: GymCheckout, config: Path, step: Step, env: Mappi
         except ProvisionError:
             with open(step.log_path, encoding="utf-8", errors="replace") as handle:
                 handle.seek(start)
-                unset = UNSET_VALUE.search(handle.read())
-            if unset is None or f"++{unset.group(1)}=unused" in placeholders:
+                said = handle.read()
+            if (unset := UNSET_VALUE.search(said)) is not None:
+                name, added = unset.group(1), [f"++{unset.group(1)}=unused"]
+            elif (undefined := UNDEFINED_SERVER.search(said)) is not None:
+                name, added = undefined.group(1), placeholder_server(undefined.group(1))
+            else:
                 raise
-            placeholders.append(f"++{unset.group(1)}=unused")
-            step.write(f"(prefetch again with {unset.group(1)} set to a placeholder: nothing is called at prefetch)")
+            if added[0] in placeholders:
+                raise
+            placeholders += added
+            step.write(f"(prefetch again with {name} set to a placeholder: nothing is called at prefetch)")
     raise ProvisionError(f"prefetch of {config}: more than {PLACEHOLDER_TRIES} unset values", step="prefetch")
 
 

@@ -418,6 +418,23 @@ def test_a_judge_environments_unset_model_values_are_placeholders_at_prefetch(
     assert log.count("set to a placeholder") == 2
 
 
+def test_a_model_server_no_config_of_the_environment_defines_is_a_placeholder_at_prefetch(
+    sandbox: Path, index: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gym 0.7.0's physics_judge, math_with_autograder, inverse_if, false_statement_judge and simpleqa name a judge
+    model server (``judge_model``, ``genrm_model``) that none of their configs defines: Gym's prefetch refuses the
+    config, so provisioning defines each one it names at a placeholder address (prefetching calls no model)."""
+    monkeypatch.setenv("FAKE_GYM_UNDEFINED_SERVERS", "judge_model,genrm_model")
+    checkout = prov.provision(VERSION, sandbox / "judge-checkout", ["mcqa"], log=lambda line: None)
+    assert checkout.environments == ("mcqa",)
+    (*_, last) = [r["argv"] for r in _records(sandbox)]
+    for name in ("judge_model", "genrm_model"):
+        assert f"++{name}.responses_api_models.openai_model.openai_base_url=http://127.0.0.1:9/v1" in last
+        assert f"++{name}.responses_api_models.openai_model.entrypoint=app.py" in last
+    log = (sandbox / "judge-checkout" / ".pytest-gym-eval" / "logs" / "prefetch.log").read_text()
+    assert log.count("set to a placeholder") == 2
+
+
 def test_two_processes_at_once_build_once(sandbox: Path, index: FakeIndex) -> None:
     dest = sandbox / "shared-checkout"
     cmd = [sys.executable, "-m", "pytest_gym_eval", "provision", "--dest", str(dest)]

@@ -55,6 +55,16 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 1
+        undefined = [name for name in os.environ.get("FAKE_GYM_UNDEFINED_SERVERS", "").split(",") if name]
+        for name in undefined:  # as Gym's check of a model server a resources server names and no config defines
+            if not any(arg.startswith(f"++{name}.responses_api_models.") for arg in args):
+                print(
+                    f"Error: In server instance 'env', field 'judge_model_server' references \n"
+                    f"responses_api_models/'{name}', which is not defined in the merged config.\n"
+                    "Available responses_api_models: 'policy_model'",
+                    file=sys.stderr,
+                )
+                return 1
         if os.environ.get("FAKE_GYM_FAIL_PREFETCH"):
             print("ERROR: prefetch failed (FAKE_GYM_FAIL_PREFETCH is set)", file=sys.stderr)
             return 3
