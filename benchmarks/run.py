@@ -14,6 +14,8 @@ options, runs the chosen ones and renders the table.
                headless Chromium the time to first render and from a click to the next frame;
 6. throughput  rollouts per second through one Gym against a model that answers in a fixed time, at several
                ``--gym-concurrency`` values: what one machine's Gym does with a slow endpoint;
+   judge_throughput  the same for a judge environment (a policy and a judge call per rollout): a session attached
+               to the servers against raw ``gym eval run --no-serve`` over them, at concurrency 1, 8 and 64;
 7. merge       ``python -m pytest_gym_eval merge`` of synthetic shard reports (20,000 tasks x 8 repeats in 8
                shards): wall time and peak RSS in a fresh process, best of 3;
 8. adaptive    ``--gym-adaptive`` on simulated rewards: the rollouts its gate spends against a fixed ceiling, for
@@ -50,7 +52,7 @@ from common import HERE, Row, byte_compile_plugin, pytest_with_peak
 from verdicts import METHOD, TABLE_BEGIN, TABLE_END, merge_rows, replace_between_markers, stamp
 
 BENCHMARKS = (
-    "scale", "collection", "read", "latency", "html_page", "throughput", "merge", "adaptive",
+    "scale", "collection", "read", "latency", "html_page", "throughput", "judge_throughput", "merge", "adaptive",
     "adaptive_comparison", "adaptive_margin", "warm", "cold", "teardown", "plugin_cost", "on_demand",
 )  # fmt: skip
 """The benchmark modules, in the table's order: each has ``NAME`` (its name in ``--only``), ``add_arguments(parser)``
