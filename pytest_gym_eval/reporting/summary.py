@@ -210,7 +210,8 @@ class DatasetSummary:
     none for it or its rollouts ran on several agents."""
     judge_tokens: TokenTotals = field(default_factory=TokenTotals)
     """The judge model's tokens over the same rollouts (:func:`~pytest_gym_eval.outcomes.usage.judge_usage`: the judge
-    calls Gym's verifiers record in ``judge_evaluations``), apart from ``tokens`` and not in ``cost``."""
+    calls Gym's verifiers record in ``judge_evaluations`` or a ``judge_evaluation``), apart from ``tokens`` and not
+    in ``cost``."""
 
     @property
     def gates_decide(self) -> bool:
