@@ -61,6 +61,14 @@ def usage_sums(usages: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
+def verdicts(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Each record's safe prompt -> the text of its judge's answer (the last output item's last part)."""
+    return {
+        record["safe_prompt"]: record["judge_evaluation"]["response"]["output"][-1]["content"][-1]["text"]
+        for record in records
+    }
+
+
 @pytest.fixture(scope="module")
 def judge_checkout(gym_checkout: provision.GymCheckout) -> provision.GymCheckout:
     """The provisioned Gym with over_refusal_detection's server venv (built now when missing)."""
@@ -146,6 +154,8 @@ def test_a_judge_environment_with_the_local_model_as_policy_and_judge_replays_wi
     assert "verifier flips against the recording: none" in replay_output
     assert "has no recorded answer" not in replay_output
     (replay_run,) = (pytester.path / "replay-runs").iterdir()
+    replayed_records = read_jsonl(replay_run / "gym-output" / "rollouts.jsonl")
+    assert verdicts(replayed_records) == verdicts(records)  # the judge said, word for word, what it said live
     log = replay_run / "logs" / "replay-model-server-judge_model.jsonl"
     assert [json.loads(line)["status"] for line in log.read_text().splitlines() if '"POST"' in line] == [200] * ROWS
     (replay_summary,) = report["datasets"]
