@@ -18,7 +18,7 @@ def main(argv: list[str]) -> int:
     file or an output that cannot be written; argparse exits with 2 on bad usage."""
     parser = argparse.ArgumentParser(
         prog=cli.prog("judge-recordings"),
-        description="Extract the judge calls recorded in Gym rollouts (judge_evaluations) for replay.",
+        description="Extract the judge calls Gym rollouts record (judge_evaluations, *judge_evaluation) for replay.",
     )
     parser.add_argument("rollouts", nargs="+", metavar="ROLLOUTS.jsonl", help="Gym rollouts file(s)")
     parser.add_argument("--output", "-o", required=True, type=Path, metavar="JUDGE.jsonl", help="file to write")
@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
     if not count:
         cli.warning(
             "judge-recordings",
-            "no rollout holds `judge_evaluations`: its environment does not record its judge calls (or made none);"
+            "no rollout holds `judge_evaluations` or a `judge_evaluation`: its environment does not record its judge"
+            " calls (or made none);"
             " record them with `python -m pytest_gym_eval record`",
         )
     print(f"{count} judge calls written to {args.output}", flush=True)

@@ -120,17 +120,41 @@ def policy_usage(record: Mapping[str, Any]) -> Usage:
     return Usage(input_tokens, output_tokens, total_tokens, latency)
 
 
+JUDGE_EVALUATIONS = "judge_evaluations"
+"""The rollout record's key of the list of judge calls its verifier made (equivalence_llm_judge, math_with_judge,
+xstest, ...)."""
+ONE_JUDGE_EVALUATION = "judge_evaluation"
+"""The ending of a rollout record's key holding one judge call (an object, null when none was made): Gym 0.7.0's
+over_refusal_detection, jailbreak_detection and aegis_v4_safety write ``judge_evaluation``, jailbreak_detection
+also ``quality_judge_evaluation``, bbq ``answer_judge_evaluation`` and ``explanation_judge_evaluation``."""
+
+
+def single_judge_keys(record: Mapping[str, Any]) -> list[str]:
+    """The keys of ``record`` (a Gym rollout record) that hold one judge call each: every key ending in
+    :data:`ONE_JUDGE_EVALUATION` whose value is an object, sorted. Never raises."""
+    return sorted(
+        key for key, value in record.items()
+        if isinstance(key, str) and key.endswith(ONE_JUDGE_EVALUATION) and isinstance(value, Mapping)
+    )  # fmt: skip
+
+
+def judge_calls(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The judge calls one Gym rollout record holds, as objects with a ``response``: each object of its
+    ``judge_evaluations`` list, then the object of each :func:`single_judge_keys` key. Never raises."""
+    evaluations = record.get(JUDGE_EVALUATIONS)
+    found = [e for e in evaluations if isinstance(e, Mapping)] if isinstance(evaluations, list) else []
+    return found + [record[key] for key in single_judge_keys(record)]
+
+
 def judge_usage(record: Mapping[str, Any]) -> Usage:
-    """The judge model's tokens in one Gym rollout record: :func:`policy_usage` of the ``response`` of each element
-    of its ``judge_evaluations`` (the judge calls its verifier made, as about 16 of Gym 0.7.0's resources servers
-    record them), summed; no latency. A count is summed over the calls that give it (a call recorded through chat
-    completions by Gym carries none). :data:`NO_USAGE` when the record has no judge call with a count. Never raises
-    for a record of any shape. Apart from the policy's :func:`policy_usage`, which counts the rollout's
-    ``response`` only; :func:`record_usage` gives both."""
-    evaluations = record.get("judge_evaluations")
-    if not isinstance(evaluations, list):
-        return NO_USAGE
-    usages = [policy_usage(evaluation) for evaluation in evaluations if isinstance(evaluation, Mapping)]
+    """The judge model's tokens in one Gym rollout record: :func:`policy_usage` of the ``response`` of each judge
+    call it holds (:func:`judge_calls`: the elements of ``judge_evaluations``, as about 16 of Gym 0.7.0's resources
+    servers record them, and the one call of a ``judge_evaluation`` key, as over_refusal_detection records it),
+    summed; no latency. A count is summed over the calls that give it (a call recorded through chat completions by
+    Gym may carry none, a failed one has no response). :data:`NO_USAGE` when the record has no judge call with a
+    count. Never raises for a record of any shape. Apart from the policy's :func:`policy_usage`, which counts the
+    rollout's ``response`` only; :func:`record_usage` gives both."""
+    usages = [policy_usage(call) for call in judge_calls(record)]
     totals = token_totals(usages)
     if not totals.rollouts:
         return NO_USAGE

@@ -214,7 +214,8 @@ class DatasetSummary:
     none for it or its rollouts ran on several agents."""
     judge_tokens: TokenTotals = field(default_factory=TokenTotals)
     """The judge model's tokens over the same rollouts (:func:`~pytest_gym_eval.outcomes.usage.judge_usage`: the judge
-    calls Gym's verifiers record in ``judge_evaluations``), apart from ``tokens`` and not in ``cost``."""
+    calls Gym's verifiers record in ``judge_evaluations`` or a ``judge_evaluation``), apart from ``tokens`` and not
+    in ``cost``."""
     judge_noise: JudgeNoise | None = None
     """How much of the reward's variance is the judge's, from the policy answers judged more than once
     (:func:`~pytest_gym_eval.stats.judge_noise.judge_noise` over :func:`answer_rewards`); None when no answer was."""

@@ -12,7 +12,9 @@ rule does (``rule.action``):
 - ``hang``: hold the request ``rule.seconds`` (None: until the proxy stops), then forward it;
 - ``not_json``: answer 200 with a body that is not JSON;
 - ``drop_fields``: forward, then delete ``rule.fields`` (dotted paths, e.g. ``usage.output_tokens_details``)
-  from the endpoint's JSON answer (a Responses body a strict client rejects).
+  from the endpoint's JSON answer (a Responses body a strict client rejects);
+- ``set_fields``: forward the request with the top-level keys of ``rule.values`` set in its JSON body (e.g.
+  ``{"max_tokens": 48}``: a bound on a judge's answers that its environment's config does not give).
 
 :func:`openai_error` builds an OpenAI-style error body. The proxy listens on 127.0.0.1 only, keeps every
 request it saw in :attr:`FaultProxy.requests` (never a header: an API key travels in one) and lets a test wait
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-Action = Literal["status", "hang", "not_json", "drop_fields"]
+Action = Literal["status", "hang", "not_json", "drop_fields", "set_fields"]
 
 RESPONSES_FIELDS_GYM_NEEDS = ("parallel_tool_calls", "tool_choice", "tools", "usage.output_tokens_details")
 """Fields of a Responses body whose absence makes Gym's ``NeMoGymResponse`` validation fail (what a
@@ -48,8 +50,8 @@ def openai_error(message: str, error_type: str, code: str | None) -> dict[str, A
 @dataclass
 class Rule:
     """One fault: which requests (``prompt`` substring of the body, ``path`` suffix, the first ``times``
-    matches; None: every one) and what to do (``action``, with ``status``/``body``, ``seconds`` or
-    ``fields``)."""
+    matches; None: every one) and what to do (``action``, with ``status``/``body``, ``seconds``, ``fields`` or
+    ``values``)."""
 
     action: Action
     prompt: str | None = None
@@ -58,6 +60,7 @@ class Rule:
     body: dict[str, Any] | str | None = None
     seconds: float | None = None
     fields: tuple[str, ...] = ()
+    values: dict[str, Any] = field(default_factory=dict)
     times: int | None = None
     used: int = field(default=0, compare=False)
 
@@ -231,6 +234,8 @@ class FaultProxy:
                 with self._lock:
                     self._held -= 1
             answer = self._forward(method, path, body, auth) if released else None
+        elif rule.action == "set_fields":
+            answer = self._forward(method, path, json.dumps({**json.loads(body), **rule.values}).encode(), auth)
         else:  # drop_fields
             status, kind, data = self._forward(method, path, body, auth)
             if status == 200:

@@ -308,6 +308,57 @@ def test_a_count_only_some_judge_calls_give_is_summed_over_those() -> None:
     assert judge_usage(record) == Usage(11, 2, 7)
 
 
+def one_call_rows() -> list[dict[str, Any]]:
+    """Rollout records of verifiers that store one judge call per key (Gym 0.7.0): over_refusal_detection's
+    ``judge_evaluation`` (a Responses call through Gym's model server, then a failed call: no response, its error
+    kept), and bbq's ``answer_judge_evaluation`` (a chat-completions call in the chat layout)."""
+    judged = {**judge_call("4", "[[COMPLIED]]", {"input_tokens": 960, "output_tokens": 34, "total_tokens": 994}),
+              "verdict_label": "[[COMPLIED]]", "error": None}  # fmt: skip
+    failed = {"responses_create_params": judge_call("five", "")["responses_create_params"], "response": None,
+              "verdict_label": None, "error": "Judge HTTP 500: ..."}  # fmt: skip
+    messages = [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": judge_prompt("IV")}]
+    chat = {
+        "check": "answer_check",
+        "request": {"model": "judge", "messages": messages},
+        "response": {
+            "id": "chatcmpl-9",
+            "object": "chat.completion",
+            "model": "judge",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Verdict: [[A=B]]"}}],
+            "usage": {"prompt_tokens": 80, "completion_tokens": 4, "total_tokens": 84},
+        },
+    }
+    return [
+        {**policy_row("4", None), "judge_evaluation": judged},
+        {**policy_row("five", None), "judge_evaluation": failed},
+        {**policy_row("IV", None), "answer_judge_evaluation": chat, "explanation_judge_evaluation": None},
+    ]
+
+
+def test_a_judge_call_kept_under_its_own_key_is_recorded_and_counted_apart(tmp_path: Path) -> None:
+    """Gym 0.7.0's over_refusal_detection (the example of docs/models.md), jailbreak_detection and aegis_v4_safety
+    keep their one judge call as ``judge_evaluation``, bbq as ``answer_judge_evaluation``: their calls are
+    recordings and their tokens the judge's, as ``judge_evaluations``' are."""
+    rollouts_file = write_rollouts(tmp_path / "rollouts.jsonl", one_call_rows())
+    lines = judge_recordings([rollouts_file])
+    assert [line["judge_of"] for line in lines] == [
+        f"{rollouts_file}:1 judge_evaluation",
+        f"{rollouts_file}:3 answer_judge_evaluation",
+    ]  # the failed call (no response) has no answer to replay
+    output = tmp_path / "judge.jsonl"
+    write_judge_recordings([rollouts_file], output)
+    with ReplayServer([output]) as server:
+        status, answer = ask(server, "4", chat=True)
+        assert (status, text_of(answer)) == (200, "My final verdict is [[COMPLIED]]")
+        status, answer = ask(server, "IV")
+        assert (status, text_of(answer)) == (200, "Verdict: [[A=B]]")
+        assert answer["usage"]["input_tokens"] == 80
+    rows = one_call_rows()
+    assert [judge_usage(row) for row in rows] == [Usage(960, 34, 994), NO_USAGE, Usage(80, 4, 84)]
+    assert record_usage(rows[0]) == Usage(10, 5, 15, None, 960, 34, 994)
+    assert judge_tokens({"d": rows})["d"].rollouts == 2
+
+
 # ---- the recording proxy ------------------------------------------------------------------------------------------
 
 
