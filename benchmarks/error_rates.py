@@ -39,7 +39,8 @@ successes: every task at 0.1) at the paired rows' sizes; beside each the interva
 clustered by task, Wilson) on the same runs, and the power: PASS with the threshold 0.1 below the true mean (FAIL with
 it 0.1 above for rare successes).
 
-Family-wise gates (:func:`pytest_gym_eval.stats.gates.holm`, ``--gym-familywise=holm``): sessions of 5 datasets, each of
+Family-wise gates (:func:`pytest_gym_eval.stats.familywise.holm`, ``--gym-familywise=holm``): sessions of 5
+datasets, each of
 20 tasks x 2 repeats (each task drawn from a population whose pass probabilities are uniform on [0, 1]: the true mean
 reward is exactly 0.5), every dataset gated ``mean reward >= 0.5`` on the lower bound; the share of sessions in which
 any of the 5 gates is decided (PASS or FAIL) although the truth sits on the threshold, each gate judged alone at 95 %
@@ -72,7 +73,7 @@ from pytest_gym_eval.history.drift import (  # noqa: E402
     self_starting_cusum,
 )
 from pytest_gym_eval.history.stability import DEFAULT_ALPHA, RunOutcome, assess  # noqa: E402
-from pytest_gym_eval.stats import gates  # noqa: E402
+from pytest_gym_eval.stats import familywise, gates  # noqa: E402
 from pytest_gym_eval.stats.comparison import (  # noqa: E402
     ComparisonGate,
     Hypothesis,
@@ -403,7 +404,7 @@ def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
         decided = [r.verdict is not gates.Verdict.INCONCLUSIVE for results in judged for r in results]
         alone += any(decided)
         single += sum(decided)
-        family += any(r.verdict is not gates.Verdict.INCONCLUSIVE for rs in gates.holm(judged, 0.95) for r in rs)
+        family += any(r.verdict is not gates.Verdict.INCONCLUSIVE for rs in familywise.holm(judged, 0.95) for r in rs)
     alone_text, _ = share(alone, histories)
     family_text, _ = share(family, histories)
     what = (

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_gym_eval.history.store import RunRollouts, StoredRollout
-from pytest_gym_eval.stats.intervals import Interval, fisher_exact_less, wilson_interval
+from pytest_gym_eval.stats.exact_tests import fisher_exact_less
+from pytest_gym_eval.stats.intervals import Interval, wilson_interval
 
 RULE = "stability-2"
 DEFAULT_WINDOW = 20
@@ -96,7 +97,7 @@ class Change:
 
 def change_test(trials: Sequence[tuple[int, int]]) -> Change | None:
     """The split of ``trials`` (per run ``(passed, trials)``, oldest first) with the smallest one-sided Fisher exact
-    p for a fall or a rise of the pass probability (:func:`pytest_gym_eval.stats.intervals.fisher_exact_less`),
+    p for a fall or a rise of the pass probability (:func:`pytest_gym_eval.stats.exact_tests.fisher_exact_less`),
     Bonferroni-
     adjusted over the ``len(trials) - 1`` splits; None for fewer than two runs. A scan over change points with a
     Bonferroni bound is conservative (the splits' tests are positively correlated), which is the side a label that

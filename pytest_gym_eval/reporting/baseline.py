@@ -17,7 +17,8 @@ from typing import Any
 from pytest_gym_eval.reporting import fmt
 from pytest_gym_eval.reporting.conclusion import BaselineComparison
 from pytest_gym_eval.reporting.summary import MAX_LISTED, SCORED_STATUSES, RolloutResult, by_task, groups, scores
-from pytest_gym_eval.stats.intervals import PairedComparison, mcnemar_exact, paired_difference
+from pytest_gym_eval.stats.exact_tests import mcnemar_exact
+from pytest_gym_eval.stats.intervals import PairedComparison, paired_difference
 
 # --- Baseline comparison ----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_gym_eval.outcomes.usage import SideUsage
-from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, TestOutcome, metric_gate_gaps
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, TestOutcome
 from pytest_gym_eval.stats.comparison import Comparison, ComparisonResult, Hypothesis
 from pytest_gym_eval.stats.intervals import PairedComparison
 from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA
@@ -45,7 +45,7 @@ class BaselineComparison:
     for each shared task whose mean fell, largest fall first; ``confidence`` is the interval's level.
     ``regressed`` lists the shared tasks that passed on every scored baseline repeat and fail on every scored
     current one, ``improved`` the reverse; ``mcnemar_p`` is McNemar's exact two-sided p-value over those two
-    counts (:func:`~pytest_gym_eval.stats.intervals.mcnemar_exact`: is there a direction to the tasks that flipped?).
+    counts (:func:`~pytest_gym_eval.stats.exact_tests.mcnemar_exact`: is there a direction to the tasks that flipped?).
     """
 
     dataset: str
@@ -214,8 +214,39 @@ class Conclusion:
     warnings: tuple[str, ...] = ()
     """What the verdicts cannot say of how their gates were judged, one line each, told by every output beside them:
     a custom metric's gate judged on fewer rollouts than its test functions got
-    (:func:`~pytest_gym_eval.reporting.summary.metric_gate_gaps`; set with the tests, :meth:`with_tests`)."""
+    (:func:`metric_gate_gaps`; set with the tests, :meth:`with_tests`)."""
 
     def with_tests(self, tests: Sequence[TestOutcome]) -> Conclusion:
         """This conclusion with the test functions' outcomes (``tests``) and the :attr:`warnings` they imply."""
         return replace(self, tests=tuple(tests), warnings=tuple(metric_gate_gaps(self.summaries, tests)))
+
+
+def metric_gate_gaps(summaries: Sequence[DatasetSummary], tests: Sequence[TestOutcome]) -> list[str]:
+    """A warning for each custom metric's gate judged on fewer rollouts than its dataset's test functions got:
+    ``metric NAME's gate on DATASET is judged on K of N rollouts its test functions got`` (the other rollouts'
+    tests recorded no ``NAME``, e.g. an ``assert`` failed before ``record_metric``; ``rollout.expect`` records it
+    whatever a check says). ``tests`` are the session's test outcomes (:class:`TestOutcome`); a skipped test's
+    rollout is not counted as got. One line a (dataset, metric), in the summaries' order."""
+    got: dict[str, set[str]] = {}
+    recorded: dict[tuple[str, str], set[str]] = {}
+    for test in tests:
+        if test.outcome == "skipped":
+            continue
+        got.setdefault(test.dataset, set()).add(test.rollout)
+        for recorded_name, _ in test.metrics:
+            recorded.setdefault((test.dataset, recorded_name), set()).add(test.rollout)
+    lines: list[str] = []
+    for summary in summaries:
+        for result in summary.gates:
+            name = result.gate.custom
+            if name is None:
+                continue
+            seen, judged = got.get(summary.dataset, set()), recorded.get((summary.dataset, name), set())
+            line = (
+                f"metric {name}'s gate on {summary.dataset} is judged on {len(judged)} of {len(seen)} rollouts its "
+                f"test functions got: the others' tests recorded no {name} (a failed assert before record_metric? "
+                "rollout.expect records it whatever a check says)"
+            )
+            if len(judged) < len(seen) and line not in lines:
+                lines.append(line)
+    return lines

@@ -19,7 +19,7 @@ from pytest_gym_eval.outcomes.usage import SideUsage
 from pytest_gym_eval.reporting.conclusion import PolicyComparison
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, usage_summary
 from pytest_gym_eval.stats import comparison as cmp
-from pytest_gym_eval.stats import gates as gt
+from pytest_gym_eval.stats import familywise as fw
 from pytest_gym_eval.stats.comparison import ComparisonGate, Key, compare, judge_paired_waves
 from pytest_gym_eval.stats.gates import Verdict
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
@@ -157,15 +157,16 @@ def familywise_session(
     summaries: Sequence[DatasetSummary], comparisons: Sequence[PolicyComparison], confidence: float
 ) -> tuple[list[DatasetSummary], tuple[PolicyComparison, ...]]:
     """Every gate that can fail the session judged as ONE family by Holm's procedure at alpha 1 - ``confidence``
-    (``--gym-familywise=holm``, :func:`~pytest_gym_eval.stats.gates.holm_family`): the dataset gates of the summaries
-    whose gates decide (:func:`~pytest_gym_eval.stats.gates.holm_members`) and the comparison gates
+    (``--gym-familywise=holm``, :func:`~pytest_gym_eval.stats.familywise.holm_family`): the dataset gates of the
+    summaries whose gates decide (:func:`~pytest_gym_eval.stats.familywise.holm_members`) and the comparison gates
     (``--gym-max-regression``, ``--gym-min-improvement``) of the comparisons that decide and were judged on the
     fixed-sample interval (not ``--gym-adaptive``'s sequence). Each member is judged again at its level
-    (:func:`~pytest_gym_eval.stats.gates.rejudged`, :func:`~pytest_gym_eval.stats.comparison.rejudged`) and says so
+    (:func:`~pytest_gym_eval.stats.familywise.rejudged`, :func:`~pytest_gym_eval.stats.comparison.rejudged`) and says
+    so
     (``familywise``); every other gate is returned as it is."""
     deciding = [i for i, summary in enumerate(summaries) if summary.gates_decide and summary.gates]
     families = [summaries[i].gates for i in deciding]
-    gate_members = gt.holm_members(families)
+    gate_members = fw.holm_members(families)
     compared = [
         (k, j)
         for k, item in enumerate(comparisons)
@@ -173,15 +174,15 @@ def familywise_session(
         for j, result in enumerate(item.comparison.results)
         if result.basis is not None and not result.sequential
     ]
-    p_values = [gt.member_p_value(families[i][j]) for i, j in gate_members]
+    p_values = [fw.member_p_value(families[i][j]) for i, j in gate_members]
     for k, j in compared:
         result = comparisons[k].comparison.results[j]
         assert result.basis is not None
         p_values.append(result.basis.p_value(result.gate))
-    family = gt.holm_family(p_values, confidence)
+    family = fw.holm_family(p_values, confidence)
     judged = [list(gates) for gates in families]
     for (i, j), member in zip(gate_members, family, strict=False):
-        judged[i][j] = gt.rejudged(families[i][j], member)
+        judged[i][j] = fw.rejudged(families[i][j], member)
     out = list(summaries)
     for i, gates in zip(deciding, judged, strict=True):
         out[i] = replace(out[i], gates=gates)

@@ -598,34 +598,3 @@ def _gate_brief(result: GateResult) -> str:
         bound = fmt.number(bound_of(interval, words.fail_bound))
         return f"{gate.name} {fmt.number(interval.estimate)}, {words.fail_bound} {bound} {words.not_ok} {threshold}"
     return f"{gate.name} {fmt.interval(interval)} straddles {threshold}"
-
-
-def metric_gate_gaps(summaries: Sequence[DatasetSummary], tests: Sequence[TestOutcome]) -> list[str]:
-    """A warning for each custom metric's gate judged on fewer rollouts than its dataset's test functions got:
-    ``metric NAME's gate on DATASET is judged on K of N rollouts its test functions got`` (the other rollouts'
-    tests recorded no ``NAME``, e.g. an ``assert`` failed before ``record_metric``; ``rollout.expect`` records it
-    whatever a check says). ``tests`` are the session's test outcomes (:class:`TestOutcome`); a skipped test's
-    rollout is not counted as got. One line a (dataset, metric), in the summaries' order."""
-    got: dict[str, set[str]] = {}
-    recorded: dict[tuple[str, str], set[str]] = {}
-    for test in tests:
-        if test.outcome == "skipped":
-            continue
-        got.setdefault(test.dataset, set()).add(test.rollout)
-        for recorded_name, _ in test.metrics:
-            recorded.setdefault((test.dataset, recorded_name), set()).add(test.rollout)
-    lines: list[str] = []
-    for summary in summaries:
-        for result in summary.gates:
-            name = result.gate.custom
-            if name is None:
-                continue
-            seen, judged = got.get(summary.dataset, set()), recorded.get((summary.dataset, name), set())
-            line = (
-                f"metric {name}'s gate on {summary.dataset} is judged on {len(judged)} of {len(seen)} rollouts its "
-                f"test functions got: the others' tests recorded no {name} (a failed assert before record_metric? "
-                "rollout.expect records it whatever a check says)"
-            )
-            if len(judged) < len(seen) and line not in lines:
-                lines.append(line)
-    return lines

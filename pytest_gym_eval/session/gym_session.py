@@ -40,7 +40,6 @@ from pytest_gym_eval.gym.run import (
 )
 from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.options.settings import DatasetSettings
-from pytest_gym_eval.outcomes import causes
 from pytest_gym_eval.outcomes.outcome import judge
 from pytest_gym_eval.reporting import json_report
 from pytest_gym_eval.reporting import summary as report
@@ -535,10 +534,6 @@ class GymSession:
         """The text of an item's error when Gym ended without its rollout (:meth:`Diagnosis.error_once`)."""
         return self.diagnosis.error_once(nodeid, message)
 
-    def explain(self, record: RolloutRecord) -> causes.Cause:
-        """The root cause of a rollout Gym recorded as failed (:meth:`Diagnosis.explain`)."""
-        return self.item_protocol.explain(record)
-
     # End of the session (the only process, or the xdist controller).
 
     def rollouts(self) -> list[report.RolloutResult]:
@@ -616,11 +611,6 @@ class GymSession:
         return [(entry.dataset, task) for entry in [*collected.datasets, *collected.tested] for task in entry.tasks]
 
     # Terminal (pytest_gym_eval.session.notes).
-
-    @property
-    def events(self) -> list[str]:
-        """Every note of this session so far, in order."""
-        return self.notes.events
 
     def note(self, message: str) -> None:
         """Queue a progress line for the terminal (:meth:`Notes.note`; any thread)."""

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from pytest_gym_eval.core import number_text
+from pytest_gym_eval.stats.exact_tests import mcnemar_exact
 from pytest_gym_eval.stats.gates import Familywise, GateMode, GateSource, Hint, Verdict, interval_hint, judge
-from pytest_gym_eval.stats.intervals import Interval, mcnemar_exact, mean_interval
+from pytest_gym_eval.stats.intervals import Interval, mean_interval
 from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA, BettingSequence, RewardRange, wave_ends
 
 Key = tuple[str, int]
@@ -187,7 +188,7 @@ def flip_decomposition(baseline: Mapping[Key, float], candidate: Mapping[Key, fl
     overstate the evidence by up to the repeat count, the clustering :func:`paired_mean_difference` corrects for).
     With one repeat a task is one rollout pair, the textbook case. The test is then the exact binomial test of the
     discordant tasks: under no difference each is equally likely to be gained or lost, so with b lost and c gained
-    p = min(1, 2 P(X <= min(b, c))), X ~ Binomial(b + c, 1/2) (:func:`~pytest_gym_eval.stats.intervals.mcnemar_exact`;
+    p = min(1, 2 P(X <= min(b, c))), X ~ Binomial(b + c, 1/2) (:func:`~pytest_gym_eval.stats.exact_tests.mcnemar_exact`;
     1.0 without discordant tasks). A task passes at mean reward above 0.5 so that the decomposition is the one Gym's
     ``gym eval compare`` reports on the same rollouts; for fractional rewards it is a test of that pass/fail
     reading, not of the mean (which :func:`paired_mean_difference` judges). This differs from ``--gym-baseline``'s
@@ -408,9 +409,9 @@ class PairedBasis:
 
 
 def rejudged(result: ComparisonResult, family: Familywise) -> ComparisonResult:
-    """``result`` judged as a member of the session's Holm family (:func:`~pytest_gym_eval.stats.gates.holm_family`):
-    the paired interval at confidence 1 - ``family.level``, its verdict and, INCONCLUSIVE, its hint at that
-    level. ``result`` must have a :class:`PairedBasis` (a fixed-sample comparison)."""
+    """``result`` judged as a member of the session's Holm family (:func:`~pytest_gym_eval.stats.familywise.
+    holm_family`): the paired interval at confidence 1 - ``family.level``, its verdict and, INCONCLUSIVE, its hint
+    at that level. ``result`` must have a :class:`PairedBasis` (a fixed-sample comparison)."""
     assert result.basis is not None
     judged = _judged(result.basis.interval(1.0 - family.level), result.gate, 1.0 - family.level, result.basis)
     return replace(judged, familywise=family)
@@ -496,8 +497,7 @@ class PairedSequence:
         return self.results()
 
     def interval(self) -> Interval:
-        """The sequence so far as an :class:`~.stats.Interval` (``n`` = tasks; nan and the whole range before any
-        wave)."""
+        """The sequence so far as an :class:`Interval` (``n`` = tasks; nan and the whole range before any wave)."""
         bounds = self.sequence.bounds
         return Interval(bounds.estimate, bounds.low, bounds.high, len(self.tasks))
 

@@ -11,12 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-_EPS = 1e-15
-_TINY = 1e-300
-_MAX_ITERATIONS = 10_000
-# Above this many degrees of freedom t is replaced by the normal: |t - z| <= (z³ + z) / (4 df) < 1e-6
-# (Abramowitz & Stegun 26.7.5), while the incomplete beta loses digits for such huge df/2.
-_NORMAL_DF = 1e9
+from pytest_gym_eval.stats.distributions import beta_ppf, regularized_beta, student_t_ppf, t_upper_tail
+
 SKEW_MIN_TASKS = 10
 """Fewest tasks for which ``mean_interval(..., skew_corrected=True)`` corrects for skewness: Hall's correction is a
 1/sqrt(n) expansion, and below 10 tasks the sample's skewness is too noisy to estimate (4 tasks at -1, -1, -1,
@@ -52,116 +48,6 @@ class PairedComparison:
 def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
-
-
-def _beta_continued_fraction(a: float, b: float, x: float) -> float:
-    # Continued fraction of I_x(a, b) by the modified Lentz method (Numerical Recipes 3rd ed. §6.4, betacf).
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c = 1.0
-    d = 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > _TINY else _TINY)
-    h = d
-    for m in range(1, _MAX_ITERATIONS + 1):
-        m2 = 2 * m
-        for aa in (
-            m * (b - m) * x / ((qam + m2) * (a + m2)),
-            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
-        ):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > _TINY else _TINY)
-            c = 1.0 + aa / c
-            c = c if abs(c) > _TINY else _TINY
-            h *= d * c
-        if abs(d * c - 1.0) < _EPS:
-            return h
-    raise ArithmeticError(f"incomplete beta continued fraction did not converge (a={a}, b={b}, x={x})")
-
-
-def _log_gamma_ratio(a: float, b: float) -> float:
-    """ln Γ(a+b) - ln Γ(a) - ln Γ(b); for a huge argument by Stirling's series (DLMF 5.11.1) in a form
-    that avoids cancelling two lgamma values near 1e10 (keeps t tails accurate for very large df)."""
-    big, small = max(a, b), min(a, b)
-    if big < 1e6:
-        return math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    total = big + small
-    return (
-        (big - 0.5) * math.log1p(small / big)
-        + small * math.log(total)
-        - small
-        + (1.0 / total - 1.0 / big) / 12.0
-        - math.lgamma(small)
-    )
-
-
-def _regularized_beta(a: float, b: float, x: float, y: float) -> float:
-    """I_x(a, b) with ``y = 1 - x`` passed separately to keep precision (DLMF 8.17.22, NR §6.4)."""
-    if x <= 0.0:
-        return 0.0
-    if y <= 0.0:
-        return 1.0
-    log_x = math.log(x) if x <= 0.5 else math.log1p(-y)
-    log_y = math.log(y) if y <= 0.5 else math.log1p(-x)
-    front = math.exp(_log_gamma_ratio(a, b) + a * log_x + b * log_y)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _beta_continued_fraction(a, b, x) / a
-    return 1.0 - front * _beta_continued_fraction(b, a, y) / b
-
-
-def _t_upper_tail(t: float, df: float) -> float:
-    """P(T > t) for t >= 0: ½·I_{df/(df+t²)}(df/2, ½) (DLMF 8.17, Abramowitz & Stegun 26.7.1)."""
-    if df > _NORMAL_DF:
-        return NormalDist().cdf(-t)
-    t2 = t * t
-    return 0.5 * _regularized_beta(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
-
-
-def _check_df(df: float) -> None:
-    if not df > 0.0:
-        raise ValueError(f"degrees of freedom must be > 0, got {df!r}")
-
-
-def student_t_cdf(x: float, df: float) -> float:
-    """P(T <= x) for Student's t with ``df`` > 0 degrees of freedom; x may be ±inf.
-
-    P(T > |x|) = ½·I_{df/(df+x²)}(df/2, ½) from the regularised incomplete beta function (DLMF 8.17,
-    Numerical Recipes §6.4); df > 1e9 (including ``math.inf``) uses the normal. Raises ValueError for
-    df <= 0 or NaN x.
-    """
-    _check_df(df)
-    if math.isnan(x):
-        raise ValueError("x must not be NaN")
-    tail = _t_upper_tail(abs(x), df)
-    return 1.0 - tail if x >= 0.0 else tail
-
-
-def student_t_ppf(p: float, df: float) -> float:
-    """Quantile ``t`` with P(T <= t) = p of Student's t with ``df`` > 0 degrees of freedom.
-
-    Inverts :func:`student_t_cdf` by doubling a bracket and bisecting on the tail probability min(p, 1-p)
-    (no cancellation near p = 1); accurate to ~1e-9 relative for df >= 1, far inside the 1e-6 needed.
-    Raises ValueError when p is outside (0, 1) or df <= 0 (or is NaN).
-    """
-    _check_df(df)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must lie in (0, 1), got {p!r}")
-    if p == 0.5:
-        return 0.0
-    if df > _NORMAL_DF:
-        return NormalDist().inv_cdf(p)
-    q = min(p, 1.0 - p)  # exact in binary floating point for p in [0.5, 1)
-    low, high = 0.0, 1.0
-    while _t_upper_tail(high, df) > q:
-        low, high = high, 2.0 * high
-    for _ in range(200):
-        mid = 0.5 * (low + high)
-        if mid in (low, high):
-            break
-        if _t_upper_tail(mid, df) > q:
-            low = mid
-        else:
-            high = mid
-    t = 0.5 * (low + high)
-    return t if p > 0.5 else -t
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
@@ -289,26 +175,6 @@ def mean_interval(
     return _clipped(interval) if clip and all(0.0 <= x <= 1.0 for x in flat) else interval
 
 
-def beta_ppf(p: float, a: float, b: float) -> float:
-    """Quantile ``x`` with I_x(a, b) = p of the Beta(a, b) distribution (a, b > 0, any real; p in (0, 1)), by
-    bisection on the regularised incomplete beta function (DLMF 8.17) to the last bit of x. Raises ValueError for
-    p outside (0, 1) or a, b <= 0."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must lie in (0, 1), got {p!r}")
-    if not (a > 0.0 and b > 0.0):
-        raise ValueError(f"need a, b > 0, got a={a!r}, b={b!r}")
-    low, high = 0.0, 1.0
-    for _ in range(200):
-        mid = 0.5 * (low + high)
-        if mid in (low, high):
-            break
-        if _regularized_beta(a, b, mid, 1.0 - mid) < p:
-            low = mid
-        else:
-            high = mid
-    return 0.5 * (low + high)
-
-
 def clopper_pearson_bounds(successes: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
     """The Clopper-Pearson ("exact") interval of a proportion (Clopper & Pearson 1934, Biometrika 26(4)):
     [B(alpha/2; x, n - x + 1), B(1 - alpha/2; x + 1, n - x)] with B the Beta quantile (:func:`beta_ppf`), 0 when
@@ -356,8 +222,8 @@ def binomial_test_p(successes: int, n: int, p0: float) -> float:
     if p0 in (0.0, 1.0):
         return 0.0
     if estimate > p0:
-        return _regularized_beta(successes, n - successes + 1.0, p0, 1.0 - p0)
-    return 1.0 - _regularized_beta(successes + 1.0, n - successes, p0, 1.0 - p0)
+        return regularized_beta(successes, n - successes + 1.0, p0, 1.0 - p0)
+    return 1.0 - regularized_beta(successes + 1.0, n - successes, p0, 1.0 - p0)
 
 
 MAX_EFFECTIVE_N = 1e6
@@ -432,13 +298,13 @@ def clustered_proportion_p(values_by_task: Sequence[Sequence[float]], threshold:
     df = n_tasks - 1
 
     def excludes(q: float) -> tuple[bool, float]:
-        half_alpha = _t_upper_tail(q, df)
+        half_alpha = t_upper_tail(q, df)
         n_star = n_eff * (-NormalDist().inv_cdf(max(half_alpha, 1e-300)) / q) ** 2
         x = min(n_star, mean * n_star)
         if threshold <= 0.0:
             return x > 0.0, half_alpha
         # the lower bound B(alpha/2; x, n* - x + 1) reaches past the threshold: I_threshold(x, n* - x + 1) <= alpha/2
-        return _regularized_beta(x, n_star - x + 1.0, threshold, 1.0 - threshold) <= half_alpha, half_alpha
+        return regularized_beta(x, n_star - x + 1.0, threshold, 1.0 - threshold) <= half_alpha, half_alpha
 
     low, high = 1e-6, 1e8  # t quantiles: alpha from nearly 1 to nearly 0
     if not excludes(low)[0]:
@@ -526,42 +392,8 @@ def paired_difference(
     standard_error = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
     low, high = _t_bounds(mean, standard_error, n - 1, confidence)
     t_stat = mean / standard_error
-    p_value = min(1.0, 2.0 * _t_upper_tail(abs(t_stat), n - 1))
+    p_value = min(1.0, 2.0 * t_upper_tail(abs(t_stat), n - 1))
     return PairedComparison(n, mean, low, high, t_stat, p_value)
-
-
-def mcnemar_exact(worse: int, better: int) -> float:
-    """Two-sided p-value of McNemar's exact test (McNemar 1947, "Note on the sampling error of the difference
-    between correlated proportions or percentages", Psychometrika 12(2); the exact form is the binomial test of
-    the discordant pairs): ``worse`` paired units went from pass to fail, ``better`` from fail to pass; under no
-    change each discordant pair is equally likely to go either way, so p = min(1, 2 P(X <= min(worse, better)))
-    with X ~ Binomial(worse + better, 1/2). No discordant pair gives 1.0. Raises ValueError for a negative count.
-    """
-    if worse < 0 or better < 0:
-        raise ValueError(f"counts must be >= 0, got {worse} and {better}")
-    n = worse + better
-    if n == 0:
-        return 1.0
-    tail = math.fsum(math.comb(n, i) for i in range(min(worse, better) + 1)) / 2.0**n
-    return min(1.0, 2.0 * tail)
-
-
-def fisher_exact_less(before: tuple[int, int], after: tuple[int, int]) -> float:
-    """One-sided p-value of Fisher's exact test that the pass probability ``after`` is lower than ``before``, each
-    ``(passed, trials)``: conditional on the total passes, the passes after follow the hypergeometric law, and p =
-    P(X <= passes after) (R. A. Fisher, *Statistical Methods for Research Workers*, 1934, §21.02; scipy's
-    ``fisher_exact(..., alternative="less")`` on the table ``[[after passes, after fails], [before passes, before
-    fails]]``). The other direction is ``fisher_exact_less(after, before)``. Raises ValueError for a count outside
-    ``0 <= passed <= trials``."""
-    (a, na), (b, nb) = before, after
-    if not (0 <= a <= na and 0 <= b <= nb):
-        raise ValueError(f"need 0 <= passed <= trials, got {before} and {after}")
-    total, passes = na + nb, a + b
-    if total == 0:
-        return 1.0
-    lowest = max(0, nb - (total - passes))
-    tail = sum(math.comb(passes, x) * math.comb(total - passes, nb - x) for x in range(lowest, b + 1))
-    return min(1.0, tail / math.comb(total, nb))
 
 
 def t_test_p(estimate: float, threshold: float, standard_error: float, df: float) -> float:
@@ -577,7 +409,7 @@ def t_test_p(estimate: float, threshold: float, standard_error: float, df: float
     effect = abs(estimate - threshold)
     if standard_error == 0.0:
         return 0.0 if effect > 0.0 else 1.0
-    return _t_upper_tail(effect / standard_error, df)
+    return t_upper_tail(effect / standard_error, df)
 
 
 def score_test_p(successes: int, n: int, p0: float) -> float:

@@ -45,7 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_gym_eval.stats.intervals import _regularized_beta, clustered_standard_error
+from pytest_gym_eval.stats.distributions import regularized_beta
+from pytest_gym_eval.stats.intervals import clustered_standard_error
 
 Dominance = Literal["judge", "policy", "neither"]
 """Whose variance a gate's interval is mostly made of: the judge's, the policy's answers' (and the tasks'), or
@@ -97,7 +98,7 @@ def f_cdf(x: float, d1: float, d2: float) -> float:
         return 0.0
     if math.isinf(x):
         return 1.0
-    return _regularized_beta(d1 / 2.0, d2 / 2.0, d1 * x / (d1 * x + d2), d2 / (d1 * x + d2))
+    return regularized_beta(d1 / 2.0, d2 / 2.0, d1 * x / (d1 * x + d2), d2 / (d1 * x + d2))
 
 
 def f_ppf(p: float, d1: float, d2: float) -> float:

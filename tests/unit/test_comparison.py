@@ -25,8 +25,9 @@ from pytest_gym_eval.stats.comparison import (
     simulate,
     task_passes,
 )
+from pytest_gym_eval.stats.exact_tests import mcnemar_exact
 from pytest_gym_eval.stats.gates import Verdict
-from pytest_gym_eval.stats.intervals import Interval, mcnemar_exact
+from pytest_gym_eval.stats.intervals import Interval
 from pytest_gym_eval.stats.sequential import BettingSequence, RewardRange
 
 ALPHA = 0.05

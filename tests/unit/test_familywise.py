@@ -8,15 +8,16 @@ from statistics import NormalDist
 
 import pytest
 
+from pytest_gym_eval.stats import familywise as fw
 from pytest_gym_eval.stats import gates as g
 from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, compare
+from pytest_gym_eval.stats.distributions import student_t_ppf
 from pytest_gym_eval.stats.intervals import (
     Interval,
     binomial_test_p,
     clustered_standard_error,
     holm_levels,
     score_test_p,
-    student_t_ppf,
     t_test_p,
     wilson_interval,
 )
@@ -140,7 +141,7 @@ def test_holm_judges_the_session_as_one_family() -> None:
     alone = [_dataset(100, 61), _dataset(100, 55), _dataset(100, 50)]
     assert alone[0][0].verdict is g.Verdict.PASS
     first = [r[0] for r in alone]
-    judged = g.holm(alone, 0.95)
+    judged = fw.holm(alone, 0.95)
     family = [r[0] for r in judged]
     assert [r.familywise.level for r in family if r.familywise] == pytest.approx([0.05 / 3] * 3)
     assert family[0].familywise == g.Familywise(
@@ -157,7 +158,7 @@ def test_holm_judges_the_session_as_one_family() -> None:
 
 def test_holm_rejects_step_by_step() -> None:
     # 80 of 100 (p ~ 1e-9) is decided at 0.05/2, which lets 62 of 100 (p 0.021) be judged at 0.05: both PASS.
-    judged = g.holm([_dataset(100, 80), _dataset(100, 62)], 0.95)
+    judged = fw.holm([_dataset(100, 80), _dataset(100, 62)], 0.95)
     assert [r[0].verdict for r in judged] == [g.Verdict.PASS, g.Verdict.PASS]
     assert [r[0].familywise.level for r in judged if r[0].familywise] == pytest.approx([0.025, 0.05])
 
@@ -167,7 +168,7 @@ def test_holm_leaves_point_gates_and_cut_short_ones_out() -> None:
     point = g.evaluate([g.Gate("mean_reward", 0.5)], rewards, passed, g.GateMode.POINT)
     cut = g.incomplete(_dataset(100, 62), 100, 120)
     member = _dataset(100, 62)
-    judged = g.holm([point, cut, member], 0.95)
+    judged = fw.holm([point, cut, member], 0.95)
     assert judged[0] == point and judged[0][0].familywise is None
     assert judged[1] == cut and judged[1][0].familywise is None
     assert judged[2][0].familywise == g.Familywise("Holm", 1, pytest.approx(0.0210, abs=1e-4), pytest.approx(0.05))
@@ -209,7 +210,7 @@ def test_a_comparisons_p_value_is_the_level_at_which_its_interval_touches_the_ma
     assert 0.0 < p < 1.0
     assert basis.interval(1.0 - p * 1.001).low >= -0.3 > basis.interval(1.0 - p * 0.999).low
     result = compare(baseline, candidate, [gate]).results[0]
-    family = g.holm_family([0.001, p], 0.95)
+    family = fw.holm_family([0.001, p], 0.95)
     assert [f.level for f in family] == [pytest.approx(0.025), pytest.approx(0.05)]
     judged = rejudged(result, family[1])
     assert judged.interval == basis.interval(0.95) and judged.familywise == family[1]

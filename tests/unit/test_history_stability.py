@@ -14,7 +14,7 @@ from pytest_gym_eval.history.stability import (
     task_outcomes,
 )
 from pytest_gym_eval.history.store import RunRollouts, StoredRollout, StoredRun
-from pytest_gym_eval.stats.intervals import fisher_exact_less
+from pytest_gym_eval.stats.exact_tests import fisher_exact_less
 
 
 def _outcomes(letters: str, repeats: int = 1) -> list[RunOutcome]:

@@ -136,10 +136,10 @@ MAX_LINES = 500
 """The most lines a module of the package may have (one concern a module: split a longer one by concern)."""
 
 OVER_MAX_LINES = {
-    "session/gym_session.py": 622,
+    "session/gym_session.py": 621,
     "stats/comparison.py": 619,
-    "stats/gates.py": 611,
-    "reporting/summary.py": 608,
+    "reporting/summary.py": 600,
+    "stats/gates.py": 560,
     "session/collect.py": 522,
 }
 """The modules still over :data:`MAX_LINES`, each with the most lines it may keep: lower an entry when its module

@@ -10,9 +10,9 @@ from statistics import NormalDist, mean, stdev
 
 import pytest
 
+from pytest_gym_eval.stats.distributions import beta_ppf, student_t_cdf, student_t_ppf
 from pytest_gym_eval.stats.intervals import (
     Interval,
-    beta_ppf,
     binomial_test_p,
     clopper_pearson_bounds,
     clopper_pearson_interval,
@@ -23,8 +23,6 @@ from pytest_gym_eval.stats.intervals import (
     paired_difference,
     pass_at_k,
     pass_at_k_interval,
-    student_t_cdf,
-    student_t_ppf,
     wilson_interval,
 )
 
@@ -444,7 +442,7 @@ def test_paired_difference_edges() -> None:
     ],
 )
 def test_mcnemar_exact_against_hand_worked_binomial_tails(worse: int, better: int, p: float) -> None:
-    from pytest_gym_eval.stats.intervals import mcnemar_exact
+    from pytest_gym_eval.stats.exact_tests import mcnemar_exact
 
     assert mcnemar_exact(worse, better) == pytest.approx(p, rel=1e-12)
     assert mcnemar_exact(better, worse) == pytest.approx(p, rel=1e-12)
