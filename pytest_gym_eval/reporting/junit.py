@@ -48,6 +48,7 @@ from pytest_gym_eval.reporting.conclusion import PolicyComparison
 from pytest_gym_eval.reporting.junit_values import move_rollout_values
 from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult
 from pytest_gym_eval.reporting.verdicts import GateVerdict
+from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.comparison import Hypothesis, gym_verdict
 
 SEPARATOR = "::"
@@ -279,8 +280,9 @@ def add_session_judged_gate(xml: Any, nodeid: str) -> None:
         xml.pytest_runtest_logreport(pytest.TestReport(nodeid, location, {}, "passed", None, when, duration=0.0))
 
 
-DATASET_GATE_KINDS = frozenset({"mean_reward", "pass_rate", "pass_at_k", "custom", "errors"})
-"""The verdict kinds a dataset's own ``gym-gate`` testcase carries; each other kind (a policy comparison's
+DATASET_GATE_KINDS = frozenset({*gate_kinds.METRICS, "errors"})
+"""The verdict kinds a dataset's own ``gym-gate`` testcase carries: every kind of the gate registry
+(:data:`~pytest_gym_eval.stats.gate_kinds.KINDS`) and the errored rollouts; each other kind (a policy comparison's
 hypothesis, a baseline gate, the replay flips) has a testcase of its own (:func:`gate_testcase_id`)."""
 
 
