@@ -223,16 +223,22 @@ def agent_resources_refs(loaded: Mapping[Path, Mapping[str, Any]], agent: str) -
 def model_server_needs(loaded: Mapping[Path, Mapping[str, Any]]) -> list[ModelServerNeed]:
     """Every reference ``{type: responses_api_models, name: X}`` inside a resources server's block
     (``<env>: {resources_servers: {<kind>: {...}}}``) of the loaded configs, in file order."""
-    needs = []
+    return [
+        ModelServerNeed(environment, path, key, server, kind)
+        for path, environment, kind, fields in _resources_server_blocks(loaded)
+        for key, server in _refs(fields, ())
+    ]
+
+
+def _resources_server_blocks(loaded: Mapping[Path, Mapping[str, Any]]) -> Iterator[tuple[Path, str, str, object]]:
+    """``(config, environment, server kind, block)`` of every resources server block
+    (``<env>: {resources_servers: {<kind>: {...}}}``) of the loaded configs, in file order."""
     for path, data in loaded.items():
         for environment, block in data.items():
             servers = block.get("resources_servers") if isinstance(block, dict) else None
-            if not isinstance(servers, dict):
-                continue
-            for kind, fields in servers.items():
-                for key, server in _refs(fields, ()):
-                    needs.append(ModelServerNeed(str(environment), path, key, server, str(kind)))
-    return needs
+            if isinstance(servers, dict):
+                for kind, fields in servers.items():
+                    yield path, str(environment), str(kind), fields
 
 
 def _refs(value: object, path: tuple[str, ...], kind: str = MODEL_REF_TYPE) -> Iterator[tuple[str, str]]:
@@ -384,16 +390,11 @@ def unmanaged_judges(checkout: Path, loaded: Mapping[Path, Mapping[str, Any]]) -
     that is the policy's own (``${policy_base_url}``, which the session sets) is managed and left out. Such a judge
     is no model server: ``--gym-model-server`` cannot bind it, nor a replay serve it."""
     found = []
-    for path, data in loaded.items():
-        for environment, block in data.items():
-            servers = block.get("resources_servers") if isinstance(block, dict) else None
-            if not isinstance(servers, dict):
-                continue
-            for kind, fields in servers.items():
-                keys = tuple(_own_client_keys(fields, ()))
-                variables = tuple(_judge_variables(checkout / "resources_servers" / str(kind)))
-                if keys or variables:
-                    found.append(UnmanagedJudge(str(environment), path, keys, variables))
+    for path, environment, kind, fields in _resources_server_blocks(loaded):
+        keys = tuple(_own_client_keys(fields, ()))
+        variables = tuple(_judge_variables(checkout / "resources_servers" / kind))
+        if keys or variables:
+            found.append(UnmanagedJudge(environment, path, keys, variables))
     return found
 
 

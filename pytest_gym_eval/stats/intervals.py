@@ -50,6 +50,14 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
 
 
+def _check_counts(successes: int, n: int, p0: float | None = None) -> None:
+    """Raise ValueError unless 0 <= successes <= n (and, when given, ``p0`` lies in [0, 1])."""
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if p0 is not None and not 0.0 <= p0 <= 1.0:
+        raise ValueError(f"p0 must lie in [0, 1], got {p0!r}")
+
+
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
     """Wilson score interval for a binomial proportion (Wilson 1927; Agresti & Coull 1998).
 
@@ -58,8 +66,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
     the result counts trials. Raises ValueError when n < 0, successes outside [0, n] or a bad confidence.
     """
     _check_confidence(confidence)
-    if n < 0 or not 0 <= successes <= n:
-        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    _check_counts(successes, n)
     if n == 0:
         return Interval(math.nan, 0.0, 1.0, 0)
     z = NormalDist().inv_cdf((1.0 + confidence) / 2.0)
@@ -195,8 +202,7 @@ def clopper_pearson_interval(successes: int, n: int, confidence: float = 0.95) -
     the trials). n == 0 gives estimate nan and bounds [0, 1]. Raises ValueError for successes outside [0, n] or a
     bad confidence."""
     _check_confidence(confidence)
-    if n < 0 or not 0 <= successes <= n:
-        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    _check_counts(successes, n)
     if n == 0:
         return Interval(math.nan, 0.0, 1.0, 0)
     low, high = clopper_pearson_bounds(successes, n, confidence)
@@ -210,10 +216,7 @@ def binomial_test_p(successes: int, n: int, p0: float) -> float:
     p0 at confidence c exactly when 2 p <= 1 - c. E.g. 46 of 48 against 0.8: P(X >= 46) = 0.001862. 0.5 for an
     estimate on p0, 1.0 for n == 0; p0 of 0 or 1 gives 0.0 when the estimate differs from it. Raises ValueError as
     :func:`clopper_pearson_interval`, or for p0 outside [0, 1]."""
-    if n < 0 or not 0 <= successes <= n:
-        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
-    if not 0.0 <= p0 <= 1.0:
-        raise ValueError(f"p0 must lie in [0, 1], got {p0!r}")
+    _check_counts(successes, n, p0)
     if n == 0:
         return 1.0
     estimate = successes / n
@@ -418,10 +421,7 @@ def score_test_p(successes: int, n: int, p0: float) -> float:
     Wilson interval at confidence c excludes p0 exactly when 2 p <= 1 - c). n == 0 gives 1.0; p0 of 0 or 1 gives
     0.0 when the estimate differs from it, else 1.0. Raises ValueError as :func:`wilson_interval`, or for p0
     outside [0, 1]."""
-    if n < 0 or not 0 <= successes <= n:
-        raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
-    if not 0.0 <= p0 <= 1.0:
-        raise ValueError(f"p0 must lie in [0, 1], got {p0!r}")
+    _check_counts(successes, n, p0)
     if n == 0:
         return 1.0
     effect = abs(successes / n - p0)
