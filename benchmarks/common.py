@@ -86,38 +86,43 @@ def mcqa_question(
     return row, letter, value
 
 
+def response_object(number: int, text: str, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """An OpenAI Responses object with one assistant message ``text`` and the given token usage, as the replay
+    model serves it (ids and creation time from ``number``)."""
+    return {
+        "id": f"resp_{number:032x}",
+        "created_at": 1767225600.0 + number,
+        "model": "benchmark-recorded-model",
+        "object": "response",
+        "output": [
+            {
+                "id": f"msg_{number:032x}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "status": "completed",
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
 def recording(row: dict[str, Any], number: int, answer: str, text: str, reward: float) -> dict[str, Any]:
     """A recorded rollout in the format of ``examples/mcqa/recordings/mcqa_rollouts.jsonl``."""
     prompt = row["responses_create_params"]["input"][0]["content"]
-    usage_in, usage_out = len(prompt) // 4, len(text) // 4
     return {
         "responses_create_params": {"input": [{"role": "user", "content": prompt}]},
-        "response": {
-            "id": f"resp_{number:032x}",
-            "created_at": 1767225600.0 + number,
-            "model": "benchmark-recorded-model",
-            "object": "response",
-            "output": [
-                {
-                    "id": f"msg_{number:032x}",
-                    "type": "message",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}],
-                }
-            ],
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "status": "completed",
-            "usage": {
-                "input_tokens": usage_in,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": usage_out,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": usage_in + usage_out,
-            },
-        },
+        "response": response_object(number, text, len(prompt) // 4, len(text) // 4),
         "reward": reward,
         "expected_answer": row["expected_answer"],
         "extracted_answer": answer,

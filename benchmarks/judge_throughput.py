@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import PYTEST, Row, check_ran, fmt_list, pytest_ini, run_child
+from common import PYTEST, Row, check_ran, fmt_list, pytest_ini, response_object, run_child
 from verdicts import median_of, median_ratio
 
 NAME = "judge_throughput"
@@ -113,36 +113,6 @@ def safe_prompt_rows(count: int) -> list[tuple[dict[str, Any], str]]:
     return rows
 
 
-def response_object(number: int, text: str) -> dict[str, Any]:
-    """An OpenAI Responses object with one assistant message ``text``, as the replay model serves it."""
-    return {
-        "id": f"resp_{number:032x}",
-        "created_at": 1767225600.0 + number,
-        "model": "benchmark-recorded-model",
-        "object": "response",
-        "output": [
-            {
-                "id": f"msg_{number:032x}",
-                "type": "message",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }
-        ],
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "status": "completed",
-        "usage": {
-            "input_tokens": 100,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 20,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 120,
-        },
-    }
-
-
 def judge_template(checkout: Path) -> str:
     """The judge prompt template of the environment's own config in the Gym ``checkout`` (read, never copied)."""
     import yaml
@@ -166,11 +136,13 @@ def write_recordings(rows: Sequence[tuple[dict[str, Any], str]], template: str, 
     with policy.open("w", encoding="utf-8") as p, judge.open("w", encoding="utf-8") as j:
         for number, (row, answer) in enumerate(rows):
             params = {"input": row["responses_create_params"]["input"]}
-            p.write(json.dumps({"responses_create_params": params, "response": response_object(number, answer)}))
+            p.write(
+                json.dumps({"responses_create_params": params, "response": response_object(number, answer, 100, 20)})
+            )
             p.write("\n")
             prompt = template.format(safe_prompt=row["safe_prompt"], model_response=answer.strip())
             judged = {"input": [{"role": "user", "content": prompt}]}
-            verdict = response_object(number, judge_verdict(answer))
+            verdict = response_object(number, judge_verdict(answer), 100, 20)
             j.write(json.dumps({"responses_create_params": judged, "response": verdict}))
             j.write("\n")
 

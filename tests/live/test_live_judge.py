@@ -29,6 +29,7 @@ from pytest_gym_eval.gym.processes import session_members
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH
 from tests.support.children import started_processes
 from tests.support.fault_proxy import FaultProxy, Rule
+from tests.support.real_gym import with_environment
 
 if TYPE_CHECKING:
     from pytest_gym_eval import provision
@@ -72,12 +73,7 @@ def verdicts(records: list[dict[str, Any]]) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def judge_checkout(gym_checkout: provision.GymCheckout) -> provision.GymCheckout:
     """The provisioned Gym with over_refusal_detection's server venv (built now when missing)."""
-    from pytest_gym_eval import provision
-
-    if ENVIRONMENT not in gym_checkout.environments:
-        version = gym_checkout.version or provision.DEFAULT_GYM_VERSION
-        provision.provision(version, gym_checkout.path, environments=(ENVIRONMENT,))
-    return gym_checkout
+    return with_environment(gym_checkout, ENVIRONMENT)
 
 
 def test_a_judge_environment_with_the_local_model_as_policy_and_judge_replays_with_no_model(

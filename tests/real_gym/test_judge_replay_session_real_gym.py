@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gym_eval.replay.judge_recordings import judge_recordings
+from tests.support.real_gym import with_environment
 
 if TYPE_CHECKING:
     from pytest_gym_eval import provision
@@ -28,12 +29,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def judge_checkout(gym_checkout: provision.GymCheckout) -> provision.GymCheckout:
     """The provisioned Gym with equivalence_llm_judge's server venv (built now when missing)."""
-    from pytest_gym_eval import provision
-
-    if ENVIRONMENT not in gym_checkout.environments:
-        version = gym_checkout.version or provision.DEFAULT_GYM_VERSION
-        provision.provision(version, gym_checkout.path, environments=(ENVIRONMENT,))
-    return gym_checkout
+    return with_environment(gym_checkout, ENVIRONMENT)
 
 
 def test_a_judge_environment_replays_its_policy_and_judge_and_names_a_missing_judge_answer(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.support.real_gym import GymExample, SharedGym
+from tests.support.real_gym import GymExample, SharedGym, with_environment
 
 if TYPE_CHECKING:
     from pytest_gym_eval import provision
@@ -57,12 +57,8 @@ def test_replayed_token_totals_equal_the_sums_over_real_gyms_records(
 @pytest.fixture(scope="module")
 def multi_step_example(gym_checkout: provision.GymCheckout) -> GymExample:
     """Gym's example_multi_step (5 tasks, each recording 4-5 model turns), its server venv provisioned now."""
-    from pytest_gym_eval import provision
-
-    if "example_multi_step" not in gym_checkout.environments:
-        version = gym_checkout.version or provision.DEFAULT_GYM_VERSION
-        provision.provision(version, gym_checkout.path, environments=("example_multi_step",))
-    return GymExample(gym_checkout.path, "example_multi_step", "example_multi_step_simple_agent")
+    checkout = with_environment(gym_checkout, "example_multi_step")
+    return GymExample(checkout.path, "example_multi_step", "example_multi_step_simple_agent")
 
 
 @pytest.mark.parametrize("model_type", ["openai_model", "vllm_model"])

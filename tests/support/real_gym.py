@@ -68,6 +68,16 @@ class SharedGym:
         return [f"--gym-checkout={self.checkout}", f"--gym-head-server={self.head_server}"]
 
 
+def with_environment(checkout: provision.GymCheckout, environment: str) -> provision.GymCheckout:
+    """``checkout`` with ``environment``'s server venv provisioned (built now when missing)."""
+    from pytest_gym_eval import provision
+
+    if environment not in checkout.environments:
+        version = checkout.version or provision.DEFAULT_GYM_VERSION
+        provision.provision(version, checkout.path, environments=(environment,))
+    return checkout
+
+
 @pytest.fixture(scope="session")
 def gym_checkout() -> provision.GymCheckout:
     """The provisioned Gym (``$PYTEST_GYM_EVAL_CHECKOUT``, else provisioned now, cached)."""
