@@ -94,7 +94,8 @@ def synthetic_session(folder: Path, rollouts: int) -> tuple[Any, list[Any], dict
     from pytest_gym_eval.reporting.baseline import compare_to_baseline
     from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
     from pytest_gym_eval.reporting.json_report import build_report
-    from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
+    from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+    from pytest_gym_eval.reporting.verdicts import session_verdict
     from pytest_gym_eval.stats.gates import Gate, GateMode
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -138,7 +138,9 @@ class GateVerdict:
     False when the gate was judged on a selection by name, marker or last outcome (it sets no exit status);
     ``fails`` whether it fails the session (a deciding FAIL, or INCONCLUSIVE unless ``--gym-inconclusive=pass``);
     ``detail`` the gate's line as the terminal shows it, without the subject (its figures and verdict, where the gate
-    was set, an INCONCLUSIVE one's hint; :attr:`text`)."""
+    was set, an INCONCLUSIVE one's hint; :attr:`text`); ``brief`` the few words the session's one-line reason gives
+    a failing gate (:func:`~pytest_gym_eval.reporting.verdicts.session_status`; not in the JSON report, which holds
+    the reason itself)."""
 
     dataset: str
     subject: str
@@ -153,6 +155,7 @@ class GateVerdict:
     decides: bool = True
     fails: bool = False
     detail: str = ""
+    brief: str = ""
 
     @property
     def text(self) -> str:

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
-from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, RolloutResult, TestOutcome, session_verdict
-from pytest_gym_eval.reporting.verdicts import GateVerdict, gate_verdicts
+from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, RolloutResult, TestOutcome
+from pytest_gym_eval.reporting.verdicts import GateVerdict, gate_verdicts, session_status
 from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Verdict
 from pytest_gym_eval.stats.intervals import Interval
 from pytest_gym_eval.stats.judge_noise import JudgeNoise
@@ -67,7 +67,7 @@ def conclusion_from_report(
     holds as null comes back as nan (estimate) or -inf/+inf (bounds); the rollouts' start/stop times are not
     in the report (0.0). The comparison with ``baseline`` (another report) is computed as ``--gym-baseline``
     computes it. The exit status and reason are the report's (its ``session``) when it has them, else those
-    :func:`~pytest_gym_eval.reporting.summary.session_verdict` gives its gates (INCONCLUSIVE failing; the
+    :func:`~pytest_gym_eval.reporting.verdicts.session_status` gives its gates' verdicts (INCONCLUSIVE failing; the
     max-drop and flip gates left out: the report does not say whether they were set). Raises ValueError for a
     dataset, gate or rollout entry this version cannot read.
     """
@@ -92,8 +92,8 @@ def conclusion_from_report(
     warnings = tuple(str(line) for line in report.get("warnings") or ())
     if not (isinstance(status, int) and not isinstance(status, bool) and isinstance(reason, str)):
         # An older report without them: the verdict of the gates it lists, inconclusive counted as failing.
-        status, reason = session_verdict(summaries, inconclusive_passes=False)
         verdicts = verdicts or gate_verdicts(summaries)
+        status, reason = session_status(verdicts, summaries)
     concluded = Conclusion(summaries, comparisons, flips, status, reason, tests=tests, verdicts=verdicts)
     return dataclasses.replace(concluded, warnings=warnings), results
 

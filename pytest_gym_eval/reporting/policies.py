@@ -11,7 +11,6 @@ side's tokens and latency over the same pairs (:func:`paired_usage`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -21,7 +20,6 @@ from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, usa
 from pytest_gym_eval.stats import comparison as cmp
 from pytest_gym_eval.stats import familywise as fw
 from pytest_gym_eval.stats.comparison import ComparisonGate, Key, compare, judge_paired_waves
-from pytest_gym_eval.stats.gates import Verdict
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
 from pytest_gym_eval.tasks.models import policy_of
 
@@ -131,26 +129,6 @@ def label_policies(
 
 def _sole(agents: set[str]) -> str | None:
     return next(iter(agents)) if len(agents) == 1 else None
-
-
-def comparison_failures(comparisons: Sequence[PolicyComparison], *, inconclusive_passes: bool) -> list[str]:
-    """One line per gate of a deciding comparison that did not pass (``--gym-max-regression``'s non-inferiority,
-    ``--gym-min-improvement``'s superiority, in that order), e.g. ``mcqa.jsonl cand vs base: non-inferiority:
-    candidate - baseline -0.50 [-0.81, -0.19], upper bound -0.19 < -0.10: FAIL``.
-
-    As every gate (:meth:`~pytest_gym_eval.stats.gates.GateResult.passed`): FAIL never passes; INCONCLUSIVE passes only
-    with ``inconclusive_passes`` (``--gym-inconclusive=pass``), and never when nothing was paired. Empty: every gate
-    passes (or none is set)."""
-    lines = []
-    for item in comparisons:
-        for result in item.comparison.results if item.decides else ():
-            if result.verdict is Verdict.PASS:
-                continue
-            judged = not math.isnan(result.interval.estimate)
-            if result.verdict is Verdict.INCONCLUSIVE and inconclusive_passes and judged:
-                continue
-            lines.append(f"{item.dataset} {item.candidate} vs {item.baseline}: {result.describe()}")
-    return lines
 
 
 def familywise_session(

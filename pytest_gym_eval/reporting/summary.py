@@ -36,7 +36,6 @@ from pytest_gym_eval.stats.gates import (
     GateResult,
     Verdict,
     applies_to,
-    bound_of,
     custom_interval,
     evaluate,
     incomplete,
@@ -61,7 +60,6 @@ NO_DATASET_ROLLOUT = (
 )
 """What the summaries say of a session with Gym but no dataset rollout (its tests rolled rows out on demand)."""
 
-_MAX_REASONS = 3
 SCORED_STATUSES = ("passed", "failed")
 
 
@@ -533,68 +531,3 @@ def _summarize_group(
         metrics=metrics,
         judge_noise=judge_noise(answer_rewards(tasks), confidence),
     )
-
-
-# --- Session verdict --------------------------------------------------------------------------------------
-
-
-def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes: bool) -> tuple[int, str]:
-    """The session's exit status under CI gates, and a one-line reason.
-
-    (-1, "") when no summary has a gate (the caller keeps pytest's own status). Otherwise 0 when every gate
-    passes (INCONCLUSIVE counts as passing when ``inconclusive_passes``) and no rollout errored in any
-    dataset, else 1. Failed rollouts do not fail the session: only the gates judge rewards. A gated dataset
-    with selected rollouts that errored or never reported always fails the session (its gates are at best
-    INCONCLUSIVE, whatever ``inconclusive_passes`` says): a cut-short evaluation is never green. Reasons look
-    like ``gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.80 < 0.90``, ``gym gates: 2 rollouts errored``
-    or ``gym gates: all 3 gates pass``. The gates of a summary judged on a selection by name, marker or last
-    outcome (:attr:`DatasetSummary.gates_decide`) are left out, as if the dataset had none.
-    """
-    deciding = [summary for summary in summaries if summary.gates_decide]
-    judged = [(summary, result) for summary in deciding for result in summary.gates]
-    if not judged:
-        return -1, ""
-    errors = sum(summary.unjudged_errors for summary in summaries)
-    cut_short = [summary for summary in deciding if summary.gates and summary.unreported]
-    failing = [(summary, result) for summary, result in judged if not result.passed(inconclusive_passes)]
-    problems = [f"{summary.title} {_gate_brief(result)}" for summary, result in failing[:_MAX_REASONS]]
-    if len(failing) > _MAX_REASONS:
-        problems.append(f"and {fmt.plural(len(failing) - _MAX_REASONS, 'more failing gate')}")
-    if errors:
-        problems.append(f"{fmt.plural(errors, 'rollout')} errored")
-    unreported = sum(summary.unreported for summary in cut_short)
-    if unreported:
-        selected = sum(summary.selected or 0 for summary in cut_short)
-        problems.append(f"{unreported} of {selected} selected rollouts never reported (the session stopped early)")
-    family = next((r.familywise for _, r in judged if r.familywise is not None), None)
-    prefix = "gym gates" if family is None else f"gym gates (family-wise, {family.method} over {family.family})"
-    if failing:
-        head = "FAIL" if any(result.verdict is Verdict.FAIL for _, result in failing) else "INCONCLUSIVE"
-        return 1, f"{prefix}: {head} - " + "; ".join(problems)
-    if problems:
-        return 1, f"{prefix}: " + "; ".join(problems)
-    return 0, f"{prefix}: " + _all_pass(judged)
-
-
-def _all_pass(judged: Sequence[tuple[DatasetSummary, GateResult]]) -> str:
-    inconclusive = sum(1 for _, result in judged if result.verdict is Verdict.INCONCLUSIVE)
-    text = "the gate passes" if len(judged) == 1 else f"all {len(judged)} gates pass"
-    if inconclusive:
-        text += f" ({inconclusive} inconclusive, counted as passing)"
-    return text
-
-
-def _gate_brief(result: GateResult) -> str:
-    """A short reason a gate did not pass, e.g. ``mean reward 0.80 < 0.90``."""
-    gate, interval, words = result.gate, result.interval, result.gate.kind.words
-    threshold = fmt.threshold(gate.threshold)
-    if math.isnan(interval.estimate):
-        return f"{gate.name} has no data (needs {words.ok} {threshold})"
-    if result.note and result.verdict is not Verdict.FAIL:  # it fails whatever the missing rollouts hold
-        return f"{gate.name} {fmt.number(interval.estimate)} {result.note}"
-    if result.mode is GateMode.POINT:
-        return f"{gate.name} {fmt.number(interval.estimate)} {words.not_ok} {threshold}"
-    if result.verdict is Verdict.FAIL:
-        bound = fmt.number(bound_of(interval, words.fail_bound))
-        return f"{gate.name} {fmt.number(interval.estimate)}, {words.fail_bound} {bound} {words.not_ok} {threshold}"
-    return f"{gate.name} {fmt.interval(interval)} straddles {threshold}"

@@ -17,7 +17,7 @@ from pytest_gym_eval.reporting.conclusion import NOT_APPLICABLE, BaselineCompari
 from pytest_gym_eval.reporting.summary import DatasetSummary, selection_note
 from pytest_gym_eval.stats.comparison import ComparisonGate, gym_verdict
 from pytest_gym_eval.stats.gates import NOT_APPLICABLE as NOT_APPLICABLE_WORDS
-from pytest_gym_eval.stats.gates import Gate, GateSource, Verdict
+from pytest_gym_eval.stats.gates import Gate, GateMode, GateResult, GateSource, Verdict, bound_of
 from pytest_gym_eval.stats.intervals import Interval
 
 NOT_DATASET_GATES = frozenset({"errors", "max_drop", "max_regressed_tasks", "flips", "replay"})
@@ -108,6 +108,7 @@ def _dataset_verdicts(summary: DatasetSummary, inconclusive_passes: bool) -> lis
             decides=decides,
             fails=decides and not result.passed(lenient),
             detail=result.describe(set_where(result.gate)),
+            brief=f"{summary.title} {gate_brief(result)}",
         )
         for result in summary.gates
     ]
@@ -146,6 +147,7 @@ def _replay_verdict(error: str) -> GateVerdict:
         verdict="FAIL",
         message=f"replay: {error}",
         fails=True,
+        brief=error,
     )
 
 
@@ -244,6 +246,7 @@ def _flips_verdict(flips: Sequence[Flip]) -> GateVerdict:
         verdict="FAIL" if flips else "PASS",
         message=message,
         fails=bool(flips),
+        brief=f"{count} rollout reward{'s' if count != 1 else ''} differ from the recording",
     )
 
 
@@ -262,7 +265,74 @@ def _errors(summary: DatasetSummary) -> GateVerdict:
         verdict="FAIL",
         message=f"{summary.title}: {fmt.plural(summary.unjudged_errors, 'rollout')} errored",
         fails=True,
+        brief=f"{fmt.plural(summary.unjudged_errors, 'rollout')} errored",
     )
+
+
+MAX_REASONS = 3
+"""Failing gates the one-line reason names before "and N more failing gates"."""
+
+
+def session_status(verdicts: Sequence[GateVerdict], summaries: Sequence[DatasetSummary]) -> tuple[int, str]:
+    """The session's exit status under its gates and the one-line reason beside it, both read off ``verdicts`` (the
+    list :func:`gate_verdicts` made): nothing here judges a gate again.
+
+    (-1, "") when no verdict decides (no gate set, or each judged on a selection: pytest's own status then holds);
+    1 when a verdict fails (:attr:`GateVerdict.fails`), else 0. The reason names the failing gates in the list's
+    order by their :attr:`~GateVerdict.brief` (the first :data:`MAX_REASONS` of them, then how many more), then the
+    errored rollouts no gate judges, summed over the datasets, then, for gated ``summaries`` cut short, how many
+    selected rollouts never reported; its head is INCONCLUSIVE when every failing gate is INCONCLUSIVE (errored rollouts
+    aside), else FAIL. E.g.
+    ``gym gates: FAIL - datasets/mcqa.jsonl mean reward 0.80 < 0.90; 1 rollout errored`` or ``gym gates: all 3
+    gates pass (1 inconclusive, counted as passing)``. Under ``--gym-familywise`` the prefix names the family
+    (``gym gates (family-wise, Holm over 5)``).
+    """
+    deciding = [v for v in verdicts if v.decides and v.verdict != NOT_APPLICABLE]
+    if not deciding:
+        return -1, ""
+    family = next((r.familywise for s in summaries for r in s.gates if r.familywise is not None), None)
+    prefix = "gym gates" if family is None else f"gym gates (family-wise, {family.method} over {family.family})"
+    fails = failing(verdicts)
+    if not fails:
+        inconclusive = sum(1 for v in deciding if v.verdict == Verdict.INCONCLUSIVE.value)
+        text = "the gate passes" if len(deciding) == 1 else f"all {len(deciding)} gates pass"
+        return 0, f"{prefix}: {text}" + (f" ({inconclusive} inconclusive, counted as passing)" if inconclusive else "")
+    gates = [v for v in fails if v.kind != "errors"]
+    problems = [v.brief or v.message for v in gates[:MAX_REASONS]]
+    if len(gates) > MAX_REASONS:
+        problems.append(f"and {fmt.plural(len(gates) - MAX_REASONS, 'more failing gate')}")
+    errored = sum(int(v.statistic or 0) for v in fails if v.kind == "errors")
+    if errored:
+        problems.append(f"{fmt.plural(errored, 'rollout')} errored")
+    cut_short = [s for s in summaries if s.gates_decide and s.gates and s.unreported]
+    if cut_short:
+        unreported, selected = sum(s.unreported for s in cut_short), sum(s.selected or 0 for s in cut_short)
+        problems.append(f"{unreported} of {selected} selected rollouts never reported (the session stopped early)")
+    head = "INCONCLUSIVE" if gates and all(v.verdict != Verdict.FAIL.value for v in gates) else "FAIL"
+    return 1, f"{prefix}: {head} - " + "; ".join(problems)
+
+
+def session_verdict(summaries: Sequence[DatasetSummary], *, inconclusive_passes: bool) -> tuple[int, str]:
+    """:func:`session_status` of the verdicts of ``summaries``' own gates alone (no comparison, baseline or replay):
+    what a report that lists only its datasets concludes (INCONCLUSIVE failing unless ``inconclusive_passes``)."""
+    return session_status(gate_verdicts(summaries, inconclusive_passes=inconclusive_passes), summaries)
+
+
+def gate_brief(result: GateResult) -> str:
+    """A short reason a gate did not pass, e.g. ``mean reward 0.80 < 0.90``, ``pass rate 0.25, upper bound 0.40 <
+    0.50`` or ``mean reward [0.55, 0.95] straddles 0.70``: the words the one-line reason gives it."""
+    gate, interval, words = result.gate, result.interval, result.gate.kind.words
+    threshold = fmt.threshold(gate.threshold)
+    if math.isnan(interval.estimate):
+        return f"{gate.name} has no data (needs {words.ok} {threshold})"
+    if result.note and result.verdict is not Verdict.FAIL:  # it fails whatever the missing rollouts hold
+        return f"{gate.name} {fmt.number(interval.estimate)} {result.note}"
+    if result.mode is GateMode.POINT:
+        return f"{gate.name} {fmt.number(interval.estimate)} {words.not_ok} {threshold}"
+    if result.verdict is Verdict.FAIL:
+        bound = fmt.number(bound_of(interval, words.fail_bound))
+        return f"{gate.name} {fmt.number(interval.estimate)}, {words.fail_bound} {bound} {words.not_ok} {threshold}"
+    return f"{gate.name} {fmt.interval(interval)} straddles {threshold}"
 
 
 def failing(verdicts: Sequence[GateVerdict]) -> list[GateVerdict]:
@@ -287,4 +357,14 @@ def of_comparison(verdicts: Sequence[GateVerdict], item: PolicyComparison) -> li
     return [v for v in verdicts if v.subject == subject and v.kind not in NOT_DATASET_GATES]
 
 
-__all__ = ["NOT_APPLICABLE", "GateVerdict", "failing", "gate_verdicts", "of_comparison", "of_summary", "shown"]
+__all__ = [
+    "NOT_APPLICABLE",
+    "GateVerdict",
+    "failing",
+    "gate_verdicts",
+    "of_comparison",
+    "of_summary",
+    "session_status",
+    "session_verdict",
+    "shown",
+]

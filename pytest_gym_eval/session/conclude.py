@@ -23,11 +23,10 @@ from pytest_gym_eval.reporting import summary as rpt
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip, PolicyComparison
 from pytest_gym_eval.reporting.policies import (
     compare_policies,
-    comparison_failures,
     familywise_session,
     label_policies,
 )
-from pytest_gym_eval.reporting.verdicts import gate_verdicts
+from pytest_gym_eval.reporting.verdicts import gate_verdicts, session_status
 from pytest_gym_eval.stats.gates import Gate, GateSource
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
 from pytest_gym_eval.tasks.selection import Selection
@@ -174,48 +173,14 @@ def conclude(
         except RecordingError as error:  # the comparison asked for cannot be made: that fails the session
             replay_error = f"--gym-replay: {error}"
 
-    status, reason = rpt.session_verdict(summaries, inconclusive_passes=options.inconclusive_passes)
-    baseline_gates = options.max_drop is not None or options.max_regressed_tasks is not None
-    margins = (options.max_regression, options.min_improvement)
-    gated = any(m is not None for m in margins) and any(item.decides for item in policies)
-    other_gates = (baseline_gates and baseline is not None) or options.fail_on_flip or gated
-    if status == -1 and not other_gates and not replay_error:
-        return _quarantined(
-            Conclusion(
-                summaries,
-                comparisons,
-                flips,
-                -1,
-                _not_judged(summaries),
-                policies=policies,
-                verdicts=gate_verdicts(summaries, policies, inconclusive_passes=options.inconclusive_passes),
-            ),
-            quarantine,
-            held,
-            tasks,
-        )
-    failures = [replay_error] if replay_error else []
-    if status == -1 and (errors := sum(1 for r in results if r.status == "error")):
-        failures.append(f"{errors} rollout{'s' if errors != 1 else ''} errored")
-    if options.max_drop is not None:
-        failures += bl.max_drop_gate(comparisons, options.max_drop)
-    if options.max_regressed_tasks is not None:
-        failures += bl.max_regressed_gate(comparisons, options.max_regressed_tasks)
-    failures += comparison_failures(policies, inconclusive_passes=options.inconclusive_passes)
-    if options.fail_on_flip and flips:
-        failures.append(f"{len(flips)} rollout reward{'s' if len(flips) != 1 else ''} differ from the recording")
-    if status == 1:
-        reason = "; ".join([reason, *failures])
-    elif failures:
-        reason = "gym gates: FAIL - " + "; ".join(failures)
-    else:
-        reason = reason or "gym gates: all gates pass"
     verdicts = gate_verdicts(
         summaries, policies, comparisons if baseline is not None else (), flips,
         inconclusive_passes=options.inconclusive_passes, max_drop=options.max_drop,
         max_regressed_tasks=options.max_regressed_tasks, fail_on_flip=options.fail_on_flip, replay_error=replay_error,
     )  # fmt: skip
-    status = 1 if any(verdict.fails for verdict in verdicts) else 0  # the verdict list decides; the reason words it
+    status, reason = session_status(verdicts, summaries)  # the verdict list decides; the reason words it
+    if status == -1:  # no gate decides: pytest's own status holds
+        reason = _not_judged(summaries)
     concluded = Conclusion(summaries, comparisons, flips, status, reason, policies=policies, verdicts=verdicts)
     return _quarantined(concluded, quarantine, held, tasks)
 

@@ -34,7 +34,8 @@ from pytest_gym_eval.reporting import fmt, html, policies_page
 from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
 from pytest_gym_eval.reporting.json_report import build_report
-from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.reporting.verdicts import session_verdict
 from pytest_gym_eval.session.conclude import conclude
 from pytest_gym_eval.stats.gates import Gate, GateMode
 from pytest_gym_eval.tasks.models import Policy

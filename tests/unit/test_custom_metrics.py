@@ -25,7 +25,8 @@ from pytest_gym_eval.outcomes.custom_metrics import (
 )
 from pytest_gym_eval.outcomes.rollout import Rollout
 from pytest_gym_eval.reporting import json_reading, json_report, page_data, shard_report
-from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.reporting.verdicts import session_verdict
 from pytest_gym_eval.session.results import ResultsCollector
 from pytest_gym_eval.stats.gates import NOT_RECORDED, Gate, GateMode, Verdict, custom_interval, evaluate
 

@@ -13,7 +13,8 @@ import pytest
 from pytest_gym_eval.options.settings import DatasetSettings, parse_dataset_settings
 from pytest_gym_eval.reporting import json_reading, json_report
 from pytest_gym_eval.reporting.merge import GateOverrides
-from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.reporting.verdicts import session_verdict
 from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis, comparison_gates
 from pytest_gym_eval.stats.gates import Gate, GateMode, GateSource, Verdict, applies_to, merge_gates
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.reporting.verdicts import session_verdict
 from pytest_gym_eval.stats.gates import Gate, GateMode, Verdict, evaluate
 from pytest_gym_eval.stats.intervals import wilson_interval
 from pytest_gym_eval.stats.sequential import judge_waves

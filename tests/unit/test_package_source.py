@@ -138,7 +138,7 @@ MAX_LINES = 500
 OVER_MAX_LINES = {
     "session/gym_session.py": 621,
     "stats/comparison.py": 619,
-    "reporting/summary.py": 600,
+    "reporting/summary.py": 533,
     "stats/gates.py": 560,
     "session/collect.py": 522,
 }

@@ -26,8 +26,8 @@ from pytest_gym_eval.reporting.baseline import compare_to_baseline
 from pytest_gym_eval.reporting.conclusion import Conclusion, Flip
 from pytest_gym_eval.reporting.json_reading import conclusion_from_report
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report, write_report
-from pytest_gym_eval.reporting.summary import RolloutResult, session_verdict, summarize
-from pytest_gym_eval.reporting.verdicts import gate_verdicts
+from pytest_gym_eval.reporting.summary import RolloutResult, summarize
+from pytest_gym_eval.reporting.verdicts import gate_verdicts, session_verdict
 from pytest_gym_eval.stats.gates import Gate, GateMode
 from tests.support.pages import DATA, result, transcripts_in
 

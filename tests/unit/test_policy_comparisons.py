@@ -14,11 +14,13 @@ import pytest
 
 from pytest_gym_eval.options.gym_options import GymOptions
 from pytest_gym_eval.options.settings import DatasetSettings
+from pytest_gym_eval.reporting.conclusion import PolicyComparison
 from pytest_gym_eval.reporting.json_report import SCHEMA_PATH, build_report
 from pytest_gym_eval.reporting.junit import comparison_properties
-from pytest_gym_eval.reporting.policies import compare_policies, comparison_failures
+from pytest_gym_eval.reporting.policies import compare_policies
 from pytest_gym_eval.reporting.summary import RolloutResult
 from pytest_gym_eval.reporting.terminal import render_policies
+from pytest_gym_eval.reporting.verdicts import failing, gate_verdicts
 from pytest_gym_eval.session.conclude import conclude
 from pytest_gym_eval.stats.comparison import ComparisonGate, Hypothesis
 from pytest_gym_eval.stats.gates import Gate, Verdict
@@ -27,6 +29,11 @@ from pytest_gym_eval.tasks.models import Policy, policy_of
 from pytest_gym_eval.tasks.selection import Selection
 
 AGENTS = {"base": "mcqa_simple_agent", "cand": "mcqa_simple_agent__cand"}
+
+
+def comparison_failures(items: list[PolicyComparison], *, inconclusive_passes: bool) -> list[str]:
+    """The messages of the comparison verdicts that fail the session (what its reason names)."""
+    return [v.message for v in failing(gate_verdicts([], items, inconclusive_passes=inconclusive_passes))]
 
 
 def rollout(policy: str, task: str, repeat: int, reward: float | None, dataset: str = "mcqa.jsonl") -> RolloutResult:
@@ -191,7 +198,7 @@ def test_the_gate_sets_the_sessions_exit_status_unless_judged_on_a_biased_select
     assert conclude(results, replace(options, max_regression=0.7)).exit_status == 1
     assert conclude(results, replace(options, max_regression=0.7, inconclusive_passes=True)).exit_status == 0
     passed = conclude(results, replace(options, max_regression=1.0))
-    assert (passed.exit_status, passed.reason) == (0, "gym gates: all gates pass")
+    assert (passed.exit_status, passed.reason) == (0, "gym gates: the gate passes")
     assert conclude(results, replace(options, policies=(), max_regression=None)).policies == ()
 
 
@@ -233,7 +240,7 @@ def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_
     options = GymOptions(rootdir=tmp_path, policies=policies, min_improvement=0.1)
     better = session({f"t{i}": [0.0 if i < 6 else 1.0] for i in range(10)}, {f"t{i}": [1.0] for i in range(10)})
     passed = conclude(better, options)
-    assert (passed.exit_status, passed.reason) == (0, "gym gates: all gates pass")
+    assert (passed.exit_status, passed.reason) == (0, "gym gates: the gate passes")
     (item,) = passed.policies
     assert item.result is None  # no --gym-max-regression
     superiority = item.gate_result(Hypothesis.SUPERIORITY)

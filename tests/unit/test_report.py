@@ -6,6 +6,7 @@ Student t quantiles used below (tables): t(0.975; 3) = 3.182446, t(0.975; 4) = 2
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -27,8 +28,9 @@ from pytest_gym_eval.reporting.json_report import (
     write_report,
 )
 from pytest_gym_eval.reporting.junit import suite_properties
-from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, session_verdict, summarize
+from pytest_gym_eval.reporting.summary import DatasetSummary, RolloutResult, summarize
 from pytest_gym_eval.reporting.terminal import render_baseline, render_summary
+from pytest_gym_eval.reporting.verdicts import gate_verdicts, session_status, session_verdict
 from pytest_gym_eval.stats.gates import Gate, GateMode, Verdict
 
 MCQA = "datasets/mcqa.jsonl"
@@ -266,7 +268,7 @@ def test_session_verdict_errors_fail_even_when_gates_pass() -> None:
     # Errors in a dataset without gates count too.
     clean = summarize_one(results_for(FOUR_OF_FIVE), [Gate("mean_reward", 0.5)])
     ungated = summarize(results_for({"x": [None, None]}, dataset="d2.jsonl"), thresholds={}, gates={}, mode=POINT)
-    assert session_verdict([clean, *ungated], inconclusive_passes=False) == (1, "gym gates: 2 rollouts errored")
+    assert session_verdict([clean, *ungated], inconclusive_passes=False) == (1, "gym gates: FAIL - 2 rollouts errored")
 
 
 def test_session_verdict_failure_and_errors_together() -> None:
@@ -302,6 +304,25 @@ def test_session_verdict_caps_the_listed_failures() -> None:
     assert status == 1
     assert reason.count("mean reward 0.80 <") == 3
     assert reason.endswith("and 2 more failing gates")
+
+
+def test_the_reason_is_read_off_the_verdicts_it_sits_beside() -> None:
+    """Over gates that pass, fail and straddle, with and without errored rollouts and either INCONCLUSIVE rule: the
+    status is 1 exactly when a verdict fails, and the reason names exactly the failing verdicts' words, none other."""
+    shapes = [FOUR_OF_FIVE, FLAKY, {"q0": [1.0, None], "q1": [0.0, 1.0]}]
+    gate_sets = [[Gate("mean_reward", 0.5)], [Gate("mean_reward", 0.95), Gate("pass_rate", 0.2)], []]
+    for shape, gates, mode, inconclusive_passes in itertools.product(shapes, gate_sets, (POINT, LOWER), (False, True)):
+        summaries = [summarize_one(results_for(shape), gates, mode=mode)]
+        verdicts = gate_verdicts(summaries, inconclusive_passes=inconclusive_passes)
+        status, reason = session_status(verdicts, summaries)
+        if not gates:
+            assert (status, reason) == (-1, "")
+            continue
+        fails = [v for v in verdicts if v.fails]
+        assert status == (1 if fails else 0)
+        assert reason.startswith("gym gates: ")
+        for verdict in verdicts:
+            assert (verdict.brief in reason) is (verdict in fails), (verdict, reason)
 
 
 # --- render_summary ----------------------------------------------------------------------------------------
