@@ -430,12 +430,11 @@ def judge_rows(
                 f"{label}: both sides' rate against the ideal {ideal:.1f} "
                 f"rollouts/s ({waves} waves of {min(concurrency, count)} rollouts, each {latency:g} + {latency:g} s), "
                 "and the CPU Gym's servers (agent, model servers, resources server, Ray) spent per rollout beyond "
-                "their idle rate; whole "
-                f"`gym eval run` wall time, session / raw: {wall.text()}; each side's own CPU (user + system): the "
-                f"session's pytest process and its `gym eval run` {own_session:.2f} s, raw `gym eval run` "
-                f"{own_raw:.2f} s",
+                "their idle rate; whole `gym eval run` wall time, session / raw; each side's own CPU (user + "
+                "system): the session's pytest process and its `gym eval run`, raw `gym eval run`",
                 f"{gap.text(2)} of the ideal",
-                f"Gym's servers {per_rollout * 1000:.0f} ms CPU a rollout",
+                f"Gym's servers {per_rollout * 1000:.0f} ms CPU a rollout; wall time session / raw {wall.text()}; "
+                f"own CPU: session {own_session:.2f} s, raw {own_raw:.2f} s",
                 "",
                 "",
                 "",

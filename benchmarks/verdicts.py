@@ -125,11 +125,12 @@ def stamp() -> str:
 def merge_rows(path: Path, rows: Sequence[str], note: str) -> bool:
     """Put the table rows ``rows`` (``| first cell | ... |`` lines) of a partial run (``run.py --only NAME
     --write-rows``) into the table between the markers of ``path``, the rest of it kept: a row whose first cell is
-    one of the table's replaces it; any other goes after the last row whose first cell starts with the same first
-    word (``adaptive``, punctuation aside), else at the table's end. ``note``, one line saying which run wrote
-    them, goes below the table after a blank line, in place of an earlier note that starts with the same text up
-    to its first ``:``. A full run rewrites the whole block, notes included. Whether ``path`` has the markers
-    (else it is left alone). Raises :class:`OSError` when it cannot be read or written."""
+    one of the table's (:func:`row_key`: the measured values some labels quote left out) replaces it; any other goes
+    after the last row whose first cell starts with the same first word (``adaptive``, punctuation aside), else at
+    the table's end. ``note``, one line saying which run wrote them, goes below the table after a blank line, in
+    place of an earlier note that starts with the same text up to its first ``:``. A full run rewrites the whole
+    block, notes included. Whether ``path`` has the markers (else it is left alone). Raises :class:`OSError` when it
+    cannot be read or written."""
     text = path.read_text(encoding="utf-8")
     begin, end = text.find(TABLE_BEGIN), text.find(TABLE_END)
     if begin < 0 or end < begin:
@@ -138,8 +139,8 @@ def merge_rows(path: Path, rows: Sequence[str], note: str) -> bool:
     table = [i for i, line in enumerate(lines) if line.startswith("|")]
     last = table[-1] if table else len(lines) - 1
     for row in rows:
-        first = _first_cell(row)
-        same = [i for i in table if _first_cell(lines[i]) == first]
+        first = row_key(row)
+        same = [i for i in table if row_key(lines[i]) == first]
         if same:
             lines[same[0]] = row
             continue
@@ -155,6 +156,18 @@ def merge_rows(path: Path, rows: Sequence[str], note: str) -> bool:
     block = "\n".join(lines) + f"\n\n{note}"
     path.write_text(f"{text[: begin + len(TABLE_BEGIN)]}\n{block}\n{text[end:]}", encoding="utf-8")
     return True
+
+
+MEASURED = re.compile(r" ?\((?=[^()]*\d\.\d\d)[^()]*\)")
+"""A parenthesis in a label quoting measured values (a number with two decimals or more: ``(rows 5.53, 5.88 s)``)."""
+
+
+def row_key(row: str) -> str:
+    """What makes two table rows the same row: the first cell without the parentheses that quote measured values
+    (:data:`MEASURED`), which change from run to run while the label stays (``... time (rows 5.53, 5.88 s)`` and
+    ``... time (rows 6.01, 6.20 s)`` are one row); a parenthesis of sizes (``(50 tasks x 4)``, ``(waves to [2, 4,
+    8])``) stays part of the key."""
+    return MEASURED.sub("", _first_cell(row))
 
 
 def _first_cell(row: str) -> str:

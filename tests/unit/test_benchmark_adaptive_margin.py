@@ -51,6 +51,15 @@ def test_a_partial_runs_rows_replace_their_namesakes_and_join_their_kin(tmp_path
     merged = ["| adaptive: x | 3 |", "| adaptive margin | 5 |", "| warm: y | 2 |", "", "Rows of `--only z`: run 2"]
     assert body.strip().split("\n") == [*table[:4], *merged]
     assert text.startswith("intro\n") and text.endswith(verdicts.TABLE_END + "\nend\n")
+    # A label that quotes its rounds' values is the same row when only those values change; sizes are not values.
+    quoted = "| warm: y (rounds 1.25, 1.31 s) | 6 |"
+    assert verdicts.merge_rows(page, [quoted, "| warm: y (50 tasks x 4) | 7 |"], "Rows of `--only z`: run 3")
+    assert verdicts.merge_rows(page, ["| warm: y (rounds 1.40, 1.52 s) | 8 |"], "Rows of `--only z`: run 4")
+    body = page.read_text().split(verdicts.TABLE_BEGIN)[1].split(verdicts.TABLE_END)[0]
+    assert [line for line in body.split("\n") if line.startswith("| warm")] == [
+        "| warm: y (rounds 1.40, 1.52 s) | 8 |",
+        "| warm: y (50 tasks x 4) | 7 |",
+    ]
     unmarked = tmp_path / "other.md"
     unmarked.write_text("no table\n")
     assert not verdicts.merge_rows(unmarked, ["| a | 1 |"], "note") and unmarked.read_text() == "no table\n"
