@@ -51,17 +51,17 @@ def test_one_answer_a_task_makes_the_interval_share_msw_over_msb() -> None:
 
 def test_a_consistent_judge_has_no_share_and_the_policy_dominates_given_enough_tasks() -> None:
     """40 tasks x 2 judgments that all agree, half at 1 and half at 0 (worked in interval_share_bounds' docstring):
-    w_high = (1/2) (1 - (0.05/6)^(1/40)), u_high half of it, μ >= 0.29634 (the clustered Clopper-Pearson interval at
-    1 - 0.05/3), high = w_high / (2 (μ (1 - μ) - u_high)) = 0.1564."""
+    0/1 rewards, one answer a task, so two bounds at 0.05/4 a side: w_high = (1/2) (1 - 0.0125^(1/40)),
+    μ >= 0.30838 (the clustered Clopper-Pearson interval at 97.5 %), high = w_high / (2 μ (1 - μ) - w_high)."""
     noise = judge_noise([[[float(t % 2)] * 2] for t in range(40)])
     assert noise is not None
     assert (noise.judge_share, noise.share_low, noise.share_high) == (0.0, 0.0, 0.0)
     assert (noise.interval_share, noise.interval_low, noise.dominated_by, noise.agreement) == (0.0, 0.0, "policy", 1.0)
-    w_high = 0.5 * (1.0 - (0.05 / 6) ** (1 / 40))
-    assert w_high == pytest.approx(0.0564011, abs=1e-7)
-    least_pq = 0.29633801 * (1.0 - 0.29633801)
-    assert noise.interval_high == pytest.approx(w_high / (2.0 * (least_pq - w_high / 2.0)), rel=1e-6)
-    assert noise.interval_high == pytest.approx(0.1564, abs=1e-4)
+    w_high = 0.5 * (1.0 - 0.0125 ** (1 / 40))
+    assert w_high == pytest.approx(0.0518816, abs=1e-7)
+    least_pq = 0.30838035 * (1.0 - 0.30838035)
+    assert noise.interval_high == pytest.approx(w_high / (2.0 * least_pq - w_high), rel=1e-6)
+    assert noise.interval_high == pytest.approx(0.1385, abs=1e-4)
     # Four such tasks (and 12) cannot say so: no disagreement among a few answers leaves the judge's rate open.
     for tasks in (4, 12):
         few = judge_noise([[[float(t % 2)] * 2] for t in range(tasks)])
@@ -200,7 +200,8 @@ def test_against_scipy_one_way_anova_and_f_quantiles() -> None:
 
 def _bounds_by_scipy(design: list[list[list[float]]], stats: object) -> tuple[float, float]:
     """interval_share_bounds as its docstring states it, with scipy's Beta quantiles (0/1 rewards: no rescaling)."""
-    beta = 0.05 / 6
+    single = all(len(task) == 1 for task in design) and len({len(task[0]) for task in design}) == 1
+    beta = 0.05 / (4 if single else 6)
     tasks = [[y for answer in task for y in answer] for task in design]
     means = [sum(task) / len(task) for task in tasks]
     within, top = [], 0.0
@@ -218,11 +219,17 @@ def _bounds_by_scipy(design: list[list[list[float]]], stats: object) -> tuple[fl
         return low * scale, high * scale
 
     w_low, w_high = bounds(within, top)
-    u_low, u_high = bounds([m * (1 - m) for m in means], 0.25)
     mu = clustered_proportion_interval(tasks, 1 - 2 * beta)
     mu_low, mu_high = max(0.0, mu.low), min(1.0, mu.high)
     pqs = (mu_low * (1 - mu_low), mu_high * (1 - mu_high))
     most = 0.25 if mu_low <= 0.5 <= mu_high else max(pqs)
+    if single:  # 0/1 rewards: e = 0
+        k = len(design[0][0])
+        high_den, low_den = k * min(pqs) - (k - 1) * w_high, k * most - (k - 1) * w_low
+        high = 1.0 if high_den <= 0 else min(1.0, w_high / high_den)
+        low = 1.0 if low_den <= 0 else min(1.0, w_low / low_den)
+        return min(low, high), high
+    u_low, u_high = bounds([m * (1 - m) for m in means], 0.25)
     n = sum(len(task) for task in tasks) / len(tasks)
     high = 1.0 if min(pqs) - u_high <= 0 else min(1.0, w_high / (n * (min(pqs) - u_high)))
     low = 1.0 if most - u_low <= 0 else min(1.0, w_low / (n * (most - u_low)))
