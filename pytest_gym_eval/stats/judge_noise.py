@@ -272,7 +272,8 @@ def interval_share_bounds(tasks: Sequence[Sequence[Sequence[float]]], confidence
         raise ValueError("need at least two tasks and an answer judged twice")
     least, greatest = min(flat), max(flat)
     if least < 0.0 or greatest > 1.0:
-        rows = [[[(y - least) / (greatest - least) for y in answer] for answer in task] for task in rows]
+        spread = greatest - least if greatest > least else 1.0
+        rows = [[[(y - least) / spread for y in answer] for answer in task] for task in rows]
     sizes = {len(answer) for task in rows for answer in task}
     single = all(len(task) == 1 for task in rows) and len(sizes) == 1
     binary = all(y in (0.0, 1.0) for task in rows for answer in task for y in answer)

@@ -101,6 +101,7 @@ def test_the_bounds_do_not_depend_on_the_reward_scale() -> None:
     low, high = interval_share_bounds(design)
     assert interval_share_bounds(scaled) == pytest.approx((low, high))
     assert 0.0 <= low <= high <= 1.0
+    assert interval_share_bounds([[[2.0, 2.0]], [[2.0, 2.0]]]) == (0.0, 1.0)  # no spread at all: nothing told
     with pytest.raises(ValueError, match="two tasks"):
         interval_share_bounds([[[1.0, 0.0]]])
     with pytest.raises(ValueError, match="judged twice"):
