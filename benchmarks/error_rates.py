@@ -81,8 +81,13 @@ from pytest_gym_eval.stats.comparison import (  # noqa: E402
     paired_mean_difference,
 )
 from pytest_gym_eval.stats.gates import GateMode, Verdict, judge  # noqa: E402
-from pytest_gym_eval.stats.intervals import Interval, mean_interval, wilson_interval  # noqa: E402
-from pytest_gym_eval.stats.judge_noise import judge_noise  # noqa: E402
+from pytest_gym_eval.stats.intervals import (  # noqa: E402
+    Interval,
+    clustered_standard_error,
+    mean_interval,
+    wilson_interval,
+)
+from pytest_gym_eval.stats.judge_noise import dominance, f_ppf, judge_noise  # noqa: E402
 
 SEED = 2026
 HISTORIES = 1000
@@ -430,6 +435,9 @@ def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
 JUDGE_SIZES = ((12, 2), (40, 2), (12, 4), (40, 4))
 """(tasks, repeats) of the judge-noise rows at the margin."""
 
+GRADED_SPREAD = 2.0
+"""c of the graded judge: a reward ~ Beta(c p, c (1 - p)) around its answer's p, variance p (1 - p) / (c + 1)."""
+
 
 def judge_spread(repeats: int) -> float:
     """d such that answers judged right with probability 1/2 ± d (half each way) make the judge exactly half of the
@@ -445,46 +453,99 @@ def judged_run(rng: random.Random, tasks: int, repeats: int, spread: float) -> l
     return [[[1.0 if rng.random() < p else 0.0 for _ in range(repeats)]] for p in probabilities]
 
 
+def beta_judged_run(rng: random.Random, tasks: int, repeats: int, mean: float, graded: bool) -> list[list[list[float]]]:
+    """One replayed run at the margin with answers right with probability p ~ Beta(mean nu, (1 - mean) nu): a 0/1
+    judge (nu = repeats: Var(p) = mean (1 - mean) / (repeats + 1), the judge's E[p (1 - p)] = repeats Var(p)) or a
+    graded one (rewards ~ Beta(c p, c (1 - p)), nu = repeats (c + 1): the judge's E[p (1 - p)] / (c + 1) = repeats
+    Var(p)); either way the judge is exactly half of the mean reward interval's variance."""
+    nu = repeats * (GRADED_SPREAD + 1.0) if graded else float(repeats)
+    run = []
+    for _ in range(tasks):
+        p = min(1.0 - 1e-9, max(1e-9, rng.betavariate(mean * nu, (1.0 - mean) * nu)))
+        if graded:
+            run.append([[rng.betavariate(GRADED_SPREAD * p, GRADED_SPREAD * (1.0 - p)) for _ in range(repeats)]])
+        else:
+            run.append([[1.0 if rng.random() < p else 0.0 for _ in range(repeats)]])
+    return run
+
+
+JUDGE_SHAPES: dict[str, Callable[[random.Random, int, int], list[list[list[float]]]]] = {
+    "0/1 judge, answers right 1/2 ± d": lambda rng, tasks, repeats: judged_run(
+        rng, tasks, repeats, judge_spread(repeats)
+    ),
+    "0/1 judge, skewed high (mean 0.9)": lambda rng, tasks, repeats: beta_judged_run(rng, tasks, repeats, 0.9, False),
+    "0/1 judge, skewed low (mean 0.1)": lambda rng, tasks, repeats: beta_judged_run(rng, tasks, repeats, 0.1, False),
+    "graded judge (mean 0.5)": lambda rng, tasks, repeats: beta_judged_run(rng, tasks, repeats, 0.5, True),
+    "graded judge (mean 0.9)": lambda rng, tasks, repeats: beta_judged_run(rng, tasks, repeats, 0.9, True),
+}
+"""The judge-noise rows' shapes at the margin (rewards of a run, from rng, tasks and repeats)."""
+
+
+def before_dominance(run: list[list[list[float]]]) -> str | None:
+    """What the summary said before issue 38's follow-up: the judge's share of the interval's variance with the F
+    interval share · [F_{a/2}, F_{1-a/2}](T - 1, N - g), normal theory."""
+    noise = judge_noise(run)
+    if noise is None or noise.dominated_by is None:
+        return None
+    _, standard_error, tasks = clustered_standard_error([[y for answer in task for y in answer] for task in run])
+    share = noise.judge_variance / noise.judgments / standard_error**2
+    within = noise.judgments - noise.answers
+    low = min(1.0, max(0.0, share * f_ppf(0.025, tasks - 1, within)))
+    high = min(1.0, max(0.0, share * f_ppf(0.975, tasks - 1, within)))
+    return dominance(low, high)
+
+
 def judge_noise_rows(histories: int) -> list[Row]:
-    """The judge-noise summary's "dominated by" (:func:`pytest_gym_eval.stats.judge_noise.judge_noise`) on 0/1
-    judges: at the margin (the judge exactly half of the mean reward interval's variance) each wrong statement,
-    "judge" or "policy", should happen at most alpha/2 of the time; beside it how often a clear case is named."""
+    """The judge-noise summary's "dominated by" (:func:`pytest_gym_eval.stats.judge_noise.judge_noise`) on 0/1 and
+    graded judges: at the margin (the judge exactly half of the mean reward interval's variance) each wrong
+    statement, "judge" or "policy", should happen at most alpha/2 of the time; beside it the F interval's (before),
+    and how often a clear case is named (the power)."""
     rows = []
-    for tasks, repeats in JUDGE_SIZES:
-        rng = random.Random(f"{SEED}-judge-{tasks}-{repeats}")
-        said = {"judge": 0, "policy": 0}
-        for _ in range(histories):
-            noise = judge_noise(judged_run(rng, tasks, repeats, judge_spread(repeats)))
-            if noise is not None and noise.dominated_by in said:
-                said[noise.dominated_by] += 1
-        rows.append(
-            Row(
-                f"judge noise at the margin (the judge half of the mean reward interval's variance: answers right "
-                f"with probability 0.5 ± {judge_spread(repeats):.3f}), 0/1 judge: {tasks} tasks x {repeats} "
-                f"judgments of one answer; {histories} histories",
-                f"wrong 'dominated by the judge' {share(said['judge'], histories)[0]}, wrong 'by the policy' "
-                f"{share(said['policy'], histories)[0]}",
-                f"each wrong statement <= {100 * LIMIT:.1f} %",
-                gate_verdict([said["judge"], said["policy"]], histories),
+    for shape, make in JUDGE_SHAPES.items():
+        for tasks, repeats in JUDGE_SIZES:
+            rng = random.Random(f"{SEED}-judge-{shape}-{tasks}-{repeats}")
+            said = {"judge": 0, "policy": 0}
+            before = {"judge": 0, "policy": 0}
+            for _ in range(histories):
+                run = make(rng, tasks, repeats)
+                noise = judge_noise(run)
+                if noise is not None and noise.dominated_by in said:
+                    said[noise.dominated_by] += 1
+                old = before_dominance(run)
+                if old in before:
+                    before[old] += 1
+            rows.append(
+                Row(
+                    f"judge noise at the margin (the judge half of the mean reward interval's variance), {shape}: "
+                    f"{tasks} tasks x {repeats} judgments of one answer; {histories} histories",
+                    f"wrong 'dominated by the judge' {share(said['judge'], histories)[0]}, wrong 'by the policy' "
+                    f"{share(said['policy'], histories)[0]}; before (F interval): "
+                    f"{100 * before['judge'] / histories:.1f} % and {100 * before['policy'] / histories:.1f} %",
+                    f"each wrong statement <= {100 * LIMIT:.1f} %",
+                    gate_verdict([said["judge"], said["policy"]], histories),
+                )
             )
-        )
     for case, spread, right in (("a noisy judge (answers right 0.5 ± 0.1)", 0.1, "judge"),
                                 ("a steady judge (5 % flips: 0.5 ± 0.45)", 0.45, "policy")):  # fmt: skip
-        rng = random.Random(f"{SEED}-judge-clear-{right}")
-        named = wrong = 0
-        for _ in range(histories):
-            noise = judge_noise(judged_run(rng, 40, 2, spread))
-            dominated = None if noise is None else noise.dominated_by
-            named += dominated == right
-            wrong += dominated not in (right, "neither", None)
-        rows.append(
-            Row(
-                f"judge noise, {case}: 40 tasks x 2 judgments of one answer; {histories} histories",
-                f"'dominated by the {right}' {share(named, histories)[0]}, the other {share(wrong, histories)[0]}",
-                "(measured: the power)",
-                "",
+        for tasks, repeats in JUDGE_SIZES:
+            rng = random.Random(f"{SEED}-judge-clear-{right}-{tasks}-{repeats}")
+            named = wrong = named_before = 0
+            for _ in range(histories):
+                run = judged_run(rng, tasks, repeats, spread)
+                noise = judge_noise(run)
+                dominated = None if noise is None else noise.dominated_by
+                named += dominated == right
+                wrong += dominated not in (right, "neither", None)
+                named_before += before_dominance(run) == right
+            rows.append(
+                Row(
+                    f"judge noise, {case}: {tasks} tasks x {repeats} judgments of one answer; {histories} histories",
+                    f"'dominated by the {right}' {share(named, histories)[0]}, the other {share(wrong, histories)[0]}"
+                    f"; before (F interval): {100 * named_before / histories:.1f} %",
+                    "(measured: the power)",
+                    "",
+                )
             )
-        )
     return rows
 
 

@@ -27,11 +27,34 @@ With g answers, answer i judged k_i times (N = Σ k_i judgments), answer means �
 mean_interval`) has the variance SE² (CR1, clustered by task, T tasks). Judgments scattering independently around
 their answer's reward add σ²_judge / N to the variance of the mean of N rewards, so the judge's share of the
 interval's variance is s = (MSW / N) / SE² (a noise-free judge would leave an interval sqrt(1 - s) as wide). With one
-answer a task judged k times, SE² = MSB / N exactly and s = MSW / MSB = 1 - ICC(1, k), whose interval is
-s · [F_{a/2}(T-1, N-g), F_{1-a/2}(T-1, N-g)] (MSB / E[MSB] over MSW / E[MSW] is F(T-1, N-T)); the same interval
-serves, approximately, for several answers a task. The interval is *dominated by the judge* when the whole interval
-of s lies above 1/2, *by the policy* when it lies below, and by neither as far as the rollouts tell otherwise:
-``benchmarks/error_rates.py`` measures how often those words are wrong.
+answer a task judged k times, SE² = MSB / N exactly and s = MSW / MSB = 1 - ICC(1, k), estimating
+s = σ²_judge / (k Var(M)), M a task's mean reward. The interval is *dominated by the judge* when the whole interval
+of s lies above 1/2, *by the policy* when it lies below, and by neither as far as the rollouts tell otherwise.
+
+**The interval of s, without normal errors** (:func:`interval_share_bounds`). The F interval s · [F_{a/2}(T-1, N-g),
+F_{1-a/2}(T-1, N-g)] assumes normal answer effects and judge errors independent of them. A 0/1 judge breaks both:
+with 2 judgments an answer that is judged twice alike lies far from the mean and one judged 0 and 1 lies on it, so
+MSB and MSW are strongly negatively correlated, and near a mean of 0.9 or 0.1 the judge's disagreements are a
+handful of rare events (no disagreement at all on 12 tasks is common, MSW = 0 and the F interval is [0, 0]).
+Measured (``benchmarks/error_rates.py``), the F interval said "dominated by the policy" wrongly 4-15 % of the time at
+the margin and "by the judge" up to 27 % at skewed means. The bounds used instead need only that the tasks are
+independent and the rewards bounded: rewards rescaled to [0, 1], the identity Var(M) = μ (1 - μ) - E[M (1 - M)]
+(μ = E[M]) turns s into means of bounded per-task quantities: with one answer a task judged k times,
+s = E[w] / (k (μ (1 - μ) - E[e]) - (k - 1) E[w]) with w_t the answer's within variance in [0, k / (4 (k - 1))] and
+e_t the mean of y (1 - y) over its judgments in [0, 1/4] (0 for a 0/1 judge: two means then, w and μ); otherwise
+s = E[w] / (n (μ (1 - μ) - E[u])), u_t = M_t (1 - M_t) in [0, 1/4], n = N / T. Each mean gets a one-sided bound
+at (1 - c) / 2 split over them (Bonferroni): Clopper-Pearson of the bounded mean for E[w], E[e] and E[u]
+(Σ x / top successes in T trials: among variables in [0, top] with a given mean the 0/1 ones spread most, so
+the binomial's bound serves, as the mean reward gate uses it for graded rewards), the task-clustered Clopper-Pearson
+interval of the mean reward for μ (:func:`~pytest_gym_eval.stats.intervals.clustered_proportion_interval`). Then
+s_high takes w_high, e_high (u_high) and the least μ (1 - μ) over μ's interval, s_low the other ends.
+The union bound makes each side miss at most about (1 - c) / 2 whatever the shape of the rewards (0/1 or graded,
+skewed or not); it is conservative, so the words come later: measured at 95 % (``benchmarks/error_rates.py``), each
+wrong statement at the margin stays well under 2.5 %, and a steady judge (5 % flips) is named in about half the runs
+of 40 tasks x 2 judgments, nearly all of 40 x 4, and never at 12 tasks (where even an exact binomial test of the
+disagreements, with the mean known, could say it only with no disagreement at all). With several answers a task or
+unequal repeats the bounds take n = N / T judgments every task (approximate). The judge's share of the reward's
+variance (``share_low``/``share_high``) keeps its F interval: it is descriptive and no words are said of it.
 
 Standard library only. It measures the judge's inconsistency, not its bias: a judge that scores an answer wrong
 every time adds to the answer's variance, not to its own.
@@ -46,7 +69,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_gym_eval.stats.distributions import regularized_beta
-from pytest_gym_eval.stats.intervals import clustered_standard_error
+from pytest_gym_eval.stats.intervals import (
+    clopper_pearson_bounds,
+    clustered_proportion_interval,
+    clustered_standard_error,
+)
 
 Dominance = Literal["judge", "policy", "neither"]
 """Whose variance a gate's interval is mostly made of: the judge's, the policy's answers' (and the tasks'), or
@@ -166,7 +193,7 @@ def judge_noise(rewards: Sequence[Sequence[Sequence[float]]], confidence: float 
     for answer in answers:
         pairs += len(answer) * (len(answer) - 1) // 2
         agreeing += sum(c * (c - 1) // 2 for c in Counter(answer).values())
-    interval = _interval_share(tasks, msw, n, n - g, confidence)
+    interval = _interval_share(tasks, msw, n, confidence)
     return JudgeNoise(
         tasks=len(tasks),
         answers=g,
@@ -187,19 +214,100 @@ def judge_noise(rewards: Sequence[Sequence[Sequence[float]]], confidence: float 
     )
 
 
+def _bounded_mean_bounds(values: Sequence[float], top: float, alpha: float) -> tuple[float, float]:
+    """One-sided ``alpha`` bounds (each side) of the mean of independent ``values`` in [0, ``top``]: Clopper-Pearson
+    of sum / top successes in len(values) trials, times ``top``."""
+    count = len(values)
+    successes = min(float(count), max(0.0, math.fsum(values) / top))
+    low, high = clopper_pearson_bounds(successes, count, 1.0 - 2.0 * alpha)
+    return low * top, high * top
+
+
 def _interval_share(
-    tasks: Sequence[Sequence[Sequence[float]]], msw: float, n: int, within_df: int, confidence: float
+    tasks: Sequence[Sequence[Sequence[float]]], msw: float, n: int, confidence: float
 ) -> tuple[float, float, float] | None:
     """(estimate, low, high) of the judge's share of the mean reward interval's variance, each in [0, 1]; None with
-    fewer than two tasks or an interval of no width."""
-    _, standard_error, count = clustered_standard_error([[y for answer in task for y in answer] for task in tasks])
+    fewer than two tasks or an interval of no width. The bounds are :func:`interval_share_bounds`'."""
+    by_task = [[y for answer in task for y in answer] for task in tasks]
+    _, standard_error, count = clustered_standard_error(by_task)
     if count < 2 or not standard_error > 0.0:
         return None
-    share = msw / n / standard_error**2
-    alpha = 1.0 - confidence
-    low = share * f_ppf(alpha / 2.0, count - 1, within_df)
-    high = share * f_ppf(1.0 - alpha / 2.0, count - 1, within_df)
-    return _clip(share), _clip(low), _clip(high)
+    share = _clip(msw / n / standard_error**2)
+    low, high = interval_share_bounds(tasks, confidence)
+    return share, min(low, share), max(high, share)
+
+
+def interval_share_bounds(tasks: Sequence[Sequence[Sequence[float]]], confidence: float = 0.95) -> tuple[float, float]:
+    """Bounds of the judge's share s of the mean reward interval's variance from ``tasks[t][a][j]`` (at least two
+    non-empty tasks, an answer judged twice), each side missing at most (1 - ``confidence``) / 2 of the time
+    whatever the rewards' distribution (the module's docstring gives the argument). Raises ValueError with fewer
+    than two tasks or no answer judged twice.
+
+    Rewards are rescaled to [0, 1] (by their own least and greatest value when some lie outside). Per task t (n_t
+    judgments): its mean M_t and (when it has an answer judged twice) w_t, its answers' pooled within variance, in
+    [0, W] with W = max_t Σ k / (4 (n_t - g_t)). Var(M) = μ (1 - μ) - E[M (1 - M)] with μ = E[M], bounded by
+    :func:`~pytest_gym_eval.stats.intervals.clustered_proportion_interval`; E[w] by a Clopper-Pearson bound of a
+    bounded mean.
+
+    - One answer a task, each judged k times: M (1 - M) = e + (k - 1) / k w with e_t the mean of y (1 - y) over the
+      task's judgments (0 for 0/1 rewards), so s = E[w] / (k (μ (1 - μ) - E[e]) - (k - 1) E[w]), increasing in
+      E[w] and decreasing in μ (1 - μ) - E[e]: high = w_high / (k (min μ (1 - μ) - e_high) - (k - 1) w_high), low
+      the same with w_low, max μ (1 - μ) and e_low. Each bound at one side's (1 - confidence) / 2 split over the
+      bounded means: two (E[w], μ) for 0/1 rewards, three (and E[e]) otherwise.
+    - Otherwise (several answers a task, unequal repeats): u_t = M_t (1 - M_t) in [0, 1/4] gets its own bound and
+      s = σ²_judge / (n Var(M)) with n = N / T: high = w_high / (n (min μ (1 - μ) - u_high)), low = w_low /
+      (n (max μ (1 - μ) - u_low)), three bounded means (approximate: it takes n judgments every task).
+
+    Clipped to [0, 1] (1 when a denominator is not positive).
+
+    E.g. 40 tasks x 2 judgments that all agree, half at 1 and half at 0, at 95%: two bounds at 0.0125 a side,
+    w_high = (1/2) (1 - 0.0125^(1/40)) = 0.05188, μ in [0.30838, 0.69162] (so μ (1 - μ) >= 0.21328):
+    high = 0.05188 / (2 · 0.21328 - 0.05188) = 0.1385, low = 0 (dominated by the policy). The same on 12 tasks
+    gives high = 1: 12 answers judged alike cannot show that the judge's disagreements are rare.
+    """
+    rows = [[list(answer) for answer in task if answer] for task in tasks]
+    rows = [task for task in rows if task]
+    flat = [y for task in rows for answer in task for y in answer]
+    if len(rows) < 2 or not any(len(answer) > 1 for task in rows for answer in task):
+        raise ValueError("need at least two tasks and an answer judged twice")
+    least, greatest = min(flat), max(flat)
+    if least < 0.0 or greatest > 1.0:
+        spread = greatest - least if greatest > least else 1.0
+        rows = [[[(y - least) / spread for y in answer] for answer in task] for task in rows]
+    sizes = {len(answer) for task in rows for answer in task}
+    single = all(len(task) == 1 for task in rows) and len(sizes) == 1
+    binary = all(y in (0.0, 1.0) for task in rows for answer in task for y in answer)
+    alpha = (1.0 - confidence) / (4.0 if single and binary else 6.0)
+    judgments = [[y for answer in task for y in answer] for task in rows]
+    per_task = len(flat) / len(rows)
+    within: list[float] = []
+    top = 0.0
+    for task in rows:
+        repeated = [answer for answer in task if len(answer) > 1]
+        df = sum(len(answer) - 1 for answer in repeated)
+        if df > 0:
+            sum_squares = math.fsum((y - math.fsum(answer) / len(answer)) ** 2 for answer in repeated for y in answer)
+            within.append(sum_squares / df)
+            top = max(top, sum(len(answer) for answer in repeated) / (4.0 * df))
+    w_low, w_high = _bounded_mean_bounds(within, top, alpha)
+    mu = clustered_proportion_interval(judgments, 1.0 - 2.0 * alpha)
+    mu_low, mu_high = max(0.0, mu.low), min(1.0, mu.high)
+    least_pq = min(mu_low * (1.0 - mu_low), mu_high * (1.0 - mu_high))
+    most_pq = 0.25 if mu_low <= 0.5 <= mu_high else max(mu_low * (1.0 - mu_low), mu_high * (1.0 - mu_high))
+    if single:  # M (1 - M) = e + (k - 1) / k w: s = E[w] / (k (μ (1 - μ) - E[e]) - (k - 1) E[w])
+        (k,) = sizes
+        spreads = [math.fsum(y * (1.0 - y) for y in task) / len(task) for task in judgments]
+        e_low, e_high = (0.0, 0.0) if binary else _bounded_mean_bounds(spreads, 0.25, alpha)
+        high_den = k * (least_pq - e_high) - (k - 1) * w_high
+        low_den = k * (most_pq - e_low) - (k - 1) * w_low
+        high = 1.0 if high_den <= 0.0 else _clip(w_high / high_den)
+        low = 1.0 if low_den <= 0.0 else _clip(w_low / low_den)
+        return min(low, high), high
+    spreads = [mean * (1.0 - mean) for mean in (math.fsum(task) / len(task) for task in judgments)]
+    u_low, u_high = _bounded_mean_bounds(spreads, 0.25, alpha)
+    high = 1.0 if least_pq - u_high <= 0.0 else _clip(w_high / (per_task * (least_pq - u_high)))
+    low = 1.0 if most_pq - u_low <= 0.0 else _clip(w_low / (per_task * (most_pq - u_low)))
+    return min(low, high), high
 
 
 def dominance(low: float, high: float) -> Dominance:

@@ -112,26 +112,41 @@ def test_the_docs_hold_the_benchmarks_table_and_every_goal_is_met() -> None:
     # So is a judge-noise row not met: its size named in the Judge noise section's measured limits.
     for row in rows:
         if "wrong statement" in row[2] and row[3] == "not met |":
-            size = row[0].split("0/1 judge: ")[1].split(" judgments")[0].replace(" tasks x ", " x ")
-            assert f"judge noise, {size}:" in limits, row
+            head, size = row[0].split(" judgments")[0].rsplit(": ", 1)
+            shape = head.rsplit("), ", 1)[-1]  # "0/1 judge" in the rows written before the shapes were added
+            assert f"judge noise, {shape}, {size.replace(' tasks x ', ' x ')}:" in limits, row
 
 
 def test_the_judge_noise_rows_sit_at_the_margin_and_count_wrong_statements() -> None:
     """At the margin the judge is exactly half of the mean reward interval's variance: the answers' variance d²
-    equals the judge's (1/4 - d²) over the judgments an answer; each row counts both wrong statements."""
+    equals the judge's (1/4 - d²) over the judgments an answer, and for answers right with probability
+    p ~ Beta(μ nu, (1 - μ) nu) Var(p) = μ (1 - μ) / (nu + 1) equals the judge's E[p (1 - p)] (over c + 1 for the graded
+    judge) over the judgments; each row counts both wrong statements, the F interval's beside them."""
     bench = load()
     for _, repeats in bench.JUDGE_SIZES:
         d = bench.judge_spread(repeats)
         between, within = d * d, 0.25 - d * d  # Var(p) of p = 1/2 ± d; E[p (1 - p)]
         assert abs((within / repeats) / (between + within / repeats) - 0.5) < 1e-12
+        for mean in (0.1, 0.9):
+            for graded in (False, True):
+                c = bench.GRADED_SPREAD if graded else 0.0  # a 0/1 judge is c = 0: variance p (1 - p)
+                nu = repeats * (c + 1)
+                between = mean * (1 - mean) / (nu + 1)
+                within = (mean * (1 - mean) - between) / (c + 1)
+                assert abs((within / repeats) / (between + within / repeats) - 0.5) < 1e-12
     run = bench.judged_run(bench.random.Random(1), 12, 3, 0.2)
     assert len(run) == 12 and all(len(task) == 1 and len(task[0]) == 3 for task in run)
-    rows = bench.judge_noise_rows(20)
-    assert len(rows) == len(bench.JUDGE_SIZES) + 2
-    margin = rows[: len(bench.JUDGE_SIZES)]
+    graded = bench.beta_judged_run(bench.random.Random(1), 12, 3, 0.9, True)
+    assert all(len(task[0]) == 3 and all(0.0 <= y <= 1.0 for y in task[0]) for task in graded)
+    assert any(0.0 < y < 1.0 for task in graded for y in task[0])
+    rows = bench.judge_noise_rows(5)
+    margin_rows = len(bench.JUDGE_SHAPES) * len(bench.JUDGE_SIZES)
+    assert len(rows) == margin_rows + 2 * len(bench.JUDGE_SIZES)
+    margin = rows[:margin_rows]
     assert all("wrong 'dominated by the judge'" in row.result and "wrong statement" in row.goal for row in margin)
-    assert all(row.verdict in ("met", "unclear", "not met") and "20 histories" in row.what for row in margin)
-    noisy, steady = rows[len(bench.JUDGE_SIZES) :]
+    assert all("before (F interval)" in row.result for row in rows)
+    assert all(row.verdict in ("met", "unclear", "not met") and "5 histories" in row.what for row in margin)
+    noisy, steady = rows[margin_rows], rows[-1]
     assert noisy.result.startswith("'dominated by the judge'") and steady.result.startswith("'dominated by the policy'")
 
 

@@ -1,5 +1,7 @@
 """The judge's share of the reward's variance (pytest_gym_eval.stats.judge_noise): hand-worked values, the edge
-cases, and a cross-check of the mean squares, the F quantiles and the intervals against scipy."""
+cases, the interval of the judge's share of the mean reward interval's variance without normal errors (its level on
+0/1 judges at a skewed margin), and a cross-check of the mean squares, the F quantiles and the bounds against
+scipy."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import random
 
 import pytest
 
-from pytest_gym_eval.stats.judge_noise import dominance, f_cdf, f_ppf, judge_noise
+from pytest_gym_eval.stats.intervals import clustered_proportion_interval
+from pytest_gym_eval.stats.judge_noise import dominance, f_cdf, f_ppf, interval_share_bounds, judge_noise
 
 # One task per answer: answer A judged 1, 0, 1; B 0, 0; C 1 (worked by hand in judge_noise's docstring).
 HAND = [[[1.0, 0.0, 1.0]], [[0.0, 0.0]], [[1.0]]]
@@ -46,11 +49,63 @@ def test_one_answer_a_task_makes_the_interval_share_msw_over_msb() -> None:
     assert noise.judge_share == pytest.approx(msw / ((msb - msw) / 3 + msw))
 
 
-def test_a_consistent_judge_has_no_share_and_the_policy_dominates() -> None:
-    noise = judge_noise([[[1.0, 1.0]], [[0.0, 0.0]], [[1.0, 1.0]], [[0.0, 0.0]]])
+def test_a_consistent_judge_has_no_share_and_the_policy_dominates_given_enough_tasks() -> None:
+    """40 tasks x 2 judgments that all agree, half at 1 and half at 0 (worked in interval_share_bounds' docstring):
+    0/1 rewards, one answer a task, so two bounds at 0.05/4 a side: w_high = (1/2) (1 - 0.0125^(1/40)),
+    μ >= 0.30838 (the clustered Clopper-Pearson interval at 97.5 %), high = w_high / (2 μ (1 - μ) - w_high)."""
+    noise = judge_noise([[[float(t % 2)] * 2] for t in range(40)])
     assert noise is not None
     assert (noise.judge_share, noise.share_low, noise.share_high) == (0.0, 0.0, 0.0)
-    assert (noise.interval_share, noise.dominated_by, noise.agreement) == (0.0, "policy", 1.0)
+    assert (noise.interval_share, noise.interval_low, noise.dominated_by, noise.agreement) == (0.0, 0.0, "policy", 1.0)
+    w_high = 0.5 * (1.0 - 0.0125 ** (1 / 40))
+    assert w_high == pytest.approx(0.0518816, abs=1e-7)
+    least_pq = 0.30838035 * (1.0 - 0.30838035)
+    assert noise.interval_high == pytest.approx(w_high / (2.0 * least_pq - w_high), rel=1e-6)
+    assert noise.interval_high == pytest.approx(0.1385, abs=1e-4)
+    # Four such tasks (and 12) cannot say so: no disagreement among a few answers leaves the judge's rate open.
+    for tasks in (4, 12):
+        few = judge_noise([[[float(t % 2)] * 2] for t in range(tasks)])
+        assert few is not None and (few.interval_high, few.dominated_by) == (1.0, "neither")
+
+
+def test_no_disagreement_at_a_skewed_mean_is_not_a_steady_judge() -> None:
+    """12 tasks x 2 judgments at a mean near 0.9, none disagreeing: MSW = 0, so the F interval was [0, 0] and said
+    "dominated by the policy" (a 0/1 judge at the margin with answers right with probability ~ Beta(1.8, 0.2) shows
+    no disagreement on 12 tasks about one run in five)."""
+    noise = judge_noise([[[1.0, 1.0]]] * 11 + [[[0.0, 0.0]]])
+    assert noise is not None and noise.interval_share == 0.0
+    assert (noise.interval_low, noise.interval_high, noise.dominated_by) == (0.0, 1.0, "neither")
+
+
+def test_wrong_statements_at_a_skewed_margin_keep_the_level() -> None:
+    """At the margin (the judge exactly half of the mean reward interval's variance: 0/1 judgments of answers right
+    with probability p ~ Beta(0.9 k, 0.1 k)), each wrong statement should happen at most 2.5 % of the time; the F
+    interval said "by the policy" about 13 % of the time at 12 tasks x 2 judgments (benchmarks/error_rates.py)."""
+    rng = random.Random(38)
+    said = {"judge": 0, "policy": 0, "neither": 0}
+    runs = 200
+    for _ in range(runs):
+        probabilities = [rng.betavariate(1.8, 0.2) for _ in range(12)]
+        noise = judge_noise([[[float(rng.random() < p) for _ in range(2)]] for p in probabilities])
+        if noise is not None and noise.dominated_by is not None:
+            said[noise.dominated_by] += 1
+    assert said["policy"] <= runs * 0.025 and said["judge"] <= runs * 0.025, said
+
+
+def test_the_bounds_do_not_depend_on_the_reward_scale() -> None:
+    """Rewards outside [0, 1] are rescaled by their own range: -5 + 10 y gives the bounds of y (whose range is
+    [0, 1]); too few tasks or no answer judged twice is an error."""
+    rng = random.Random(3)
+    design = [[[float(rng.random() < 0.5) for _ in range(3)]] for _ in range(30)] + [[[0.0, 1.0, 0.5]]]
+    scaled = [[[10.0 * y - 5.0 for y in answer] for answer in task] for task in design]
+    low, high = interval_share_bounds(design)
+    assert interval_share_bounds(scaled) == pytest.approx((low, high))
+    assert 0.0 <= low <= high <= 1.0
+    assert interval_share_bounds([[[2.0, 2.0]], [[2.0, 2.0]]]) == (0.0, 1.0)  # no spread at all: nothing told
+    with pytest.raises(ValueError, match="two tasks"):
+        interval_share_bounds([[[1.0, 0.0]]])
+    with pytest.raises(ValueError, match="judged twice"):
+        interval_share_bounds([[[1.0]], [[0.0]]])
 
 
 def test_a_judge_that_is_all_the_variance_dominates() -> None:
@@ -136,10 +191,47 @@ def test_against_scipy_one_way_anova_and_f_quantiles() -> None:
         f_high = f_scipy / float(stats.f.ppf(0.025, g - 1, n - g))
         assert noise.share_low == pytest.approx(min(1.0, n0 / (f_high + n0 - 1)))
         assert noise.share_high == pytest.approx(min(1.0, n0 / (f_low + n0 - 1)))
-        if noise.interval_share is not None and noise.interval_share < 1.0:
-            tasks = len(design)
-            assert noise.interval_low == pytest.approx(
-                min(1.0, noise.interval_share * float(stats.f.ppf(0.025, tasks - 1, n - g)))
-            )
+        if noise.interval_share is not None:
+            low, high = _bounds_by_scipy(design, stats)
+            assert noise.interval_low == pytest.approx(min(low, noise.interval_share), abs=1e-9)
+            assert noise.interval_high == pytest.approx(max(high, noise.interval_share), abs=1e-9)
         checked += 1
     assert checked > 100
+
+
+def _bounds_by_scipy(design: list[list[list[float]]], stats: object) -> tuple[float, float]:
+    """interval_share_bounds as its docstring states it, with scipy's Beta quantiles (0/1 rewards: no rescaling)."""
+    single = all(len(task) == 1 for task in design) and len({len(task[0]) for task in design}) == 1
+    beta = 0.05 / (4 if single else 6)
+    tasks = [[y for answer in task for y in answer] for task in design]
+    means = [sum(task) / len(task) for task in tasks]
+    within, top = [], 0.0
+    for task in design:
+        repeated = [answer for answer in task if len(answer) > 1]
+        df = sum(len(answer) - 1 for answer in repeated)
+        if df:
+            within.append(sum((y - sum(a) / len(a)) ** 2 for a in repeated for y in a) / df)
+            top = max(top, sum(len(a) for a in repeated) / (4 * df))
+
+    def bounds(values: list[float], scale: float) -> tuple[float, float]:
+        x, n = sum(values) / scale, len(values)
+        low = 0.0 if x <= 0 else float(stats.beta.ppf(beta, x, n - x + 1))  # type: ignore[attr-defined]
+        high = 1.0 if x >= n else float(stats.beta.ppf(1 - beta, x + 1, n - x))  # type: ignore[attr-defined]
+        return low * scale, high * scale
+
+    w_low, w_high = bounds(within, top)
+    mu = clustered_proportion_interval(tasks, 1 - 2 * beta)
+    mu_low, mu_high = max(0.0, mu.low), min(1.0, mu.high)
+    pqs = (mu_low * (1 - mu_low), mu_high * (1 - mu_high))
+    most = 0.25 if mu_low <= 0.5 <= mu_high else max(pqs)
+    if single:  # 0/1 rewards: e = 0
+        k = len(design[0][0])
+        high_den, low_den = k * min(pqs) - (k - 1) * w_high, k * most - (k - 1) * w_low
+        high = 1.0 if high_den <= 0 else min(1.0, w_high / high_den)
+        low = 1.0 if low_den <= 0 else min(1.0, w_low / low_den)
+        return min(low, high), high
+    u_low, u_high = bounds([m * (1 - m) for m in means], 0.25)
+    n = sum(len(task) for task in tasks) / len(tasks)
+    high = 1.0 if min(pqs) - u_high <= 0 else min(1.0, w_high / (n * (min(pqs) - u_high)))
+    low = 1.0 if most - u_low <= 0 else min(1.0, w_low / (n * (most - u_low)))
+    return min(low, high), high

@@ -137,7 +137,7 @@ def test_the_terminal_line_says_whose_the_interval_is() -> None:
 
 
 def test_no_line_for_a_judge_that_never_varied_unless_a_judge_was_called() -> None:
-    steady = [result(f"t{t}", r, float(t % 2), f"a{t}") for t in range(6) for r in range(2)]
+    steady = [result(f"t{t}", r, float(t % 2), f"a{t}") for t in range(40) for r in range(2)]
     summary = one_summary(steady)
     assert summary.judge_noise is not None and summary.judge_noise.dominated_by == "policy"
     assert not any("judge noise" in line for line in terminal.render_summary([summary], verbose=False))
