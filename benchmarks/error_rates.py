@@ -4,7 +4,7 @@
 Unlike the timing benchmarks (``benchmarks/run.py``), these numbers do not depend on the machine: the same seed gives
 the same table anywhere. ``--write`` puts the table into docs/benchmarks.md between its own markers;
 ``--quick`` runs a tenth of the histories (the fast tier's check that every row is computed); ``--only GROUP``
-(repeatable: drift, labels, paired, single, familywise) prints only those rows, never written.
+(repeatable: drift, labels, paired, single, passk, familywise, judge_noise) prints only those rows, never written.
 
 Drift (:func:`pytest_gym_eval.history.drift.self_starting_cusum`, the alarm ``history ... drift`` and every session
 with ``--gym-history`` runs along each dataset's whole series):
@@ -38,6 +38,15 @@ mean exactly at the threshold, four shapes (symmetric, heterogeneous, rare failu
 successes: every task at 0.1) at the paired rows' sizes; beside each the interval before issue 38 (the t interval
 clustered by task, Wilson) on the same runs, and the power: PASS with the threshold 0.1 below the true mean (FAIL with
 it 0.1 above for rare successes).
+
+The pass@k gate (``--gym-min-pass-at-k K:V``, :func:`pytest_gym_eval.stats.gates.metric_interval`: the
+task-clustered Clopper-Pearson interval on the per-task unbiased pass@k estimates, its effective sample capped at the
+disjoint blocks of k rollouts, since issue 38) with the true pass@k (the mean over tasks of 1 - (1 - p)^k) exactly at
+the threshold, k = 2 and 4, four shapes of the tasks' pass probabilities: symmetric (0.1, 0.25, 0.4, 0.55: pass@k
+spread), heterogeneous (1, 0, 0.3, 0.1: tasks that always or never pass beside flaky ones), rare failures (every task
+at 0.7: pass@2 0.91, pass@4 0.992) and rare successes (every task at 0.02: pass@2 0.04, pass@4 0.078), at 12 to 40
+tasks and 4 or 8 repeats; beside each the Student t interval over the per-task estimates clipped to [0, 1] (before),
+and the power as the single-policy rows' (threshold 0.1 below the true pass@k, above it when that is under 0.5).
 
 Family-wise gates (:func:`pytest_gym_eval.stats.familywise.holm`, ``--gym-familywise=holm``): sessions of 5
 datasets, each of
@@ -85,6 +94,7 @@ from pytest_gym_eval.stats.intervals import (  # noqa: E402
     Interval,
     clustered_standard_error,
     mean_interval,
+    pass_at_k_interval,
     wilson_interval,
 )
 from pytest_gym_eval.stats.judge_noise import dominance, f_ppf, judge_noise  # noqa: E402
@@ -395,6 +405,57 @@ def single_rows(histories: int) -> list[Row]:
     return rows
 
 
+PASSK_SHAPES: dict[str, Callable[[int], float]] = {
+    "symmetric": lambda t: (0.1, 0.25, 0.4, 0.55)[t % 4],
+    "heterogeneous": lambda t: (1.0, 0.0, 0.3, 0.1)[t % 4],
+    "rare failures": lambda t: 0.7,
+    "rare successes": lambda t: 0.02,
+}
+"""Per shape of the pass@k rows, task t's pass probability."""
+PASSK_SIZES = ((12, 4), (12, 8), (20, 4), (20, 8), (40, 4), (40, 8))
+"""(tasks, repeats) of the pass@k rows (k <= repeats)."""
+
+
+def passk_rows(histories: int) -> list[Row]:
+    rows = []
+    for k in (2, 4):
+        for shape, probability in PASSK_SHAPES.items():
+            for tasks, repeats in PASSK_SIZES:
+                rng = random.Random(f"{SEED}-passk-{k}-{shape}-{tasks}-{repeats}")
+                threshold = math.fsum(1.0 - (1.0 - probability(t)) ** k for t in range(tasks)) / tasks
+                high = threshold < 0.5  # power: FAIL with the threshold above (else PASS with it below)
+                power_threshold = threshold + POWER_GAP if high else threshold - POWER_GAP
+                power_verdict = Verdict.FAIL if high else Verdict.PASS
+                counts = dict.fromkeys(("pass", "fail", "power", "t pass", "t fail", "t power"), 0)
+                for _ in range(histories):
+                    tallies = [
+                        (repeats, sum(1 for _ in range(repeats) if rng.random() < probability(t))) for t in range(tasks)
+                    ]
+                    now = gates.metric_interval("pass_at_k", [], tallies, k=k)
+                    for prefix, interval in (("", now), ("t ", pass_at_k_interval(tallies, k, clip=True))):
+                        verdict = judge(interval, threshold, GateMode.LOWER_BOUND)
+                        counts[prefix + "pass"] += verdict is Verdict.PASS
+                        counts[prefix + "fail"] += verdict is Verdict.FAIL
+                        counts[prefix + "power"] += (
+                            judge(interval, power_threshold, GateMode.LOWER_BOUND) is power_verdict
+                        )
+                power_words = f"{power_verdict.value} with the threshold {POWER_GAP:g} {'above' if high else 'below'}"
+                rows.append(
+                    Row(
+                        f"pass@{k} gate at the threshold (the true pass@{k}, {threshold:.3g}), {shape}: {tasks} tasks "
+                        f"x {repeats} repeats; {histories} histories",
+                        f"wrong PASS {share(counts['pass'], histories)[0]}, wrong FAIL "
+                        f"{share(counts['fail'], histories)[0]}; t (before): wrong PASS "
+                        f"{share(counts['t pass'], histories)[0]}, wrong FAIL {share(counts['t fail'], histories)[0]}; "
+                        f"power ({power_words}): {100 * counts['power'] / histories:.1f} % "
+                        f"(t {100 * counts['t power'] / histories:.1f} %)",
+                        f"each wrong verdict <= {100 * LIMIT:.1f} %",
+                        gate_verdict([counts["pass"], counts["fail"]], histories),
+                    )
+                )
+    return rows
+
+
 def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
     rng = random.Random(f"{SEED}-familywise-{datasets}")
     gate = gates.Gate("mean_reward", 0.5)
@@ -575,6 +636,7 @@ GROUPS: dict[str, Callable[[int], list[Row]]] = {
     "labels": label_rows,
     "paired": paired_rows,
     "single": single_rows,
+    "passk": passk_rows,
     "familywise": familywise_rows,
     "judge_noise": judge_noise_rows,
 }

@@ -6,11 +6,11 @@ Everything here is a pure function of the per-rollout results the plugin collect
 Rewards are whatever the verifier returns (usually in [0, 1], not always); times are seconds. The statistics
 come from :mod:`pytest_gym_eval.stats.intervals`, where the formulas are written out with their sources:
 
-- mean reward: :func:`~pytest_gym_eval.stats.intervals.mean_interval`, Student t with a standard error clustered by
-  task (CR1; Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, §2);
-- pass rate: :func:`~pytest_gym_eval.stats.intervals.wilson_interval`, the Wilson score interval (Wilson 1927);
-- pass@k: :func:`~pytest_gym_eval.stats.intervals.pass_at_k_interval`, the unbiased estimator of Chen et al. 2021
-  (arXiv:2107.03374, eq. 1) averaged over tasks, with a Student t interval over tasks.
+- mean reward: Clopper-Pearson on the task-clustered effective sample (rewards in [0, 1]), else Student t clustered
+  by task (:func:`~pytest_gym_eval.stats.gates.metric_interval`; Miller 2024, arXiv:2411.00640, §2);
+- pass rate: :func:`~pytest_gym_eval.stats.intervals.clopper_pearson_interval` over the rollouts;
+- pass@k: Chen et al. 2021's unbiased estimator averaged over tasks, the mean reward's interval capped at the
+  disjoint blocks of k (:func:`~pytest_gym_eval.stats.pass_at_k_bounds.clustered_pass_at_k_interval`).
 """
 
 from __future__ import annotations

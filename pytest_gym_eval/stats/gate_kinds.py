@@ -92,7 +92,8 @@ class GateKind(NamedTuple):
     binomial test's), None for a mean over tasks (hints in tasks). ``clustered(basis)``: the values by task in [0, 1]
     when the statistic is their mean with the task-clustered Clopper-Pearson interval
     (:func:`~pytest_gym_eval.stats.intervals.clustered_proportion_interval`, and its p-value), None when it is not
-    (Student t).
+    (Student t); ``trials(basis)``: that interval's cap on the effective sample (pass@k's disjoint blocks of k
+    rollouts), None for none.
     ``wave_values(gate, rewards, passed, start, end)``: the observations (in [0, 1], or in reward units when
     ``reward_units``) one balanced wave of ``--gym-adaptive`` gives the kind's confidence sequence
     (:mod:`pytest_gym_eval.stats.sequential`), None for a kind judged on the fixed-sample interval only.
@@ -121,6 +122,7 @@ class GateKind(NamedTuple):
     repeats_hint: bool = False
     clustered: Callable[[Basis], list[list[float]] | None] | None = None
     exact: bool = False
+    trials: Callable[[Basis], float | None] | None = None
 
     @property
     def flag(self) -> str:
@@ -193,11 +195,29 @@ def _errors(basis: Basis) -> tuple[int, int]:
 
 
 def _pass_at_k(basis: Basis, confidence: float) -> Interval:
-    """Chen et al.'s unbiased pass@k averaged over tasks, Student t over tasks, clipped to [0, 1]."""
-    from pytest_gym_eval.stats.intervals import pass_at_k_interval
+    """Chen et al.'s unbiased pass@k averaged over tasks, with the task-clustered Clopper-Pearson interval on the
+    per-task estimates, its effective sample capped at the disjoint blocks of k rollouts."""
+    from pytest_gym_eval.stats.pass_at_k_bounds import clustered_pass_at_k_interval
 
     assert basis.k is not None
-    return pass_at_k_interval(basis.counts, basis.k, confidence, clip=True)
+    return clustered_pass_at_k_interval(basis.counts, basis.k, confidence)
+
+
+def _pass_at_k_by_task(basis: Basis) -> list[list[float]]:
+    """One pass@k estimate per task with at least k rollouts (:attr:`GateKind.clustered`)."""
+    from pytest_gym_eval.stats.pass_at_k_bounds import pass_at_k_by_task
+
+    assert basis.k is not None
+    return pass_at_k_by_task(basis.counts, basis.k)
+
+
+def _pass_at_k_blocks(basis: Basis) -> float | None:
+    """The disjoint blocks of k rollouts, the most trials the estimates are worth (:attr:`GateKind.trials`); None
+    when no task has k rollouts."""
+    from pytest_gym_eval.stats.pass_at_k_bounds import pass_at_k_blocks
+
+    assert basis.k is not None
+    return pass_at_k_blocks(basis.counts, basis.k) or None
 
 
 def _reward_values(
@@ -275,6 +295,8 @@ KINDS: tuple[GateKind, ...] = (
         statistic=_pass_at_k,
         wave_values=_pass_at_k_values,
         uses_passes=True,
+        clustered=_pass_at_k_by_task,
+        trials=_pass_at_k_blocks,
     ),
     GateKind(
         metric="custom",

@@ -16,9 +16,9 @@ from pytest_gym_eval.stats.distributions import student_t_ppf
 from pytest_gym_eval.stats.intervals import (
     Interval,
     binomial_test_p,
+    clustered_mean_interval,
     clustered_proportion_p,
     clustered_standard_error,
-    mean_interval,
     pass_at_k,
     score_test_p,
     t_test_p,
@@ -290,12 +290,12 @@ def metric_interval(
     ``rewards_by_task[t][r]``: reward of scored rollout r of task t; ``counts[t] = (scored rollouts, passes)`` of
     task t; ``rollouts`` every rollout with a result (errored ones too; default: the scored ones plus ``errors``),
     ``errors`` those that errored. mean_reward → :func:`clustered_proportion_interval` (task-clustered
-    Clopper-Pearson) when every reward lies in [0, 1], else :func:`mean_interval` (Student t clustered by task);
+    Clopper-Pearson) when every reward lies in [0, 1], else Student t clustered by task;
     pass_rate → :func:`clopper_pearson_interval` over all scored rollouts; error_rate → :func:`wilson_interval` over
-    the rollouts with a result; pass_at_k (with ``k``) → :func:`pass_at_k_interval` on the
-    per-task counts. Mean-reward and pass@k bounds are clipped to [0, 1] (the mean only when every reward lies
-    there). Raises ValueError for a kind with no statistic of the rewards (a custom metric's), or as the
-    statistics do.
+    the rollouts with a result; pass_at_k (with ``k``) → :func:`clustered_pass_at_k_interval` on the
+    per-task counts (Clopper-Pearson, effective sample capped at the blocks of k); a t interval of the mean reward
+    is clipped to [0, 1] when every reward lies there. Raises ValueError for a kind with no statistic of the
+    rewards (a custom metric's), or as the statistics do.
     """
     basis = Basis(metric, tuple(map(tuple, rewards_by_task)), tuple(counts), k, rollouts, errors)
     return basis.interval(confidence)
@@ -413,16 +413,16 @@ class Basis:
 
     def p_value(self, threshold: float) -> float:
         """Two-sided p-value of the statistic against ``threshold``: twice the one-sided p in the direction of the
-        estimate (:func:`~pytest_gym_eval.stats.intervals.clustered_proportion_p` for a mean reward in [0, 1],
-        :func:`~pytest_gym_eval.stats.intervals.t_test_p` for other rewards and pass@k, the exact binomial test
-        :func:`~pytest_gym_eval.stats.intervals.binomial_test_p` for the pass rate, the score test
+        estimate (:func:`~pytest_gym_eval.stats.intervals.clustered_proportion_p` for a mean reward in [0, 1] and
+        pass@k, with pass@k's cap, :func:`~pytest_gym_eval.stats.intervals.t_test_p` for other rewards, the exact
+        binomial test :func:`~pytest_gym_eval.stats.intervals.binomial_test_p` for the pass rate, the score test
         :func:`~pytest_gym_eval.stats.intervals.score_test_p` for the error rate), so the interval at confidence c
         excludes the threshold exactly when p <= 1 - c."""
         kind = gate_kinds.kind(self.metric)
         proportion = kind.proportion
         clustered = kind.clustered(self) if kind.clustered is not None else None
         if clustered is not None:
-            one_sided = clustered_proportion_p(clustered, threshold)
+            one_sided = clustered_proportion_p(clustered, threshold, trials=kind.trials(self) if kind.trials else None)
         elif proportion is not None:
             one_sided = (binomial_test_p if kind.exact else score_test_p)(*proportion(self), threshold)
         else:
@@ -522,10 +522,10 @@ def applies_to(gate: Gate, recorded: Collection[str], recorded_anywhere: Collect
 
 
 def custom_interval(values_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
-    """A custom metric's mean over the rollouts that recorded it, with the mean reward's interval: Student t with
-    the standard error clustered by task (:func:`mean_interval`), bounds clipped to [0, 1] when every value lies
-    there. ``values_by_task[t][r]``: the value of the r-th rollout of task t that recorded it."""
-    return mean_interval(values_by_task, confidence, clip=True)
+    """A custom metric's mean over the rollouts that recorded it, with the mean reward's interval
+    (:func:`clustered_mean_interval`: task-clustered Clopper-Pearson when every value lies in [0, 1], else Student t
+    clustered by task). ``values_by_task[t][r]``: the value of the r-th rollout of task t that recorded it."""
+    return clustered_mean_interval(values_by_task, confidence)
 
 
 def custom_gate(gate: Gate, interval: Interval | None, mode: GateMode, confidence: float = 0.95) -> GateResult:

@@ -236,21 +236,27 @@ still within about 0.001 of the mean, and the incomplete beta function stays wit
 
 
 def _effective_sample(
-    values_by_task: Sequence[Sequence[float]],
+    values_by_task: Sequence[Sequence[float]], trials: float | None = None
 ) -> tuple[float, float, int, float]:
-    """(mean, effective rollouts n_eff, tasks, rollouts) of :func:`clustered_proportion_interval`."""
+    """(mean, effective rollouts n_eff, tasks, rollouts) of :func:`clustered_proportion_interval`; ``trials`` (when
+    given, > 0) caps n_eff and stands in for the rollouts when there is no spread."""
     tasks = [list(task) for task in values_by_task if len(task) > 0]
     flat = [x for task in tasks for x in task]
     if any(not (math.isfinite(x) and 0.0 <= x <= 1.0) for x in flat):
         raise ValueError("values must lie in [0, 1] (found one outside, NaN or infinity)")
+    if trials is not None and not trials > 0.0:
+        raise ValueError(f"trials must be > 0, got {trials!r}")
     mean, error, n_tasks = clustered_standard_error(tasks)
-    rollouts = float(len(flat))
+    rollouts = float(len(flat)) if trials is None else trials
     if n_tasks >= 2 and 0.0 < mean < 1.0 and error > 1e-9 * math.sqrt(mean * (1.0 - mean) / rollouts):
-        return mean, min(mean * (1.0 - mean) / (error * error), MAX_EFFECTIVE_N), n_tasks, rollouts
+        cap = MAX_EFFECTIVE_N if trials is None else min(trials, MAX_EFFECTIVE_N)
+        return mean, min(mean * (1.0 - mean) / (error * error), cap), n_tasks, rollouts
     return mean, rollouts, n_tasks, rollouts  # no spread between tasks (up to rounding): the rollouts themselves
 
 
-def clustered_proportion_interval(values_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+def clustered_proportion_interval(
+    values_by_task: Sequence[Sequence[float]], confidence: float = 0.95, *, trials: float | None = None
+) -> Interval:
     """The mean of values in [0, 1] (rewards, or 0/1 pass flags) over all rollouts, with a Clopper-Pearson interval
     on the task-clustered effective sample (Korn & Graubard 1998, "Confidence intervals for proportions with small
     expected number of positive counts estimated from survey data", Survey Methodology 24(2), 193-201).
@@ -267,11 +273,14 @@ def clustered_proportion_interval(values_by_task: Sequence[Sequence[float]], con
     rather than a zero width. E.g. 10 tasks x 4 repeats, 35 of 40 passing (three tasks with one failure, one with
     two, six with none) at 95%: x̄ = 0.875, se = 0.0559 (se² = 0.003125), n_eff = 35, n* = 35 (1.95996 / 2.26216)²
     = 26.274, bounds [0.6877, 0.9708] (the t interval: [0.7485, 1.0015]). T = 0 gives estimate nan
-    and bounds ±inf, T = 1 infinite bounds (``n`` of the result: T). Raises ValueError for a value outside [0, 1]
-    or a bad confidence.
+    and bounds ±inf, T = 1 infinite bounds (``n`` of the result: T). ``trials``: the most independent 0/1 trials the
+    values stand for (pass@k's disjoint blocks of k rollouts:
+    :func:`~pytest_gym_eval.stats.pass_at_k_bounds.clustered_pass_at_k_interval`), which then caps n_eff and
+    replaces N when there is no spread; None: the rollouts, uncapped. Raises ValueError for a value outside [0, 1],
+    ``trials`` <= 0 or a bad confidence.
     """
     _check_confidence(confidence)
-    mean, n_eff, n_tasks, _ = _effective_sample(values_by_task)
+    mean, n_eff, n_tasks, _ = _effective_sample(values_by_task, trials)
     if n_tasks < 2:
         return Interval(mean, -math.inf, math.inf, n_tasks)
     z = NormalDist().inv_cdf((1.0 + confidence) / 2.0)
@@ -280,16 +289,29 @@ def clustered_proportion_interval(values_by_task: Sequence[Sequence[float]], con
     return Interval(mean, low, high, n_tasks)
 
 
-def clustered_proportion_p(values_by_task: Sequence[Sequence[float]], threshold: float) -> float:
+def clustered_mean_interval(values_by_task: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+    """The mean over all rollouts of values by task, with the task-clustered Clopper-Pearson interval
+    (:func:`clustered_proportion_interval`) when every value lies in [0, 1], else Student t with the standard error
+    clustered by task (:func:`mean_interval`: a mean of values on any scale has no binomial variance to borrow).
+    ``values_by_task[t][r]`` as :func:`mean_interval`'s. Raises ValueError for non-finite values or a bad
+    confidence."""
+    if all(0.0 <= x <= 1.0 for task in values_by_task for x in task):
+        return clustered_proportion_interval(values_by_task, confidence)
+    return mean_interval(values_by_task, confidence)
+
+
+def clustered_proportion_p(
+    values_by_task: Sequence[Sequence[float]], threshold: float, *, trials: float | None = None
+) -> float:
     """One-sided p-value of :func:`clustered_proportion_interval` against ``threshold``, in the direction of the
     estimate: half the largest alpha at which the interval at confidence 1 - alpha still reaches the threshold
     (both n* and the bounds depend on alpha; found by bisection on the t quantile, to about 1e-10), so the
     interval at confidence c excludes the threshold exactly when 2 p <= 1 - c. 0.5 for an estimate on the
     threshold, 1.0 (no evidence) for fewer than two tasks, 0.0 for a threshold outside [0, 1] (no interval reaches
-    it). Raises ValueError as the interval does, or for a NaN threshold."""
+    it). ``trials`` as the interval's. Raises ValueError as the interval does, or for a NaN threshold."""
     if math.isnan(threshold):
         raise ValueError("threshold must not be NaN")
-    mean, n_eff, n_tasks, _ = _effective_sample(values_by_task)
+    mean, n_eff, n_tasks, _ = _effective_sample(values_by_task, trials)
     if n_tasks < 2:
         return 1.0
     if not 0.0 <= threshold <= 1.0:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from fractions import Fraction
+from statistics import NormalDist
 from types import SimpleNamespace
 
 import pytest
@@ -28,7 +29,16 @@ from pytest_gym_eval.reporting import json_reading, json_report, page_data, shar
 from pytest_gym_eval.reporting.summary import RolloutResult, summarize
 from pytest_gym_eval.reporting.verdicts import session_verdict
 from pytest_gym_eval.session.results import ResultsCollector
-from pytest_gym_eval.stats.gates import NOT_RECORDED, Gate, GateMode, Verdict, custom_interval, evaluate
+from pytest_gym_eval.stats.gates import (
+    NOT_RECORDED,
+    Gate,
+    GateMode,
+    Verdict,
+    custom_interval,
+    evaluate,
+    metric_interval,
+)
+from pytest_gym_eval.stats.intervals import clopper_pearson_bounds, clustered_proportion_interval
 
 # t quantile of 0.975 on 2 degrees of freedom (tables: 4.302653).
 T_2 = 4.302652729911275
@@ -85,9 +95,15 @@ def test_parse_bound() -> None:
 
 def test_the_interval_is_the_mean_rewards_clustered_by_task() -> None:
     # Per-task values 1, 0, 1 (two repeats each): mean 2/3; per-task means 1, 0, 1 have sd sqrt(1/3), so the
-    # standard error is sqrt(1/3)/sqrt(3) = 1/3 and the half width t(0.975, 2)/3 = 1.434: clipped to [0, 1].
-    boxed = custom_interval([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]])
-    assert (boxed.estimate, boxed.low, boxed.high, boxed.n) == pytest.approx((2 / 3, 0.0, 1.0, 3))
+    # standard error is sqrt(1/3)/sqrt(3) = 1/3; every value in [0, 1]: the mean reward's task-clustered
+    # Clopper-Pearson interval, n_eff = (2/3)(1/3) / (1/9) = 2, n* = 2 (1.959964 / 4.302653)^2 = 0.415005.
+    values = [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]
+    boxed = custom_interval(values)
+    assert boxed == clustered_proportion_interval(values) == metric_interval("mean_reward", values, [])
+    n_star = 2 * (NormalDist().inv_cdf(0.975) / T_2) ** 2
+    assert n_star == pytest.approx(0.415005, abs=1e-6)
+    assert (boxed.low, boxed.high) == pytest.approx(clopper_pearson_bounds(2 / 3 * n_star, n_star), abs=1e-12)
+    assert boxed.estimate == pytest.approx(2 / 3) and boxed.n == 3
     # Values outside [0, 1] are not clipped: chars 9, 11, 9 → mean 29/3, standard error sqrt(4/3)/sqrt(3) = 2/3.
     chars = custom_interval([[9.0, 9.0], [11.0, 11.0], [9.0, 9.0]])
     assert (chars.estimate, chars.low, chars.high) == pytest.approx(
@@ -96,6 +112,16 @@ def test_the_interval_is_the_mean_rewards_clustered_by_task() -> None:
     # One task: the mean, no interval (the rollouts of a task are not independent).
     one = custom_interval([[0.5, 1.0]])
     assert (one.estimate, one.low, one.high, one.n) == (0.75, -math.inf, math.inf, 1)
+
+
+def test_a_metric_every_rollout_scored_1_is_not_certain() -> None:
+    # 12 tasks x 4 repeats all 1: the t interval was [1, 1] (a PASS at any bound); the 48 rollouts bound it as
+    # they bound the mean reward: n* = 48 (1.959964 / 2.200985)^2 = 38.06, lower bound 0.025^(1/n*) = 0.907633.
+    ones = custom_interval([[1.0] * 4 for _ in range(12)])
+    assert (ones.estimate, ones.high) == (1.0, 1.0)
+    assert ones.low == pytest.approx(0.9076330964290057, abs=1e-10)
+    (result,) = evaluate([Gate("custom", 0.95, custom="ok")], [], [], GateMode.LOWER_BOUND, custom={"ok": ones})
+    assert result.verdict is Verdict.INCONCLUSIVE
 
 
 def test_the_gate_follows_the_mean_reward_gates_rules() -> None:

@@ -263,6 +263,18 @@ def test_evaluate_pass_at_k_without_enough_rollouts_is_inconclusive() -> None:
     assert result.verdict is Verdict.INCONCLUSIVE
 
 
+def test_a_pass_at_k_gate_on_tasks_that_all_pass_is_bounded_by_the_blocks_of_k() -> None:
+    # 12 tasks x 8 repeats, every rollout passing: every pass@4 is 1. The t interval was [1, 1] and PASSED a gate
+    # at 0.95 (or any threshold); the 24 disjoint blocks of 4 bound it at 0.025^(1/19.03) = 0.8238 (test_stats).
+    rewards, passed = [[1.0] * 8 for _ in range(12)], [[True] * 8 for _ in range(12)]
+    (result,) = evaluate([Gate("pass_at_k", 0.95, k=4)], rewards, passed, GateMode.LOWER_BOUND)
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert result.interval.low == pytest.approx(0.8237978, abs=1e-6)
+    # its p-value (what Holm judges) inverts the same interval: the two-sided p at 0.8237978 is 0.05
+    assert result.basis is not None
+    assert result.basis.p_value(0.8237978) == pytest.approx(0.05, abs=1e-5)
+
+
 def test_evaluate_without_gates_or_data() -> None:
     assert evaluate([], REWARDS, PASSED, POINT) == []
     results = evaluate([Gate("mean_reward", 0.5), Gate("pass_rate", 0.5)], [], [], LOWER)

@@ -112,8 +112,10 @@ def test_four_of_five_tasks_always_pass() -> None:
     # Clopper-Pearson 8/10 at 95% (statsmodels' proportion_confint(8, 10, method="beta")): [0.443905, 0.974789].
     approx_interval(summary.pass_rate, 0.8, 0.443905, 0.974789, 10)
     assert sorted(summary.pass_at_k) == [1, 2]
-    approx_interval(summary.pass_at_k[1], 0.8, 0.244711, 1.0, 5)  # 1.355289 clipped: pass@k is in [0, 1]
-    approx_interval(summary.pass_at_k[2], 0.8, 0.244711, 1.0, 5)
+    # pass@1 and pass@2 per task are the per-task means, 1,1,1,1,0: the same task-clustered Clopper-Pearson interval
+    # (n_eff = 4 is below the 10 and 5 disjoint blocks of k that cap it). Before: Student t, [0.244711, 1.355289].
+    approx_interval(summary.pass_at_k[1], 0.8, 0.075356, 0.999969, 5)
+    approx_interval(summary.pass_at_k[2], 0.8, 0.075356, 0.999969, 5)
     assert summary.flaky_tasks == ()
     assert summary.threshold == 1.0
     assert summary.gates == []
@@ -125,12 +127,14 @@ def test_flaky_task() -> None:
     assert summary.flaky_tasks == ("t2",)
     # Per-task means 1, .5, 0, 1: mean .625, s^2 = .6875/3, se = .239357; the mean reward's task-clustered
     # Clopper-Pearson interval: n_eff = .234375 / .057292 = 4.090909, n* = 1.551650, x = 0.969781 (scipy:
-    # 0.014087, 0.999184). pass@1 keeps the t interval, half width 3.182446 * se: [-0.136740, 1.386740], clipped
-    # to [0, 1] (pass@k lies in [0, 1]).
+    # 0.014087, 0.999184). pass@1 per task is the per-task mean, so it has the same interval (n_eff 4.09 is below
+    # the 8 blocks that cap it; before, the t interval [-0.136740, 1.386740] clipped to [0, 1]).
     approx_interval(summary.mean_reward, 0.625, 0.014087, 0.999184, 4)
-    approx_interval(summary.pass_at_k[1], 0.625, 0.0, 1.0, 4)
-    # pass@2 per task 1, 1, 0, 1: mean .75, s = .5, se = .25, half width .795612: [-0.045612, 1.545612].
-    approx_interval(summary.pass_at_k[2], 0.75, 0.0, 1.0, 4)
+    approx_interval(summary.pass_at_k[1], 0.625, 0.014087, 0.999184, 4)
+    # pass@2 per task 1, 1, 0, 1: mean .75, s = .5, se = .25, n_eff = .1875 / .0625 = 3 (below the 4 blocks),
+    # n* = 3 (1.959964 / 3.182446)^2 = 1.137877, x = 0.853408: B(0.025; x, n* - x + 1), B(0.975; x + 1, n* - x)
+    # = [0.010214, 0.999999] (beta_ppf). Before: t, [-0.045612, 1.545612] clipped to [0, 1].
+    approx_interval(summary.pass_at_k[2], 0.75, 0.010214, 0.999999, 4)
 
 
 def test_pass_at_k_uses_the_unbiased_estimator() -> None:
@@ -338,8 +342,8 @@ def test_render_golden() -> None:
         "  4 tasks, 8 rollouts (8 scored, 0 errors), wall time 12.5 s",
         "  mean reward 0.62 [0.01, 1.00]  95% CI over 4 tasks",  # test_flaky_task: [0.014, 0.999]
         "  pass rate   0.62 [0.24, 0.91]  Clopper-Pearson, 8 rollouts, threshold 1.00",
-        "  pass@1      0.62 [0.00, 1.00]",
-        "  pass@2      0.75 [0.00, 1.00]",
+        "  pass@1      0.62 [0.01, 1.00]",  # test_flaky_task
+        "  pass@2      0.75 [0.01, 1.00]",
         "  flaky tasks 1 of 4: t2",
         "  gates       1 judged on the estimate (point mode)",
         "    mean reward 0.62 [0.01, 1.00] >= 0.50: PASS",
@@ -762,7 +766,7 @@ def test_suite_properties() -> None:
     assert f"{p}pass_rate.low" in values and f"{p}pass_rate.high" in values
     assert values[f"{p}pass_at_1"] == "0.625"
     assert values[f"{p}pass_at_2"] == "0.75"
-    assert values[f"{p}pass_at_2.high"] == "1"  # 1.54561 clipped
+    assert values[f"{p}pass_at_2.high"] == "0.999999"  # test_flaky_task (the t interval's 1.54561, clipped: 1)
     assert values[f"{p}gate.mean_reward"] == "PASS" and values[f"{p}gate.mean_reward.threshold"] == "0.5"
     assert values[f"{p}gate.pass_at_2"] == "PASS" and values[f"{p}gate.pass_at_2.threshold"] == "0.5"
     assert values[f"{p}verdict"] == "PASS"

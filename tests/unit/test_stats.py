@@ -25,6 +25,7 @@ from pytest_gym_eval.stats.intervals import (
     pass_at_k_interval,
     wilson_interval,
 )
+from pytest_gym_eval.stats.pass_at_k_bounds import clustered_pass_at_k_interval, pass_at_k_blocks, pass_at_k_by_task
 
 Z95 = NormalDist().inv_cdf(0.975)  # 1.959963984540054
 
@@ -367,6 +368,73 @@ def test_pass_at_k_interval_edges() -> None:
         pass_at_k_interval([(3, 4)], k=1)
     with pytest.raises(ValueError):
         pass_at_k_interval([(3, 1)], k=0)
+
+
+# 12 tasks x 8 repeats: 11 pass every rollout, one passes 4 of 8 (pass@4 = 1 - C(4,4)/C(8,4) = 69/70).
+ALMOST_ALL_PASS = [(8, 8)] * 11 + [(8, 4)]
+
+
+def test_clustered_pass_at_k_interval_caps_the_effective_sample_at_the_blocks_of_k() -> None:
+    # mean = (11 + 69/70) / 12 = 1 - 1/840; one deviation d = 1/70: s² = d² (11/12) / 11 = d² / 12, se = d / 12;
+    # n_eff = x̄ (1 - x̄) / se² = (839/840)(1/840)(70² · 144) = 839 (one task just short of 1 looks like 839
+    # rollouts). Capped at the 12 x floor(8/4) = 24 disjoint blocks: n* = 24 (1.959964 / 2.200985)² = 19.03151,
+    # bounds B(0.025; x̄ n*, n* - x̄ n* + 1) = 0.8216465 and 1 (x̄ n* = 19.00885 < n*: the upper bound rounds to 1).
+    interval = clustered_pass_at_k_interval(ALMOST_ALL_PASS, 4)
+    assert (interval.estimate, interval.n) == (pytest.approx(1.0 - 1.0 / 840.0, abs=1e-15), 12)
+    n_star = 24 * (NormalDist().inv_cdf(0.975) / student_t_ppf(0.975, 11)) ** 2
+    assert n_star == pytest.approx(19.03151, abs=1e-5)
+    assert interval.low == pytest.approx(0.8216465, abs=1e-6)
+    assert interval.high == pytest.approx(1.0, abs=1e-6)
+    # before: the uncapped effective sample's bound cleared a true pass@4 of 0.992, the t interval's too
+    assert clustered_proportion_interval(pass_at_k_by_task(ALMOST_ALL_PASS, 4)).low > 0.992
+    assert pass_at_k_interval(ALMOST_ALL_PASS, 4, clip=True).low > 0.992
+
+
+def test_clustered_pass_at_k_interval_of_tasks_that_all_pass_is_bounded_by_the_blocks() -> None:
+    # every pass@4 is 1: the t interval is [1, 1] (a PASS at any threshold); now the 24 blocks bound it:
+    # lower = B(0.025; n*, 1) = 0.025^(1/n*) = exp(-3.688879 / 19.03151) = 0.8237978
+    interval = clustered_pass_at_k_interval([(8, 8)] * 12, 4)
+    assert (interval.estimate, interval.high) == (1.0, 1.0)
+    assert interval.low == pytest.approx(0.8237978, abs=1e-6)
+    assert pass_at_k_interval([(8, 8)] * 12, 4).low == 1.0
+    # and none passing: pass@k is 0 exactly when no rollout passed, the mirror image
+    zeros = clustered_pass_at_k_interval([(8, 0)] * 12, 4)
+    assert (zeros.estimate, zeros.low) == (0.0, 0.0)
+    assert zeros.high == pytest.approx(1.0 - 0.8237978, abs=1e-6)
+
+
+def test_clustered_pass_at_k_interval_below_the_cap_is_the_clustered_interval() -> None:
+    # k = 2, 6 tasks x 4 repeats: estimates 1, 1, 1 - C(3,2)/C(4,2) = 0.5, 0, 1 - C(2,2)/C(4,2) = 5/6, 0.5; mean
+    # 23/36 = 0.638889, squared deviations sum to 0.745370, se² = 0.745370 / 5 / 6 = 0.0248457, n_eff = 0.638889 x
+    # 0.361111 / 0.0248457 = 9.2857 < the 12 blocks: the cap does not bind.
+    counts = [(4, 4), (4, 3), (4, 1), (4, 0), (4, 2), (4, 1)]
+    values = pass_at_k_by_task(counts, 2)
+    assert [v for (v,) in values] == pytest.approx([1.0, 1.0, 0.5, 0.0, 5.0 / 6.0, 0.5])
+    assert pass_at_k_blocks(counts, 2) == 12
+    assert clustered_pass_at_k_interval(counts, 2) == clustered_proportion_interval(values)
+
+
+def test_clustered_pass_at_k_interval_edges() -> None:
+    nothing = clustered_pass_at_k_interval([(1, 1), (2, 0)], k=3)
+    assert math.isnan(nothing.estimate)
+    assert (nothing.low, nothing.high, nothing.n) == (-math.inf, math.inf, 0)
+    one = clustered_pass_at_k_interval([(4, 1), (1, 0)], k=2)
+    assert (one.estimate, one.low, one.high, one.n) == (0.5, -math.inf, math.inf, 1)
+    assert pass_at_k_blocks([(4, 1), (5, 0), (1, 1)], 2) == 4  # 2 + 2; a task with n < k holds none
+    with pytest.raises(ValueError):
+        clustered_pass_at_k_interval([(3, 4)], k=1)
+    with pytest.raises(ValueError):
+        clustered_pass_at_k_interval([(3, 1)], k=0)
+    with pytest.raises(ValueError):
+        clustered_proportion_interval([[0.5], [1.0]], trials=0)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8, 0.95])
+def test_clustered_proportion_p_with_a_cap_inverts_the_capped_interval(threshold: float) -> None:
+    values = pass_at_k_by_task(ALMOST_ALL_PASS, 4)
+    p = clustered_proportion_p(values, threshold, trials=24)
+    interval = clustered_pass_at_k_interval(ALMOST_ALL_PASS, 4, 1.0 - 2.0 * p)
+    assert interval.low == pytest.approx(threshold, abs=1e-7)
 
 
 # --- paired difference ---------------------------------------------------------------------------------
