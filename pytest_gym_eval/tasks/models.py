@@ -84,6 +84,8 @@ def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
     if rest.startswith(REPLAY_PREFIX):
         if "://" in rest:
             raise PolicySpecError(f"{shown!r}: expected a recordings file path after {REPLAY_PREFIX}, got a URL")
+        if not rest.removeprefix(REPLAY_PREFIX).strip():
+            raise PolicySpecError(f"{shown!r}: expected a recordings file after {REPLAY_PREFIX}, got none")
         path = (base / Path(rest.removeprefix(REPLAY_PREFIX)).expanduser()).resolve()
         if not path.is_file():
             raise PolicySpecError(f"{shown!r}: no such recordings file: {path}")

@@ -53,6 +53,8 @@ def test_policy_and_replay_forms(tmp_path: Path) -> None:
         ("judge_model=http://h/v1,model=m,model=n", "each at most once"),
         ("judge_model=http://h/v1,model=m,type=anthropic", "type=anthropic: expected responses or chat"),
         ("judge_model=replay:missing.jsonl", "no such recordings file"),
+        ("judge_model=replay:", "expected a recordings file after replay:, got none"),
+        ("judge_model=replay:,type=chat", "expected a recordings file after replay:, got none"),
     ],
 )
 def test_a_bad_spec_is_an_error_naming_the_option_and_the_value(text: str, says: str, tmp_path: Path) -> None:
