@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.core.credentials import config_url, has_secret, redact_value
+from pytest_gym_eval.core.credentials import config_url, endpoint_url_problem, has_secret, redact_value
 from pytest_gym_eval.core.files import file_sha256
 from pytest_gym_eval.core.gym_yaml import read_yaml_files
 from pytest_gym_eval.tasks.models import MODEL_FIELDS, NAME_PATTERN, REPLAY_PREFIX
@@ -141,6 +141,8 @@ def _parse_binding(shown: str, name: str, rest: str, base: Path) -> ModelServerB
         fields[key] = value
     if not url or "://" not in url or "model" not in fields:
         raise ModelServerSpecError(f"{shown}: an endpoint needs its URL (http://...) and model=SERVED_NAME")
+    if problem := endpoint_url_problem(url):
+        raise ModelServerSpecError(f"{shown}: {problem} (key=ENV_VAR)")
     api = fields.get("type")
     if api is not None and api not in API_TYPES:
         raise ModelServerSpecError(f"{shown}: type={api}: expected {' or '.join(API_TYPES)}")
