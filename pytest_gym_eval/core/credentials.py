@@ -73,6 +73,39 @@ def has_secret(text: str) -> bool:
     return bool(secret_spans(text))
 
 
+ENDPOINT_USERINFO = (
+    "credentials in the URL (user:password@) cannot reach the endpoint: Gym's model server sends an Authorization "
+    "header (Bearer <key>) with every call, which its HTTP client (aiohttp) refuses to combine with credentials in "
+    "the URL, so every call would fail; give the key through a variable instead"
+)
+"""Why a model endpoint's URL must not hold ``user:password@`` (:func:`endpoint_url_problem`)."""
+ENDPOINT_QUERY = (
+    "a query or fragment (?...) in the URL cannot reach the endpoint: Gym's model server appends the API's path to "
+    "the URL (<url>/responses, <url>/chat/completions, <url>/models), which would land inside the query, so every "
+    "call would go to the wrong place; give the key through a variable instead"
+)
+"""Why a model endpoint's URL must not hold a query or a fragment (:func:`endpoint_url_problem`)."""
+
+
+def endpoint_url_problem(url: str) -> str | None:
+    """Why Gym's ``openai_model`` and ``vllm_model`` servers (Gym 0.6.0 and 0.7.0, one client) cannot call the model
+    endpoint ``url`` (``http://`` or ``https://``), or None when they can: :data:`ENDPOINT_USERINFO` for userinfo
+    (``user@`` or ``user:password@`` before the host; the client sends ``Authorization: Bearer <key>`` with every
+    call and aiohttp raises ``ValueError: Cannot combine AUTHORIZATION header with AUTH argument or credentials
+    encoded in URL``, measured with a bound judge: every call failed, which over_refusal_detection scored as an
+    "unclear" verdict, 0.5), :data:`ENDPOINT_QUERY` for a query or fragment (the client calls
+    ``f"{base_url}/responses"``). Other schemes and texts without ``://`` get None (other checks name them)."""
+    text = url.strip()
+    scheme, separator, rest = text.partition("://")
+    if not separator or scheme.lower() not in ("http", "https"):
+        return None
+    start = len(text) - len(rest)
+    at = _userinfo_end(text, start)
+    if at >= start and not any(c in text[start:at] for c in "/?#"):
+        return ENDPOINT_USERINFO
+    return ENDPOINT_QUERY if any(c in text for c in "?#") else None
+
+
 def redact_value(text: str, marker: str = REDACTED) -> str:
     """``text`` (an option's value, a command-line word, a message naming a URL) with each secret of its URLs
     (:func:`secret_spans`) replaced by ``marker``: ``postgresql://me:***@db/evals``, ``...?password=***``."""

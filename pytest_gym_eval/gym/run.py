@@ -322,8 +322,9 @@ class GymRun:
         )
         if settings.model is not None:
             probe_model(settings.model, deadline, self._stopping, self.on_event)
-            for endpoint in bound_endpoints(settings.model_servers, settings.model.model_type):
-                probe_model(endpoint, deadline, self._stopping, self.on_event)
+            for binding in settings.model_servers:
+                for endpoint in bound_endpoints([binding], settings.model.model_type):
+                    probe_model(endpoint, deadline, self._stopping, self.on_event, server=binding.name)
         if settings.head_server is not None:
             host, port = settings.head_server
             self.on_event(f"attaching to Gym's head server at {host}:{port}")

@@ -130,10 +130,11 @@ PROBE_NOTE_EVERY = 60.0
 """Seconds between two notes that the model endpoint still does not answer."""
 
 
-def unlisted_model(name: str, body: bytes) -> str | None:
+def unlisted_model(name: str, body: bytes, option: str = "--gym-model") -> str | None:
     """What to say when ``GET /models`` answered ``body`` (OpenAI's ``{"data": [{"id": ...}]}``) without ``name``
-    among its ids, or None (listed, or a body of another shape). Some servers answer any model name with the one
-    they serve (llama.cpp does), so a typo would credit every report to a model that never ran."""
+    among its ids, or None (listed, or a body of another shape); ``option`` is where the name was given. Some
+    servers answer any model name with the one they serve (llama.cpp does), so a typo would credit every report to
+    a model that never ran."""
     try:
         listed = [str(entry["id"]) for entry in json.loads(body)["data"]]
     except (ValueError, KeyError, TypeError):
@@ -141,7 +142,7 @@ def unlisted_model(name: str, body: bytes) -> str | None:
     if not listed or name in listed:
         return None
     shown = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
-    return f"does not list the model {name!r} (--gym-model) in GET /models ({shown}); the reports name {name!r}"
+    return f"does not list the model {name!r} ({option}) in GET /models ({shown}); the reports name {name!r}"
 
 
 def without_userinfo(url: str) -> tuple[str, str]:
@@ -164,11 +165,13 @@ def probe_model(
     deadline: float,
     stopping: threading.Event,
     on_wait: Callable[[str], None] | None = None,
+    server: str | None = None,
 ) -> None:
     """Wait until ``GET <url>/models`` answers 2xx (retrying refused connections until ``deadline``, a
     ``time.monotonic()`` value). While it does not, ``on_wait`` gets a note (what went wrong, how long this
     waits at most) after the first try and then every :data:`PROBE_NOTE_EVERY` seconds, so a mistyped URL
-    does not look like a hang. Raises :class:`GymStartError` on a 401/403 or when the deadline passes."""
+    does not look like a hang. ``server`` names the model server a ``--gym-model-server`` binding serves (None:
+    the policy's), in every message. Raises :class:`GymStartError` on a 401/403 or when the deadline passes."""
     import urllib.error  # here: importing urllib.request (http.client, ssl) took ~15 ms of every session's start
     import urllib.request
 
@@ -180,11 +183,15 @@ def probe_model(
     last = ""
     next_note = time.monotonic()
     shown = redact(model.url)  # the terminal, JUnit and the reports show these messages: no password or query
+    shown += f" (model server {server})" if server else ""
+    option = f"model= of --gym-model-server {server}" if server else "--gym-model"
     while not stopping.is_set():
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 if 200 <= response.status < 300:
-                    if on_wait is not None and (unlisted := unlisted_model(model.model, response.read(1 << 20))):
+                    if on_wait is not None and (
+                        unlisted := unlisted_model(model.model, response.read(1 << 20), option)
+                    ):
                         on_wait(f"warning: the model endpoint {shown} {unlisted}")
                     return
                 last = f"HTTP {response.status}"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gym_eval.core.credentials import redact_value
+from pytest_gym_eval.core.credentials import endpoint_url_problem, redact_value
 from pytest_gym_eval.core.defaults import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_MIN_REPEATS,
@@ -224,6 +224,9 @@ class GymOptions:
                 raise pytest.UsageError(f"{option}: no such file: {given}")
         model_type = value("gym_model_type") or DEFAULT_MODEL_TYPE
         api_key_env = value("gym_api_key_env") or DEFAULT_API_KEY_ENV
+        model_url = value("gym_model_url")
+        if model_url and model_type in MODEL_FIELDS and (problem := endpoint_url_problem(model_url)):
+            raise pytest.UsageError(f"--gym-model-url {redact_value(model_url)!r}: {problem} (--gym-api-key-env)")
         policies = _policies(config, ini_value, inifile_dir, api_key_env)
         if policies and (clash := _policy_clash(value, replay, head_server, keep_alive, resume)):
             raise pytest.UsageError(f"--gym-policy cannot be combined with {clash}")
@@ -259,7 +262,7 @@ class GymOptions:
             rootdir=rootdir,
             checkout=checkout,
             agent=cli.agent or ini.agent,
-            model_url=value("gym_model_url"),
+            model_url=model_url,
             model=value("gym_model"),
             model_type=model_type,
             api_key_env=api_key_env,

@@ -236,8 +236,14 @@ def judge_noise_lines(summary: DatasetSummary, width: int) -> list[str]:
             return "n/a"
         return f"{estimate:.0%} [{low:.0%}, {high:.0%}]"
 
+    if math.isnan(noise.judge_share):  # no reward varied at all: no variance to split
+        opening = f"none: every rollout got the same reward ({summary.mean_reward.estimate:.2f}), no variance to split"
+    else:
+        opening = (
+            f"{share(noise.judge_share, noise.share_low, noise.share_high)} of the reward's variance is the judge's"
+        )
     text = (
-        f"{share(noise.judge_share, noise.share_low, noise.share_high)} of the reward's variance is the judge's: "
+        f"{opening}: "
         f"{noise.repeated} of {fmt.plural(noise.answers, 'answer')} judged again ({noise.rejudged} of "
         f"{noise.judgments} rollouts), {noise.agreement:.0%} of their pairs of judgments agree"
     )

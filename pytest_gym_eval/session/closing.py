@@ -9,8 +9,9 @@ import os
 
 import pytest
 
+from pytest_gym_eval.core.rundir import RunPaths
 from pytest_gym_eval.reporting import outputs, terminal
-from pytest_gym_eval.session.diagnosis import bound_replay_miss_lines
+from pytest_gym_eval.session.diagnosis import bound_replay_miss_lines, failed_judge_call_lines
 from pytest_gym_eval.session.finish import cut_to_last_visible_entry
 from pytest_gym_eval.session.gym_session import GymSession
 
@@ -63,6 +64,7 @@ class StopGymLast:
 
     def __init__(self, gym: GymSession) -> None:
         self.gym = gym
+        self.stop_warned = False
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -89,6 +91,11 @@ class StopGymLast:
             replays = self.gym.launch.model_server_replays  # (emptied by the stop)
             for line in bound_replay_miss_lines({name: server.misses for name, server in replays.items()}):
                 reporter.write_line(f"gym: {line}", yellow=True)
+            if self.gym.run_dir is not None and not self.gym.is_worker and not self.stop_warned:
+                self.stop_warned = True  # (stop runs again at pytest_unconfigure)
+                key = os.environ.get(self.gym.options.api_key_env, "")
+                for line in failed_judge_call_lines(RunPaths(self.gym.run_dir).output, [key]):
+                    reporter.write_line(f"gym: warning: {line}", yellow=True)
         if reporter is not None and shown:
             reporter.write_line("gym: stopping Gym ...")
         self.gym.stop()

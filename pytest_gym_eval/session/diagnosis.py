@@ -59,6 +59,51 @@ def bound_replay_miss_lines(misses: Mapping[str, Sequence[str]]) -> list[str]:
     ]
 
 
+FAILED_JUDGE_SHOWN = 300
+"""Characters of the first failed judge call's error :func:`failed_judge_call_lines` shows."""
+
+
+def failed_judge_call_lines(output: Path, secrets: Sequence[str] = ()) -> list[str]:
+    """The session's closing warning when Gym's rollouts file ``output`` holds judge calls that failed (a judge
+    call, :func:`~pytest_gym_eval.outcomes.usage.judge_calls`, with no ``response`` and an ``error``): how many of
+    the calls, in how many rollouts, and the first error, through :func:`~pytest_gym_eval.outcomes.causes.redact`
+    (``secrets`` too) and cut to :data:`FAILED_JUDGE_SHOWN` characters. Some verifiers score a failed judge call
+    instead of failing the rollout (Gym 0.7.0's over_refusal_detection gives 0.5, "unclear"), so no rollout's
+    error may say it: a live judge that could not be called at all would otherwise pass unnoticed. Empty when none
+    failed or the file is missing; lines that are not JSON objects are skipped."""
+    import json
+
+    from pytest_gym_eval.outcomes.usage import judge_calls
+
+    try:
+        lines = output.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    calls = failed = rollouts = 0
+    first = ""
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        mine = [call for call in judge_calls(record) if call.get("response") is None and call.get("error")]
+        calls += len(judge_calls(record))
+        failed += len(mine)
+        rollouts += bool(mine)
+        first = first or (str(mine[0]["error"]) if mine else "")
+    if not failed:
+        return []
+    shown = causes.redact(first, secrets)
+    shown = shown if len(shown) <= FAILED_JUDGE_SHOWN else shown[:FAILED_JUDGE_SHOWN] + " ..."
+    return [
+        f"{failed} of {calls} judge calls in Gym's records failed ({rollouts} rollout{'s' if rollouts != 1 else ''}); "
+        f"the first: {shown}; a verifier that scores a failed judge call instead of failing the rollout gave those "
+        "rollouts its fallback reward"
+    ]
+
+
 class Diagnosis:
     """The error texts of one process's items; ``server_logs`` (Gym's servers' logs, read once asked)."""
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.core.credentials import config_url, has_secret, redact_value
+from pytest_gym_eval.core.credentials import config_url, endpoint_url_problem, has_secret, redact_value
 from pytest_gym_eval.core.files import file_sha256
 from pytest_gym_eval.core.gym_yaml import read_yaml_files
 from pytest_gym_eval.tasks.models import MODEL_FIELDS, NAME_PATTERN, REPLAY_PREFIX
@@ -124,6 +124,8 @@ def _parse_binding(shown: str, name: str, rest: str, base: Path) -> ModelServerB
             file, replay_api = rest.removeprefix(REPLAY_PREFIX), ""
         elif replay_api not in API_TYPES:
             raise ModelServerSpecError(f"{shown}: type={replay_api}: expected {' or '.join(API_TYPES)}")
+        if not file.strip():
+            raise ModelServerSpecError(f"{shown}: expected a recordings file after {REPLAY_PREFIX}, got none")
         path = (base / Path(file).expanduser()).resolve()
         if not path.is_file():
             raise ModelServerSpecError(f"{shown}: no such recordings file: {path}")
@@ -139,6 +141,8 @@ def _parse_binding(shown: str, name: str, rest: str, base: Path) -> ModelServerB
         fields[key] = value
     if not url or "://" not in url or "model" not in fields:
         raise ModelServerSpecError(f"{shown}: an endpoint needs its URL (http://...) and model=SERVED_NAME")
+    if problem := endpoint_url_problem(url):
+        raise ModelServerSpecError(f"{shown}: {problem} (key=ENV_VAR)")
     api = fields.get("type")
     if api is not None and api not in API_TYPES:
         raise ModelServerSpecError(f"{shown}: type={api}: expected {' or '.join(API_TYPES)}")
@@ -431,7 +435,8 @@ def policy_bindings(
     each environment of a copy of ``POLICY`` (``copies``) that names a server ``POLICY`` binds (``references``)
     gets a copy of its own, ``<environment>__POLICY`` (Gym's ``_copy``), whose reference names the model server
     ``NAME__POLICY`` serving the binding, and the agent copy is pointed at it. Raises :class:`ModelServerSpecError`
-    for a reference inside a list (which a config merge cannot rewire)."""
+    for a reference inside a list (which a config merge cannot rewire) and for a binding of a name none of
+    ``POLICY``'s environments names."""
     own: dict[str, dict[str, ModelServerBinding]] = {}
     for binding in bindings:
         assert binding.for_policy is not None
@@ -458,7 +463,31 @@ def policy_bindings(
                 _nested_set(blocks, path, {"type": "responses_api_models", "name": instance})
             path = [copy.instance, "responses_api_agents", agent_kind, *key.split(".")]
             _nested_set(blocks, path, {"type": RESOURCES_REF_TYPE, "name": clone})
+    _check_policy_names_used(bindings, copies, references, served)
     return tuple(served.values()), blocks
+
+
+def _check_policy_names_used(
+    bindings: Sequence[ModelServerBinding],
+    copies: Sequence[AgentCopy],
+    references: Sequence[ServerReference],
+    served: Mapping[str, ModelServerBinding],
+) -> None:
+    """Raise :class:`ModelServerSpecError` for a ``NAME@POLICY`` binding no environment of ``POLICY``'s agent copies
+    names (a misspelt ``NAME`` would otherwise leave ``POLICY`` judged by the session's binding), naming the
+    environments and the model servers they do name. A policy with no agent copy (none of its rollouts selected) has
+    nothing to check."""
+    for binding in bindings:
+        policy = binding.for_policy
+        environments = sorted({e for copy in copies if copy.policy == policy for e, _, _ in copy.environments})
+        if not environments or f"{binding.name}{INSTANCE_SEPARATOR}{policy}" in served:
+            continue
+        names = sorted({ref.server for ref in references if ref.environment in environments})
+        raise ModelServerSpecError(
+            f"{OPTION} {binding.name}@{policy}: no environment {policy}'s rollouts run ({', '.join(environments)}) "
+            f"names the model server {binding.name!r}; "
+            + (f"they name {', '.join(names)}" if names else "they name no model server besides the policy's")
+        )
 
 
 def merge_blocks(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

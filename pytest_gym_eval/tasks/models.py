@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gym_eval.core.credentials import config_url, has_secret, redact_value, url_variable
+from pytest_gym_eval.core.credentials import (
+    config_url,
+    endpoint_url_problem,
+    has_secret,
+    redact_value,
+    url_variable,
+)
 from pytest_gym_eval.tasks.sampling import POLICY_PRECEDENCE, Sampling, value_problem
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -84,6 +90,8 @@ def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
     if rest.startswith(REPLAY_PREFIX):
         if "://" in rest:
             raise PolicySpecError(f"{shown!r}: expected a recordings file path after {REPLAY_PREFIX}, got a URL")
+        if not rest.removeprefix(REPLAY_PREFIX).strip():
+            raise PolicySpecError(f"{shown!r}: expected a recordings file after {REPLAY_PREFIX}, got none")
         path = (base / Path(rest.removeprefix(REPLAY_PREFIX)).expanduser()).resolve()
         if not path.is_file():
             raise PolicySpecError(f"{shown!r}: no such recordings file: {path}")
@@ -100,6 +108,8 @@ def parse_policy(text: str, base: Path, api_key_env: str) -> Policy:
         fields[key] = value
     if not url or "model" not in fields:
         raise PolicySpecError(f"{shown!r}: an endpoint needs its URL and model=SERVED_NAME")
+    if problem := endpoint_url_problem(url):
+        raise PolicySpecError(f"{shown!r}: {problem} (key=ENV_VAR)")
     values: dict[str, Any] = {key: _sampling_value(text, key, fields[key]) for key in SAMPLING_FIELDS if key in fields}
     sampling = Sampling(**values)
     return Policy(name, url=url, model=fields["model"], api_key_env=fields.get("key", api_key_env), sampling=sampling)

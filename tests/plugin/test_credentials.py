@@ -29,26 +29,24 @@ ROW = {"responses_create_params": {"input": [{"role": "user", "content": "ping"}
 
 @pytest.fixture
 def endpoint(fake_gym: FakeGym) -> Iterator[ReplayServer]:
-    """A model endpoint (the replay server, run by the test), named with a password in the URL."""
+    """A model endpoint (the replay server, run by the test); its key, the canary, is in the key's variable (a URL
+    holding a password is refused: Gym's model client cannot call it)."""
     with ReplayServer([fake_gym.recording]) as server:
         yield server
 
 
-def with_password(url: str) -> str:
-    return url.replace("http://", f"http://alice:{CANARY}@", 1)
-
-
 def options(kind: str, fake_gym: FakeGym, endpoint: ReplayServer) -> list[str]:
-    """The options of a session whose credentials are the canary: a model URL's password and a history URL's
-    ``?password=`` (``model-url``), or a policy spec's URL's password and a history URL's password (``policy``)."""
+    """The options of a session whose credentials are the canary: the model's key (its variable, set by the test)
+    and a history URL's ``?password=`` (``model-url``), or a policy's key and a history URL's password
+    (``policy``)."""
     if kind == "model-url":
         return [
-            f"--gym-model-url={with_password(endpoint.base_url)}", "--gym-model", "replay",
+            f"--gym-model-url={endpoint.base_url}", "--gym-model", "replay",
             f"--gym-history=postgresql://bob@127.0.0.1:9/evals?sslmode=disable&password={CANARY}",
         ]  # fmt: skip
     return [
         f"--gym-policy=base=replay:{fake_gym.recording}",
-        "--gym-policy", f"cand={with_password(endpoint.base_url)},model=replay",
+        "--gym-policy", f"cand={endpoint.base_url},model=replay",
         f"--gym-history=postgresql://bob:{CANARY}@127.0.0.1:9/evals",
     ]  # fmt: skip
 
@@ -89,6 +87,7 @@ def test_no_credential_of_an_option_in_files_reports_terminal_argv_or_the_resume
     rows = [{"id": f"t{i}", **ROW, **({"fake": {"hold": "FAKE_HOLD"}} if i == 2 else {})} for i in range(3)]
     (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     monkeypatch.setenv("FAKE_HOLD", "1")  # t2 waits while it is set: the session is interrupted there
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)  # the model's key (--gym-api-key-env's default)
     args = [f"--gym-checkout={fake_gym.checkout}", *options(kind, fake_gym, endpoint), "mcqa.jsonl"]
     args += ["--gym-run-dir=runs", "--gym-startup-timeout=30", "-v", "-p", "no:randomly", "-p", "no:cacheprovider"]
     args += REPORT_ARGS
@@ -112,7 +111,7 @@ def test_no_credential_of_an_option_in_files_reports_terminal_argv_or_the_resume
     variables = next(line for line in output.splitlines() if line.startswith("gym: the command reads the cred"))
     known = ("GYM_HISTORY_PASSWORD", "GYM_MODEL_URL_PASSWORD", "GYM_POLICY_PASSWORD")
     names = [name for name in known if name in command]
-    assert len(names) == 2 and all(name in variables for name in names), (command, variables)
+    assert names == ["GYM_HISTORY_PASSWORD"] and all(name in variables for name in names), (command, variables)
     if kind == "policy":
         return  # a session comparing policies cannot be resumed (--gym-policy with --gym-resume: a usage error)
     monkeypatch.delenv("FAKE_HOLD")
@@ -181,6 +180,14 @@ def test_a_password_is_redacted_whole_whatever_it_holds(value: str, redacted: st
             ["--gym-policy=a=replay:http://u:CanaryY@h/x.jsonl", "--gym-policy=b=http://h:1/v1,model=m"],
             "expected a recordings file path after replay:, got a URL",
         ),
+        # Gym's model client cannot call an endpoint URL holding credentials or a query: refused, never echoed.
+        (["--gym-model-url=http://u:CanaryU@h:1/v1", "--gym-model=m"], "--gym-model-url 'http://u:***@h:1/v1': cred"),
+        (["--gym-model-url=http://h:1/v1?api-key=CanaryQ", "--gym-model=m"], "in the URL cannot reach the endpoint"),
+        (
+            ["--gym-policy=a=http://h:1/v1,model=m", "--gym-policy=b=http://u:CanaryV@h:1/v1,model=m"],
+            "credentials in the URL (user:password@) cannot reach the endpoint",
+        ),
+        (["--gym-model-server=judge_model=http://u:CanaryJ@h/v1,model=m"], "credentials in the URL (user:password@)"),
     ],
 )
 def test_an_option_value_that_cannot_be_used_is_a_usage_error_that_does_not_echo_its_secret(

@@ -212,3 +212,28 @@ def test_a_replay_binding_with_type_chat_is_served_by_gyms_chat_model_server(
     assert server["vllm_model"]["model"] == "replay" and server["vllm_model"]["base_url"].startswith(
         "http://127.0.0.1:"
     )
+
+
+def test_failed_judge_calls_in_gyms_records_are_named_at_the_sessions_end(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """A verifier that scores a failed judge call (over_refusal_detection: 0.5, "unclear") leaves no error: the
+    session's end names the failed calls Gym's records hold, with the first one's error."""
+    failed = {"responses_create_params": {}, "response": None, "error": "Judge HTTP 500: ValueError('boom')"}
+    rows = [
+        {
+            "id": "t0",
+            "responses_create_params": {"input": "Q0?"},
+            "fake": {"reward": 0.5, "fields": {"judge_evaluation": failed}},
+        },
+        {"id": "t1", "responses_create_params": {"input": "Q1?"}, "fake": {"reward": 1.0}},
+    ]
+    (pytester.path / "mcqa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = pytester.runpytest_subprocess(*fake_gym.args, "mcqa.jsonl", "-p", "no:randomly")
+    result.stdout.fnmatch_lines(
+        [
+            "gym: warning: 1 of 1 judge calls in Gym's records failed (1 rollout); the first: Judge HTTP 500: "
+            "ValueError('boom'); a verifier that scores a failed judge call instead of failing the rollout gave those "
+            "rollouts its fallback reward"
+        ]
+    )

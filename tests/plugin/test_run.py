@@ -114,6 +114,24 @@ def test_an_endpoint_that_never_answers_is_noted_then_fails_at_the_deadline() ->
     assert "(--gym-startup-timeout)" in notes[0]
 
 
+def test_a_bound_model_servers_endpoint_is_named_by_its_server(tmp_path: Path) -> None:
+    """A --gym-model-server binding's endpoint that never answered was named by its URL alone (which of several
+    bindings?), and its unlisted model as --gym-model's: both now name the model server."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(GymStartError) as error:
+        probe_model(endpoint(url), time.monotonic(), threading.Event(), server="judge_modle")
+    assert str(error.value).startswith(f"the model endpoint {url} (model server judge_modle) did not answer")
+    recording = write_recording(tmp_path / "r_rollouts.jsonl")
+    with ReplayServer([recording], log_path=tmp_path / "replay.jsonl") as replay:
+        notes: list[str] = []
+        model = ModelEndpoint(replay.base_url, "judge-typo", "openai_model", "PROBE_TEST_API_KEY")
+        probe_model(model, time.monotonic() + 30, threading.Event(), notes.append, server="judge_model")
+    assert notes == [
+        f"warning: the model endpoint {replay.base_url} (model server judge_model) does not list the model "
+        "'judge-typo' (model= of --gym-model-server judge_model) in GET /models (replay); the reports name 'judge-typo'"
+    ]
+
+
 def test_a_stopping_session_ends_the_probe() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     stopping = threading.Event()

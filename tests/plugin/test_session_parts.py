@@ -6,6 +6,7 @@ selection record (pure), and when the plugin makes the session at all (:mod:`pyt
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -330,6 +331,38 @@ def test_a_bound_replayed_judges_misses_are_warned_of_at_the_end_even_without_a_
         "fallback reward"
     ]
     assert diagnosis.bound_replay_miss_lines({}) == []
+
+
+def test_failed_judge_calls_in_gyms_records_are_named_at_the_sessions_end(tmp_path: Path) -> None:
+    """A bound judge whose every call failed (its URL held user:password@, which Gym's client refuses) left each
+    over_refusal_detection rollout at reward 0.5, "unclear", with no error and no word: the records' failed judge
+    calls are counted and the first error shown (its secrets redacted), with what they mean for the rewards."""
+    failed = {
+        "responses_create_params": {},
+        "response": None,
+        "error": 'Judge HTTP 500: "ValueError(...)" key sk-' + "a1" * 15,
+    }
+    answered = {"responses_create_params": {}, "response": {"output": []}, "error": None}
+    records = [
+        {"reward": 0.5, "judge_evaluation": failed},
+        {"reward": 0.5, "judge_evaluations": [answered, failed]},
+        {"reward": 1.0, "judge_evaluation": answered},
+        {"reward": 1.0},
+    ]
+    output = tmp_path / "rollouts.jsonl"
+    output.write_text("".join(json.dumps(record) + "\n" for record in records) + "not json\n")
+    (line,) = diagnosis.failed_judge_call_lines(output)
+    assert line.startswith(
+        '2 of 4 judge calls in Gym\'s records failed (2 rollouts); the first: Judge HTTP 500: "ValueError(...)" key '
+    )
+    assert "a1" * 15 not in line
+    assert line.endswith(
+        "; a verifier that scores a failed judge call instead of failing the rollout gave those rollouts its "
+        "fallback reward"
+    )
+    output.write_text(json.dumps(records[2]) + "\n")
+    assert diagnosis.failed_judge_call_lines(output) == []
+    assert diagnosis.failed_judge_call_lines(tmp_path / "missing.jsonl") == []
 
 
 def test_a_replay_binding_is_served_on_loopback_once_and_stopped_with_the_session(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from pytest_gym_eval.gym.fingerprint import GymConfiguration
 from pytest_gym_eval.gym.orphans import find_leftovers, run_processes
 from pytest_gym_eval.gym.processes import is_running, session_members
 from pytest_gym_eval.replay import ReplayServer
-from pytest_gym_eval.tasks.model_servers import parse_model_server
+from pytest_gym_eval.tasks.model_servers import ModelServerBinding
 from pytest_gym_eval.warm.registry import Entry, Registry, boot_id, idle_since, stop_warm
 from tests.support.children import child_pytest_argv, started_processes, stranger_and_dead_owner, wait_until
 from tests.support.fakes import FakeGym
@@ -165,10 +165,12 @@ def test_a_password_in_the_model_url_is_in_no_file_of_the_registry_and_a_changed
 ) -> None:
     """The keeper gets the model URL's password in its environment (spec.json, the entry and the warm Gym's config
     file hold it redacted or as ``${oc.env:...}``); a session whose URL holds another password stops that warm Gym
-    and starts another, as for a changed API key."""
+    and starts another, as for a changed API key. (A model server type of Gym's own client, openai_model or
+    vllm_model, cannot call such a URL, which is a usage error: tests/plugin/test_credentials.py; another type may.)"""
     dataset = write_dataset(pytester.path)
     url = endpoint.base_url.replace("http://", "http://alice:CanaryPw7f3e9d@")
-    args = [*endpoint_args(fake_gym, endpoint), f"--gym-model-url={url}", KEEP, "--gym-run-dir=runs", dataset]
+    args = [*endpoint_args(fake_gym, endpoint), "--gym-model-type=azure_openai_model", f"--gym-model-url={url}"]
+    args += [KEEP, "--gym-run-dir=runs", dataset]
     pytester.runpytest(*args).assert_outcomes(passed=3)
     (first,) = entries(warm_registry)
     pytester.runpytest(*args).assert_outcomes(passed=3)
@@ -587,7 +589,9 @@ def test_the_configuration_key_follows_the_bound_model_servers(fake_gym: FakeGym
     checkout = provision.load_checkout(fake_gym.checkout)
     config = fake_gym.checkout / "resources_servers" / "mcqa" / "configs" / "mcqa.yaml"
     common: dict[str, object] = {"model_url": "http://127.0.0.1:8000/v1", "model": "m", "api_key_env": "K"}
-    judge = parse_model_server("judge_model=http://u:hunter2@127.0.0.1:9/v1,model=j,key=J", Path(".")).described()
+    judge = ModelServerBinding(
+        "judge_model", url="http://u:hunter2@127.0.0.1:9/v1", model="j", api_key_env="J"
+    ).described()
     plain = GymConfiguration.build(checkout, [config], "openai_model", **common)  # type: ignore[arg-type]
     bound = GymConfiguration.build(checkout, [config], "openai_model", model_servers={"judge_model": judge}, **common)  # type: ignore[arg-type]
     other = GymConfiguration.build(

@@ -20,7 +20,8 @@ It understands just what the plugin calls:
   ``{"crash": true}`` (exit with SIGSEGV before this row unless ``--resume``), ``{"hold": true}``
   (wait for SIGINT before this row; ``{"hold": "VAR"}`` only while the environment variable VAR is set),
   ``{"usage": {...}}`` (the response's token usage), ``{"latency_ms": x}``
-  (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row). With
+  (Gym's ``ng_perf.total_latency_ms``), ``{"delay": seconds}`` (wait before writing this row), ``{"fields":
+  {...}}`` (more fields of the record, as a verifier adds them: ``judge_evaluation``, ...). With
   ``--num-repeats R`` every row is rolled out R times as Gym does (rows in the pattern aabbcc; ``_ng_rollout_index``
   counted per ``_ng_task_index`` in input order across rows, as Gym 0.6.0/0.7.0 number it: 0..R-1 for a row with
   an index of its own, on from the earlier rows' rollouts for rows sharing one); ``{"rewards": [x0, x1, ...]}``
@@ -319,6 +320,7 @@ def eval_run(argv: list[str]) -> int:
             record["reward"] = fake.get("reward", 1.0)
         if "expected_answer" in row:
             record["expected_answer"] = row["expected_answer"]
+        record.update(fake.get("fields", {}))  # the verifier's own fields (a judge call's judge_evaluation, ...)
         with open(output, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
     if "FAKE_GYM_AGGREGATE_DELAY" in os.environ:

@@ -204,6 +204,23 @@ def test_a_policys_own_binding_copies_its_environment_and_points_its_agent_copy_
     }
 
 
+def test_a_policys_binding_of_a_name_none_of_its_environments_names_is_an_error_naming_what_they_name() -> None:
+    """A misspelt NAME in NAME@POLICY would otherwise be dropped without a word, leaving POLICY's rollouts judged by
+    the session's binding of the name the environment does use."""
+    from pytest_gym_eval.tasks.model_servers import AgentCopy, policy_bindings
+
+    typo = ModelServerBinding("judge_modle", url="http://c/v1", model="jc", for_policy="cand")
+    copies = [AgentCopy("quiz_agent__cand", "cand", (("quiz", "simple_agent", "resources_server"),))]
+    with pytest.raises(ModelServerSpecError) as raised:
+        policy_bindings([typo], copies, REFS)
+    assert str(raised.value) == (
+        "--gym-model-server judge_modle@cand: no environment cand's rollouts run (quiz) names the model server "
+        "'judge_modle'; they name judge_model"
+    )
+    # a policy none of whose rollouts were selected (-k base) has nothing to bind: no error
+    assert policy_bindings([typo], [], REFS) == ((), {})
+
+
 # ---- judges the plugin does not manage ------------------------------------------------------------------------
 
 

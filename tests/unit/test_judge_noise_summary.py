@@ -144,3 +144,14 @@ def test_no_line_for_a_judge_that_never_varied_unless_a_judge_was_called() -> No
     judged = DatasetSummary(**{**summary.__dict__, "judge_tokens": TokenTotals(10, 5, 15, 12)})
     (line, *_) = [line for line in terminal.render_summary([judged], verbose=False) if "judge noise" in line]
     assert "0% [0%, 0%] of the reward's variance is the judge's" in line
+
+
+def test_a_judge_that_gave_every_rollout_the_same_reward_says_so_rather_than_n_a() -> None:
+    """Measured with a live local judge over replayed answers (2 tasks x 2 repeats, every reward 0.5): the line read
+    "judge noise n/a of the reward's variance is the judge's", a share of no variance at all."""
+    flat = [result(f"t{t}", r, 0.5, f"a{t}") for t in range(2) for r in range(2)]
+    summary = one_summary(flat)
+    judged = DatasetSummary(**{**summary.__dict__, "judge_tokens": TokenTotals(10, 5, 15, 4)})
+    text = " ".join(" ".join(terminal.render_summary([judged], verbose=False, width=100)).split())
+    assert "judge noise none: every rollout got the same reward (0.50), no variance to split: 2 of 2 answers" in text
+    assert "n/a" not in text.split("judge noise", 1)[1]

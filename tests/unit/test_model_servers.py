@@ -53,6 +53,11 @@ def test_policy_and_replay_forms(tmp_path: Path) -> None:
         ("judge_model=http://h/v1,model=m,model=n", "each at most once"),
         ("judge_model=http://h/v1,model=m,type=anthropic", "type=anthropic: expected responses or chat"),
         ("judge_model=replay:missing.jsonl", "no such recordings file"),
+        ("judge_model=replay:", "expected a recordings file after replay:, got none"),
+        ("judge_model=http://me@h:8000/v1,model=m", "credentials in the URL (user:password@) cannot reach"),
+        ("judge_model=https://me@h/v1,model=m,key=K", "credentials in the URL (user:password@) cannot reach"),
+        ("judge_model=http://h/v1?api-version=2,model=m", "a query or fragment (?...) in the URL cannot reach"),
+        ("judge_model=replay:,type=chat", "expected a recordings file after replay:, got none"),
     ],
 )
 def test_a_bad_spec_is_an_error_naming_the_option_and_the_value(text: str, says: str, tmp_path: Path) -> None:
@@ -66,6 +71,18 @@ def test_a_password_in_a_bad_spec_is_not_shown() -> None:
     with pytest.raises(ModelServerSpecError) as raised:
         parse_model_server("judge_model=http://user:hunter2@h/v1,model=m,bogus=1", Path("."))
     assert "hunter2" not in str(raised.value) and "judge_model" in str(raised.value)
+
+
+def test_a_bound_url_with_credentials_is_refused_without_showing_the_password() -> None:
+    """Gym's model client sends its own Authorization header, which aiohttp refuses beside a URL's user:password@:
+    every judge call failed, and over_refusal_detection scored each failure as an "unclear" verdict (0.5)."""
+    with pytest.raises(ModelServerSpecError) as raised:
+        parse_model_server("judge_model@cand=http://me:hunter2@h/v1,model=m,type=chat", Path("."))
+    assert "Authorization" in str(raised.value) and "key=ENV_VAR" in str(raised.value)
+    assert "hunter2" not in str(raised.value)
+    with pytest.raises(ModelServerSpecError) as raised:  # Gym appends /responses to the URL: into the query
+        parse_model_server("judge_model=http://h/v1?api-key=hunter2,model=m", Path("."))
+    assert "query" in str(raised.value) and "hunter2" not in str(raised.value)
 
 
 def test_a_name_bound_twice_is_an_error() -> None:
@@ -103,9 +120,9 @@ def test_the_block_is_a_full_server_of_the_bound_type_replacing_the_environments
 
 
 def test_no_key_and_no_password_leave_their_environment_variables() -> None:
-    bindings = parse_model_servers(
-        ["judge_model=https://u:hunter2@judge.example/v1,model=j,key=JUDGE_KEY", "genrm_model=http://h/v1,model=g"],
-        Path("."),
+    bindings = (  # built directly: the parser refuses such a URL, which Gym's model client cannot call
+        ModelServerBinding("judge_model", url="https://u:hunter2@judge.example/v1", model="j", api_key_env="JUDGE_KEY"),
+        ModelServerBinding("genrm_model", url="http://h/v1", model="g"),
     )
     blocks = model_server_blocks(bindings, "openai_model", TEMPLATES, {"JUDGE_KEY": True})
     text = json.dumps(blocks)
@@ -287,9 +304,11 @@ def test_a_server_defined_in_another_config_of_the_run_counts(tmp_path: Path) ->
 def test_the_report_meta_names_each_binding_without_a_key_or_password() -> None:
     from pytest_gym_eval.tasks.model_servers import model_server_meta
 
-    bindings = parse_model_servers(
-        ["judge_model=https://u:hunter2@judge.example/v1,model=j,key=JUDGE_KEY,type=chat", "genrm_model=policy"],
-        Path("."),
+    bindings = (  # built directly: the parser refuses such a URL, which Gym's model client cannot call
+        ModelServerBinding(
+            "judge_model", url="https://u:hunter2@judge.example/v1", model="j", api_key_env="JUDGE_KEY", api="chat"
+        ),
+        ModelServerBinding("genrm_model", policy=True),
     )
     meta = model_server_meta(bindings, "openai_model")
     assert meta == {

@@ -53,6 +53,8 @@ def test_a_replay_spec_resolves_its_file_against_the_base(tmp_path: Path) -> Non
         ("cand=http://h/v1,model=m,max_output_tokens=2.5", "max_output_tokens: expected a whole number, got '2.5'"),
         ("cand=http://h/v1,model=m,model=n", "'model=n' is not"),
         ("cand=replay:missing.jsonl", "no such recordings file"),
+        ("cand=replay:", "expected a recordings file after replay:, got none"),
+        ("cand=http://me@h/v1,model=m", "credentials in the URL (user:password@) cannot reach"),
     ],
 )
 def test_a_malformed_spec_is_refused_naming_it(tmp_path: Path, spec: str, says: str) -> None:
