@@ -24,19 +24,20 @@ from pytest_gym_eval.gym.config import find_agent_config as find_agent_config
 from pytest_gym_eval.gym.config import ray_temp_dir as ray_temp_dir
 from pytest_gym_eval.gym.config import write_gym_config as write_gym_config
 from pytest_gym_eval.gym.feed import ROLLOUT_INDEX_KEY, TASK_INDEX_KEY, RunState, describe_error, record_stamp
+from pytest_gym_eval.gym.model_probe import bound_endpoints
+from pytest_gym_eval.gym.model_probe import probe_model as probe_model
+from pytest_gym_eval.gym.model_probe import unlisted_model as unlisted_model
 from pytest_gym_eval.gym.orphans import MARKER, Owner, find_leftovers
 from pytest_gym_eval.gym.processes import GymProcess, free_port
 from pytest_gym_eval.gym.servers import RAY_START_TIMEOUT as RAY_START_TIMEOUT
 from pytest_gym_eval.gym.servers import GymServersExited as GymServersExited
 from pytest_gym_eval.gym.servers import GymStartError as GymStartError
 from pytest_gym_eval.gym.servers import RunSettings as RunSettings
-from pytest_gym_eval.gym.servers import bound_endpoints, quote_failure
 from pytest_gym_eval.gym.servers import launch_servers as launch_servers
-from pytest_gym_eval.gym.servers import probe_model as probe_model
+from pytest_gym_eval.gym.servers import quote_failure
 from pytest_gym_eval.gym.servers import record_process as record_process
 from pytest_gym_eval.gym.servers import start_private_ray as start_private_ray
 from pytest_gym_eval.gym.servers import start_servers as start_servers
-from pytest_gym_eval.gym.servers import unlisted_model as unlisted_model
 from pytest_gym_eval.gym.servers import wait_until_ready as wait_until_ready
 from pytest_gym_eval.gym.servers import which_server_exited as which_server_exited
 from pytest_gym_eval.gym.watchdog import Watchdog

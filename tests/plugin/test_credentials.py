@@ -264,7 +264,7 @@ def test_the_resume_command_names_a_variable_for_each_secret() -> None:
 
 
 def test_the_model_probe_sends_a_urls_userinfo_as_basic_credentials() -> None:
-    from pytest_gym_eval.gym.servers import without_userinfo
+    from pytest_gym_eval.gym.model_probe import without_userinfo
 
     assert without_userinfo("http://a:b%40c@h:1/v1") == ("http://h:1/v1", base64.b64encode(b"a:b@c").decode())
     assert without_userinfo("http://h:1/v1") == ("http://h:1/v1", "")

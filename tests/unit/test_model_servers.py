@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gym_eval.gym.servers import bound_endpoints
+from pytest_gym_eval.gym.model_probe import bound_endpoints
 from pytest_gym_eval.session.preflight import model_server_problems
 from pytest_gym_eval.tasks.model_servers import (
     ModelServerBinding,
