@@ -93,6 +93,11 @@ def test_paired_difference_of_rewards_in_the_unit_range_is_mover_on_gains_and_lo
     assert drop.estimate == pytest.approx(-0.125)  # 5 of 40 pairs lost: 35 of 40 passing, [0.6877, 0.9708] alone
     assert drop.low == pytest.approx(clustered_proportion_interval(list(by_task.values())).low - 1.0)
     assert (drop.low, drop.high) == pytest.approx((-0.3123040, 0.0251274), abs=1e-6)
+    # the price: no gain at all leaves the gains' interval that of 0 in N pairs (up to 0.39 in 10), however small
+    # the losses; 0.02 or 0.04 lost on every one of 10 tasks: [-0.0385, 0.3583] (the t interval: [-0.0375, -0.0225])
+    lower = rewards({f"t{i}": [0.98 - 0.02 * (i % 2)] for i in range(10)})
+    slight = paired_mean_difference(rewards({f"t{i}": [1.0] for i in range(10)}), lower).interval
+    assert (slight.low, slight.high) == pytest.approx((-0.0385304, 0.3583014), abs=1e-6)
 
 
 def test_paired_difference_at_95_percent_is_clipped_to_the_range_of_a_difference() -> None:
