@@ -87,16 +87,15 @@ def paired_mean_difference(
     Donner 2008) on the task-clustered Clopper-Pearson intervals (Korn & Graubard 1998) of the mean gain max(d, 0)
     and the mean loss max(-d, 0): a regression's rare one-sided drops (most d 0, a few -1) get the lower bound of
     the single-policy interval of a rare failure, where the t interval's, even with Hall's skewness correction,
-    PASSED non-inferiority wrongly up to 3.4% of the time at the margin, not 2.5% (issue 38; docs/benchmarks.md).
+    PASSED non-inferiority wrongly up to 3.4% of the time at the margin, now at most 1.9% (issue 38; benchmarks.md).
     **Other rewards**: :func:`~pytest_gym_eval.stats.intervals.mean_interval` of the d_tr, Student t on T-1 df (T =
     tasks with a pair) with the cluster-robust (CR1) standard error (Miller 2024, arXiv:2411.00640, §2 and §4), each
     bound the wider of the t bound and Hall's skewness-corrected one. Both take the tasks as the independent units
     (the interval generalises over tasks like these); pairing removes the tasks' difficulty, which both models share.
 
-    Edges, decided as :func:`~pytest_gym_eval.stats.intervals.mean_interval` decides them: no pair gives estimate nan
-    and bounds ±inf (``n`` 0); one task gives the estimate with bounds ±inf (no spread between tasks to estimate).
-    When every reward lies in [0, 1] finite bounds are clipped to [-1, 1], where a difference of two such means
-    lives.
+    Edges: no pair gives estimate nan and bounds ±inf (``n`` 0); one task the estimate with bounds ±inf (no spread
+    between tasks to estimate); with every reward in [0, 1] finite bounds are clipped to [-1, 1]. MOVER's price: with
+    no gain at all the gains' interval is that of 0 in the N pairs (0.39 for 10), a wide upper bound with few pairs.
 
     **No spread between tasks** (every task's mean difference the same, e.g. two models that score alike, or 3 tasks
     x 2 repeats whose pairs disagree +1 then -1): the t interval would have zero width, a "certain" verdict from a
@@ -106,7 +105,7 @@ def paired_mean_difference(
     ((1 - q)^T = alpha/2, the "rule of three" of a proportion never observed), so the mean difference lies in
     [d̄ - q (d̄ + w), d̄ + q (w - d̄)] (w: the width of the reward range, [0, 1] here when every reward lies in it,
     else the span of the rewards seen; no span at all gives bounds ±inf). Its width does not collapse: 3 tasks
-    give ±0.71 around 0, 100 tasks ±0.036. A sample that shows any spread keeps the t interval (a tolerance of
+    give ±0.71 around 0, 100 tasks ±0.036. A sample that shows any spread keeps the interval above (a tolerance of
     1e-9 w absorbs rounding).
 
     Raises ValueError for a non-finite reward or a confidence outside (0, 1).
