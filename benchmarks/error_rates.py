@@ -26,13 +26,16 @@ fixed (the change test's level, goal <= 5 %).
 
 Gates at the margin (fixed sample, 95 % two-sided intervals, so each wrong verdict should happen at most alpha/2 =
 2.5 % of the time): the paired comparison's non-inferiority gate at delta = 0.1
-(:func:`pytest_gym_eval.stats.comparison.paired_mean_difference`, Hall's skewness-corrected t since issue 38) with the
-candidate exactly 0.1 worse, three shapes of that drop: symmetric (tasks at 0.9 and 0.6, every task 0.1 worse),
-heterogeneous (half the tasks 0.2 worse, half unchanged) and rare one-sided drops (the baseline passes every rollout,
-the candidate fails one in ten: every pair's difference 0 or -1), at 12 to 40 tasks and 2 to 8 repeats; beside each
-the plain t interval on the same runs (before issue 38), and the power (PASS rate) with the candidate as good as the
-baseline. The dataset's tasks are fixed (the same pass probabilities in every simulated run), as when one dataset is
-run again and again. Single-policy gates (:func:`pytest_gym_eval.stats.gates.metric_interval`: the mean reward's
+(:func:`pytest_gym_eval.stats.comparison.paired_mean_difference`: MOVER on the task-clustered Clopper-Pearson
+intervals of the gains and the losses since issue 38 item 3) with the candidate exactly 0.1 worse, seven shapes of
+that drop: symmetric (tasks at 0.9 and 0.6, every task 0.1 worse), heterogeneous (half the tasks 0.2 worse, half
+unchanged), rare one-sided drops (the baseline passes every rollout, the candidate fails one in ten: every pair's
+difference 0 or -1), one-sided drops on half the tasks (1 to 0.8) or a quarter (1 to 0.6), near-ceiling mixed (0.95
+to 0.85: some gains among the losses) and heterogeneous with some tasks improved, at 12 to 40 tasks and 2 to 8
+repeats; beside each the interval before (the t interval with Hall's skewness correction) on the same runs, and the
+power (PASS rate) with the candidate as good as the baseline. The dataset's tasks are fixed (the same pass
+probabilities in every simulated run), as when one dataset is run again and again. Single-policy gates
+(:func:`pytest_gym_eval.stats.gates.metric_interval`: the mean reward's
 task-clustered Clopper-Pearson interval, the pass rate's Clopper-Pearson over rollouts, since issue 38) with the true
 mean exactly at the threshold, four shapes (symmetric, heterogeneous, rare failures: every task at 0.9, rare
 successes: every task at 0.1) at the paired rows' sizes; beside each the interval before issue 38 (the t interval
@@ -255,8 +258,15 @@ DROPS: dict[str, Callable[[int], tuple[float, float]]] = {
     "symmetric": lambda t: (0.9, 0.8) if t % 2 else (0.6, 0.5),
     "heterogeneous": lambda t: ((0.6, 0.4), (0.9, 0.7), (0.9, 0.9), (0.6, 0.6))[t % 4],
     "rare one-sided": lambda t: (1.0, 0.9),
+    "one-sided on half the tasks": lambda t: (1.0, 0.8) if t % 2 else (1.0, 1.0),
+    "one-sided on a quarter of the tasks": lambda t: (1.0, 0.6) if t % 4 == 0 else (1.0, 1.0),
+    "near-ceiling mixed": lambda t: (0.95, 0.85),
+    "heterogeneous with some tasks improved": lambda t: ((0.5, 0.2), (0.9, 0.7), (0.6, 0.7), (0.8, 0.8))[t % 4],
 }
-"""Per shape of a drop of exactly :data:`MARGIN` on average, task t's pass probability under (baseline, candidate)."""
+"""Per shape of a drop of exactly :data:`MARGIN` on average, task t's pass probability under (baseline, candidate).
+The last four were added with the gains-and-losses interval (issue 38, item 3) as shapes it was not chosen on:
+the drop concentrated on half or a quarter of the tasks (every pair still 0 or -1), a drop near the ceiling with
+some gains among the losses (0.95 to 0.85), and tasks of which some improve (0.6 to 0.7)."""
 LIMIT = 0.025
 """alpha/2: the most each wrong verdict of a 95 % two-sided interval may happen."""
 
@@ -291,13 +301,16 @@ def paired_run(
     return baseline, candidate
 
 
-def plain_t(baseline: Rewards, candidate: Rewards) -> Interval:
-    """The interval before issue 38: the task-clustered t interval of the differences (no skewness correction)."""
+def t_and_hall(baseline: Rewards, candidate: Rewards) -> Interval:
+    """The interval before issue 38 item 3: the task-clustered t interval of the differences, each bound the wider of
+    it and Hall's skewness-corrected one, clipped to [-1, 1] (the no-spread interval when it has zero width)."""
     tasks: dict[str, list[float]] = {}
     for key, reward in baseline.items():
         tasks.setdefault(key[0], []).append(candidate[key] - reward)
-    interval = mean_interval(list(tasks.values()))
-    return paired_mean_difference(baseline, candidate).interval if interval.low == interval.high else interval
+    interval = mean_interval(list(tasks.values()), skew_corrected=True)
+    if interval.low == interval.high:
+        return paired_mean_difference(baseline, candidate).interval
+    return Interval(interval.estimate, max(interval.low, -1.0), min(interval.high, 1.0), interval.n)
 
 
 def paired_rows(histories: int) -> list[Row]:
@@ -310,7 +323,7 @@ def paired_rows(histories: int) -> list[Row]:
             for _ in range(histories):
                 baseline, candidate = paired_run(rng, shape, tasks, repeats)
                 for prefix, interval in (("", paired_mean_difference(baseline, candidate).interval),
-                                         ("t ", plain_t(baseline, candidate))):  # fmt: skip
+                                         ("t ", t_and_hall(baseline, candidate))):  # fmt: skip
                     verdict = judge_comparison(interval, gate)
                     counts[prefix + "pass"] += verdict is Verdict.PASS
                     counts[prefix + "fail"] += verdict is Verdict.FAIL
@@ -318,17 +331,17 @@ def paired_rows(histories: int) -> list[Row]:
                 counts["power"] += (
                     judge_comparison(paired_mean_difference(baseline, candidate).interval, gate) is Verdict.PASS
                 )
-                counts["t power"] += judge_comparison(plain_t(baseline, candidate), gate) is Verdict.PASS
+                counts["t power"] += judge_comparison(t_and_hall(baseline, candidate), gate) is Verdict.PASS
             wrong_pass, _ = share(counts["pass"], histories)
             wrong_fail, _ = share(counts["fail"], histories)
             rows.append(
                 Row(
                     f"paired non-inferiority at the margin (candidate exactly {MARGIN:g} worse), {shape} drops: "
                     f"{tasks} tasks x {repeats} repeats; {histories} histories",
-                    f"wrong PASS {wrong_pass}, wrong FAIL {wrong_fail}; plain t (before): wrong PASS "
+                    f"wrong PASS {wrong_pass}, wrong FAIL {wrong_fail}; t with Hall's correction (before): wrong PASS "
                     f"{share(counts['t pass'], histories)[0]}, wrong FAIL {share(counts['t fail'], histories)[0]}; "
                     f"power (PASS with the candidate as good): {100 * counts['power'] / histories:.1f} % "
-                    f"(plain t {100 * counts['t power'] / histories:.1f} %)",
+                    f"(t with Hall's {100 * counts['t power'] / histories:.1f} %)",
                     f"each wrong verdict <= {100 * LIMIT:.1f} %",
                     gate_verdict([counts["pass"], counts["fail"]], histories),
                 )

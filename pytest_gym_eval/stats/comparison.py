@@ -6,9 +6,8 @@ a (task id, repeat) both sides have; only pairs count, a rollout the other side 
 left out of every statistic. Tasks are the independent units: the rollouts of one task share its difficulty, so
 every interval and test here is clustered by, or taken over, tasks.
 
-- :func:`paired_mean_difference`: candidate - baseline in mean reward, with the interval of
-  :func:`~pytest_gym_eval.stats.intervals.mean_interval` applied to the per-pair differences (paired by task,
-  clustered).
+- :func:`paired_mean_difference`: candidate - baseline in mean reward, with an interval of the per-pair differences
+  clustered by task (MOVER on gains and losses for rewards in [0, 1]).
 - :func:`flip_decomposition`: per task, which side passes (mean reward above 0.5, Gym's ``gym eval compare`` rule),
   with McNemar's exact test over the tasks that flip.
 - :class:`ComparisonGate` and :func:`judge_comparison`: non-inferiority (the candidate is not worse by more than
@@ -33,6 +32,7 @@ from pytest_gym_eval.core import number_text
 from pytest_gym_eval.stats.exact_tests import mcnemar_exact
 from pytest_gym_eval.stats.gates import Familywise, GateMode, GateSource, Hint, Verdict, interval_hint, judge
 from pytest_gym_eval.stats.intervals import Interval, mean_interval
+from pytest_gym_eval.stats.paired_interval import gain_loss_interval
 from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA, BettingSequence, RewardRange, wave_ends
 
 Key = tuple[str, int]
@@ -82,24 +82,20 @@ def paired_mean_difference(
     """The difference in mean reward, candidate - baseline, over the pairs, with an interval paired by task.
 
     With d_tr = candidate_tr - baseline_tr for each pair (task t, repeat r), the estimate is the mean of d over all
-    N pairs (= the candidate's mean minus the baseline's, both over the pairs), and the interval is
-    :func:`~pytest_gym_eval.stats.intervals.mean_interval` of the d_tr grouped by task: Student t on T-1 df (T = tasks
-    with a pair) with the cluster-robust (CR1) standard error sqrt(T/(T-1) · Σ_t (Σ_r (d_tr - d̄))² / N²) (Miller 2024,
-    "Adding Error Bars to Evals", arXiv:2411.00640, §2 for the clustered mean and §4 for pairing). Σ_r d_tr is the
-    task's difference of sums, so the interval depends on the pairs only through which rollouts they include, not
-    on which baseline repeat meets which candidate repeat; with equal repeats it is exactly the paired t interval
-    over the per-task mean differences (:func:`~pytest_gym_eval.stats.intervals.paired_difference`). Pairing removes the
-    variation of the tasks' difficulty, which both models share: far narrower than two independent intervals.
-    Each bound is the wider of the t bound and Hall's skewness-corrected one (``skew_corrected``,
-    :func:`~pytest_gym_eval.stats.intervals.hall_t_bounds`): a regression's rare one-sided drops (most differences 0, a
-    few
-    -1) make the t interval's lower bound too high, a wrong non-inferiority PASS 4-5% of the time at the margin
-    instead of 2.5% (issue 38; docs/benchmarks.md has the measured rates, and the sizes where some excess remains).
+    N pairs (= the candidate's mean minus the baseline's, both over the pairs). **Rewards in [0, 1]**: the interval is
+    :func:`~pytest_gym_eval.stats.paired_interval.gain_loss_interval` of the d_tr grouped by task, MOVER (Zou &
+    Donner 2008) on the task-clustered Clopper-Pearson intervals (Korn & Graubard 1998) of the mean gain max(d, 0)
+    and the mean loss max(-d, 0): a regression's rare one-sided drops (most d 0, a few -1) get the lower bound of
+    the single-policy interval of a rare failure, where the t interval's, even with Hall's skewness correction,
+    PASSED non-inferiority wrongly up to 3.4% of the time at the margin, now at most 1.9% (issue 38; benchmarks.md).
+    **Other rewards**: :func:`~pytest_gym_eval.stats.intervals.mean_interval` of the d_tr, Student t on T-1 df (T =
+    tasks with a pair) with the cluster-robust (CR1) standard error (Miller 2024, arXiv:2411.00640, §2 and §4), each
+    bound the wider of the t bound and Hall's skewness-corrected one. Both take the tasks as the independent units
+    (the interval generalises over tasks like these); pairing removes the tasks' difficulty, which both models share.
 
-    Edges, decided as :func:`~pytest_gym_eval.stats.intervals.mean_interval` decides them: no pair gives estimate nan
-    and bounds ±inf (``n`` 0); one task gives the estimate with bounds ±inf (no spread between tasks to estimate).
-    When every reward lies in [0, 1] finite bounds are clipped to [-1, 1], where a difference of two such means
-    lives.
+    Edges: no pair gives estimate nan and bounds ±inf (``n`` 0); one task the estimate with bounds ±inf (no spread
+    between tasks to estimate); with every reward in [0, 1] finite bounds are clipped to [-1, 1]. MOVER's price: with
+    no gain at all the gains' interval is that of 0 in the N pairs (0.39 for 10), a wide upper bound with few pairs.
 
     **No spread between tasks** (every task's mean difference the same, e.g. two models that score alike, or 3 tasks
     x 2 repeats whose pairs disagree +1 then -1): the t interval would have zero width, a "certain" verdict from a
@@ -109,7 +105,7 @@ def paired_mean_difference(
     ((1 - q)^T = alpha/2, the "rule of three" of a proportion never observed), so the mean difference lies in
     [d̄ - q (d̄ + w), d̄ + q (w - d̄)] (w: the width of the reward range, [0, 1] here when every reward lies in it,
     else the span of the rewards seen; no span at all gives bounds ±inf). Its width does not collapse: 3 tasks
-    give ±0.71 around 0, 100 tasks ±0.036. A sample that shows any spread keeps the t interval (a tolerance of
+    give ±0.71 around 0, 100 tasks ±0.036. A sample that shows any spread keeps the interval above (a tolerance of
     1e-9 w absorbs rounding).
 
     Raises ValueError for a non-finite reward or a confidence outside (0, 1).
@@ -118,13 +114,16 @@ def paired_mean_difference(
     flat = [pair for task in pairs.values() for pair in task]
     if any(not (math.isfinite(b) and math.isfinite(c)) for b, c in flat):
         raise ValueError("rewards must be finite numbers (found NaN or infinity)")
-    interval = mean_interval([[c - b for b, c in task] for task in pairs.values()], confidence, skew_corrected=True)
+    differences = [[c - b for b, c in task] for task in pairs.values()]
+    interval = mean_interval(differences, confidence, skew_corrected=True)
     unit = _in_unit_range(pairs)
     if interval.n >= 2 and math.isfinite(interval.low) and math.isfinite(interval.high):
         span = max(x for pair in flat for x in pair) - min(x for pair in flat for x in pair)
         width = 1.0 if unit else span
         if interval.high - interval.low <= 1e-9 * width or width == 0.0:
             interval = no_spread_interval(interval.estimate, interval.n, width, confidence)
+        elif unit:
+            interval = gain_loss_interval(differences, confidence)
     if unit and math.isfinite(interval.low) and math.isfinite(interval.high):
         interval = Interval(interval.estimate, max(interval.low, -1.0), min(interval.high, 1.0), interval.n)
     n = len(flat)

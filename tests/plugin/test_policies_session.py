@@ -261,23 +261,24 @@ def test_the_candidate_is_compared_with_the_baseline_in_every_report(
     pytester: pytest.Pytester, fake_gym: FakeGym
 ) -> None:
     """Ten tasks; the candidate loses t0 and gains t9: differences -1, +1 and eight 0, so the paired difference is
-    0 with half-width t(0.975, 9) · sqrt((2/9) / 10) = 2.2622 · 0.1491 = 0.337, within the margin 0.4: PASS, exit 0
-    (the failed rollouts themselves do not fail a gated session)."""
+    0 with MOVER on gains and losses (each 1 of 10 pairs, [0.0005, 0.5428] on the clustered effective sample, r =
+    -1/9) [-0.46, 0.46], within the margin 0.5: PASS, exit 0 (the failed rollouts themselves do not fail a gated
+    session)."""
     write_tasks(pytester, [1.0] * 9 + [0.0], [0.0] + [1.0] * 9)
     result = pytester.runpytest_subprocess(
-        *policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.4", "--gym-report=r.json", "--junitxml=j.xml",
+        *policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.5", "--gym-report=r.json", "--junitxml=j.xml",
         "--gym-html=r.html",
     )  # fmt: skip
     assert result.ret == 0
     block = [
         "mcqa.jsonl: cand vs base",
-        "  delta       +0.00 [-0.34, 0.34]  95% CI over 10 tasks, paired",
+        "  delta       +0.00 [-0.46, 0.46]  95% CI over 10 tasks, paired",
         "  mean        0.90 base, 0.90 cand (10 rollout pairs)",
         "  flips       1 lost, 1 gained, 8 both pass, 0 neither; McNemar exact p = 1.000",
         "    lost: t0",
         "    gained: t9",
-        "  gate        non-inferiority: candidate - baseline 0.00 [-0.34, 0.34], lower",
-        "              bound -0.34 >= -0.40: PASS (Gym: PASS) (set on the command line)",
+        "  gate        non-inferiority: candidate - baseline 0.00 [-0.46, 0.46], lower",
+        "              bound -0.46 >= -0.50: PASS (Gym: PASS) (set on the command line)",
     ]
     start = result.outlines.index(block[0])
     assert result.outlines[start : start + len(block)] == block
@@ -293,7 +294,7 @@ def test_the_candidate_is_compared_with_the_baseline_in_every_report(
     assert entry["flips"]["only_baseline"] == ["t0"] and entry["flips"]["only_candidate"] == ["t9"]
     assert (entry["verdict"], entry["gym_verdict"], entry["mcnemar_p"]) == ("PASS", "PASS", 1.0)
     assert entry["delta"]["estimate"] == 0.0
-    assert entry["delta"]["high"] == pytest.approx(2.262157 * (2 / 9 / 10) ** 0.5, abs=1e-5)
+    assert entry["delta"]["high"] == pytest.approx(0.464498, abs=1e-5)
     properties = junit_suite_properties(pytester.path / "j.xml")
     prefix = "gym::mcqa.jsonl::compare.cand."
     assert (properties[prefix + "delta"], properties[prefix + "verdict"], properties[prefix + "p_value"]) == (
@@ -324,21 +325,21 @@ def flipping_transcripts(page: str, report: dict[str, object]) -> dict[str, list
 def test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_the_margin(
     pytester: pytest.Pytester, fake_gym: FakeGym
 ) -> None:
-    """The candidate loses six of ten tasks: difference -0.6, the t interval's upper bound -0.6 + 2.2622 ·
-    sqrt((4/15) / 10) = -0.231; the differences' skewness is 0.048 / (4/15)^1.5 = 0.3486 (a = 0.1102), so Hall's
-    upper bound reaches further: g⁻¹(-2.2622) = 3/a ((1 - a (2.2622 + a/6))^(1/3) - 1) = -2.5034, -0.6 + 0.1633 ·
-    2.5034 = -0.191 < -0.1: FAIL, exit 1."""
-    write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)
+    """The candidate loses eight of ten tasks: difference -0.8 [-0.99, -0.21] (MOVER on gains and losses: no gain
+    in 10 pairs still leaves room for gains up to 0.39, 0 of n* = 10 (1.96 / 2.2622)² = 7.51 by Clopper-Pearson,
+    so six lost tasks of ten, [-0.92, -0.04], would not yet decide δ = 0.1); upper bound -0.21 < -0.1: FAIL,
+    exit 1."""
+    write_tasks(pytester, [1.0] * 10, [0.0] * 8 + [1.0] * 2)
     result = pytester.runpytest_subprocess(*policy_args(fake_gym), "mcqa.jsonl", "--gym-max-regression=0.1")
     assert result.ret == 1
-    assert "  flips       6 lost, 0 gained, 4 both pass, 0 neither; McNemar exact p = 0.031" in result.outlines
-    assert "    lost: t0, t1, t2, t3, t4, t5" in result.outlines
+    assert "  flips       8 lost, 0 gained, 2 both pass, 0 neither; McNemar exact p = 0.008" in result.outlines
+    assert "    lost: t0, t1, t2, t3, t4, t5, t6, t7" in result.outlines
     reason = " ".join(" ".join(line.split()) for line in result.outlines)
     assert (
-        "gym gates: FAIL - mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.60 [-0.97, -0.19]"
+        "gym gates: FAIL - mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.80 [-0.99, -0.21]"
         in reason
     )
-    assert "upper bound -0.19 < -0.10: FAIL" in reason and "< -0.10: FAIL" in reason
+    assert "upper bound -0.21 < -0.10: FAIL" in reason and "< -0.10: FAIL" in reason
 
 
 def merge_two_shards(
@@ -396,14 +397,15 @@ def test_a_margin_as_wide_as_the_reward_range_is_a_usage_error(
     assert fake_gym.calls() == []
 
 
-BETTER = ([0.0] * 6 + [1.0] * 4, [1.0] * 10)
-"""The candidate gains six of ten tasks: difference +0.6 [0.19, 0.97] (the t interval 0.6 ± 2.2622 · sqrt((4/15) / 10)
-= [0.23, 0.97], its lower side reaching to 0.19 by Hall's skewness correction: the mirror of the six lost tasks of
+BETTER = ([0.0] * 8 + [1.0] * 2, [1.0] * 10)
+"""The candidate gains eight of ten tasks: difference +0.8 [0.21, 0.99] (the mirror of the eight lost tasks of
 ``test_max_regression_fails_the_session_when_the_candidate_regresses_beyond_the_margin``)."""
-SLIGHTLY_WORSE = ([1.0] * 10, [0.98] * 5 + [0.96] * 5)
-"""The candidate scores 0.02 or 0.04 below the baseline on every task: difference -0.03 [-0.0375, -0.0225]
-(-0.03 ± 2.2622 · sqrt((1/9 · 10 · 0.0001) / 10)). (Equal scores on every task would show no spread between
-tasks: [-0.31, 0.31], both gates INCONCLUSIVE, tests/unit/test_comparison.py.)"""
+SLIGHTLY_WORSE = ([0.98] * 10, [1.0] * 2 + [0.94] * 8)
+"""The candidate scores 0.04 below the baseline on eight tasks and 0.02 above on two: difference -0.028
+[-0.046, -0.005] (MOVER on the gains' and losses' clustered intervals). Some gain is needed for a narrow upper
+bound: with none at all (0.02 or 0.04 below on every task) the gains' interval is that of 0 in 10 pairs, and the
+upper bound reaches 0.36 (tests/unit/test_comparison.py). (Equal scores on every task would show no spread between
+tasks: [-0.31, 0.31], both gates INCONCLUSIVE.)"""
 
 
 @pytest.mark.parametrize(
@@ -419,7 +421,7 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_a_slightly_
     verdicts: tuple[str, str],
 ) -> None:
     """Both gates set: non-inferiority at 0.1 passes either candidate; superiority at 0.1 passes the better one
-    (lower bound 0.19 > 0.10) and fails the slightly worse one (upper bound -0.02 <= 0.10), which alone fails the
+    (lower bound 0.21 > 0.10) and fails the slightly worse one (upper bound -0.01 <= 0.10), which alone fails the
     session. The ini file sets both, the command line superiority: merged by hypothesis, each says where it was set."""
     write_tasks(pytester, *rewards)
     pytester.makeini("[pytest]\ngym_max_regression = 0.1\ngym_min_improvement = 0.3\n")
@@ -434,10 +436,10 @@ def test_min_improvement_passes_a_clearly_better_candidate_and_fails_a_slightly_
     assert "(set on the command line)" in reason, reason
     if status:
         failures = reason.split("gym gates: FAIL - ")[1]
-        assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline -0.03 [-0.04, -0.02]")
-        assert "upper bound -0.02 <= 0.10: FAIL" in failures and "non-inferiority" not in failures
+        assert failures.startswith("mcqa.jsonl cand vs base: superiority: candidate - baseline -0.03 [-0.05, -0.01]")
+        assert "upper bound -0.01 <= 0.10: FAIL" in failures and "non-inferiority" not in failures
     else:
-        assert "lower bound 0.19 > 0.10: PASS (Gym: PASS)" in reason
+        assert "lower bound 0.21 > 0.10: PASS (Gym: PASS)" in reason
     report = json.loads((pytester.path / "r.json").read_text())
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
     (entry,) = report["comparisons"]
@@ -474,10 +476,10 @@ def test_a_one_policy_session_reports_no_comparison(pytester: pytest.Pytester, f
 def test_merged_shards_compare_the_policies_as_one_session(
     pytester: pytest.Pytester, fake_gym: FakeGym, margin: str, status: int
 ) -> None:
-    """The candidate loses six of ten tasks (difference -0.6 [-0.97, -0.19]): two shards merged give the
+    """The candidate loses eight of ten tasks (difference -0.8 [-0.99, -0.21]): two shards merged give the
     comparison, the --gym-max-regression verdict and the exit status of one session over the same rollouts (FAIL at
     margin 0.1, PASS at 0.99), in the terminal, the JSON report and JUnit."""
-    write_tasks(pytester, [1.0] * 10, [0.0] * 6 + [1.0] * 4)
+    write_tasks(pytester, [1.0] * 10, [0.0] * 8 + [1.0] * 2)
     args = [*policy_args(fake_gym), "mcqa.jsonl", f"--gym-max-regression={margin}"]
     alone = pytester.runpytest_subprocess(*args, "--gym-report=alone.json", "--junitxml=alone.xml")
     for index in (1, 2):
@@ -490,10 +492,10 @@ def test_merged_shards_compare_the_policies_as_one_session(
     merged, report, one = merge_two_shards(pytester, "--gym-html=merged.html")
     assert merged.returncode == alone.ret == status, merged.stdout + merged.stderr
     assert report["comparisons"] == one["comparisons"]
-    assert report["comparisons"][0]["flips"]["only_baseline"] == ["t0", "t1", "t2", "t3", "t4", "t5"]
+    assert report["comparisons"][0]["flips"]["only_baseline"] == [f"t{k}" for k in range(8)]
     assert report["comparisons"][0]["verdict"] == ("FAIL" if status else "PASS")
     flipping = flipping_transcripts((pytester.path / "merged.html").read_text(encoding="utf-8"), report)
-    assert flipping == {f"t{k}": [f"mcqa.jsonl::t{k}[r0-base]", f"mcqa.jsonl::t{k}[r0-cand]"] for k in range(6)}
+    assert flipping == {f"t{k}": [f"mcqa.jsonl::t{k}[r0-base]", f"mcqa.jsonl::t{k}[r0-cand]"] for k in range(8)}
     assert report["session"] == one["session"]
     assert [s["policy"] for s in report["datasets"]] == ["base", "cand"]
     block = [line for line in alone.outlines if line.startswith(("mcqa.jsonl: cand vs base", "  delta", "  flips"))]
@@ -512,7 +514,7 @@ def test_merged_shards_compare_the_policies_as_one_session(
 def test_merged_shards_judge_min_improvement_as_one_session(
     pytester: pytest.Pytester, fake_gym: FakeGym, margin: str, verdict: str, status: int
 ) -> None:
-    """The candidate gains six of ten tasks (+0.6 [0.23, 0.97]): superiority at 0.1 PASSES, at 0.5 the interval
+    """The candidate gains eight of ten tasks (+0.8 [0.21, 0.99]): superiority at 0.1 PASSES, at 0.5 the interval
     straddles the margin (INCONCLUSIVE, which fails); two shards merged give the same verdict and exit status as one
     session, the margin taken from the shards' plans."""
     write_tasks(pytester, *BETTER)

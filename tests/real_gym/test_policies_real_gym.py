@@ -74,7 +74,8 @@ RIGHT_BY_REPEAT = {
     # task (two of the last task's) and repeat 1 right almost everywhere, so it is better on every task by 1/3
     # (2/3 on the last) of a repeat, which pairing by task shows, while its per-repeat means (0.8, 1.0, 0.8) against
     # the baseline's (0.8, 0.0, 0.6) leave an unpaired Welch interval over 3 repeats a side wide around 0:
-    # ours 0.40 [0.21, 0.59], Gym's 0.40 [-0.55, 1.35]; tasks 0, 2 and 4 go from failing to passing.
+    # ours 0.40 [-0.03, 0.61] (MOVER on gains and losses: no loss in 15 pairs of 5 tasks cannot rule out losses up
+    # to 0.39), Gym's 0.40 [-0.55, 1.35]; tasks 0, 2 and 4 go from failing to passing.
     "better": [(1, 0, 0), (1, 0, 1), (0, 0, 1), (1, 0, 1), (1, 0, 0)],
     "worse": [(1, 1, 0), (1, 1, 1), (0, 1, 1), (1, 1, 1), (1, 1, 1)],
 }
@@ -100,9 +101,10 @@ def test_gyms_own_compare_of_a_policy_session_agrees_with_ours_but_for_the_unpai
     pytester: pytest.Pytester, gym_checkout: provision.GymCheckout, gym_example: GymExample, direction: str
 ) -> None:
     """One session per direction, gated at --gym-max-regression=0.1 (every rollout item passes: pass threshold 0):
-    a better candidate PASSES (exit 0), the same recordings swapped (a worse candidate) FAIL (exit 1). Then Gym's
-    ``gym eval compare`` of the session's own aggregate (baseline agent vs the candidate's copy) agrees with our
-    delta and flips, while its Welch interval includes 0 where our paired one excludes it."""
+    a better candidate PASSES (exit 0), the same recordings swapped (a worse candidate) are INCONCLUSIVE (exit 1:
+    five tasks cannot rule out unseen gains). Then Gym's ``gym eval compare`` of the session's own aggregate
+    (baseline agent vs the candidate's copy) agrees with our delta and flips, while its Welch interval is about three
+    times as wide as our paired one."""
     dataset = pytester.path / "datasets" / "mcqa.jsonl"
     dataset.parent.mkdir()
     shutil.copy(gym_example.dataset, dataset)
@@ -135,10 +137,10 @@ def test_gyms_own_compare_of_a_policy_session_agrees_with_ours_but_for_the_unpai
     ours = comparison["delta"]
     if direction == "better":
         assert (result.ret, comparison["verdict"]) == (0, "PASS"), output
-        assert ours["low"] > 0, comparison
+        assert ours["low"] == pytest.approx(-0.0301238, abs=1e-6), comparison
     else:
-        assert (result.ret, comparison["verdict"]) == (1, "FAIL"), output
-        assert ours["high"] < 0, comparison
+        assert (result.ret, comparison["verdict"]) == (1, "INCONCLUSIVE"), output
+        assert ours["high"] == pytest.approx(0.0301238, abs=1e-6), comparison
 
     # Gym's input: each task's six rows (3 repeats x 2 policies) under one task index.
     (run_dir,) = (pytester.path / "runs").iterdir()
@@ -162,7 +164,7 @@ def test_gyms_own_compare_of_a_policy_session_agrees_with_ours_but_for_the_unpai
     (theirs,) = mean["candidates"]
     assert theirs["delta"] == pytest.approx(ours["estimate"], abs=1e-9)
     assert theirs["delta_ci_low"] < 0 < theirs["delta_ci_high"], theirs  # unpaired: wide around 0
-    assert theirs["delta_ci_high"] - theirs["delta_ci_low"] > 3 * (ours["high"] - ours["low"])
+    assert theirs["delta_ci_high"] - theirs["delta_ci_low"] > 2.5 * (ours["high"] - ours["low"])
     (flips,) = gym["flips"]
     assert (flips["mode"], flips["common_task_count"], flips["tied_count"]) == ("binary", 5, 0), flips
     gained = {task_of[flip["task_index"]] for flip in flips["flips"] if flip["direction"] == "fail_to_pass"}

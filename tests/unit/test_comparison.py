@@ -27,12 +27,14 @@ from pytest_gym_eval.stats.comparison import (
 )
 from pytest_gym_eval.stats.exact_tests import mcnemar_exact
 from pytest_gym_eval.stats.gates import Verdict
-from pytest_gym_eval.stats.intervals import Interval
+from pytest_gym_eval.stats.intervals import Interval, clustered_proportion_interval
+from pytest_gym_eval.stats.paired_interval import gain_loss_interval
 from pytest_gym_eval.stats.sequential import BettingSequence, RewardRange
 
 ALPHA = 0.05
 NON_INFERIOR = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1)
 SUPERIOR = ComparisonGate(Hypothesis.SUPERIORITY)
+LOOSE = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.4)
 
 
 def rewards(by_task: dict[str, list[float]]) -> dict[Key, float]:
@@ -52,25 +54,62 @@ CAND = rewards({"a": [1.0, 1.0], "b": [1.0, 0.0], "c": [1.0, 1.0]})
 SE = math.sqrt(7) / 6
 
 
-def test_paired_difference_by_hand_at_50_percent() -> None:
+def shifted(by_key: dict[Key, float]) -> dict[Key, float]:
+    """The same rollouts on a 1-2 scale: every difference as before, but rewards outside [0, 1] get the t interval."""
+    return {key: reward + 1.0 for key, reward in by_key.items()}
+
+
+def test_paired_difference_of_rewards_outside_the_unit_range_by_hand_at_50_percent() -> None:
     # df 2: F(x) = 1/2 + x / (2 sqrt(2 + x^2)) = 0.75 gives x^2 = 2/3, t = 0.8164966
     # half = sqrt(2/3) * sqrt(7) / 6 = 0.3600411: [1/3 - 0.3600411, 1/3 + 0.3600411] = [-0.0267078, 0.6933744]
-    result = paired_mean_difference(BASE, CAND, confidence=0.5)
+    result = paired_mean_difference(shifted(BASE), shifted(CAND), confidence=0.5)
     half = math.sqrt(2 / 3) * SE
     assert result.interval.estimate == pytest.approx(1 / 3)
     assert (result.interval.low, result.interval.high) == pytest.approx((-0.0267078, 0.6933744), abs=1e-6)
     assert (result.interval.low, result.interval.high) == pytest.approx((1 / 3 - half, 1 / 3 + half))
     assert (result.interval.n, result.pairs, result.confidence) == (3, 6, 0.5)
+    assert (result.baseline_mean, result.candidate_mean) == pytest.approx((1.5, 11 / 6))
+
+
+def test_paired_difference_of_rewards_in_the_unit_range_is_mover_on_gains_and_losses() -> None:
+    # the same differences a [0, 1], b [0, -1], c [1, 1] from rewards in [0, 1]: gains a [0, 1], b [0, 0], c [1, 1]
+    # (mean 1/2), losses a [0, 0], b [0, 1], c [0, 0] (mean 1/6); per-task mean gain 1/2, 0, 1 and loss 0, 1/2, 0:
+    # deviations (0, -1/2, 1/2) and (-1/6, 1/3, -1/6), r = (-1/6 - 1/12) / sqrt(1/2 * 1/6) = -0.8660254
+    result = paired_mean_difference(BASE, CAND, confidence=0.5)
+    gain = clustered_proportion_interval([[0.0, 1.0], [0.0, 0.0], [1.0, 1.0]], 0.5)
+    loss = clustered_proportion_interval([[0.0, 0.0], [0.0, 1.0], [0.0, 0.0]], 0.5)
+    r = -math.sqrt(3) / 2
+    a, b = 0.5 - gain.low, loss.high - 1 / 6
+    low = 1 / 3 - math.sqrt(a * a + b * b - 2 * r * a * b)
+    a, b = gain.high - 0.5, 1 / 6 - loss.low
+    high = 1 / 3 + math.sqrt(a * a + b * b - 2 * r * a * b)
+    assert result.interval == Interval(pytest.approx(1 / 3), pytest.approx(low), pytest.approx(high), 3)
+    assert result.interval == gain_loss_interval([[0.0, 1.0], [0.0, -1.0], [1.0, 1.0]], 0.5)
     assert (result.baseline_mean, result.candidate_mean) == pytest.approx((0.5, 5 / 6))
+    # a rare one-sided drop (every pair 0 or -1): the lower bound is the single-policy bound of the losses
+    by_task = {f"t{i}": [0.0, 1.0, 1.0, 1.0] for i in range(3)} | {"t3": [0.0, 0.0, 1.0, 1.0]}
+    by_task |= {f"t{i}": [1.0] * 4 for i in range(4, 10)}
+    drop = paired_mean_difference(rewards({t: [1.0] * 4 for t in by_task}), rewards(by_task)).interval
+    assert drop.estimate == pytest.approx(-0.125)  # 5 of 40 pairs lost: 35 of 40 passing, [0.6877, 0.9708] alone
+    assert drop.low == pytest.approx(clustered_proportion_interval(list(by_task.values())).low - 1.0)
+    assert (drop.low, drop.high) == pytest.approx((-0.3123040, 0.0251274), abs=1e-6)
+    # the price: no gain at all leaves the gains' interval that of 0 in N pairs (up to 0.39 in 10), however small
+    # the losses; 0.02 or 0.04 lost on every one of 10 tasks: [-0.0385, 0.3583] (the t interval: [-0.0375, -0.0225])
+    lower = rewards({f"t{i}": [0.98 - 0.02 * (i % 2)] for i in range(10)})
+    slight = paired_mean_difference(rewards({f"t{i}": [1.0] for i in range(10)}), lower).interval
+    assert (slight.low, slight.high) == pytest.approx((-0.0385304, 0.3583014), abs=1e-6)
 
 
 def test_paired_difference_at_95_percent_is_clipped_to_the_range_of_a_difference() -> None:
     # df 2: x / sqrt(2 + x^2) = 0.95 gives x^2 = 1.805 / 0.0975, t = 4.3026527; half = 4.3026527 * 0.4409586 = 1.897292
-    # [1/3 - 1.897292, 1/3 + 1.897292] = [-1.563959, 2.230625]: rewards in [0, 1], so clipped to [-1, 1]
+    # [1/3 - 1.897292, 1/3 + 1.897292] = [-1.563959, 2.230625] for the t interval on a 1-2 scale; the bounds of rewards
+    # in [0, 1] never leave [-1, 1], where a difference of two such means lives
     t = math.sqrt(1.805 / 0.0975)
     assert t == pytest.approx(4.3026527, abs=1e-6)
+    unclipped = paired_mean_difference(shifted(BASE), shifted(CAND)).interval
+    assert (unclipped.low, unclipped.high) == pytest.approx((-1.563959, 2.230625), abs=1e-5)
     clipped = paired_mean_difference(BASE, CAND).interval
-    assert (clipped.low, clipped.high) == (-1.0, 1.0)
+    assert -1.0 <= clipped.low < clipped.high <= 1.0
     # the same rollouts on a 0-2 scale double every difference and are not clipped
     doubled = paired_mean_difference({k: 2 * v for k, v in BASE.items()}, {k: 2 * v for k, v in CAND.items()}).interval
     assert doubled.estimate == pytest.approx(2 / 3)
@@ -85,11 +124,12 @@ def test_only_pairs_count_and_the_mean_weighs_rollouts() -> None:
     # N = 4, mean d = 1/4 (per rollout, like the mean reward; the mean of the per-task means would be 1/2)
     # CR1: deviation sums a: 1 - 1/4 = 3/4, b: 3 * (0 - 1/4) = -3/4; 2/1 * (9/16 + 9/16) / 16 = 9/64, se = 3/8
     # df 1 (Cauchy): t_0.75 = tan(pi/4) = 1, so at 50%: 1/4 -+ 3/8 = [-1/8, 5/8]
-    result = paired_mean_difference(base, cand, confidence=0.5)
+    result = paired_mean_difference(shifted(base), shifted(cand), confidence=0.5)
     assert (result.pairs, result.interval.n) == (4, 2)
     assert result.interval.estimate == pytest.approx(0.25)
     assert (result.interval.low, result.interval.high) == pytest.approx((-0.125, 0.625))
-    assert (result.baseline_mean, result.candidate_mean) == pytest.approx((0.5, 0.75))
+    assert (result.baseline_mean, result.candidate_mean) == pytest.approx((1.5, 1.75))
+    assert paired_mean_difference(base, cand, confidence=0.5).interval.estimate == pytest.approx(0.25)
 
 
 def test_paired_difference_edges() -> None:
@@ -246,14 +286,17 @@ def test_results_in_gyms_words_and_in_one_line() -> None:
 
 
 def test_compare_puts_the_pieces_together() -> None:
-    comparison = compare(BASE, CAND, [NON_INFERIOR, SUPERIOR], confidence=0.5)
+    comparison = compare(BASE, CAND, [LOOSE, SUPERIOR], confidence=0.5)
     assert comparison.difference == paired_mean_difference(BASE, CAND, 0.5)
     assert comparison.flips == flip_decomposition(BASE, CAND)
     # a: baseline [1, 0] (mean 0.5 does not pass), candidate [1, 1]: gained; b: [1, 1] -> [1, 0]: lost; c: gained
     assert (comparison.flips.only_candidate, comparison.flips.only_baseline) == (("a", "c"), ("b",))
     assert comparison.flips.both == comparison.flips.neither == ()
     assert comparison.flips.p_value == 1.0  # 1 lost, 2 gained: 2 * P(X <= 1) = 2 * 4/8 > 1, capped
-    # [-0.0267, 0.6934] at 50%: lower bound above -0.10 (PASS), straddles 0 (superiority INCONCLUSIVE)
+    # [-0.3386, 0.8278] at 50%: lower bound above -0.40 (PASS), straddles 0 (superiority INCONCLUSIVE)
+    assert (comparison.difference.interval.low, comparison.difference.interval.high) == pytest.approx(
+        (-0.3385940, 0.8277784), abs=1e-6
+    )
     assert [r.verdict for r in comparison.results] == [Verdict.PASS, Verdict.INCONCLUSIVE]
     assert not any(r.sequential for r in comparison.results)
 

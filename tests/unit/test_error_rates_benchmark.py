@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from pytest import approx
+
+from pytest_gym_eval.stats.intervals import clustered_proportion_interval, mean_interval
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -74,18 +78,22 @@ def test_the_single_policy_rows_measure_the_intervals_sessions_judge_on() -> Non
 
 def test_the_paired_rows_measure_the_interval_sessions_judge_on() -> None:
     # Rare one-sided drops, 12 tasks x 8 repeats: per-task differences 0 0 0 0 0 0 0 0 0 0 -1/8 -3/8 (mean -1/24).
-    # The plain t interval's lower bound is -0.1108 (a wrong PASS is near), the skew-corrected one reaches lower.
+    # Sessions judge on MOVER over gains and losses, whose lower bound without gains is the candidate's own
+    # single-policy bound minus 1 (-0.1818); before it, the t interval with Hall's correction (-0.3070 here: Hall's
+    # correction of a 12-task sample's skewness swings, too far down here, not far enough in others).
     bench = load()
     baseline = {(f"t{t}", r): 1.0 for t in range(12) for r in range(8)}
     candidate = dict(baseline)
     candidate[("t10", 0)] = 0.0
     for r in range(3):
         candidate[("t11", r)] = 0.0
-    plain = bench.plain_t(baseline, candidate)
+    before = bench.t_and_hall(baseline, candidate)
     session = bench.paired_mean_difference(baseline, candidate).interval
-    assert plain.estimate == session.estimate == -4 / 96
-    assert session.low < plain.low
-    assert session.high == plain.high
+    by_task = [[candidate[(f"t{t}", r)] for r in range(8)] for t in range(12)]
+    assert before.estimate == session.estimate == -4 / 96
+    assert session.low == approx(clustered_proportion_interval(by_task).low - 1.0)
+    assert before == mean_interval([[c - 1.0 for c in task] for task in by_task], skew_corrected=True)
+    assert (before.low, session.low) == (approx(-0.3069637, abs=1e-6), approx(-0.1817811, abs=1e-6))
 
 
 def test_the_familywise_rows_count_sessions_with_any_gate_decided() -> None:

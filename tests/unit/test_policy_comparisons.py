@@ -101,28 +101,30 @@ def test_datasets_and_candidates_each_get_a_comparison_and_one_policy_none() -> 
 
 
 def test_the_max_regression_gate_fails_a_clear_regression_and_passes_a_small_one() -> None:
-    """Per-task mean differences -1, -1, -1, -0.5 (two repeats): mean -0.875, s = 0.25, se = 0.125, t(0.975, 3) =
-    3.1824: upper bound -0.875 + 0.398 = -0.477 < -0.1, FAIL. Drops of 0.04 and 0.06 (two tasks each): mean
-    -0.05, s = 0.011547, se = 0.0057735, [-0.05 -+ 0.018374] = [-0.0684, -0.0316]: within 0.1, PASS, in Gym's words
-    WARN (a real drop, within the tolerance). A constant drop of 0.05 on every task shows no spread: not [-0.05,
-    -0.05] but, q = 1 - 0.025^(1/4) = 0.602365, [-0.05 - 0.95 q, -0.05 + 1.05 q] = [-0.62225, 0.58248]:
-    INCONCLUSIVE (four tasks cannot rule out a share of tasks dropping far more)."""
+    """Eight tasks of two repeats, fifteen of sixteen pairs lost, none gained: -0.9375 [-1.00, -0.50] (MOVER on
+    gains and losses: the gains' interval is that of 0 in 16 pairs, up to 0.45), upper bound < -0.1, FAIL. (The
+    same losses on four tasks, 7 of 8 pairs, give [-1.00, 0.12]: four tasks cannot rule out unseen gains.) Drops of
+    0.06 on every task from 0.98, and gains of 0.01 on two tasks' second repeat: -0.0425 [-0.0816, -0.0089], within
+    0.1, PASS, in Gym's words WARN (a real drop, within the tolerance). A constant drop of 0.05 on every task shows
+    no spread: not [-0.05, -0.05] but, q = 1 - 0.025^(1/4) = 0.602365, [-0.05 - 0.95 q, -0.05 + 1.05 q] =
+    [-0.62225, 0.58248]: INCONCLUSIVE (four tasks cannot rule out a share of tasks dropping far more)."""
     gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.1)
-    base = {t: [1.0, 1.0] for t in ("ta", "tb", "tc", "td")}
-    worse = {"ta": [0.0, 0.0], "tb": [0.0, 0.0], "tc": [0.0, 0.0], "td": [0.0, 1.0]}
-    (item,) = compare_policies(session(base, worse), ["base", "cand"], [gate])
+    eight = {f"t{i}": [1.0, 1.0] for i in range(8)}
+    worse = {f"t{i}": [0.0, 0.0] if i < 7 else [0.0, 1.0] for i in range(8)}
+    (item,) = compare_policies(session(eight, worse), ["base", "cand"], [gate])
     assert item.result is not None and item.result.verdict is Verdict.FAIL
-    assert item.result.interval.high == pytest.approx(-0.875 + 3.182446 * 0.125, abs=1e-4)
+    assert item.result.interval.high == pytest.approx(-0.502607, abs=1e-5)
     (line,) = comparison_failures([item], inconclusive_passes=True)
     assert line == (
-        "mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.88 [-1.00, -0.48], upper bound "
-        "-0.48 < -0.10: FAIL"
+        "mcqa.jsonl cand vs base: non-inferiority: candidate - baseline -0.94 [-1.00, -0.50], upper bound "
+        "-0.50 < -0.10: FAIL"
     )
 
-    close = {"ta": [0.96, 0.96], "tb": [0.94, 0.94], "tc": [0.96, 0.96], "td": [0.94, 0.94]}
-    (small,) = compare_policies(session(base, close), ["base", "cand"], [gate])
+    base = {t: [1.0, 1.0] for t in ("ta", "tb", "tc", "td")}
+    close = {"ta": [0.92, 0.99], "tb": [0.92, 0.92], "tc": [0.92, 0.99], "td": [0.92, 0.92]}
+    (small,) = compare_policies(session({task: [0.98, 0.98] for task in base}, close), ["base", "cand"], [gate])
     assert small.result is not None and small.result.verdict is Verdict.PASS
-    assert (small.result.interval.low, small.result.interval.high) == pytest.approx((-0.068374, -0.031626), abs=1e-6)
+    assert (small.result.interval.low, small.result.interval.high) == pytest.approx((-0.081619, -0.008858), abs=1e-6)
     assert comparison_failures([small], inconclusive_passes=False) == []
     assert build_report([], [], {}, comparisons=[small])["comparisons"][0]["gym_verdict"] == "WARN"
     constant = {t: [0.95, 0.95] for t in base}
@@ -144,7 +146,7 @@ def test_inconclusive_fails_unless_counted_as_passing_and_nothing_paired_never_p
 
 
 def test_terminal_json_and_junit_forms() -> None:
-    gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.4)
+    gate = ComparisonGate(Hypothesis.NON_INFERIORITY, 0.5)
     base = {f"t{i}": [1.0] for i in range(10)}
     base["t9"] = [0.0]
     cand = dict(base, t0=[0.0], t9=[1.0])
@@ -152,7 +154,7 @@ def test_terminal_json_and_junit_forms() -> None:
     lines = render_policies([item], width=100)
     assert lines[0] == "mcqa.jsonl: cand vs base"
     text = " ".join(" ".join(line.split()) for line in lines)
-    assert "delta +0.00 [-0.34, 0.34] 95% CI over 10 tasks, paired" in text
+    assert "delta +0.00 [-0.46, 0.46] 95% CI over 10 tasks, paired" in text
     assert "mean 0.90 base, 0.90 cand (10 rollout pairs)" in text
     assert "1 lost, 1 gained, 8 both pass, 0 neither; McNemar exact p = 1.000" in text
     assert "    lost: t0" in lines and "    gained: t9" in lines
@@ -163,7 +165,7 @@ def test_terminal_json_and_junit_forms() -> None:
     jsonschema.validate(report, json.loads(SCHEMA_PATH.read_text()))
     (entry,) = report["comparisons"]
     assert entry["flips"]["only_baseline"] == ["t0"] and entry["flips"]["only_candidate"] == ["t9"]
-    assert (entry["verdict"], entry["gym_verdict"], entry["margin"], entry["mcnemar_p"]) == ("PASS", "PASS", 0.4, 1.0)
+    assert (entry["verdict"], entry["gym_verdict"], entry["margin"], entry["mcnemar_p"]) == ("PASS", "PASS", 0.5, 1.0)
     assert entry["delta"]["estimate"] == 0.0 and entry["delta"]["low"] < 0.0 < entry["delta"]["high"]
     assert "comparisons" not in build_report([], [], {})  # a one-policy session's report is unchanged
 
@@ -194,7 +196,8 @@ def test_the_gate_sets_the_sessions_exit_status_unless_judged_on_a_biased_select
     by_name = Selection(tasks=10, of_tasks=12, rollouts=20, of_rollouts=24, how="-k")
     shown = conclude(results, options, selections={"mcqa.jsonl": by_name})
     assert shown.exit_status == -1 and [item.decides for item in shown.policies] == [False]
-    # [-0.97, -0.23]: at 0.7 it straddles -0.7 (INCONCLUSIVE: fails unless --gym-inconclusive=pass); at 1.0 PASS
+    # [-0.92, -0.04]: at 0.1 and 0.7 it straddles the margin (INCONCLUSIVE: fails unless --gym-inconclusive=pass);
+    # at 1.0 PASS
     assert conclude(results, replace(options, max_regression=0.7)).exit_status == 1
     assert conclude(results, replace(options, max_regression=0.7, inconclusive_passes=True)).exit_status == 0
     passed = conclude(results, replace(options, max_regression=1.0))
@@ -228,24 +231,23 @@ def test_summaries_are_labelled_by_policy_unless_two_would_share_a_label(tmp_pat
 
 
 def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_path: Path) -> None:
-    """The candidate gains six of ten tasks: difference +0.6 with the t interval 0.6 ± 2.2622 · sqrt((4/15) / 10) =
-    [0.23, 0.97], its lower side reaching 0.19 by the skewness correction (skewness -0.3486, a = -0.1102: g⁻¹(2.2622)
-    = 3/a ((1 + a (2.2622 + a/6))^(1/3) - 1) = 2.5034, 0.6 - 0.1633 · 2.5034 = 0.191). Superiority at 0.1: lower
-    bound 0.19 > 0.1, PASS; at 0.5 the interval straddles it,
-    INCONCLUSIVE; at 1.0 the upper bound is at or below it, FAIL. A candidate slightly worse on every task (per-task
-    differences -0.02, -0.04, -0.02, -0.04: mean -0.03, se 0.0057735, [-0.0484, -0.0116]) FAILS superiority at 0 and
-    PASSES non-inferiority at 0.1: both gates are judged and shown, and the failing one alone fails the session. An
-    equal candidate on four tasks shows no spread: [-0.6024, 0.6024], both INCONCLUSIVE."""
+    """The candidate gains eight of ten tasks: difference +0.8 [0.2111, 0.9883] (MOVER on gains and losses, the
+    mirror of eight lost tasks). Superiority at 0.1: lower bound 0.21 > 0.1, PASS; at 0.5 the interval straddles
+    it, INCONCLUSIVE; at 1.0 the upper bound is at or below it, FAIL. A candidate slightly worse on every task
+    (first repeats 0.10 or 0.12 below the baseline's 1.0, second repeats 0.02 above on two tasks: -0.05
+    [-0.0648, -0.0208]) FAILS superiority at 0 and PASSES non-inferiority at 0.1: both gates are judged and shown,
+    and the failing one alone fails the session. An equal candidate on four tasks shows no spread: [-0.6024,
+    0.6024], both INCONCLUSIVE."""
     policies = (Policy("base", replay=tmp_path / "b.jsonl"), Policy("cand", replay=tmp_path / "c.jsonl"))
     options = GymOptions(rootdir=tmp_path, policies=policies, min_improvement=0.1)
-    better = session({f"t{i}": [0.0 if i < 6 else 1.0] for i in range(10)}, {f"t{i}": [1.0] for i in range(10)})
+    better = session({f"t{i}": [0.0 if i < 8 else 1.0] for i in range(10)}, {f"t{i}": [1.0] for i in range(10)})
     passed = conclude(better, options)
     assert (passed.exit_status, passed.reason) == (0, "gym gates: the gate passes")
     (item,) = passed.policies
     assert item.result is None  # no --gym-max-regression
     superiority = item.gate_result(Hypothesis.SUPERIORITY)
     assert superiority is not None and superiority.verdict is Verdict.PASS
-    assert superiority.interval.low == pytest.approx(0.6 - 2.5034 * (4 / 15 / 10) ** 0.5, abs=1e-4)
+    assert superiority.interval.low == pytest.approx(0.211085, abs=1e-5)
     assert conclude(better, replace(options, min_improvement=0.5)).exit_status == 1
     assert conclude(better, replace(options, min_improvement=0.5, inconclusive_passes=True)).exit_status == 0
     failed = conclude(better, replace(options, min_improvement=1.0))
@@ -258,7 +260,7 @@ def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_
     assert {r.verdict for r in equal_one.comparison.results} == {Verdict.INCONCLUSIVE}
     high = equal_one.comparison.difference.interval.high
     assert high == pytest.approx(1 - 0.025**0.25) and equal_one.comparison.difference.interval.low == -high
-    same = session(base, {"t0": [0.96, 0.0], "t1": [0.92, 0.0], "t2": [0.96, 0.0], "t3": [0.92, 0.0]})
+    same = session(base, {"t0": [0.90, 0.02], "t1": [0.88, 0.0], "t2": [0.90, 0.02], "t3": [0.88, 0.0]})
     both = conclude(same, replace(options, max_regression=0.1, min_improvement=0.0))
     (equal,) = both.policies
     assert [(r.gate.hypothesis, r.verdict) for r in equal.comparison.results] == [
@@ -267,8 +269,8 @@ def test_min_improvement_is_a_superiority_gate_judged_beside_max_regression(tmp_
     ]
     assert both.exit_status == 1
     assert both.reason == (
-        "gym gates: FAIL - mcqa.jsonl cand vs base: superiority: candidate - baseline -0.03 [-0.05, -0.01], upper "
-        "bound -0.01 <= 0.00: FAIL"
+        "gym gates: FAIL - mcqa.jsonl cand vs base: superiority: candidate - baseline -0.05 [-0.06, -0.02], upper "
+        "bound -0.02 <= 0.00: FAIL"
     )
     assert conclude(same, replace(options, max_regression=0.1, min_improvement=None)).exit_status == 0
 
