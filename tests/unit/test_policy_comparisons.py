@@ -191,7 +191,8 @@ def test_the_gate_sets_the_sessions_exit_status_unless_judged_on_a_biased_select
     options = GymOptions(rootdir=tmp_path, policies=policies, max_regression=0.1)
     results = session({f"t{i}": [1.0] for i in range(10)}, {f"t{i}": [0.0 if i < 6 else 1.0] for i in range(10)})
     failed = conclude(results, options)
-    assert failed.exit_status == 1 and failed.reason.startswith("gym gates: FAIL - mcqa.jsonl cand vs base: ")
+    # [-0.92, -0.04] straddles -0.1: INCONCLUSIVE, which fails the session and heads its reason
+    assert failed.exit_status == 1 and failed.reason.startswith("gym gates: INCONCLUSIVE - mcqa.jsonl cand vs base: ")
     assert [item.decides for item in failed.policies] == [True]
     by_name = Selection(tasks=10, of_tasks=12, rollouts=20, of_rollouts=24, how="-k")
     shown = conclude(results, options, selections={"mcqa.jsonl": by_name})
