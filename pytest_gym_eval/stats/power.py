@@ -161,8 +161,8 @@ def plan_lines(
 # --- How much more data would decide a gate: the gate's own interval on a projected sample --------------------
 
 MAX_PROJECTED = 20_000
-"""The most tasks (rollouts for a share of rollouts, repeats for a task's repeats) a hint projects to; beyond it the
-hint says "more than" (a projection's interval is computed, so this bounds the cost)."""
+"""The most tasks (rollouts for a share of rollouts) a hint projects to, or four times the observed ones when that is
+more; beyond it the hint says "more than" (a projection's interval is computed, so this bounds the cost)."""
 
 
 @dataclass(frozen=True)
@@ -273,9 +273,8 @@ def _more_text(more: int, unit: str) -> str:
     return f"about {more:,} more {unit if more > 1 else unit[:-1]} would likely decide it"
 
 
-def _not_found(unit: str, have: int) -> Hint:
-    more = MAX_PROJECTED - have
-    return Hint(None, unit, None, f"more than {more:,} more {unit} would be needed to likely decide it")
+def _not_found(unit: str, have: int, limit: int) -> Hint:
+    return Hint(None, unit, None, f"more than {limit - have:,} more {unit} would be needed to likely decide it")
 
 
 def projected_hint(estimate: float, threshold: float, units: int, unit: str, decides_at: Callable[[int], bool]) -> Hint:
@@ -286,9 +285,10 @@ def projected_hint(estimate: float, threshold: float, units: int, unit: str, dec
         return Hint(None, unit, None, "the estimate is the threshold: more data would not likely decide it")
     if units < 2 or math.isnan(estimate):
         return Hint(None, unit, None, f"too few {unit} to tell how much more data would decide it")
-    needed = smallest_deciding(decides_at, units + 1)
+    limit = max(MAX_PROJECTED, 4 * units)
+    needed = smallest_deciding(decides_at, units + 1, limit)
     if needed is None:
-        return _not_found(unit, units)
+        return _not_found(unit, units, limit)
     return Hint(needed - units, unit, None, _more_text(needed - units, unit))
 
 

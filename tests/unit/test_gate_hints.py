@@ -137,10 +137,12 @@ def test_smallest_deciding_finds_the_first_size_that_decides() -> None:
 
 def test_a_hint_beyond_the_projection_limit_says_more_than() -> None:
     hint = power.projected_hint(0.6, 0.5, 10, "tasks", lambda n: False)
-    assert (
-        hint.more is None
-        and hint.text == f"more than {power.MAX_PROJECTED - 10:,} more tasks would be needed to likely decide it"
-    )
+    assert hint.more is None
+    assert hint.text == f"more than {power.MAX_PROJECTED - 10:,} more tasks would be needed to likely decide it"
+    # beyond the limit's tasks already: four times the observed ones
+    hint = power.projected_hint(0.6, 0.5, 30_000, "rollouts", lambda n: n >= 100_000)
+    assert hint == power.Hint(70_000, "rollouts", None, "about 70,000 more rollouts would likely decide it")
+    assert "more than 90,000 more" in power.projected_hint(0.6, 0.5, 30_000, "tasks", lambda n: False).text
 
 
 def test_the_comparisons_hint_uses_the_interval_it_is_given() -> None:
