@@ -213,8 +213,8 @@ class Projectable(Protocol):
 def toward(interval: Interval, threshold: float, confidence: float, power: float) -> Interval:
     """``interval`` moved toward ``threshold`` by z_power of its estimate's standard errors (its width over
     2 z_{(1+c)/2}): where it lands when the estimate falls short of its expectation by as much as it does with
-    probability 1 - ``power``. A projected sample's interval moved so decides the gate exactly when the real
-    interval would with probability about ``power`` (for a normal estimate this is the planner's
+    probability 1 - ``power``. A projected sample's interval moved so decides the gate when the real interval
+    would with probability about ``power`` (for a normal estimate this is the planner's
     n = (z_{1-alpha/2} + z_power)^2 var / effect^2 of :func:`tasks_needed`); infinite bounds are left as they are."""
     if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
         return interval
@@ -307,8 +307,9 @@ def basis_hint(
     It is the size *expected* to decide at the observed effect, not a guarantee: the effect is an estimate. For a
     kind with a repeats hint (the mean reward) also the repeats per task that would decide it on the same tasks:
     the task means drawn toward the overall mean as only the within-task part of their variance shrinks
-    (:func:`variance_components`), None when :data:`MAX_PROJECTED` repeats would not (the spread lies between
-    tasks) or with one rollout a task (the within-task spread is unknown)."""
+    (:func:`variance_components`), None when :data:`MAX_REPEATS` repeats would not (the spread lies between
+    tasks, or too few tasks for the interval's degrees of freedom) or with one rollout a task (the within-task
+    spread is unknown)."""
     from pytest_gym_eval.stats import gate_kinds
 
     kind = gate_kinds.kind(basis.metric)
@@ -320,22 +321,23 @@ def basis_hint(
     if kind.proportion is not None:
         trials = kind.proportion(basis)[1]
         return projected_hint(estimate, threshold, trials, "rollouts", lambda n: at(_rollouts(basis, n)))
-    means = _task_means(basis.rewards_by_task)
+    kept = [i for i, task in enumerate(basis.rewards_by_task) if task]  # tasks with a scored rollout
+    tasks = [(basis.rewards_by_task[i], basis.counts[i] if len(basis.counts) > i else (0, 0)) for i in kept]
+    means = _task_means([rewards for rewards, _ in tasks])
 
     def at_tasks(n: int) -> bool:
-        rewards = grown(basis.rewards_by_task, means, n)
-        counts = grown(basis.counts, means, n) if len(basis.counts) == len(means) else basis.counts
-        return at(replace(basis, rewards_by_task=tuple(rewards), counts=tuple(counts)))
+        rewards, counts = zip(*grown(tasks, means, n), strict=True)
+        return at(replace(basis, rewards_by_task=rewards, counts=counts))
 
-    hint = projected_hint(estimate, threshold, sum(1 for task in basis.rewards_by_task if task), "tasks", at_tasks)
+    hint = projected_hint(estimate, threshold, len(tasks), "tasks", at_tasks)
     if hint.more is None or not kind.repeats_hint:
         return hint
-    repeats = _repeats_needed(basis, at)
+    repeats = _repeats_needed(basis, at)  # 0: one rollout a task, the within-task spread is unknown
     text = hint.text + " (same repeats)"
-    if repeats is not None:
-        text += f", or about {repeats} repeats a task on the same tasks" if repeats else ""
-    else:
+    if repeats is None:
         text += "; more repeats alone would not: the spread lies between tasks"
+    elif repeats:
+        text += f", or about {repeats} repeats a task on the same tasks"
     return Hint(hint.more, hint.unit, repeats or None, text)
 
 

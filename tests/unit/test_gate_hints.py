@@ -193,3 +193,8 @@ def test_a_custom_metrics_hint_is_its_t_interval_grown() -> None:
     hint = g.interval_hint(Interval(0.6, 0.6 - half, 0.8, 10), 0.5, 0.95)
     assert hint == g.Hint(needed - 10, "tasks", None, f"about {needed - 10} more tasks would likely decide it")
     assert math.ceil(Z * Z * 0.1 / 0.01) - 10 == 69 != hint.more
+
+
+def test_a_task_without_a_scored_rollout_is_no_task_of_the_projection() -> None:
+    with_empty = g.Basis("mean_reward", (*_basis(NEAR_ONE).rewards_by_task, ()), (*_basis(NEAR_ONE).counts, (0, 0)))
+    assert with_empty.hint(0.8, 0.95) == _basis(NEAR_ONE).hint(0.8, 0.95)
