@@ -60,6 +60,10 @@ decided in the right direction (the hint means about 80 %: measured, no goal, si
 observed effect, which is itself uncertain), the share decided the wrong way, and the same for the hint before issue
 38 item 4 (the planner's normal formula with the clustered standard error, the pass rate's p (1 - p)) on the same
 first runs. A tenth of the histories (each hint computes the gate's Clopper-Pearson interval at a dozen sizes).
+The same for the paired comparison's non-inferiority gate (:func:`pytest_gym_eval.stats.comparison.compare`), the
+candidate as good as the baseline on every task (uniform or every task 0.9), the margin 1.5 true standard errors of
+the first run's difference, the right verdict PASS; its old hint is the normal formula with the interval's standard
+error (a fifth of the histories: its interval is cheap).
 
 Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
 interval's upper end is within it.
@@ -91,9 +95,11 @@ from pytest_gym_eval.stats import familywise, gates, power  # noqa: E402
 from pytest_gym_eval.stats.comparison import (  # noqa: E402
     ComparisonGate,
     Hypothesis,
+    compare,
     judge_comparison,
     paired_mean_difference,
 )
+from pytest_gym_eval.stats.distributions import student_t_ppf  # noqa: E402
 from pytest_gym_eval.stats.gates import GateMode, Verdict, judge  # noqa: E402
 from pytest_gym_eval.stats.intervals import (  # noqa: E402
     Interval,
@@ -551,6 +557,87 @@ def hint_rows(histories: int) -> list[Row]:
     return rows
 
 
+PAIRED_HINT_SHAPES = ("symmetric (uniform on [0, 1])", "rare failures (every task 0.9)")
+"""The hint rows' shapes for the paired comparison (the candidate as good as the baseline on every task)."""
+
+
+def old_paired_hint(interval: Interval, threshold: float, confidence: float = 0.95) -> int:
+    """A comparison's hint before issue 38 item 4: the normal formula with one task's variance from the interval's
+    wider half-width over t_{(1+c)/2, n-1} (the standard error), at the observed effect."""
+    n = interval.n
+    error = max(interval.estimate - interval.low, interval.high - interval.estimate) / student_t_ppf(
+        (1.0 + confidence) / 2.0, n - 1
+    )
+    effect = abs(interval.estimate - threshold)
+    return max(1, power.tasks_needed(error * error * n, effect, gates.HINT_POWER, 1.0 - confidence) - n)
+
+
+def paired_population(rng: random.Random, shape: str, tasks: int, repeats: int) -> tuple[Rewards, Rewards]:
+    """A baseline and a candidate run on ``tasks`` tasks drawn afresh from ``shape``'s population, the candidate's
+    pass probability the baseline's on every task."""
+    baseline: Rewards = {}
+    candidate: Rewards = {}
+    for t in range(tasks):
+        p = HINT_SHAPES[shape][0](rng)
+        for r in range(repeats):
+            baseline[(f"t{t}", r)] = 1.0 if rng.random() < p else 0.0
+            candidate[(f"t{t}", r)] = 1.0 if rng.random() < p else 0.0
+    return baseline, candidate
+
+
+def paired_hint_rows(histories: int) -> list[Row]:
+    """:func:`hint_rows` for the paired comparison's non-inferiority gate (:func:`~pytest_gym_eval.stats.comparison.
+    compare`, the candidate as good as the baseline, the margin 1.5 true standard errors of the difference)."""
+    rows = []
+    for shape in PAIRED_HINT_SHAPES:
+        _, mean, between = HINT_SHAPES[shape]
+        for tasks, repeats in HINT_SIZES:
+            rng = random.Random(f"{SEED}-paired-hints-{shape}-{tasks}-{repeats}")
+            margin = HINT_GAP * math.sqrt(2.0 * (mean * (1.0 - mean) - between) / repeats / tasks)
+            gate = ComparisonGate(Hypothesis.NON_INFERIORITY, margin)
+            counts = dict.fromkeys(
+                ("inconclusive", "hinted", "right", "wrong", "old hinted", "old right", "old wrong"), 0
+            )
+            sizes: list[int] = []
+            for _ in range(histories):
+                (result,) = compare(*paired_population(rng, shape, tasks, repeats), [gate]).results
+                if result.verdict is not Verdict.INCONCLUSIVE:
+                    continue
+                counts["inconclusive"] += 1
+                for prefix, more in (("", result.hint.more if result.hint else None),
+                                     ("old ", old_paired_hint(result.interval, gate.threshold))):  # fmt: skip
+                    if more is None or more > max(power.MAX_PROJECTED, 4 * tasks):
+                        continue
+                    counts[prefix + "hinted"] += 1
+                    if not prefix:
+                        sizes.append(tasks + more)
+                    fresh = paired_population(rng, shape, tasks + more, repeats)
+                    verdict = judge_comparison(paired_mean_difference(*fresh).interval, gate)
+                    counts[prefix + "right"] += verdict is Verdict.PASS
+                    counts[prefix + "wrong"] += verdict is Verdict.FAIL
+            hinted, inconclusive, old = counts["hinted"], counts["inconclusive"], max(1, counts["old hinted"])
+            result_text = "no INCONCLUSIVE first run"
+            if hinted:
+                result_text = (
+                    f"decided right (PASS) at the hinted size {share(counts['right'], hinted)[0]}, wrong "
+                    f"{100 * counts['wrong'] / hinted:.1f} %; old t hint (before): right "
+                    f"{share(counts['old right'], old)[0]}, wrong {100 * counts['old wrong'] / old:.1f} %; "
+                    f"first run INCONCLUSIVE in {100 * inconclusive / histories:.0f} %, {inconclusive - hinted} of "
+                    f'them hinted "more than"; median hinted total {statistics.median(sizes):,.0f} tasks'
+                )
+            rows.append(
+                Row(
+                    f"INCONCLUSIVE hint, paired non-inferiority at margin {margin:.3g} ({HINT_GAP:g} standard errors "
+                    f"of the difference; the candidate as good), {shape}: first run {tasks} tasks x {repeats} "
+                    f"repeats; {histories} histories",
+                    result_text,
+                    "(measured; intended about 80 %)",
+                    "",
+                )
+            )
+    return rows
+
+
 JUDGE_SIZES = ((12, 2), (40, 2), (12, 4), (40, 4))
 """(tasks, repeats) of the judge-noise rows at the margin."""
 
@@ -640,7 +727,7 @@ GROUPS: dict[str, Callable[[int], list[Row]]] = {
     "single": single_rows,
     "familywise": familywise_rows,
     "judge_noise": judge_noise_rows,
-    "hints": lambda n: hint_rows(n // 10),
+    "hints": lambda n: hint_rows(n // 10) + paired_hint_rows(n // 5),
 }
 """The table's groups of rows, in order (``--only`` picks some)."""
 

@@ -165,6 +165,11 @@ def test_the_hint_rows_try_the_hinted_size_on_fresh_runs_of_the_population() -> 
     assert len(rows) == 2 * len(bench.HINT_SHAPES) * len(bench.HINT_SIZES)
     assert all("2 histories" in row.what and "intended about 80 %" in row.goal for row in rows)
     assert all("decided right at the hinted size" in row.result for row in rows if "no INCONCLUSIVE" not in row.result)
+    paired = bench.paired_hint_rows(3)
+    assert len(paired) == len(bench.PAIRED_HINT_SHAPES) * len(bench.HINT_SIZES)
+    assert all("paired non-inferiority" in row.what and "3 histories" in row.what for row in paired)
+    baseline, candidate = bench.paired_population(bench.random.Random(2), "rare failures (every task 0.9)", 5, 3)
+    assert sorted(baseline) == sorted(candidate) and len(baseline) == 15
 
 
 def test_the_old_hint_is_the_normal_formula_at_the_observed_effect() -> None:
@@ -177,3 +182,6 @@ def test_the_old_hint_is_the_normal_formula_at_the_observed_effect() -> None:
     # The mean reward: 12 tasks at 0.75 or 1 (6 each), clustered standard error 0.03769, one task's variance
     # 12 x 0.03769^2 = 0.01705, so n = 7.849 x 0.01705 / 0.075^2 = 23.8: 24 tasks, 12 more (the docs' example).
     assert bench.old_hint("mean_reward", rewards, 0.8) == 12
+    # A comparison's: [-0.1, 0.1] over 12 tasks against -0.1, standard error 0.1 / t_{0.975, 11} = 0.04543, one
+    # task's variance 12 x 0.04543^2 = 0.02477, so n = 7.849 x 0.02477 / 0.1^2 = 19.4: 20 tasks, 8 more.
+    assert bench.old_paired_hint(bench.Interval(0.0, -0.1, 0.1, 12), -0.1) == 8
