@@ -4,7 +4,8 @@
 Unlike the timing benchmarks (``benchmarks/run.py``), these numbers do not depend on the machine: the same seed gives
 the same table anywhere. ``--write`` puts the table into docs/benchmarks.md between its own markers;
 ``--quick`` runs a tenth of the histories (the fast tier's check that every row is computed); ``--only GROUP``
-(repeatable: drift, labels, paired, single, passk, familywise, judge_noise) prints only those rows, never written.
+(repeatable: drift, labels, paired, single, passk, familywise, judge_noise, hints) prints only those rows, never
+written.
 
 Drift (:func:`pytest_gym_eval.history.drift.self_starting_cusum`, the alarm ``history ... drift`` and every session
 with ``--gym-history`` runs along each dataset's whole series):
@@ -59,6 +60,23 @@ any of the 5 gates is decided (PASS or FAIL) although the truth sits on the thre
 and the 5 judged as one family by Holm's procedure (goal <= 5 %; the mean reward's task-clustered Clopper-Pearson
 interval on 20 tasks of 0/1 rewards errs less than 5 % alone, which Holm's family inherits).
 
+INCONCLUSIVE hints (:meth:`pytest_gym_eval.stats.gates.Basis.hint`, reached through
+:func:`pytest_gym_eval.stats.gates.evaluate`; the text "about N more tasks would likely decide it"): the mean reward
+and pass rate gates, tasks drawn afresh from a population of four shapes (pass probabilities uniform on [0, 1], mean
+0.5; heterogeneous 1, 0.95, 0.6 or 0.45, mean 0.75; rare failures, every task 0.9; rare successes, every task 0.1),
+first runs of 12 x 2, 20 x 4 and 40 x 2 (tasks x repeats), the threshold 1.5 true standard errors of the first run's
+mean from the true mean (below it; above for 0.1, where the right verdict is FAIL) so that the first run is mostly
+INCONCLUSIVE. For each INCONCLUSIVE first run: its hint, then a fresh run of the hinted total size (the same repeats;
+the pass rate's rollouts in tasks of the same repeats) from the *true* population, judged by the same gate; the share
+decided in the right direction (the hint means about 80 %: measured, no goal, since the hint extrapolates the
+observed effect, which is itself uncertain), the share decided the wrong way, and the same for the hint before issue
+38 item 4 (the planner's normal formula with the clustered standard error, the pass rate's p (1 - p)) on the same
+first runs. A tenth of the histories (each hint computes the gate's Clopper-Pearson interval at a dozen sizes).
+The same for the paired comparison's non-inferiority gate (:func:`pytest_gym_eval.stats.comparison.compare`), the
+candidate as good as the baseline on every task (uniform or every task 0.9), the margin 1.5 true standard errors of
+the first run's difference, the right verdict PASS; its old hint is the normal formula with the interval's standard
+error (a fifth of the histories: its interval is cheap).
+
 Each share comes with its Wilson 95 % interval over the histories (the Monte-Carlo error); a goal is met when the
 interval's upper end is within it.
 """
@@ -85,13 +103,15 @@ from pytest_gym_eval.history.drift import (  # noqa: E402
     self_starting_cusum,
 )
 from pytest_gym_eval.history.stability import DEFAULT_ALPHA, RunOutcome, assess  # noqa: E402
-from pytest_gym_eval.stats import familywise, gates  # noqa: E402
+from pytest_gym_eval.stats import familywise, gates, power  # noqa: E402
 from pytest_gym_eval.stats.comparison import (  # noqa: E402
     ComparisonGate,
     Hypothesis,
+    compare,
     judge_comparison,
     paired_mean_difference,
 )
+from pytest_gym_eval.stats.distributions import student_t_ppf  # noqa: E402
 from pytest_gym_eval.stats.gates import GateMode, Verdict, judge  # noqa: E402
 from pytest_gym_eval.stats.intervals import (  # noqa: E402
     Interval,
@@ -506,6 +526,192 @@ def familywise_rows(histories: int, datasets: int = 5) -> list[Row]:
     ]
 
 
+HINT_SHAPES: dict[str, tuple[Callable[[random.Random], float], float, float]] = {
+    "symmetric (uniform on [0, 1])": (lambda rng: rng.random(), 0.5, 1 / 12),
+    "heterogeneous (1, 0.95, 0.6 or 0.45)": (lambda rng: rng.choice((1.0, 0.95, 0.6, 0.45)), 0.75, 0.053125),
+    "rare failures (every task 0.9)": (lambda rng: 0.9, 0.9, 0.0),
+    "rare successes (every task 0.1)": (lambda rng: 0.1, 0.1, 0.0),
+}
+"""Per shape of the hint rows: a draw of one task's pass probability from the population, its mean and its
+variance (between tasks)."""
+HINT_SIZES = ((12, 2), (20, 4), (40, 2))
+"""(tasks, repeats) of the hint rows' first run."""
+HINT_GAP = 1.5
+"""How many true standard errors of the first run's mean the hint rows' threshold lies from the true mean (below it,
+above for a mean under 0.5): close enough that the first run is mostly INCONCLUSIVE."""
+
+
+def population_run(rng: random.Random, shape: str, rollouts: int, repeats: int) -> list[list[float]]:
+    """``rollouts`` 0/1 rewards of tasks drawn afresh from ``shape``'s population, ``repeats`` a task (the last task
+    fewer when they do not divide)."""
+    draw = HINT_SHAPES[shape][0]
+    out = []
+    for start in range(0, rollouts, repeats):
+        p = draw(rng)
+        out.append([1.0 if rng.random() < p else 0.0 for _ in range(min(repeats, rollouts - start))])
+    return out
+
+
+def old_hint(metric: str, rewards: list[list[float]], threshold: float, confidence: float = 0.95) -> int:
+    """The hint before issue 38 item 4 (more tasks for the mean reward, more rollouts for the pass rate): the
+    planner's normal formula :func:`pytest_gym_eval.stats.power.tasks_needed` with one unit's variance (the
+    clustered standard error squared times the tasks; p (1 - p) of a rollout) at the observed effect."""
+    if metric == "pass_rate":
+        flat = [x for task in rewards for x in task]
+        estimate, units = math.fsum(flat) / len(flat), len(flat)
+        spread = estimate * (1.0 - estimate) or threshold * (1.0 - threshold)
+    else:
+        estimate, error, units = clustered_standard_error(rewards)
+        spread = error * error * units
+    needed = power.tasks_needed(spread, abs(estimate - threshold), gates.HINT_POWER, 1.0 - confidence)
+    return max(1, needed - units)
+
+
+def hint_rows(histories: int) -> list[Row]:
+    """Whether an INCONCLUSIVE gate's hint (:meth:`pytest_gym_eval.stats.gates.Basis.hint`, through
+    :func:`~pytest_gym_eval.stats.gates.evaluate`) likely decides it: a first run from the population, its hint,
+    then a fresh run of the hinted total size from the same population, judged by the same gate."""
+    rows = []
+    for metric in ("mean_reward", "pass_rate"):
+        unit = "rollouts" if metric == "pass_rate" else "tasks"
+        for shape, (_, mean, between) in HINT_SHAPES.items():
+            for tasks, repeats in HINT_SIZES:
+                rng = random.Random(f"{SEED}-hints-{metric}-{shape}-{tasks}-{repeats}")
+                error = math.sqrt((between + (mean * (1.0 - mean) - between) / repeats) / tasks)
+                high = mean < 0.5  # the threshold above the truth: the right verdict is FAIL (else PASS)
+                threshold = mean + HINT_GAP * error if high else mean - HINT_GAP * error
+                gate, right = gates.Gate(metric, threshold), Verdict.FAIL if high else Verdict.PASS
+                counts = dict.fromkeys(
+                    ("inconclusive", "hinted", "right", "wrong", "old hinted", "old right", "old wrong"), 0
+                )
+                sizes: list[int] = []
+                for _ in range(histories):
+                    rewards = population_run(rng, shape, tasks * repeats, repeats)
+                    passed = [[x >= 1.0 for x in task] for task in rewards]
+                    (result,) = gates.evaluate([gate], rewards, passed, GateMode.LOWER_BOUND)
+                    if result.verdict is not Verdict.INCONCLUSIVE:
+                        continue
+                    counts["inconclusive"] += 1
+                    have = tasks if unit == "tasks" else tasks * repeats
+                    for prefix, more in (("", result.hint.more if result.hint else None),
+                                         ("old ", old_hint(metric, rewards, threshold))):  # fmt: skip
+                        if more is None or more > max(power.MAX_PROJECTED, 4 * have):
+                            continue  # "more than ... would be needed" (the old one: past today's limit)
+                        counts[prefix + "hinted"] += 1
+                        if not prefix:
+                            sizes.append(have + more)
+                        total = (have + more) * (repeats if unit == "tasks" else 1)
+                        fresh = population_run(rng, shape, total, repeats)
+                        counts_fresh = [(len(task), sum(1 for x in task if x >= 1.0)) for task in fresh]
+                        interval = gates.metric_interval(metric, fresh, counts_fresh)
+                        verdict = judge(interval, threshold, GateMode.LOWER_BOUND)
+                        counts[prefix + "right"] += verdict is right
+                        counts[prefix + "wrong"] += verdict not in (right, Verdict.INCONCLUSIVE)
+                hinted, inconclusive, old = counts["hinted"], counts["inconclusive"], max(1, counts["old hinted"])
+                result_text = "no INCONCLUSIVE first run"
+                if hinted:
+                    result_text = (
+                        f"decided right at the hinted size {share(counts['right'], hinted)[0]}, wrong "
+                        f"{100 * counts['wrong'] / hinted:.1f} %; old t hint (before): right "
+                        f"{share(counts['old right'], old)[0]}, wrong {100 * counts['old wrong'] / old:.1f} %; "
+                        f"first run INCONCLUSIVE in "
+                        f'{100 * inconclusive / histories:.0f} %, {inconclusive - hinted} of them hinted "more '
+                        f'than"; median hinted total {statistics.median(sizes):,.0f} {unit}'
+                    )
+                rows.append(
+                    Row(
+                        f"INCONCLUSIVE hint, {metric} gate {threshold:.3g} ({HINT_GAP:g} standard errors from the "
+                        f"true mean {mean:g}), {shape}: first run {tasks} tasks x {repeats} repeats; "
+                        f"{histories} histories",
+                        result_text,
+                        "(measured; intended about 80 %)",
+                        "",
+                    )
+                )
+    return rows
+
+
+PAIRED_HINT_SHAPES = ("symmetric (uniform on [0, 1])", "rare failures (every task 0.9)")
+"""The hint rows' shapes for the paired comparison (the candidate as good as the baseline on every task)."""
+
+
+def old_paired_hint(interval: Interval, threshold: float, confidence: float = 0.95) -> int:
+    """A comparison's hint before issue 38 item 4: the normal formula with one task's variance from the interval's
+    wider half-width over t_{(1+c)/2, n-1} (the standard error), at the observed effect."""
+    n = interval.n
+    error = max(interval.estimate - interval.low, interval.high - interval.estimate) / student_t_ppf(
+        (1.0 + confidence) / 2.0, n - 1
+    )
+    effect = abs(interval.estimate - threshold)
+    return max(1, power.tasks_needed(error * error * n, effect, gates.HINT_POWER, 1.0 - confidence) - n)
+
+
+def paired_population(rng: random.Random, shape: str, tasks: int, repeats: int) -> tuple[Rewards, Rewards]:
+    """A baseline and a candidate run on ``tasks`` tasks drawn afresh from ``shape``'s population, the candidate's
+    pass probability the baseline's on every task."""
+    baseline: Rewards = {}
+    candidate: Rewards = {}
+    for t in range(tasks):
+        p = HINT_SHAPES[shape][0](rng)
+        for r in range(repeats):
+            baseline[(f"t{t}", r)] = 1.0 if rng.random() < p else 0.0
+            candidate[(f"t{t}", r)] = 1.0 if rng.random() < p else 0.0
+    return baseline, candidate
+
+
+def paired_hint_rows(histories: int) -> list[Row]:
+    """:func:`hint_rows` for the paired comparison's non-inferiority gate (:func:`~pytest_gym_eval.stats.comparison.
+    compare`, the candidate as good as the baseline, the margin 1.5 true standard errors of the difference)."""
+    rows = []
+    for shape in PAIRED_HINT_SHAPES:
+        _, mean, between = HINT_SHAPES[shape]
+        for tasks, repeats in HINT_SIZES:
+            rng = random.Random(f"{SEED}-paired-hints-{shape}-{tasks}-{repeats}")
+            margin = HINT_GAP * math.sqrt(2.0 * (mean * (1.0 - mean) - between) / repeats / tasks)
+            gate = ComparisonGate(Hypothesis.NON_INFERIORITY, margin)
+            counts = dict.fromkeys(
+                ("inconclusive", "hinted", "right", "wrong", "old hinted", "old right", "old wrong"), 0
+            )
+            sizes: list[int] = []
+            for _ in range(histories):
+                (result,) = compare(*paired_population(rng, shape, tasks, repeats), [gate]).results
+                if result.verdict is not Verdict.INCONCLUSIVE:
+                    continue
+                counts["inconclusive"] += 1
+                for prefix, more in (("", result.hint.more if result.hint else None),
+                                     ("old ", old_paired_hint(result.interval, gate.threshold))):  # fmt: skip
+                    if more is None or more > max(power.MAX_PROJECTED, 4 * tasks):
+                        continue
+                    counts[prefix + "hinted"] += 1
+                    if not prefix:
+                        sizes.append(tasks + more)
+                    fresh = paired_population(rng, shape, tasks + more, repeats)
+                    verdict = judge_comparison(paired_mean_difference(*fresh).interval, gate)
+                    counts[prefix + "right"] += verdict is Verdict.PASS
+                    counts[prefix + "wrong"] += verdict is Verdict.FAIL
+            hinted, inconclusive, old = counts["hinted"], counts["inconclusive"], max(1, counts["old hinted"])
+            result_text = "no INCONCLUSIVE first run"
+            if hinted:
+                result_text = (
+                    f"decided right (PASS) at the hinted size {share(counts['right'], hinted)[0]}, wrong "
+                    f"{100 * counts['wrong'] / hinted:.1f} %; old t hint (before): right "
+                    f"{share(counts['old right'], old)[0]}, wrong {100 * counts['old wrong'] / old:.1f} %; "
+                    f"first run INCONCLUSIVE in {100 * inconclusive / histories:.0f} %, {inconclusive - hinted} of "
+                    f'them hinted "more than"; median hinted total {statistics.median(sizes):,.0f} tasks'
+                )
+            rows.append(
+                Row(
+                    f"INCONCLUSIVE hint, paired non-inferiority at margin {margin:.3g} ({HINT_GAP:g} standard errors "
+                    f"of the difference; the candidate as good), {shape}: first run {tasks} tasks x {repeats} "
+                    f"repeats; {histories} histories",
+                    result_text,
+                    "(measured; intended about 80 %)",
+                    "",
+                )
+            )
+    return rows
+
+
 JUDGE_SIZES = ((12, 2), (40, 2), (12, 4), (40, 4))
 """(tasks, repeats) of the judge-noise rows at the margin."""
 
@@ -652,6 +858,7 @@ GROUPS: dict[str, Callable[[int], list[Row]]] = {
     "passk": passk_rows,
     "familywise": familywise_rows,
     "judge_noise": judge_noise_rows,
+    "hints": lambda n: hint_rows(n // 10) + paired_hint_rows(n // 5),
 }
 """The table's groups of rows, in order (``--only`` picks some)."""
 

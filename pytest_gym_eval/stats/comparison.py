@@ -30,9 +30,10 @@ from enum import Enum
 
 from pytest_gym_eval.core import number_text
 from pytest_gym_eval.stats.exact_tests import mcnemar_exact
-from pytest_gym_eval.stats.gates import Familywise, GateMode, GateSource, Hint, Verdict, interval_hint, judge
+from pytest_gym_eval.stats.gates import HINT_POWER, Familywise, GateMode, GateSource, Hint, Verdict, judge
 from pytest_gym_eval.stats.intervals import Interval, mean_interval
 from pytest_gym_eval.stats.paired_interval import gain_loss_interval
+from pytest_gym_eval.stats.power import paired_hint
 from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA, BettingSequence, RewardRange, wave_ends
 
 Key = tuple[str, int]
@@ -297,8 +298,7 @@ class ComparisonResult:
 
     def describe(self) -> str:
         """One line, e.g. ``non-inferiority: candidate - baseline -0.02 [-0.06, 0.03], lower bound -0.06 >= -0.10:
-        PASS`` (``... n/a (no paired rollouts): INCONCLUSIVE`` without data); an INCONCLUSIVE one adds its
-        :attr:`hint` (``; about 40 more tasks would likely decide it``)."""
+        PASS`` (``... n/a (no paired rollouts)`` without data); an INCONCLUSIVE one adds its :attr:`hint`."""
         iv = self.interval
         head = f"{self.gate.hypothesis.value}: candidate - baseline"
         if math.isnan(iv.estimate):
@@ -364,14 +364,14 @@ def compare(
     return Comparison(difference, flip_decomposition(baseline, candidate), results)
 
 
-def _judged(
-    interval: Interval, gate: ComparisonGate, confidence: float, basis: PairedBasis | None = None
-) -> ComparisonResult:
-    """``gate`` judged on the fixed-sample ``interval``, with the planner's hint when INCONCLUSIVE
-    (:func:`~pytest_gym_eval.stats.gates.interval_hint`: about how many more tasks, the same repeats)."""
+def _judged(interval: Interval, gate: ComparisonGate, confidence: float, basis: PairedBasis) -> ComparisonResult:
+    """``gate`` judged on ``interval``; INCONCLUSIVE, with the hint of its own interval (power.paired_hint)."""
     verdict = judge_comparison(interval, gate)
-    straddles = verdict is Verdict.INCONCLUSIVE and not math.isnan(interval.estimate)
-    hint = interval_hint(interval, gate.threshold, confidence) if straddles else None
+    if verdict is not Verdict.INCONCLUSIVE or math.isnan(interval.estimate):
+        return ComparisonResult(gate, interval, verdict, basis=basis)
+    decides = lambda iv: judge_comparison(iv, gate) is not Verdict.INCONCLUSIVE  # noqa: E731
+    own = lambda b, c, level: PairedBasis(b, c).interval(level)  # noqa: E731  (the interval the gate judges)
+    hint = paired_hint(basis.baseline, basis.candidate, gate.threshold, confidence, decides, own, HINT_POWER)
     return ComparisonResult(gate, interval, verdict, hint=hint, basis=basis)
 
 

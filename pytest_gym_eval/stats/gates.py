@@ -7,12 +7,10 @@ import re
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from statistics import NormalDist
 from typing import Protocol, TypeVar
 
 from pytest_gym_eval.core import number_text
 from pytest_gym_eval.stats import gate_kinds, power
-from pytest_gym_eval.stats.distributions import student_t_ppf
 from pytest_gym_eval.stats.intervals import (
     Interval,
     binomial_test_p,
@@ -23,6 +21,7 @@ from pytest_gym_eval.stats.intervals import (
     score_test_p,
     t_test_p,
 )
+from pytest_gym_eval.stats.power import Hint as Hint  # re-exported: the reports and comparisons import it here
 
 METRICS = gate_kinds.METRICS
 """What a gate may judge: the kinds of :mod:`pytest_gym_eval.stats.gate_kinds` (a custom metric tests record is
@@ -346,22 +345,6 @@ HINT_POWER = 0.8
 
 
 @dataclass(frozen=True)
-class Hint:
-    """How much more data would likely decide an INCONCLUSIVE gate at the observed effect (estimate - threshold)
-    and spread, at the level it was judged at, with probability :data:`HINT_POWER` (:meth:`Basis.hint`).
-
-    ``more`` more ``unit`` ("tasks": same repeats; "rollouts" for the pass rate, which counts rollouts; None: the
-    estimate is the threshold, or too few tasks to extrapolate from); ``repeats``: the repeats per task that would
-    decide it on the same tasks (mean reward only), None when more repeats would not (the spread lies between
-    tasks) or cannot be told (one rollout a task). ``text`` says it in words."""
-
-    more: int | None
-    unit: str
-    repeats: int | None
-    text: str
-
-
-@dataclass(frozen=True)
 class Familywise:
     """A gate judged as one of ``family`` gates by Holm's step-down procedure (:func:`holm`): its p-value against
     its threshold, and the level (alpha) its interval was computed at, 1 - ``level`` its confidence."""
@@ -431,65 +414,21 @@ class Basis:
         return min(1.0, 2.0 * one_sided)
 
     def hint(self, threshold: float, confidence: float) -> Hint:
-        """How much more data would likely (power :data:`HINT_POWER`) make the interval at ``confidence`` exclude
-        ``threshold`` if the effect (estimate - threshold) and the spread stay as observed: the planner's
-        :func:`~pytest_gym_eval.stats.power.tasks_needed` with one task's variance (the standard error squared times the
-        tasks) at two-sided alpha 1 - ``confidence``. For the mean reward also the repeats per task that would do
-        it on the same tasks: n d^2 / z^2 = var_between + var_within / K solved for K (the variance components of
-        :func:`~pytest_gym_eval.stats.power.variance_components`), impossible when the between-task variance alone is
-        too large."""
-        alpha = 1.0 - confidence
-        kind = gate_kinds.kind(self.metric)
-        if kind.proportion is not None:
-            events, trials = kind.proportion(self)
-            estimate = events / trials if trials else math.nan
-            spread, units, unit = estimate * (1.0 - estimate), trials, "rollouts"
-            if spread == 0.0:
-                spread = threshold * (1.0 - threshold)
-        else:
-            estimate, error, units = clustered_standard_error(self._values())
-            spread, unit = error * error * units, "tasks"
-        effect = abs(estimate - threshold)
-        hint = _more_data(spread, effect, units, unit, alpha)
-        if hint.more is None or not kind.repeats_hint:
-            return hint
-        repeats, why = self._repeats_needed(effect, alpha)
-        text = hint.text + " (same repeats)"
-        text += f", or about {repeats} repeats a task on the same tasks" if repeats else why
-        return Hint(hint.more, unit, repeats, text)
+        """How much more data would likely (power :data:`HINT_POWER`) make the interval at ``confidence`` decide
+        the gate on ``threshold``: :func:`~pytest_gym_eval.stats.power.basis_hint`, the gate's own interval on the
+        data projected to more tasks (rollouts for a share of rollouts; for the mean reward also more repeats)."""
+        at_most = gate_kinds.kind(self.metric).words is gate_kinds.AT_MOST
 
-    def _repeats_needed(self, effect: float, alpha: float) -> tuple[int | None, str]:
-        """The repeats per task that would decide it on the same tasks, or None and why not."""
-        tasks = [task for task in self.rewards_by_task if task]
-        variance = power.variance_components(tasks)  # >= 2 tasks: the caller had a standard error
-        if variance.within is None:
-            return None, ""  # one rollout a task: the within-task spread is unknown
-        z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(HINT_POWER)
-        room = len(tasks) * effect * effect / (z * z) - variance.between
-        if room <= 0.0 or variance.within == 0.0:
-            return None, "; more repeats alone would not: the spread lies between tasks"
-        return max(math.ceil(variance.repeats) + 1, math.ceil(variance.within / room - 1e-9)), ""
+        def decides(interval: Interval) -> bool:
+            return judge(interval, threshold, GateMode.LOWER_BOUND, at_most) is not Verdict.INCONCLUSIVE
 
-
-def _more_data(spread: float, effect: float, units: int, unit: str, alpha: float) -> Hint:
-    """The :class:`Hint` of ``units`` ``unit`` with one unit's variance ``spread`` at the observed ``effect``."""
-    if effect == 0.0:
-        return Hint(None, unit, None, "the estimate is the threshold: more data would not likely decide it")
-    if not spread > 0.0:  # nan: a single task, no spread to extrapolate from
-        return Hint(None, unit, None, f"too few {unit} to tell how much more data would decide it")
-    more = max(1, power.tasks_needed(spread, effect, HINT_POWER, alpha) - units)
-    return Hint(more, unit, None, f"about {more:,} more {unit if more > 1 else unit[:-1]} would likely decide it")
+        return power.basis_hint(self, threshold, confidence, decides, HINT_POWER)
 
 
 def interval_hint(interval: Interval, threshold: float, confidence: float) -> Hint:
-    """:meth:`Basis.hint` (tasks only) from a Student t interval over ``interval.n`` tasks alone, for a gate whose
-    data is not at hand (a custom metric's, a policy comparison's): the standard error is its wider half-width
-    (the side clipping left alone) over t_{(1+c)/2, n-1}; approximate when both sides were clipped."""
-    estimate, n = interval.estimate, interval.n
-    if n < 2 or not (math.isfinite(interval.low) and math.isfinite(interval.high)) or math.isnan(estimate):
-        return _more_data(math.nan, abs(estimate - threshold), n, "tasks", 1.0 - confidence)
-    error = max(estimate - interval.low, interval.high - estimate) / student_t_ppf((1.0 + confidence) / 2.0, n - 1)
-    return _more_data(error * error * n, abs(estimate - threshold), n, "tasks", 1.0 - confidence)
+    """:func:`~pytest_gym_eval.stats.power.interval_hint` at :data:`HINT_POWER`: the hint of a gate whose data is not
+    at hand (a custom metric's Student t interval)."""
+    return power.interval_hint(interval, threshold, confidence, HINT_POWER)
 
 
 HOLM = "holm"

@@ -178,7 +178,7 @@ def test_the_judge_noise_rows_sit_at_the_margin_and_count_wrong_statements() -> 
 
 def test_only_computes_the_groups_named_and_refuses_to_write_part_of_the_table(capsys: object) -> None:
     bench = load()
-    assert list(bench.GROUPS) == ["drift", "labels", "paired", "single", "passk", "familywise", "judge_noise"]
+    assert list(bench.GROUPS) == ["drift", "labels", "paired", "single", "passk", "familywise", "judge_noise", "hints"]
     try:
         bench.main(["--only", "single", "--write"])
     except SystemExit as exit:
@@ -192,3 +192,37 @@ def test_a_gate_row_is_not_met_only_beyond_the_monte_carlo_error() -> None:
     assert bench.gate_verdict([10, 5], 1000) == "met"  # 1.0 %: Wilson upper end 1.8 %
     assert bench.gate_verdict([25, 5], 1000) == "unclear"  # 2.5 %: 1.7-3.7 %
     assert bench.gate_verdict([44, 5], 1000) == "not met"  # 4.4 %: 3.3-5.9 %
+
+
+def test_the_hint_rows_try_the_hinted_size_on_fresh_runs_of_the_population() -> None:
+    bench = load()
+    run = bench.population_run(bench.random.Random(1), "rare failures (every task 0.9)", 10, 4)
+    assert [len(task) for task in run] == [4, 4, 2]  # the last task takes what is left of the rollouts
+    for shape, (draw, mean, between) in bench.HINT_SHAPES.items():
+        draws = [draw(bench.random.Random(seed)) for seed in range(4000)]
+        assert abs(bench.statistics.fmean(draws) - mean) < 0.02, shape
+        assert abs(bench.statistics.pvariance(draws) - between) < 0.01, shape
+    rows = bench.hint_rows(2)
+    assert len(rows) == 2 * len(bench.HINT_SHAPES) * len(bench.HINT_SIZES)
+    assert all("2 histories" in row.what and "intended about 80 %" in row.goal for row in rows)
+    assert all("decided right at the hinted size" in row.result for row in rows if "no INCONCLUSIVE" not in row.result)
+    paired = bench.paired_hint_rows(3)
+    assert len(paired) == len(bench.PAIRED_HINT_SHAPES) * len(bench.HINT_SIZES)
+    assert all("paired non-inferiority" in row.what and "3 histories" in row.what for row in paired)
+    baseline, candidate = bench.paired_population(bench.random.Random(2), "rare failures (every task 0.9)", 5, 3)
+    assert sorted(baseline) == sorted(candidate) and len(baseline) == 15
+
+
+def test_the_old_hint_is_the_normal_formula_at_the_observed_effect() -> None:
+    # The pass rate, 48 rollouts at 0.875 against 0.8: one rollout's variance 0.875 x 0.125 = 0.109375, so
+    # n = (1.95996 + 0.84162)^2 x 0.109375 / 0.075^2 = 152.6: 153 rollouts, 105 more.
+    bench = load()
+    rewards = [[0.0 if (t, r) in ((0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0)) else 1.0 for r in range(4)]
+               for t in range(12)]  # fmt: skip
+    assert bench.old_hint("pass_rate", rewards, 0.8) == 105
+    # The mean reward: 12 tasks at 0.75 or 1 (6 each), clustered standard error 0.03769, one task's variance
+    # 12 x 0.03769^2 = 0.01705, so n = 7.849 x 0.01705 / 0.075^2 = 23.8: 24 tasks, 12 more (the docs' example).
+    assert bench.old_hint("mean_reward", rewards, 0.8) == 12
+    # A comparison's: [-0.1, 0.1] over 12 tasks against -0.1, standard error 0.1 / t_{0.975, 11} = 0.04543, one
+    # task's variance 12 x 0.04543^2 = 0.02477, so n = 7.849 x 0.02477 / 0.1^2 = 19.4: 20 tasks, 8 more.
+    assert bench.old_paired_hint(bench.Interval(0.0, -0.1, 0.1, 12), -0.1) == 8
