@@ -322,10 +322,12 @@ def test_credentials_in_the_model_url_never_reach_the_terminal_or_reports(
     pytester: pytest.Pytester, fake_gym: FakeGym
 ) -> None:
     """A model URL's password and query string (where some gateways take a key) are redacted wherever the URL is
-    shown: the start-up error of every item, JUnit's message and ``gym.model_url``, the JSON report and the page."""
+    shown: the start-up error of every item, JUnit's message and ``gym.model_url``, the JSON report and the page.
+    (A model type whose client takes such URLs: Gym's openai_model refuses them, a usage error of their own.)"""
     url = "http://alice:pw-SECRET-1@127.0.0.1:9/v1?api-key=q-SECRET-2"
     name = dataset(pytester, task("a"))
     args = [f"--gym-checkout={fake_gym.checkout}", f"--gym-model-url={url}", "--gym-model=m", "-rA", name]
+    args.append("--gym-model-type=azure_openai_model")
     args += ["--gym-startup-timeout=1", "--junitxml=junit.xml", "--gym-report=report.json", "--gym-html=page.html"]
     result = pytester.runpytest(*args)
     assert outcomes(result) == {"mcqa.jsonl::a[r0]": "error"}

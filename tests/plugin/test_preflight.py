@@ -217,5 +217,5 @@ def test_a_bound_endpoint_that_does_not_answer_stops_the_start_naming_it(
         *fake_gym.args, name, f"--gym-model-server=judge_model={judge},model=j", "--gym-startup-timeout=2"
     )
     assert result.ret != pytest.ExitCode.OK
-    assert f"the model endpoint {judge} did not answer GET /models" in result.stdout.str()
+    assert f"the model endpoint {judge} (model server judge_model) did not answer GET /models" in result.stdout.str()
     assert not any(call.get("argv", [None])[:1] == ["env"] for call in fake_gym.calls()), fake_gym.calls()
