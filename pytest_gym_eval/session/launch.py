@@ -379,6 +379,9 @@ class Launch:
             if not problems:
                 for judge in preflight.unmanaged_judges(checkout, loaded):
                     self.note(f"warning: {preflight.unmanaged_judge_warning(judge, checkout)}")
+                session_wide = [b.name for b in self.options.model_servers if b.for_policy is None]
+                for warning in preflight.unused_binding_warnings(session_wide, loaded):
+                    self.note(f"warning: {warning}")
         if problems:
             raise pytest.UsageError("\n".join(problems))
 

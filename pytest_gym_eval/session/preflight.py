@@ -352,6 +352,22 @@ def model_server_problems(
     return problems
 
 
+def unused_binding_warnings(names: Sequence[str], loaded: Mapping[Path, Mapping[str, Any]]) -> list[str]:
+    """One warning per session-wide ``--gym-model-server`` binding in ``names`` that no server block of the run's
+    configs ``loaded`` refers to (``{type: responses_api_models, name: NAME}`` anywhere in them), naming those the
+    configs do refer to: a misspelt ``judge_modle=...`` is served by Gym and called by no rollout, while the judge
+    the environment does call keeps its config's endpoint. A warning, not an error: an ini file may bind judges for
+    datasets this run did not select."""
+    referred = sorted({server for data in loaded.values() for _, server in _refs(data, ())})
+    they = f"they name {', '.join(referred)}" if referred else "they name no model server besides the policy's"
+    return [
+        f"{OPTION} {name}: no config of the selected environments names the model server {name!r} ({they}); "
+        "it is served, and no rollout of this run calls it"
+        for name in names
+        if name not in referred
+    ]
+
+
 def _shown_path(path: Path, checkout: Path) -> str:
     try:
         return str(path.relative_to(checkout))

@@ -164,6 +164,25 @@ def test_an_unbound_judge_is_one_usage_error_and_a_binding_reaches_gyms_config(
     assert block["openai_model"]["openai_base_url"] == "${policy_base_url}"
 
 
+def test_a_binding_no_selected_environment_names_is_a_warning_naming_what_they_name(
+    pytester: pytest.Pytester, fake_gym: FakeGym
+) -> None:
+    """A misspelt ``judge_modle=...`` beside the right binding is served and called by no rollout: the session says
+    so before the start, naming the model servers the environments do name, and runs."""
+    (fake_gym.checkout / "resources_servers" / "mcqa" / "configs" / "mcqa.yaml").write_text(JUDGED_MCQA)
+    name = write_dataset(pytester.path, "mcqa.jsonl", "a")
+    bindings = ["--gym-model-server=judge_model=policy", "--gym-model-server=judge_modle=policy"]
+    result = pytester.runpytest_subprocess(*fake_gym.args, name, *bindings)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*warning: --gym-model-server judge_modle: no config of the selected environments names the model server"
+            " 'judge_modle' (they name judge_model); it is served, and no rollout of this run calls it*"
+        ]
+    )
+    assert "--gym-model-server judge_model:" not in result.stdout.str()
+
+
 def test_a_replay_binding_serves_the_judge_from_a_loopback_replay_server(
     pytester: pytest.Pytester, fake_gym: FakeGym
 ) -> None:

@@ -287,3 +287,25 @@ def test_a_replay_binding_takes_type_like_an_endpoint(tmp_path: Path) -> None:
         parse_model_server("judge_model=replay:judge.jsonl,type=grpc", tmp_path)
     (tmp_path / "a,b.jsonl").write_text("{}\n")  # a comma in the file's name stays part of it
     assert parse_model_server("judge_model=replay:a,b.jsonl,type=responses", tmp_path).replay == tmp_path / "a,b.jsonl"
+
+
+def test_a_session_wide_binding_no_config_refers_to_is_warned_about_with_the_names_they_use() -> None:
+    """References anywhere in the run's configs count (a resources server's judge, an agent's user simulator); a
+    model server's own definition does not."""
+    from pytest_gym_eval.session.preflight import unused_binding_warnings
+
+    loaded = {
+        Path("env.yaml"): {
+            "env": {"resources_servers": {"kind": {"judge": {"type": "responses_api_models", "name": "judge_model"}}}},
+            "agent": {"responses_api_agents": {"a": {"user": {"type": "responses_api_models", "name": "simulator"}}}},
+            "judge_modle": {"responses_api_models": {"openai_model": {"openai_base_url": "http://h/v1"}}},
+        }
+    }
+    (warning,) = unused_binding_warnings(["judge_model", "judge_modle", "simulator"], loaded)
+    assert warning == (
+        "--gym-model-server judge_modle: no config of the selected environments names the model server "
+        "'judge_modle' (they name judge_model, simulator); it is served, and no rollout of this run calls it"
+    )
+    assert unused_binding_warnings(["x"], {})[0].endswith(
+        "(they name no model server besides the policy's); it is served, and no rollout of this run calls it"
+    )
