@@ -93,8 +93,9 @@ def test_a_custom_metric_over_the_mcqa_examples_rollouts_gates_the_session(
 ) -> None:
     """``correct`` (the verifier's extracted answer is the expected one) is 1 for 9 tasks and 0 for mcqa-004, -009
     and -011 (both repeats): mean 0.75; the errors clustered by task sum to 9 * 0.5² + 3 * 1.5² = 9 over N = 24,
-    so the standard error is sqrt(12/11 * 9 / 24²) = 0.1306 and the half width t(0.975, 11) * 0.1306 = 0.287:
-    [0.46, 1.00] (clipped)."""
+    so the standard error is sqrt(12/11 * 9 / 24²) = 0.1306. A metric in [0, 1] gets the mean reward's
+    task-clustered Clopper-Pearson interval: n_eff = 0.75 * 0.25 / 0.1306² = 11.0, n* = 11.0 * (1.95996 /
+    2.20099)² = 8.72, Clopper-Pearson of 6.54 successes in 8.72: [0.37, 0.96]."""
     shutil.copy(PROJECT_EXAMPLE / "pytest.ini", pytester.path / "pytest.ini")
     shutil.copytree(PROJECT_EXAMPLE / "datasets", pytester.path / "datasets")
     pytester.makepyfile(test_metric=METRIC_TESTS)
@@ -102,10 +103,10 @@ def test_a_custom_metric_over_the_mcqa_examples_rollouts_gates_the_session(
     met = pytester.runpytest_subprocess(*common, "--gym-min-metric=correct:0.7", "--gym-report=r.json")
     text = " ".join(met.stdout.str().split())
     assert met.ret == 0, met.stdout.str()[-3000:]
-    assert "metric correct 0.75 [0.46, 1.00] 95% CI over 12 tasks" in text, text[-3000:]
-    assert "metric correct 0.75 [0.46, 1.00] >= 0.70: PASS" in text
+    assert "metric correct 0.75 [0.37, 0.96] 95% CI over 12 tasks" in text, text[-3000:]
+    assert "metric correct 0.75 [0.37, 0.96] >= 0.70: PASS" in text
     metric = json.loads((pytester.path / "r.json").read_text())["datasets"][0]["metrics"]["correct"]
-    assert metric["estimate"] == 0.75 and metric["n"] == 12 and round(metric["low"], 2) == 0.46
+    assert metric["estimate"] == 0.75 and metric["n"] == 12 and round(metric["low"], 2) == 0.37
     failed = pytester.runpytest_subprocess(*common, "--gym-min-metric=correct:0.8")
     assert failed.ret == 1, failed.stdout.str()[-3000:]
-    assert "metric correct 0.75 [0.46, 1.00] < 0.80: FAIL" in " ".join(failed.stdout.str().split())
+    assert "metric correct 0.75 [0.37, 0.96] < 0.80: FAIL" in " ".join(failed.stdout.str().split())
