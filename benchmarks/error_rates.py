@@ -88,7 +88,7 @@ import math
 import random
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -406,36 +406,46 @@ def single_rows(histories: int) -> list[Row]:
                 rng = random.Random(f"{SEED}-single-{metric}-{shape}-{tasks}-{repeats}")
                 threshold = single_threshold(shape, tasks)
                 high = threshold < 0.5  # power: FAIL with the threshold above (else PASS with it below)
-                power_threshold = threshold + POWER_GAP if high else threshold - POWER_GAP
-                power_verdict = Verdict.FAIL if high else Verdict.PASS
                 counts = dict.fromkeys(("pass", "fail", "power", "t pass", "t fail", "t power"), 0)
                 for _ in range(histories):
                     rewards = [
                         [1.0 if rng.random() < SINGLE_SHAPES[shape](t) else 0.0 for _ in range(repeats)]
                         for t in range(tasks)
                     ]
-                    for prefix, interval in zip(("", "t "), single_intervals(metric, rewards), strict=True):
-                        verdict = judge(interval, threshold, GateMode.LOWER_BOUND)
-                        counts[prefix + "pass"] += verdict is Verdict.PASS
-                        counts[prefix + "fail"] += verdict is Verdict.FAIL
-                        counts[prefix + "power"] += (
-                            judge(interval, power_threshold, GateMode.LOWER_BOUND) is power_verdict
-                        )
-                power_words = f"{power_verdict.value} with the threshold {POWER_GAP:g} {'above' if high else 'below'}"
-                rows.append(
-                    Row(
-                        f"{metric} gate at the threshold (the true mean, {threshold:.3g}), {shape}: {tasks} tasks x "
-                        f"{repeats} repeats; {histories} histories",
-                        f"wrong PASS {share(counts['pass'], histories)[0]}, wrong FAIL "
-                        f"{share(counts['fail'], histories)[0]}; {before_name}: wrong PASS "
-                        f"{share(counts['t pass'], histories)[0]}, wrong FAIL {share(counts['t fail'], histories)[0]}; "
-                        f"power ({power_words}): {100 * counts['power'] / histories:.1f} % "
-                        f"({before_name.split()[0]} {100 * counts['t power'] / histories:.1f} %)",
-                        f"each wrong verdict <= {100 * LIMIT:.1f} %",
-                        gate_verdict([counts["pass"], counts["fail"]], histories),
-                    )
-                )
+                    tally(counts, single_intervals(metric, rewards), threshold, high)
+                label = f"{metric} gate at the threshold (the true mean, {threshold:.3g}), {shape}: {tasks} tasks x "
+                rows.append(threshold_row(label + f"{repeats} repeats", counts, histories, before_name, high))
     return rows
+
+
+def tally(counts: dict[str, int], intervals: Sequence[Interval], threshold: float, high: bool) -> None:
+    """Count, into ``counts``, the verdicts of a threshold row's two intervals (the gate's now, then the one before,
+    keys prefixed "t "): a wrong PASS, a wrong FAIL (the truth at ``threshold``) and power, the right verdict with
+    the threshold :data:`POWER_GAP` away (above it when ``high``, FAIL; else below it, PASS)."""
+    power_threshold = threshold + POWER_GAP if high else threshold - POWER_GAP
+    power_verdict = Verdict.FAIL if high else Verdict.PASS
+    for prefix, interval in zip(("", "t "), intervals, strict=True):
+        verdict = judge(interval, threshold, GateMode.LOWER_BOUND)
+        counts[prefix + "pass"] += verdict is Verdict.PASS
+        counts[prefix + "fail"] += verdict is Verdict.FAIL
+        counts[prefix + "power"] += judge(interval, power_threshold, GateMode.LOWER_BOUND) is power_verdict
+
+
+def threshold_row(label: str, counts: dict[str, int], histories: int, before_name: str, high: bool) -> Row:
+    """The row of a gate at its threshold from :func:`tally`'s ``counts`` over ``histories``; ``label`` names the
+    gate, shape and size, ``before_name`` the interval before (e.g. "t (before)")."""
+    power_verdict = Verdict.FAIL if high else Verdict.PASS
+    power_words = f"{power_verdict.value} with the threshold {POWER_GAP:g} {'above' if high else 'below'}"
+    return Row(
+        f"{label}; {histories} histories",
+        f"wrong PASS {share(counts['pass'], histories)[0]}, wrong FAIL "
+        f"{share(counts['fail'], histories)[0]}; {before_name}: wrong PASS "
+        f"{share(counts['t pass'], histories)[0]}, wrong FAIL {share(counts['t fail'], histories)[0]}; "
+        f"power ({power_words}): {100 * counts['power'] / histories:.1f} % "
+        f"({before_name.split()[0]} {100 * counts['t power'] / histories:.1f} %)",
+        f"each wrong verdict <= {100 * LIMIT:.1f} %",
+        gate_verdict([counts["pass"], counts["fail"]], histories),
+    )
 
 
 PASSK_SHAPES: dict[str, Callable[[int], float]] = {
@@ -457,35 +467,15 @@ def passk_rows(histories: int) -> list[Row]:
                 rng = random.Random(f"{SEED}-passk-{k}-{shape}-{tasks}-{repeats}")
                 threshold = math.fsum(1.0 - (1.0 - probability(t)) ** k for t in range(tasks)) / tasks
                 high = threshold < 0.5  # power: FAIL with the threshold above (else PASS with it below)
-                power_threshold = threshold + POWER_GAP if high else threshold - POWER_GAP
-                power_verdict = Verdict.FAIL if high else Verdict.PASS
                 counts = dict.fromkeys(("pass", "fail", "power", "t pass", "t fail", "t power"), 0)
                 for _ in range(histories):
                     tallies = [
                         (repeats, sum(1 for _ in range(repeats) if rng.random() < probability(t))) for t in range(tasks)
                     ]
                     now = gates.metric_interval("pass_at_k", [], tallies, k=k)
-                    for prefix, interval in (("", now), ("t ", pass_at_k_interval(tallies, k, clip=True))):
-                        verdict = judge(interval, threshold, GateMode.LOWER_BOUND)
-                        counts[prefix + "pass"] += verdict is Verdict.PASS
-                        counts[prefix + "fail"] += verdict is Verdict.FAIL
-                        counts[prefix + "power"] += (
-                            judge(interval, power_threshold, GateMode.LOWER_BOUND) is power_verdict
-                        )
-                power_words = f"{power_verdict.value} with the threshold {POWER_GAP:g} {'above' if high else 'below'}"
-                rows.append(
-                    Row(
-                        f"pass@{k} gate at the threshold (the true pass@{k}, {threshold:.3g}), {shape}: {tasks} tasks "
-                        f"x {repeats} repeats; {histories} histories",
-                        f"wrong PASS {share(counts['pass'], histories)[0]}, wrong FAIL "
-                        f"{share(counts['fail'], histories)[0]}; t (before): wrong PASS "
-                        f"{share(counts['t pass'], histories)[0]}, wrong FAIL {share(counts['t fail'], histories)[0]}; "
-                        f"power ({power_words}): {100 * counts['power'] / histories:.1f} % "
-                        f"(t {100 * counts['t power'] / histories:.1f} %)",
-                        f"each wrong verdict <= {100 * LIMIT:.1f} %",
-                        gate_verdict([counts["pass"], counts["fail"]], histories),
-                    )
-                )
+                    tally(counts, (now, pass_at_k_interval(tallies, k, clip=True)), threshold, high)
+                label = f"pass@{k} gate at the threshold (the true pass@{k}, {threshold:.3g}), {shape}: {tasks} tasks "
+                rows.append(threshold_row(label + f"x {repeats} repeats", counts, histories, "t (before)", high))
     return rows
 
 
