@@ -71,28 +71,23 @@ def failed_judge_call_lines(output: Path, secrets: Sequence[str] = ()) -> list[s
     instead of failing the rollout (Gym 0.7.0's over_refusal_detection gives 0.5, "unclear"), so no rollout's
     error may say it: a live judge that could not be called at all would otherwise pass unnoticed. Empty when none
     failed or the file is missing; lines that are not JSON objects are skipped."""
-    import json
-
+    from pytest_gym_eval.core.files import iter_json_lines
     from pytest_gym_eval.outcomes.usage import judge_calls
 
-    try:
-        lines = output.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
     calls = failed = rollouts = 0
     first = ""
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        mine = [call for call in judge_calls(record) if call.get("response") is None and call.get("error")]
-        calls += len(judge_calls(record))
-        failed += len(mine)
-        rollouts += bool(mine)
-        first = first or (str(mine[0]["error"]) if mine else "")
+    try:
+        for _, record in iter_json_lines(output, skip_invalid=True):
+            if not isinstance(record, dict):
+                continue
+            judged = judge_calls(record)
+            mine = [call for call in judged if call.get("response") is None and call.get("error")]
+            calls += len(judged)
+            failed += len(mine)
+            rollouts += bool(mine)
+            first = first or (str(mine[0]["error"]) if mine else "")
+    except OSError:
+        return []
     if not failed:
         return []
     shown = causes.redact(first, secrets)
