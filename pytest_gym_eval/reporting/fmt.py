@@ -10,8 +10,9 @@ import unicodedata
 from pytest_gym_eval.core import number_text
 from pytest_gym_eval.core.number_text import number as number
 from pytest_gym_eval.core.number_text import threshold as threshold
-from pytest_gym_eval.stats.gates import Familywise, Hint
+from pytest_gym_eval.stats.gates import Familywise
 from pytest_gym_eval.stats.intervals import Interval, PairedComparison
+from pytest_gym_eval.stats.power import Hint
 
 MIN_WIDTH = 40
 """Narrowest width the terminal text is laid out for."""

@@ -19,9 +19,10 @@ from pytest_gym_eval.reporting.summary import DatasetSummary, GymFigures, Rollou
 from pytest_gym_eval.reporting.verdicts import GateVerdict
 from pytest_gym_eval.stats import gate_kinds
 from pytest_gym_eval.stats.comparison import gym_verdict
-from pytest_gym_eval.stats.gates import Familywise, Gate, GateResult, Hint
+from pytest_gym_eval.stats.gates import Familywise, Gate, GateResult
 from pytest_gym_eval.stats.intervals import Interval
 from pytest_gym_eval.stats.judge_noise import JudgeNoise
+from pytest_gym_eval.stats.power import Hint
 from pytest_gym_eval.stats.sequential import AdaptiveRecord
 
 REPORT_SCHEMA_VERSION = 1

@@ -30,10 +30,10 @@ from enum import Enum
 
 from pytest_gym_eval.core import number_text
 from pytest_gym_eval.stats.exact_tests import mcnemar_exact
-from pytest_gym_eval.stats.gates import HINT_POWER, Familywise, GateMode, GateSource, Hint, Verdict, judge
+from pytest_gym_eval.stats.gates import HINT_POWER, Familywise, GateMode, GateSource, Verdict, judge
 from pytest_gym_eval.stats.intervals import Interval, mean_interval
 from pytest_gym_eval.stats.paired_interval import gain_loss_interval
-from pytest_gym_eval.stats.power import paired_hint
+from pytest_gym_eval.stats.power import Hint, paired_hint
 from pytest_gym_eval.stats.sequential import DEFAULT_ALPHA, BettingSequence, RewardRange, wave_ends
 
 Key = tuple[str, int]

@@ -21,7 +21,7 @@ from pytest_gym_eval.stats.intervals import (
     score_test_p,
     t_test_p,
 )
-from pytest_gym_eval.stats.power import Hint as Hint  # re-exported: the reports and comparisons import it here
+from pytest_gym_eval.stats.power import Hint
 
 METRICS = gate_kinds.METRICS
 """What a gate may judge: the kinds of :mod:`pytest_gym_eval.stats.gate_kinds` (a custom metric tests record is
